@@ -1,0 +1,1 @@
+"""Input-format parsers: one module per format, one `parse(path)` entry point each."""

@@ -1,0 +1,145 @@
+"""Bytes in, a decoded Kineto document out: gzip (python-isal when installed), truncation recovery, and a one-line
+explanation when a file is some other kind of trace.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from traceview.errors import InputError, NotKinetoError, ParseWarning
+from traceview.parsers.kineto_schema import DOCUMENT_DECODER, EVENTS_DECODER, Document, Event, Probe
+
+try:  # python-isal decompresses gzip several times faster than zlib
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - the standard library is the fallback
+    _zlib = zlib  # type: ignore[no-redef]
+
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_RECOVERY_TRIES = 64
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded document, with what was lost on the way."""
+
+    document: Document
+    warnings: tuple[ParseWarning, ...] = ()
+    truncated_at_byte: int | None = None
+
+
+def read_bytes(path: Path) -> tuple[bytes, list[ParseWarning]]:
+    """The file's JSON bytes, gunzipped if needed; a gzip stream cut short yields what it held, with a warning."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if not raw.startswith(GZIP_MAGIC):
+        return raw, []
+    decompressor = _zlib.decompressobj(31)
+    try:
+        data = decompressor.decompress(raw) + decompressor.flush()
+    except (_zlib.error, zlib.error) as exc:
+        raise InputError(path, f"gzip data is corrupt ({exc})") from exc
+    if not decompressor.eof:
+        note = f"gzip stream ends early at compressed byte {len(raw)}; reading the {len(data)} bytes it held"
+        return data, [ParseWarning(str(path), note)]
+    return data, []
+
+
+def decode(path: Path, data: bytes) -> Decoded:
+    """Decode a Kineto document; recover the complete events of a truncated one; refuse other formats clearly."""
+    head = data.lstrip()[:1]
+    if head not in (b"{", b"["):
+        raise NotKinetoError(path, _describe_text(data))
+    decoder = DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER
+    try:
+        decoded = decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        _refuse_other_json(path, data)
+        raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        return _recover(path, data, head, exc)
+    document = decoded if isinstance(decoded, Document) else Document(traceEvents=decoded)
+    if document.traceEvents is None:
+        _refuse_other_json(path, data)
+        raise NotKinetoError(path, "JSON object without a traceEvents array: not a Kineto trace")
+    return Decoded(document)
+
+
+def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
+    """Keep every complete event before the cut of a truncated document."""
+    if "truncated" not in str(error):
+        raise InputError(path, f"malformed JSON: {error}")
+    array_start = data.find(b"[", data.find(b'"traceEvents"')) if head == b"{" else 0
+    if array_start < 0:
+        raise InputError(path, f"JSON ends at byte {len(data)} before any traceEvents")
+    closing = b"]}" if head == b"{" else b"]"
+    end = len(data)
+    for _ in range(MAX_RECOVERY_TRIES):
+        end = data.rfind(b"}", array_start, end)
+        if end < 0:
+            break
+        try:
+            decoded = (DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER).decode(data[: end + 1] + closing)
+        except msgspec.DecodeError:
+            continue
+        document = decoded if isinstance(decoded, Document) else Document(traceEvents=decoded)
+        kept = len(document.traceEvents or [])
+        note = f"JSON truncated at byte {len(data)}; kept the {kept} complete events before byte {end + 1}"
+        return Decoded(document, (ParseWarning(str(path), note),), truncated_at_byte=len(data))
+    raise InputError(path, "JSON truncated before the first complete event", where=f"byte {len(data)}")
+
+
+def _describe_text(data: bytes) -> str:
+    sample = data[:65536].decode("utf-8", errors="replace")
+    if "NCCL INFO" in sample or "NCCL WARN" in sample:
+        return "looks like an NCCL_DEBUG log, not a Kineto trace (pass it with --nccl-log)"
+    if not sample.strip():
+        return "file is empty"
+    first = sample.strip().splitlines()[0][:40]
+    return f"not JSON (starts with {first!r}): not a Kineto trace"
+
+
+def _refuse_other_json(path: Path, data: bytes) -> None:
+    """Raise `NotKinetoError` saying what the JSON looks like, when it is recognisably another format."""
+    if data.lstrip()[:1] == b"[":
+        try:
+            items: list[Any] = msgspec.json.decode(data[:1_000_000] if len(data) < 1_000_000 else data)
+        except msgspec.DecodeError:
+            return
+        raise NotKinetoError(path, _describe_array(items))
+    try:
+        probe = msgspec.json.decode(data, type=Probe)
+    except msgspec.DecodeError:
+        return
+    if probe.nodes and probe.schema is not None:
+        raise NotKinetoError(
+            path, 'a PyTorch Execution Trace ("nodes" and "schema" keys), not a Kineto profiler trace'
+        )
+
+
+def _describe_array(items: list[Any]) -> str:
+    if items and all(isinstance(item, list) for item in items[:100]):
+        return "a JSON array of arrays (looks like a torch memory timeline export), not a Kineto trace"
+    phases = {item.get("ph") for item in items[:5000] if isinstance(item, dict)}
+    if {"B", "E"} & phases:
+        return "a Chrome-trace event array with B/E events and no PyTorch profiler categories (a Horovod timeline?)"
+    return "a JSON array that is not a list of Kineto events"
+
+
+def refuse_without_kineto_events(
+    path: Path, data: bytes, events: list[Event], known_categories: frozenset[str]
+) -> None:
+    """A Chrome trace whose events carry none of the PyTorch profiler categories is some other profiler's."""
+    if not events or any(event.cat in known_categories for event in events):
+        return
+    if data.lstrip()[:1] == b"[":
+        raise NotKinetoError(path, _describe_array(msgspec.json.decode(data)))
+    device_like = b'"/device:' in data[:1_000_000]
+    producer = " (process names like /device:GPU:0: a TensorFlow profiler trace?)" if device_like else ""
+    raise NotKinetoError(path, f"a Chrome trace with no PyTorch profiler events{producer}, not a Kineto trace")

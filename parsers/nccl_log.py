@@ -1,0 +1,194 @@
+"""Parse an NCCL_DEBUG=INFO log into a `traceview.nccl.NcclLog`, streaming, in memory independent of file size.
+
+One pass over the physical lines. A line is cut at every record start (`host:pid:tid [dev] NCCL INFO|WARN`,
+`parsers.nccl_log_patterns.RECORD_START`): text before the first start is a foreign prefix (launchers,
+timestamps, markdown quoting) and is ignored, and several starts on one line are interleaved writes of several
+processes. Each record body is matched against the pattern table; matched groups are appended to raw rows that
+are turned into typed polars frames every `BATCH_ROWS` rows. Lines with no record start are tried against the
+foreign table (PyTorch ProcessGroupNCCL lines, bare `NCCL version`), as the continuation of a record cut by a
+terminal wrap (leading whitespace, joined to the unmatched record before it), or as the body of an earlier
+record whose prefix was written alone (interleaving); anything else is counted in `lines_skipped`.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import re
+from pathlib import Path
+from typing import TextIO
+
+import polars as pl
+
+from traceview.errors import InputError
+from traceview.nccl import NcclLog
+from traceview.parsers.nccl_log_frames import RawRows, build_log
+from traceview.parsers.nccl_log_patterns import (
+    BODY_PATTERNS,
+    FOREIGN_PATTERNS,
+    LAUNCHER_PID,
+    RECORD_START,
+    Pattern,
+)
+
+BATCH_ROWS = 65_536
+_MAX_OPEN_HEADERS = 64
+_WHITESPACE = (" ", "\t")
+
+# Identity of one record: (line, host, pid, tid, cuda_dev), all text as printed (None where absent).
+Identity = tuple[int, str | None, str | None, str | None, str | None]
+
+
+class _Sink:
+    """Raw rows per pattern, typed into polars frames every BATCH_ROWS rows (memory bounded by the output)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[Pattern, list[tuple[object, ...]]] = collections.defaultdict(list)
+        self.raw = RawRows()
+
+    def add(self, pattern: Pattern, row: tuple[object, ...]) -> None:
+        rows = self.rows[pattern]
+        rows.append(row)
+        if len(rows) >= BATCH_ROWS:
+            self.flush(pattern)
+
+    def flush(self, pattern: Pattern) -> None:
+        rows = self.rows.pop(pattern, [])
+        if rows:
+            self.raw.add(pattern, rows)
+
+    def finish(self) -> RawRows:
+        for pattern in list(self.rows):
+            self.flush(pattern)
+        return self.raw
+
+
+class _Reader:
+    """The per-line state machine: counts, the last unmatched record, and prefixes still waiting for a body."""
+
+    def __init__(self) -> None:
+        self.sink = _Sink()
+        self.line_no = 0
+        self.skipped = 0
+        self.records = 0
+        self.unrecognised = 0
+        self.joined = 0
+        self.tail: tuple[Identity, str] | None = None
+        self.open_headers: collections.deque[Identity] = collections.deque(maxlen=_MAX_OPEN_HEADERS)
+        self.processes: collections.Counter[tuple[str | None, ...]] = collections.Counter()
+
+    def feed(self, raw: str) -> None:
+        """Consume one physical line."""
+        self.line_no += 1
+        line = raw.rstrip("\r\n")
+        tail, self.tail = self.tail, None
+        if "NCCL" in line:
+            starts = list(RECORD_START.finditer(line))
+            if starts:
+                self._records(line, starts)
+                return
+            if self._foreign(line):
+                return
+        if tail is not None and line[:1] in _WHITESPACE and self._join(tail, line):
+            return
+        if (self.open_headers or "opCount" in line) and self._orphan(line.strip()):
+            return
+        self.skipped += 1
+
+    def _records(self, line: str, starts: list[re.Match[str]]) -> None:
+        bounds = [*(m.start() for m in starts), len(line)]
+        for index, match in enumerate(starts):
+            ident: Identity = (self.line_no, match["host"], match["pid"], match["tid"], match["dev"])
+            body = line[match.end() : bounds[index + 1]].strip()
+            self.records += 1
+            self.processes[ident[1:]] += 1
+            if match["level"] == "WARN":
+                self.sink.raw.add_warning(ident, match["src"], body)
+            elif not body:
+                self.open_headers.append(ident)
+            elif not self._body(ident, body):
+                self.unrecognised += 1
+                self.tail = (ident, body)
+
+    def _body(self, ident: Identity, body: str) -> bool:
+        for pattern in BODY_PATTERNS:
+            if pattern.needle in body:
+                match = pattern.regex.match(body)
+                if match is not None:
+                    self.sink.add(pattern, ident + match.groups())
+                    return True
+        return False
+
+    def _join(self, tail: tuple[Identity, str], line: str) -> bool:
+        ident, body = tail
+        if self._body(ident, body + line):
+            self.joined += 1
+            self.unrecognised -= 1
+            return True
+        return False
+
+    def _orphan(self, line: str) -> bool:
+        ident: Identity = self.open_headers[0] if self.open_headers else (0, None, None, None, None)
+        if not self._body((self.line_no, *ident[1:]), line):
+            return False
+        if self.open_headers:
+            self.open_headers.popleft()
+        self.records += 1
+        return True
+
+    def _foreign(self, line: str) -> bool:
+        for pattern in FOREIGN_PATTERNS:
+            if pattern.needle in line:
+                match = pattern.regex.search(line)
+                if match is not None:
+                    launcher = LAUNCHER_PID.search(line)
+                    pid = launcher["pid"] if launcher else None
+                    self.sink.add(pattern, (self.line_no, None, pid, None, None, *match.groups()))
+                    self.records += 1
+                    return True
+        return False
+
+
+def _open(path: Path) -> TextIO:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return path.open("r", encoding="utf-8", errors="replace")
+
+
+def parse(path: str | Path) -> NcclLog:
+    """Parse the NCCL_DEBUG log at `path` (plain text or .gz) into a validated `NcclLog`.
+
+    Raises InputError when the file cannot be read or holds no NCCL record at all.
+    """
+    source = Path(path)
+    reader = _Reader()
+    try:
+        with _open(source) as handle:
+            for line in handle:
+                reader.feed(line)
+    except (OSError, EOFError) as err:
+        raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
+    if reader.records == 0:
+        raise InputError(source, f"no NCCL_DEBUG records in {reader.line_no} lines (not an NCCL_DEBUG=INFO log?)")
+    counts = {
+        "lines_total": reader.line_no,
+        "lines_skipped": reader.skipped,
+        "records": reader.records,
+        "records_unrecognised": reader.unrecognised,
+        "lines_joined": reader.joined,
+    }
+    processes = _processes_frame(reader.processes)
+    return build_log(str(source), reader.sink.finish(), processes, counts).validate()
+
+
+def _processes_frame(counter: collections.Counter[tuple[str | None, ...]]) -> pl.DataFrame:
+    rows = [(*key, count) for key, count in counter.items()]
+    frame = pl.DataFrame(
+        rows,
+        schema={"host": pl.String(), "pid": pl.String(), "tid": pl.String(), "cuda_dev": pl.String(),
+                "records": pl.Int64()},
+        orient="row",
+    )
+    return frame.with_columns(pl.col("pid", "tid", "cuda_dev").cast(pl.Int64())).sort(
+        "host", "pid", "tid", "cuda_dev", nulls_last=True
+    )

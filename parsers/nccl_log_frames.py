@@ -1,0 +1,309 @@
+"""From the raw rows of the NCCL log reader to the typed frames of `traceview.nccl.NcclLog` (polars only).
+
+Raw rows are text tuples (identity + a pattern's groups); `RawRows.add` types a batch as soon as it is full, so
+what is held is compact columns, not strings. `build_log` then shapes each model frame: dtype names and bytes of
+collectives, transport kinds and degraded flags, trees exploded per channel, NIC lists exploded, and the
+communicator each init-time record belongs to (the next `Init` line of the same host, pid, thread and device).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+
+import polars as pl
+
+from traceview.nccl import (
+    RESULTS,
+    SCHEMAS,
+    WARNING_KINDS,
+    NcclLog,
+    dtype_table,
+    first_match,
+    flag_degraded,
+    transport_kind,
+)
+from traceview.parsers.nccl_log_patterns import Pattern
+
+IDENTITY_COLUMNS = ("line", "host", "pid", "tid", "cuda_dev")
+
+_INT_COLUMNS = frozenset(
+    "pid tid cuda_dev count datatype red_op root nranks task global_rank channel conn from_rank to_rank "
+    "n_channels bytes channel_lo channel_hi rank nvml_dev init_dev pg_dev n_nodes local_ranks local_rank coll "
+    "collnet nvls p2p p2p_per_peer code".split()
+)
+_HEX_COLUMNS = frozenset({"opcount"})
+_FLOAT_COLUMNS = frozenset({"time_us", "total_s"})
+
+# Numeric algorithm / protocol codes of the old TUNING lines -> the names newer NCCL prints.
+ALGO_CODES = {"0": "TREE", "1": "RING"}
+PROTO_CODES = {"0": "LL", "1": "LL128", "2": "SIMPLE"}
+
+# Which init-line generation a communicator's init line is, first true condition wins.
+INIT_FORMATS: tuple[tuple[str, pl.Expr], ...] = (
+    ("2.21+", pl.col("init_func").is_not_null()),
+    ("2.16+", pl.col("comm_id").is_not_null()),
+    ("2.5-2.15", pl.col("bus_id").is_not_null()),
+    ("2.4", pl.lit(value=True)),
+)
+
+_IFACE = r"(?:\[\d+\])?[\w.\-]+:[^\s<]+<\d+>"
+_IB_DEVICE = r"\[\d+\][\w.\-]+:\d+/\w+"
+
+
+def _typed(column: str) -> pl.Expr:
+    if column in _HEX_COLUMNS:
+        return pl.col(column).str.to_integer(base=16, strict=False).cast(pl.Int64())
+    if column in _INT_COLUMNS:
+        return pl.col(column).cast(pl.Int64(), strict=False)
+    if column in _FLOAT_COLUMNS:
+        return pl.col(column).cast(pl.Float64(), strict=False)
+    return pl.col(column)
+
+
+class RawRows:
+    """Typed batches per pattern name, plus the NCCL WARN records."""
+
+    def __init__(self) -> None:
+        self.batches: dict[str, list[pl.DataFrame]] = collections.defaultdict(list)
+        self.warn_rows: list[tuple[object, ...]] = []
+
+    def add(self, pattern: Pattern, rows: Sequence[tuple[object, ...]]) -> None:
+        """Type one batch of `pattern`'s rows (identity columns, then the regex groups in order)."""
+        groups = sorted(pattern.regex.groupindex, key=pattern.regex.groupindex.__getitem__)
+        columns = [*IDENTITY_COLUMNS, *groups]
+        schema = {name: (pl.Int64() if name == "line" else pl.String()) for name in columns}
+        frame = pl.DataFrame(rows, schema=schema, orient="row")
+        self.batches[pattern.name].append(frame.select(_typed(name) for name in columns))
+
+    def add_warning(self, ident: tuple[object, ...], source: str | None, text: str) -> None:
+        """Keep one `NCCL WARN` record."""
+        self.warn_rows.append((*ident, source, text))
+
+    def frame(self, name: str) -> pl.DataFrame:
+        """All batches of pattern `name` (several patterns may share a name), or an empty frame."""
+        batches = self.batches.get(name)
+        if not batches:
+            return pl.DataFrame(schema={"line": pl.Int64()})
+        return pl.concat(batches, how="diagonal_relaxed").sort("line")
+
+
+def conform(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    """`frame` reduced to the model schema `name`: its columns in order, cast, absent ones null."""
+    return frame.select(
+        (pl.col(col) if col in frame.columns else pl.lit(None)).cast(dtype).alias(col)
+        for col, dtype in SCHEMAS[name].items()
+    )
+
+
+def _when_chain(rows: tuple[tuple[str, pl.Expr], ...]) -> pl.Expr:
+    chain: pl.Expr = pl.lit(None, dtype=pl.String())
+    for label, condition in reversed(rows):
+        chain = pl.when(condition).then(pl.lit(label)).otherwise(chain)
+    return chain
+
+
+def _key() -> pl.Expr:
+    parts = [pl.col(c).cast(pl.String()).fill_null("") for c in ("host", "pid", "tid", "cuda_dev")]
+    return pl.concat_str(parts, separator=":").alias("_key")
+
+
+def attach_comm(frame: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with `comm`: the communicator of the next Init line of the same host:pid:tid [dev]."""
+    if frame.is_empty() or inits.is_empty():
+        return frame.with_columns(comm=pl.lit(None, dtype=pl.String()))
+    owners = inits.select("line", _key(), "comm").sort("line")
+    joined = frame.drop("comm", strict=False).with_columns(_key()).sort("line")
+    return joined.join_asof(
+        owners, on="line", by="_key", strategy="forward", check_sortedness=False
+    ).drop("_key")
+
+
+def _communicators(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(communicators, init rows): one row per (host, pid, comm), and every Init line with its thread."""
+    inits = raw.frame("comm_init")
+    if inits.is_empty():
+        return conform(inits, "communicators"), inits
+    renamed = {"init_dev": "cuda_dev", "func": "init_func", "state": "init_state"}
+    inits = inits.drop("cuda_dev").rename(renamed).with_columns(init_format=_when_chain(INIT_FORMATS))
+    rows = pl.concat(
+        [inits, raw.frame("comm_shape").drop("cuda_dev", strict=False)],
+        how="diagonal_relaxed",
+    )
+    value_columns = [c for c in rows.columns if c not in ("host", "pid", "comm", "line", "tid", "init_state")]
+    comms = rows.group_by("host", "pid", "comm", maintain_order=True).agg(
+        pl.col("line").min(),
+        pl.when((pl.col("init_state") == "COMPLETE").any()).then(pl.lit("COMPLETE"))
+        .otherwise(pl.col("init_state").drop_nulls().first()).alias("init_state"),
+        *(pl.col(c).drop_nulls().last() for c in value_columns),
+    )
+    return conform(comms.sort("line"), "communicators"), inits
+
+
+def _collectives(raw: RawRows, comms: pl.DataFrame) -> pl.DataFrame:
+    colls = raw.frame("coll")
+    if colls.is_empty():
+        return conform(colls, "collectives")
+    ranks = comms.select("host", "pid", "comm", "rank").unique(["host", "pid", "comm"], keep="last")
+    colls = (
+        colls.join(dtype_table(), on="datatype", how="left")
+        .with_columns(bytes=pl.col("count") * pl.col("dtype_size"))
+        .join(ranks, on=["host", "pid", "comm"], how="left", nulls_equal=True)
+        .with_columns(rank=pl.coalesce("global_rank", "rank"))
+    )
+    return conform(colls.sort("line"), "collectives")
+
+
+def _transports(raw: RawRows, inits: pl.DataFrame, settings: dict[str, str]) -> pl.DataFrame:
+    links = raw.frame("transport")
+    if links.is_empty():
+        return conform(links, "transports")
+    links = links.with_columns(kind=transport_kind(), gdr=pl.col("via").str.contains("GDRDMA"))
+    links = flag_degraded(attach_comm(links, inits), settings)
+    return conform(links.sort("line"), "transports")
+
+
+def _rings(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
+    rings = raw.frame("ring")
+    if rings.is_empty():
+        return conform(rings, "rings")
+    rings = rings.with_columns(ranks=pl.col("ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64())))
+    return conform(attach_comm(rings, inits), "rings")
+
+
+def _tree_half(trees: pl.DataFrame, pattern: str, tree: int) -> pl.DataFrame:
+    down_first = r"^(?<d0>-?\d+)/(?<d1>-?\d+)/(?<d2>-?\d+)->(?<me>-?\d+)->(?<up>-?\d+)$"
+    up_first = r"^(?<up>-?\d+)->(?<me>-?\d+)->(?<d0>-?\d+)/(?<d1>-?\d+)/(?<d2>-?\d+)$"
+    half = trees.with_columns(half=pl.col("item").str.extract(pattern)).filter(pl.col("half").is_not_null())
+    parsed = half.with_columns(
+        a=pl.col("half").str.extract_groups(down_first), b=pl.col("half").str.extract_groups(up_first)
+    )
+    fields = {"rank": "me", "up": "up", "down0": "d0", "down1": "d1", "down2": "d2"}
+    return parsed.with_columns(
+        tree=pl.lit(tree, dtype=pl.Int64()),
+        **{out: pl.coalesce(pl.col("a").struct.field(f), pl.col("b").struct.field(f)) for out, f in fields.items()},
+    )
+
+
+def _trees(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
+    trees = raw.frame("tree")
+    if trees.is_empty():
+        return conform(trees, "trees")
+    items = (
+        trees.with_columns(item=pl.col("spec").str.extract_all(r"\[\d+\] \S+"))
+        .explode("item")
+        .with_columns(channel=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64()))
+    )
+    halves = pl.concat(
+        [_tree_half(items, r"\] ([^|\s]+)", 0), _tree_half(items, r"\|(\S+)$", 1)], how="vertical_relaxed"
+    )
+    return conform(attach_comm(halves.sort("line", "channel", "tree"), inits), "trees")
+
+
+def _tuning(raw: RawRows) -> pl.DataFrame:
+    tuning = raw.frame("tuning")
+    if tuning.is_empty():
+        return conform(tuning, "tuning")
+    return conform(
+        tuning.with_columns(
+            algo=pl.col("algo").replace(ALGO_CODES), proto=pl.col("proto").replace(PROTO_CODES)
+        ),
+        "tuning",
+    )
+
+
+def _warnings(raw: RawRows) -> pl.DataFrame:
+    origin = {"line": pl.Int64(), **{c: pl.String() for c in IDENTITY_COLUMNS[1:]}, "source": pl.String(),
+              "text": pl.String()}
+    warns = pl.DataFrame(raw.warn_rows, schema=origin, orient="row").with_columns(origin_kind=pl.lit("warn"))
+    traces = raw.frame("error_trace")
+    if not traces.is_empty():
+        traces = traces.with_columns(
+            text=pl.format("{} -> {} ({})", "source", "code", pl.col("code").replace_strict(
+                RESULTS, default="unknown result", return_dtype=pl.String())),
+            origin_kind=pl.lit("error"),
+        )
+    pg_errors = raw.frame("pg_error")
+    if not pg_errors.is_empty():
+        pg_errors = pg_errors.with_columns(
+            source=pl.lit("ProcessGroupNCCL"),
+            origin_kind=pl.when(pl.col("severity") == "E").then(pl.lit("error")).otherwise(pl.lit("warn")),
+        )
+    errors = raw.frame("nccl_error").with_columns(origin_kind=pl.lit("error"))
+    frames = [f for f in (warns, traces, pg_errors, errors) if not f.is_empty()]
+    if not frames:
+        return conform(pl.DataFrame(schema={"line": pl.Int64()}), "warnings")
+    merged = pl.concat([f.select(_typed(c) for c in f.columns) for f in frames], how="diagonal_relaxed")
+    merged = merged.with_columns(kind=first_match("text", WARNING_KINDS, pl.col("origin_kind")))
+    return conform(merged.sort("line"), "warnings")
+
+
+def _network(raw: RawRows) -> pl.DataFrame:
+    rows = raw.frame("network")
+    if rows.is_empty():
+        return conform(rows, "network")
+    rows = rows.with_columns(source=pl.col("source").fill_null("selected"))
+    items = rows.with_columns(
+        item=pl.when(pl.col("source") == "NET/IB").then(pl.col("detail").str.extract_all(_IB_DEVICE))
+        .when(pl.col("source") == "selected").then(pl.concat_list(pl.col("detail")))
+        .otherwise(pl.col("detail").str.extract_all(_IFACE))
+    ).explode("item")
+    fields = items.with_columns(
+        index=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64()),
+        device=pl.coalesce(pl.col("item").str.extract(r"^(?:\[\d+\])?([^:\[\]]+)"), pl.col("item")),
+        port=pl.col("item").str.extract(r":(\d+)/\w+$").cast(pl.Int64()),
+        link=pl.col("item").str.extract(r"/(IB|RoCE)$"),
+        address=pl.col("item").str.extract(r":([^\s<]+)<\d+>$"),
+    )
+    return conform(fields, "network")
+
+
+def _versions(raw: RawRows) -> pl.DataFrame:
+    versions = raw.frame("version")
+    if versions.is_empty():
+        return conform(versions, "versions")
+    parts = pl.col("version").str.extract_groups(r"^(?<major>\d+)\.(?<minor>\d+)\.(?<patch>\d+)")
+    return conform(
+        versions.with_columns(parts.alias("parts"), cuda=pl.col("version").str.extract(r"cuda([\d.]+)"))
+        .unnest("parts"),
+        "versions",
+    )
+
+
+def _pg_comms(raw: RawRows) -> pl.DataFrame:
+    rows = raw.frame("pg_comm")
+    if rows.is_empty():
+        return conform(rows, "pg_comms")
+    return conform(rows.drop("cuda_dev").rename({"pg_dev": "cuda_dev"}), "pg_comms")
+
+
+def _settings(raw: RawRows) -> dict[str, str]:
+    rows = raw.frame("setting")
+    if rows.is_empty():
+        return {}
+    return dict(zip(rows["name"].to_list(), rows["value"].to_list(), strict=True))
+
+
+def build_log(path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str, int]) -> NcclLog:
+    """Shape the raw rows into the model (not yet validated)."""
+    settings = _settings(raw)
+    comms, inits = _communicators(raw)
+    return NcclLog(
+        path=path,
+        versions=_versions(raw),
+        processes=conform(processes, "processes"),
+        communicators=comms,
+        transports=_transports(raw, inits, settings),
+        rings=_rings(raw, inits),
+        trees=_trees(raw, inits),
+        collectives=_collectives(raw, comms),
+        tuning=_tuning(raw),
+        init_timings=conform(raw.frame("init_timings"), "init_timings"),
+        channel_counts=conform(attach_comm(raw.frame("channel_counts"), inits), "channel_counts"),
+        warnings=_warnings(raw),
+        network=_network(raw),
+        events=conform(raw.frame("event"), "events"),
+        pg_comms=_pg_comms(raw),
+        settings=settings,
+        **counts,
+    )

@@ -1,0 +1,1 @@
+"""Renderers: HTML, terminal and JSON output built from analysis results (they never compute)."""

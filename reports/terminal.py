@@ -1,0 +1,58 @@
+"""Terminal summary with rich: the verdict first, then the run and the time budget per rank."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from traceview.analysis import RunAnalysis
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1000:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render_summary(analysis: RunAnalysis, console: Console) -> None:
+    """Print the verdict panel, the run header and the per-rank time budget."""
+    console.print(Panel(analysis.verdict.sentence, title=f"verdict: {analysis.verdict.label}", expand=False))
+    header = analysis.header
+    console.print(
+        f"run [bold]{escape(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
+        f"{header.world_size or '?'}; devices: {escape(', '.join(header.devices)) or 'unknown'}; "
+        f"steps from {', '.join(header.step_sources) or 'none'} annotations; "
+        f"{analysis.budget.steps_analysed} (rank, step) windows analysed",
+        highlight=False,
+        markup=True,
+    )
+    for path, reason in header.skipped:
+        console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(reason)}", markup=True, highlight=False)
+    for warning in header.warnings:
+        console.print(f"[yellow]warning[/yellow] {escape(warning)}", markup=True, highlight=False)
+    console.print(_budget_table(analysis))
+
+
+def _budget_table(analysis: RunAnalysis) -> Table:
+    table = Table(title="Time budget per rank (median over steps; ms)")
+    for column in ("rank", "steps", "step", "T_comp", "T_comm", "overlap", "exposed comm", "idle", "overlap ratio", "gamma", "exposed gamma"):
+        table.add_column(column, justify="right")
+    for row in analysis.budget.per_rank.iter_rows(named=True):
+        table.add_row(
+            str(row["rank"]),
+            str(row["steps"]),
+            _ms(row["step_us"]),
+            _ms(row["comp_us"]),
+            _ms(row["comm_us"]),
+            _ms(row["overlap_us"]),
+            _ms(row["exposed_comm_us"]),
+            _ms(row["idle_us"]),
+            _ratio(row["overlap_ratio"]),
+            _ratio(row["gamma"]),
+            _ratio(row["exposed_gamma"]),
+        )
+    return table

@@ -1,0 +1,86 @@
+"""One call from a `Run` to every result the renderers show: `analyze(run, options) -> RunAnalysis`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from traceview.budget import TimeBudget, all_step_windows, classified_events, time_budget
+from traceview.kernel_names import user_patterns
+from traceview.model import Run
+from traceview.verdict import Verdict, verdict
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What the user can set; every field has the default a plain `traceview report RUN` uses."""
+
+    comm_patterns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """Who and what the run is: the report's header and the JSON summary's `run` object."""
+
+    source: str
+    ranks: tuple[int, ...]
+    world_size: int | None
+    devices: tuple[str, ...]
+    hostnames: tuple[str, ...]
+    pytorch_versions: tuple[str, ...]
+    nccl_versions: tuple[str, ...]
+    backends: tuple[str, ...]
+    files: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    step_sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Every result of one run; renderers read it and never compute."""
+
+    header: RunHeader
+    budget: TimeBudget
+    verdict: Verdict
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+
+    def gate_figures(self) -> dict[str, float | None]:
+        """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
+        return dict(self.budget.run_median)
+
+
+def _distinct(values: list[str]) -> tuple[str, ...]:
+    return tuple(sorted({v for v in values if v}))
+
+
+def run_header(run: Run) -> RunHeader:
+    """The run's identity, gathered from every rank's metadata."""
+    metas = [trace.meta for trace in run]
+    world_sizes = {m.world_size for m in metas if m.world_size}
+    return RunHeader(
+        source=run.source,
+        ranks=tuple(run.rank_ids),
+        world_size=max(world_sizes) if world_sizes else None,
+        devices=_distinct([d for m in metas for d in m.devices]),
+        hostnames=_distinct([m.hostname for m in metas]),
+        pytorch_versions=_distinct([m.pytorch_version for m in metas]),
+        nccl_versions=_distinct([m.nccl_version for m in metas]),
+        backends=_distinct([m.backend for m in metas]),
+        files=tuple(trace.path for trace in run),
+        skipped=tuple((s.path, s.reason) for s in run.skipped),
+        warnings=tuple(str(w) for w in run.warnings),
+        step_sources=_distinct([trace.step_source for trace in run]),
+    )
+
+
+def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
+    """Run every analysis on `run`."""
+    options = options or AnalysisOptions()
+    patterns = user_patterns(options.comm_patterns)
+    budget = time_budget(classified_events(run, patterns), all_step_windows(run))
+    return RunAnalysis(
+        header=run_header(run),
+        budget=budget,
+        verdict=verdict(budget.run_median),
+        options=options,
+    )

@@ -1,0 +1,55 @@
+"""The one exception family of traceview, and the warnings a parse may carry.
+
+Every error names the file, where in it (byte offset, line or rank) and what is wrong, in one line. The CLI turns
+`TraceviewError` into exit code 2 (bad input) and `ThresholdCrossed` into exit code 1; nothing else does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class TraceviewError(Exception):
+    """Base of every error traceview raises on purpose; its message is one line a user can act on."""
+
+
+class InputError(TraceviewError):
+    """An input file cannot be read as what it was given as.
+
+    `where` is a place inside the file ("byte 1234", "line 17", "rank 3"), or empty.
+    """
+
+    def __init__(self, path: str | Path, problem: str, where: str = "") -> None:
+        self.path = str(path)
+        self.problem = problem
+        self.where = where
+        location = f"{self.path} ({where})" if where else self.path
+        super().__init__(f"{location}: {problem}")
+
+
+class NotKinetoError(InputError):
+    """The file is JSON (or text) of another kind: the message says what it looks like instead."""
+
+
+class RunError(TraceviewError):
+    """The set of inputs is inconsistent (no files, two files claiming one rank, ...)."""
+
+
+class UsageError(TraceviewError):
+    """An option or a threshold expression given on the command line or the API is malformed."""
+
+
+class ThresholdCrossed(TraceviewError):
+    """A `--fail-on` threshold the user set was crossed (exit code 1, not an input error)."""
+
+
+@dataclass(frozen=True)
+class ParseWarning:
+    """Something a parser recovered from: the result is still usable, and the report says what was lost."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"

@@ -1,0 +1,77 @@
+"""From what the user typed (a trace file, a folder of per-rank files, or a glob) to a `Run`.
+
+Ranks are parsed in parallel processes when there are several files. A file that cannot be read is skipped and
+listed; the run goes on with the others (SPEC section 8), unless nothing is left.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from traceview.errors import InputError, RunError, TraceviewError
+from traceview.model import RankTrace, Run, SkippedInput, make_run
+from traceview.parsers import kineto
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
+
+Progress = Callable[[int, int], None]
+
+
+def resolve_trace_files(spec: str | Path) -> list[Path]:
+    """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches."""
+    path = Path(spec)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        if not files:
+            raise RunError(f"{path}: no .json or .json.gz traces in this folder")
+        return files
+    matches = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
+    if not matches:
+        raise RunError(f"{spec}: no such file, folder or glob match")
+    return matches
+
+
+def _parse_or_skip(path: Path) -> RankTrace | SkippedInput:
+    try:
+        return kineto.parse(path)
+    except TraceviewError as exc:
+        return SkippedInput(str(path), str(exc))
+
+
+def load_run(spec: str | Path, workers: int | None = None, progress: Progress | None = None) -> Run:
+    """Parse every rank `spec` names into a validated `Run`.
+
+    A single file that fails raises its `InputError`; with several files, failures are skipped and listed in
+    `Run.skipped`, and an error is raised only when no rank could be read.
+    """
+    files = resolve_trace_files(spec)
+    if len(files) == 1:
+        trace = kineto.parse(files[0])
+        return make_run([trace], source=str(spec))
+    results = _parse_all(files, workers, progress)
+    traces = [r for r in results if isinstance(r, RankTrace)]
+    skipped = [r for r in results if isinstance(r, SkippedInput)]
+    if not traces:
+        raise InputError(skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}")
+    return make_run(traces, skipped, source=str(spec))
+
+
+def _parse_all(files: Sequence[Path], workers: int | None, progress: Progress | None) -> list[RankTrace | SkippedInput]:
+    count = min(len(files), workers or os.cpu_count() or 1)
+    if count <= 1:
+        return [_report(progress, i, len(files), _parse_or_skip(f)) for i, f in enumerate(files)]
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(_parse_or_skip, files))]
+
+
+def _report(progress: Progress | None, index: int, total: int, result: RankTrace | SkippedInput) -> RankTrace | SkippedInput:
+    if progress is not None:
+        progress(index + 1, total)
+    return result

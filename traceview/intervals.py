@@ -1,0 +1,96 @@
+"""Interval algebra on polars frames: unions by sort and cumulative max, and clipping into windows.
+
+Every function takes a frame with `start_us`/`end_us` columns and group keys, and never loops over rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+START, END = "start_us", "end_us"
+
+
+def _uncovered_part(by: Sequence[str]) -> pl.Expr:
+    """Per row (sorted by start within each group): the part of [start, end) that no earlier row covers.
+
+    Earlier rows all start at or before this one, so what they cover from `start` on is [start, reach) with
+    reach = the largest earlier end.
+    """
+    reach = pl.col(END).cum_max().shift(1).over(list(by)) if by else pl.col(END).cum_max().shift(1)
+    return (pl.col(END) - pl.max_horizontal(pl.col(START), reach.fill_null(pl.col(START)))).clip(lower_bound=0.0)
+
+
+def union_length(frame: pl.DataFrame, by: Sequence[str], name: str = "length_us") -> pl.DataFrame:
+    """Length of the union of the intervals of each group: columns `by` + `name`."""
+    return (
+        frame.lazy()
+        .sort([*by, START])
+        .with_columns(_uncovered_part(by).alias(name))
+        .group_by(list(by))
+        .agg(pl.col(name).sum())
+        .collect()
+    )
+
+
+def merge_intervals(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """The union of each group's intervals as disjoint, sorted segments: columns `by`, `start_us`, `end_us`."""
+    if frame.height == 0:
+        return frame.select([*by, START, END])
+    reach = pl.col(END).cum_max().shift(1).over(list(by)) if by else pl.col(END).cum_max().shift(1)
+    new_segment = (pl.col(START) > reach).fill_null(True)
+    segment = new_segment.cast(pl.Int64).cum_sum().over(list(by)) if by else new_segment.cast(pl.Int64).cum_sum()
+    return (
+        frame.sort([*by, START])
+        .with_columns(segment.alias("_segment"))
+        .group_by([*by, "_segment"])
+        .agg(pl.col(START).min(), pl.col(END).max())
+        .sort([*by, START])
+        .drop("_segment")
+    )
+
+
+def gaps(segments: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """The holes between consecutive disjoint segments of each group: columns `by`, `start_us`, `end_us`."""
+    previous_end = pl.col(END).shift(1).over(list(by)) if by else pl.col(END).shift(1)
+    return (
+        segments.sort([*by, START])
+        .with_columns(previous_end.alias("_previous_end"))
+        .filter(pl.col("_previous_end").is_not_null() & (pl.col(START) > pl.col("_previous_end")))
+        .select([*by, pl.col("_previous_end").alias(START), pl.col(START).alias(END)])
+    )
+
+
+def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Each event cut into the windows it overlaps (an event spanning two windows counts in both).
+
+    `windows` has columns `by`, `step`, `window_start_us`, `window_end_us`, with windows of one group not
+    overlapping. Returns the events' columns with `step` added and times clipped to the window.
+    """
+    ordered = windows.sort([*by, "window_start_us"]).with_columns(
+        pl.int_range(pl.len()).over(list(by)).alias("_window")
+    )
+    starts = ordered.select([*by, "window_start_us", "_window"])
+    first = events.sort(START).join_asof(
+        starts.rename({"_window": "_first"}), left_on=START, right_on="window_start_us", by=list(by) or None
+    )
+    both = first.drop("window_start_us").sort(END).join_asof(
+        starts.rename({"_window": "_last"}), left_on=END, right_on="window_start_us", by=list(by) or None
+    )
+    exploded = (
+        both.drop("window_start_us")
+        .filter(pl.col("_last").is_not_null())
+        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
+        .explode("_window")
+        .drop("_first", "_last")
+    )
+    return (
+        exploded.join(ordered, on=[*by, "_window"], how="inner")
+        .with_columns(
+            pl.max_horizontal(START, "window_start_us").alias(START),
+            pl.min_horizontal(END, "window_end_us").alias(END),
+        )
+        .filter(pl.col(END) > pl.col(START))
+        .drop("_window", "window_start_us", "window_end_us")
+    )

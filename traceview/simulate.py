@@ -1,0 +1,231 @@
+"""A scenario simulator: writes multi-rank PyTorch 2.x Kineto traces whose true answers are known.
+
+The truth. Every time is integer nanoseconds of "true time" inside the simulator. In each step, each rank runs
+its forward kernels, then its backward split in one chunk per collective it takes part in. A collective's kernel
+on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute it depends on, the end of the
+rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP buckets, on
+their own stream); without it, on the end of all the step's compute. The collective ends on every member at
+`end_i = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (SPEC sections 3 and 5),
+so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is `end_i - arrive[r, i] - transfer_i`, the instance's
+arrival skew is `max arrive - min arrive` and its last rank the latest arrival. A trace records true time plus
+its host's clock offset (ranks on one host share it). The optimizer (if any) runs after the step's collectives,
+then the host synchronises and starts the next `ProfilerStep`.
+
+`write_run(scenario, out_dir)` writes one trace per rank and returns the `GroundTruth`; `data_parallel_scenario`
+builds a run that satisfies the alpha-beta model's assumptions, so its measured gamma equals the closed form.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from traceview.errors import UsageError
+from traceview.simulate_kineto import DTYPES, BASE_TIME_NS, CommCall, RankHeader, RankWriter
+
+Collective = Literal["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "SendRecv"]
+
+TRUE_ORIGIN_NS: Final = 2_000_000_000  # true time 0 of the run, relative to baseTimeNanoseconds
+_LAUNCH_OFFSET_NS: Final = 3_000  # a launch starts this long after its op starts
+
+# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f from SPEC section 3, k from section 5.
+COST_TABLE: Final[dict[str, Callable[[int], tuple[float, float]]]] = {
+    "AllReduce": lambda n: (2 * (n - 1), 2 * (n - 1) / n),
+    "AllGather": lambda n: (n - 1, (n - 1) / n),
+    "ReduceScatter": lambda n: (n - 1, (n - 1) / n),
+    "AllToAll": lambda n: (n - 1, (n - 1) / n),
+    "Broadcast": lambda n: (n - 1, 1.0),
+    "SendRecv": lambda n: (1, 1.0),
+}
+
+
+@dataclass(frozen=True)
+class ProcessGroupSpec:
+    """A process group as PyTorch names it: `Process Group Name`, `Process Group Description` and its ranks."""
+
+    name: str
+    desc: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """One collective issued every step. `bytes` is S of SPEC section 3 (the size used for bandwidth: the
+    AllReduce buffer, the gathered AllGather output, the full ReduceScatter input, the whole AllToAll buffer,
+    the SendRecv buffer). SendRecv's group is (sender, receiver)."""
+
+    collective: Collective
+    bytes: int
+    pg: ProcessGroupSpec
+    dtype: str = "BFloat16"
+
+
+@dataclass(frozen=True)
+class StragglerSpec:
+    """A planted straggler: each step (kind "compute") its compute is longer, or each of its collective
+    launches (kind "launch") is late, by an amount drawn uniformly from [delay_us_min, delay_us_max]."""
+
+    rank: int
+    kind: Literal["compute", "launch"]
+    delay_us_min: float
+    delay_us_max: float
+
+
+@dataclass(frozen=True)
+class MismatchSpec:
+    """A planted mismatch on `rank` at step `step` (0-based) for `Scenario.collectives[index]`: "extra" issues
+    one more copy of that collective just before it (a call no peer joins); "bytes" records `bytes_factor`
+    times its element counts (its timing is unchanged)."""
+
+    rank: int
+    kind: Literal["extra", "bytes"]
+    step: int
+    index: int
+    bytes_factor: int = 2
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything a simulated run is made of. Times are microseconds, rates per second.
+
+    `compute_us` is one rank's compute per step (`compute_us_by_rank` overrides it per rank), split into
+    `forward_fraction` forward and the rest backward; `jitter` scales each compute kernel by a factor drawn
+    from [1 - jitter, 1 + jitter]. `bandwidth_Bps`/`alpha_s` are the links of groups spanning hosts, the
+    `intra_host_*` ones those of groups inside one host (None: the same). `host_offsets_us` holds one clock
+    offset per host (ranks `h * ranks_per_host ...` are host h). `include_hostname` adds a top-level
+    `"hostname"` key (real traces have none). `flops_per_step` with `with_flops` writes `flops` args on the
+    `aten::mm` ops, split over them in proportion to their planned durations. `pytorch_version` is recorded in
+    the ground truth only (Kineto traces do not carry it).
+    """
+
+    ranks: int
+    steps: int
+    collectives: tuple[CollectiveSpec, ...]
+    compute_us: float
+    ranks_per_host: int = 8
+    compute_us_by_rank: tuple[float, ...] = ()
+    forward_fraction: float = 1 / 3
+    forward_kernels: int = 4
+    backward_kernels_per_chunk: int = 2
+    jitter: float = 0.0
+    optimizer_us: float = 0.0
+    bandwidth_Bps: float = 25e9
+    alpha_s: float = 10e-6
+    intra_host_bandwidth_Bps: float | None = None
+    intra_host_alpha_s: float | None = None
+    overlap: bool = True
+    host_offsets_us: tuple[float, ...] = ()
+    straggler: StragglerSpec | None = None
+    mismatch: MismatchSpec | None = None
+    include_seq: bool = False
+    with_flops: bool = False
+    flops_per_step: float = 0.0
+    include_hostname: bool = False
+    hostnames: tuple[str, ...] = ()
+    seed: int = 0
+    device_name: str = "NVIDIA A100-SXM4-80GB"
+    pytorch_version: str = "2.3.0"
+    nccl_version: str = "2.17.1"
+    cpu_op_us: float = 12.0
+    launch_us: float = 5.0
+    comm_call_us: float = 35.0
+    step_gap_us: float = 30.0
+    first_step_number: int = 1
+
+    @property
+    def hosts(self) -> int:
+        """How many hosts the ranks fill."""
+        return -(-self.ranks // self.ranks_per_host)
+
+    def host_of(self, rank: int) -> int:
+        """The host a rank runs on."""
+        return rank // self.ranks_per_host
+
+    def offset_ns(self, rank: int) -> int:
+        """The planted clock offset of a rank's host, in ns."""
+        return round(self.host_offsets_us[self.host_of(rank)] * 1000) if self.host_offsets_us else 0
+
+    def hostname(self, host: int) -> str:
+        """The name of host `host`."""
+        return self.hostnames[host] if self.hostnames else f"node{host:03d}"
+
+
+@dataclass(frozen=True)
+class ModelTruth:
+    """The planted parameters of a data-parallel run and the closed form they give (SPEC section 5)."""
+
+    workers: int
+    params: int
+    local_batch: int
+    flops_per_s: float
+    bandwidth_Bps: float
+    alpha_s: float
+    grad_bytes_per_param: int
+    gamma_pred: float
+
+
+@dataclass(frozen=True)
+class StepTruth:
+    """One rank's step budget (SPEC section 4). Windows are on the rank's own clock (as written, us relative
+    to baseTimeNanoseconds); `idle_us` uses the CPU `ProfilerStep` window, `idle_gpu_window_us` the GPU one."""
+
+    rank: int
+    step: int
+    window_start_us: float
+    window_end_us: float
+    t_comp_us: float
+    t_comm_us: float
+    t_overlap_us: float
+    idle_us: float
+    idle_gpu_window_us: float
+
+
+@dataclass(frozen=True)
+class InstanceTruth:
+    """One collective instance across its group. Times are true time (us relative to baseTimeNanoseconds, no
+    clock offset); `arrive_us` and `wait_us` follow the order of `ranks`. `seq` is the group's ordinal (0-based)
+    on every rank without a planted extra call."""
+
+    step: int
+    index: int
+    collective: str
+    pg_name: str
+    seq: int
+    bytes: int
+    ranks: tuple[int, ...]
+    arrive_us: tuple[float, ...]
+    end_us: float
+    transfer_us: float
+    skew_us: float
+    last_rank: int
+    wait_us: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MismatchTruth:
+    """Where the planted mismatch is: the rank, the group and the sequence number it writes there."""
+
+    rank: int
+    kind: str
+    pg_name: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What a correct analysis of the written run must find."""
+
+    files: tuple[Path, ...]
+    ranks: int
+    ranks_per_host: int
+    host_offsets_us: tuple[float, ...]
+    straggler_rank: int | None
+    mismatch: MismatchTruth | None
+    model: ModelTruth | None
+    collective_bytes: tuple[int, ...]
+    steps: tuple[StepTruth, ...]
+    instances: tuple[InstanceTruth, ...]
+    pytorch_version: str = field(default="")

@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from traceview import __version__
 from traceview.analysis import RunAnalysis
-from traceview.reports import figures
+from traceview.reports.sections import SECTIONS
 
 
 
@@ -63,14 +63,15 @@ def plotly_script(mode: str) -> tuple[str, str]:
 def render_html(analysis: RunAnalysis, plotlyjs: str = "inline", generated: dt.datetime | None = None) -> str:
     """The whole report page as one string."""
     inline_js, cdn_url = plotly_script(plotlyjs)
+    shown = [section for section in SECTIONS if section.shown(analysis)]
     figure_data = {
-        "fig-budget": _figure_json(figures.budget_bars(analysis)),
-        "fig-gamma": _figure_json(figures.gamma_bars(analysis)),
+        figure_id: _figure_json(figure) for section in shown for figure_id, figure in section.figures(analysis).items()
     }
     template = _ENVIRONMENT.get_template("report.html.j2")
     return template.render(
         analysis=analysis,
         figures=figure_data,
+        sections=shown,
         plotly_inline=inline_js,
         plotly_cdn=cdn_url,
         version=__version__,

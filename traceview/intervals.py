@@ -73,10 +73,10 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
     )
     starts = ordered.select([*by, "window_start_us", "_window"])
     first = events.sort(START).join_asof(
-        starts.rename({"_window": "_first"}), left_on=START, right_on="window_start_us", by=list(by) or None
+        starts.rename({"_window": "_first"}), left_on=START, right_on="window_start_us", by=list(by) or None, check_sortedness=False
     )
     both = first.drop("window_start_us").sort(END).join_asof(
-        starts.rename({"_window": "_last"}), left_on=END, right_on="window_start_us", by=list(by) or None
+        starts.rename({"_window": "_last"}), left_on=END, right_on="window_start_us", by=list(by) or None, check_sortedness=False
     )
     exploded = (
         both.drop("window_start_us")

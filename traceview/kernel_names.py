@@ -108,7 +108,8 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
         "nccl",
         "NCCL >= 2.27 symmetric",
         _START + r"ncclSymk?DevKernel_(?P<collective>[A-Za-z]+)(?:_[A-Za-z0-9]+)*?"
-        r"(?:_(?P<reduce_op>sum|prod|minmax|min|max|avg|premulsum|sumpostdiv)_(?P<dtype>[a-z][a-z0-9]*))?" + _END,
+        r"(?:_(?P<reduce_op>sum|prod|minmax|min|max|avg|premulsum|sumpostdiv)_(?P<dtype>[a-z][a-z0-9]*))?"
+        + _END,
     ),
     KernelPattern(
         "nccl",
@@ -204,7 +205,9 @@ def decode_kernel_names(names: pl.Series, extra: Sequence[KernelPattern] = ()) -
     )
 
 
-def with_kernel_fields(frame: pl.DataFrame, extra: Sequence[KernelPattern] = (), name: str = "name") -> pl.DataFrame:
+def with_kernel_fields(
+    frame: pl.DataFrame, extra: Sequence[KernelPattern] = (), name: str = "name"
+) -> pl.DataFrame:
     """`frame` with the decoded columns of its `name` column joined on (row order kept).
 
     Decodes each distinct name once, so it costs one `unique` and one join however many rows share a name.

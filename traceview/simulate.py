@@ -229,3 +229,209 @@ class GroundTruth:
     steps: tuple[StepTruth, ...]
     instances: tuple[InstanceTruth, ...]
     pytorch_version: str = field(default="")
+
+
+@dataclass
+class _Call:
+    """One collective call of a rank in a step, while the step is being simulated."""
+
+    index: int
+    extra: bool
+    seq: int
+    cpu: tuple[int, int, int, int]  # op start, launch start, launch end, op end
+    ready_ns: int
+    arrive_ns: int = 0
+    end_ns: int = 0
+
+
+@dataclass
+class _RankState:
+    """A rank's clocks and counters, carried from step to step."""
+
+    rank: int
+    rng: random.Random
+    writer: RankWriter
+    cpu_ns: int
+    gpu_ns: int = 0
+    comm_free_ns: int = 0
+    seq: dict[str, int] = field(default_factory=dict)
+    compute: list[tuple[tuple[int, int, int, int], int, int, int, int | None]] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+    syncs: list[tuple[int, int]] = field(default_factory=list)
+    step_start_ns: int = 0
+    compute_end_ns: int = 0
+
+
+def _ns(us: float) -> int:
+    return round(us * 1000)
+
+
+def transfer_s(collective: str, size_bytes: int, group_size: int, alpha_s: float, bandwidth_Bps: float) -> float:
+    """The planted transfer time k(n) * alpha + f(n) * S / B of one collective, in seconds."""
+    hops, bus_factor = COST_TABLE[collective](group_size)
+    return hops * alpha_s + bus_factor * size_bytes / bandwidth_Bps
+
+
+def _transfer_ns(scenario: Scenario, spec: CollectiveSpec) -> int:
+    one_host = len({scenario.host_of(rank) for rank in spec.pg.ranks}) == 1
+    bandwidth, alpha = scenario.bandwidth_Bps, scenario.alpha_s
+    if one_host and scenario.intra_host_bandwidth_Bps is not None:
+        bandwidth = scenario.intra_host_bandwidth_Bps
+    if one_host and scenario.intra_host_alpha_s is not None:
+        alpha = scenario.intra_host_alpha_s
+    seconds = transfer_s(spec.collective, spec.bytes, len(spec.pg.ranks), alpha, bandwidth)
+    return max(1, round(seconds * 1e9))
+
+
+def message_nelems(spec: CollectiveSpec) -> tuple[int, int]:
+    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (SPEC section 3)."""
+    total = spec.bytes // DTYPES[spec.dtype][0]
+    group = len(spec.pg.ranks)
+    if spec.collective == "AllGather":
+        return total // group, total
+    if spec.collective == "ReduceScatter":
+        return total, total // group
+    return total, total
+
+
+def _kernel_durations(scenario: Scenario, state: _RankState, chunks: int) -> tuple[list[int], list[int | None]]:
+    """Durations (ns) of the step's forward then backward kernels, and the `flops` each op records."""
+    base_us = scenario.compute_us_by_rank[state.rank] if scenario.compute_us_by_rank else scenario.compute_us
+    forward_us = base_us * scenario.forward_fraction
+    backward_count = chunks * scenario.backward_kernels_per_chunk
+    nominal = [forward_us / scenario.forward_kernels] * scenario.forward_kernels
+    nominal += [(base_us - forward_us) / backward_count] * backward_count
+    scale = 1.0
+    straggler = scenario.straggler
+    if straggler is not None and straggler.kind == "compute" and straggler.rank == state.rank:
+        scale += state.rng.uniform(straggler.delay_us_min, straggler.delay_us_max) / base_us
+    jitter = scenario.jitter
+    durations = [_ns(us * scale * (state.rng.uniform(1 - jitter, 1 + jitter) if jitter else 1.0)) for us in nominal]
+    if not (scenario.with_flops and scenario.flops_per_step > 0):
+        return durations, [None] * len(durations)
+    return durations, [round(scenario.flops_per_step * us / base_us) for us in nominal]
+
+
+def _issue_compute(scenario: Scenario, state: _RankState, duration_ns: int, flops: int | None) -> None:
+    op_start = state.cpu_ns
+    launch_start = op_start + _LAUNCH_OFFSET_NS
+    launch_end = launch_start + _ns(scenario.launch_us)
+    op_end = max(op_start + _ns(scenario.cpu_op_us), launch_end)
+    kernel_start = max(launch_end, state.gpu_ns)
+    state.compute.append(((op_start, launch_start, launch_end, op_end), kernel_start, kernel_start + duration_ns,
+                          len(state.compute), flops))  # fmt: skip
+    state.cpu_ns, state.gpu_ns = op_end, kernel_start + duration_ns
+
+
+def _issue_call(scenario: Scenario, state: _RankState, spec_index: int, extra: bool) -> None:
+    """The host issues one collective once the compute it depends on is queued (a late launch waits for it)."""
+    depends_on = state.gpu_ns
+    straggler = scenario.straggler
+    if straggler is not None and straggler.kind == "launch" and straggler.rank == state.rank:
+        if state.cpu_ns < depends_on:
+            state.syncs.append((state.cpu_ns, depends_on))
+            state.cpu_ns = depends_on
+        state.cpu_ns += _ns(state.rng.uniform(straggler.delay_us_min, straggler.delay_us_max))
+    pg_name = scenario.collectives[spec_index].pg.name
+    seq = state.seq.get(pg_name, 0)
+    state.seq[pg_name] = seq + 1
+    op_start = state.cpu_ns
+    launch_start = op_start + _LAUNCH_OFFSET_NS
+    launch_end = launch_start + _ns(scenario.launch_us)
+    op_end = max(op_start + _ns(scenario.comm_call_us), launch_end + _LAUNCH_OFFSET_NS)
+    cpu = (op_start, launch_start, launch_end, op_end)
+    state.calls.append(_Call(spec_index, extra, seq, cpu, max(launch_end, depends_on)))
+    state.cpu_ns = op_end
+
+
+def _issue_calls(scenario: Scenario, state: _RankState, step: int, indices: list[int]) -> None:
+    mismatch = scenario.mismatch
+    for index in indices:
+        if mismatch is not None and (mismatch.kind, mismatch.rank, mismatch.step, mismatch.index) == (
+            "extra", state.rank, step, index
+        ):
+            _issue_call(scenario, state, index, extra=True)
+        _issue_call(scenario, state, index, extra=False)
+
+
+def _plan_step(scenario: Scenario, state: _RankState, step: int) -> None:
+    """Issue one rank's compute and collective calls for a step; arrivals are settled across ranks later."""
+    mine = [index for index, spec in enumerate(scenario.collectives) if state.rank in spec.pg.ranks]
+    chunks = max(1, len(mine))
+    durations, flops = _kernel_durations(scenario, state, chunks)
+    state.compute, state.calls, state.syncs = [], [], []
+    state.step_start_ns = state.cpu_ns
+    state.gpu_ns = max(state.gpu_ns, state.cpu_ns)
+    forward = scenario.forward_kernels
+    for duration, flop in zip(durations[:forward], flops[:forward], strict=True):
+        _issue_compute(scenario, state, duration, flop)
+    per_chunk = scenario.backward_kernels_per_chunk
+    for chunk in range(chunks):
+        start = forward + chunk * per_chunk
+        for duration, flop in zip(durations[start : start + per_chunk], flops[start : start + per_chunk], strict=True):
+            _issue_compute(scenario, state, duration, flop)
+        if scenario.overlap and chunk < len(mine):
+            _issue_calls(scenario, state, step, [mine[chunk]])
+    state.compute_end_ns = state.gpu_ns
+    if not scenario.overlap:
+        _issue_calls(scenario, state, step, mine)
+
+
+def _settle_collectives(
+    scenario: Scenario, step: int, states: list[_RankState], transfers: list[int], canonical_seq: dict[str, int]
+) -> list[InstanceTruth]:
+    """Arrivals, ends and waits of the step's instances, in issue order (every rank issues in the same order)."""
+    by_index = [{call.index: call for call in state.calls if not call.extra} for state in states]
+    instances = []
+    for index, spec in enumerate(scenario.collectives):
+        for rank in spec.pg.ranks:  # a planted extra call runs alone, before the real one
+            for call in states[rank].calls:
+                if call.extra and call.index == index:
+                    _occupy(states[rank], call, call.ready_ns, transfers[index])
+        arrivals = [max(by_index[rank][index].ready_ns, states[rank].comm_free_ns) for rank in spec.pg.ranks]
+        end_ns = max(arrivals) + transfers[index]
+        for rank, arrive in zip(spec.pg.ranks, arrivals, strict=True):
+            _occupy(states[rank], by_index[rank][index], arrive, end_ns - arrive)
+        seq = canonical_seq.get(spec.pg.name, 0)
+        canonical_seq[spec.pg.name] = seq + 1
+        instances.append(_instance_truth(step, index, spec, seq, arrivals, end_ns, transfers[index]))
+    return instances
+
+
+def _occupy(state: _RankState, call: _Call, ready_ns: int, duration_ns: int) -> None:
+    call.arrive_ns = max(ready_ns, state.comm_free_ns)
+    call.end_ns = call.arrive_ns + duration_ns
+    state.comm_free_ns = call.end_ns
+
+
+def _instance_truth(
+    step: int, index: int, spec: CollectiveSpec, seq: int, arrivals: list[int], end_ns: int, transfer_ns: int
+) -> InstanceTruth:
+    latest = max(arrivals)
+    return InstanceTruth(
+        step=step,
+        index=index,
+        collective=spec.collective,
+        pg_name=spec.pg.name,
+        seq=seq,
+        bytes=spec.bytes,
+        ranks=spec.pg.ranks,
+        arrive_us=tuple(arrive / 1000 for arrive in arrivals),
+        end_us=end_ns / 1000,
+        transfer_us=transfer_ns / 1000,
+        skew_us=(latest - min(arrivals)) / 1000,
+        last_rank=spec.pg.ranks[arrivals.index(latest)],
+        wait_us=tuple((end_ns - arrive - transfer_ns) / 1000 for arrive in arrivals),
+    )
+
+
+def _overlap_ns(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> int:
+    """Length of the intersection of two sorted lists of disjoint intervals (a two-pointer sweep)."""
+    total = i = j = 0
+    while i < len(first) and j < len(second):
+        total += max(0, min(first[i][1], second[j][1]) - max(first[i][0], second[j][0]))
+        if first[i][1] < second[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total

@@ -50,7 +50,7 @@ COLLECTIVE_CALL_PREFIXES: tuple[str, ...] = (
 )
 """Backend prefixes of collective-call op names (`c10d::allreduce_`, `nccl:all_reduce`), stripped before lookup."""
 
-_COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
+COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "AllReduce": (
         "allreduce",
         "all_reduce",
@@ -95,13 +95,14 @@ _COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "Gather": ("gather",),
     "Scatter": ("scatter",),
 }
+"""Canonical collective -> its spellings (lower case, without backend prefix or leading/trailing `_`)."""
 
 COLLECTIVE_ALIASES: Mapping[str, str] = {
-    spelling: canonical for canonical, spellings in _COLLECTIVE_SPELLINGS.items() for spelling in spellings
+    spelling: canonical for canonical, spellings in COLLECTIVE_SPELLINGS.items() for spelling in spellings
 }
 """Collective spelling (lower case, backend prefix and leading/trailing `_` removed) -> canonical collective."""
 
-_DTYPE_SPELLINGS: Mapping[str, tuple[int, tuple[str, ...]]] = {
+DTYPE_SPELLINGS: Mapping[str, tuple[int, tuple[str, ...]]] = {
     "float32": (4, ("float", "float32", "f32", "fp32")),
     "float16": (2, ("half", "__half", "float16", "f16", "fp16")),
     "bfloat16": (2, ("bfloat16", "__nv_bfloat16", "hip_bfloat16", "rccl_bfloat16", "bf16")),
@@ -124,16 +125,17 @@ _DTYPE_SPELLINGS: Mapping[str, tuple[int, tuple[str, ...]]] = {
     "complex64": (8, ("complexfloat", "complex64", "complex<float>")),
     "complex128": (16, ("complexdouble", "complex128", "complex<double>")),
 }
+"""Canonical dtype -> (element size in bytes, spellings in lower case without `c10::`/`torch.`)."""
 
 DTYPE_ALIASES: Mapping[str, str] = {
-    spelling: canonical for canonical, (_, spellings) in _DTYPE_SPELLINGS.items() for spelling in spellings
+    spelling: canonical for canonical, (_, spellings) in DTYPE_SPELLINGS.items() for spelling in spellings
 }
 """Dtype spelling (lower case, `c10::`/`torch.` prefix removed) -> canonical dtype name (torch's)."""
 
-DTYPE_SIZES: Mapping[str, int] = {canonical: size for canonical, (size, _) in _DTYPE_SPELLINGS.items()}
+DTYPE_SIZES: Mapping[str, int] = {canonical: size for canonical, (size, _) in DTYPE_SPELLINGS.items()}
 """Canonical dtype name -> element size in bytes."""
 
-_ALGORITHM_SPELLINGS: Mapping[str, tuple[str, ...]] = {
+ALGORITHM_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "RING": ("ring",),
     "TREE": ("tree",),
     "NVLS": ("nvls",),
@@ -143,8 +145,9 @@ _ALGORITHM_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "COLLNET_CHAIN": ("collnet_chain", "collnetchain", "collnet"),
     "PAT": ("pat",),
 }
+"""Canonical NCCL algorithm -> its spellings in kernel names and NCCL_DEBUG logs (lower case)."""
 ALGORITHM_ALIASES: Mapping[str, str] = {
-    spelling: canonical for canonical, spellings in _ALGORITHM_SPELLINGS.items() for spelling in spellings
+    spelling: canonical for canonical, spellings in ALGORITHM_SPELLINGS.items() for spelling in spellings
 }
 """Algorithm spelling (lower case) -> canonical NCCL algorithm."""
 

@@ -1,0 +1,35 @@
+"""The report's sections as data: each row names its template, its figures and when it is shown.
+
+A new analysis adds one row here, one template `templates/section_<id>.html.j2` and a figure builder; the page
+(`report.html.j2`) renders the rows in order. Figure ids are `fig-<name>` and must be unique across sections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from traceview.analysis import RunAnalysis
+from traceview.reports import figures
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the report."""
+
+    id: str
+    title: str
+    template: str
+    figures: Callable[[RunAnalysis], dict[str, go.Figure]]
+    shown: Callable[[RunAnalysis], bool]
+
+
+def _budget_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
+    return {"fig-budget": figures.budget_bars(analysis), "fig-gamma": figures.gamma_bars(analysis)}
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("time-budget", "Time budget", "section_budget.html.j2", _budget_figures, lambda a: True),
+)

@@ -1,4 +1,4 @@
-"""Parse an NCCL_DEBUG=INFO log into a `traceview.nccl.NcclLog`, streaming, in memory independent of file size.
+"""Parse an NCCL_DEBUG=INFO log into a `traceview.nccl.NcclLog`, streaming (memory independent of file size).
 
 One pass over the physical lines. A line is cut at every record start (`host:pid:tid [dev] NCCL INFO|WARN`,
 `parsers.nccl_log_patterns.RECORD_START`): text before the first start is a foreign prefix (launchers,
@@ -14,27 +14,30 @@ from __future__ import annotations
 
 import collections
 import gzip
-import re
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 import polars as pl
-
-from traceview.errors import InputError
-from traceview.nccl import NcclLog
 from traceview.parsers.nccl_log_frames import RawRows, build_log
 from traceview.parsers.nccl_log_patterns import (
     BODY_PATTERNS,
     FOREIGN_PATTERNS,
+    HOST_TAIL,
     LAUNCHER_PID,
-    RECORD_START,
+    LINE_START,
+    RECORD_ANCHOR,
     Pattern,
 )
+
+from traceview.errors import InputError
+from traceview.nccl import NcclLog
 
 BATCH_ROWS = 65_536
 _MAX_OPEN_HEADERS = 64
 _WHITESPACE = (" ", "\t")
 
+# Who wrote a record: (host, pid, tid, cuda_dev) as printed (None where absent).
+Writer = tuple[str | None, str | None, str | None, str | None]
 # Identity of one record: (line, host, pid, tid, cuda_dev), all text as printed (None where absent).
 Identity = tuple[int, str | None, str | None, str | None, str | None]
 
@@ -63,8 +66,46 @@ class _Sink:
         return self.raw
 
 
+class _Start(NamedTuple):
+    """One record start: where it begins (host included) and ends, its writer, level and source."""
+
+    begin: int
+    end: int
+    writer: Writer
+    level: str
+    src: str | None
+
+
+def _record_starts(line: str) -> list[_Start]:
+    """Every record start in `line`, left to right (several: interleaved writes)."""
+    first = LINE_START.match(line)
+    if first is not None and line.find("NCCL ", first.end()) < 0:
+        return [
+            _Start(
+                0,
+                first.end(),
+                (first["host"], first["pid"], first["tid"], first["dev"]),
+                first["level"],
+                first["src"],
+            )
+        ]
+    starts: list[_Start] = []
+    low = 0
+    for anchor in RECORD_ANCHOR.finditer(line):
+        word_end = len(line[: anchor.start()].rstrip(" "))
+        word_begin = max(line.rfind(" ", low, word_end) + 1, low)
+        host = HOST_TAIL.search(line, word_begin, word_end) if word_end > word_begin else None
+        begin = host.start() if host is not None else anchor.start()
+        writer: Writer = (None, None, None, anchor["dev"])
+        if host is not None:
+            writer = (host["host"], host["pid"], host["tid"], anchor["dev"])
+        starts.append(_Start(begin, anchor.end(), writer, anchor["level"], anchor["src"]))
+        low = anchor.end()
+    return starts
+
+
 class _Reader:
-    """The per-line state machine: counts, the last unmatched record, and prefixes still waiting for a body."""
+    """The per-line state machine: counts, the last unmatched record, prefixes still waiting for a body."""
 
     def __init__(self) -> None:
         self.sink = _Sink()
@@ -83,7 +124,7 @@ class _Reader:
         line = raw.rstrip("\r\n")
         tail, self.tail = self.tail, None
         if "NCCL" in line:
-            starts = list(RECORD_START.finditer(line))
+            starts = _record_starts(line)
             if starts:
                 self._records(line, starts)
                 return
@@ -95,15 +136,15 @@ class _Reader:
             return
         self.skipped += 1
 
-    def _records(self, line: str, starts: list[re.Match[str]]) -> None:
-        bounds = [*(m.start() for m in starts), len(line)]
-        for index, match in enumerate(starts):
-            ident: Identity = (self.line_no, match["host"], match["pid"], match["tid"], match["dev"])
-            body = line[match.end() : bounds[index + 1]].strip()
+    def _records(self, line: str, starts: list[_Start]) -> None:
+        bounds = [*(start.begin for start in starts), len(line)]
+        for index, start in enumerate(starts):
+            ident: Identity = (self.line_no, *start.writer)
+            body = line[start.end : bounds[index + 1]].strip()
             self.records += 1
-            self.processes[ident[1:]] += 1
-            if match["level"] == "WARN":
-                self.sink.raw.add_warning(ident, match["src"], body)
+            self.processes[start.writer] += 1
+            if start.level == "WARN":
+                self.sink.raw.add_warning(ident, start.src, body)
             elif not body:
                 self.open_headers.append(ident)
             elif not self._body(ident, body):
@@ -169,7 +210,9 @@ def parse(path: str | Path) -> NcclLog:
     except (OSError, EOFError) as err:
         raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
     if reader.records == 0:
-        raise InputError(source, f"no NCCL_DEBUG records in {reader.line_no} lines (not an NCCL_DEBUG=INFO log?)")
+        raise InputError(
+            source, f"no NCCL_DEBUG records in {reader.line_no} lines (not an NCCL_DEBUG=INFO log?)"
+        )
     counts = {
         "lines_total": reader.line_no,
         "lines_skipped": reader.skipped,
@@ -185,8 +228,13 @@ def _processes_frame(counter: collections.Counter[tuple[str | None, ...]]) -> pl
     rows = [(*key, count) for key, count in counter.items()]
     frame = pl.DataFrame(
         rows,
-        schema={"host": pl.String(), "pid": pl.String(), "tid": pl.String(), "cuda_dev": pl.String(),
-                "records": pl.Int64()},
+        schema={
+            "host": pl.String(),
+            "pid": pl.String(),
+            "tid": pl.String(),
+            "cuda_dev": pl.String(),
+            "records": pl.Int64(),
+        },
         orient="row",
     )
     return frame.with_columns(pl.col("pid", "tid", "cuda_dev").cast(pl.Int64())).sort(

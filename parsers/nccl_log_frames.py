@@ -1,9 +1,9 @@
 """From the raw rows of the NCCL log reader to the typed frames of `traceview.nccl.NcclLog` (polars only).
 
-Raw rows are text tuples (identity + a pattern's groups); `RawRows.add` types a batch as soon as it is full, so
-what is held is compact columns, not strings. `build_log` then shapes each model frame: dtype names and bytes of
-collectives, transport kinds and degraded flags, trees exploded per channel, NIC lists exploded, and the
-communicator each init-time record belongs to (the next `Init` line of the same host, pid, thread and device).
+Raw rows are text tuples (identity + a pattern's groups); `RawRows.add` types a batch as soon as it is
+full, so what is held is compact columns, not strings. `build_log` then shapes each model frame: dtype
+names and bytes of collectives, transport kinds and degraded flags, trees exploded per channel, NIC lists
+exploded, and the communicator each init-time record belongs to (see `attach_comm`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import collections
 from collections.abc import Sequence
 
 import polars as pl
+from traceview.parsers.nccl_log_patterns import Pattern
 
 from traceview.nccl import (
     RESULTS,
@@ -23,14 +24,36 @@ from traceview.nccl import (
     flag_degraded,
     transport_kind,
 )
-from traceview.parsers.nccl_log_patterns import Pattern
 
 IDENTITY_COLUMNS = ("line", "host", "pid", "tid", "cuda_dev")
 
 _INT_COLUMNS = frozenset(
-    "pid tid cuda_dev count datatype red_op root nranks task global_rank channel conn from_rank to_rank "
-    "n_channels bytes channel_lo channel_hi rank nvml_dev init_dev pg_dev n_nodes local_ranks local_rank coll "
-    "collnet nvls p2p p2p_per_peer code".split()
+    (
+        *("pid", "tid", "cuda_dev", "count", "datatype", "red_op", "root", "nranks", "task", "global_rank"),
+        *(
+            "channel",
+            "conn",
+            "from_rank",
+            "to_rank",
+            "n_channels",
+            "bytes",
+            "channel_lo",
+            "channel_hi",
+            "rank",
+        ),
+        *(
+            "nvml_dev",
+            "init_dev",
+            "pg_dev",
+            "n_nodes",
+            "local_ranks",
+            "local_rank",
+            "coll",
+            "collnet",
+            "nvls",
+        ),
+        *("p2p", "p2p_per_peer", "code"),
+    )
 )
 _HEX_COLUMNS = frozenset({"opcount"})
 _FLOAT_COLUMNS = frozenset({"time_us", "total_s"})
@@ -81,19 +104,28 @@ class RawRows:
         self.warn_rows.append((*ident, source, text))
 
     def frame(self, name: str) -> pl.DataFrame:
-        """All batches of pattern `name` (several patterns may share a name), or an empty frame."""
-        batches = self.batches.get(name)
+        """Take all batches of pattern `name` as one frame, or an empty one.
+
+        Taken, not copied: the batches are released, so each name is read once.
+        """
+        batches = self.batches.pop(name, None)
         if not batches:
             return pl.DataFrame(schema={"line": pl.Int64()})
-        return pl.concat(batches, how="diagonal_relaxed").sort("line")
+        frame = batches[0] if len(batches) == 1 else pl.concat(batches, how="diagonal_relaxed", rechunk=False)
+        return frame if frame["line"].is_sorted() else frame.sort("line")
+
+
+def conform_exprs(columns: list[str], name: str) -> list[pl.Expr]:
+    """Expressions selecting the model schema `name` from `columns`: in order, cast, absent ones null."""
+    return [
+        (pl.col(col) if col in columns else pl.lit(None)).cast(dtype).alias(col)
+        for col, dtype in SCHEMAS[name].items()
+    ]
 
 
 def conform(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     """`frame` reduced to the model schema `name`: its columns in order, cast, absent ones null."""
-    return frame.select(
-        (pl.col(col) if col in frame.columns else pl.lit(None)).cast(dtype).alias(col)
-        for col, dtype in SCHEMAS[name].items()
-    )
+    return frame.select(conform_exprs(frame.columns, name))
 
 
 def _when_chain(rows: tuple[tuple[str, pl.Expr], ...]) -> pl.Expr:
@@ -109,14 +141,26 @@ def _key() -> pl.Expr:
 
 
 def attach_comm(frame: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with `comm`: the communicator of the next Init line of the same host:pid:tid [dev]."""
+    """`frame` with `comm`: the communicator whose init the same host:pid:tid [dev] was running.
+
+    That is the next Init line (START or COMPLETE) of that thread, else the last Init START before the record.
+    """
     if frame.is_empty() or inits.is_empty():
         return frame.with_columns(comm=pl.lit(None, dtype=pl.String()))
-    owners = inits.select("line", _key(), "comm").sort("line")
+    owners = inits.select("line", _key(), "comm", "init_state").sort("line")
+    started = owners.filter(pl.col("init_state") == "START").drop("init_state")
     joined = frame.drop("comm", strict=False).with_columns(_key()).sort("line")
-    return joined.join_asof(
-        owners, on="line", by="_key", strategy="forward", check_sortedness=False
-    ).drop("_key")
+    ahead = joined.join_asof(
+        owners.drop("init_state"), on="line", by="_key", strategy="forward", check_sortedness=False
+    )
+    behind = ahead.join_asof(
+        started.rename({"comm": "_started"}),
+        on="line",
+        by="_key",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    return behind.with_columns(comm=pl.coalesce("comm", "_started")).drop("_key", "_started")
 
 
 def _communicators(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -133,8 +177,10 @@ def _communicators(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
     value_columns = [c for c in rows.columns if c not in ("host", "pid", "comm", "line", "tid", "init_state")]
     comms = rows.group_by("host", "pid", "comm", maintain_order=True).agg(
         pl.col("line").min(),
-        pl.when((pl.col("init_state") == "COMPLETE").any()).then(pl.lit("COMPLETE"))
-        .otherwise(pl.col("init_state").drop_nulls().first()).alias("init_state"),
+        pl.when((pl.col("init_state") == "COMPLETE").any())
+        .then(pl.lit("COMPLETE"))
+        .otherwise(pl.col("init_state").drop_nulls().first())
+        .alias("init_state"),
         *(pl.col(c).drop_nulls().last() for c in value_columns),
     )
     return conform(comms.sort("line"), "communicators"), inits
@@ -145,13 +191,20 @@ def _collectives(raw: RawRows, comms: pl.DataFrame) -> pl.DataFrame:
     if colls.is_empty():
         return conform(colls, "collectives")
     ranks = comms.select("host", "pid", "comm", "rank").unique(["host", "pid", "comm"], keep="last")
-    colls = (
-        colls.join(dtype_table(), on="datatype", how="left")
-        .with_columns(bytes=pl.col("count") * pl.col("dtype_size"))
-        .join(ranks, on=["host", "pid", "comm"], how="left", nulls_equal=True)
+    table = dtype_table()
+    names = dict(zip(table["datatype"], table["dtype"], strict=True))
+    sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
+    shaped = (
+        colls.lazy()
+        .with_columns(
+            dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
+            bytes=pl.col("count")
+            * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
+        )
+        .join(ranks.lazy(), on=["host", "pid", "comm"], how="left", nulls_equal=True, maintain_order="left")
         .with_columns(rank=pl.coalesce("global_rank", "rank"))
     )
-    return conform(colls.sort("line"), "collectives")
+    return shaped.select(conform_exprs([*colls.columns, "dtype", "bytes", "rank"], "collectives")).collect()
 
 
 def _transports(raw: RawRows, inits: pl.DataFrame, settings: dict[str, str]) -> pl.DataFrame:
@@ -181,7 +234,10 @@ def _tree_half(trees: pl.DataFrame, pattern: str, tree: int) -> pl.DataFrame:
     fields = {"rank": "me", "up": "up", "down0": "d0", "down1": "d1", "down2": "d2"}
     return parsed.with_columns(
         tree=pl.lit(tree, dtype=pl.Int64()),
-        **{out: pl.coalesce(pl.col("a").struct.field(f), pl.col("b").struct.field(f)) for out, f in fields.items()},
+        **{
+            out: pl.coalesce(pl.col("a").struct.field(f), pl.col("b").struct.field(f))
+            for out, f in fields.items()
+        },
     )
 
 
@@ -213,14 +269,22 @@ def _tuning(raw: RawRows) -> pl.DataFrame:
 
 
 def _warnings(raw: RawRows) -> pl.DataFrame:
-    origin = {"line": pl.Int64(), **{c: pl.String() for c in IDENTITY_COLUMNS[1:]}, "source": pl.String(),
-              "text": pl.String()}
+    origin = {
+        "line": pl.Int64(),
+        **{c: pl.String() for c in IDENTITY_COLUMNS[1:]},
+        "source": pl.String(),
+        "text": pl.String(),
+    }
     warns = pl.DataFrame(raw.warn_rows, schema=origin, orient="row").with_columns(origin_kind=pl.lit("warn"))
     traces = raw.frame("error_trace")
     if not traces.is_empty():
         traces = traces.with_columns(
-            text=pl.format("{} -> {} ({})", "source", "code", pl.col("code").replace_strict(
-                RESULTS, default="unknown result", return_dtype=pl.String())),
+            text=pl.format(
+                "{} -> {} ({})",
+                "source",
+                "code",
+                pl.col("code").replace_strict(RESULTS, default="unknown result", return_dtype=pl.String()),
+            ),
             origin_kind=pl.lit("error"),
         )
     pg_errors = raw.frame("pg_error")
@@ -244,8 +308,10 @@ def _network(raw: RawRows) -> pl.DataFrame:
         return conform(rows, "network")
     rows = rows.with_columns(source=pl.col("source").fill_null("selected"))
     items = rows.with_columns(
-        item=pl.when(pl.col("source") == "NET/IB").then(pl.col("detail").str.extract_all(_IB_DEVICE))
-        .when(pl.col("source") == "selected").then(pl.concat_list(pl.col("detail")))
+        item=pl.when(pl.col("source") == "NET/IB")
+        .then(pl.col("detail").str.extract_all(_IB_DEVICE))
+        .when(pl.col("source") == "selected")
+        .then(pl.concat_list(pl.col("detail")))
         .otherwise(pl.col("detail").str.extract_all(_IFACE))
     ).explode("item")
     fields = items.with_columns(
@@ -264,8 +330,9 @@ def _versions(raw: RawRows) -> pl.DataFrame:
         return conform(versions, "versions")
     parts = pl.col("version").str.extract_groups(r"^(?<major>\d+)\.(?<minor>\d+)\.(?<patch>\d+)")
     return conform(
-        versions.with_columns(parts.alias("parts"), cuda=pl.col("version").str.extract(r"cuda([\d.]+)"))
-        .unnest("parts"),
+        versions.with_columns(
+            parts.alias("parts"), cuda=pl.col("version").str.extract(r"cuda([\d.]+)")
+        ).unnest("parts"),
         "versions",
     )
 

@@ -1,6 +1,7 @@
 """The regex tables of the NCCL_DEBUG log parser: record starts, record bodies, and foreign (non-NCCL) lines.
 
-Every pattern is data: `(name, needle, regex)`. The parser tries a pattern only when its `needle` (a literal that
+Every pattern is data: `(name, needle, regex)`. The parser tries a pattern only when its `needle` (a literal
+that
 every match contains) occurs in the text, so a record costs a few substring tests before any regex runs. A
 pattern's named groups become the columns of the raw frame of that name; types are fixed later, in polars.
 
@@ -10,7 +11,8 @@ generations of the communicator init line, `nRanks nNodes localRanks`, rings (`R
 `down->me->up`), transports (`Ring|Channel|CollNet NN[/c] : a[dev] -> b[dev] [send|receive] via X`), channel
 counts (three generations), COLL lines, TUNING lines (2.4-2.22 `N Bytes -> Algo a proto p time t`, 2.23+
 `Op: N Bytes -> Algo NAME proto NAME channel{Lo..Hi}={a..b}[ comm %p]`), `Init timings` (2.22 and 2.23+),
-error propagation (`file.cc:123 -> 4`), `NCCL_X set by environment to v`, and the PyTorch ProcessGroupNCCL lines.
+error propagation (`file.cc:123 -> 4`), `NCCL_X set by environment to v`, and PyTorch's ProcessGroupNCCL
+lines.
 """
 
 from __future__ import annotations
@@ -30,11 +32,18 @@ class Pattern(NamedTuple):
 _PTR = r"(?:0x[0-9a-fA-F]+|\(nil\)|0)"
 
 # Where one NCCL record starts inside a physical line: `host:pid:tid [dev] [file.cc:N ]NCCL INFO|WARN `.
-# The `host:pid:tid ` part is optional (posters often strip it). Several starts on one line = interleaved writes.
-RECORD_START = re.compile(
-    r"(?:(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +)?"
+# Found in two steps for speed: RECORD_ANCHOR (it begins with a literal "[", which the regex engine scans
+# for quickly), then HOST_TAIL on the last word before the anchor: the `host:pid:tid` part is optional
+# (posters strip it). Several anchors on one line = interleaved writes of several processes.
+RECORD_ANCHOR = re.compile(
     r"\[(?P<dev>\d+)\] +(?:(?P<src>[\w./\-]+:\d+) +)?NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
 )
+# The common case, tried first: one record starting the line, with its full `host:pid:tid` prefix.
+LINE_START = re.compile(
+    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +\[(?P<dev>\d+)\] +(?:(?P<src>[\w./\-]+:\d+) +)?"
+    r"NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
+)
+HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid>\d++):(?P<tid>\d++)\Z")
 
 # Bodies of NCCL INFO records (the text after "NCCL INFO "), tried in order; the first match wins.
 BODY_PATTERNS: tuple[Pattern, ...] = (
@@ -42,7 +51,10 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
         "coll",
         "opCount",
         re.compile(
-            r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff " + _PTR + r" recvbuff " + _PTR
+            r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff "
+            + _PTR
+            + r" recvbuff "
+            + _PTR
             + r" count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<red_op>\d+) root (?P<root>-?\d+)"
             r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d+)\] stream (?P<stream>" + _PTR + r")"
             r"(?: task (?P<task>\d+) globalrank (?P<global_rank>\d+))?"
@@ -68,7 +80,8 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
         "Bytes -> Algo",
         re.compile(
             r"(?:(?P<op>[A-Za-z]+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
-            r"(?: time (?P<time_us>[\d.eE+\-]+))?(?: channel\{Lo\.\.Hi\}=\{(?P<channel_lo>\d+)\.\.(?P<channel_hi>\d+)\})?"
+            r"(?: time (?P<time_us>[\d.eE+\-]+))?"
+            r"(?: channel\{Lo\.\.Hi\}=\{(?P<channel_lo>\d+)\.\.(?P<channel_hi>\d+)\})?"
             r"(?: comm (?P<comm>" + _PTR + r"))?"
         ),
     ),
@@ -94,7 +107,8 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
         "coll channels",
         re.compile(
             r"(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?"
-            r"(?:(?P<nvls>\d+) nvls channels, )?(?P<p2p>\d+) p2p channels, (?P<p2p_per_peer>\d+) p2p channels per peer"
+            r"(?:(?P<nvls>\d+) nvls channels, )?(?P<p2p>\d+) p2p channels,"
+            r" (?P<p2p_per_peer>\d+) p2p channels per peer"
         ),
     ),
     Pattern(
@@ -105,13 +119,23 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
             r" total (?P<total_s>[\d.]+)(?: \((?P<components>[^)]*)\))?"
         ),
     ),
-    Pattern("setting", "set by environment", re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")),
+    Pattern(
+        "setting",
+        "set by environment",
+        re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$"),
+    ),
     Pattern("version", "NCCL version", re.compile(r"NCCL version (?P<version>\d[\w.+\-]*)")),
     Pattern("network", "Using network", re.compile(r"Using network (?P<detail>.+?)\s*$")),
     Pattern("network", "Bootstrap", re.compile(r"(?P<source>Bootstrap) ?: Using (?P<detail>.+?)\s*$")),
     Pattern("network", "NET/", re.compile(r"(?P<source>NET/(?:IB|Socket)) ?: Using (?P<detail>.+?)\s*$")),
-    Pattern("event", "Connected ", re.compile(r"(?P<event>Connected (?:all rings|all trees|NVLS tree|CollNet))")),
-    Pattern("error_trace", " -> ", re.compile(r"(?P<source>[\w./\-]+\.(?:cc|cu|cpp|c|h):\d+) -> (?P<code>\d+)\s*$")),
+    Pattern(
+        "event", "Connected ", re.compile(r"(?P<event>Connected (?:all rings|all trees|NVLS tree|CollNet))")
+    ),
+    Pattern(
+        "error_trace",
+        " -> ",
+        re.compile(r"(?P<source>[\w./\-]+\.(?:cc|cu|cpp|c|h):\d+) -> (?P<code>\d+)\s*$"),
+    ),
 )
 
 # Lines with no NCCL record start: PyTorch's ProcessGroupNCCL lines, bare version lines, foreign NCCL errors.
@@ -122,7 +146,8 @@ FOREIGN_PATTERNS: tuple[Pattern, ...] = (
         "created ncclComm_",
         re.compile(
             r"(?:\[(?:PG (?:ID )?(?P<pg>\S+)[^\]]*? )?Rank (?P<rank>\d+)\] *)?"
-            r"ProcessGroupNCCL created ncclComm_ (?P<comm>0x[0-9a-fA-F]+)(?: on CUDA device: ?(?P<pg_dev>\d+)?)?"
+            r"ProcessGroupNCCL created ncclComm_ (?P<comm>0x[0-9a-fA-F]+)"
+            r"(?: on CUDA device: ?(?P<pg_dev>\d+)?)?"
         ),
     ),
     Pattern(
@@ -137,5 +162,5 @@ FOREIGN_PATTERNS: tuple[Pattern, ...] = (
     Pattern("version", "NCCL version", re.compile(r"NCCL version (?P<version>\d[\w.+\-]*)")),
 )
 
-# The process a foreign line came from, when a launcher prefix says so: Ray's "(RayTrainWorker pid=615, ip=...)".
+# The process a foreign line came from, when a launcher prefix says so: Ray's "(RayTrainWorker pid=615, ...)".
 LAUNCHER_PID = re.compile(r"\(\w+ pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)")

@@ -1,11 +1,19 @@
-"""Plotly figures built from analysis results (no computation beyond unit conversion)."""
+"""Plotly figures built from analysis results (no computation beyond unit conversion and formatting).
+
+Text that comes from a trace (kernel and process-group names) is HTML-escaped before it reaches a plotly text
+field: plotly draws a subset of HTML in hover labels, and `&lt;` there is shown as `<`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
 
 from traceview.analysis import RunAnalysis
+from traceview.timeline import Timeline
 
 BUDGET_PARTS = (
     ("compute only", "#2ca02c"),
@@ -13,7 +21,48 @@ BUDGET_PARTS = (
     ("exposed comm", "#ff7f0e"),
     ("idle", "#c7c7c7"),
 )
-LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 360}
+LAYOUT = {"margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 360}
+THEME: Mapping[str, Any] = {
+    "layout": {
+        "font": {
+            "family": "system-ui, -apple-system, 'Segoe UI', sans-serif",
+            "size": 12,
+            "color": "#1d232a",
+        },
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "colorway": ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"],
+        "xaxis": {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
+        "yaxis": {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
+        "hoverlabel": {"align": "left"},
+        "title": {"x": 0.0, "xanchor": "left", "font": {"size": 14}},
+    }
+}
+"""The page's own small plotly template (replaces plotly's, which is large and changes between versions)."""
+
+LABEL_COLOURS: Mapping[str, str] = {
+    "idle": "#dfe3e8",
+    "memory": "#9467bd",
+    "compute": "#2ca02c",
+    "AllReduce": "#ff7f0e",
+    "AllGather": "#1f77b4",
+    "ReduceScatter": "#d62728",
+    "AllToAll": "#e377c2",
+    "Broadcast": "#8c564b",
+    "Reduce": "#bcbd22",
+    "SendRecv": "#17becf",
+    "Send": "#17becf",
+    "Recv": "#0e7c86",
+    "Barrier": "#7f7f7f",
+}
+OTHER_COLOUR = "#a0a0a0"
+LANE_GEOMETRY: Mapping[str, tuple[float, float]] = {
+    "idle": (-0.45, 0.9),
+    "compute": (-0.4, 0.4),
+    "comm": (0.0, 0.4),
+    "memory": (0.4, 0.05),
+}
+"""Per lane, (offset, width) of its bars in a rank's row: compute above the middle, communication below."""
 
 
 def budget_bars(analysis: RunAnalysis) -> go.Figure:
@@ -39,8 +88,130 @@ def gamma_bars(analysis: RunAnalysis) -> go.Figure:
     per_rank = analysis.budget.per_rank
     ranks = [f"rank {r}" for r in per_rank.get_column("rank").to_list()]
     figure = go.Figure()
-    figure.add_bar(name="measured gamma (T_comm / T_comp)", x=ranks, y=per_rank.get_column("gamma").to_list(), marker_color="#1f77b4")
-    figure.add_bar(name="exposed gamma (exposed comm / T_comp)", x=ranks, y=per_rank.get_column("exposed_gamma").to_list(), marker_color="#ff7f0e")
+    figure.add_bar(
+        name="measured gamma (T_comm / T_comp)",
+        x=ranks,
+        y=per_rank.get_column("gamma").to_list(),
+        marker_color="#1f77b4",
+    )
+    figure.add_bar(
+        name="exposed gamma (exposed comm / T_comp)",
+        x=ranks,
+        y=per_rank.get_column("exposed_gamma").to_list(),
+        marker_color="#ff7f0e",
+    )
     figure.add_hline(y=1.0, line_dash="dash", line_color="#d62728", annotation_text="break-even: gamma = 1")
-    figure.update_layout(barmode="group", title="Gamma per rank (median over steps)", legend={"orientation": "h"}, **LAYOUT)
+    figure.update_layout(
+        barmode="group", title="Gamma per rank (median over steps)", legend={"orientation": "h"}, **LAYOUT
+    )
+    return figure
+
+
+def escaped(column: str) -> pl.Expr:
+    """A text column with `&`, `<` and `>` written as HTML entities (plotly shows them as the characters)."""
+    return (
+        pl.col(column)
+        .fill_null("")
+        .str.replace_all("&", "&amp;", literal=True)
+        .str.replace_all("<", "&lt;", literal=True)
+        .str.replace_all(">", "&gt;", literal=True)
+    )
+
+
+def _hover_text() -> pl.Expr:
+    ms = [(pl.col(c) / 1000).round(3).cast(pl.Utf8) for c in ("start_us", "end_us", "length_us")]
+    where = pl.format("rank {} · {}", pl.col("rank"), escaped("label"))
+    group = pl.when(pl.col("process_group").is_not_null()).then(pl.format(" on {}", escaped("process_group")))
+    kernels = pl.when(pl.col("kernels") > 0).then(
+        pl.format(
+            "<br>{} event(s); longest: {}", pl.col("kernels"), escaped("longest_kernel").str.slice(0, 120)
+        )
+    )
+    return pl.concat_str(
+        [where, group.fill_null(""), pl.format("<br>{} to {} ms ({} ms)", *ms), kernels.fill_null("")]
+    )
+
+
+def _label_order(labels: list[str]) -> list[str]:
+    known = [label for label in LABEL_COLOURS if label in labels]
+    return known + sorted(set(labels) - set(known))
+
+
+def _step_traces(segments: pl.DataFrame, step: int, labels: list[str], visible: bool) -> list[go.Bar]:
+    traces = []
+    for label in labels:
+        rows = segments.filter((pl.col("step") == step) & (pl.col("label") == label))
+        lane = rows.item(0, "lane") if rows.height else "comm"
+        offset, width = LANE_GEOMETRY.get(lane, LANE_GEOMETRY["comm"])
+        traces.append(
+            go.Bar(
+                name=label,
+                legendgroup=label,
+                orientation="h",
+                y=[f"rank {r}" for r in rows.get_column("rank").to_list()],
+                base=(rows.get_column("start_us") / 1000).round(4).to_list(),
+                x=(rows.get_column("length_us") / 1000).round(4).to_list(),
+                offset=offset,
+                width=width,
+                marker={"color": LABEL_COLOURS.get(label, OTHER_COLOUR), "line": {"width": 0}},
+                hovertext=rows.get_column("hover").to_list(),
+                hovertemplate="%{hovertext}<extra></extra>",
+                visible=visible,
+            )
+        )
+    return traces
+
+
+def _step_title(step: int, length_us: float, median: bool) -> str:
+    which = "the median step" if median else "a chosen step"
+    return f"Step {step} on every rank ({which}; median length {length_us / 1000:.2f} ms)"
+
+
+def timeline_figure(timeline: Timeline) -> go.Figure:
+    """One step of every rank on one aligned time axis; a menu picks another offered step."""
+    segments = timeline.segments.with_columns((pl.col("end_us") - pl.col("start_us")).alias("length_us"))
+    segments = segments.with_columns(_hover_text().alias("hover"))
+    labels = _label_order(segments.get_column("label").unique().to_list())
+    ranks = sorted(set(segments.get_column("rank").to_list()))
+    steps = timeline.steps.rows(named=True)
+    figure = go.Figure()
+    buttons = []
+    for index, row in enumerate(steps):
+        is_median = row["step"] == timeline.median_step
+        figure.add_traces(_step_traces(segments, row["step"], labels, is_median))
+        visible = [i == index for i in range(len(steps)) for _ in labels]
+        title = _step_title(row["step"], row["median_step_us"], is_median)
+        label = f"step {row['step']} ({row['median_step_us'] / 1000:.1f} ms){' median' if is_median else ''}"
+        layout = {"title.text": title, "updatemenus[0].active": index}
+        buttons.append({"label": label, "method": "update", "args": [{"visible": visible}, layout]})
+    median_row = next((i for i, r in enumerate(steps) if r["step"] == timeline.median_step), 0)
+    figure.update_layout(
+        title=_step_title(
+            timeline.median_step or 0, steps[median_row]["median_step_us"] if steps else 0.0, True
+        ),
+        barmode="overlay",
+        xaxis={"title": {"text": "ms since the step began on the earliest rank (aligned clocks)"}},
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": [f"rank {r}" for r in ranks],
+            "autorange": "reversed",
+        },
+        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom"},
+        updatemenus=[
+            {
+                "buttons": buttons,
+                "active": median_row,
+                "x": 1.0,
+                "xanchor": "right",
+                "y": 1.0,
+                "yanchor": "bottom",
+                "pad": {"b": 4},
+                "direction": "down",
+                "showactive": True,
+            }
+        ],
+        margin={"l": 70, "r": 20, "t": 80, "b": 50},
+        height=min(max(330, 150 + 40 * len(ranks)), 1400),
+    )
     return figure

@@ -1,22 +1,30 @@
 """The self-contained HTML report: a Jinja2 template, plotly figures as JSON data islands, plotly.js inline.
 
-Every string from a trace reaches the page through Jinja2 autoescaping or through JSON whose `<`, `>` and `&` are
-written as unicode escapes, so nothing in an input file can open a tag or end a script.
+Every string from a trace reaches the page through Jinja2 autoescaping or through JSON whose `<`, `>` and `&`
+are written as unicode escapes, so nothing in an input file can open a tag or end a script. A
+Content-Security-Policy forbids every request (no connections, images only from data: URLs); with `--plotlyjs
+cdn` the one script URL is the only exception. It allows inline scripts and `eval` (plotly.js probes its WebGL
+support with generated code when it loads; without `unsafe-eval` the browser reports a violation): neither can
+reach the network. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
+and the generation time is the only thing that changes between two renders of the same analysis.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any
 
+import plotly
 import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
+from plotly.offline import get_plotlyjs
+from traceview.reports import figures
+from traceview.reports.sections import SECTIONS
 
 from traceview import __version__
 from traceview.analysis import RunAnalysis
-from traceview.reports.sections import SECTIONS
-
 
 
 def _ms(value: float | None) -> str:
@@ -28,52 +36,113 @@ def _ratio(value: float | None) -> str:
 
 
 CDN_URL = "https://cdn.plot.ly/plotly-{version}.min.js"
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'{cdn}; style-src 'unsafe-inline'; "
+    "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
 _ENVIRONMENT = Environment(
     loader=PackageLoader("traceview.reports", "templates"),
     autoescape=select_autoescape(["html", "j2"], default=True),
     trim_blocks=True,
     lstrip_blocks=True,
+    keep_trailing_newline=True,
 )
+
+
+def fact_text(name: str, value: float) -> str:
+    """A cited fact with its unit: `_us` figures in ms, `_share` figures in percent, counts as integers."""
+    if name.endswith("_us"):
+        return f"{value / 1000:.2f} ms"
+    if name.endswith("_share"):
+        return f"{value:.1%}"
+    if float(value).is_integer():
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
 _ENVIRONMENT.filters["ms"] = _ms
 _ENVIRONMENT.filters["ratio"] = _ratio
+_ENVIRONMENT.globals["fact_text"] = fact_text
+
+Format = Callable[[float], str]
+VERDICT_FIGURES: tuple[tuple[str, str, Format, str], ...] = (
+    ("measured gamma", "gamma", "{:.2f}".format, "T_comm / T_comp, median over steps and ranks"),
+    ("predicted gamma", "gamma_pred", "{:.2f}".format, "alpha-beta model (gamma model section)"),
+    ("exposed communication", "exposed_comm_share", "{:.0%}".format, "share of the median step"),
+    ("exposed gamma", "exposed_gamma", "{:.2f}".format, "exposed comm / T_comp"),
+    ("GPU idle", "idle_share", "{:.0%}".format, "share of the median step"),
+    (
+        "top straggler",
+        "straggler_rank",
+        lambda v: "none" if v < 0 else f"rank {v:.0f}",
+        "last to arrive most often",
+    ),
+)
+"""The verdict panel's figures: (label, fact name in `RunAnalysis.recommendations.facts`, format, note).
+A fact no analysis produced is shown as not measured."""
 
 
 def script_safe_json(data: Any) -> str:
     """JSON text safe inside a <script> element: `<`, `>`, `&` and line separators become unicode escapes."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, default=str)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    escapes = (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    )
+    for char, escaped in escapes:
         text = text.replace(char, escaped)
     return text
 
 
-def _figure_json(figure: go.Figure) -> str:
-    return script_safe_json(json.loads(figure.to_json()))
+def figure_json(figure: go.Figure) -> str:
+    """A figure as script-safe JSON, the page's template in place of plotly's (smaller, version-stable)."""
+    data = json.loads(figure.to_json())
+    data.setdefault("layout", {})["template"] = figures.THEME
+    return script_safe_json(data)
 
 
 def plotly_script(mode: str) -> tuple[str, str]:
     """(inline JS, CDN URL): exactly one is non-empty; `mode` is `inline` or `cdn`."""
-    import plotly
-    from plotly.offline import get_plotlyjs
-
     if mode == "cdn":
         return "", CDN_URL.format(version=plotly.__version__)
     return get_plotlyjs().replace("</script", "<\\/script"), ""
 
 
+def verdict_figures(analysis: RunAnalysis) -> list[tuple[str, str | None, str]]:
+    """(label, formatted value or None when not measured, note) for each row of `VERDICT_FIGURES`."""
+    facts = analysis.recommendations.facts if analysis.recommendations else {}
+    return [
+        (label, fmt(facts[name]) if name in facts else None, note)
+        for label, name, fmt, note in VERDICT_FIGURES
+    ]
+
+
+def page_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
+    """Every figure of the page by element id: the timeline, then each shown section's."""
+    found: dict[str, go.Figure] = {}
+    if analysis.timeline is not None and analysis.timeline.drawn_segments:
+        found["fig-timeline"] = figures.timeline_figure(analysis.timeline)
+    for section in SECTIONS:
+        if section.shown(analysis):
+            found |= section.figures(analysis)
+    return found
+
+
 def render_html(analysis: RunAnalysis, plotlyjs: str = "inline", generated: dt.datetime | None = None) -> str:
     """The whole report page as one string."""
     inline_js, cdn_url = plotly_script(plotlyjs)
-    shown = [section for section in SECTIONS if section.shown(analysis)]
-    figure_data = {
-        figure_id: _figure_json(figure) for section in shown for figure_id, figure in section.figures(analysis).items()
-    }
     template = _ENVIRONMENT.get_template("report.html.j2")
     return template.render(
         analysis=analysis,
-        figures=figure_data,
-        sections=shown,
+        figures={figure_id: figure_json(f) for figure_id, f in page_figures(analysis).items()},
+        sections=[section for section in SECTIONS if section.shown(analysis)],
+        verdict_figures=verdict_figures(analysis),
         plotly_inline=inline_js,
         plotly_cdn=cdn_url,
+        csp=CSP.format(cdn=" https://cdn.plot.ly" if cdn_url else ""),
         version=__version__,
         generated=(generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )

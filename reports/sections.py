@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from traceview.analysis import RunAnalysis
-from traceview.reports import figures
+from traceview.reports import figures, figures_collectives
 
 
 @dataclass(frozen=True)
@@ -32,4 +32,11 @@ def _budget_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
 
 SECTIONS: tuple[Section, ...] = (
     Section("time-budget", "Time budget", "section_budget.html.j2", _budget_figures, lambda a: True),
+    Section(
+        "collectives",
+        "Collectives",
+        "section_collectives.html.j2",
+        figures_collectives.collective_figures,
+        lambda a: a.collectives is not None and a.collectives.kernels.height > 0,
+    ),
 )

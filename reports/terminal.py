@@ -1,4 +1,4 @@
-"""Terminal summary with rich: the verdict first, then the run and the time budget per rank."""
+"""Terminal summary with rich: the verdict first, the recommendations, then the run and the time budget."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ def _ratio(value: float | None) -> str:
 
 
 def render_summary(analysis: RunAnalysis, console: Console) -> None:
-    """Print the verdict panel, the run header and the per-rank time budget."""
-    console.print(Panel(analysis.verdict.sentence, title=f"verdict: {analysis.verdict.label}", expand=False))
+    """Print the verdict panel, the recommendations, the run header and the per-rank time budget."""
+    console.print(
+        Panel(escape(analysis.verdict.sentence), title=f"verdict: {analysis.verdict.label}", expand=False)
+    )
+    _print_recommendations(analysis, console)
     header = analysis.header
     console.print(
         f"run [bold]{escape(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
@@ -31,15 +34,38 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
         markup=True,
     )
     for path, reason in header.skipped:
-        console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(reason)}", markup=True, highlight=False)
+        console.print(
+            f"[yellow]skipped[/yellow] {escape(path)}: {escape(reason)}", markup=True, highlight=False
+        )
     for warning in header.warnings:
         console.print(f"[yellow]warning[/yellow] {escape(warning)}", markup=True, highlight=False)
     console.print(_budget_table(analysis))
 
 
+def _print_recommendations(analysis: RunAnalysis, console: Console) -> None:
+    advice = analysis.recommendations
+    if advice is None or not advice.items:
+        return
+    console.print("[bold]What to change[/bold] (highest stake first):", markup=True, highlight=False)
+    for index, item in enumerate(advice.items, start=1):
+        console.print(f"  {index}. {escape(item.sentence)}", markup=True, highlight=False)
+
+
 def _budget_table(analysis: RunAnalysis) -> Table:
     table = Table(title="Time budget per rank (median over steps; ms)")
-    for column in ("rank", "steps", "step", "T_comp", "T_comm", "overlap", "exposed comm", "idle", "overlap ratio", "gamma", "exposed gamma"):
+    for column in (
+        "rank",
+        "steps",
+        "step",
+        "T_comp",
+        "T_comm",
+        "overlap",
+        "exposed comm",
+        "idle",
+        "overlap ratio",
+        "gamma",
+        "exposed gamma",
+    ):
         table.add_column(column, justify="right")
     for row in analysis.budget.per_rank.iter_rows(named=True):
         table.add_row(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from traceview.budget import TimeBudget, all_step_windows, classified_events, time_budget
+from traceview.collective_tables import CollectiveAnalysis, analyze_collectives
+from traceview.collective_tables import gate_figures as collective_gate_figures
+from traceview.crossrank import CrossRank, add_transfer, run_cross_rank
 from traceview.kernel_names import user_patterns
 from traceview.model import Run
+from traceview.recommend import Recommendations, recommend
+from traceview.timeline import Timeline, timeline
 from traceview.verdict import Verdict, verdict
 
 
@@ -15,6 +20,8 @@ class AnalysisOptions:
     """What the user can set; every field has the default a plain `traceview report RUN` uses."""
 
     comm_patterns: tuple[str, ...] = ()
+    ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
+    rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,17 @@ class RunAnalysis:
     budget: TimeBudget
     verdict: Verdict
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    timeline: Timeline | None = None
+    recommendations: Recommendations | None = None
+    crossrank: CrossRank | None = None
+    collectives: CollectiveAnalysis | None = None
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
-        return dict(self.budget.run_median)
+        figures = dict(self.budget.run_median)
+        figures.update(self.crossrank.gate_figures() if self.crossrank else {})
+        figures.update(collective_gate_figures(self.collectives))
+        return figures
 
 
 def _distinct(values: list[str]) -> tuple[str, ...]:
@@ -77,10 +91,20 @@ def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
     """Run every analysis on `run`."""
     options = options or AnalysisOptions()
     patterns = user_patterns(options.comm_patterns)
-    budget = time_budget(classified_events(run, patterns), all_step_windows(run))
-    return RunAnalysis(
+    events, windows = classified_events(run, patterns), all_step_windows(run)
+    budget = time_budget(events, windows)
+    collectives = analyze_collectives(run, events)
+    crossrank = run_cross_rank(
+        run, collectives.kernels, events, windows, budget, options.ranks_per_host, dict(options.rank_hosts)
+    )
+    budget = add_transfer(budget, crossrank.transfer)
+    analysis = RunAnalysis(
         header=run_header(run),
         budget=budget,
         verdict=verdict(budget.run_median),
         options=options,
+        timeline=timeline(events, windows, budget.per_step),
+        crossrank=crossrank,
+        collectives=collectives,
     )
+    return replace(analysis, recommendations=recommend(analysis))

@@ -22,7 +22,7 @@ from traceview.thresholds import crossings, parse_threshold
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Where the time went in a distributed training job.")
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, soft_wrap=True)  # one line per message, never wrapped
 
 RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank traces, or a glob.")]
 CommPatternOpt = Annotated[
@@ -104,6 +104,33 @@ def report(
     output.write_text(render_html(analysis, plotlyjs=plotlyjs), encoding="utf-8")
     stderr.print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {analysis.verdict.sentence}", highlight=False, markup=False)
     gate(analysis, fail_on)
+
+
+@app.command()
+def collectives(
+    run: RunArg,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the collectives as JSON instead.")] = False,
+    comm_pattern: CommPatternOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Every communication kernel linked to its collective call: bytes, busbw and the tables per group."""
+    from traceview.budget import classified_events
+    from traceview.collective_tables import analyze_collectives
+    from traceview.kernel_names import user_patterns
+
+    patterns = user_patterns(tuple(comm_pattern or ()))
+    loaded = load(run, workers)
+    result = analyze_collectives(loaded, classified_events(loaded, patterns))
+    if json_output:
+        import msgspec
+
+        from traceview.reports.json_out import collectives_document
+
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(collectives_document(result)), indent=2).decode() + "\n")
+    else:
+        from traceview.reports.collectives_terminal import render_collectives
+
+        render_collectives(result, Console(width=None if sys.stdout.isatty() else 200))
 
 
 def main() -> None:

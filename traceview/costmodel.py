@@ -1,10 +1,11 @@
-"""The alpha-beta cost model of collectives and the data-parallel gamma of seeds section 4.1 (SPEC sections 3, 5).
+"""The alpha-beta cost model of collectives and the data-parallel gamma of seeds section 4.1 (SPEC 3 and 5).
 
 One collective of S bytes over a group of n ranks, on links of latency alpha and bandwidth B, takes
 
     T_pred = k(n) * alpha + f(n) * S / B
 
-with f(n) the nccl-tests bus factor of SPEC section 3 and k(n) the number of latency-bound steps of the algorithm.
+with f(n) the nccl-tests bus factor of SPEC section 3 and k(n) the number of latency-bound steps of the
+algorithm.
 Both come from one data table, `COLLECTIVE_COSTS`, used by the scalar functions and by the polars expressions.
 
 The data-parallel closed form of the seeds (all-reduce of g*P gradient bytes over K workers, compute 6*P*b/R):
@@ -48,26 +49,28 @@ class CollectiveCost:
     tree_passes: float | None
 
 
-_POINT_TO_POINT = CollectiveCost(bus_per_peer=0, bus_const=1, steps_per_peer=0, steps_const=1, tree_passes=0)
+_POINT_TO_POINT = CollectiveCost(0, 1, 0, 1, 0)
 
 COLLECTIVE_COSTS: Mapping[str, CollectiveCost] = {
-    # AllReduce: f = 2(n-1)/n, ring k = 2(n-1) (reduce-scatter then all-gather), tree k = log2 n (SPEC 5).
-    "AllReduce": CollectiveCost(bus_per_peer=2, bus_const=0, steps_per_peer=2, steps_const=0, tree_passes=1),
-    "AllGather": CollectiveCost(bus_per_peer=1, bus_const=0, steps_per_peer=1, steps_const=0, tree_passes=None),
-    "ReduceScatter": CollectiveCost(
-        bus_per_peer=1, bus_const=0, steps_per_peer=1, steps_const=0, tree_passes=None
-    ),
+    # name:          CollectiveCost(bus_per_peer, bus_const, steps_per_peer, steps_const, tree_passes)
+    # AllReduce: f = 2(n-1)/n; ring k = 2(n-1) (reduce-scatter then all-gather); tree k = log2 n (SPEC 5).
+    "AllReduce": CollectiveCost(2, 0, 2, 0, 1),
+    "AllGather": CollectiveCost(1, 0, 1, 0, None),
+    "ReduceScatter": CollectiveCost(1, 0, 1, 0, None),
     # AllToAll: n-1 pairwise exchanges.
-    "AllToAll": CollectiveCost(bus_per_peer=1, bus_const=0, steps_per_peer=1, steps_const=0, tree_passes=None),
-    # Broadcast and Reduce: a ring (chain) pipeline of n-1 hops; tree log2 n.
-    "Broadcast": CollectiveCost(bus_per_peer=0, bus_const=1, steps_per_peer=1, steps_const=0, tree_passes=1),
-    "Reduce": CollectiveCost(bus_per_peer=0, bus_const=1, steps_per_peer=1, steps_const=0, tree_passes=1),
+    "AllToAll": CollectiveCost(1, 0, 1, 0, None),
+    # Broadcast and Reduce: a pipelined chain of n-1 hops; tree log2 n.
+    "Broadcast": CollectiveCost(0, 1, 1, 0, 1),
+    "Reduce": CollectiveCost(0, 1, 1, 0, 1),
     # Point to point: one message, whatever the algorithm.
     "SendRecv": _POINT_TO_POINT,
     "Send": _POINT_TO_POINT,
     "Recv": _POINT_TO_POINT,
     # Barrier: moves no bytes, but pays the latency of an all-reduce.
-    "Barrier": CollectiveCost(bus_per_peer=0, bus_const=0, steps_per_peer=2, steps_const=0, tree_passes=1),
+    "Barrier": CollectiveCost(0, 0, 2, 0, 1),
+    # Gather and Scatter (not in SPEC 3; nccl-tests' factor (n-1)/n): the root exchanges with n-1 peers.
+    "Gather": CollectiveCost(1, 0, 1, 0, None),
+    "Scatter": CollectiveCost(1, 0, 1, 0, None),
 }
 """f(n) and k(n) of every collective, keyed by the canonical names of SPEC section 3."""
 
@@ -100,7 +103,7 @@ def bus_factor(collective: str, n: int) -> float:
     """f(n) of SPEC section 3, with which busbw = algbw * f(n) and the model's bandwidth term is f(n) * S / B.
 
     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce, SendRecv/Send/Recv 1;
-    Barrier 0 (it moves no bytes).
+    Barrier 0 (it moves no bytes); Gather and Scatter (n-1)/n as nccl-tests counts them.
     """
     _check_group_size(n)
     cost = collective_cost(collective)
@@ -111,11 +114,12 @@ def latency_steps(collective: str, n: int, algorithm: Algorithm = "ring") -> flo
     """k(n): how many times a collective pays the link latency alpha (SPEC section 5).
 
     Ring: AllReduce 2(n-1); AllGather, ReduceScatter, AllToAll n-1; Broadcast, Reduce n-1 (a pipelined chain);
-    SendRecv 1; Barrier 2(n-1) (an all-reduce of nothing).
-    Tree: log2 n for AllReduce, Broadcast, Reduce and Barrier, following the SPEC's "log2 n for trees". A tree
-    all-reduce is a reduce up the tree then a broadcast down, which textbooks count as 2*log2 n; NCCL pipelines
-    the two phases, and the SPEC counts one pass. The number of passes is `tree_passes` in `COLLECTIVE_COSTS`,
-    one place to change. AllGather, ReduceScatter and AllToAll have no tree algorithm: UsageError.
+    SendRecv 1; Barrier 2(n-1) (an all-reduce of nothing); Gather, Scatter n-1.
+    Tree: log2 n for AllReduce, Broadcast, Reduce and Barrier, following the SPEC's "log2 n for trees". A
+    tree all-reduce is a reduce up the tree then a broadcast down, which textbooks count as 2*log2 n; NCCL
+    pipelines the two phases, and the SPEC counts one pass. The number of passes is `tree_passes` in
+    `COLLECTIVE_COSTS`, one place to change. AllGather, ReduceScatter and AllToAll have no tree algorithm:
+    UsageError.
     """
     _check_group_size(n)
     cost = collective_cost(collective)
@@ -132,13 +136,14 @@ def collective_time_s(
     size_bytes: float,
     alpha_s: float,
     bandwidth_bytes_per_s: float,
+    *,
     algorithm: Algorithm = "ring",
 ) -> float:
     """T_pred = k(n) * alpha + f(n) * S / B for one collective (SPEC section 5).
 
     S is the nccl-tests size of SPEC section 3 (AllReduce: the buffer; AllGather: the gathered output;
-    ReduceScatter: the full input; AllToAll: the full buffer). B is the unidirectional per-GPU bandwidth of the
-    links the group spans (the figure nccl-tests busbw is compared with).
+    ReduceScatter: the full input; AllToAll: the full buffer). B is the unidirectional per-GPU bandwidth of
+    the links the group spans (the figure nccl-tests busbw is compared with).
     """
     steps = latency_steps(collective, n, algorithm)
     return steps * alpha_s + bus_factor(collective, n) * size_bytes / bandwidth_bytes_per_s
@@ -187,6 +192,7 @@ def collective_time_expr(
     size_bytes: pl.Expr,
     alpha_s: pl.Expr | float,
     bandwidth_bytes_per_s: pl.Expr | float,
+    *,
     algorithm: Algorithm = "ring",
 ) -> pl.Expr:
     """`collective_time_s` as a polars expression over a frame of collectives (one row per instance)."""
@@ -214,8 +220,8 @@ def allreduce_time_s(
 ) -> float:
     """T_comm = 2(K-1)/K * g * P / B + 2(K-1) * alpha: the ring all-reduce of the gradient (seeds Code 4.1.1).
 
-    With alpha = 0 (the default) this is the seeds' bandwidth-only estimate; alpha > 0 adds the latency floor of
-    seeds Exercise 4.1.2.
+    With alpha = 0 (the default) this is the seeds' bandwidth-only estimate; alpha > 0 adds the latency floor
+    of seeds Exercise 4.1.2.
     """
     ring_share = 2.0 * (workers - 1) / workers
     return ring_share * params * grad_bytes_per_param / bandwidth_bytes_per_s + 2.0 * (workers - 1) * alpha_s
@@ -228,7 +234,10 @@ def gamma_closed_form(
     local_batch: float,
     bandwidth_bytes_per_s: float,
 ) -> float:
-    """gamma = 2(K-1)/K * g * R / (6 * b * B): T_comm / T_comp of data-parallel training, P cancelled (SPEC 5)."""
+    """gamma = 2(K-1)/K * g * R / (6 * b * B): T_comm / T_comp of data-parallel training (SPEC 5).
+
+    P cancels: both phases are proportional to it.
+    """
     ring_share = 2.0 * (workers - 1) / workers
     return (
         ring_share
@@ -244,6 +253,7 @@ def strong_scaling_sweep(
     flops_per_s: float,
     bandwidth_bytes_per_s: float,
     grad_bytes_per_param: float,
+    *,
     workers: Sequence[int],
     alpha_s: float = 0.0,
 ) -> pl.DataFrame:
@@ -275,7 +285,9 @@ def break_even_workers(
     """The worker count K at which gamma = 1 under strong scaling (seeds Exercise 4.1.1).
 
     With b = G / K:
-        gamma(K) = 2(K-1)/K * g * R / (6 * (G/K) * B) = 2(K-1) * g * R / (6 * G * B) = (K-1) * g * R / (3 * G * B)
+        gamma(K) = 2(K-1)/K * g * R / (6 * (G/K) * B)
+                 = 2(K-1) * g * R / (6 * G * B)
+                 = (K-1) * g * R / (3 * G * B)
     so gamma grows linearly in K, and gamma(K) = 1 gives
         K = 1 + 3 * G * B / (g * R).
     P never enters: it cancels from gamma before b is substituted.
@@ -307,11 +319,17 @@ class DataParallelShape:
     def gamma(self) -> float:
         """gamma_closed_form of this shape."""
         return gamma_closed_form(
-            self.workers, self.grad_bytes_per_param, self.flops_per_s, self.local_batch, self.bandwidth_bytes_per_s
+            self.workers,
+            self.grad_bytes_per_param,
+            self.flops_per_s,
+            self.local_batch,
+            self.bandwidth_bytes_per_s,
         )
 
 
-def gamma_with_workers(shape: DataParallelShape, factor: float = 2.0, hold_global_batch: bool = True) -> float:
+def gamma_with_workers(
+    shape: DataParallelShape, factor: float = 2.0, hold_global_batch: bool = True
+) -> float:
     """gamma with `factor` times the workers: strong scaling divides b by the factor, weak scaling keeps b."""
     local_batch = shape.local_batch / factor if hold_global_batch else shape.local_batch
     return replace(shape, workers=shape.workers * factor, local_batch=local_batch).gamma()
@@ -334,7 +352,10 @@ def predicted_comm_time_s(
     algorithm: Algorithm = "ring",
     group_size_factor: float = 1.0,
 ) -> float:
-    """T_comm_pred: the sum of T_pred over a frame of collectives (columns collective, group_size, size_bytes).
+    """T_comm_pred: the sum of T_pred over a frame of collectives.
+
+    The frame has columns collective, group_size and size_bytes (the S of SPEC section 3), one row per
+    instance.
 
     `group_size_factor` scales every group (a what-if for a purely data-parallel job). Unknown collectives
     raise UsageError rather than being dropped from the sum.
@@ -347,7 +368,7 @@ def predicted_comm_time_s(
             pl.col("size_bytes"),
             alpha_s,
             bandwidth_bytes_per_s,
-            algorithm,
+            algorithm=algorithm,
         ),
     )
     unpriced = frame.filter(pl.col("time_s").is_null())["collective"].unique().sort().to_list()

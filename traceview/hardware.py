@@ -1,9 +1,9 @@
 """The hardware table: peak FLOP/s per device and dtype, GPU links, NICs, and device-name matching (SPEC 5).
 
-The figures live in `hardware.toml` (package data, loaded once); every row names its datasheet. Bandwidths follow
-one convention: `bandwidth_bytes_per_s` / `scale_up_uni_bytes_per_s` is one direction per GPU, the B of the
-alpha-beta model and the figure nccl-tests busbw is compared with; the bidirectional figure is kept alongside
-because it is the one datasheets print.
+The figures live in `hardware.toml` (package data, loaded once); every row names its datasheet. Bandwidths
+follow one convention: `bandwidth_bytes_per_s` / `scale_up_uni_bytes_per_s` is one direction per GPU, the B of
+the alpha-beta model and the figure nccl-tests busbw is compared with; the bidirectional figure is kept
+alongside because it is the one datasheets print.
 """
 
 from __future__ import annotations
@@ -201,9 +201,7 @@ def parse_table(document: Mapping[str, Any]) -> HardwareTable:
     alpha_source = str(_require(meta, "alpha_source", "[meta]"))
     links = {key: _parse_link(key, row, alpha_source) for key, row in _require(document, "links", "").items()}
     gpu_rows = _require(document, "gpus", "the document")
-    gpus = {
-        key: _parse_gpu(key, _resolve_base(key, gpu_rows), links, alpha_source) for key in gpu_rows
-    }
+    gpus = {key: _parse_gpu(key, _resolve_base(key, gpu_rows), links, alpha_source) for key in gpu_rows}
     rules = tuple(_parse_rule(index, row, gpus) for index, row in enumerate(document.get("match", [])))
     unmatchable = frozenset(str(token) for token in meta.get("unmatchable_tokens", []))
     return HardwareTable(gpus=gpus, links=links, rules=rules, unmatchable_tokens=unmatchable)
@@ -223,7 +221,8 @@ def table() -> HardwareTable:
 def device_tokens(name: str) -> frozenset[str]:
     """The tokens a device name is matched on: case, vendor prefixes, separators and "80 GB" spellings erased.
 
-    "NVIDIA A100-SXM4-80GB" -> {"a100", "sxm4", "sxm", "80gb"}; "Tesla V100-PCIE-32 GB" -> {"v100", "pcie", "32gb"}.
+    "NVIDIA A100-SXM4-80GB" -> {"a100", "sxm4", "sxm", "80gb"};
+    "Tesla V100-PCIE-32 GB" -> {"v100", "pcie", "32gb"}.
     """
     text = re.sub(r"(\d+)\s*gi?b?\b", r"\1gb", name.lower())
     tokens: set[str] = set()
@@ -299,9 +298,10 @@ def link(name: str) -> LinkSpec:
 
 
 def intra_node_link(spec: GpuSpec, group_size: int) -> LinkSpec:
-    """The link a group of `group_size` GPUs of one node uses: the scale-up link when it spans the group, else PCIe.
+    """The link a group of `group_size` GPUs of one node uses.
 
-    B is the unidirectional per-GPU figure. HardwareLookupError when neither link applies.
+    The scale-up link (NVLink, xGMI) when it spans the group, else the GPU's PCIe link. B is the
+    unidirectional per-GPU figure. HardwareLookupError when neither link applies.
     """
     uni, bidi = spec.scale_up_uni_bytes_per_s, spec.scale_up_bidi_bytes_per_s
     if spec.scale_up and uni is not None and bidi is not None and group_size <= spec.scale_up_max_gpus:

@@ -7,6 +7,7 @@ listed; the run goes on with the others (SPEC section 8), unless nothing is left
 from __future__ import annotations
 
 import glob
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -20,6 +21,8 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 """File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
 
 Progress = Callable[[int, int], None]
+PARALLEL_MIN_BYTES = 16_000_000
+"""Below this much input, parsing in one process beats starting workers (each imports polars afresh)."""
 
 
 def resolve_trace_files(spec: str | Path) -> list[Path]:
@@ -65,9 +68,11 @@ def load_run(spec: str | Path, workers: int | None = None, progress: Progress | 
 
 def _parse_all(files: Sequence[Path], workers: int | None, progress: Progress | None) -> list[RankTrace | SkippedInput]:
     count = min(len(files), workers or os.cpu_count() or 1)
-    if count <= 1:
+    total_bytes = sum(f.stat().st_size for f in files)
+    if count <= 1 or (workers is None and total_bytes < PARALLEL_MIN_BYTES):
         return [_report(progress, i, len(files), _parse_or_skip(f)) for i, f in enumerate(files)]
-    with ProcessPoolExecutor(max_workers=count) as pool:
+    # spawn, not fork: polars' thread pool does not survive a fork
+    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn")) as pool:
         return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(_parse_or_skip, files))]
 
 

@@ -1,28 +1,30 @@
 """Communication-kernel names decoded into (collective, algorithm, protocol, reduction op, dtype) (SPEC 2, 3).
 
 One table, `DEFAULT_PATTERNS`, holds a regular expression per naming generation; named groups `collective`,
-`algorithm`, `protocol`, `reduce_op` and `dtype` capture the fields a name carries (any may be absent). The first
-matching row wins, user rows (`user_patterns`, the `--comm-pattern` option) before the defaults. A name that only
-the catch-all rows match (`nccl*Kernel*`, `rccl*`, `msccl*Kernel*`) is still communication, with null fields:
-an unknown communication kernel is never dropped nor counted as compute. Field values are normalised by
-`traceview.vocab` (`Ring` -> `RING`, `sum` -> `Sum`, `f32`/`float` -> `float32`); a value outside the tables is null.
+`algorithm`, `protocol`, `reduce_op` and `dtype` capture the fields a name carries (any may be absent). The
+first matching row wins, user rows (`user_patterns`, the `--comm-pattern` option) before the defaults. A
+name that only the catch-all rows match (`nccl*Kernel*`, `rccl*`, `msccl*Kernel*`) is still communication,
+with null fields: an unknown communication kernel is never dropped nor counted as compute. Field values are
+normalised by `traceview.vocab` (`Ring` -> `RING`, `sum` -> `Sum`, `f32`/`float` -> `float32`); a value
+outside its table is null.
 
 Generations, as the kernels are named in Kineto traces:
 
 - NCCL <= 2.7: `ncclAllReduceRingLLKernel_sum_f32(ncclColl)`, `ncclBroadcastRingLLKernel_copy_i8`,
   `ncclSendRecvKernel_copy_i8` (`copy` is no reduction: null).
 - NCCL 2.8-2.18 (and RCCL of that era): `ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)`,
-  `ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)`, bare `ncclKernel_AllReduce`.
+  `ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)`, the bare
+  `ncclKernel_AllReduce`.
 - NCCL >= 2.19: `ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)`, `ncclDevKernel_AllGather_RING_LL(...)`,
-  `ncclDevKernel_SendRecv(...)`; `ncclDevKernel_Generic` (no fields); RCCL: `ncclDevKernel_Generic_4` (unroll).
-- NCCL >= 2.27 symmetric-memory kernels: `ncclSymDevKernel_AllReduce_AGxLL_R_sum_bf16`, `ncclSymkDevKernel_*`
-  (their algorithms, e.g. `AGxLL_R`, are outside the NCCL algorithm list: null).
+  `ncclDevKernel_SendRecv(...)`; `ncclDevKernel_Generic` (no fields); RCCL: `ncclDevKernel_Generic_4`.
+- NCCL >= 2.27 symmetric-memory kernels: `ncclSymDevKernel_AllReduce_AGxLL_R_sum_bf16`,
+  `ncclSymkDevKernel_*` (their algorithms, e.g. `AGxLL_R`, are outside the NCCL algorithm list: null).
 - MSCCL (RCCL, msccl): `mscclKernel_Sum_float_LL128_false(...)` (op, dtype, protocol; collective unknown).
 
 Caution: since NCCL 2.2 one kernel launch may run several operations, and from 2.8 on only some (algorithm,
 protocol) pairs get a kernel of their own (e.g. every AllGather kernel is named `RING_LL`). The algorithm and
-protocol of a name are the kernel's specialisation, a hint about the first operation, not proof of what ran; the
-NCCL_DEBUG log (TUNING) says what was chosen.
+protocol of a name are the kernel's specialisation, a hint about the first operation, not proof of what ran;
+the NCCL_DEBUG log (TUNING) says what was chosen.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ _USER_SPEC = re.compile(r"^([A-Za-z][A-Za-z0-9_.+-]*)=(.*)$", re.DOTALL)
 class KernelPattern:
     """One row of the kernel-name grammar: a regex (Rust/polars syntax) and the library it marks.
 
-    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups, any of
-    `FIELDS`, capture the fields the name carries.
+    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups,
+    any of `FIELDS`, capture the fields the name carries.
     """
 
     library: str
@@ -187,9 +189,9 @@ def _decode_matched(frame: pl.DataFrame, pattern: KernelPattern | None) -> pl.Da
 def decode_kernel_names(names: pl.Series, extra: Sequence[KernelPattern] = ()) -> pl.DataFrame:
     """One row per distinct non-null kernel name (first-seen order), with columns `DECODED_SCHEMA`.
 
-    `is_comm` says whether any pattern (`extra` first, then `DEFAULT_PATTERNS`) matches; the first match gives
-    `comm_library` and the normalised fields, null where the name does not carry them. Vectorised: one pass per
-    pattern over the distinct names.
+    `is_comm` says whether any pattern (`extra` first, then `DEFAULT_PATTERNS`) matches; the first match
+    gives `comm_library` and the normalised fields, null where the name does not carry them. Vectorised: one
+    pass per pattern over the distinct names.
     """
     distinct = names.cast(pl.Utf8).rename("name").drop_nulls().unique(maintain_order=True).to_frame()
     remaining = distinct

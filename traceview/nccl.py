@@ -1,9 +1,10 @@
 """The model of one NCCL_DEBUG log (frozen dataclass of polars frames) and the pure analyses over it.
 
-A log is many processes' records interleaved; every frame keeps the identity of the record's writer (`host`, `pid`,
-`tid`, `cuda_dev`; null where the poster stripped it) and the physical `line` it came from (1-based). Pointers
-(`comm`, `stream`) stay as the hex text NCCL printed; `comm` identifies a communicator only together with
-`host` and `pid` (address spaces differ), `comm_id` identifies it across ranks (NCCL 2.16+).
+A log is many processes' records interleaved; every frame keeps the identity of the record's writer
+(`host`, `pid`, `tid`, `cuda_dev`; null where the poster stripped it) and the physical `line` it came
+from (1-based). Pointers (`comm`, `stream`) stay as the hex text NCCL printed; `comm` identifies a
+communicator only together with `host` and `pid` (address spaces differ); `comm_id` identifies it across
+ranks (NCCL 2.16+).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ TRANSPORT_KINDS: tuple[tuple[str, str], ...] = (
     ("NET/Plugin", r"^NET/"),
 )
 
-# Warning kind from its text: first matching regex wins; otherwise the kind its origin gave it (warn or error).
+# Warning kind from its text: first matching regex wins; else the kind its origin gave it (warn or error).
 WARNING_KINDS: tuple[tuple[str, str], ...] = (
     ("watchdog", r"Watchdog"),
     ("timeout", r"(?i)\btime(?:d)?[ -]?out"),
@@ -69,39 +70,130 @@ IDENTITY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "versions": {**IDENTITY_SCHEMA, "version": pl.String(), "major": pl.Int64(), "minor": pl.Int64(),
-                 "patch": pl.Int64(), "cuda": pl.String()},
-    "processes": {"host": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "cuda_dev": pl.Int64(),
-                  "records": pl.Int64()},
-    "communicators": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "comm_id": pl.String(),
-                      "rank": pl.Int64(), "nranks": pl.Int64(), "cuda_dev": pl.Int64(), "nvml_dev": pl.Int64(),
-                      "bus_id": pl.String(), "init_state": pl.String(), "init_format": pl.String(),
-                      "init_func": pl.String(), "n_nodes": pl.Int64(), "local_ranks": pl.Int64(),
-                      "local_rank": pl.Int64(), "line": pl.Int64()},
-    "transports": {**IDENTITY_SCHEMA, "comm": pl.String(), "channel": pl.Int64(), "conn": pl.Int64(),
-                   "from_rank": pl.Int64(), "to_rank": pl.Int64(), "direction": pl.String(), "via": pl.String(),
-                   "kind": pl.String(), "gdr": pl.Boolean(), "degraded": pl.Boolean(),
-                   "degraded_reason": pl.String()},
-    "rings": {**IDENTITY_SCHEMA, "comm": pl.String(), "channel": pl.Int64(), "n_channels": pl.Int64(),
-              "ranks": pl.List(pl.Int64())},
-    "trees": {**IDENTITY_SCHEMA, "comm": pl.String(), "channel": pl.Int64(), "tree": pl.Int64(),
-              "rank": pl.Int64(), "up": pl.Int64(), "down0": pl.Int64(), "down1": pl.Int64(),
-              "down2": pl.Int64()},
-    "collectives": {**IDENTITY_SCHEMA, "op": pl.String(), "opcount": pl.Int64(), "count": pl.Int64(),
-                    "datatype": pl.Int64(), "dtype": pl.String(), "bytes": pl.Int64(), "red_op": pl.Int64(),
-                    "root": pl.Int64(), "comm": pl.String(), "nranks": pl.Int64(), "stream": pl.String(),
-                    "rank": pl.Int64()},
-    "tuning": {**IDENTITY_SCHEMA, "op": pl.String(), "bytes": pl.Int64(), "algo": pl.String(),
-               "proto": pl.String(), "time_us": pl.Float64(), "channel_lo": pl.Int64(),
-               "channel_hi": pl.Int64(), "comm": pl.String()},
-    "init_timings": {**IDENTITY_SCHEMA, "func": pl.String(), "rank": pl.Int64(), "nranks": pl.Int64(),
-                     "total_s": pl.Float64(), "components": pl.String()},
-    "channel_counts": {**IDENTITY_SCHEMA, "comm": pl.String(), "coll": pl.Int64(), "collnet": pl.Int64(),
-                       "nvls": pl.Int64(), "p2p": pl.Int64(), "p2p_per_peer": pl.Int64()},
-    "warnings": {**IDENTITY_SCHEMA, "rank": pl.Int64(), "kind": pl.String(), "source": pl.String(),
-                 "text": pl.String()},
-    "network": {**IDENTITY_SCHEMA, "source": pl.String(), "index": pl.Int64(), "device": pl.String(),
-                "port": pl.Int64(), "link": pl.String(), "address": pl.String()},
+    "versions": {
+        **IDENTITY_SCHEMA,
+        "version": pl.String(),
+        "major": pl.Int64(),
+        "minor": pl.Int64(),
+        "patch": pl.Int64(),
+        "cuda": pl.String(),
+    },
+    "processes": {
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "tid": pl.Int64(),
+        "cuda_dev": pl.Int64(),
+        "records": pl.Int64(),
+    },
+    "communicators": {
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "comm": pl.String(),
+        "comm_id": pl.String(),
+        "rank": pl.Int64(),
+        "nranks": pl.Int64(),
+        "cuda_dev": pl.Int64(),
+        "nvml_dev": pl.Int64(),
+        "bus_id": pl.String(),
+        "init_state": pl.String(),
+        "init_format": pl.String(),
+        "init_func": pl.String(),
+        "n_nodes": pl.Int64(),
+        "local_ranks": pl.Int64(),
+        "local_rank": pl.Int64(),
+        "line": pl.Int64(),
+    },
+    "transports": {
+        **IDENTITY_SCHEMA,
+        "comm": pl.String(),
+        "channel": pl.Int64(),
+        "conn": pl.Int64(),
+        "from_rank": pl.Int64(),
+        "to_rank": pl.Int64(),
+        "direction": pl.String(),
+        "via": pl.String(),
+        "kind": pl.String(),
+        "gdr": pl.Boolean(),
+        "degraded": pl.Boolean(),
+        "degraded_reason": pl.String(),
+    },
+    "rings": {
+        **IDENTITY_SCHEMA,
+        "comm": pl.String(),
+        "channel": pl.Int64(),
+        "n_channels": pl.Int64(),
+        "ranks": pl.List(pl.Int64()),
+    },
+    "trees": {
+        **IDENTITY_SCHEMA,
+        "comm": pl.String(),
+        "channel": pl.Int64(),
+        "tree": pl.Int64(),
+        "rank": pl.Int64(),
+        "up": pl.Int64(),
+        "down0": pl.Int64(),
+        "down1": pl.Int64(),
+        "down2": pl.Int64(),
+    },
+    "collectives": {
+        **IDENTITY_SCHEMA,
+        "op": pl.String(),
+        "opcount": pl.Int64(),
+        "count": pl.Int64(),
+        "datatype": pl.Int64(),
+        "dtype": pl.String(),
+        "bytes": pl.Int64(),
+        "red_op": pl.Int64(),
+        "root": pl.Int64(),
+        "comm": pl.String(),
+        "nranks": pl.Int64(),
+        "stream": pl.String(),
+        "rank": pl.Int64(),
+    },
+    "tuning": {
+        **IDENTITY_SCHEMA,
+        "op": pl.String(),
+        "bytes": pl.Int64(),
+        "algo": pl.String(),
+        "proto": pl.String(),
+        "time_us": pl.Float64(),
+        "channel_lo": pl.Int64(),
+        "channel_hi": pl.Int64(),
+        "comm": pl.String(),
+    },
+    "init_timings": {
+        **IDENTITY_SCHEMA,
+        "func": pl.String(),
+        "rank": pl.Int64(),
+        "nranks": pl.Int64(),
+        "total_s": pl.Float64(),
+        "components": pl.String(),
+    },
+    "channel_counts": {
+        **IDENTITY_SCHEMA,
+        "comm": pl.String(),
+        "coll": pl.Int64(),
+        "collnet": pl.Int64(),
+        "nvls": pl.Int64(),
+        "p2p": pl.Int64(),
+        "p2p_per_peer": pl.Int64(),
+    },
+    "warnings": {
+        **IDENTITY_SCHEMA,
+        "rank": pl.Int64(),
+        "kind": pl.String(),
+        "source": pl.String(),
+        "text": pl.String(),
+    },
+    "network": {
+        **IDENTITY_SCHEMA,
+        "source": pl.String(),
+        "index": pl.Int64(),
+        "device": pl.String(),
+        "port": pl.Int64(),
+        "link": pl.String(),
+        "address": pl.String(),
+    },
     "events": {**IDENTITY_SCHEMA, "event": pl.String()},
     "pg_comms": {**IDENTITY_SCHEMA, "pg": pl.String(), "rank": pl.Int64(), "comm": pl.String()},
 }
@@ -149,7 +241,9 @@ class NcclLog:
         for name, schema in SCHEMAS.items():
             got = dict(self.frame(name).schema)
             if got != schema:
-                raise InputError(self.path, f"NCCL log model frame {name!r} has schema {got}, expected {schema}")
+                raise InputError(
+                    self.path, f"NCCL log model frame {name!r} has schema {got}, expected {schema}"
+                )
         if not 0 <= self.lines_skipped <= self.lines_total:
             raise InputError(self.path, f"{self.lines_skipped} skipped lines of {self.lines_total}")
         return self
@@ -224,7 +318,7 @@ def comm_group_expr() -> pl.Expr:
 
 
 def communicator_summary(log: NcclLog) -> pl.DataFrame:
-    """One row per communicator (grouped by `comm_group_expr`): nranks, ranks seen, hosts, nodes, transports, channels.
+    """One row per communicator (`comm_group_expr`): nranks, ranks seen, hosts, nodes, transports, channels.
 
     Columns: comm_group, nranks, ranks_seen, hosts, n_nodes, init_complete (ranks that printed Init COMPLETE),
     transports (sorted distinct kinds), channels (distinct ring channels seen).

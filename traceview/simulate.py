@@ -1,37 +1,38 @@
 """A scenario simulator: writes multi-rank PyTorch 2.x Kineto traces whose true answers are known.
 
-The truth. Every time is integer nanoseconds of "true time" inside the simulator. In each step, each rank runs
-its forward kernels, then its backward split in one chunk per collective it takes part in. A collective's kernel
-on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute it depends on, the end of the
-rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP buckets, on
-their own stream); without it, on the end of all the step's compute. The collective ends on every member at
-`end_i = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (SPEC sections 3 and 5),
-so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is `end_i - arrive[r, i] - transfer_i`, the instance's
-arrival skew is `max arrive - min arrive` and its last rank the latest arrival. A trace records true time plus
-its host's clock offset (ranks on one host share it). The optimizer (if any) runs after the step's collectives,
-then the host synchronises and starts the next `ProfilerStep`.
+The truth. Times are integer nanoseconds of "true time" inside the simulator. In each step each rank runs its
+forward kernels, then its backward split in one chunk per collective it takes part in. A collective's kernel
+on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute it depends on, the end of
+the rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP
+buckets, on their own stream); without it, on the end of the step's compute. The collective ends on every
+member at `end_i = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (SPEC
+sections 3 and 5), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is
+`end_i - arrive[r, i] - transfer_i`, the instance's arrival skew is `max arrive - min arrive` and its last
+rank the latest arrival. A trace records true time plus its host's clock offset (ranks on one host share
+it). The optimizer (if any) runs after the step's collectives; then the host synchronises and starts the
+next `ProfilerStep`.
 
-`write_run(scenario, out_dir)` writes one trace per rank and returns the `GroundTruth`; `data_parallel_scenario`
-builds a run that satisfies the alpha-beta model's assumptions, so its measured gamma equals the closed form.
+`write_run(scenario, out_dir)` writes one trace per rank and returns the `GroundTruth`;
+`data_parallel_scenario` builds a run that satisfies the alpha-beta model's assumptions, so its measured
+gamma equals the closed form.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
 from traceview.errors import UsageError
-from traceview.simulate_kineto import DTYPES, BASE_TIME_NS, CommCall, RankHeader, RankWriter
+from traceview.simulate_kineto import DTYPES
 
 Collective = Literal["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "SendRecv"]
 
-TRUE_ORIGIN_NS: Final = 2_000_000_000  # true time 0 of the run, relative to baseTimeNanoseconds
-_LAUNCH_OFFSET_NS: Final = 3_000  # a launch starts this long after its op starts
 
-# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f from SPEC section 3, k from section 5.
+# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f: SPEC section 3, k: section 5.
+TRUE_ORIGIN_NS: Final = 2_000_000_000  # true time 0 of a run, relative to baseTimeNanoseconds (2 s)
+
 COST_TABLE: Final[dict[str, Callable[[int], tuple[float, float]]]] = {
     "AllReduce": lambda n: (2 * (n - 1), 2 * (n - 1) / n),
     "AllGather": lambda n: (n - 1, (n - 1) / n),
@@ -44,7 +45,7 @@ COST_TABLE: Final[dict[str, Callable[[int], tuple[float, float]]]] = {
 
 @dataclass(frozen=True)
 class ProcessGroupSpec:
-    """A process group as PyTorch names it: `Process Group Name`, `Process Group Description` and its ranks."""
+    """A process group as PyTorch names it: `Process Group Name`, `Process Group Description`, ranks."""
 
     name: str
     desc: str
@@ -88,6 +89,20 @@ class MismatchSpec:
 
 
 @dataclass(frozen=True)
+class ModelTruth:
+    """The planted parameters of a data-parallel run and the closed form they give (SPEC section 5)."""
+
+    workers: int
+    params: int
+    local_batch: int
+    flops_per_s: float
+    bandwidth_Bps: float  # noqa: N815 - B of the alpha-beta model, bytes per second
+    alpha_s: float
+    grad_bytes_per_param: int
+    gamma_pred: float
+
+
+@dataclass(frozen=True)
 class Scenario:
     """Everything a simulated run is made of. Times are microseconds, rates per second.
 
@@ -98,7 +113,7 @@ class Scenario:
     offset per host (ranks `h * ranks_per_host ...` are host h). `include_hostname` adds a top-level
     `"hostname"` key (real traces have none). `flops_per_step` with `with_flops` writes `flops` args on the
     `aten::mm` ops, split over them in proportion to their planned durations. `pytorch_version` is recorded in
-    the ground truth only (Kineto traces do not carry it).
+    the ground truth only (Kineto traces do not carry it); so is `model`, the planted alpha-beta parameters.
     """
 
     ranks: int
@@ -112,9 +127,9 @@ class Scenario:
     backward_kernels_per_chunk: int = 2
     jitter: float = 0.0
     optimizer_us: float = 0.0
-    bandwidth_Bps: float = 25e9
+    bandwidth_Bps: float = 25e9  # noqa: N815 - B of the alpha-beta model, bytes per second
     alpha_s: float = 10e-6
-    intra_host_bandwidth_Bps: float | None = None
+    intra_host_bandwidth_Bps: float | None = None  # noqa: N815 - B of the alpha-beta model, bytes per second
     intra_host_alpha_s: float | None = None
     overlap: bool = True
     host_offsets_us: tuple[float, ...] = ()
@@ -134,6 +149,7 @@ class Scenario:
     comm_call_us: float = 35.0
     step_gap_us: float = 30.0
     first_step_number: int = 1
+    model: ModelTruth | None = None
 
     @property
     def hosts(self) -> int:
@@ -154,23 +170,10 @@ class Scenario:
 
 
 @dataclass(frozen=True)
-class ModelTruth:
-    """The planted parameters of a data-parallel run and the closed form they give (SPEC section 5)."""
-
-    workers: int
-    params: int
-    local_batch: int
-    flops_per_s: float
-    bandwidth_Bps: float
-    alpha_s: float
-    grad_bytes_per_param: int
-    gamma_pred: float
-
-
-@dataclass(frozen=True)
 class StepTruth:
     """One rank's step budget (SPEC section 4). Windows are on the rank's own clock (as written, us relative
-    to baseTimeNanoseconds); `idle_us` uses the CPU `ProfilerStep` window, `idle_gpu_window_us` the GPU one."""
+    to baseTimeNanoseconds); `idle_us` uses the CPU `ProfilerStep` window, `idle_gpu_window_us` the GPU
+    one."""
 
     rank: int
     step: int
@@ -186,8 +189,8 @@ class StepTruth:
 @dataclass(frozen=True)
 class InstanceTruth:
     """One collective instance across its group. Times are true time (us relative to baseTimeNanoseconds, no
-    clock offset); `arrive_us` and `wait_us` follow the order of `ranks`. `seq` is the group's ordinal (0-based)
-    on every rank without a planted extra call."""
+    clock offset); `arrive_us` and `wait_us` follow the order of `ranks`. `seq` is the group's ordinal
+    (0-based) on every rank without a planted extra call."""
 
     step: int
     index: int
@@ -231,56 +234,16 @@ class GroundTruth:
     pytorch_version: str = field(default="")
 
 
-@dataclass
-class _Call:
-    """One collective call of a rank in a step, while the step is being simulated."""
-
-    index: int
-    extra: bool
-    seq: int
-    cpu: tuple[int, int, int, int]  # op start, launch start, launch end, op end
-    ready_ns: int
-    arrive_ns: int = 0
-    end_ns: int = 0
-
-
-@dataclass
-class _RankState:
-    """A rank's clocks and counters, carried from step to step."""
-
-    rank: int
-    rng: random.Random
-    writer: RankWriter
-    cpu_ns: int
-    gpu_ns: int = 0
-    comm_free_ns: int = 0
-    seq: dict[str, int] = field(default_factory=dict)
-    compute: list[tuple[tuple[int, int, int, int], int, int, int, int | None]] = field(default_factory=list)
-    calls: list[_Call] = field(default_factory=list)
-    syncs: list[tuple[int, int]] = field(default_factory=list)
-    step_start_ns: int = 0
-    compute_end_ns: int = 0
-
-
-def _ns(us: float) -> int:
-    return round(us * 1000)
-
-
-def transfer_s(collective: str, size_bytes: int, group_size: int, alpha_s: float, bandwidth_Bps: float) -> float:
+def transfer_s(
+    collective: str,
+    size_bytes: int,
+    group_size: int,
+    alpha_s: float,
+    bandwidth_Bps: float,  # noqa: N803
+) -> float:
     """The planted transfer time k(n) * alpha + f(n) * S / B of one collective, in seconds."""
     hops, bus_factor = COST_TABLE[collective](group_size)
     return hops * alpha_s + bus_factor * size_bytes / bandwidth_Bps
-
-
-def _transfer_ns(scenario: Scenario, spec: CollectiveSpec) -> int:
-    one_host = len({scenario.host_of(rank) for rank in spec.pg.ranks}) == 1
-    bandwidth, alpha = scenario.bandwidth_Bps, scenario.alpha_s
-    if one_host and scenario.intra_host_bandwidth_Bps is not None:
-        bandwidth = scenario.intra_host_bandwidth_Bps
-    if one_host and scenario.intra_host_alpha_s is not None:
-        alpha = scenario.intra_host_alpha_s
-    seconds = transfer_s(spec.collective, spec.bytes, len(spec.pg.ranks), alpha, bandwidth)
-    return max(1, round(seconds * 1e9))
 
 
 def message_nelems(spec: CollectiveSpec) -> tuple[int, int]:
@@ -294,144 +257,160 @@ def message_nelems(spec: CollectiveSpec) -> tuple[int, int]:
     return total, total
 
 
-def _kernel_durations(scenario: Scenario, state: _RankState, chunks: int) -> tuple[list[int], list[int | None]]:
-    """Durations (ns) of the step's forward then backward kernels, and the `flops` each op records."""
-    base_us = scenario.compute_us_by_rank[state.rank] if scenario.compute_us_by_rank else scenario.compute_us
-    forward_us = base_us * scenario.forward_fraction
-    backward_count = chunks * scenario.backward_kernels_per_chunk
-    nominal = [forward_us / scenario.forward_kernels] * scenario.forward_kernels
-    nominal += [(base_us - forward_us) / backward_count] * backward_count
-    scale = 1.0
-    straggler = scenario.straggler
-    if straggler is not None and straggler.kind == "compute" and straggler.rank == state.rank:
-        scale += state.rng.uniform(straggler.delay_us_min, straggler.delay_us_max) / base_us
-    jitter = scenario.jitter
-    durations = [_ns(us * scale * (state.rng.uniform(1 - jitter, 1 + jitter) if jitter else 1.0)) for us in nominal]
-    if not (scenario.with_flops and scenario.flops_per_step > 0):
-        return durations, [None] * len(durations)
-    return durations, [round(scenario.flops_per_step * us / base_us) for us in nominal]
+def write_run(scenario: Scenario, out_dir: Path, gzip: bool = False) -> GroundTruth:
+    """Simulate `scenario` and write one Kineto trace per rank into `out_dir` (`rank{r}.json`, or
+    `rank-{r}.pt.trace.json.gz` with `gzip`); return what a correct analysis of those files must find.
+
+    Raises `UsageError` for an inconsistent scenario before writing anything.
+    """
+    from traceview.simulate_engine import run  # noqa: PLC0415 - the engine builds on this module's types
+
+    validate_scenario(scenario)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return run(scenario, out_dir, gzip)
 
 
-def _issue_compute(scenario: Scenario, state: _RankState, duration_ns: int, flops: int | None) -> None:
-    op_start = state.cpu_ns
-    launch_start = op_start + _LAUNCH_OFFSET_NS
-    launch_end = launch_start + _ns(scenario.launch_us)
-    op_end = max(op_start + _ns(scenario.cpu_op_us), launch_end)
-    kernel_start = max(launch_end, state.gpu_ns)
-    state.compute.append(((op_start, launch_start, launch_end, op_end), kernel_start, kernel_start + duration_ns,
-                          len(state.compute), flops))  # fmt: skip
-    state.cpu_ns, state.gpu_ns = op_end, kernel_start + duration_ns
+def _problems(scenario: Scenario) -> list[str]:
+    checks = [
+        (scenario.ranks >= 1 and scenario.ranks_per_host >= 1 and scenario.steps >= 1, "ranks, steps >= 1"),
+        (scenario.compute_us > 0 and scenario.forward_kernels >= 1, "compute_us > 0, forward_kernels >= 1"),
+        (scenario.backward_kernels_per_chunk >= 1, "backward_kernels_per_chunk >= 1"),
+        (
+            0 < scenario.forward_fraction < 1 and 0 <= scenario.jitter < 1,
+            "forward_fraction in (0,1), jitter in [0,1)",
+        ),
+        (len(scenario.compute_us_by_rank) in (0, scenario.ranks), "compute_us_by_rank: one per rank"),
+        (
+            len(scenario.host_offsets_us) in (0, scenario.hosts),
+            f"host_offsets_us: one per host ({scenario.hosts})",
+        ),
+        (all(offset * 1000 > -TRUE_ORIGIN_NS for offset in scenario.host_offsets_us), "offsets above -2 s"),
+        (len(scenario.hostnames) in (0, scenario.hosts), "hostnames: one per host"),
+        (scenario.bandwidth_Bps > 0 and scenario.alpha_s >= 0, "bandwidth_Bps > 0, alpha_s >= 0"),
+    ]
+    problems = [message for ok, message in checks if not ok]
+    groups = {spec.pg.name: spec.pg for spec in scenario.collectives}
+    problems += [
+        f"group {spec.pg.name!r} defined twice"
+        for spec in scenario.collectives
+        if groups[spec.pg.name] != spec.pg
+    ]
+    for position, spec in enumerate(scenario.collectives):
+        problems += [f"collectives[{position}]: {problem}" for problem in _spec_problems(scenario, spec)]
+    straggler, mismatch = scenario.straggler, scenario.mismatch
+    if straggler is not None and not (0 <= straggler.rank < scenario.ranks and straggler.delay_us_min >= 0):
+        problems.append("straggler: rank out of range or negative delay")
+    if straggler is not None and straggler.delay_us_max < straggler.delay_us_min:
+        problems.append("straggler: delay_us_max < delay_us_min")
+    if mismatch is not None and not (
+        0 <= mismatch.step < scenario.steps
+        and 0 <= mismatch.index < len(scenario.collectives)
+        and mismatch.rank in scenario.collectives[mismatch.index].pg.ranks
+    ):
+        problems.append("mismatch: step, index or rank not in that collective's group")
+    return problems
 
 
-def _issue_call(scenario: Scenario, state: _RankState, spec_index: int, extra: bool) -> None:
-    """The host issues one collective once the compute it depends on is queued (a late launch waits for it)."""
-    depends_on = state.gpu_ns
-    straggler = scenario.straggler
-    if straggler is not None and straggler.kind == "launch" and straggler.rank == state.rank:
-        if state.cpu_ns < depends_on:
-            state.syncs.append((state.cpu_ns, depends_on))
-            state.cpu_ns = depends_on
-        state.cpu_ns += _ns(state.rng.uniform(straggler.delay_us_min, straggler.delay_us_max))
-    pg_name = scenario.collectives[spec_index].pg.name
-    seq = state.seq.get(pg_name, 0)
-    state.seq[pg_name] = seq + 1
-    op_start = state.cpu_ns
-    launch_start = op_start + _LAUNCH_OFFSET_NS
-    launch_end = launch_start + _ns(scenario.launch_us)
-    op_end = max(op_start + _ns(scenario.comm_call_us), launch_end + _LAUNCH_OFFSET_NS)
-    cpu = (op_start, launch_start, launch_end, op_end)
-    state.calls.append(_Call(spec_index, extra, seq, cpu, max(launch_end, depends_on)))
-    state.cpu_ns = op_end
+def _spec_problems(scenario: Scenario, spec: CollectiveSpec) -> list[str]:
+    ranks = spec.pg.ranks
+    if spec.dtype not in DTYPES:
+        return [f"unknown dtype {spec.dtype!r} (one of {', '.join(DTYPES)})"]
+    element = DTYPES[spec.dtype][0]
+    checks = [
+        (spec.collective in COST_TABLE, f"unknown collective {spec.collective!r}"),
+        (len(ranks) >= 2 and len(set(ranks)) == len(ranks), "a group needs >= 2 distinct ranks"),
+        (all(0 <= rank < scenario.ranks for rank in ranks), "group rank out of range"),
+        (spec.collective != "SendRecv" or len(ranks) == 2, "SendRecv takes a (sender, receiver) group"),
+        (
+            spec.bytes > 0 and spec.bytes % (element * _shards(spec)) == 0,
+            "bytes must split into whole elements",
+        ),
+        (spec.pg.name != "0" or ranks == tuple(range(scenario.ranks)), 'group "0" is the default: all ranks'),
+    ]
+    return [message for ok, message in checks if not ok]
 
 
-def _issue_calls(scenario: Scenario, state: _RankState, step: int, indices: list[int]) -> None:
-    mismatch = scenario.mismatch
-    for index in indices:
-        if mismatch is not None and (mismatch.kind, mismatch.rank, mismatch.step, mismatch.index) == (
-            "extra", state.rank, step, index
-        ):
-            _issue_call(scenario, state, index, extra=True)
-        _issue_call(scenario, state, index, extra=False)
+def _shards(spec: CollectiveSpec) -> int:
+    return len(spec.pg.ranks) if spec.collective in ("AllGather", "ReduceScatter", "AllToAll") else 1
 
 
-def _plan_step(scenario: Scenario, state: _RankState, step: int) -> None:
-    """Issue one rank's compute and collective calls for a step; arrivals are settled across ranks later."""
-    mine = [index for index, spec in enumerate(scenario.collectives) if state.rank in spec.pg.ranks]
-    chunks = max(1, len(mine))
-    durations, flops = _kernel_durations(scenario, state, chunks)
-    state.compute, state.calls, state.syncs = [], [], []
-    state.step_start_ns = state.cpu_ns
-    state.gpu_ns = max(state.gpu_ns, state.cpu_ns)
-    forward = scenario.forward_kernels
-    for duration, flop in zip(durations[:forward], flops[:forward], strict=True):
-        _issue_compute(scenario, state, duration, flop)
-    per_chunk = scenario.backward_kernels_per_chunk
-    for chunk in range(chunks):
-        start = forward + chunk * per_chunk
-        for duration, flop in zip(durations[start : start + per_chunk], flops[start : start + per_chunk], strict=True):
-            _issue_compute(scenario, state, duration, flop)
-        if scenario.overlap and chunk < len(mine):
-            _issue_calls(scenario, state, step, [mine[chunk]])
-    state.compute_end_ns = state.gpu_ns
-    if not scenario.overlap:
-        _issue_calls(scenario, state, step, mine)
+def validate_scenario(scenario: Scenario) -> None:
+    """Raise `UsageError` naming every inconsistency in a scenario (before anything is written)."""
+    problems = _problems(scenario)
+    if problems:
+        raise UsageError("scenario: " + "; ".join(problems))
 
 
-def _settle_collectives(
-    scenario: Scenario, step: int, states: list[_RankState], transfers: list[int], canonical_seq: dict[str, int]
-) -> list[InstanceTruth]:
-    """Arrivals, ends and waits of the step's instances, in issue order (every rank issues in the same order)."""
-    by_index = [{call.index: call for call in state.calls if not call.extra} for state in states]
-    instances = []
-    for index, spec in enumerate(scenario.collectives):
-        for rank in spec.pg.ranks:  # a planted extra call runs alone, before the real one
-            for call in states[rank].calls:
-                if call.extra and call.index == index:
-                    _occupy(states[rank], call, call.ready_ns, transfers[index])
-        arrivals = [max(by_index[rank][index].ready_ns, states[rank].comm_free_ns) for rank in spec.pg.ranks]
-        end_ns = max(arrivals) + transfers[index]
-        for rank, arrive in zip(spec.pg.ranks, arrivals, strict=True):
-            _occupy(states[rank], by_index[rank][index], arrive, end_ns - arrive)
-        seq = canonical_seq.get(spec.pg.name, 0)
-        canonical_seq[spec.pg.name] = seq + 1
-        instances.append(_instance_truth(step, index, spec, seq, arrivals, end_ns, transfers[index]))
-    return instances
-
-
-def _occupy(state: _RankState, call: _Call, ready_ns: int, duration_ns: int) -> None:
-    call.arrive_ns = max(ready_ns, state.comm_free_ns)
-    call.end_ns = call.arrive_ns + duration_ns
-    state.comm_free_ns = call.end_ns
-
-
-def _instance_truth(
-    step: int, index: int, spec: CollectiveSpec, seq: int, arrivals: list[int], end_ns: int, transfer_ns: int
-) -> InstanceTruth:
-    latest = max(arrivals)
-    return InstanceTruth(
-        step=step,
-        index=index,
-        collective=spec.collective,
-        pg_name=spec.pg.name,
-        seq=seq,
-        bytes=spec.bytes,
-        ranks=spec.pg.ranks,
-        arrive_us=tuple(arrive / 1000 for arrive in arrivals),
-        end_us=end_ns / 1000,
-        transfer_us=transfer_ns / 1000,
-        skew_us=(latest - min(arrivals)) / 1000,
-        last_rank=spec.pg.ranks[arrivals.index(latest)],
-        wait_us=tuple((end_ns - arrive - transfer_ns) / 1000 for arrive in arrivals),
+def gamma_closed_form(
+    workers: int,
+    grad_bytes_per_param: int,
+    flops_per_s: float,
+    local_batch: int,
+    bandwidth_Bps: float,  # noqa: N803
+) -> float:
+    """gamma_pred = 2(K-1)/K * g * R / (6 b B), the seeds' closed form for data-parallel all-reduce."""
+    return (
+        2 * (workers - 1) / workers * grad_bytes_per_param * flops_per_s / (6 * local_batch * bandwidth_Bps)
     )
 
 
-def _overlap_ns(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> int:
-    """Length of the intersection of two sorted lists of disjoint intervals (a two-pointer sweep)."""
-    total = i = j = 0
-    while i < len(first) and j < len(second):
-        total += max(0, min(first[i][1], second[j][1]) - max(first[i][0], second[j][0]))
-        if first[i][1] < second[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+def data_parallel_scenario(  # noqa: PLR0917 - the signature the brief names
+    workers: int,
+    params: int,
+    local_batch: int,
+    flops_per_s: float,
+    bandwidth_Bps: float,  # noqa: N803
+    grad_bytes_per_param: int = 2,
+    buckets: int = 4,
+    *,
+    steps: int = 4,
+    ranks_per_host: int = 8,
+    alpha_s: float = 0.0,
+    with_flops: bool = True,
+    seed: int = 0,
+) -> Scenario:
+    """A data-parallel run built to the alpha-beta model's assumptions: every rank computes 6 * P * b / R per
+    step (no jitter, no straggler), then all-reduces g * P gradient bytes in `buckets` buckets over the whole
+    world, serialized after compute. With alpha_s = 0 its measured gamma is the closed form exactly (up to
+    ns rounding); alpha adds 2(K-1) * alpha per bucket."""
+    dtype = {2: "BFloat16", 4: "Float"}.get(grad_bytes_per_param)
+    if dtype is None or workers < 2 or params < buckets or buckets < 1:
+        raise UsageError(
+            "data_parallel_scenario: needs grad_bytes_per_param 2 or 4, workers >= 2, params >= buckets"
+        )
+    world = ProcessGroupSpec("0", "default_pg", tuple(range(workers)))
+    per_bucket = params // buckets
+    sizes = [per_bucket] * (buckets - 1) + [params - per_bucket * (buckets - 1)]
+    model = ModelTruth(
+        workers=workers,
+        params=params,
+        local_batch=local_batch,
+        flops_per_s=flops_per_s,
+        bandwidth_Bps=bandwidth_Bps,
+        alpha_s=alpha_s,
+        grad_bytes_per_param=grad_bytes_per_param,
+        gamma_pred=gamma_closed_form(workers, grad_bytes_per_param, flops_per_s, local_batch, bandwidth_Bps),
+    )
+    return Scenario(
+        ranks=workers,
+        steps=steps,
+        collectives=tuple(
+            CollectiveSpec("AllReduce", size * grad_bytes_per_param, world, dtype) for size in sizes
+        ),
+        compute_us=6 * params * local_batch / flops_per_s * 1e6,
+        ranks_per_host=ranks_per_host,
+        overlap=False,
+        bandwidth_Bps=bandwidth_Bps,
+        alpha_s=alpha_s,
+        with_flops=with_flops,
+        flops_per_step=6 * params * local_batch,
+        seed=seed,
+        model=model,
+    )
+
+
+def ground_truth_dict(truth: GroundTruth) -> dict[str, object]:
+    """The ground truth as plain JSON-ready data (file paths as strings)."""
+    data = asdict(truth)
+    data["files"] = [path.name for path in truth.files]
+    return data

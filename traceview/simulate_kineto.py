@@ -1,7 +1,7 @@
-"""Writes one rank's simulated timeline as a PyTorch 2.x Kineto trace (the schema of `torch.profiler`'s export).
+"""Writes one rank's simulated timeline as a PyTorch 2.x Kineto trace (`torch.profiler`'s export schema).
 
-The layout follows real PyTorch 2.x / NCCL 2.17 output (`hta_nccl_data` in the real-trace folder): a header with
-`schemaVersion`, `deviceProperties` and `distributedInfo`, then `traceEvents`, then `traceName`,
+The layout follows real PyTorch 2.x / NCCL 2.17 output (`hta_nccl_data` in the real-trace folder): a header
+with `schemaVersion`, `deviceProperties` and `distributedInfo`, then `traceEvents`, then `traceName`,
 `displayTimeUnit` and `baseTimeNanoseconds` last, with every `ts` in microseconds relative to it. Events are
 encoded with msgspec and streamed a step at a time, so a long trace never sits in memory.
 
@@ -11,17 +11,13 @@ clock, relative to `baseTimeNanoseconds`) by `traceview.simulate`.
 
 from __future__ import annotations
 
-import gzip as gzip_module
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
 import msgspec
-
-try:  # isal's gzip is several times faster than the standard library's and writes the same format
-    from isal import igzip as _fast_gzip
-except ImportError:  # pragma: no cover - isal is a declared dependency
-    _fast_gzip = None
+from isal import igzip  # several times faster than the standard gzip, same format
 
 Event = dict[str, Any]
 
@@ -52,6 +48,15 @@ DTYPES: Final[dict[str, tuple[int, str, str]]] = {
     "Double": (8, "double", "f64"),
     "Byte": (1, "uint8_t", "u8"),
 }
+# The launch-configuration args CUPTI adds to kernels (values as in the real NCCL 2.17 trace / a GEMM).
+_COMM_KERNEL_ARGS: Final[Event] = {
+    "registers per thread": 96, "shared memory": 87568, "blocks per SM": 0.074074, "warps per SM": 1.259259,
+    "grid": (8, 1, 1), "block": (544, 1, 1), "est. achieved occupancy %": 0,
+}  # fmt: skip
+_COMPUTE_KERNEL_ARGS: Final[Event] = {
+    "registers per thread": 128, "shared memory": 49152, "blocks per SM": 2.37037, "warps per SM": 18.962963,
+    "grid": (256, 1, 1), "block": (256, 1, 1), "est. achieved occupancy %": 30,
+}  # fmt: skip
 _KERNEL_SIGNATURE: Final = "(ncclDevComm*, unsigned long, ncclWork*)"
 _COMPUTE_KERNELS: Final = (
     ("aten::mm", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_nn"),
@@ -122,7 +127,6 @@ class CommCall:
     pg_name: str
     pg_desc: str
     pg_ranks: tuple[int, ...]
-    seq: int | None  # written as "Seq" when not None
 
 
 def _device_properties(header: RankHeader) -> list[Event]:
@@ -199,32 +203,35 @@ def _metadata_events(header: RankHeader, start_ns: int) -> list[Event]:
     return events
 
 
-def _open(path: Path, compress: bool) -> IO[bytes]:
+def _open(path: Path, compress: bool) -> tuple[IO[bytes], IO[bytes]]:
+    """The stream to write and the file under it; gzip output has no name or time in its header, so a seed
+    always gives the same bytes."""
+    raw = path.open("wb")
     if not compress:
-        return path.open("wb")
-    if _fast_gzip is not None:
-        stream: IO[bytes] = _fast_gzip.open(path, "wb", compresslevel=1)
-        return stream
-    return gzip_module.open(path, "wb", compresslevel=1)
+        return raw, raw
+    stream: IO[bytes] = igzip.IGzipFile(filename="", mode="wb", compresslevel=1, fileobj=raw, mtime=0)  # type: ignore[no-untyped-call,assignment]
+    return stream, raw
 
 
 class RankWriter:
     """Streams one rank's trace file: `begin`, then events (buffered and encoded a step at a time), `close`.
 
-    Times are integer nanoseconds relative to `baseTimeNanoseconds` on this rank's clock; the writer turns them
-    into Kineto's microsecond floats. It numbers `External id` and `correlation` itself, as Kineto does.
+    Times given to it are true integer nanoseconds relative to `baseTimeNanoseconds`; it adds the rank's
+    clock offset and writes Kineto's microsecond floats. It numbers `External id` and `correlation` itself.
     """
 
-    def __init__(self, path: Path, header: RankHeader, compress: bool) -> None:
+    def __init__(self, path: Path, header: RankHeader, compress: bool, clock_offset_ns: int = 0) -> None:
         self.path = path
+        self._clock_offset_ns = clock_offset_ns
         self._header = header
-        self._stream = _open(path, compress)
+        self._stream, self._raw = _open(path, compress)
         self._pid = header.pid
         self._device = header.local_device
         self._external_id = 0
         self._correlation = 1000
         self._events: list[Event] = []
         self._written_any = False
+        self._comm_static: dict[CommCall, tuple[Event, Event, str, str]] = {}
 
     def begin(self, start_ns: int) -> None:
         """Write the document header, open `traceEvents` and add the process/thread metadata events."""
@@ -239,7 +246,11 @@ class RankWriter:
         parts += [b',\n  "distributedInfo": ', _ENCODER.encode(_distributed_info(self._header))]
         parts.append(b',\n  "traceEvents": [\n')
         self._stream.write(b"".join(parts))
-        self._events.extend(_metadata_events(self._header, start_ns))
+        self._events.extend(_metadata_events(self._header, start_ns + self._clock_offset_ns))
+
+    def _ts(self, ns: int) -> float:
+        """A true time as this rank's clock writes it (us relative to baseTimeNanoseconds)."""
+        return (ns + self._clock_offset_ns) / 1000
 
     def _launch(self, external_id: int, start_ns: int, end_ns: int, name: str, cbid: int) -> int:
         self._correlation += 1
@@ -251,8 +262,8 @@ class RankWriter:
                 "name": name,
                 "pid": self._pid,
                 "tid": self._pid,
-                "ts": _us(start_ns),
-                "dur": _us(end_ns - start_ns),
+                "ts": (start_ns + self._clock_offset_ns) / 1000,
+                "dur": (end_ns - start_ns) / 1000,
                 "args": {"External id": external_id, "cbid": cbid, "correlation": correlation},
             }
         )
@@ -261,47 +272,39 @@ class RankWriter:
     def _kernel(
         self, name: str, stream: int, span: tuple[int, int, int], ids: tuple[int, int], extra: Event | None
     ) -> None:
-        """A GPU kernel (span = launch start, kernel start, kernel end; ids = External id, correlation) and its
-        `ac2g` flow pair."""
+        """A GPU kernel (span = launch start, kernel start, kernel end; ids = External id, correlation) and
+        its `ac2g` flow pair."""
         launch_ns, start_ns, end_ns = span
         external_id, correlation = ids
-        args: Event = {
-            "External id": external_id,
-            "queued": 0,
-            "device": self._device,
-            "context": 1,
-            "stream": stream,
-            "correlation": correlation,
-            "registers per thread": 96 if extra else 128,
-            "shared memory": 87568 if extra else 49152,
-            "blocks per SM": 0.074074 if extra else 2.370370,
-            "warps per SM": 1.259259 if extra else 18.962963,
-            "grid": [8, 1, 1] if extra else [256, 1, 1],
-            "block": [544, 1, 1] if extra else [256, 1, 1],
-            "est. achieved occupancy %": 0 if extra else 30,
-        }
+        args: Event = {"External id": external_id, "queued": 0, "device": self._device, "context": 1,
+                       "stream": stream, "correlation": correlation}  # fmt: skip
         if extra:
+            args.update(_COMM_KERNEL_ARGS)
             args.update(extra)
-        ts = _us(start_ns)
+        else:
+            args.update(_COMPUTE_KERNEL_ARGS)
+        offset = self._clock_offset_ns
+        ts = (start_ns + offset) / 1000
         self._events += [
             {"ph": "X", "cat": "kernel", "name": name, "pid": self._device, "tid": stream, "ts": ts,
-             "dur": _us(end_ns - start_ns), "args": args},
-            {"ph": "s", "id": correlation, "pid": self._pid, "tid": self._pid, "ts": _us(launch_ns),
-             "cat": "ac2g", "name": "ac2g"},
+             "dur": (end_ns - start_ns) / 1000, "args": args},
+            {"ph": "s", "id": correlation, "pid": self._pid, "tid": self._pid,
+             "ts": (launch_ns + offset) / 1000, "cat": "ac2g", "name": "ac2g"},
             {"ph": "f", "id": correlation, "pid": self._device, "tid": stream, "ts": ts, "cat": "ac2g",
              "name": "ac2g", "bp": "e"},
         ]  # fmt: skip
 
     def _cpu(self, cat: str, name: str, start_ns: int, end_ns: int, args: Event) -> None:
         self._events.append(
-            {"ph": "X", "cat": cat, "name": name, "pid": self._pid, "tid": self._pid, "ts": _us(start_ns),
-             "dur": _us(end_ns - start_ns), "args": args}
+            {"ph": "X", "cat": cat, "name": name, "pid": self._pid, "tid": self._pid,
+             "ts": (start_ns + self._clock_offset_ns) / 1000, "dur": (end_ns - start_ns) / 1000, "args": args}
         )  # fmt: skip
 
     def compute_kernel(
         self, cpu: tuple[int, int, int, int], gpu: tuple[int, int], variant: int, flops: int | None
     ) -> None:
-        """An aten op (cpu = op start, launch start, launch end, op end) launching one kernel (gpu = start, end)."""
+        """An aten op (cpu = op start, launch start, launch end, op end) launching a kernel (gpu: start,
+        end)."""
         op_start, launch_start, launch_end, op_end = cpu
         op_name, kernel_name = _COMPUTE_KERNELS[variant % len(_COMPUTE_KERNELS)]
         self._external_id += 1
@@ -316,37 +319,25 @@ class RankWriter:
         self._kernel(kernel_name, COMPUTE_STREAM, span, (self._external_id, correlation), None)
 
     def comm_call(
-        self, call: CommCall, cpu: tuple[int, int, int, int], gpu: tuple[int, int], nccl_version: str
+        self, call: CommCall, seq: int | None, cpu: tuple[int, int, int, int], gpu: tuple[int, int]
     ) -> None:
-        """`record_param_comms` (with its `nccl:*` annotation and launch) and the NCCL kernel it launches."""
+        """`record_param_comms` (with its `nccl:*` annotation and launch) and the NCCL kernel it launches;
+        `seq`, when not None, is written as `Seq`."""
         op_start, launch_start, launch_end, op_end = cpu
         self._external_id += 2
         call_id, annotation_id = self._external_id - 1, self._external_id
-        comm_args: Event = {
-            "Collective name": COLLECTIVE_NAMES[call.collective][0],
-            "In msg nelems": call.in_nelems,
-            "Out msg nelems": call.out_nelems,
-            "Group size": len(call.pg_ranks),
-            "dtype": call.dtype,
-            "In split size": "[]",
-            "Out split size": "[]",
-            "Process Group Name": call.pg_name,
-            "Process Group Description": call.pg_desc,
-            "Process Group Ranks": ranks_string(call.pg_ranks),
-        }
-        if call.seq is not None:
-            comm_args["Seq"] = call.seq
-        op_args: Event = {"External id": call_id, "Record function id": call_id}
-        op_args.update(comm_args)
-        op_args["Global rank start"] = call.pg_ranks[0]
-        op_args["Global rank stride"] = _stride(call.pg_ranks)
+        static = self._comm_static.get(call)
+        if static is None:
+            static = self._comm_static[call] = _comm_static(call, self._header.nccl_version)
+        comm_args, rank_args, kernel_name, annotation = static
+        if seq is not None:
+            comm_args = {**comm_args, "Seq": seq}
+        op_args: Event = {"External id": call_id, "Record function id": call_id, **comm_args, **rank_args}
         self._cpu("cpu_op", "record_param_comms", op_start, op_end, op_args)
-        annotation = COLLECTIVE_NAMES[call.collective][1]
         annotation_args: Event = {"External id": annotation_id, "Record function id": annotation_id}
         annotation_start = op_start + (launch_start - op_start) // 2
         self._cpu("user_annotation", annotation, annotation_start, launch_end, annotation_args)
         correlation = self._launch(call_id, launch_start, launch_end, "cudaLaunchKernel", _CBID_LAUNCH)
-        kernel_name = nccl_kernel_name(call.collective, call.dtype, nccl_version)
         span = (launch_start, gpu[0], gpu[1])
         self._kernel(kernel_name, COMM_STREAM, span, (call_id, correlation), comm_args)
 
@@ -362,9 +353,9 @@ class RankWriter:
         self._cpu("user_annotation", f"ProfilerStep#{number}", cpu[0], cpu[1], args)
         if gpu is not None:
             self._events.append(
-                {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}", "pid": self._device,
-                 "tid": COMPUTE_STREAM, "ts": _us(gpu[0]), "dur": _us(gpu[1] - gpu[0]),
-                 "args": {"External id": self._external_id}}
+                {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}",
+                 "pid": self._device, "tid": COMPUTE_STREAM, "ts": self._ts(gpu[0]),
+                 "dur": _us(gpu[1] - gpu[0]), "args": {"External id": self._external_id}}
             )  # fmt: skip
 
     def flush(self) -> None:
@@ -379,23 +370,44 @@ class RankWriter:
     def close(self, start_ns: int, end_ns: int) -> None:
         """Add the profiler's own span events, close `traceEvents`, write the footer and close the file."""
         self._events += [
-            {"ph": "X", "cat": "Trace", "ts": _us(start_ns), "dur": _us(end_ns - start_ns), "pid": "Spans",
-             "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {"Op count": 0}},
-            {"name": "process_sort_index", "ph": "M", "ts": _us(start_ns), "pid": "Spans", "tid": 0,
+            {"ph": "X", "cat": "Trace", "ts": self._ts(start_ns), "dur": _us(end_ns - start_ns),
+             "pid": "Spans", "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)",
+             "args": {"Op count": 0}},
+            {"name": "process_sort_index", "ph": "M", "ts": self._ts(start_ns), "pid": "Spans", "tid": 0,
              "args": {"sort_index": 536870912}},
             {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
-             "tid": "Trace PyTorch Profiler", "ts": _us(start_ns)},
-            {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": _us(end_ns)},
+             "tid": "Trace PyTorch Profiler", "ts": self._ts(start_ns)},
+            {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": self._ts(end_ns)},
         ]  # fmt: skip
         self.flush()
-        footer = {"traceName": str(self.path), "displayTimeUnit": "ms", "baseTimeNanoseconds": BASE_TIME_NS}
+        footer = {"traceName": self.path.name, "displayTimeUnit": "ms", "baseTimeNanoseconds": BASE_TIME_NS}
         self._stream.write(b"\n  ],\n  " + _ENCODER.encode(footer)[1:] + b"\n")
         self._stream.close()
+        self._raw.close()
+
+
+def _comm_static(call: CommCall, nccl_version: str) -> tuple[Event, Event, str, str]:
+    """What all calls of one kind write alike: comm args, op-only args, kernel and annotation names."""
+    comm_args: Event = {
+        "Collective name": COLLECTIVE_NAMES[call.collective][0],
+        "In msg nelems": call.in_nelems,
+        "Out msg nelems": call.out_nelems,
+        "Group size": len(call.pg_ranks),
+        "dtype": call.dtype,
+        "In split size": "[]",
+        "Out split size": "[]",
+        "Process Group Name": call.pg_name,
+        "Process Group Description": call.pg_desc,
+        "Process Group Ranks": ranks_string(call.pg_ranks),
+    }
+    rank_args: Event = {"Global rank start": call.pg_ranks[0], "Global rank stride": _stride(call.pg_ranks)}
+    kernel_name = nccl_kernel_name(call.collective, call.dtype, nccl_version)
+    return comm_args, rank_args, kernel_name, COLLECTIVE_NAMES[call.collective][1]
 
 
 def _stride(ranks: tuple[int, ...]) -> int:
     if len(ranks) < 2:
         return 1
     stride = ranks[1] - ranks[0]
-    regular = all(later - earlier == stride for earlier, later in zip(ranks, ranks[1:], strict=False))
+    regular = all(later - earlier == stride for earlier, later in itertools.pairwise(ranks))
     return stride if regular else -1

@@ -1,8 +1,8 @@
 """Normalisation tables: every spelling a trace or a kernel name uses, mapped to one canonical value (SPEC 3).
 
-Each table is data: a canonical value and the spellings that mean it, looked up after lower-casing and trimming.
-A spelling missing from a table normalises to null (unknown), never to a guess. The `*_expr` functions turn a
-table into one polars expression (`replace_strict` over a column), so they run vectorised over whole frames.
+Each table is data: a canonical value and the spellings that mean it, looked up after lower-casing and
+trimming. A spelling missing from a table normalises to null (unknown), never to a guess. The `*_expr`
+functions turn a table into one polars expression (`replace_strict` over a column), vectorised over frames.
 
 - collectives: collective-call names (`record_param_comms` `Collective name`, `c10d::allreduce_`,
   `nccl:all_reduce`, `gloo:barrier`, ...) and the collective field of NCCL kernel names (`AllReduce`,
@@ -48,7 +48,7 @@ COLLECTIVE_CALL_PREFIXES: tuple[str, ...] = (
     "xccl:",
     "rccl:",
 )
-"""Backend prefixes of collective-call op names (`c10d::allreduce_`, `nccl:all_reduce`), stripped before lookup."""
+"""Backend prefixes of collective-call op names (`c10d::allreduce_`, `nccl:all_reduce`), stripped first."""
 
 COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "AllReduce": (
@@ -100,7 +100,7 @@ COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
 COLLECTIVE_ALIASES: Mapping[str, str] = {
     spelling: canonical for canonical, spellings in COLLECTIVE_SPELLINGS.items() for spelling in spellings
 }
-"""Collective spelling (lower case, backend prefix and leading/trailing `_` removed) -> canonical collective."""
+"""Collective spelling (lower case, backend prefix and leading/trailing `_` removed) -> canonical value."""
 
 DTYPE_SPELLINGS: Mapping[str, tuple[int, tuple[str, ...]]] = {
     "float32": (4, ("float", "float32", "f32", "fp32")),

@@ -1,0 +1,118 @@
+"""Wall time and peak memory of `traceview summary` against HolisticTraceAnalysis (HTA), GitHub issue 2.
+
+Both sides run in a fresh subprocess of the same interpreter, so interpreter start and imports count on both:
+
+- ours: `python -m traceview summary TRACE --json > /dev/null` (parse + analyse + render, the full CLI path);
+- HTA: `TraceAnalysis(trace_dir=...)` (load) + `get_comm_comp_overlap()` + `get_temporal_breakdown()`, on a
+  copy of the trace in a temporary folder (made once, outside the timing).
+
+Peak memory is the child's `ru_maxrss` from `os.wait4` (Linux: the largest resident set of the child or of
+any process it waited for; neither side forks for a single-rank trace). Repetitions alternate ours/HTA and
+the median is reported. Targets (issue 2): at least 10x faster, at most half HTA's peak memory.
+
+    /work/hta-venv/bin/python benchmarks/parse_bench.py [TRACE] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_TRACE = Path("/work/shared/data/real/kineto/hta_df_index_resolver/df_index_resolver.json.gz")
+HTA_SCRIPT = """
+import logging, sys
+from hta.trace_analysis import TraceAnalysis
+logging.disable(logging.CRITICAL)
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+analysis.get_comm_comp_overlap(visualize=False)
+analysis.get_temporal_breakdown(visualize=False)
+"""
+TARGET_SPEEDUP = 10.0
+TARGET_MEMORY_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One subprocess run: wall seconds and peak resident set in MiB."""
+
+    wall_s: float
+    peak_mib: float
+
+
+def measure(command: list[str]) -> Measurement:
+    """Run `command` with stdout/stderr discarded; its wall time and peak RSS. Raises on a non-zero exit."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"{command[:4]}... exited with {child.returncode}")
+    return Measurement(wall, usage.ru_maxrss / 1024.0)
+
+
+def ours_command(trace: Path) -> list[str]:
+    """The traceview CLI on the trace, JSON summary."""
+    return [sys.executable, "-m", "traceview", "summary", str(trace), "--json"]
+
+
+def hta_command(folder: Path) -> list[str]:
+    """HTA's load and the two analyses on the folder."""
+    return [sys.executable, "-c", HTA_SCRIPT, str(folder)]
+
+
+def median(values: list[Measurement]) -> Measurement:
+    """Median wall time and median peak memory (taken separately)."""
+    return Measurement(
+        statistics.median(m.wall_s for m in values), statistics.median(m.peak_mib for m in values)
+    )
+
+
+def run(trace: Path, repeat: int) -> tuple[list[Measurement], list[Measurement]]:
+    """`repeat` alternating runs of each side."""
+    ours: list[Measurement] = []
+    hta: list[Measurement] = []
+    with tempfile.TemporaryDirectory(prefix="parse_bench_") as tmp:
+        shutil.copy(trace, Path(tmp) / trace.name)
+        for _ in range(repeat):
+            ours.append(measure(ours_command(trace)))
+            hta.append(measure(hta_command(Path(tmp))))
+    return ours, hta
+
+
+def report(trace: Path, ours: list[Measurement], hta: list[Measurement]) -> bool:
+    """Print every run, the medians and the ratios; True when both targets are met."""
+    print(f"trace: {trace} ({trace.stat().st_size / 2**20:.1f} MiB on disk), {len(ours)} repetitions")
+    for label, runs in (("traceview summary", ours), ("HTA load+overlap+breakdown", hta)):
+        listed = ", ".join(f"{m.wall_s:.2f} s / {m.peak_mib:.0f} MiB" for m in runs)
+        print(f"  {label:<28} {listed}")
+    mine, theirs = median(ours), median(hta)
+    speedup = theirs.wall_s / mine.wall_s
+    memory_ratio = mine.peak_mib / theirs.peak_mib
+    print(f"median traceview: {mine.wall_s:.2f} s, {mine.peak_mib:.0f} MiB peak RSS")
+    print(f"median HTA:       {theirs.wall_s:.2f} s, {theirs.peak_mib:.0f} MiB peak RSS")
+    print(f"speed-up (HTA / traceview wall): {speedup:.2f}x (target >= {TARGET_SPEEDUP:.0f}x)")
+    print(f"memory ratio (traceview / HTA peak): {memory_ratio:.2f} (target <= {TARGET_MEMORY_RATIO})")
+    return speedup >= TARGET_SPEEDUP and memory_ratio <= TARGET_MEMORY_RATIO
+
+
+def main(argv: list[str]) -> int:
+    """Measure, print, and exit 0 when the targets are met, 1 otherwise."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    ours, hta = run(args.trace, args.repeat)
+    return 0 if report(args.trace, ours, hta) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""The time budget of SPEC section 4 on small factory traces, expected values written as arithmetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import kineto_factory as kf
+from traceview.analysis import analyze
+from traceview.budget import all_step_windows, classified_events, time_budget
+from traceview.inputs import load_run
+from traceview.steps import WHOLE_TRACE
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def budget_of(tmp_path: Path, events: list[kf.Event], name: str = "rank0.json"):
+    kf.write(kf.document(events), tmp_path / name)
+    run = load_run(tmp_path / name)
+    return time_budget(classified_events(run), all_step_windows(run))
+
+
+def test_gpu_step_window_budget(tmp_path: Path) -> None:
+    events = [
+        kf.step(1, 0, 100, on_gpu=True),
+        kf.kernel("gemm", 10, 30),  # compute [10, 40)
+        kf.kernel("relu", 35, 15),  # compute [35, 50): union of compute is [10, 50)
+        kf.kernel(NCCL, 30, 40, stream=20),  # comm [30, 70), overlapping compute on [30, 50)
+        kf.memcpy(80, 5),  # memory [80, 85)
+    ]
+    row = budget_of(tmp_path, events).per_step.row(0, named=True)
+    assert row["step"] == 1
+    assert row["step_us"] == pytest.approx(100 - 0)
+    assert row["comp_us"] == pytest.approx(50 - 10)
+    assert row["comm_us"] == pytest.approx(70 - 30)
+    assert row["overlap_us"] == pytest.approx(50 - 30)
+    assert row["exposed_comm_us"] == pytest.approx((70 - 30) - (50 - 30))
+    assert row["overlap_ratio"] == pytest.approx((50 - 30) / (70 - 30))
+    assert row["idle_us"] == pytest.approx(100 - ((70 - 10) + (85 - 80)))
+    assert row["gamma"] == pytest.approx((70 - 30) / (50 - 10))
+    assert row["exposed_gamma"] == pytest.approx(((70 - 30) - (50 - 30)) / (50 - 10))
+
+
+def test_no_comm_gives_null_overlap_ratio_and_zero_gamma(tmp_path: Path) -> None:
+    row = budget_of(tmp_path, [kf.kernel("gemm", 0, 10), kf.kernel("gemm", 20, 10)]).per_step.row(0, named=True)
+    assert row["step"] == WHOLE_TRACE
+    assert row["overlap_ratio"] is None
+    assert row["gamma"] == 0
+    assert row["idle_us"] == pytest.approx(30 - 20)
+
+
+def test_cpu_steps_assign_kernels_by_their_launch(tmp_path: Path) -> None:
+    # Step 1 on the CPU is [0, 100), step 2 is [100, 200). Kernel 11 is launched in step 1 but runs at 150.
+    events = [
+        kf.step(1, 0, 100),
+        kf.step(2, 100, 100),
+        kf.launch(10, correlation=10),
+        kf.kernel("a", 20, 10, correlation=10),
+        kf.launch(90, correlation=11),
+        kf.kernel("b", 150, 20, correlation=11),
+        kf.launch(120, correlation=12),
+        kf.kernel("c", 180, 40, correlation=12),
+    ]
+    steps = budget_of(tmp_path, events).per_step.sort("step")
+    # step 1 runs from its first device activity (20) to step 2's first device activity (180)
+    assert steps.get_column("window_start_us").to_list() == [20, 180]
+    assert steps.get_column("step_us").to_list() == pytest.approx([180 - 20, 220 - 180])
+    assert steps.get_column("comp_us").to_list() == pytest.approx([10 + 20, 40])
+    assert steps.get_column("idle_us").to_list() == pytest.approx([(180 - 20) - (10 + 20), 0])
+
+
+def test_run_median_is_over_every_rank_and_step(tmp_path: Path) -> None:
+    for rank, comm in ((0, 10), (1, 30), (2, 60)):
+        events = [kf.step(1, 0, 100, on_gpu=True), kf.kernel("gemm", 0, 20), kf.kernel(NCCL, 20, comm)]
+        kf.write(kf.document(events, rank=rank, world_size=3), tmp_path / f"rank{rank}.json")
+    analysis = analyze(load_run(tmp_path))
+    assert analysis.budget.run_median["gamma"] == pytest.approx(30 / 20)
+    assert analysis.verdict.label == "communication-bound"

@@ -1,0 +1,214 @@
+"""The timeline behind the report's step view: per step and rank, merged segments of each activity class.
+
+For a handful of steps (the median step first among them) every rank's device activity inside its step window
+becomes disjoint segments per lane: `compute` (union of compute kernels), `comm` per collective (union of that
+collective's kernels), `memory` (copies and sets) and `idle` (no device activity at all, as in `budget`).
+Times are on the run's aligned clock and given relative to the step's origin, the earliest window start of
+that step among the ranks, so one axis shows every rank and skew reads directly.
+
+The segment count is bounded (`MAX_SEGMENTS`): when a (rank, step, lane, label) group has more segments than
+its share, the smallest gaps between its segments are bridged (busy lanes) or the shortest idle segments
+dropped, until it fits; `Timeline.bridged_gap_us` says how large a bridged gap got, so the page can say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.intervals import clip_to_windows
+from traceview.vocab import canonical_collective_expr
+
+MAX_SEGMENTS = 12_000
+"""Segments drawn in the timeline figure over all offered steps and ranks."""
+MIN_SEGMENTS_PER_GROUP = 8
+"""A (rank, step, lane, label) group always keeps at least this many segments."""
+MAX_STEPS = 9
+"""Steps offered by the step picker (the median, fastest and slowest among them)."""
+LANES = ("compute", "comm", "memory", "idle")
+KEYS = ["rank", "step", "lane", "label"]
+SEGMENT_SCHEMA = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "lane": pl.Utf8,
+    "label": pl.Utf8,
+    "start_us": pl.Float64,
+    "end_us": pl.Float64,
+    "kernels": pl.Int64,
+    "longest_kernel": pl.Utf8,
+    "process_group": pl.Utf8,
+}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Merged activity segments of the offered steps.
+
+    `segments`: SEGMENT_SCHEMA, times in us since the step's origin. `steps`: columns `step`, `origin_us`
+    (aligned clock), `median_step_us` (median over ranks of the window length), `ranks`, in step order.
+    `median_step`: the step whose median length is the median over steps (the lower one of an even count).
+    """
+
+    segments: pl.DataFrame
+    steps: pl.DataFrame
+    median_step: int | None
+    raw_segments: int
+    drawn_segments: int
+    bridged_gap_us: float
+
+    @property
+    def offered_steps(self) -> list[int]:
+        """The steps the report lets the reader pick, in step order."""
+        return [int(s) for s in self.steps.get_column("step").to_list()]
+
+
+def step_lengths(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per step: `median_step_us` over ranks and the count of ranks, sorted by (length, step)."""
+    return (
+        per_step.group_by("step")
+        .agg(pl.col("step_us").median().alias("median_step_us"), pl.len().alias("ranks"))
+        .sort(["median_step_us", "step"])
+    )
+
+
+def offered_steps(lengths: pl.DataFrame, max_steps: int = MAX_STEPS) -> tuple[int | None, list[int]]:
+    """(median step, steps to offer): evenly spaced in length order, fastest, median and slowest included."""
+    order = [int(s) for s in lengths.get_column("step").to_list()]
+    if not order:
+        return None, []
+    median = order[(len(order) - 1) // 2]
+    count = min(max_steps, len(order))
+    picks = {order[round(i * (len(order) - 1) / max(count - 1, 1))] for i in range(count)}
+    return median, sorted(picks | {median})
+
+
+def _labelled(events: pl.DataFrame) -> pl.DataFrame:
+    collective = pl.coalesce(
+        canonical_collective_expr(pl.col("collective_name")), pl.col("kernel_collective")
+    )
+    group = pl.coalesce(pl.col("pg_desc"), pl.col("pg_name"))
+    return events.select(
+        "rank",
+        "start_us",
+        "end_us",
+        "name",
+        pl.col("event_class").alias("lane"),
+        pl.when(pl.col("event_class") == "comm")
+        .then(collective.fill_null("unknown collective"))
+        .otherwise(pl.col("event_class"))
+        .alias("label"),
+        pl.when(pl.col("event_class") == "comm").then(group).alias("process_group"),
+    )
+
+
+def _merge(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Disjoint segments per group with the count of events merged and the name of the longest one."""
+    reach = pl.col("end_us").cum_max().shift(1).over(by)
+    segment = (pl.col("start_us") > reach).fill_null(True).cast(pl.Int64).cum_sum().over(by)
+    return (
+        frame.sort([*by, "start_us"])
+        .with_columns(segment.alias("_segment"), (pl.col("end_us") - pl.col("start_us")).alias("_length"))
+        .group_by([*by, "_segment"])
+        .agg(
+            pl.col("start_us").min(),
+            pl.col("end_us").max(),
+            pl.len().cast(pl.Int64).alias("kernels"),
+            pl.col("name").sort_by("_length", descending=True).first().alias("longest_kernel"),
+            pl.col("process_group").drop_nulls().first().alias("process_group"),
+        )
+        .drop("_segment")
+    )
+
+
+def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Holes in all device activity inside each window, the edges of the window included."""
+    edges = pl.concat(
+        [
+            windows.select("rank", "step", pl.col(c).alias("start_us"), pl.col(c).alias("end_us"))
+            for c in ("window_start_us", "window_end_us")
+        ]
+    )
+    busy = pl.concat([activity.select("rank", "step", "start_us", "end_us"), edges], how="vertical_relaxed")
+    previous_end = pl.col("end_us").cum_max().shift(1).over(["rank", "step"])
+    return (
+        busy.sort(["rank", "step", "start_us"])
+        .with_columns(previous_end.alias("_previous"))
+        .filter(pl.col("start_us") > pl.col("_previous"))
+        .select(
+            "rank",
+            "step",
+            pl.lit("idle").alias("lane"),
+            pl.lit("idle").alias("label"),
+            pl.col("_previous").alias("start_us"),
+            pl.col("start_us").alias("end_us"),
+            pl.lit(0, dtype=pl.Int64).alias("kernels"),
+            pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
+            pl.lit(None, dtype=pl.Utf8).alias("process_group"),
+        )
+    )
+
+
+def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, float]:
+    """At most `per_group` segments per group: the smallest gaps bridged (idle: the shortest dropped)."""
+    ordered = segments.sort([*KEYS, "start_us"]).with_columns(
+        (pl.col("start_us") - pl.col("end_us").shift(1).over(KEYS)).alias("_gap"),
+        (pl.col("end_us") - pl.col("start_us")).alias("_length"),
+    )
+    idle = ordered.filter(pl.col("lane") == "idle").filter(
+        pl.col("_length").rank("ordinal", descending=True).over(KEYS) <= per_group
+    )
+    busy = ordered.filter(pl.col("lane") != "idle")
+    boundary = pl.col("_gap").is_null() | (
+        pl.col("_gap").rank("ordinal", descending=True).over(KEYS) < per_group
+    )
+    busy = busy.with_columns(boundary.alias("_boundary"))
+    bridged = busy.filter(~pl.col("_boundary")).get_column("_gap").max()
+    merged = (
+        busy.with_columns(pl.col("_boundary").cast(pl.Int64).cum_sum().over(KEYS).alias("_segment"))
+        .group_by([*KEYS, "_segment"])
+        .agg(
+            pl.col("start_us").min(),
+            pl.col("end_us").max(),
+            pl.col("kernels").sum(),
+            pl.col("longest_kernel").sort_by("_length", descending=True).first(),
+            pl.col("process_group").drop_nulls().first(),
+        )
+    )
+    frames = [merged.select(list(SEGMENT_SCHEMA)), idle.select(list(SEGMENT_SCHEMA))]
+    return pl.concat(frames), float(bridged) if isinstance(bridged, int | float) else 0.0
+
+
+def empty_timeline() -> Timeline:
+    """A timeline with no steps (a run without device activity)."""
+    return Timeline(pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(), None, 0, 0, 0.0)
+
+
+def timeline(
+    events: pl.DataFrame,
+    windows: pl.DataFrame,
+    per_step: pl.DataFrame,
+    max_segments: int = MAX_SEGMENTS,
+    max_steps: int = MAX_STEPS,
+) -> Timeline:
+    """The timeline of the offered steps from classified events, step windows and the budget's `per_step`."""
+    lengths = step_lengths(per_step)
+    median, picks = offered_steps(lengths, max_steps)
+    if median is None or events.height == 0:
+        return empty_timeline()
+    chosen = windows.filter(pl.col("step").is_in(picks))
+    clipped = clip_to_windows(_labelled(events), chosen, ["rank"])
+    segments = pl.concat([_merge(clipped, KEYS).select(list(SEGMENT_SCHEMA)), _idle(clipped, chosen)])
+    groups = max(segments.select(KEYS).unique().height, 1)
+    bounded, bridged = _bounded(segments, max(MIN_SEGMENTS_PER_GROUP, max_segments // groups))
+    origins = chosen.group_by("step").agg(pl.col("window_start_us").min().alias("origin_us"))
+    relative = (
+        bounded.join(origins, on="step")
+        .with_columns(pl.col("start_us") - pl.col("origin_us"), pl.col("end_us") - pl.col("origin_us"))
+        .select(list(SEGMENT_SCHEMA))
+        .sort([*KEYS, "start_us"])
+    )
+    steps = (
+        origins.join(lengths, on="step").sort("step").select("step", "origin_us", "median_step_us", "ranks")
+    )
+    return Timeline(relative, steps, median, segments.height, relative.height, bridged)

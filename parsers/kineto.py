@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 import polars as pl
+from traceview.parsers.kineto_io import decode, read_bytes, refuse_without_kineto_events
+from traceview.parsers.kineto_schema import NO_ARGS, Args, Document, Event
 
 from traceview.errors import ParseWarning
 from traceview.model import (
@@ -23,8 +25,6 @@ from traceview.model import (
     TraceMeta,
     empty_frame,
 )
-from traceview.parsers.kineto_io import decode, read_bytes, refuse_without_kineto_events
-from traceview.parsers.kineto_schema import NO_ARGS, Args, Document, Event
 
 GPU_KINDS: Mapping[str, str] = {
     "kernel": "kernel",
@@ -50,7 +50,9 @@ CPU_KINDS: Mapping[str, str] = {
 """Host categories kept: operators, annotations and the runtime calls that launch device work."""
 
 GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
-KINETO_CATEGORIES = frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
+KINETO_CATEGORIES = (
+    frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
+)
 STEP_NAME = r"^ProfilerStep#(\d+)$"
 RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
@@ -104,7 +106,9 @@ def _frame(
         "start_us": [e.ts for e in events],
         "end_us": [(e.ts or 0.0) + (e.dur or 0.0) for e in events],
         "correlation": _ints([a.correlation for a in args]),
-        "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_old for a in args]),
+        "external_id": _ints(
+            [a.external_id if a.external_id is not None else a.external_id_old for a in args]
+        ),
         **columns(events, args),
         **_comm_columns(args),
     }

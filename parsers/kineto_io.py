@@ -7,17 +7,20 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import msgspec
-
-from traceview.errors import InputError, NotKinetoError, ParseWarning
 from traceview.parsers.kineto_schema import DOCUMENT_DECODER, EVENTS_DECODER, Document, Event, Probe
 
+from traceview.errors import InputError, NotKinetoError, ParseWarning
+
+_zlib: ModuleType
 try:  # python-isal decompresses gzip several times faster than zlib
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - the standard library is the fallback
-    _zlib = zlib  # type: ignore[no-redef]
+    _zlib = zlib
+DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_RECOVERY_TRIES = 64
@@ -43,7 +46,7 @@ def read_bytes(path: Path) -> tuple[bytes, list[ParseWarning]]:
     decompressor = _zlib.decompressobj(31)
     try:
         data = decompressor.decompress(raw) + decompressor.flush()
-    except (_zlib.error, zlib.error) as exc:
+    except DECOMPRESS_ERRORS as exc:
         raise InputError(path, f"gzip data is corrupt ({exc})") from exc
     if not decompressor.eof:
         note = f"gzip stream ends early at compressed byte {len(raw)}; reading the {len(data)} bytes it held"
@@ -142,4 +145,6 @@ def refuse_without_kineto_events(
         raise NotKinetoError(path, _describe_array(msgspec.json.decode(data)))
     device_like = b'"/device:' in data[:1_000_000]
     producer = " (process names like /device:GPU:0: a TensorFlow profiler trace?)" if device_like else ""
-    raise NotKinetoError(path, f"a Chrome trace with no PyTorch profiler events{producer}, not a Kineto trace")
+    raise NotKinetoError(
+        path, f"a Chrome trace with no PyTorch profiler events{producer}, not a Kineto trace"
+    )

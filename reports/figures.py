@@ -73,12 +73,17 @@ def budget_bars(analysis: RunAnalysis) -> go.Figure:
         (pl.col("exposed_comm_us") / 1000).alias("exposed comm"),
         (pl.col("idle_us") / 1000).alias("idle"),
     )
-    ranks = [f"rank {r}" for r in per_rank.get_column("rank").to_list()]
+    ranks = per_rank.get_column("rank").to_list()
     figure = go.Figure()
     for part, colour in BUDGET_PARTS:
         figure.add_bar(name=part, x=ranks, y=per_rank.get_column(part).to_list(), marker_color=colour)
     figure.update_layout(
-        barmode="stack", title="Median step per rank", yaxis_title="ms", legend={"orientation": "h"}, **LAYOUT
+        barmode="stack",
+        title="Median step per rank",
+        xaxis_title="rank",
+        yaxis_title="ms",
+        legend={"orientation": "h", "y": -0.25},
+        **LAYOUT,
     )
     return figure
 
@@ -86,7 +91,7 @@ def budget_bars(analysis: RunAnalysis) -> go.Figure:
 def gamma_bars(analysis: RunAnalysis) -> go.Figure:
     """Measured and exposed gamma per rank, with the break-even line at 1 (seeds section 4.1)."""
     per_rank = analysis.budget.per_rank
-    ranks = [f"rank {r}" for r in per_rank.get_column("rank").to_list()]
+    ranks = per_rank.get_column("rank").to_list()
     figure = go.Figure()
     figure.add_bar(
         name="measured gamma (T_comm / T_comp)",
@@ -102,7 +107,11 @@ def gamma_bars(analysis: RunAnalysis) -> go.Figure:
     )
     figure.add_hline(y=1.0, line_dash="dash", line_color="#d62728", annotation_text="break-even: gamma = 1")
     figure.update_layout(
-        barmode="group", title="Gamma per rank (median over steps)", legend={"orientation": "h"}, **LAYOUT
+        barmode="group",
+        title="Gamma per rank (median over steps)",
+        xaxis_title="rank",
+        legend={"orientation": "h", "y": -0.25},
+        **LAYOUT,
     )
     return figure
 
@@ -127,8 +136,18 @@ def _hover_text() -> pl.Expr:
             "<br>{} event(s); longest: {}", pl.col("kernels"), escaped("longest_kernel").str.slice(0, 120)
         )
     )
+    covered = (pl.col("covered_us") / 1000).round(3).cast(pl.Utf8)
+    bridged = pl.when(pl.col("covered_us") < pl.col("length_us")).then(
+        pl.format("<br>merged to bound the page: {} ms of it is {}", covered, escaped("label"))
+    )
     return pl.concat_str(
-        [where, group.fill_null(""), pl.format("<br>{} to {} ms ({} ms)", *ms), kernels.fill_null("")]
+        [
+            where,
+            group.fill_null(""),
+            pl.format("<br>{} to {} ms ({} ms)", *ms),
+            bridged.fill_null(""),
+            kernels.fill_null(""),
+        ]
     )
 
 
@@ -153,7 +172,11 @@ def _step_traces(segments: pl.DataFrame, step: int, labels: list[str], visible: 
                 x=(rows.get_column("length_us") / 1000).round(4).to_list(),
                 offset=offset,
                 width=width,
-                marker={"color": LABEL_COLOURS.get(label, OTHER_COLOUR), "line": {"width": 0}},
+                marker={
+                    "color": LABEL_COLOURS.get(label, OTHER_COLOUR),
+                    "line": {"width": 0},
+                    "opacity": rows.get_column("occupancy").to_list(),
+                },
                 hovertext=rows.get_column("hover").to_list(),
                 hovertemplate="%{hovertext}<extra></extra>",
                 visible=visible,
@@ -170,7 +193,14 @@ def _step_title(step: int, length_us: float, median: bool) -> str:
 def timeline_figure(timeline: Timeline) -> go.Figure:
     """One step of every rank on one aligned time axis; a menu picks another offered step."""
     segments = timeline.segments.with_columns((pl.col("end_us") - pl.col("start_us")).alias("length_us"))
-    segments = segments.with_columns(_hover_text().alias("hover"))
+    segments = segments.with_columns(
+        _hover_text().alias("hover"),
+        (pl.col("covered_us") / pl.col("length_us"))
+        .clip(0.25, 1.0)
+        .fill_nan(1.0)
+        .round(2)
+        .alias("occupancy"),
+    )
     labels = _label_order(segments.get_column("label").unique().to_list())
     ranks = sorted(set(segments.get_column("rank").to_list()))
     steps = timeline.steps.rows(named=True)

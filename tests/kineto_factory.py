@@ -10,12 +10,23 @@ from typing import Any
 Event = dict[str, Any]
 
 
-def kernel(name: str, ts: float, dur: float, correlation: int | None = None, stream: int = 7, **args: Any) -> Event:
+def kernel(
+    name: str, ts: float, dur: float, correlation: int | None = None, stream: int = 7, **args: Any
+) -> Event:
     """A GPU kernel; extra keyword args become event args (use the trace's own key names via `args=`)."""
     event_args: dict[str, Any] = {"device": 0, "stream": stream, **args.pop("args", {})}
     if correlation is not None:
         event_args["correlation"] = correlation
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": event_args}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
+        "args": event_args,
+    }
 
 
 def memcpy(ts: float, dur: float, correlation: int | None = None, stream: int = 7) -> Event:
@@ -25,29 +36,67 @@ def memcpy(ts: float, dur: float, correlation: int | None = None, stream: int = 
     return event
 
 
-def launch(ts: float, correlation: int, dur: float = 2.0, tid: int = 1, name: str = "cudaLaunchKernel") -> Event:
+def launch(
+    ts: float, correlation: int, dur: float = 2.0, tid: int = 1, name: str = "cudaLaunchKernel"
+) -> Event:
     """The runtime call that launched device work `correlation`."""
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {"correlation": correlation}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": correlation},
+    }
 
 
-def cpu_op(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op", args: dict[str, Any] | None = None) -> Event:
+def cpu_op(
+    name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op", args: dict[str, Any] | None = None
+) -> Event:
     """A host operator or annotation."""
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args or {}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args or {},
+    }
 
 
 def step(number: int, ts: float, dur: float, on_gpu: bool = False) -> Event:
     """A `ProfilerStep#N` annotation on the CPU (default) or the GPU."""
     if on_gpu:
-        return {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}", "pid": 0, "tid": 7, "ts": ts, "dur": dur}
+        return {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": f"ProfilerStep#{number}",
+            "pid": 0,
+            "tid": 7,
+            "ts": ts,
+            "dur": dur,
+        }
     return cpu_op(f"ProfilerStep#{number}", ts, dur, cat="user_annotation")
 
 
-def document(events: list[Event], rank: int | None = 0, world_size: int = 1, base_ns: int | None = None, **top: Any) -> dict[str, Any]:
+def document(
+    events: list[Event], rank: int | None = 0, world_size: int = 1, base_ns: int | None = None, **top: Any
+) -> dict[str, Any]:
     """A whole trace document."""
     info: dict[str, Any] = {"backend": "nccl", "world_size": world_size}
     if rank is not None:
         info["rank"] = rank
-    doc: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "distributedInfo": info, **top, "traceEvents": events}
+    doc: dict[str, Any] = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+        "distributedInfo": info,
+        **top,
+        "traceEvents": events,
+    }
     if base_ns is not None:
         doc["baseTimeNanoseconds"] = base_ns
     return doc

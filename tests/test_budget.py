@@ -43,7 +43,9 @@ def test_gpu_step_window_budget(tmp_path: Path) -> None:
 
 
 def test_no_comm_gives_null_overlap_ratio_and_zero_gamma(tmp_path: Path) -> None:
-    row = budget_of(tmp_path, [kf.kernel("gemm", 0, 10), kf.kernel("gemm", 20, 10)]).per_step.row(0, named=True)
+    row = budget_of(tmp_path, [kf.kernel("gemm", 0, 10), kf.kernel("gemm", 20, 10)]).per_step.row(
+        0, named=True
+    )
     assert row["step"] == WHOLE_TRACE
     assert row["overlap_ratio"] is None
     assert row["gamma"] == 0

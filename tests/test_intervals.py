@@ -9,7 +9,9 @@ from traceview.intervals import clip_to_windows, gaps, merge_intervals, union_le
 
 
 def frame(rows: list[tuple[int, float, float]]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema={"g": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}, orient="row")
+    return pl.DataFrame(
+        rows, schema={"g": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}, orient="row"
+    )
 
 
 def test_union_of_overlapping_nested_and_disjoint_intervals() -> None:

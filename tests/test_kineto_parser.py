@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from traceview.parsers import kineto
 
 from tests import kineto_factory as kf
 from traceview.errors import InputError, NotKinetoError, RunError
 from traceview.inputs import load_run, resolve_trace_files
-from traceview.parsers import kineto
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
@@ -22,7 +22,19 @@ def sample_events() -> list[kf.Event]:
         kf.step(7, 100, 900),
         kf.launch(110, correlation=1),
         kf.kernel("gemm", 200.5, 50.25, correlation=1),
-        kf.cpu_op("record_param_comms", 300, 20, args={"Collective name": "allreduce", "In msg nelems": 1024, "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": [0, 1], "Seq": 4}),
+        kf.cpu_op(
+            "record_param_comms",
+            300,
+            20,
+            args={
+                "Collective name": "allreduce",
+                "In msg nelems": 1024,
+                "dtype": "Float",
+                "Process Group Name": "0",
+                "Process Group Ranks": [0, 1],
+                "Seq": 4,
+            },
+        ),
         kf.launch(305, correlation=2),
         kf.kernel(NCCL, 400, 100, correlation=2, stream=20),
         kf.memcpy(600, 10),
@@ -30,19 +42,31 @@ def sample_events() -> list[kf.Event]:
 
 
 def test_frames_hold_what_the_trace_says(tmp_path: Path) -> None:
-    trace = kineto.parse(kf.write(kf.document(sample_events(), rank=3, world_size=8, base_ns=1_700_000_000_000_000_000), tmp_path / "t.json"))
+    trace = kineto.parse(
+        kf.write(
+            kf.document(sample_events(), rank=3, world_size=8, base_ns=1_700_000_000_000_000_000),
+            tmp_path / "t.json",
+        )
+    )
     assert (trace.rank, trace.meta.rank_source, trace.meta.world_size) == (3, "distributedInfo", 8)
     assert trace.meta.base_time_ns == 1_700_000_000_000_000_000
     assert trace.gpu.get_column("kind").to_list() == ["kernel", "kernel", "memcpy"]
     gemm = trace.gpu.row(0, named=True)
     assert (gemm["start_us"], gemm["end_us"], gemm["correlation"]) == (200.5, 200.5 + 50.25, 1)
     call = trace.cpu.filter(trace.cpu["name"] == "record_param_comms").row(0, named=True)
-    assert (call["collective_name"], call["in_nelems"], call["pg_ranks"], call["seq"]) == ("allreduce", 1024, "[0, 1]", 4)
+    assert (call["collective_name"], call["in_nelems"], call["pg_ranks"], call["seq"]) == (
+        "allreduce",
+        1024,
+        "[0, 1]",
+        4,
+    )
     assert trace.steps.rows() == [(7, 100.0, 1000.0)]
     assert trace.step_source == "cpu"
 
 
-@pytest.mark.parametrize(("name", "rank"), [("rank-3.pt.trace.json", 3), ("worker12.pt.trace.json.gz", 12), ("job_rank_5.json", 5)])
+@pytest.mark.parametrize(
+    ("name", "rank"), [("rank-3.pt.trace.json", 3), ("worker12.pt.trace.json.gz", 12), ("job_rank_5.json", 5)]
+)
 def test_rank_from_file_name(tmp_path: Path, name: str, rank: int) -> None:
     trace = kineto.parse(kf.write(kf.document(sample_events(), rank=None), tmp_path / name))
     assert (trace.rank, trace.meta.rank_source) == (rank, "file name")
@@ -69,7 +93,10 @@ def test_folder_glob_and_parallel_parse_agree(tmp_path: Path, workers: int) -> N
     run = load_run(tmp_path, workers=workers)
     assert run.rank_ids == [0, 1, 2]
     assert [t.gpu.height for t in run] == [3, 3, 3]
-    assert [p.name for p in resolve_trace_files(str(tmp_path / "rank[01].json.gz"))] == ["rank0.json.gz", "rank1.json.gz"]
+    assert [p.name for p in resolve_trace_files(str(tmp_path / "rank[01].json.gz"))] == [
+        "rank0.json.gz",
+        "rank1.json.gz",
+    ]
 
 
 def test_a_bad_file_is_skipped_and_listed(tmp_path: Path) -> None:
@@ -82,7 +109,11 @@ def test_a_bad_file_is_skipped_and_listed(tmp_path: Path) -> None:
 
 def test_truncated_json_keeps_complete_events_and_says_where(tmp_path: Path) -> None:
     text = json.dumps(kf.document(sample_events()), indent=1)
-    cut = text.index('"ph": "X", "cat": "gpu_memcpy"') if '"ph": "X", "cat": "gpu_memcpy"' in text else text.index('"gpu_memcpy"')
+    cut = (
+        text.index('"ph": "X", "cat": "gpu_memcpy"')
+        if '"ph": "X", "cat": "gpu_memcpy"' in text
+        else text.index('"gpu_memcpy"')
+    )
     path = tmp_path / "rank0.json"
     path.write_text(text[:cut])
     trace = kineto.parse(path)
@@ -104,7 +135,18 @@ def test_truncated_gzip_is_read_as_far_as_it_goes(tmp_path: Path) -> None:
 
 
 def test_pytorch_18_bare_event_array(tmp_path: Path) -> None:
-    events = [{"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 10, "dur": 5, "args": {"correlation": 3, "external id": 9}}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 10,
+            "dur": 5,
+            "args": {"correlation": 3, "external id": 9},
+        }
+    ]
     trace = kineto.parse(kf.write(events, tmp_path / "worker0.pt.trace.json"))
     assert trace.gpu.select("kind", "correlation", "external_id").rows() == [("kernel", 3, 9)]
 
@@ -123,7 +165,9 @@ def test_real_files_of_other_formats_get_one_line_naming_them(name: str, says: s
     with pytest.raises(NotKinetoError) as caught:
         kineto.parse(path)
     message = str(caught.value)
-    assert message.startswith(str(path)) and says in message and "\n" not in message
+    assert message.startswith(str(path))
+    assert says in message
+    assert "\n" not in message
 
 
 def test_an_nccl_log_passed_as_a_trace(tmp_path: Path) -> None:

@@ -138,6 +138,7 @@ def test_timeline_is_bounded_and_says_how() -> None:
     compute = bounded.segments.filter(pl.col("lane") == "compute").sort("start_us")
     assert compute.height == 10
     assert compute.get_column("kernels").sum() == 900
+    assert compute.get_column("covered_us").sum() == 900 * 5.0  # bridging draws wider, never claims more busy
     assert (compute.item(0, "start_us"), compute.item(-1, "end_us")) == (0.0, 9995.0)
     assert compute.filter(pl.col("end_us") == 4995.0).height == 1  # the big hole is kept as a boundary
     idle = bounded.segments.filter(pl.col("lane") == "idle")

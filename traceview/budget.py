@@ -36,7 +36,17 @@ BUDGET_COLUMNS = (
     "compute_kernels",
     "comm_kernels",
 )
-MEDIAN_COLUMNS = ("step_us", "comp_us", "comm_us", "overlap_us", "exposed_comm_us", "overlap_ratio", "idle_us", "gamma", "exposed_gamma")
+MEDIAN_COLUMNS = (
+    "step_us",
+    "comp_us",
+    "comm_us",
+    "overlap_us",
+    "exposed_comm_us",
+    "overlap_ratio",
+    "idle_us",
+    "gamma",
+    "exposed_gamma",
+)
 
 
 @dataclass(frozen=True)
@@ -68,9 +78,11 @@ def all_step_windows(run: Run) -> pl.DataFrame:
 def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
     """The SPEC section 4 budget from classified device events and step windows."""
     per_step = _per_step(events, windows)
-    per_rank = per_step.group_by("rank").agg(
-        pl.len().alias("steps"), *[pl.col(c).median() for c in MEDIAN_COLUMNS]
-    ).sort("rank")
+    per_rank = (
+        per_step.group_by("rank")
+        .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in MEDIAN_COLUMNS])
+        .sort("rank")
+    )
     medians = per_step.select([pl.col(c).median() for c in MEDIAN_COLUMNS]) if per_step.height else None
     run_median = {c: (medians.item(0, c) if medians is not None else None) for c in MEDIAN_COLUMNS}
     return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
@@ -79,7 +91,12 @@ def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
 def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     keys = ["rank", "step"]
     if events.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema={c: (pl.Int64 if c in ("rank", "step", "compute_kernels", "comm_kernels") else pl.Float64) for c in BUDGET_COLUMNS})
+        return pl.DataFrame(
+            schema={
+                c: (pl.Int64 if c in ("rank", "step", "compute_kernels", "comm_kernels") else pl.Float64)
+                for c in BUDGET_COLUMNS
+            }
+        )
     clipped = clip_to_windows(events.select("rank", "start_us", "end_us", "event_class"), windows, ["rank"])
     kernels = clipped.filter(pl.col("event_class") != "memory")
     lengths = [

@@ -21,19 +21,25 @@ from traceview.thresholds import crossings, parse_threshold
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Where the time went in a distributed training job.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Where the time went in a distributed training job."
+)
 stderr = Console(stderr=True, soft_wrap=True)  # one line per message, never wrapped
 
 RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank traces, or a glob.")]
 CommPatternOpt = Annotated[
     list[str] | None,
-    typer.Option("--comm-pattern", help="Extra regex (or LIBRARY=REGEX) naming communication kernels; repeatable."),
+    typer.Option(
+        "--comm-pattern", help="Extra regex (or LIBRARY=REGEX) naming communication kernels; repeatable."
+    ),
 ]
 FailOnOpt = Annotated[
     list[str] | None,
     typer.Option("--fail-on", help="Exit 1 when a figure crosses it, e.g. 'exposed_gamma>0.5'; repeatable."),
 ]
-WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Processes for parsing ranks (default: CPUs).")]
+WorkersOpt = Annotated[
+    int | None, typer.Option("--workers", help="Processes for parsing ranks (default: CPUs).")
+]
 
 
 def load(run_spec: str, workers: int | None = None) -> Run:
@@ -44,7 +50,11 @@ def load(run_spec: str, workers: int | None = None) -> Run:
 
     with Progress(console=stderr, transient=True) as progress:
         task = progress.add_task("reading traces", total=None)
-        return load_run(run_spec, workers=workers, progress=lambda done, total: progress.update(task, completed=done, total=total))
+        return load_run(
+            run_spec,
+            workers=workers,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
 
 
 def options_from(comm_pattern: list[str] | None) -> AnalysisOptions:
@@ -64,7 +74,9 @@ def gate(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
 @app.command()
 def summary(
     run: RunArg,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the versioned JSON summary instead.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the versioned JSON summary instead.")
+    ] = False,
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
@@ -87,8 +99,12 @@ def summary(
 @app.command()
 def report(
     run: RunArg,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the HTML report.")] = Path("report.html"),
-    plotlyjs: Annotated[str, typer.Option("--plotlyjs", help="'inline' (default, works offline) or 'cdn'.")] = "inline",
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the HTML report.")] = Path(
+        "report.html"
+    ),
+    plotlyjs: Annotated[
+        str, typer.Option("--plotlyjs", help="'inline' (default, works offline) or 'cdn'.")
+    ] = "inline",
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
@@ -102,14 +118,20 @@ def report(
         parse_threshold(text)
     analysis = analyze(load(run, workers), options_from(comm_pattern))
     output.write_text(render_html(analysis, plotlyjs=plotlyjs), encoding="utf-8")
-    stderr.print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {analysis.verdict.sentence}", highlight=False, markup=False)
+    stderr.print(
+        f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {analysis.verdict.sentence}",
+        highlight=False,
+        markup=False,
+    )
     gate(analysis, fail_on)
 
 
 @app.command()
 def collectives(
     run: RunArg,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the collectives as JSON instead.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the collectives as JSON instead.")
+    ] = False,
     comm_pattern: CommPatternOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
@@ -126,7 +148,9 @@ def collectives(
 
         from traceview.reports.json_out import collectives_document
 
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(collectives_document(result)), indent=2).decode() + "\n")
+        sys.stdout.write(
+            msgspec.json.format(msgspec.json.encode(collectives_document(result)), indent=2).decode() + "\n"
+        )
     else:
         from traceview.reports.collectives_terminal import render_collectives
 
@@ -152,5 +176,9 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("TRACEVIEW_DEBUG"):
             raise
-        stderr.print(f"traceview: internal error: {type(exc).__name__}: {exc} (TRACEVIEW_DEBUG=1 shows the traceback)", markup=False, highlight=False)
+        stderr.print(
+            f"traceview: internal error: {type(exc).__name__}: {exc} (TRACEVIEW_DEBUG=1 shows the traceback)",
+            markup=False,
+            highlight=False,
+        )
         sys.exit(EXIT_INTERNAL)

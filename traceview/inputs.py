@@ -62,11 +62,15 @@ def load_run(spec: str | Path, workers: int | None = None, progress: Progress | 
     traces = [r for r in results if isinstance(r, RankTrace)]
     skipped = [r for r in results if isinstance(r, SkippedInput)]
     if not traces:
-        raise InputError(skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}")
+        raise InputError(
+            skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}"
+        )
     return make_run(traces, skipped, source=str(spec))
 
 
-def _parse_all(files: Sequence[Path], workers: int | None, progress: Progress | None) -> list[RankTrace | SkippedInput]:
+def _parse_all(
+    files: Sequence[Path], workers: int | None, progress: Progress | None
+) -> list[RankTrace | SkippedInput]:
     count = min(len(files), workers or os.cpu_count() or 1)
     total_bytes = sum(f.stat().st_size for f in files)
     if count <= 1 or (workers is None and total_bytes < PARALLEL_MIN_BYTES):
@@ -76,7 +80,9 @@ def _parse_all(files: Sequence[Path], workers: int | None, progress: Progress | 
         return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(_parse_or_skip, files))]
 
 
-def _report(progress: Progress | None, index: int, total: int, result: RankTrace | SkippedInput) -> RankTrace | SkippedInput:
+def _report(
+    progress: Progress | None, index: int, total: int, result: RankTrace | SkippedInput
+) -> RankTrace | SkippedInput:
     if progress is not None:
         progress(index + 1, total)
     return result

@@ -19,7 +19,9 @@ def _uncovered_part(by: Sequence[str]) -> pl.Expr:
     reach = the largest earlier end.
     """
     reach = pl.col(END).cum_max().shift(1).over(list(by)) if by else pl.col(END).cum_max().shift(1)
-    return (pl.col(END) - pl.max_horizontal(pl.col(START), reach.fill_null(pl.col(START)))).clip(lower_bound=0.0)
+    return (pl.col(END) - pl.max_horizontal(pl.col(START), reach.fill_null(pl.col(START)))).clip(
+        lower_bound=0.0
+    )
 
 
 def union_length(frame: pl.DataFrame, by: Sequence[str], name: str = "length_us") -> pl.DataFrame:
@@ -40,7 +42,9 @@ def merge_intervals(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
         return frame.select([*by, START, END])
     reach = pl.col(END).cum_max().shift(1).over(list(by)) if by else pl.col(END).cum_max().shift(1)
     new_segment = (pl.col(START) > reach).fill_null(True)
-    segment = new_segment.cast(pl.Int64).cum_sum().over(list(by)) if by else new_segment.cast(pl.Int64).cum_sum()
+    segment = (
+        new_segment.cast(pl.Int64).cum_sum().over(list(by)) if by else new_segment.cast(pl.Int64).cum_sum()
+    )
     return (
         frame.sort([*by, START])
         .with_columns(segment.alias("_segment"))
@@ -73,10 +77,22 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
     )
     starts = ordered.select([*by, "window_start_us", "_window"])
     first = events.sort(START).join_asof(
-        starts.rename({"_window": "_first"}), left_on=START, right_on="window_start_us", by=list(by) or None, check_sortedness=False
+        starts.rename({"_window": "_first"}),
+        left_on=START,
+        right_on="window_start_us",
+        by=list(by) or None,
+        check_sortedness=False,
     )
-    both = first.drop("window_start_us").sort(END).join_asof(
-        starts.rename({"_window": "_last"}), left_on=END, right_on="window_start_us", by=list(by) or None, check_sortedness=False
+    both = (
+        first.drop("window_start_us")
+        .sort(END)
+        .join_asof(
+            starts.rename({"_window": "_last"}),
+            left_on=END,
+            right_on="window_start_us",
+            by=list(by) or None,
+            check_sortedness=False,
+        )
     )
     exploded = (
         both.drop("window_start_us")

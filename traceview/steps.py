@@ -29,7 +29,9 @@ def step_windows(trace: RankTrace) -> pl.DataFrame:
     if trace.gpu.height == 0:
         return pl.DataFrame(schema=WINDOW_SCHEMA)
     if trace.step_source == "gpu":
-        windows = trace.steps.select("step", pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us"))
+        windows = trace.steps.select(
+            "step", pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us")
+        )
     elif trace.step_source == "cpu":
         windows = _windows_from_launches(trace)
     else:
@@ -48,7 +50,9 @@ def device_event_steps(trace: RankTrace) -> pl.DataFrame:
         .select("correlation", pl.col("start_us").alias("launch_us"))
         .unique("correlation", keep="first")
     )
-    steps = trace.steps.sort("start_us").select("step", pl.col("start_us").alias("step_start"), pl.col("end_us").alias("step_end"))
+    steps = trace.steps.sort("start_us").select(
+        "step", pl.col("start_us").alias("step_start"), pl.col("end_us").alias("step_end")
+    )
     return (
         trace.gpu.select("correlation", "start_us", "end_us")
         .join(launches, on="correlation", how="left")
@@ -68,6 +72,10 @@ def _windows_from_launches(trace: RankTrace) -> pl.DataFrame:
         .sort("step")
         .with_columns(pl.col("window_start_us").cum_max())
     )
-    return firsts.with_columns(
-        pl.col("window_start_us").shift(-1).fill_null(pl.col("last_end")).alias("window_end_us")
-    ).select("step", "window_start_us", "window_end_us").filter(pl.col("window_end_us") > pl.col("window_start_us"))
+    return (
+        firsts.with_columns(
+            pl.col("window_start_us").shift(-1).fill_null(pl.col("last_end")).alias("window_end_us")
+        )
+        .select("step", "window_start_us", "window_end_us")
+        .filter(pl.col("window_end_us") > pl.col("window_start_us"))
+    )

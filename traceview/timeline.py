@@ -7,8 +7,9 @@ Times are on the run's aligned clock and given relative to the step's origin, th
 that step among the ranks, so one axis shows every rank and skew reads directly.
 
 The segment count is bounded (`MAX_SEGMENTS`): when a (rank, step, lane, label) group has more segments than
-its share, the smallest gaps between its segments are bridged (busy lanes) or the shortest idle segments
-dropped, until it fits; `Timeline.bridged_gap_us` says how large a bridged gap got, so the page can say so.
+its share, the smallest gaps between its segments are bridged (busy lanes; `covered_us` keeps the time really
+busy, so the page draws a bridged segment fainter) or the shortest idle segments dropped, until it fits;
+`Timeline.bridged_gap_us` says how large a bridged gap got, so the page can say so.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ SEGMENT_SCHEMA = {
     "label": pl.Utf8,
     "start_us": pl.Float64,
     "end_us": pl.Float64,
+    "covered_us": pl.Float64,
     "kernels": pl.Int64,
     "longest_kernel": pl.Utf8,
     "process_group": pl.Utf8,
@@ -45,8 +47,10 @@ SEGMENT_SCHEMA = {
 class Timeline:
     """Merged activity segments of the offered steps.
 
-    `segments`: SEGMENT_SCHEMA, times in us since the step's origin. `steps`: columns `step`, `origin_us`
-    (aligned clock), `median_step_us` (median over ranks of the window length), `ranks`, in step order.
+    `segments`: SEGMENT_SCHEMA, times in us since the step's origin; `covered_us` is the time inside the
+    segment that really is of its label (less than its length where gaps were bridged). `steps`: columns
+    `step`, `origin_us` (aligned clock), `median_step_us` (median over ranks of the window length), `ranks`,
+    in step order.
     `median_step`: the step whose median length is the median over steps (the lower one of an even count).
     """
 
@@ -117,6 +121,7 @@ def _merge(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
             pl.col("name").sort_by("_length", descending=True).first().alias("longest_kernel"),
             pl.col("process_group").drop_nulls().first().alias("process_group"),
         )
+        .with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
         .drop("_segment")
     )
 
@@ -142,6 +147,7 @@ def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
             pl.lit("idle").alias("label"),
             pl.col("_previous").alias("start_us"),
             pl.col("start_us").alias("end_us"),
+            (pl.col("start_us") - pl.col("_previous")).alias("covered_us"),
             pl.lit(0, dtype=pl.Int64).alias("kernels"),
             pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
             pl.lit(None, dtype=pl.Utf8).alias("process_group"),
@@ -170,6 +176,7 @@ def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, floa
         .agg(
             pl.col("start_us").min(),
             pl.col("end_us").max(),
+            pl.col("covered_us").sum(),
             pl.col("kernels").sum(),
             pl.col("longest_kernel").sort_by("_length", descending=True).first(),
             pl.col("process_group").drop_nulls().first(),

@@ -54,7 +54,9 @@ def _table(title: str, frame: pl.DataFrame, columns: Mapping[str, tuple[str, Cel
     for row in frame.head(MAX_ROWS).iter_rows(named=True):
         table.add_row(*(cell(row[name]) for name, (_, cell) in columns.items()))
     if frame.height > MAX_ROWS:
-        table.caption = f"{frame.height - MAX_ROWS} more rows not shown (traceview summary --json has them all)"
+        table.caption = (
+            f"{frame.height - MAX_ROWS} more rows not shown (traceview summary --json has them all)"
+        )
     return table
 
 
@@ -111,5 +113,9 @@ def render_collectives(collectives: CollectiveAnalysis, console: Console) -> Non
     console.print(_table("Per rank", collectives.per_rank, PER_RANK_COLUMNS))
     console.print(_table("Per process group", collectives.per_process_group, PER_GROUP_COLUMNS))
     console.print(
-        _table("Per rank, process group, collective and message size", collectives.per_collective, PER_COLLECTIVE_COLUMNS)
+        _table(
+            "Per rank, process group, collective and message size",
+            collectives.per_collective,
+            PER_COLLECTIVE_COLUMNS,
+        )
     )

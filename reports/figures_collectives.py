@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
+from traceview.reports.figures import LAYOUT, escaped
 
 from traceview.analysis import RunAnalysis
-from traceview.reports.figures import LAYOUT, escaped
 
 MAX_POINTS = 20_000
 """Most points one scatter draws; beyond it every k-th kernel is kept (k = ceil(count / MAX_POINTS))."""

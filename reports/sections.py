@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+from traceview.reports import figures, figures_collectives
 
 from traceview.analysis import RunAnalysis
-from traceview.reports import figures, figures_collectives
 
 
 @dataclass(frozen=True)

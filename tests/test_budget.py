@@ -65,11 +65,11 @@ def test_cpu_steps_assign_kernels_by_their_launch(tmp_path: Path) -> None:
         kf.kernel("c", 180, 40, correlation=12),
     ]
     steps = budget_of(tmp_path, events).per_step.sort("step")
-    # step 1 runs from its first device activity (20) to step 2's first device activity (180)
-    assert steps.get_column("window_start_us").to_list() == [20, 180]
-    assert steps.get_column("step_us").to_list() == pytest.approx([180 - 20, 220 - 180])
+    # step 1 runs from its first device activity (20) to its last device end (170); step 2 from 170 to 220
+    assert steps.get_column("window_start_us").to_list() == [20, 170]
+    assert steps.get_column("step_us").to_list() == pytest.approx([170 - 20, 220 - 170])
     assert steps.get_column("comp_us").to_list() == pytest.approx([10 + 20, 40])
-    assert steps.get_column("idle_us").to_list() == pytest.approx([(180 - 20) - (10 + 20), 0])
+    assert steps.get_column("idle_us").to_list() == pytest.approx([(170 - 20) - (10 + 20), (220 - 170) - 40])
 
 
 def test_run_median_is_over_every_rank_and_step(tmp_path: Path) -> None:

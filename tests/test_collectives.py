@@ -9,17 +9,22 @@ from typing import Any
 
 import polars as pl
 import pytest
+from traceview.reports.html import render_html
+from traceview.reports.json_out import summary_document
 from typer.testing import CliRunner
 
 from tests import kineto_factory as kf
 from traceview.analysis import analyze
 from traceview.budget import classified_events
 from traceview.cli import app
-from traceview.collective_tables import SIZE_BUCKETS, CollectiveAnalysis, analyze_collectives, size_bucket_exprs
+from traceview.collective_tables import (
+    SIZE_BUCKETS,
+    CollectiveAnalysis,
+    analyze_collectives,
+    size_bucket_exprs,
+)
 from traceview.collectives import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
 from traceview.inputs import load_run
-from traceview.reports.html import render_html
-from traceview.reports.json_out import summary_document
 
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 SENDRECV = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
@@ -38,11 +43,23 @@ def comm_args(collective: str, nelems: int, out_nelems: int | None = None, **ext
     }
 
 
-PG = {"Process Group Name": "3", "Process Group Description": "tp", "Process Group Ranks": "[0,1,2,3]", "Group size": 4}
+PG = {
+    "Process Group Name": "3",
+    "Process Group Description": "tp",
+    "Process Group Ranks": "[0,1,2,3]",
+    "Group size": 4,
+}
 
 
-def nested_call(ts: float, correlation: int, c10d: str, backend: str, rpc_args: dict[str, Any] | None = None,
-                backend_args: dict[str, Any] | None = None, tid: int = 1) -> list[kf.Event]:
+def nested_call(
+    ts: float,
+    correlation: int,
+    c10d: str,
+    backend: str,
+    rpc_args: dict[str, Any] | None = None,
+    backend_args: dict[str, Any] | None = None,
+    tid: int = 1,
+) -> list[kf.Event]:
     """c10d::* [ts, ts+50) > record_param_comms [ts+5, ts+45) > nccl:* [ts+10, ts+40) > launch at ts+20."""
     return [
         kf.cpu_op(c10d, ts, 50, tid=tid),
@@ -71,15 +88,43 @@ def test_schema_is_the_contract(tmp_path: Path) -> None:
         "group_size", "pg_key", "pg_name", "pg_desc", "pg_ranks", "seq", "call_name", "call_start_us",
         "call_end_us", "launch_us", "linked_by", "algbw_Bps", "busbw_Bps",
     ]  # fmt: skip
-    floats = {"start_us", "end_us", "dur_us", "call_start_us", "call_end_us", "launch_us", "algbw_Bps", "busbw_Bps"}
-    ints = {"rank", "stream", "correlation", "elem_size", "in_bytes", "out_bytes", "size_bytes", "group_size", "seq"}
+    floats = {
+        "start_us",
+        "end_us",
+        "dur_us",
+        "call_start_us",
+        "call_end_us",
+        "launch_us",
+        "algbw_Bps",
+        "busbw_Bps",
+    }
+    ints = {
+        "rank",
+        "stream",
+        "correlation",
+        "elem_size",
+        "in_bytes",
+        "out_bytes",
+        "size_bytes",
+        "group_size",
+        "seq",
+    }
     for column, dtype in COMM_KERNEL_SCHEMA.items():
-        expected = pl.Float64 if column in floats else pl.Int64 if column in ints else pl.Boolean if column == "on_device" else pl.Utf8
+        expected = (
+            pl.Float64
+            if column in floats
+            else pl.Int64
+            if column in ints
+            else pl.Boolean
+            if column == "on_device"
+            else pl.Utf8
+        )
         assert dtype == expected, column
     frame = kernels_of(tmp_path, [kf.kernel(ALLREDUCE, 10, 5)])
     assert frame.schema == pl.Schema({**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
     empty = kernels_of(tmp_path, [kf.kernel("gemm", 10, 5)])
-    assert empty.height == 0 and empty.schema == frame.schema
+    assert empty.height == 0
+    assert empty.schema == frame.schema
 
 
 def test_kernel_args_give_everything(tmp_path: Path) -> None:
@@ -91,10 +136,18 @@ def test_kernel_args_give_everything(tmp_path: Path) -> None:
     assert (row["collective"], row["dtype"], row["elem_size"]) == ("AllReduce", "float32", 4)
     assert (row["algorithm"], row["protocol"], row["reduce_op"]) == ("RING", "LL", "Sum")
     assert row["in_bytes"] == row["out_bytes"] == row["size_bytes"] == 1_000_000 * 4
-    assert (row["group_size"], row["pg_name"], row["pg_desc"], row["pg_ranks"]) == (4, "3", "tp", "[0, 1, 2, 3]")
-    assert row["pg_key"] == "3" and row["seq"] == 7
+    assert (row["group_size"], row["pg_name"], row["pg_desc"], row["pg_ranks"]) == (
+        4,
+        "3",
+        "tp",
+        "[0, 1, 2, 3]",
+    )
+    assert row["pg_key"] == "3"
+    assert row["seq"] == 7
     assert (row["call_name"], row["call_start_us"], row["call_end_us"]) == ("c10d::allreduce_", 100, 150)
-    assert row["launch_us"] == 120 and row["stream"] == 20 and row["correlation"] == 1
+    assert row["launch_us"] == 120
+    assert row["stream"] == 20
+    assert row["correlation"] == 1
     assert row["dur_us"] == 400
     assert row["algbw_Bps"] == pytest.approx(4_000_000 / 400e-6)
     assert row["busbw_Bps"] == pytest.approx(4_000_000 / 400e-6 * 2 * (4 - 1) / 4)
@@ -110,17 +163,22 @@ def test_correlation_link_takes_args_from_record_param_comms(tmp_path: Path) -> 
     assert (row["in_bytes"], row["out_bytes"]) == (256 * 4, 1024 * 4)
     assert row["size_bytes"] == 1024 * 4  # AllGather: the gathered output
     assert row["busbw_Bps"] == pytest.approx(1024 * 4 / 10e-6 * (4 - 1) / 4)
-    assert row["pg_source"] == "args" and row["bytes_source"] == "call args"
+    assert row["pg_source"] == "args"
+    assert row["bytes_source"] == "call args"
 
 
 def test_external_id_links_a_kernel_without_launch(tmp_path: Path) -> None:
     rpc = kf.cpu_op("record_param_comms", 0, 40, args={**comm_args("broadcast", 10), "External id": 77})
-    row = kernels_of(tmp_path, [rpc, kf.kernel(BROADCAST, 50, 4, correlation=9, args={"External id": 77})]).row(0, named=True)
+    row = kernels_of(
+        tmp_path, [rpc, kf.kernel(BROADCAST, 50, 4, correlation=9, args={"External id": 77})]
+    ).row(0, named=True)
     assert row["linked_by"] == "external id"
-    assert row["collective"] == "Broadcast" and row["size_bytes"] == 40
+    assert row["collective"] == "Broadcast"
+    assert row["size_bytes"] == 40
     assert row["group_size"] is None
     assert row["busbw_Bps"] == pytest.approx(40 / 4e-6)  # f = 1 for Broadcast whatever n
-    assert row["launch_us"] is None and row["call_name"] == "record_param_comms"
+    assert row["launch_us"] is None
+    assert row["call_name"] == "record_param_comms"
 
 
 def test_unlinked_kernel_keeps_what_its_name_says(tmp_path: Path) -> None:
@@ -152,7 +210,8 @@ def test_input_dims_of_base_ops_give_output_input_and_group_size(tmp_path: Path)
     assert (row["in_bytes"], row["out_bytes"]) == (8 * 4 * 4, 32 * 4 * 4)
     assert row["group_size"] == (32 * 4) // (8 * 4)
     assert row["size_bytes"] == 32 * 4 * 4
-    assert row["bytes_source"] == "input dims" and row["dtype"] == "float32"
+    assert row["bytes_source"] == "input dims"
+    assert row["dtype"] == "float32"
     assert row["busbw_Bps"] == pytest.approx(32 * 4 * 4 / 8e-6 * (4 - 1) / 4)
     assert row["call_name"] == "c10d::_allgather_base_"
 
@@ -200,12 +259,25 @@ def test_process_group_from_pg_config(tmp_path: Path) -> None:
     run = load_run(path)
     frame = comm_kernels(run, classified_events(run))
     by_id, by_size, unknown = frame.iter_rows(named=True)
-    assert (by_id["pg_name"], by_id["pg_desc"], by_id["pg_ranks"], by_id["group_size"]) == ("5", "dp", "[0, 2]", 2)
+    assert (by_id["pg_name"], by_id["pg_desc"], by_id["pg_ranks"], by_id["group_size"]) == (
+        "5",
+        "dp",
+        "[0, 2]",
+        2,
+    )
     assert by_id["pg_source"] == "args"
-    assert (by_size["pg_name"], by_size["pg_desc"], by_size["pg_source"]) == ("0", "default_pg", "pg_config size")
-    assert unknown["pg_name"] is None and unknown["pg_key"] == "unknown" and unknown["group_size"] is None
+    assert (by_size["pg_name"], by_size["pg_desc"], by_size["pg_source"]) == (
+        "0",
+        "default_pg",
+        "pg_config size",
+    )
+    assert unknown["pg_name"] is None
+    assert unknown["pg_key"] == "unknown"
+    assert unknown["group_size"] is None
     only = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]
-    path = kf.write({**kf.document(events), "distributedInfo": {**info, "pg_config": only}}, tmp_path / "rank0.json")
+    path = kf.write(
+        {**kf.document(events), "distributedInfo": {**info, "pg_config": only}}, tmp_path / "rank0.json"
+    )
     run = load_run(path)
     frame = comm_kernels(run, classified_events(run))
     # The first names group 5 (absent from pg_config), the second says size 4 (contradicts): only the third is filled.
@@ -219,7 +291,9 @@ def test_cpu_only_gloo_call_is_a_row(tmp_path: Path) -> None:
     analysis = analysis_of(tmp_path, [gloo, kf.kernel("gemm", 0, 5)])
     row = analysis.kernels.row(0, named=True)
     assert (row["on_device"], row["linked_by"], row["collective"]) == (False, "cpu call", "AllReduce")
-    assert row["size_bytes"] == 4000 and row["dur_us"] == 200 and row["call_name"] == "gloo:all_reduce"
+    assert row["size_bytes"] == 4000
+    assert row["dur_us"] == 200
+    assert row["call_name"] == "gloo:all_reduce"
     assert analysis.linked_share is None  # no device kernel
     rank = analysis.per_rank.row(0, named=True)
     assert (rank["comm_kernels"], rank["cpu_calls"], rank["comm_us"]) == (0, 1, 0)
@@ -237,8 +311,15 @@ def test_tables_and_percentiles(tmp_path: Path) -> None:
     analysis = analysis_of(tmp_path, events)
     busbw = [4000 / (d * 1e-6) * 2 * 3 / 4 for d in durations]  # descending: 10, 20, 40 us
     table = analysis.per_collective.filter(pl.col("collective") == "AllReduce").row(0, named=True)
-    assert table["size_bucket"] == "1 KiB - 16 KiB" and table["pg_key"] == "3" and table["group_size"] == 4
-    assert (table["calls"], table["size_bytes"], table["total_us"], table["median_us"]) == (3, 3 * 4000, 70, 20)
+    assert table["size_bucket"] == "1 KiB - 16 KiB"
+    assert table["pg_key"] == "3"
+    assert table["group_size"] == 4
+    assert (table["calls"], table["size_bytes"], table["total_us"], table["median_us"]) == (
+        3,
+        3 * 4000,
+        70,
+        20,
+    )
     assert table["median_busbw_Bps"] == pytest.approx(busbw[1])
     # linear interpolation over the sorted values b40 < b20 < b10: p10 at position 0.2, p90 at 1.8
     assert table["p10_busbw_Bps"] == pytest.approx(busbw[2] + 0.2 * (busbw[1] - busbw[2]))
@@ -247,18 +328,29 @@ def test_tables_and_percentiles(tmp_path: Path) -> None:
     assert analysis.linked_share == pytest.approx(3 / 4)
     assert analysis.unknown_comm_kernels == 0
     groups = {row["pg_key"]: row for row in analysis.per_process_group.iter_rows(named=True)}
-    assert groups["3"]["pg_desc"] == "tp" and groups["3"]["calls"] == 3 and groups["3"]["total_us"] == 70
-    assert groups["unknown"]["calls"] == 1 and groups["unknown"]["size_bytes"] is None
+    assert groups["3"]["pg_desc"] == "tp"
+    assert groups["3"]["calls"] == 3
+    assert groups["3"]["total_us"] == 70
+    assert groups["unknown"]["calls"] == 1
+    assert groups["unknown"]["size_bytes"] is None
     assert groups["unknown"]["calls_unknown_size"] == 1
     rank = analysis.per_rank.row(0, named=True)
     assert (rank["comm_kernels"], rank["linked_kernels"], rank["calls"]) == (4, 3, 4)
-    assert rank["linked_share"] == pytest.approx(3 / 4) and rank["comm_us"] == 100
+    assert rank["linked_share"] == pytest.approx(3 / 4)
+    assert rank["comm_us"] == 100
 
 
 def test_size_buckets_edges() -> None:
     sizes = pl.DataFrame({"s": [0, 1023, 1024, (1 << 14) - 1, 1 << 30, None]}, schema={"s": pl.Int64})
     labels = sizes.select(size_bucket_exprs(pl.col("s"))).get_column("size_bucket").to_list()
-    assert labels == [SIZE_BUCKETS[0][1], "< 1 KiB", "1 KiB - 16 KiB", "1 KiB - 16 KiB", ">= 1 GiB", "unknown"]
+    assert labels == [
+        SIZE_BUCKETS[0][1],
+        "< 1 KiB",
+        "1 KiB - 16 KiB",
+        "1 KiB - 16 KiB",
+        ">= 1 GiB",
+        "unknown",
+    ]
 
 
 def test_unknown_collective_is_counted(tmp_path: Path) -> None:
@@ -290,14 +382,19 @@ def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
               kf.kernel("gemm", 20, 50), kf.kernel(ALLREDUCE, 100, 10, correlation=1, stream=20, args=args)]  # fmt: skip
     path = kf.write(kf.document(events), tmp_path / "rank0.json")
     analysis = analyze(load_run(path))
-    assert analysis.collectives is not None and analysis.collectives.linked_share == 1
+    assert analysis.collectives is not None
+    assert analysis.collectives.linked_share == 1
     assert analysis.gate_figures()["comm_linked_share"] == 1
     document = summary_document(analysis)["collectives"]
     assert document["per_collective"][0]["size_bytes"] == 4000
     html = render_html(analysis)
-    assert 'id="fig-busbw-allreduce"' in html and 'id="table-collectives"' in html
+    assert 'id="fig-busbw-allreduce"' in html
+    assert 'id="table-collectives"' in html
     runner = CliRunner()
     result = runner.invoke(app, ["collectives", str(path)])
-    assert result.exit_code == 0 and "AllReduce" in result.stdout and "100.0% linked" in result.stdout
+    assert result.exit_code == 0
+    assert "AllReduce" in result.stdout
+    assert "100.0% linked" in result.stdout
     result = runner.invoke(app, ["collectives", str(path), "--json"])
-    assert result.exit_code == 0 and json.loads(result.stdout)["per_rank"][0]["calls"] == 1
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["per_rank"][0]["calls"] == 1

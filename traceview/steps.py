@@ -3,9 +3,10 @@
 - The trace has `ProfilerStep#N` GPU annotations: those are the windows.
 - It has CPU `ProfilerStep#N` only: each device event belongs to the step whose CPU window contains the runtime
   call that launched it (matched by correlation id; an event without a launch falls back to its own start time).
-  Window N then runs from the first device activity of step N to the first device activity of step N+1 (the
-  last from its first activity to its last end), so the device time between steps, the input pipeline's gap
-  included, is charged to the step it follows and nothing is lost between windows.
+  A step ends when its last device work ends: window N runs from the end of step N-1 to the end of step N (the
+  first from its own first device activity). So the device time between steps, the input pipeline's gap
+  included, is charged to the step it precedes, pipelined steps (the next step's prefetch running under this
+  one) are not cut in two, and nothing is lost between windows.
 - No steps: the whole trace is one step, numbered `WHOLE_TRACE`, from its first device activity to its last.
 """
 
@@ -65,17 +66,13 @@ def device_event_steps(trace: RankTrace) -> pl.DataFrame:
 
 
 def _windows_from_launches(trace: RankTrace) -> pl.DataFrame:
-    firsts = (
+    ends = (
         device_event_steps(trace)
         .group_by("step")
-        .agg(pl.col("start_us").min().alias("window_start_us"), pl.col("end_us").max().alias("last_end"))
+        .agg(pl.col("start_us").min().alias("first_start"), pl.col("end_us").max().alias("window_end_us"))
         .sort("step")
-        .with_columns(pl.col("window_start_us").cum_max())
+        .with_columns(pl.col("window_end_us").cum_max())
     )
-    return (
-        firsts.with_columns(
-            pl.col("window_start_us").shift(-1).fill_null(pl.col("last_end")).alias("window_end_us")
-        )
-        .select("step", "window_start_us", "window_end_us")
-        .filter(pl.col("window_end_us") > pl.col("window_start_us"))
-    )
+    return ends.with_columns(
+        pl.col("window_end_us").shift(1).fill_null(pl.col("first_start")).alias("window_start_us")
+    ).select("step", "window_start_us", "window_end_us").filter(pl.col("window_end_us") > pl.col("window_start_us"))

@@ -101,11 +101,13 @@ PER_COLLECTIVE_COLUMNS: Mapping[str, tuple[str, Cell]] = {
 
 def render_collectives(collectives: CollectiveAnalysis, console: Console) -> None:
     """Print the linking summary line, then the per-rank, per-process-group and per-collective tables."""
-    kernels = int(collectives.per_rank.get_column("comm_kernels").sum()) if collectives.per_rank.height else 0
+    per_rank = collectives.per_rank
+    kernels = int(per_rank.get_column("comm_kernels").sum()) if per_rank.height else 0
+    cpu_calls = int(per_rank.get_column("cpu_calls").sum()) if per_rank.height else 0
     share = "-" if collectives.linked_share is None else f"{collectives.linked_share:.1%}"
     console.print(
         f"[bold]Collectives[/bold]: {kernels} communication kernel(s), {share} linked to their call, "
-        f"{collectives.unknown_comm_kernels} of unknown collective",
+        f"{collectives.unknown_comm_kernels} of unknown collective; {cpu_calls} CPU-only call(s)",
         highlight=False,
     )
     if collectives.kernels.height == 0:

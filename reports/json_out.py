@@ -19,7 +19,10 @@ import polars as pl
 
 from traceview import __version__
 from traceview.analysis import RunAnalysis
+from traceview.bubbles import BubbleAnalysis
 from traceview.collective_tables import CollectiveAnalysis
+from traceview.crossrank import CrossRank
+from traceview.nccl_join import LinkOverride, NcclJoin
 
 SCHEMA_VERSION = "1.1"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
@@ -91,9 +94,118 @@ def _collectives(analysis: RunAnalysis) -> dict[str, Any] | None:
     return None if analysis.collectives is None else collectives_document(analysis.collectives)
 
 
+def _link_override(override: LinkOverride | None) -> dict[str, Any] | None:
+    if override is None:
+        return None
+    return {
+        "group": override.group,
+        "group_size": override.group_size,
+        "link": override.link.key,
+        "link_name": override.link.name,
+        "bandwidth_bytes_per_s": override.bandwidth_bytes_per_s,
+        "reason": override.reason,
+        "provenance": override.provenance,
+    }
+
+
+def nccl_document(nccl: NcclJoin) -> dict[str, Any]:
+    """The `nccl` object: the logs read, communicators, their process groups, hosts per rank, B overrides."""
+    return {
+        "logs": list(nccl.paths),
+        "skipped": [{"path": path, "reason": reason} for path, reason in nccl.skipped],
+        "versions": list(nccl.versions),
+        "settings": dict(nccl.settings),
+        "hosts_by_rank": {str(rank): host for rank, host in sorted(nccl.hosts_by_rank.items())},
+        "topology": records(nccl.topology),
+        "communicators": records(nccl.communicators),
+        "members": records(nccl.members),
+        "process_groups": records(nccl.groups),
+        "degraded_transports": records(nccl.degraded),
+        "calls": records(nccl.calls),
+        "algorithms": records(nccl.algorithms),
+        "warnings": records(nccl.warnings),
+        "link_overrides": [_link_override(override) for override in nccl.link_overrides],
+        "link_override": _link_override(nccl.link_override),
+        "verdict_flags": list(nccl.verdict_flags),
+        "notes": list(nccl.notes),
+    }
+
+
+def _nccl(analysis: RunAnalysis) -> dict[str, Any] | None:
+    return None if analysis.nccl is None else nccl_document(analysis.nccl)
+
+
+def bubbles_document(bubbles: BubbleAnalysis) -> dict[str, Any]:
+    """The `bubbles` object: gate figures, idle per step and rank by cause, the longest gaps, the pipeline."""
+    return {
+        "run_median": {k: clean(v) for k, v in bubbles.gate_figures().items()},
+        "per_rank": records(bubbles.per_rank),
+        "per_step": records(bubbles.per_step),
+        "largest_gaps": records(bubbles.largest_gaps()),
+        "virtual_stages": bubbles.virtual_stages,
+        "pipelines": records(bubbles.pipelines),
+        "pipeline_per_step": records(bubbles.pipeline),
+        "unknown_group_p2p": bubbles.unknown_group_p2p,
+    }
+
+
+def _bubbles(analysis: RunAnalysis) -> dict[str, Any] | None:
+    return None if analysis.bubbles is None else bubbles_document(analysis.bubbles)
+
+
+def crossrank_document(crossrank: CrossRank) -> dict[str, Any]:
+    """The `across_ranks` object: the straggler sentence, gate figures, hosts and clock offsets, per-rank
+    figures, every matched instance with its skew, the mismatches and the groups (absent members included)."""
+    return {
+        "sentence": crossrank.sentence,
+        "stragglers": list(crossrank.stragglers),
+        "figures": {k: clean(v) for k, v in crossrank.gate_figures().items()},
+        "usable_instances": crossrank.usable_instances,
+        "reference_host": crossrank.clocks.reference,
+        "clock_offsets": records(crossrank.clocks.offsets),
+        "hosts": records(crossrank.hosts),
+        "per_rank": records(crossrank.per_rank),
+        "instances": records(crossrank.instances),
+        "mismatches": records(crossrank.mismatches),
+        "groups": records(crossrank.groups),
+        "warnings": list(crossrank.warnings),
+    }
+
+
+def _across_ranks(analysis: RunAnalysis) -> dict[str, Any] | None:
+    return None if analysis.crossrank is None else crossrank_document(analysis.crossrank)
+
+
+def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `prediction` object: inputs with provenance, run figures, per step, per collective, what-ifs."""
+    found = analysis.prediction
+    if found is None:
+        return None
+    what_if = found.what_if
+    return {
+        "sentence": found.sentence,
+        "dominant_factor": found.dominant,
+        "waiting_measured": found.waiting_measured,
+        "assumptions": [{k: clean(v) for k, v in asdict(a).items()} for a in found.inputs.assumptions],
+        "notes": list(found.inputs.notes),
+        "run": {k: clean(v) for k, v in found.run.items()},
+        "per_step": records(found.per_step),
+        "per_collective": records(found.per_collective),
+        "what_if": None if what_if is None else {
+            "rank": what_if.rank, "step": what_if.step, "workers": what_if.workers,
+            "closed_form_gamma": clean(what_if.closed_form_gamma),
+            "table": records(what_if.table), "curve": records(what_if.curve),
+        },
+    }  # fmt: skip
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
+    ("bubbles", _bubbles),
+    ("nccl", _nccl),
+    ("across_ranks", _across_ranks),
+    ("prediction", _prediction),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 

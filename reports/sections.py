@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from traceview.reports import figures, figures_collectives
+from traceview.reports import figures, figures_bubbles, figures_collectives, figures_crossrank, figures_prediction
 
 from traceview.analysis import RunAnalysis
 
@@ -38,5 +38,26 @@ SECTIONS: tuple[Section, ...] = (
         "section_collectives.html.j2",
         figures_collectives.collective_figures,
         lambda a: a.collectives is not None and a.collectives.kernels.height > 0,
+    ),
+    Section(
+        "bubbles",
+        "Bubbles",
+        "section_bubbles.html.j2",
+        figures_bubbles.bubble_figures,
+        lambda a: a.bubbles is not None and a.bubbles.per_step.height > 0,
+    ),
+    Section(
+        "prediction",
+        "Predicted gamma",
+        "section_prediction.html.j2",
+        figures_prediction.prediction_figures,
+        lambda a: a.prediction is not None and a.prediction.calls.height > 0,
+    ),
+    Section(
+        "across-ranks",
+        "Across ranks",
+        "section_crossrank.html.j2",
+        figures_crossrank.crossrank_figures,
+        lambda a: a.crossrank is not None and a.crossrank.instances.height > 0,
     ),
 )

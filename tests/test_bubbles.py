@@ -7,7 +7,9 @@ time) compares two independent computations: holes between merged segments vs |W
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,13 +17,15 @@ import polars as pl
 import pytest
 
 from tests import kineto_factory as kf
-from traceview.bubbles import GAP_CAUSES, BubbleAnalysis, analyze_bubbles, pipeline_bubble, pipeline_stages
+from traceview.bubbles import GAP_CAUSES, BubbleAnalysis, analyze_bubbles
 from traceview.budget import all_step_windows, classified_events, time_budget
 from traceview.collective_calls import launches
 from traceview.collective_tables import analyze_collectives
 from traceview.errors import TraceviewError, UsageError
 from traceview.inputs import load_run
 from traceview.model import Run
+from traceview.pipeline_bubble import pipeline_bubble, pipeline_stages
+from traceview.simulate import GroundTruth, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "real" / "kineto"
@@ -78,7 +82,12 @@ def test_each_gap_gets_the_cause_of_its_next_kernel(tmp_path: Path) -> None:
         (2, 1300.0, 1320.0, "unattributed"),
         (2, 1330.0, 1350.0, "unattributed"),
     ]
-    assert analysis.gaps.get_column("position").to_list() == ["inner"] * 4 + ["trailing", "leading", "inner", "trailing"]
+    assert analysis.gaps.get_column("position").to_list() == ["inner"] * 4 + [
+        "trailing",
+        "leading",
+        "inner",
+        "trailing",
+    ]
     assert analysis.gaps.get_column("next_name").to_list()[:2] == ["gemm_b", "gemm_c"]
 
 
@@ -92,7 +101,9 @@ def test_totals_per_step_and_cause_add_up_to_idle(tmp_path: Path) -> None:
     assert step1["idle_us"] == pytest.approx(200 - (50 + 20 + 30 + 20 + 5))
     assert (step2["host_bound_us"], step2["unattributed_us"], step2["gaps"]) == (40, 20 + 20, 3)
     assert step2["idle_us"] == pytest.approx(150 - (60 + 10))
-    per_cause = {(r["step"], r["cause"]): (r["gaps"], r["idle_us"]) for r in analysis.per_cause.rows(named=True)}
+    per_cause = {
+        (r["step"], r["cause"]): (r["gaps"], r["idle_us"]) for r in analysis.per_cause.rows(named=True)
+    }
     assert per_cause[(1, "host-bound")] == (3, 30 + 5 + 10)
     assert per_cause[(2, "unattributed")] == (2, 20 + 20)
     figures = analysis.gate_figures()
@@ -103,10 +114,10 @@ def test_totals_per_step_and_cause_add_up_to_idle(tmp_path: Path) -> None:
 def test_overlapping_streams_and_memory_ops_close_gaps(tmp_path: Path) -> None:
     events = [
         kf.step(1, 0, 100, on_gpu=True),
-        kf.launch(-5, 1), kf.kernel("gemm", 0, 30, 1),
-        kf.launch(-4, 2), kf.kernel("conv", 10, 40, 2, stream=9),  # [10, 50) on another stream: one segment [0, 50)
-        kf.launch(40, 3), kf.memcpy(60, 10, 3),  # memcpy [60, 70): gap [50, 60) host-bound (launched 40 < 50? no)
-        kf.launch(-3, 4), kf.kernel("gemm", 70, 10, 4),  # [70, 80) starts right after the memcpy: no gap
+        kf.launch(0, 1), kf.kernel("gemm", 0, 30, 1),
+        kf.launch(1, 2), kf.kernel("conv", 10, 40, 2, stream=9),  # [10, 50) on another stream: one segment [0, 50)
+        kf.launch(40, 3), kf.memcpy(60, 10, 3),  # memcpy [60, 70)
+        kf.launch(2, 4), kf.kernel("gemm", 70, 10, 4),  # [70, 80) starts right after the memcpy: no gap
         kf.launch(75, 5), kf.kernel("gemm", 90, 10, 5), kf.launch(20, 6), kf.kernel("relu", 90, 5, 6, stream=9),
     ]  # fmt: skip
     analysis = bubbles_of(run_of(tmp_path, {0: kf.document(events)}))
@@ -117,7 +128,7 @@ def test_overlapping_streams_and_memory_ops_close_gaps(tmp_path: Path) -> None:
     assert analysis.per_step.item(0, "idle_us") == pytest.approx(100 - (50 + 10 + 10 + 10))
 
 
-def test_a_window_without_device_activity_is_one_leading_gap(tmp_path: Path) -> None:
+def test_cpu_step_windows_charge_the_gap_between_steps_to_the_next(tmp_path: Path) -> None:
     events = [
         kf.step(1, 0, 100),
         kf.step(2, 100, 100),
@@ -125,14 +136,34 @@ def test_a_window_without_device_activity_is_one_leading_gap(tmp_path: Path) -> 
         kf.launch(120, 2), kf.kernel("gemm", 150, 30, 2),
     ]  # fmt: skip
     analysis = bubbles_of(run_of(tmp_path, {0: kf.document(events)}))
-    # CPU steps: window 1 = [20, 150) (first activity of step 2), window 2 = [150, 180).
-    assert gap_rows(analysis) == [(1, 50.0, 150.0, "host-bound")]
-    assert analysis.per_step.get_column("idle_us").to_list() == [150 - 20 - 30, 0.0]
+    # CPU steps: window 1 = [20, 50) (its first to its last activity), window 2 = [50, 180) (from where step 1's
+    # device work ended): the gap before step 2's kernel, launched at 120 >= 50, leads step 2.
+    assert gap_rows(analysis) == [(2, 50.0, 150.0, "host-bound")]
+    assert analysis.gaps.get_column("position").to_list() == ["leading"]
+    assert analysis.per_step.get_column("idle_us").to_list() == [0.0, 150 - 50]
+
+
+def test_a_window_without_device_activity_is_one_leading_gap(tmp_path: Path) -> None:
+    events = [
+        kf.step(1, 0, 100, on_gpu=True),
+        kf.step(2, 100, 100, on_gpu=True),
+        kf.launch(5, 1), kf.kernel("gemm", 10, 10, 1),
+        kf.launch(240, 2), kf.kernel("gemm", 250, 10, 2),  # after both windows
+    ]  # fmt: skip
+    analysis = bubbles_of(run_of(tmp_path, {0: kf.document(events)}))
+    # [0, 10): launched 5 >= 0; [20, 100) and [100, 200): the next event, launched 240, is after both starts.
+    assert gap_rows(analysis) == [
+        (1, 0.0, 10.0, "host-bound"),
+        (1, 20.0, 100.0, "host-bound"),
+        (2, 100.0, 200.0, "host-bound"),
+    ]
+    assert analysis.gaps.get_column("position").to_list() == ["leading", "trailing", "leading"]
+    assert analysis.per_step.get_column("idle_us").to_list() == [100 - 10, 100]
 
 
 def test_virtual_stages_must_be_positive(tmp_path: Path) -> None:
     run = run_of(tmp_path, {0: kf.document([kf.kernel("gemm", 0, 10)])})
-    with pytest.raises(UsageError, match="virtual stages"):
+    with pytest.raises(UsageError, match="virtual-stages"):
         bubbles_of(run, virtual_stages=0)
 
 
@@ -156,7 +187,7 @@ def gpipe_docs(stages: int, micro: int, fwd: float, bwd: float) -> dict[int, dic
             f_end, b_start = (s + m + 1) * fwd, (micro + stages - 1) * fwd + (stages - 1 - s + m) * bwd
             events += [kf.kernel("fwd", f_end - fwd, fwd), kf.kernel("bwd", b_start, bwd)]
             events += [p2p(f_end - 2, "send", s)] if s < stages - 1 else []  # activation to s + 1
-            events += [p2p(s * fwd + (m + 1) * fwd - fwd - 2, "recv", s - 1)] if s > 0 else []  # from s - 1
+            events += [p2p((s + m) * fwd - 2, "recv", s - 1)] if s > 0 else []  # when s - 1 sends it
             events += [p2p(b_start + bwd - 2, "send", s - 1)] if s > 0 else []  # gradient to s - 1
             events += [p2p(b_start - 2, "recv", s)] if s < stages - 1 else []  # from s + 1
         docs[s] = kf.document(events, rank=s, world_size=stages)
@@ -184,16 +215,31 @@ def test_gpipe_bubble_equals_the_theory(tmp_path: Path) -> None:
 def test_interleaved_schedule_counts_more_boundaries() -> None:
     # P = 2, V = 2, M = 4: each stage's chunks touch 2V - 1 = 3 stage boundaries, 2 kernels per micro-batch each.
     p2p_frame = pl.DataFrame(
-        {"rank": [0] * 24 + [1] * 24, "start_us": [10.0] * 48, "pg_key": ["pp"] * 48, "members": [[0, 1]] * 48}
+        {
+            "rank": [0] * 24 + [1] * 24,
+            "start_us": [10.0] * 48,
+            "pg_key": ["pp"] * 48,
+            "members": [[0, 1]] * 48,
+        }
     )
     events = pl.DataFrame(
-        {"rank": [0, 1], "start_us": [0.0, 0.0], "end_us": [80.0, 60.0], "event_class": ["compute", "compute"]}
+        {
+            "rank": [0, 1],
+            "start_us": [0.0, 0.0],
+            "end_us": [80.0, 60.0],
+            "event_class": ["compute", "compute"],
+        }
     )
-    windows = pl.DataFrame({"rank": [0, 1], "step": [1, 1], "window_start_us": [0.0, 0.0], "window_end_us": [100.0, 100.0]})
+    windows = pl.DataFrame(
+        {"rank": [0, 1], "step": [1, 1], "window_start_us": [0.0, 0.0], "window_end_us": [100.0, 100.0]}
+    )
     rows = pipeline_bubble(events, windows, p2p_frame, virtual_stages=2).rows(named=True)
     assert [r["micro_batches"] for r in rows] == [math.ceil(24 / (2 * 3))] * 2
     assert [r["theory_fraction"] for r in rows] == [pytest.approx((2 - 1) / (4 * 2 + 2 - 1))] * 2
-    assert [r["bubble_fraction"] for r in rows] == [pytest.approx((100 - 80) / 100), pytest.approx((100 - 60) / 100)]
+    assert [r["bubble_fraction"] for r in rows] == [
+        pytest.approx((100 - 80) / 100),
+        pytest.approx((100 - 60) / 100),
+    ]
 
 
 def test_pipelines_are_connected_components_of_p2p_groups() -> None:
@@ -224,34 +270,55 @@ def test_fallback_without_the_collectives_frame_reads_kernel_args(tmp_path: Path
     assert analysis.pipeline.get_column("theory_fraction").to_list() == [pytest.approx(1 / (2 + 1))] * 2
 
 
+def test_cli_passes_virtual_stages_to_the_json_and_the_gate(tmp_path: Path) -> None:
+    gpipe = run_of(tmp_path, gpipe_docs(3, 4, 100.0, 200.0))
+    del gpipe  # written to tmp_path; the command reads the folder
+    command = [sys.executable, "-m", "traceview", "summary", str(tmp_path), "--json"]
+    done = subprocess.run([*command, "--virtual-stages", "2", "--fail-on", "pipeline_bubble>0.3"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 1  # measured (6 - 4) / 6 > 0.3
+    bubbles = json.loads(done.stdout)["bubbles"]
+    assert bubbles["virtual_stages"] == 2
+    # V = 2: stage 0 touches 2 * 2 - 1 = 3 boundaries, 8 kernels -> M = ceil(8 / 6) = 2; stage 1: ceil(16 / 8).
+    assert [row["micro_batches"] for row in bubbles["pipeline_per_step"]] == [2, 2, 2]
+    assert bubbles["pipelines"][0]["theory_fraction"] == pytest.approx((3 - 1) / (2 * 2 + 3 - 1))
+    refused = subprocess.run(
+        [*command, "--virtual-stages", "0"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "--virtual-stages 0" in refused.stderr
+
+
 # ---------------------------------------------------------------- the simulator's pipeline sample
 
 
 @pytest.fixture(scope="module")
-def pp4(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def pp4(tmp_path_factory: pytest.TempPathFactory) -> tuple[GroundTruth, BubbleAnalysis]:
     sys.path.insert(0, str(ROOT / "sample_traces"))
-    from make_samples import pp4_mismatch  # noqa: PLC0415 - the sample's own definition
-
-    from traceview.simulate import write_run  # noqa: PLC0415
+    from make_samples import pp4_mismatch
 
     folder = tmp_path_factory.mktemp("pp4")
     truth = write_run(pp4_mismatch(), folder)
     return truth, bubbles_of(load_run(folder))
 
 
-def test_simulated_pipeline_stages_and_micro_batches(pp4) -> None:  # type: ignore[no-untyped-def]
+def test_simulated_pipeline_stages_and_micro_batches(pp4: tuple[GroundTruth, BubbleAnalysis]) -> None:
     truth, analysis = pp4
     assert analysis.pipelines.get_column("ranks").to_list() == ["0, 1", "2, 3"]  # links pp_0_1 and pp_2_3
-    sends = {(i.step, r) for i in truth.instances if i.collective == "SendRecv" for r in i.ranks}
+    assert analysis.pipeline.height == 4 * 4
     for row in analysis.pipeline.rows(named=True):
-        count = sum(1 for i in truth.instances if i.collective == "SendRecv" and i.step + 1 == row["step"] and row["rank"] in i.ranks)
-        assert (row["step"] - 1, row["rank"]) in sends
+        # Ground-truth steps are 0-based, trace steps start at ProfilerStep#1.
+        count = sum(
+            1
+            for i in truth.instances
+            if i.collective == "SendRecv" and i.step + 1 == row["step"] and row["rank"] in i.ranks
+        )
         assert (row["stages"], row["stage"], row["p2p_kernels"]) == (2, row["rank"] % 2, count)
         assert row["micro_batches"] == math.ceil(count / (2 * 1))
         assert row["theory_fraction"] == pytest.approx((2 - 1) / (row["micro_batches"] * 1 + 2 - 1))
 
 
-def test_simulated_bubble_and_idle_match_the_ground_truth(pp4) -> None:  # type: ignore[no-untyped-def]
+def test_simulated_bubble_and_idle_match_the_ground_truth(pp4: tuple[GroundTruth, BubbleAnalysis]) -> None:
     truth, analysis = pp4
     measured = {(r["rank"], r["step"]): r for r in analysis.pipeline.rows(named=True)}
     idle = {(r["rank"], r["step"]): r["idle_us"] for r in analysis.per_step.rows(named=True)}
@@ -275,12 +342,16 @@ def test_real_traces_gaps_add_up_to_the_budget_idle(folder: Path) -> None:
         pytest.skip(f"not loadable: {error}")
     events, windows = classified_events(run), all_step_windows(run)
     analysis = bubbles_of(run)
-    budget = time_budget(events, windows).per_step.select("rank", "step", pl.col("idle_us").alias("budget_idle"))
+    budget = time_budget(events, windows).per_step.select(
+        "rank", "step", pl.col("idle_us").alias("budget_idle")
+    )
     joined = analysis.per_step.join(budget, on=["rank", "step"], how="full", coalesce=True)
     assert joined.height == budget.height == analysis.per_step.height
     for row in joined.rows(named=True):
         assert row["idle_us"] == pytest.approx(row["budget_idle"], rel=1e-6, abs=1e-6)
-        parts = sum(row[c] for c in ("host_bound_us", "dependency_bound_us", "comm_wait_us", "unattributed_us"))
+        parts = sum(
+            row[c] for c in ("host_bound_us", "dependency_bound_us", "comm_wait_us", "unattributed_us")
+        )
         assert parts == pytest.approx(row["idle_us"], rel=1e-9, abs=1e-9)
     gaps = analysis.gaps
     assert set(gaps.get_column("cause").unique().to_list()) <= set(GAP_CAUSES)

@@ -165,19 +165,20 @@ def _launch_steps(plain: PlainTrace) -> dict[int, list[tuple[float, float, str]]
 
 
 def plain_windows(plain: PlainTrace) -> dict[int, Interval]:
-    """Step N: first device activity of N to the first of N+1 (the last: to its last end); GPU steps as
-    written; no steps: one window (numbered -1) from the first device activity to the last."""
+    """Step N: from the end of step N-1's last device work to the end of step N's (the first step: from its first
+    device activity); GPU steps as written; no steps: one window (numbered -1) from the first device activity to
+    the last."""
     if plain.gpu_steps and len(plain.gpu_steps) >= len(plain.cpu_steps):
         return dict(plain.gpu_steps)
     if not plain.cpu_steps:
         return {-1: (min(s for s, _, _, _ in plain.device), max(e for _, e, _, _ in plain.device))}
     by_step = _launch_steps(plain)
     steps = sorted(by_step)
-    firsts = [min(s for s, _, _ in by_step[step]) for step in steps]
-    last_end = max(e for _, e, _ in by_step[steps[-1]])
-    return {
-        step: (firsts[i], firsts[i + 1] if i + 1 < len(steps) else last_end) for i, step in enumerate(steps)
-    }
+    ends: list[float] = []
+    for step in steps:  # a step ends when its last device work ends, never before the previous one
+        ends.append(max([e for _, e, _ in by_step[step]] + ends[-1:]))
+    starts = [min(s for s, _, _ in by_step[steps[0]]), *ends[:-1]]
+    return {step: (starts[i], ends[i]) for i, step in enumerate(steps) if ends[i] > starts[i]}
 
 
 def plain_budget(plain: PlainTrace, window: Interval) -> dict[str, float]:

@@ -398,3 +398,33 @@ def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
     result = runner.invoke(app, ["collectives", str(path), "--json"])
     assert result.exit_code == 0
     assert json.loads(result.stdout)["per_rank"][0]["calls"] == 1
+
+
+def test_simulated_data_parallel_run_gives_back_its_bandwidth(tmp_path: Path) -> None:
+    """The simulator times each all-reduce as f(n) * S / B (alpha = 0), so busbw = S / t * f(n) = B exactly."""
+    from traceview.simulate import data_parallel_scenario, write_run
+
+    bandwidth, params, buckets, workers, steps = 50e9, 1_000_000, 4, 4, 3
+    scenario = data_parallel_scenario(workers, params, 8, 100e12, bandwidth, buckets=buckets, steps=steps)
+    write_run(scenario, tmp_path)
+    run = load_run(tmp_path, workers=1)
+    analysis = analyze_collectives(run, classified_events(run))
+    kernels = analysis.kernels
+    assert kernels.height == workers * steps * buckets
+    assert analysis.linked_share == 1
+    assert kernels.get_column("collective").unique().to_list() == ["AllReduce"]
+    assert kernels.get_column("group_size").unique().to_list() == [workers]
+    assert kernels.get_column("size_bytes").unique().to_list() == [params * 2 // buckets]  # bf16 gradients
+    assert kernels.get_column("busbw_Bps").to_list() == pytest.approx([bandwidth] * kernels.height, rel=1e-6)
+
+
+def test_names_from_the_trace_are_escaped_in_the_report(tmp_path: Path) -> None:
+    evil = "<img src=x onerror=alert(1)>"
+    args = comm_args(
+        "allreduce", 1000, **{**PG, "Process Group Name": evil, "Process Group Description": evil}
+    )
+    events = [kf.step(1, 0, 1000), *nested_call(10, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
+              kf.kernel(ALLREDUCE, 100, 10, correlation=1, args=args)]  # fmt: skip
+    html = render_html(analyze(load_run(kf.write(kf.document(events), tmp_path / "rank0.json"))))
+    assert evil not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html

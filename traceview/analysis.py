@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from traceview.bubbles import BubbleAnalysis, run_bubbles
 from traceview.budget import TimeBudget, all_step_windows, classified_events, time_budget
 from traceview.collective_tables import CollectiveAnalysis, analyze_collectives
 from traceview.collective_tables import gate_figures as collective_gate_figures
 from traceview.crossrank import CrossRank, add_transfer, run_cross_rank
 from traceview.kernel_names import user_patterns
 from traceview.model import Run
+from traceview.nccl import NcclLog
+from traceview.nccl_join import NcclJoin, flag_verdict, join_nccl, log_hosts
+from traceview.prediction import Prediction, predict
+from traceview.prediction_inputs import PredictionOptions, with_nccl_overrides
 from traceview.recommend import Recommendations, recommend
 from traceview.timeline import Timeline, timeline
 from traceview.verdict import Verdict, verdict
@@ -22,6 +27,10 @@ class AnalysisOptions:
     comm_patterns: tuple[str, ...] = ()
     ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
     rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
+    virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
+    nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl_join; docs/metrics.md)
+    nccl_skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of NCCL logs that could not be read
+    prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta inputs (--params, ...)
 
 
 @dataclass(frozen=True)
@@ -54,12 +63,17 @@ class RunAnalysis:
     recommendations: Recommendations | None = None
     crossrank: CrossRank | None = None
     collectives: CollectiveAnalysis | None = None
+    bubbles: BubbleAnalysis | None = None
+    nccl: NcclJoin | None = None
+    prediction: Prediction | None = None
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
         figures = dict(self.budget.run_median)
         figures.update(self.crossrank.gate_figures() if self.crossrank else {})
         figures.update(collective_gate_figures(self.collectives))
+        figures.update(self.bubbles.gate_figures() if self.bubbles else {})
+        figures.update(self.prediction.gate_figures() if self.prediction else {})
         return figures
 
 
@@ -94,17 +108,24 @@ def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
     events, windows = classified_events(run, patterns), all_step_windows(run)
     budget = time_budget(events, windows)
     collectives = analyze_collectives(run, events)
+    nccl = join_nccl(collectives, options.nccl_logs, options.nccl_skipped) if options.nccl_logs or options.nccl_skipped else None
     crossrank = run_cross_rank(
-        run, collectives.kernels, events, windows, budget, options.ranks_per_host, dict(options.rank_hosts)
+        run, collectives.kernels, events, windows, budget, options.ranks_per_host, log_hosts(options.rank_hosts, nccl)
     )
     budget = add_transfer(budget, crossrank.transfer)
     analysis = RunAnalysis(
         header=run_header(run),
         budget=budget,
-        verdict=verdict(budget.run_median),
+        verdict=flag_verdict(verdict(budget.run_median), nccl),
         options=options,
         timeline=timeline(events, windows, budget.per_step),
         crossrank=crossrank,
         collectives=collectives,
+        bubbles=run_bubbles(run, events, windows, collectives.kernels, options.virtual_stages),
+        nccl=nccl,
+        prediction=predict(
+            run, collectives.kernels, windows, budget, crossrank,
+            with_nccl_overrides(options.prediction, nccl), options.ranks_per_host,
+        ),  # fmt: skip
     )
     return replace(analysis, recommendations=recommend(analysis))

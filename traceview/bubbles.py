@@ -8,13 +8,7 @@ after the gap's end (the one launched first when several start together; for a t
 later step); its *launch* is the start of the runtime call with the same correlation id. `GAP_RULES` names
 the cause, first matching rule wins.
 
-Pipeline bubble. Point-to-point kernels (`SendRecv`, `Send`, `Recv`, from the collective call where linked)
-whose process group lists its ranks link those ranks; a pipeline is a connected set of linked ranks, its stage
-count P is the number of ranks in it and a rank's stage is its ordinal there (lowest rank first). A P2P kernel
-with an unknown group is no evidence (all-to-all calls often run as `SendRecv` kernels). Per (rank, step):
-M = ceil(P2P kernels / (2 * boundaries)), boundaries = 2V - [first stage] - [last stage] (the stage
-boundaries the rank's V model chunks touch, each crossed by one forward activation and one backward gradient
-per micro-batch); measured fraction = (|W| - |C|) / |W| with C the union of compute kernels.
+Pipeline bubble: see `traceview.pipeline_bubble`.
 """
 
 from __future__ import annotations
@@ -23,12 +17,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.collective_calls import launches
 from traceview.errors import UsageError
-from traceview.intervals import clip_to_windows, gaps, merge_intervals, union_length
-from traceview.vocab import canonical_collective_expr
+from traceview.intervals import clip_to_windows, gaps, merge_intervals
+from traceview.model import Run
+from traceview.pipeline_bubble import p2p_kernels, pipeline_bubble, pipeline_table
 
 KEYS = ["rank", "step"]
-P2P_COLLECTIVES = ("SendRecv", "Send", "Recv")
 
 
 @dataclass(frozen=True)
@@ -68,6 +63,11 @@ GAP_CAUSES = ("host-bound", "dependency-bound", "comm-wait", "unattributed")
 CAUSE_COLUMNS = {cause: cause.replace("-", "_") + "_us" for cause in GAP_CAUSES}
 """Per-step column of each cause's idle time (`host_bound_us`, ...)."""
 
+LARGEST_GAPS = 20
+"""How many of the longest gaps the report and the JSON summary list."""
+LISTED_GAP_MIN_US = 0.001
+"""Gaps under 1 ns are float rounding of `ts + dur` (timestamps have ns resolution): counted, never listed."""
+
 GAP_SCHEMA = {
     "rank": pl.Int64,
     "step": pl.Int64,
@@ -88,22 +88,6 @@ NEXT_SCHEMA = {
     "next_class": pl.Utf8,
     "next_launch_us": pl.Float64,
 }
-PIPELINE_SCHEMA = {
-    "rank": pl.Int64,
-    "step": pl.Int64,
-    "pipeline": pl.Int64,
-    "stages": pl.Int64,
-    "stage": pl.Int64,
-    "virtual_stages": pl.Int64,
-    "p2p_kernels": pl.Int64,
-    "micro_batches": pl.Int64,
-    "step_us": pl.Float64,
-    "compute_us": pl.Float64,
-    "bubble_us": pl.Float64,
-    "bubble_fraction": pl.Float64,
-    "theory_fraction": pl.Float64,
-    "excess": pl.Float64,
-}
 
 
 @dataclass(frozen=True)
@@ -111,7 +95,7 @@ class BubbleAnalysis:
     """Idle gaps and the pipeline bubble of a run; renderers read it and never compute.
 
     `gaps`: one row per gap (`GAP_SCHEMA`). `per_cause`: rank, step, cause, gaps, idle_us. `per_step`: rank,
-    step, step_us, idle_us, gaps and one `<cause>_us` column per cause. `pipeline`: one row per (rank, step) of
+    step, step_us, idle_us, gaps and one `<cause>_us` column per cause; `per_rank`: their medians. `pipeline`: one row per (rank, step) of
     a pipeline rank (`PIPELINE_SCHEMA`), empty when no pipeline was found; `pipelines`: pipeline, stages,
     ranks (text), steps, median micro_batches, bubble_fraction, theory_fraction. `unknown_group_p2p`: P2P
     kernels whose group is unknown (not used as evidence).
@@ -120,6 +104,7 @@ class BubbleAnalysis:
     gaps: pl.DataFrame
     per_cause: pl.DataFrame
     per_step: pl.DataFrame
+    per_rank: pl.DataFrame
     pipeline: pl.DataFrame
     pipelines: pl.DataFrame
     virtual_stages: int
@@ -129,6 +114,14 @@ class BubbleAnalysis:
     def pipeline_detected(self) -> bool:
         """Whether point-to-point kernels linked ranks into at least one pipeline."""
         return self.pipelines.height > 0
+
+    def largest_gaps(self, count: int = LARGEST_GAPS) -> pl.DataFrame:
+        """The `count` longest gaps of the run, longest first (none shorter than `LISTED_GAP_MIN_US`)."""
+        return (
+            self.gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
+            .sort(["dur_us", "rank", "start_us"], descending=[True, False, False])
+            .head(count)
+        )
 
     def gate_figures(self) -> dict[str, float | None]:
         """Figures `--fail-on` can name (docs/metrics.md, "Bubbles"): run medians over (rank, step)."""
@@ -253,148 +246,10 @@ def gap_steps(gap_rows: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-# ---------------------------------------------------------------- pipeline bubble
-
-
-def p2p_kernels(comm_kernels: pl.DataFrame | None, events: pl.DataFrame) -> pl.DataFrame:
-    """Point-to-point kernels: `rank`, `start_us`, `pg_key`, `members` (list of ranks; null when unknown).
-
-    From the collectives frame (`traceview.collectives`: the collective of the call) when given; else from
-    the classified events (the kernel's own args, else its name)."""
-    if comm_kernels is not None:
-        frame = comm_kernels.filter(pl.col("on_device")).select(
-            "rank", "start_us", "collective", "pg_key", "pg_ranks"
-        )
-    elif events.height:
-        collective = pl.coalesce(
-            canonical_collective_expr(pl.col("collective_name")), pl.col("kernel_collective")
-        )
-        frame = events.filter(pl.col("event_class") == "comm").select(
-            "rank", "start_us", collective.alias("collective"), pl.col("pg_name").alias("pg_key"), "pg_ranks"
-        )
-    else:
-        return pl.DataFrame(
-            schema={"rank": pl.Int64, "start_us": pl.Float64, "pg_key": pl.Utf8, "members": pl.List(pl.Int64)}
-        )
-    members = (
-        pl.col("pg_ranks")
-        .str.extract_all(r"-?\d+")
-        .list.eval(pl.element().cast(pl.Int64))
-        .list.unique()
-        .list.sort()
-    )
-    return (
-        frame.filter(pl.col("collective").is_in(P2P_COLLECTIVES))
-        .with_columns(members.alias("members"))
-        .with_columns(pl.when(pl.col("members").list.len() >= 2).then(pl.col("members")).alias("members"))
-        .select("rank", "start_us", "pg_key", "members")
-    )
-
-
-def pipeline_stages(p2p: pl.DataFrame) -> pl.DataFrame:
-    """Every rank a known P2P group names: `rank`, `pipeline` (its lowest rank), `stages` (P), `stage`.
-
-    Pipelines are the connected components of the P2P groups, found by propagating the lowest rank label
-    through the groups until nothing changes (at most one round per group)."""
-    groups = p2p.drop_nulls("members").select("members").unique().with_row_index("group").explode("members")
-    groups = groups.rename({"members": "rank"}).with_columns(pl.col("group").cast(pl.Int64))
-    labels = groups.select("rank").unique().with_columns(pl.col("rank").alias("pipeline"))
-    for _ in range(groups.get_column("group").n_unique()):
-        low = groups.join(labels, on="rank").group_by("group").agg(pl.col("pipeline").min())
-        updated = groups.join(low, on="group").group_by("rank").agg(pl.col("pipeline").min())
-        if updated.sort("rank").equals(labels.sort("rank")):
-            break
-        labels = updated
-    return (
-        labels.with_columns(
-            pl.len().over("pipeline").cast(pl.Int64).alias("stages"),
-            pl.col("rank").rank("ordinal").over("pipeline").cast(pl.Int64).sub(1).alias("stage"),
-        )
-        .select("rank", pl.col("pipeline").cast(pl.Int64), "stages", "stage")
-        .sort("rank")
-    )
-
-
-def _in_windows(frame: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Rows of `frame` with the `step` of the window of their rank that contains their `start_us`."""
-    starts = windows.select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us")
-    return (
-        frame.sort("start_us")
-        .join_asof(starts, left_on="start_us", right_on="window_start_us", by="rank", check_sortedness=False)
-        .filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us")))
-    )
-
-
-def _micro_batches(virtual_stages: int) -> pl.Expr:
-    boundaries = (
-        2 * virtual_stages
-        - (pl.col("stage") == 0).cast(pl.Int64)
-        - (pl.col("stage") == pl.col("stages") - 1).cast(pl.Int64)
-    )
-    per_boundary = pl.col("p2p_kernels") / (2 * boundaries)
-    return pl.when(pl.col("p2p_kernels") > 0).then(per_boundary.ceil().cast(pl.Int64)).alias("micro_batches")
-
-
-def pipeline_bubble(
-    events: pl.DataFrame, windows: pl.DataFrame, p2p: pl.DataFrame, virtual_stages: int = 1
-) -> pl.DataFrame:
-    """Per (rank, step) of every pipeline rank: the measured bubble fraction against (P-1)/(M*V+P-1)
-    (`PIPELINE_SCHEMA`); empty when no known P2P group links two ranks."""
-    stages = pipeline_stages(p2p)
-    if stages.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema=PIPELINE_SCHEMA)
-    counts = (
-        _in_windows(p2p.drop_nulls("members"), windows)
-        .group_by(KEYS)
-        .agg(pl.len().cast(pl.Int64).alias("p2p_kernels"))
-    )
-    compute = clip_to_windows(
-        events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
-        windows,
-        ["rank"],
-    )
-    table = (
-        windows.join(stages, on="rank", how="inner")
-        .join(counts, on=KEYS, how="left")
-        .join(union_length(compute, KEYS, "compute_us"), on=KEYS, how="left")
-        .with_columns(
-            (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"),
-            pl.col("p2p_kernels").fill_null(0),
-            pl.col("compute_us").fill_null(0.0),
-            pl.lit(virtual_stages, pl.Int64).alias("virtual_stages"),
-        )
-    )
-    p_minus_1 = pl.col("stages") - 1
-    return (
-        table.with_columns(
-            _micro_batches(virtual_stages), (pl.col("step_us") - pl.col("compute_us")).alias("bubble_us")
-        )
-        .with_columns(
-            pl.when(pl.col("step_us") > 0)
-            .then(pl.col("bubble_us") / pl.col("step_us"))
-            .alias("bubble_fraction"),
-            (p_minus_1 / (pl.col("micro_batches") * virtual_stages + p_minus_1)).alias("theory_fraction"),
-        )
-        .with_columns((pl.col("bubble_fraction") - pl.col("theory_fraction")).alias("excess"))
-        .select([pl.col(name).cast(dtype) for name, dtype in PIPELINE_SCHEMA.items()])
-        .sort(KEYS)
-    )
-
-
-def pipeline_table(pipeline: pl.DataFrame) -> pl.DataFrame:
-    """One row per pipeline: stages, its ranks present (text), steps, medians of M, measured and theory."""
-    return (
-        pipeline.group_by("pipeline")
-        .agg(
-            pl.col("stages").first(),
-            pl.col("rank").unique().sort().cast(pl.Utf8).str.join(", ").alias("ranks"),
-            pl.col("step").n_unique().cast(pl.Int64).alias("steps"),
-            pl.col("micro_batches").median(),
-            pl.col("bubble_fraction").median(),
-            pl.col("theory_fraction").median(),
-        )
-        .sort("pipeline")
-    )
+def gap_ranks(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per rank: `steps` and the median over its steps of `step_us`, `idle_us` and each `<cause>_us`."""
+    medians = [pl.col(c).median() for c in ("step_us", "idle_us", *CAUSE_COLUMNS.values())]
+    return per_step.group_by("rank").agg(pl.len().cast(pl.Int64).alias("steps"), *medians).sort("rank")
 
 
 # ---------------------------------------------------------------- the whole analysis
@@ -411,16 +266,31 @@ def analyze_bubbles(
     `correlation`, `launch_us`) and, when available, the collectives frame. Raises `UsageError` for
     `virtual_stages` < 1."""
     if virtual_stages < 1:
-        raise UsageError(f"virtual stages: {virtual_stages} is not a positive whole number")
+        raise UsageError(
+            f"--virtual-stages {virtual_stages}: the model chunks per pipeline stage must be >= 1"
+        )
     gap_rows = idle_gaps(events, windows, launches)
+    per_step = gap_steps(gap_rows, windows)
     p2p = p2p_kernels(comm_kernels, events)
     pipeline = pipeline_bubble(events, windows, p2p, virtual_stages)
     return BubbleAnalysis(
         gaps=gap_rows,
         per_cause=gap_totals(gap_rows),
-        per_step=gap_steps(gap_rows, windows),
+        per_step=per_step,
+        per_rank=gap_ranks(per_step),
         pipeline=pipeline,
         pipelines=pipeline_table(pipeline),
         virtual_stages=virtual_stages,
         unknown_group_p2p=int(p2p.get_column("members").is_null().sum()),
     )
+
+
+def run_bubbles(
+    run: Run,
+    events: pl.DataFrame,
+    windows: pl.DataFrame,
+    comm_kernels: pl.DataFrame | None = None,
+    virtual_stages: int = 1,
+) -> BubbleAnalysis:
+    """`analyze_bubbles` with the launches read from `run` (on the run's time base)."""
+    return analyze_bubbles(events, windows, launches(run), comm_kernels, virtual_stages)

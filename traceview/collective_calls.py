@@ -123,18 +123,19 @@ def collective_calls(run: Run) -> pl.DataFrame:
     return calls.join(_dims_bytes(calls), on="call_row", how="left")
 
 
-def _dims_bytes(calls: pl.DataFrame) -> pl.DataFrame:
-    """Bytes of each call's tensors from `Input Dims` x `Input type`: `call_row`, `dims_in`, `dims_out`,
-    `dims_dtype`. Backend annotations: every tensor is an input; `C10D_TENSOR_ARGS` ops: the named ones."""
+def _tensors(calls: pl.DataFrame) -> pl.DataFrame:
+    """One row per tensor argument of a call with a known dtype: `call_row`, `family`, `roles` (the
+    `C10D_TENSOR_ARGS` entry), `arg` (argument index), `bytes`, `tensor_dtype`. Calls whose `Input Dims` or
+    `Input type` is not a plain list of shapes / of names, or whose lengths differ, give none."""
     roles = pl.col("name").replace_strict(
-        {name: [out_index, in_index] for name, (out_index, in_index) in C10D_TENSOR_ARGS.items()},
+        {name: list(indices) for name, indices in C10D_TENSOR_ARGS.items()},
         default=None,
         return_dtype=pl.List(pl.Int64),
     )
-    tensors = (
-        calls.filter(
-            pl.col("input_dims").str.contains(_DIMS_LIST) & pl.col("input_types").str.contains(_TYPES_LIST)
-        )
+    readable = pl.col("input_dims").str.contains(_DIMS_LIST) & pl.col("input_types").str.contains(_TYPES_LIST)
+    numel = pl.col("dims").list.eval(pl.element().product()).list.first()
+    return (
+        calls.filter(readable)
         .select(
             "call_row",
             "family",
@@ -146,33 +147,32 @@ def _dims_bytes(calls: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.int_ranges(pl.col("dims").list.len()).alias("arg"))
         .explode("dims", "types", "arg")
         .with_columns(
-            (
-                pl.col("dims").list.eval(pl.element().product()).list.first()
-                * dtype_size_expr(pl.col("types"))
-            ).alias("bytes"),
+            (numel * dtype_size_expr(pl.col("types"))).alias("bytes"),
             canonical_dtype_expr(pl.col("types")).alias("tensor_dtype"),
         )
         .filter(pl.col("bytes").is_not_null())
     )
-    is_in = (
-        pl.when(pl.col("family") == "backend")
-        .then(True)
-        .otherwise(pl.col("arg") == pl.col("roles").list.get(1, null_on_oob=True))
-    )
-    is_out = (pl.col("family") != "backend") & (
-        pl.col("arg") == pl.col("roles").list.get(0, null_on_oob=True)
-    )
-    return tensors.group_by("call_row").agg(
-        pl.when(is_in.fill_null(False).any())
-        .then(pl.col("bytes").filter(is_in.fill_null(False)).sum())
-        .alias("dims_in"),
-        pl.when(is_out.fill_null(False).any())
-        .then(pl.col("bytes").filter(is_out.fill_null(False)).sum())
-        .alias("dims_out"),
-        pl.col("tensor_dtype")
-        .filter(is_in.fill_null(False) | is_out.fill_null(False))
-        .first()
-        .alias("dims_dtype"),
+
+
+def _dims_bytes(calls: pl.DataFrame) -> pl.DataFrame:
+    """Bytes of each call's tensors from `Input Dims` x `Input type`: `call_row`, `dims_in`, `dims_out`,
+    `dims_dtype`. Backend annotations: every tensor is an input; `C10D_TENSOR_ARGS` ops: the named ones."""
+    backend = pl.col("family") == "backend"
+    role = pl.col("roles").list
+    is_in = (backend | (pl.col("arg") == role.get(1, null_on_oob=True))).fill_null(False)
+    is_out = (~backend & (pl.col("arg") == role.get(0, null_on_oob=True))).fill_null(False)
+
+    def total(selected: pl.Expr, name: str) -> pl.Expr:
+        return pl.when(selected.any()).then(pl.col("bytes").filter(selected).sum()).alias(name)
+
+    return (
+        _tensors(calls)
+        .group_by("call_row")
+        .agg(
+            total(is_in, "dims_in"),
+            total(is_out, "dims_out"),
+            pl.col("tensor_dtype").filter(is_in | is_out).first().alias("dims_dtype"),
+        )
     )
 
 

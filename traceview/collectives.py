@@ -11,7 +11,8 @@ Linking, per kernel (all vectorised: joins and `join_asof`):
    launch on the same pid/tid are found by an as-of join on the start time plus an end-time check, one join
    per call family (`CALL_FAMILIES`): the `c10d::*` operator, `record_param_comms` and the backend annotation
    (`nccl:*`, `gloo:*`, ...), which nest in that order.
-3. `external id`: a kernel without a launch in the trace is matched to a call with the same `External id`.
+3. `external id`: a kernel whose launch no call contains (or is not in the trace) is matched to a call with
+   the same `External id`.
 
 Each field is then taken from the first source that has it (`kernel args`, `record_param_comms`, the backend
 annotation, the `c10d::*` operator, the kernel name: see `_merged_fields`). Old traces without comm args get

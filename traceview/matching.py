@@ -11,8 +11,9 @@ The method, without a Python loop over instances:
 1. Each call gets its step (the rank's last step window starting at or before the kernel) and its ordinal
    `fwd` inside its (group, step) *cell* on its rank, in issue order (trace `seq`, then start time).
 2. The cell's reference count c* is the commonest call count among the ranks that have calls there (ties: the
-   smaller); the reference signature (collective, size_bytes) of position p is the commonest among the ranks
-   with c* calls.
+   smaller); the reference signature of position p is the commonest among the ranks with c* calls (ties: the
+   lowest rank's). A signature is (collective, size_bytes), Send and Recv counting as SendRecv and the bytes
+   left out for AllToAll and SendRecv, whose members legitimately move different amounts.
 3. A rank with c* calls keeps `position = fwd`. A rank with another count is aligned from both ends: the
    longest prefix whose signatures agree with the reference keeps `fwd`, the longest suffix keeps
    `c* - count + fwd`; when both ends claim one position the end nearer the cell's *later* calls wins for a
@@ -156,8 +157,9 @@ def _reference_count(calls: pl.DataFrame) -> pl.DataFrame:
 def _reference_signatures(calls: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:
     """Per key, the commonest signature among ranks with c* calls; columns group, step, position, ref_*."""
     agreeing = calls.join(reference, on=CELL).filter(pl.col("count") == pl.col("ref_count"))
-    votes = agreeing.group_by(*CELL, "fwd", *SIGNATURE).agg(pl.len().alias("votes"))
-    best = votes.sort("votes", descending=True).group_by(*CELL, "fwd", maintain_order=True).first()
+    votes = agreeing.group_by(*CELL, "fwd", *SIGNATURE).agg(pl.len().alias("votes"), pl.col("rank").min())
+    ordered = votes.sort(["votes", "rank"], descending=[True, False])  # ties: the lowest rank's signature
+    best = ordered.group_by(*CELL, "fwd", maintain_order=True).first()
     return best.select(
         *CELL,
         pl.col("fwd").alias("position"),

@@ -16,26 +16,35 @@ every degraded transport is a verdict flag.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from traceview.collective_tables import CollectiveAnalysis, size_bucket_exprs
+from traceview.collective_tables import CollectiveAnalysis
 from traceview.hardware import LinkSpec, link
-from traceview.nccl import NcclLog, empty_frame, warning_counts
+from traceview.nccl import NcclLog
+from traceview.nccl_join_tables import (
+    algorithm_mix,
+    call_summary,
+    call_table,
+    communicator_table,
+    degraded_table,
+    members_frame,
+    merged_settings,
+    stacked,
+    topology,
+    warning_table,
+)
 from traceview.verdict import Verdict
-from traceview.vocab import canonical_collective_expr
 
 PROVENANCE = "nccl log"
 METHODS = ("ProcessGroupNCCL line", "rank set and size", "call sequence")
 MIN_SEQUENCE_SHARE = 0.5
 """Least share of a group's (collective, S) signatures a communicator's COLL lines must show to match it."""
-PER_RANK_COUNT_OPS = ("AllGather", "ReduceScatter")
-"""COLL `count` of these is one rank's share: S (SPEC 3) = count x element size x nranks."""
 LINK_OVERRIDES: tuple[tuple[str, str], ...] = (("NET/Socket", "tcp_socket"),)
 """Degraded transport kind -> hardware-table link whose B replaces the table's for a group that uses it."""
-PROCESS = ["process", "comm"]
 
 
 @dataclass(frozen=True)
@@ -84,104 +93,36 @@ class NcclJoin:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def spans_nodes(self) -> dict[str, bool]:
+        """Process group -> whether its communicators span nodes (nodes > 1), for the groups the logs show."""
+        known = self.groups.filter(pl.col("nodes").is_not_null())
+        return dict(zip(known["group"].to_list(), (known["nodes"] > 1).to_list(), strict=True))
+
+    @property
+    def ranks_per_node(self) -> int | None:
+        """The most common number of ranks per host in `hosts_by_rank` (None without hosts)."""
+        counts = Counter(Counter(self.hosts_by_rank.values()).values())
+        return max(counts, key=lambda k: (counts[k], -k)) if counts else None
+
+    @property
     def link_override(self) -> LinkOverride | None:
         """The override of the largest group that has one (the data-parallel closed form's B), else None."""
         ranked = sorted(self.link_overrides, key=lambda o: (-o.group_size, o.bandwidth_bytes_per_s))
         return ranked[0] if ranked else None
 
 
-def _stacked(logs: Sequence[NcclLog], name: str) -> pl.DataFrame:
-    """Frame `name` of every log, one above the other, with `log` (index) and `process`."""
-    frames = [empty_frame(name).with_columns(log=pl.lit(0, pl.Int64))]
-    frames += [log.frame(name).with_columns(log=pl.lit(index, pl.Int64)) for index, log in enumerate(logs)]
-    host = pl.coalesce(pl.col("host"), pl.format("log{}", pl.col("log")))
-    process = pl.format("{}:{}", host, pl.col("pid").cast(pl.Utf8).fill_null("?"))
-    return pl.concat(frames).with_columns(process=process)
-
-
-def members_frame(logs: Sequence[NcclLog], world_size: int | None = None) -> pl.DataFrame:
-    """One row per (process, communicator) with its comm_key and the process's global rank (module doc)."""
-    comms = _stacked(logs, "communicators").unique(PROCESS, keep="first", maintain_order=True)
-    ordinal = pl.col("line").rank("ordinal").over("process", "nranks").cast(pl.Int64) - 1
-    comms = comms.with_columns(
-        comm_key=pl.coalesce(
-            pl.format("commId {}", "comm_id"), pl.format("nranks={} #{}", "nranks", ordinal)
-        ),
-        comm_rank=pl.col("rank"),
-    )
-    largest = comms.get_column("nranks").max()
-    trusted = largest is not None and (world_size is None or int(largest) >= world_size)  # type: ignore[arg-type]
-    world = comms.filter(pl.lit(trusted) & (pl.col("nranks") == largest)).sort("line")
-    ranks = world.group_by("process").agg(global_rank=pl.col("comm_rank").first())
-    columns = ["comm_key", "process", "host", "pid", "comm", "comm_id", "nranks", "comm_rank"]
-    return comms.join(ranks, on="process", how="left").select(
-        *columns, "global_rank", "cuda_dev", "bus_id", "n_nodes", "init_state",
-        ambiguous=pl.col("comm_rank").is_duplicated().over("comm_key"),
-    )  # fmt: skip
-
-
-def _owned(logs: Sequence[NcclLog], name: str, members: pl.DataFrame) -> pl.DataFrame:
-    """Frame `name` of every log with the comm_key of the communicator each row belongs to."""
-    return _stacked(logs, name).join(members.select(*PROCESS, "comm_key"), on=PROCESS, how="inner")
-
-
-def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """One row per communicator across logs (see `NcclJoin`), without the match columns."""
-    links = _owned(logs, "transports", members).group_by("comm_key").agg(
-        transports=pl.col("kind").unique().sort(),
-        degraded=pl.col("degraded").any(),
-        degraded_reason=pl.col("degraded_reason").drop_nulls().first(),
-    )
-    rings = _owned(logs, "rings", members).group_by("comm_key").agg(ring_channels=pl.col("channel").n_unique())
-    trees = _owned(logs, "trees", members).group_by("comm_key").agg(tree_channels=pl.col("channel").n_unique())
-    tuning = _owned(logs, "tuning", members).group_by("comm_key").agg(
-        algo_proto=pl.format("{}/{}", "algo", "proto").unique().sort()
-    )
-    gpu = pl.format("{}[{}]", pl.col("host").fill_null("?"), pl.col("cuda_dev").cast(pl.Utf8).fill_null("?"))
-    table = members.group_by("comm_key", maintain_order=True).agg(
-        pl.col("comm_id").drop_nulls().first(),
-        pl.col("nranks").max(),
-        pointers=pl.col("comm").unique().sort(),
-        ranks_seen=pl.col("comm_rank").n_unique().cast(pl.Int64),
-        ambiguous=pl.col("ambiguous").any(),
-        global_ranks=pl.col("global_rank").filter(~pl.col("ambiguous").any()).drop_nulls().unique().sort(),
-        hosts=pl.col("host").drop_nulls().unique().sort(),
-        gpus=gpu.unique().sort(),
-        nodes=pl.coalesce(pl.col("n_nodes").max(), pl.col("host").drop_nulls().n_unique().cast(pl.Int64)),
-        init_complete=(pl.col("init_state") == "COMPLETE").sum().cast(pl.Int64),
-    )
-    for extra in (links, rings, trees, tuning):
-        table = table.join(extra, on="comm_key", how="left")
-    return table.with_columns(pl.col("degraded").fill_null(value=False))
-
-
-def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """COLL lines per (comm_key, op, dtype): calls, bytes (count x element size), and S per SPEC 3."""
-    colls = _owned(logs, "collectives", members)
-    collective = canonical_collective_expr(pl.col("op"))
-    per_rank = collective.is_in(PER_RANK_COUNT_OPS)
-    size = pl.when(per_rank).then(pl.col("bytes") * pl.col("nranks")).otherwise(pl.col("bytes"))
-    return colls.with_columns(collective=collective, size_bytes=size)
-
-
-def call_summary(calls: pl.DataFrame) -> pl.DataFrame:
-    """The per-collective call table: per (comm_key, op, dtype) calls, total bytes, smallest and largest S."""
-    return (
-        calls.group_by("comm_key", "op", "dtype")
-        .agg(
-            calls=pl.len().cast(pl.Int64),
-            bytes=pl.col("bytes").sum(),
-            min_size_bytes=pl.col("size_bytes").min(),
-            max_size_bytes=pl.col("size_bytes").max(),
-        )
-        .sort("comm_key", "calls", descending=[False, True])
-    )
-
-
 def trace_groups(collectives: CollectiveAnalysis | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(groups, signatures): per process group its name, size and ranks; its distinct (collective, S)."""
-    schema = {"group": pl.Utf8, "pg_name": pl.Utf8, "pg_desc": pl.Utf8, "size": pl.Int64, "ranks": pl.List(pl.Int64)}
-    sig_schema = {"group": pl.Utf8, "collective": pl.Utf8, "size_bytes": pl.Int64}
+    schema = pl.Schema(
+        {
+            "group": pl.Utf8(),
+            "pg_name": pl.Utf8(),
+            "pg_desc": pl.Utf8(),
+            "size": pl.Int64(),
+            "ranks": pl.List(pl.Int64()),
+        }
+    )
+    sig_schema = pl.Schema({"group": pl.Utf8, "collective": pl.Utf8, "size_bytes": pl.Int64})
     if collectives is None:
         return pl.DataFrame(schema=schema), pl.DataFrame(schema=sig_schema)
     listed = pl.col("pg_ranks").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64))
@@ -196,23 +137,29 @@ def trace_groups(collectives: CollectiveAnalysis | None) -> tuple[pl.DataFrame, 
         pl.col("first_in_call") & pl.col("collective").is_not_null() & pl.col("size_bytes").is_not_null()
     )
     signatures = kernels.select(group=pl.col("pg_key"), collective="collective", size_bytes="size_bytes")
-    return groups.cast(schema), signatures.unique().cast(sig_schema)  # type: ignore[arg-type]
+    return groups.cast(schema), signatures.unique().cast(sig_schema)
 
 
 def _sequence_shares(calls: pl.DataFrame, signatures: pl.DataFrame) -> pl.DataFrame:
     """Per (comm_key, group): share of the group's distinct signatures the communicator's COLL lines show."""
     logged = calls.select("comm_key", "collective", "size_bytes").unique()
     totals = signatures.group_by("group").agg(total=pl.len())
-    shared = signatures.join(logged, on=["collective", "size_bytes"]).group_by("comm_key", "group").agg(
-        shared=pl.len()
+    shared = (
+        signatures.join(logged, on=["collective", "size_bytes"])
+        .group_by("comm_key", "group")
+        .agg(shared=pl.len())
     )
-    return shared.join(totals, on="group").select("comm_key", "group", share=pl.col("shared") / pl.col("total"))
+    return shared.join(totals, on="group").select(
+        "comm_key", "group", share=pl.col("shared") / pl.col("total")
+    )
 
 
 def _pg_line_matches(logs: Sequence[NcclLog], members: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
     """comm_key -> group from `ProcessGroupNCCL created ncclComm_ 0x...` lines (pointer, and pid when given)."""
-    lines = _stacked(logs, "pg_comms").filter(pl.col("pg").is_not_null()).select("comm", "pg", line_pid="pid")
-    found = members.join(lines, on="comm").filter(pl.col("line_pid").is_null() | (pl.col("line_pid") == pl.col("pid")))
+    lines = stacked(logs, "pg_comms").filter(pl.col("pg").is_not_null()).select("comm", "pg", line_pid="pid")
+    found = members.join(lines, on="comm").filter(
+        pl.col("line_pid").is_null() | (pl.col("line_pid") == pl.col("pid"))
+    )
     named = found.join(groups.select("group", "pg_name"), left_on="pg", right_on="pg_name")
     named = named.select("comm_key", "group").unique(maintain_order=True)
     return named.filter(pl.len().over("comm_key") == 1).with_columns(
@@ -236,7 +183,9 @@ def match_groups(comms: pl.DataFrame, groups: pl.DataFrame, shares: pl.DataFrame
         pl.col("share").fill_null(0.0), count=pl.len().over("comm_key")
     ).with_columns(best=pl.col("share").max().over("comm_key"))
     ties = ((pl.col("share") == pl.col("best")).sum().over("comm_key")) == 1
-    by_ranks = candidates.filter(pl.col("by_ranks") & (pl.col("count") == 1)).with_columns(method=pl.lit(METHODS[1]))
+    by_ranks = candidates.filter(pl.col("by_ranks") & (pl.col("count") == 1)).with_columns(
+        method=pl.lit(METHODS[1])
+    )
     by_sequence = candidates.filter(
         ((pl.col("count") > 1) | ~pl.col("by_ranks")) & (pl.col("share") == pl.col("best"))
         & (pl.col("share") >= MIN_SEQUENCE_SHARE) & ties
@@ -246,15 +195,24 @@ def match_groups(comms: pl.DataFrame, groups: pl.DataFrame, shares: pl.DataFrame
 
 def group_table(groups: pl.DataFrame, comms: pl.DataFrame, hosts: Mapping[int, str]) -> pl.DataFrame:
     """Per process group: communicators, method, nodes, hosts, transports, degraded reason (comms matched)."""
-    matched = comms.filter(pl.col("group").is_not_null()).group_by("group").agg(
-        comm_keys=pl.col("comm_key").sort(),
-        method=pl.col("method").first(),
-        nodes=pl.col("nodes").max(),
-        transports=pl.col("transports").flatten().drop_nulls().unique().sort(),
-        degraded=pl.col("degraded").any(),
-        degraded_reason=pl.col("degraded_reason").drop_nulls().first(),
+    matched = (
+        comms.filter(pl.col("group").is_not_null())
+        .group_by("group")
+        .agg(
+            comm_keys=pl.col("comm_key").sort(),
+            method=pl.col("method").first(),
+            nodes=pl.col("nodes").max(),
+            transports=pl.col("transports")
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .unique()
+            .sort(),
+            degraded=pl.col("degraded").any(),
+            degraded_reason=pl.col("degraded_reason").drop_nulls().first(),
+        )
     )
-    rank_host = pl.DataFrame({"rank": list(hosts), "host": list(hosts.values())}, schema={"rank": pl.Int64, "host": pl.Utf8})
+    rank_host = pl.DataFrame(
+        {"rank": list(hosts), "host": list(hosts.values())}, schema={"rank": pl.Int64, "host": pl.Utf8}
+    )
     spans = groups.select("group", rank=pl.col("ranks")).explode("rank").join(rank_host, on="rank")
     spanned = spans.group_by("group").agg(hosts=pl.col("host").unique().sort())
     table = groups.join(matched, on="group", how="left").join(spanned, on="group", how="left")
@@ -276,19 +234,39 @@ def link_overrides(groups: pl.DataFrame) -> tuple[LinkOverride, ...]:
     return tuple(found)
 
 
-def _flags(comms: pl.DataFrame, groups: pl.DataFrame, overrides: Sequence[LinkOverride]) -> tuple[str, ...]:
-    """One verdict flag per degraded group (with the B used) and per degraded unmatched communicator."""
+def _flags(
+    comms: pl.DataFrame, groups: pl.DataFrame, degraded: pl.DataFrame, overrides: Sequence[LinkOverride]
+) -> tuple[str, ...]:
+    """One verdict flag per degraded group (with the B used), per degraded unmatched communicator, and per
+    reason of degraded connections whose communicator the logs do not show."""
     by_group = {o.group: o for o in overrides}
-    flags = []
-    for row in groups.filter(pl.col("degraded")).iter_rows(named=True):
-        override = by_group.get(row["group"])
+    merged: dict[tuple[str, str], list[str]] = {}
+    for group, reason in groups.filter(pl.col("degraded")).select("group", "degraded_reason").iter_rows():
+        override = by_group.get(group)
         b_text = (
-            f"; the prediction's B is {override.bandwidth_bytes_per_s / 1e9:.2f} GB/s ({override.link.name}, "
-            f"from the {PROVENANCE})" if override else ""
+            f"; the prediction's B for them is {override.bandwidth_bytes_per_s / 1e9:.2f} GB/s "
+            f"(hardware table row {override.link.key}, provenance: {PROVENANCE})"
+            if override
+            else ""
         )
-        flags.append(f"NCCL log: process group {row['group']} uses {row['degraded_reason']}{b_text}.")
+        merged.setdefault((reason, b_text), []).append(group)
+    flags = [
+        f"NCCL log: process group(s) {', '.join(names)} use {reason}{b_text}."
+        for (reason, b_text), names in merged.items()
+    ]
     for row in comms.filter(pl.col("degraded") & pl.col("group").is_null()).iter_rows(named=True):
-        flags.append(f"NCCL log: communicator {row['comm_key']} ({row['nranks']} ranks) uses {row['degraded_reason']}.")
+        flags.append(
+            f"NCCL log: communicator {row['comm_key']} ({row['nranks']} ranks) uses {row['degraded_reason']}."
+        )
+    orphans = (
+        degraded.filter(pl.col("comm_key").is_null())
+        .group_by("degraded_reason", maintain_order=True)
+        .agg(pl.col("connections").sum())
+    )
+    for reason, connections in orphans.iter_rows():
+        flags.append(
+            f"NCCL log: {connections} connection(s) of communicators the logs do not show use {reason}."
+        )
     return tuple(flags)
 
 
@@ -296,42 +274,14 @@ def _hosts(members: pl.DataFrame) -> tuple[dict[int, str], tuple[str, ...]]:
     """Global rank -> host, and a note for every rank the logs place on two hosts (the first is kept)."""
     pairs = members.filter(pl.col("global_rank").is_not_null() & pl.col("host").is_not_null())
     per_rank = pairs.group_by("global_rank").agg(pl.col("host").unique().sort()).sort("global_rank")
-    hosts = dict(zip(per_rank["global_rank"].to_list(), [h[0] for h in per_rank["host"].to_list()], strict=True))
+    hosts = dict(
+        zip(per_rank["global_rank"].to_list(), [h[0] for h in per_rank["host"].to_list()], strict=True)
+    )
     notes = tuple(
         f"NCCL logs place rank {rank} on several hosts ({', '.join(names)}); using {names[0]}"
         for rank, names in per_rank.filter(pl.col("host").list.len() > 1).iter_rows()
     )
     return hosts, notes
-
-
-def algorithm_mix(logs: Sequence[NcclLog]) -> pl.DataFrame:
-    """TUNING choices per (op, message-size bucket of NCCL's byte count, algo, proto): choices."""
-    tuning = _stacked(logs, "tuning").with_columns(pl.col("op").fill_null("any"), *size_bucket_exprs(pl.col("bytes")))
-    return (
-        tuning.group_by("op", "size_bucket", "size_bucket_bytes", "algo", "proto")
-        .agg(choices=pl.len().cast(pl.Int64))
-        .sort("op", "size_bucket_bytes", "choices", descending=[False, False, True])
-    )
-
-
-def topology(members: pl.DataFrame) -> pl.DataFrame:
-    """Per host: processes and the CUDA devices its communicators ran on."""
-    return (
-        members.group_by(pl.col("host").fill_null("unknown"))
-        .agg(processes=pl.col("process").n_unique().cast(pl.Int64), gpus=pl.col("cuda_dev").drop_nulls().unique().sort())
-        .sort("host")
-    )
-
-
-def _warnings(logs: Sequence[NcclLog]) -> pl.DataFrame:
-    schema = {"kind": pl.Utf8, "count": pl.Int64, "example": pl.Utf8}
-    counted = pl.concat([pl.DataFrame(schema=schema), *(warning_counts(log).cast(schema) for log in logs)])  # type: ignore[arg-type]
-    return counted.group_by("kind", maintain_order=True).agg(pl.col("count").sum(), pl.col("example").first())
-
-
-def _settings(logs: Sequence[NcclLog]) -> dict[str, str]:
-    names = sorted({name for log in logs for name in log.settings})
-    return {name: ", ".join(sorted({log.settings[name] for log in logs if name in log.settings})) for name in names}
 
 
 def join_nccl(
@@ -353,6 +303,7 @@ def join_nccl(
     hosts, notes = _hosts(members)
     table = group_table(groups, comms, hosts)
     overrides = link_overrides(table)
+    degraded = degraded_table(logs, members)
     unmatched = comms.filter(pl.col("group").is_null()).get_column("comm_key").to_list()
     lumped = comms.filter(pl.col("ambiguous")).get_column("comm_key").to_list()
     if lumped:
@@ -362,7 +313,7 @@ def join_nccl(
     return NcclJoin(
         paths=tuple(log.path for log in logs),
         versions=tuple(sorted({v for log in logs for v in log.versions.get_column("version").to_list()})),
-        settings=_settings(logs),
+        settings=merged_settings(logs),
         skipped=tuple(skipped),
         members=members,
         communicators=comms,
@@ -370,11 +321,11 @@ def join_nccl(
         calls=call_summary(calls),
         algorithms=algorithm_mix(logs),
         topology=topology(members),
-        warnings=_warnings(logs),
-        degraded=_stacked(logs, "transports").filter(pl.col("degraded")),
+        warnings=warning_table(logs),
+        degraded=degraded,
         hosts_by_rank=hosts,
         link_overrides=overrides,
-        verdict_flags=_flags(comms, table, overrides),
+        verdict_flags=_flags(comms, table, degraded, overrides),
         notes=notes,
     )
 

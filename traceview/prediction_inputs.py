@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
@@ -35,6 +35,9 @@ from traceview.hardware import (
 )
 from traceview.model import Run
 from traceview.steps import WHOLE_TRACE
+
+if TYPE_CHECKING:
+    from traceview.nccl_join import NcclJoin
 
 SOURCES = ("trace", "nccl log", "hardware table", "command line", "default")
 """Where an input may come from (`Assumption.source`)."""
@@ -83,17 +86,20 @@ class Link:
     source: str
     alpha_source: str
     detail: str = ""
+    key: str = ""  # the hardware table's key, when the link is one of its rows
 
 
 @dataclass(frozen=True)
 class LinkOverride:
-    """A link the NCCL log found (e.g. a socket fallback): replaces the table's link of `scope`."""
+    """A link the NCCL log found (e.g. a socket fallback), provenance "nccl log": replaces the link of every
+    call of process group `group` (its `pg_key`), or with `group` None the table's link of `scope`."""
 
     scope: Literal["intra", "inter"]
     name: str
     bandwidth_Bps: float  # noqa: N815 - B of the alpha-beta model
     alpha_s: float | None = None
     reason: str = ""
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,7 @@ class ModelInputs:
     flops_source: str | None
     assumptions: tuple[Assumption, ...]
     notes: tuple[str, ...]
+    group_links: tuple[tuple[str, Link], ...] = ()
 
     @property
     def sustained_flops(self) -> float | None:
@@ -293,7 +300,7 @@ def ranks_per_node(run: Run, given: int | None) -> tuple[int, str, str]:
 
 
 def _override(options: PredictionOptions, scope: str) -> LinkOverride | None:
-    found = [o for o in options.link_overrides if o.scope == scope]
+    found = [o for o in options.link_overrides if o.scope == scope and o.group is None]
     return found[-1] if found else None
 
 
@@ -307,10 +314,12 @@ def _table_link(gpu: GpuSpec | None, scope: str, rpn: int, nic: str | None) -> t
         else:
             spec = intra_node_link(gpu, rpn)
     except HardwareLookupError as error:
+        if scope == "inter" and nic:
+            raise  # the user's --nic names no link: an error, not a note
         return None, str(error)
-    detail = f"{spec.name}: {spec.source}" + ("" if scope == "intra" or nic else f" (default NIC {DEFAULT_NIC}; give --nic)")
+    detail = spec.source + ("" if scope == "intra" or nic else f" (default NIC {DEFAULT_NIC}; give --nic)")
     source = "command line" if scope == "inter" and nic else "hardware table"
-    return Link(scope, spec.name, spec.bandwidth_bytes_per_s, spec.alpha_s, source, source, detail), ""
+    return Link(scope, spec.name, spec.bandwidth_bytes_per_s, spec.alpha_s, source, source, detail, spec.key), ""
 
 
 def resolve_link(options: PredictionOptions, gpu: GpuSpec | None, scope: str, rpn: int) -> tuple[Link | None, str]:
@@ -329,9 +338,9 @@ def resolve_link(options: PredictionOptions, gpu: GpuSpec | None, scope: str, rp
     else:
         return None, note
     if given_alpha is not None:
-        return Link(scope, base.name, base.bandwidth_Bps, given_alpha, base.source, "command line", base.detail), ""
+        return replace(base, alpha_s=given_alpha, alpha_source="command line"), ""
     if given_b is not None and table is not None:
-        return Link(scope, base.name, base.bandwidth_Bps, table.alpha_s, base.source, table.alpha_source, base.detail), ""
+        return replace(base, alpha_s=table.alpha_s, alpha_source=table.alpha_source), ""
     return base, ""
 
 
@@ -370,7 +379,7 @@ def _link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
     if found is None:
         return [Assumption(f"B {label}", None, "B/s", "default", "unknown: give --bandwidth")]
     return [
-        Assumption(f"B {label}", found.bandwidth_Bps, "B/s", found.source, f"{found.name}; {found.detail}".strip("; ")),
+        Assumption(f"B {label}", found.bandwidth_Bps, "B/s", found.source, f"{found.name}: {found.detail}" if found.detail else found.name),
         Assumption(f"alpha {label}", found.alpha_s, "s", found.alpha_source, "per latency step; an assumption, give --alpha"),
     ]
 
@@ -401,6 +410,7 @@ def resolve_inputs(run: Run, calls: pl.DataFrame, options: PredictionOptions, ra
     params_a = _given_or_trace("P (parameters)", options.params, grads["params"], "", "--params", grad_how)  # type: ignore[arg-type]
     batch_a = _given_or_trace("b (local batch)", options.local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}")
     flops, flops_source = _flops(run, calls, params_a.value, batch_a.value)  # type: ignore[arg-type]
+    groups = group_links(options, intra if intra else inter)
     assumptions = [
         Assumption("device", device, "", "trace" if device else "default", gpu.name if gpu else "not in the hardware table"),
         dtype_assumption,
@@ -414,14 +424,14 @@ def resolve_inputs(run: Run, calls: pl.DataFrame, options: PredictionOptions, ra
         batch_a,
         Assumption("g (gradient bytes per parameter)", grads["elem_size"], "B", "trace" if grads["elem_size"] else "default", str(grads["dtype"] or "no gradient all-reduce")),
         Assumption("K (data-parallel workers)", grads["workers"], "", "trace" if grads["workers"] else "default", f"size of group {grads['group']}" if grads["group"] else "no gradient all-reduce"),
-        Assumption("FLOPs per step", flops_source, "", "trace" if flops_source else "default", _flops_detail(flops_source)),
+        Assumption("FLOPs per step", flops_source, "", _flops_provenance(flops_source, params_a, batch_a), _flops_detail(flops_source)),
     ]
     notes = tuple(n for n in (peak_note, intra_note, inter_note, _flops_note(flops_source)) if n)
     return ModelInputs(
         device=device, gpu=gpu, dtype=dtype, peak_flops=peak, efficiency=efficiency, ranks_per_node=rpn, intra=intra,
         inter=inter, params=params_a.value, local_batch=batch_a.value, grad_group=grads["group"],  # type: ignore[arg-type]
         grad_bytes_per_param=grads["elem_size"], workers=grads["workers"], flops=flops, flops_source=flops_source,  # type: ignore[arg-type]
-        assumptions=tuple(assumptions), notes=notes,
+        assumptions=(*assumptions, *_group_assumptions(groups)), notes=notes, group_links=groups,
     )  # fmt: skip
 
 
@@ -438,3 +448,36 @@ def _flops_note(source: str | None) -> str:
     if source is None:
         return "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and --params when the gradient all-reduce is not in the trace)"
     return ""
+
+
+def group_links(options: PredictionOptions, fallback: Link | None) -> tuple[tuple[str, Link], ...]:
+    """(group, link) of every per-group NCCL-log override (alpha: the override's, else the fallback's)."""
+    alpha = fallback.alpha_s if fallback else DEFAULT_ALPHA_S["inter"]
+    return tuple(
+        (o.group, Link(o.scope, o.name, o.bandwidth_Bps, o.alpha_s if o.alpha_s is not None else alpha, "nccl log", "nccl log" if o.alpha_s is not None else "default", o.reason))
+        for o in options.link_overrides
+        if o.group is not None
+    )
+
+
+def _group_assumptions(groups: tuple[tuple[str, Link], ...]) -> list[Assumption]:
+    return [Assumption(f"B of process group {group}", found.bandwidth_Bps, "B/s", found.source, f"{found.name}: {found.detail}") for group, found in groups]
+
+
+def with_nccl_overrides(options: PredictionOptions, nccl: NcclJoin | None) -> PredictionOptions:
+    """`options` plus one per-group `LinkOverride` for every link override of the NCCL-log join (a socket
+    fallback): the group's B becomes that link's, with provenance "nccl log"."""
+    if nccl is None or not nccl.link_overrides:
+        return options
+    found = tuple(
+        LinkOverride("inter", o.link.name, o.bandwidth_bytes_per_s, o.link.alpha_s, o.reason, o.group)
+        for o in nccl.link_overrides
+    )
+    return replace(options, link_overrides=(*options.link_overrides, *found))
+
+
+def _flops_provenance(source: str | None, params: Assumption, batch: Assumption) -> str:
+    """The trace for recorded FLOPs; for 6 P b the command line when it gave P or b, else the trace."""
+    if source != "6 P b":
+        return "trace" if source else "default"
+    return "command line" if "command line" in (params.source, batch.source) else "trace"

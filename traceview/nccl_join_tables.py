@@ -1,0 +1,169 @@
+"""Tables over several NCCL_DEBUG logs read together (docs/metrics.md, "NCCL log"), for `traceview.nccl_join`.
+
+A process is `host:pid` (`log<i>:pid` where the poster stripped the host); a communicator across processes is
+its `commId` (NCCL 2.16+), else `nranks=N #k`, the k-th communicator of N ranks each process created
+(`ambiguous` when two of its processes claim one rank: several communicators lumped, so its rank set is not
+used). A process's global rank is its rank in the largest communicator (the world), trusted only when that is at
+least as large as every process group of the traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from traceview.collective_tables import size_bucket_exprs
+from traceview.nccl import NcclLog, empty_frame, warning_counts
+from traceview.vocab import canonical_collective_expr
+
+PER_RANK_COUNT_OPS = ("AllGather", "ReduceScatter")
+"""COLL `count` of these is one rank's share: S (SPEC 3) = count x element size x nranks."""
+PROCESS = ["process", "comm"]
+
+
+def stacked(logs: Sequence[NcclLog], name: str) -> pl.DataFrame:
+    """Frame `name` of every log, one above the other, with `log` (index) and `process`."""
+    frames = [empty_frame(name).with_columns(log=pl.lit(0, pl.Int64))]
+    frames += [log.frame(name).with_columns(log=pl.lit(index, pl.Int64)) for index, log in enumerate(logs)]
+    host = pl.coalesce(pl.col("host"), pl.format("log{}", pl.col("log")))
+    process = pl.format("{}:{}", host, pl.col("pid").cast(pl.Utf8).fill_null("?"))
+    return pl.concat(frames).with_columns(process=process)
+
+
+def members_frame(logs: Sequence[NcclLog], world_size: int | None = None) -> pl.DataFrame:
+    """One row per (process, communicator) with its comm_key and the process's global rank (module doc)."""
+    comms = stacked(logs, "communicators").unique(PROCESS, keep="first", maintain_order=True)
+    ordinal = pl.col("line").rank("ordinal").over("process", "nranks").cast(pl.Int64) - 1
+    comms = comms.with_columns(
+        comm_key=pl.coalesce(
+            pl.format("commId {}", "comm_id"), pl.format("nranks={} #{}", "nranks", ordinal)
+        ),
+        comm_rank=pl.col("rank"),
+    )
+    largest = comms.get_column("nranks").max()
+    trusted = largest is not None and (world_size is None or int(largest) >= world_size)  # type: ignore[arg-type]
+    world = comms.filter(pl.col("nranks") == largest).sort("line") if trusted else comms.clear()
+    ranks = world.group_by("process").agg(global_rank=pl.col("comm_rank").first())
+    columns = ["comm_key", "process", "host", "pid", "comm", "comm_id", "nranks", "comm_rank"]
+    return comms.join(ranks, on="process", how="left").select(
+        *columns, "global_rank", "cuda_dev", "bus_id", "n_nodes", "init_state",
+        ambiguous=pl.col("comm_rank").is_duplicated().over("comm_key"),
+    )  # fmt: skip
+
+
+def owned(logs: Sequence[NcclLog], name: str, members: pl.DataFrame) -> pl.DataFrame:
+    """Frame `name` of every log with the comm_key of the communicator each row belongs to."""
+    return stacked(logs, name).join(members.select(*PROCESS, "comm_key"), on=PROCESS, how="inner")
+
+
+def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """One row per communicator across logs (see `NcclJoin`), without the match columns."""
+    links = (
+        owned(logs, "transports", members)
+        .group_by("comm_key")
+        .agg(
+            transports=pl.col("kind").unique().sort(),
+            degraded=pl.col("degraded").any(),
+            degraded_reason=pl.col("degraded_reason").drop_nulls().first(),
+        )
+    )
+    channels = pl.col("channel").n_unique().cast(pl.Int64)
+    rings = owned(logs, "rings", members).group_by("comm_key").agg(ring_channels=channels)
+    trees = owned(logs, "trees", members).group_by("comm_key").agg(tree_channels=channels)
+    tuning = (
+        owned(logs, "tuning", members)
+        .group_by("comm_key")
+        .agg(algo_proto=pl.format("{}/{}", "algo", "proto").unique().sort())
+    )
+    gpu = pl.format("{}[{}]", pl.col("host").fill_null("?"), pl.col("cuda_dev").cast(pl.Utf8).fill_null("?"))
+    table = members.group_by("comm_key", maintain_order=True).agg(
+        pl.col("comm_id").drop_nulls().first(),
+        pl.col("nranks").max(),
+        pointers=pl.col("comm").unique().sort(),
+        ranks_seen=pl.col("comm_rank").n_unique().cast(pl.Int64),
+        ambiguous=pl.col("ambiguous").any(),
+        global_ranks=pl.col("global_rank").filter(~pl.col("ambiguous").any()).drop_nulls().unique().sort(),
+        hosts=pl.col("host").drop_nulls().unique().sort(),
+        gpus=gpu.unique().sort(),
+        nodes=pl.coalesce(pl.col("n_nodes").max(), pl.col("host").drop_nulls().n_unique().cast(pl.Int64)),
+        init_complete=(pl.col("init_state") == "COMPLETE").sum().cast(pl.Int64),
+    )
+    for extra in (links, rings, trees, tuning):
+        table = table.join(extra, on="comm_key", how="left")
+    return table.with_columns(pl.col("degraded").fill_null(value=False))
+
+
+def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """COLL lines per (comm_key, op, dtype): calls, bytes (count x element size), and S per SPEC 3."""
+    colls = owned(logs, "collectives", members)
+    collective = canonical_collective_expr(pl.col("op"))
+    per_rank = collective.is_in(PER_RANK_COUNT_OPS)
+    size = pl.when(per_rank).then(pl.col("bytes") * pl.col("nranks")).otherwise(pl.col("bytes"))
+    return colls.with_columns(collective=collective, size_bytes=size)
+
+
+def call_summary(calls: pl.DataFrame) -> pl.DataFrame:
+    """The per-collective call table: per (comm_key, op, dtype) calls, total bytes, smallest and largest S."""
+    return (
+        calls.group_by("comm_key", "op", "dtype")
+        .agg(
+            calls=pl.len().cast(pl.Int64),
+            bytes=pl.col("bytes").sum(),
+            min_size_bytes=pl.col("size_bytes").min(),
+            max_size_bytes=pl.col("size_bytes").max(),
+        )
+        .sort("comm_key", "calls", descending=[False, True])
+    )
+
+
+def degraded_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """Degraded connections per (comm_key, kind, via, reason): connections and processes (comm_key null: the
+    connection's communicator is not known)."""
+    links = stacked(logs, "transports").filter(pl.col("degraded"))
+    links = links.join(members.select(*PROCESS, "comm_key"), on=PROCESS, how="left")
+    return (
+        links.group_by("comm_key", "kind", "via", "degraded_reason")
+        .agg(connections=pl.len().cast(pl.Int64), processes=pl.col("process").n_unique().cast(pl.Int64))
+        .sort("comm_key", "kind", "via", nulls_last=True)
+    )
+
+
+def algorithm_mix(logs: Sequence[NcclLog]) -> pl.DataFrame:
+    """TUNING choices per (op, message-size bucket of NCCL's byte count, algo, proto): choices."""
+    tuning = stacked(logs, "tuning").with_columns(
+        pl.col("op").fill_null("any"), *size_bucket_exprs(pl.col("bytes"))
+    )
+    return (
+        tuning.group_by("op", "size_bucket", "size_bucket_bytes", "algo", "proto")
+        .agg(choices=pl.len().cast(pl.Int64))
+        .sort("op", "size_bucket_bytes", "choices", descending=[False, False, True])
+    )
+
+
+def topology(members: pl.DataFrame) -> pl.DataFrame:
+    """Per host: processes and the CUDA devices its communicators ran on."""
+    return (
+        members.group_by(pl.col("host").fill_null("unknown"))
+        .agg(
+            processes=pl.col("process").n_unique().cast(pl.Int64),
+            gpus=pl.col("cuda_dev").drop_nulls().unique().sort(),
+        )
+        .sort("host")
+    )
+
+
+def warning_table(logs: Sequence[NcclLog]) -> pl.DataFrame:
+    """Warnings of every log per kind: count and the first text seen."""
+    schema = {"kind": pl.Utf8, "count": pl.Int64, "example": pl.Utf8}
+    counted = pl.concat([pl.DataFrame(schema=schema), *(warning_counts(log).cast(schema) for log in logs)])  # type: ignore[arg-type]
+    return counted.group_by("kind", maintain_order=True).agg(pl.col("count").sum(), pl.col("example").first())
+
+
+def merged_settings(logs: Sequence[NcclLog]) -> dict[str, str]:
+    """`NCCL_X set by environment` of every log: name -> the distinct values, comma-separated."""
+    names = sorted({name for log in logs for name in log.settings})
+    return {
+        name: ", ".join(sorted({log.settings[name] for log in logs if name in log.settings}))
+        for name in names
+    }

@@ -27,12 +27,16 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def inputs(ranks: int, collectives: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def inputs(
+    ranks: int, collectives: int
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(kernels, events, windows, per_step, hosts) of the synthetic run."""
     per_step = collectives // STEPS
-    grid = pl.DataFrame({"rank": list(range(ranks))}).join(
-        pl.DataFrame({"i": list(range(collectives))}), how="cross"
-    ).with_columns(pl.col("rank").cast(pl.Int64), pl.col("i").cast(pl.Int64))
+    grid = (
+        pl.DataFrame({"rank": list(range(ranks))})
+        .join(pl.DataFrame({"i": list(range(collectives))}), how="cross")
+        .with_columns(pl.col("rank").cast(pl.Int64), pl.col("i").cast(pl.Int64))
+    )
     offset = (pl.col("rank") // RANKS_PER_HOST).cast(pl.Float64) * 10_000.0
     jitter = ((pl.col("rank") * 7 + pl.col("i") * 13) % 11).cast(pl.Float64)  # 0..10 us, deterministic
     late = pl.when(pl.col("rank") == STRAGGLER).then(DELAY_US).otherwise(0.0)
@@ -55,7 +59,12 @@ def inputs(ranks: int, collectives: int) -> tuple[pl.DataFrame, pl.DataFrame, pl
         "rank", step_of.alias("step"), (pl.col("i").cast(pl.Float64) * PERIOD_US - 500.0 + offset).alias("window_start_us"),
         ((pl.col("i") + per_step).cast(pl.Float64) * PERIOD_US - 500.0 + offset).alias("window_end_us"),
     )  # fmt: skip
-    steps = windows.select("rank", "step", pl.lit(per_step * PERIOD_US).alias("step_us"), pl.lit(per_step * 400.0).alias("comp_us"))
+    steps = windows.select(
+        "rank",
+        "step",
+        pl.lit(per_step * PERIOD_US).alias("step_us"),
+        pl.lit(per_step * 400.0).alias("comp_us"),
+    )
     hosts = rank_hosts(list(range(ranks)), {}, ranks_per_host=RANKS_PER_HOST)
     return kernels, events, windows, steps, hosts
 
@@ -74,8 +83,12 @@ def main() -> None:
     print(f"ranks {ranks}, collectives per rank {collectives}, kernels {kernels.height:,}")
     print(f"cross_rank: {seconds:.2f} s ({kernels.height / seconds / 1e6:.2f} M kernels/s)")
     print(f"peak RSS: {before:.0f} MB after building inputs, {_peak_mb():.0f} MB after the analysis")
-    print(f"instances {result.instances.height}, usable {result.usable_instances}, mismatches {result.mismatches.height}")
-    print(f"stragglers {result.stragglers} (planted ({STRAGGLER},)); worst offset error {worst:.1f} us (jitter <= 10 us)")
+    print(
+        f"instances {result.instances.height}, usable {result.usable_instances}, mismatches {result.mismatches.height}"
+    )
+    print(
+        f"stragglers {result.stragglers} (planted ({STRAGGLER},)); worst offset error {worst:.1f} us (jitter <= 10 us)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ def _cell(value: object, scale: float = 1.0, digits: int = 3) -> str:
     return escape(str(value))
 
 
-def _table(title: str, frame: pl.DataFrame, columns: dict[str, tuple[str, float]], flag: str | None = None) -> Table:
+def _table(
+    title: str, frame: pl.DataFrame, columns: dict[str, tuple[str, float]], flag: str | None = None
+) -> Table:
     """Columns: name -> (header, divisor for floats)."""
     table = Table(title=escape(title), title_justify="left")
     for header, _ in columns.values():
@@ -61,9 +63,15 @@ def render_crossrank(crossrank: CrossRank, console: Console) -> None:
         f"{crossrank.instances.height} instances matched, {crossrank.usable_instances} complete on 2+ ranks; "
         f"median arrival skew {_cell(skew, 1000.0)} ms; transfer time is a lower bound (shortest member)."
     )
-    console.print(_table(f"Clock offsets against {crossrank.clocks.reference}", crossrank.clocks.offsets, OFFSET_COLUMNS))
+    console.print(
+        _table(
+            f"Clock offsets against {crossrank.clocks.reference}", crossrank.clocks.offsets, OFFSET_COLUMNS
+        )
+    )
     console.print(_table("Per rank", crossrank.per_rank, RANK_COLUMNS, flag="straggler"))
     if crossrank.mismatches.height:
-        console.print(_table(f"Mismatches ({crossrank.mismatches.height})", crossrank.mismatches, MISMATCH_COLUMNS))
+        console.print(
+            _table(f"Mismatches ({crossrank.mismatches.height})", crossrank.mismatches, MISMATCH_COLUMNS)
+        )
     for warning in crossrank.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
+from traceview.reports.figures import LAYOUT
 
 from traceview.analysis import RunAnalysis
 from traceview.crossrank import CrossRank
-from traceview.reports.figures import LAYOUT
 
 MAX_INSTANCES = 500
 """Most instance columns the heatmap draws; beyond it every k-th instance is kept."""
@@ -66,7 +66,9 @@ def wait_bars(crossrank: CrossRank) -> go.Figure:
             hovertemplate="%{x}: %{y:.3f} ms waiting for peers<extra></extra>",
         )
     )
-    figure.update_layout(title="Time each rank waited for later peers (stragglers in red)", yaxis_title="ms", **LAYOUT)
+    figure.update_layout(
+        title="Time each rank waited for later peers (stragglers in red)", yaxis_title="ms", **LAYOUT
+    )
     return figure
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
+from traceview.reports.figures import LAYOUT, escaped
 
 from traceview.analysis import RunAnalysis
-from traceview.reports.figures import LAYOUT, escaped
 
 FIGURE_ID = "fig-nccl-algorithms"
 

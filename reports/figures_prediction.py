@@ -6,10 +6,10 @@ predicted points) and the factors of measured / predicted gamma. No computation 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from traceview.reports.figures import LAYOUT
 
 from traceview.analysis import RunAnalysis
 from traceview.prediction import Prediction
-from traceview.reports.figures import LAYOUT
 
 
 def scaling_figure(prediction: Prediction) -> go.Figure | None:
@@ -28,12 +28,29 @@ def scaling_figure(prediction: Prediction) -> go.Figure | None:
     )  # fmt: skip
     k_values = curve["K"].to_list()
     figure.add_trace(
-        go.Scatter(x=[min(k_values), max(k_values)], y=[1, 1], mode="lines", name="break-even (gamma = 1)", line={"dash": "dash", "color": "#7f7f7f"})
+        go.Scatter(
+            x=[min(k_values), max(k_values)],
+            y=[1, 1],
+            mode="lines",
+            name="break-even (gamma = 1)",
+            line={"dash": "dash", "color": "#7f7f7f"},
+        )
     )
-    points = (("predicted, this run", prediction.run.get("median_gamma_pred"), "#1f77b4"), ("measured, this run", prediction.run.get("median_gamma"), "#d62728"))
+    points = (
+        ("predicted, this run", prediction.run.get("median_gamma_pred"), "#1f77b4"),
+        ("measured, this run", prediction.run.get("median_gamma"), "#d62728"),
+    )
     for name, value, colour in points:
         if value is not None and value > 0:
-            figure.add_trace(go.Scatter(x=[what_if.workers], y=[value], mode="markers", name=name, marker={"size": 12, "color": colour}))
+            figure.add_trace(
+                go.Scatter(
+                    x=[what_if.workers],
+                    y=[value],
+                    mode="markers",
+                    name=name,
+                    marker={"size": 12, "color": colour},
+                )
+            )
     figure.update_layout(
         title="gamma against workers K (strong scaling at the run's global batch)",
         xaxis={"type": "log", "title": "workers K (data-parallel group size)"},

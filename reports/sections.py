@@ -10,7 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from traceview.reports import figures, figures_bubbles, figures_collectives, figures_crossrank, figures_prediction
+from traceview.reports import (
+    figures,
+    figures_bubbles,
+    figures_collectives,
+    figures_crossrank,
+    figures_nccl,
+    figures_prediction,
+)
 
 from traceview.analysis import RunAnalysis
 
@@ -59,5 +66,12 @@ SECTIONS: tuple[Section, ...] = (
         "section_crossrank.html.j2",
         figures_crossrank.crossrank_figures,
         lambda a: a.crossrank is not None and a.crossrank.instances.height > 0,
+    ),
+    Section(
+        "nccl",
+        "NCCL log",
+        "section_nccl.html.j2",
+        figures_nccl.nccl_figures,
+        lambda a: a.nccl is not None,
     ),
 )

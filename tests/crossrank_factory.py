@@ -48,6 +48,12 @@ def windows(ranks: list[int], steps: list[tuple[int, float, float]]) -> pl.DataF
     """The same step windows (step, start, end) on every rank."""
     rows = [(rank, step, start, end) for rank in ranks for step, start, end in steps]
     return pl.DataFrame(
-        rows, schema={"rank": pl.Int64, "step": pl.Int64, "window_start_us": pl.Float64, "window_end_us": pl.Float64},
+        rows,
+        schema={
+            "rank": pl.Int64,
+            "step": pl.Int64,
+            "window_start_us": pl.Float64,
+            "window_end_us": pl.Float64,
+        },
         orient="row",
     )

@@ -7,6 +7,7 @@ time) compares two independent computations: holes between merged segments vs |W
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -271,8 +272,8 @@ def test_fallback_without_the_collectives_frame_reads_kernel_args(tmp_path: Path
 
 
 def test_cli_passes_virtual_stages_to_the_json_and_the_gate(tmp_path: Path) -> None:
-    gpipe = run_of(tmp_path, gpipe_docs(3, 4, 100.0, 200.0))
-    del gpipe  # written to tmp_path; the command reads the folder
+    for rank, doc in gpipe_docs(3, 4, 100.0, 200.0).items():
+        kf.write(doc, tmp_path / f"rank{rank}.json")
     command = [sys.executable, "-m", "traceview", "summary", str(tmp_path), "--json"]
     done = subprocess.run([*command, "--virtual-stages", "2", "--fail-on", "pipeline_bubble>0.3"],
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
@@ -286,7 +287,8 @@ def test_cli_passes_virtual_stages_to_the_json_and_the_gate(tmp_path: Path) -> N
         [*command, "--virtual-stages", "0"], capture_output=True, text=True, timeout=120, check=False
     )
     assert refused.returncode == 2
-    assert refused.stderr.count("\n") == 1 and "--virtual-stages 0" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert "--virtual-stages 0" in refused.stderr
 
 
 # ---------------------------------------------------------------- the simulator's pipeline sample
@@ -294,11 +296,14 @@ def test_cli_passes_virtual_stages_to_the_json_and_the_gate(tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def pp4(tmp_path_factory: pytest.TempPathFactory) -> tuple[GroundTruth, BubbleAnalysis]:
-    sys.path.insert(0, str(ROOT / "sample_traces"))
-    from make_samples import pp4_mismatch
-
+    """The sample's own scenario (`sample_traces/make_samples.py`), written afresh: two 2-stage pipelines."""
+    spec = importlib.util.spec_from_file_location("make_samples", ROOT / "sample_traces" / "make_samples.py")
+    assert spec is not None
+    assert spec.loader is not None
+    samples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(samples)
     folder = tmp_path_factory.mktemp("pp4")
-    truth = write_run(pp4_mismatch(), folder)
+    truth = write_run(samples.pp4_mismatch(), folder)
     return truth, bubbles_of(load_run(folder))
 
 

@@ -10,7 +10,9 @@ from traceview.clocks import SPREAD_WARN_US, align, clock_offsets, rank_hosts
 
 def _calls(rows: list[tuple[int, int, float]]) -> pl.DataFrame:
     """(instance, rank, end_us) rows, with start 100 us before the end."""
-    frame = pl.DataFrame(rows, schema={"instance": pl.Int64, "rank": pl.Int64, "end_us": pl.Float64}, orient="row")
+    frame = pl.DataFrame(
+        rows, schema={"instance": pl.Int64, "rank": pl.Int64, "end_us": pl.Float64}, orient="row"
+    )
     return frame.with_columns((pl.col("end_us") - 100.0).alias("start_us"))
 
 
@@ -40,13 +42,17 @@ def test_offset_is_the_median_end_difference_with_its_spread() -> None:
     assert result.reference == "host 0"
     assert result.warnings == ()
     aligned = align(_calls(rows), hosts, result).filter(pl.col("rank") == 3).sort("instance")
-    assert aligned.get_column("aligned_end_us").to_list() == pytest.approx([1000.0 * i + jitter[i] - 1.0 for i in range(4)])
+    assert aligned.get_column("aligned_end_us").to_list() == pytest.approx(
+        [1000.0 * i + jitter[i] - 1.0 for i in range(4)]
+    )
 
 
 def test_hosts_are_reached_through_other_hosts() -> None:
     """Host C shares collectives only with host B: offset(C) = (C - B) + offset(B)."""
     rows = [(i, 0, 10.0 * i) for i in range(3)] + [(i, 1, 10.0 * i + 500.0) for i in range(3)]
-    rows += [(i, 1, 10.0 * i + 500.0) for i in range(3, 6)] + [(i, 2, 10.0 * i + 500.0 - 70.0) for i in range(3, 6)]
+    rows += [(i, 1, 10.0 * i + 500.0) for i in range(3, 6)] + [
+        (i, 2, 10.0 * i + 500.0 - 70.0) for i in range(3, 6)
+    ]
     result = clock_offsets(_calls(rows), rank_hosts([0, 1, 2], {}))
     assert result.offsets.select("host", "offset_us", "via").rows() == [
         ("rank 0", 0.0, None),

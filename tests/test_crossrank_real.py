@@ -47,7 +47,9 @@ def test_every_kernel_is_matched_by_ordinal(crossrank: CrossRank, raw: tuple[lis
     # The program's pairs, instance by instance, are the raw kernels zipped in time order.
     instances = crossrank.instances.sort("instance").get_column("instance").to_list()
     for position, instance in enumerate(instances):
-        starts = dict(crossrank.calls.filter(pl.col("instance") == instance).select("rank", "start_us").rows())
+        starts = dict(
+            crossrank.calls.filter(pl.col("instance") == instance).select("rank", "start_us").rows()
+        )
         if starts:  # usable instances only carry per-call figures
             assert starts == {0: pytest.approx(rank0[position][0]), 1: pytest.approx(rank1[position][0])}
 
@@ -67,3 +69,26 @@ def test_offset_skew_and_transfer_recomputed(crossrank: CrossRank, raw: tuple[li
     assert usable.get_column("transfer_us").to_list() == pytest.approx(expected_transfer)
     times_last = crossrank.per_rank.sort("rank").get_column("times_last").to_list()
     assert times_last == [expected_last.count(0), expected_last.count(1)]
+
+
+def test_command_json_and_report_section(crossrank: CrossRank) -> None:
+    from traceview.reports.html import render_html
+    from typer.testing import CliRunner
+
+    from traceview.cli import app
+
+    printed = CliRunner().invoke(app, ["stragglers", str(PAIR), "--json"])
+    assert printed.exit_code == 0
+    document = json.loads(printed.stdout)
+    assert document["sentence"] == crossrank.sentence
+    assert len(document["instances"]) == 10
+    assert document["stragglers"] == list(crossrank.stragglers)
+    page = render_html(analyze(load_run(str(PAIR))), plotlyjs="cdn")
+    for element in (
+        "straggler-sentence",
+        "fig-lateness",
+        "fig-wait",
+        "table-clock-offsets",
+        "table-stragglers",
+    ):
+        assert f'id="{element}"' in page

@@ -42,12 +42,23 @@ def test_extra_call_is_reported_and_later_calls_resynchronise() -> None:
 def test_missing_call_is_reported_and_later_calls_resynchronise() -> None:
     """Ranks 0 and 2 make four calls, rank 1 skips the second: missing on rank 1 at seq 1, the rest aligned."""
     sizes = [100, 200, 300, 400]
-    rows = [comm(r, 100 * i + r, 100 * i + 10, ranks="[0, 1, 2]", size=s) for r in (0, 2) for i, s in enumerate(sizes)]
-    rows += [comm(1, 100 * i + 1, 100 * i + 10, ranks="[0, 1, 2]", size=s) for i, s in enumerate(sizes) if i != 1]
+    rows = [
+        comm(r, 100 * i + r, 100 * i + 10, ranks="[0, 1, 2]", size=s)
+        for r in (0, 2)
+        for i, s in enumerate(sizes)
+    ]
+    rows += [
+        comm(1, 100 * i + 1, 100 * i + 10, ranks="[0, 1, 2]", size=s) for i, s in enumerate(sizes) if i != 1
+    ]
     result = match_instances(kernels(rows), windows([0, 1, 2], [(7, -1.0, 999.0)]), [0, 1, 2])
     assert result.mismatches.select("rank", "seq", "kind").rows() == [(1, 1, "missing")]
     assert _keyed(result.calls, 1) == [(0, 1.0), (2, 201.0), (3, 301.0)]
-    assert result.instances.select("matched", "consistent").rows() == [(3, True), (2, False), (3, True), (3, True)]
+    assert result.instances.select("matched", "consistent").rows() == [
+        (3, True),
+        (2, False),
+        (3, True),
+        (3, True),
+    ]
 
 
 def test_two_ranks_with_different_counts_report_an_extra_call() -> None:
@@ -65,7 +76,11 @@ def test_different_bytes_at_a_key() -> None:
     rows += [comm(r, 40, 50, size=300) for r in (0, 1)]
     third = comm(2, 0, 10, size=100), comm(2, 20, 30, size=200), comm(2, 40, 50, size=300)
     frame = kernels([*rows, *[{**row, "pg_ranks": "[0, 1, 2]"} for row in third]])
-    result = match_instances(frame.with_columns(pl.lit("[0, 1, 2]").alias("pg_ranks")), windows([0, 1, 2], [(7, -1, 99)]), [0, 1, 2])
+    result = match_instances(
+        frame.with_columns(pl.lit("[0, 1, 2]").alias("pg_ranks")),
+        windows([0, 1, 2], [(7, -1, 99)]),
+        [0, 1, 2],
+    )
     assert result.mismatches.select("rank", "seq", "kind").rows() == [(1, 1, "different")]
     assert result.instances.get_column("consistent").to_list() == [True, False, True]
 
@@ -94,13 +109,21 @@ def test_mismatch_in_one_step_leaves_the_next_step_aligned() -> None:
     """Rank 0 makes a third identical call in step 1: the extra cannot be placed by signature, so both keys of
     step 1 are flagged and the note names the range; step 2 starts afresh."""
     steps = windows([0, 1], [(1, 0.0, 1000.0), (2, 1000.0, 2000.0)])
-    rows = [comm(r, s * 1000 + i * 100 + r, s * 1000 + i * 100 + 50) for r in (0, 1) for s in (0, 1) for i in range(2)]
+    rows = [
+        comm(r, s * 1000 + i * 100 + r, s * 1000 + i * 100 + 50)
+        for r in (0, 1)
+        for s in (0, 1)
+        for i in range(2)
+    ]
     rows.append(comm(0, 300, 350))
     result = match_instances(kernels(rows), steps, [0, 1])
     assert result.mismatches.select("rank", "step", "kind").rows() == [(0, 1, "extra")]
     assert "anywhere in seq 0..2" in result.mismatches.item(0, "detail")
     assert result.instances.select("step", "seq", "consistent").rows() == [
-        (1, 0, False), (1, 1, False), (2, 2, True), (2, 3, True)
+        (1, 0, False),
+        (1, 1, False),
+        (2, 2, True),
+        (2, 3, True),
     ]
 
 
@@ -108,7 +131,9 @@ def test_groups_fall_back_to_streams_and_paired_sendrecv_sizes() -> None:
     """No process group: the stream is the group. A Send/Recv pair and uneven AllToAll bytes still match."""
     rows = [comm(0, 0, 5, pg=None, ranks=None, collective="Send", size=10, stream=3)]
     rows += [comm(1, 1, 5, pg=None, ranks=None, collective="Recv", size=10, stream=3)]
-    rows += [comm(r, 10, 20, pg=None, ranks=None, collective="AllToAll", size=100 + r, stream=9) for r in (0, 1)]
+    rows += [
+        comm(r, 10, 20, pg=None, ranks=None, collective="AllToAll", size=100 + r, stream=9) for r in (0, 1)
+    ]
     result = match_instances(kernels(rows), ONE_STEP, [0, 1])
     assert result.mismatches.height == 0
     assert result.instances.select("group", "collective", "consistent").rows() == [

@@ -20,8 +20,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 from traceview.parsers import nccl_log
+from traceview.reports.html import render_html
 
-from tests.nccl_log_factory import CHANNEL_NEW, COLL_FORMAT, INIT_FORMATS, RING_LIST_NEW, SHAPE, Writer
+from tests.nccl_log_factory import (
+    CHANNEL_NEW,
+    COLL_FORMAT,
+    INIT_FORMATS,
+    RING_LIST_NEW,
+    SHAPE,
+    TUNING_NEW,
+    Writer,
+)
 from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
 from traceview.inputs import load_run
 from traceview.nccl import NcclLog
@@ -106,6 +115,17 @@ def host_log(host_index: int, network: str, pg_lines: bool = False) -> str:
                     rank_in = members.index(rank)
                     lines.append(f"[PG ID {group} PG GUID {group} Rank {rank_in}] ProcessGroupNCCL created ncclComm_ 0x{base + rank:x} on CUDA device: {rank % PER_HOST}")  # fmt: skip
         # COLL counts are elements of one rank's buffer: AllReduce S / 2 bytes, AllGather S / 8 ranks / 2 bytes.
+        tuning = (
+            TUNING_NEW + " comm %s",
+            "AllReduce",
+            8 * MIB,
+            "RING",
+            "SIMPLE",
+            0,
+            1,
+            f"0x{0xA000 + rank:x}",
+        )
+        lines.append(writer(rank).info(*tuning))
         lines.append(coll_line(rank, 0xAAA, "AllReduce", 8 * MIB // 2))
         lines.append(coll_line(rank, 0xDDD, "AllGather", 2 * MIB // RANKS // 2))
     return "\n".join(lines) + "\n"
@@ -308,3 +328,33 @@ def test_cli_logs_in_the_run_folder_and_a_bad_log(run_dir: Path, tmp_path: Path)
     assert [s["path"] for s in document["nccl"]["skipped"]] == [str(bad)]
     assert document["nccl"]["link_override"]["bandwidth_bytes_per_s"] == pytest.approx(10e9 / 8)
     assert "TCP sockets" in document["verdict"]["sentence"]
+
+
+def test_report_section(with_socket: RunAnalysis) -> None:
+    page = render_html(with_socket)
+    section = page[page.index('<section id="nccl">') :]
+    section = section[: section.index("</section>")]
+    assert "NCCL version 2.21.5+cuda12.4" in section
+    assert 'id="fig-nccl-algorithms"' in section
+    assert "1.25 GB/s (hardware table row tcp_socket; provenance: nccl log)" in section
+    assert section.count("(degraded: TCP sockets instead of IB/RoCE)") == 3 + 3  # 3 communicators, 3 groups
+    assert "RING/SIMPLE" in section  # commId 0xaaa's TUNING choice
+    groups = section[section.index('id="table-nccl-groups"') :]
+    assert groups.count("not changed by the log") == 1  # group 2 only
+
+
+def test_one_process_driving_several_gpus_in_a_real_log() -> None:
+    # NVIDIA/nccl issue 629: one process per host, one Init COMPLETE line per GPU (8 of the 16 ranks shown).
+    real = (
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "nccl_logs" / "NVIDIA_nccl_629.log"
+    )
+    if not real.exists():
+        pytest.skip("real data not available")
+    join = join_nccl(None, [nccl_log.parse(real)])
+    left, right = "A03-R28-I49-2-6000166", "A03-R28-I49-3-9000018"
+    expected = {2: left, 5: left, 4: left, 15: right, 14: right, 12: right, 8: right, 9: right}
+    assert dict(join.hosts_by_rank) == expected
+    assert join.communicators.select("comm_key", "nranks", "ranks_seen", "ambiguous").rows() == [
+        ("nranks=16 #0", 16, 8, False)
+    ]
+    assert join.topology.rows() == [(left, 1, [2, 4, 5]), (right, 1, [0, 1, 4, 6, 7])]

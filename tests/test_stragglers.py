@@ -28,13 +28,20 @@ RANKS3 = "[0, 1, 2]"
 
 def _per_step(comp: dict[int, float]) -> pl.DataFrame:
     return pl.DataFrame(
-        {"rank": list(comp), "step": [1] * len(comp), "step_us": [10_000.0] * len(comp), "comp_us": list(comp.values())},
+        {
+            "rank": list(comp),
+            "step": [1] * len(comp),
+            "step_us": [10_000.0] * len(comp),
+            "comp_us": list(comp.values()),
+        },
         schema={"rank": pl.Int64, "step": pl.Int64, "step_us": pl.Float64, "comp_us": pl.Float64},
     )
 
 
 def _events(rows: list[tuple[int, float, float]]) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema={"rank": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}, orient="row")
+    frame = pl.DataFrame(
+        rows, schema={"rank": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}, orient="row"
+    )
     return frame.with_columns(pl.lit("compute").alias("event_class"))
 
 
@@ -51,7 +58,9 @@ def _factory_run(late_launch: bool) -> CrossRank:
             compute.append((rank, start - 400, start if rank < 2 or not late_launch else start - 300))
     comp = {0: 5000.0, 1: 5000.0, 2: 5000.0 if late_launch else 7000.0}
     hosts = rank_hosts([0, 1, 2], {})
-    return cross_rank(kernels(rows), _events(compute), windows([0, 1, 2], [(1, -1000.0, 9000.0)]), _per_step(comp), hosts)
+    return cross_rank(
+        kernels(rows), _events(compute), windows([0, 1, 2], [(1, -1000.0, 9000.0)]), _per_step(comp), hosts
+    )
 
 
 def test_instance_figures_by_hand() -> None:
@@ -77,7 +86,8 @@ def test_per_rank_figures_and_slow_compute_verdict() -> None:
     assert rank0["wait_share"] == 4 * 300.0 / 10_000.0
     assert not rank0["straggler"]
     assert result.stragglers == (2,)
-    assert result.sentence.startswith("Rank 2 is a straggler") and "slow compute" in result.sentence
+    assert result.sentence.startswith("Rank 2 is a straggler")
+    assert "slow compute" in result.sentence
 
 
 def test_late_launch_verdict() -> None:
@@ -139,7 +149,13 @@ def test_simulated_straggler_offsets_and_skews(tmp_path: Path, kind: str, cause:
         assert row["skew_us"] == pytest.approx(instance.skew_us, abs=0.01)
         assert row["last_rank"] == instance.last_rank
         assert row["transfer_us"] == pytest.approx(instance.transfer_us, abs=0.01)
-    waits = result.calls.group_by("rank").agg(pl.col("wait_us").sum()).sort("rank").get_column("wait_us").to_list()
+    waits = (
+        result.calls.group_by("rank")
+        .agg(pl.col("wait_us").sum())
+        .sort("rank")
+        .get_column("wait_us")
+        .to_list()
+    )
     planted_waits = [sum(i.wait_us[i.ranks.index(rank)] for i in truth.instances) for rank in range(8)]
     assert waits == pytest.approx(planted_waits, abs=0.1)
 
@@ -148,7 +164,10 @@ def test_simulated_mismatch_is_located(tmp_path: Path) -> None:
     truth, result = _simulate(tmp_path, mismatch=MismatchSpec(6, "extra", 2, 1), include_seq=True)
     assert truth.mismatch is not None
     names = dict(result.groups.select("group", "pg_name").rows())
-    located = [(row["rank"], names[row["group"]], row["seq"], row["kind"]) for row in result.mismatches.iter_rows(named=True)]
+    located = [
+        (row["rank"], names[row["group"]], row["seq"], row["kind"])
+        for row in result.mismatches.iter_rows(named=True)
+    ]
     assert located == [(truth.mismatch.rank, truth.mismatch.pg_name, truth.mismatch.seq, "extra")]
     assert result.stragglers == ()
     found = _by_key(result)

@@ -124,8 +124,13 @@ def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
         bubbles=run_bubbles(run, events, windows, collectives.kernels, options.virtual_stages),
         nccl=nccl,
         prediction=predict(
-            run, collectives.kernels, windows, budget, crossrank,
-            with_nccl_overrides(options.prediction, nccl), options.ranks_per_host,
-        ),  # fmt: skip
+            run,
+            collectives.kernels,
+            windows,
+            budget,
+            crossrank,
+            with_nccl_overrides(options.prediction, nccl),
+            options.ranks_per_host,
+        ),
     )
     return replace(analysis, recommendations=recommend(analysis))

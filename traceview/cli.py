@@ -296,14 +296,18 @@ def nccl(
 
 RanksPerHostOpt = Annotated[
     int | None,
-    typer.Option("--ranks-per-host", min=1, help="Ranks per host for clock alignment when traces name no host."),
+    typer.Option(
+        "--ranks-per-host", min=1, help="Ranks per host for clock alignment when traces name no host."
+    ),
 ]
 
 
 @app.command()
 def stragglers(
     run: RunArg,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the across-ranks JSON object instead.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the across-ranks JSON object instead.")
+    ] = False,
     ranks_per_host: RanksPerHostOpt = None,
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
@@ -318,7 +322,10 @@ def stragglers(
     for text in fail_on or ():
         parse_threshold(text)
     loaded = load(run, workers)
-    events, windows = classified_events(loaded, user_patterns(tuple(comm_pattern or ()))), all_step_windows(loaded)
+    events, windows = (
+        classified_events(loaded, user_patterns(tuple(comm_pattern or ()))),
+        all_step_windows(loaded),
+    )
     result = run_cross_rank(
         loaded, comm_kernels(loaded, events), events, windows, time_budget(events, windows), ranks_per_host
     )

@@ -22,9 +22,9 @@ import polars as pl
 SPREAD_WARN_US = 100.0
 """Interquartile range of a host's end-time differences above which its offset is flagged (docs/metrics.md)."""
 
-OFFSET_SCHEMA = {
-    "host": pl.Utf8, "host_source": pl.Utf8, "ranks": pl.List(pl.Int64), "offset_us": pl.Float64,
-    "spread_us": pl.Float64, "samples": pl.Int64, "via": pl.Utf8,
+OFFSET_SCHEMA: dict[str, pl.DataType] = {
+    "host": pl.Utf8(), "host_source": pl.Utf8(), "ranks": pl.List(pl.Int64()), "offset_us": pl.Float64(),
+    "spread_us": pl.Float64(), "samples": pl.Int64(), "via": pl.Utf8(),
 }  # fmt: skip
 
 
@@ -50,25 +50,39 @@ def rank_hosts(
         schema={"rank": pl.Int64, "trace_host": pl.Utf8},
     ).filter(pl.col("trace_host") != "")
     logs = log_hosts or {}
-    log = pl.DataFrame({"rank": list(logs), "log_host": list(logs.values())}, schema={"rank": pl.Int64, "log_host": pl.Utf8})
-    per_host = (
-        pl.format("host {}", pl.col("rank") // ranks_per_host) if ranks_per_host else pl.lit(None, dtype=pl.Utf8)
+    log = pl.DataFrame(
+        {"rank": list(logs), "log_host": list(logs.values())}, schema={"rank": pl.Int64, "log_host": pl.Utf8}
     )
-    sources = [("trace", pl.col("trace_host")), ("nccl log", pl.col("log_host")), ("--ranks-per-host", per_host)]
+    per_host = (
+        pl.format("host {}", pl.col("rank") // ranks_per_host)
+        if ranks_per_host
+        else pl.lit(None, dtype=pl.Utf8)
+    )
+    sources = [
+        ("trace", pl.col("trace_host")),
+        ("nccl log", pl.col("log_host")),
+        ("--ranks-per-host", per_host),
+    ]
     source = pl.lit("one rank per host (assumed)")
     for name, column in reversed(sources):
         source = pl.when(column.is_not_null()).then(pl.lit(name)).otherwise(source)
     joined = frame.join(trace, on="rank", how="left").join(log, on="rank", how="left")
     return joined.select(
         "rank",
-        pl.coalesce(pl.col("trace_host"), pl.col("log_host"), per_host, pl.format("rank {}", pl.col("rank"))).alias("host"),
+        pl.coalesce(
+            pl.col("trace_host"), pl.col("log_host"), per_host, pl.format("rank {}", pl.col("rank"))
+        ).alias("host"),
         source.alias("host_source"),
     ).sort("rank")
 
 
 def _host_ends(calls: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
     """Per (instance, host): the median end of the host's ranks in that instance."""
-    return calls.join(hosts.select("rank", "host"), on="rank").group_by("instance", "host").agg(pl.col("end_us").median())
+    return (
+        calls.join(hosts.select("rank", "host"), on="rank")
+        .group_by("instance", "host")
+        .agg(pl.col("end_us").median())
+    )
 
 
 def _round(ends: pl.DataFrame, resolved: pl.DataFrame) -> pl.DataFrame:
@@ -77,31 +91,47 @@ def _round(ends: pl.DataFrame, resolved: pl.DataFrame) -> pl.DataFrame:
         "instance", (pl.col("end_us") - pl.col("offset_us")).alias("true_end"), pl.col("host").alias("via")
     )
     pending = ends.join(resolved.select("host"), on="host", how="anti")
-    diffs = pending.join(known, on="instance").with_columns((pl.col("end_us") - pl.col("true_end")).alias("diff"))
+    diffs = pending.join(known, on="instance").with_columns(
+        (pl.col("end_us") - pl.col("true_end")).alias("diff")
+    )
     return diffs.group_by("host").agg(
         pl.col("diff").median().alias("offset_us"),
-        (pl.col("diff").quantile(0.75, "linear") - pl.col("diff").quantile(0.25, "linear")).alias("spread_us"),
+        (pl.col("diff").quantile(0.75, "linear") - pl.col("diff").quantile(0.25, "linear")).alias(
+            "spread_us"
+        ),
         pl.len().cast(pl.Int64).alias("samples"),
         pl.col("via").mode().first(),
     )
 
 
-def clock_offsets(calls: pl.DataFrame, hosts: pl.DataFrame, spread_warn_us: float = SPREAD_WARN_US) -> ClockOffsets:
+def clock_offsets(
+    calls: pl.DataFrame, hosts: pl.DataFrame, spread_warn_us: float = SPREAD_WARN_US
+) -> ClockOffsets:
     """Per-host clock offsets from the end times of `calls` (rows of usable instances: instance, rank, end_us)."""
     reference = hosts.sort("rank").get_column("host").first() if hosts.height else ""
     ends = _host_ends(calls, hosts)
     reference_samples = ends.filter(pl.col("host") == reference).height
     resolved = pl.DataFrame(
-        {"host": [reference], "offset_us": [0.0], "spread_us": [0.0], "samples": [reference_samples], "via": [None]},
+        {
+            "host": [reference],
+            "offset_us": [0.0],
+            "spread_us": [0.0],
+            "samples": [reference_samples],
+            "via": [None],
+        },
         schema={k: OFFSET_SCHEMA[k] for k in ("host", "offset_us", "spread_us", "samples", "via")},
     )
     for _ in range(hosts.get_column("host").n_unique()):  # one hop per round; hosts, never instances
         found = _round(ends, resolved)
         if found.height == 0:
             break
-        resolved = pl.concat([resolved, found.cast(resolved.schema)])  # type: ignore[arg-type]
+        resolved = pl.concat([resolved, found.cast(resolved.schema)])
     per_host = hosts.group_by("host").agg(pl.col("host_source").first(), pl.col("rank").sort().alias("ranks"))
-    offsets = per_host.join(resolved, on="host", how="left").select(list(OFFSET_SCHEMA)).sort(pl.col("ranks").list.first())
+    offsets = (
+        per_host.join(resolved, on="host", how="left")
+        .select(list(OFFSET_SCHEMA))
+        .sort(pl.col("ranks").list.first())
+    )
     return ClockOffsets(offsets, str(reference), _warnings(offsets, spread_warn_us))
 
 
@@ -122,7 +152,9 @@ def _warnings(offsets: pl.DataFrame, spread_warn_us: float) -> tuple[str, ...]:
 
 def align(calls: pl.DataFrame, hosts: pl.DataFrame, offsets: ClockOffsets) -> pl.DataFrame:
     """`calls` with `aligned_start_us` / `aligned_end_us`: times minus their host's offset (0 when unknown)."""
-    shift = hosts.select("rank", "host").join(offsets.offsets.select("host", "offset_us"), on="host", how="left")
+    shift = hosts.select("rank", "host").join(
+        offsets.offsets.select("host", "offset_us"), on="host", how="left"
+    )
     return calls.join(shift.select("rank", "offset_us"), on="rank", how="left").with_columns(
         (pl.col("start_us") - pl.col("offset_us").fill_null(0.0)).alias("aligned_start_us"),
         (pl.col("end_us") - pl.col("offset_us").fill_null(0.0)).alias("aligned_end_us"),

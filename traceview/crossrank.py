@@ -74,7 +74,9 @@ def cross_rank(
     clocks = clock_offsets(usable_calls, hosts)
     figures, per_call = instance_figures(align(matching.calls, hosts, clocks), usable)
     instances = matching.instances.join(
-        figures.select("instance", "members", "skew_us", "last_rank", "transfer_us"), on="instance", how="left"
+        figures.select("instance", "members", "skew_us", "last_rank", "transfer_us"),
+        on="instance",
+        how="left",
     )
     steps = per_step.get_column("step_us") if per_step.height else pl.Series([], dtype=pl.Float64)
     per_rank = verdicts(
@@ -123,7 +125,9 @@ def _cause_text(row: Mapping[str, object]) -> str:
         return f"slow compute (T_comp per step {_ms(row['comp_excess_us'])} above the median rank)"  # type: ignore[arg-type]
     if cause == "late launch":
         gap = _ms(row["launch_gap_excess_us"])  # type: ignore[arg-type]
-        return f"late launch (its collectives are launched {gap} later after its compute than the median rank's)"
+        return (
+            f"late launch (its collectives are launched {gap} later after its compute than the median rank's)"
+        )
     return "the network or a peer's link (neither its compute nor its launches explain it)"
 
 
@@ -149,7 +153,9 @@ def add_transfer(budget: TimeBudget, transfer: pl.DataFrame) -> TimeBudget:
     their per-rank medians and their run medians."""
     if budget.per_step.height == 0:
         return budget
-    per_step = budget.per_step.drop(TRANSFER_COLUMNS, strict=False).join(transfer, on=["rank", "step"], how="left")
+    per_step = budget.per_step.drop(TRANSFER_COLUMNS, strict=False).join(
+        transfer, on=["rank", "step"], how="left"
+    )
     per_step = per_step.with_columns(pl.col("transfer_us").fill_null(0.0)).with_columns(
         pl.when(pl.col("comp_us") > 0).then(pl.col("transfer_us") / pl.col("comp_us")).alias("transfer_gamma")
     )

@@ -82,7 +82,9 @@ class Matching:
 
 def group_expr() -> pl.Expr:
     """The group of a kernel: `pg_key`, else its stream (`stream N`), else `unknown`."""
-    return pl.coalesce(pl.col("pg_key"), pl.lit("stream ") + pl.col("stream").cast(pl.Utf8), pl.lit("unknown"))
+    return pl.coalesce(
+        pl.col("pg_key"), pl.lit("stream ") + pl.col("stream").cast(pl.Utf8), pl.lit("unknown")
+    )
 
 
 def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present: Sequence[int]) -> Matching:
@@ -97,13 +99,17 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
     seqs = _key_seqs(reference, placed)
     ambiguous = _ambiguous(placed_all)
     mismatches = _mismatches(placed_all, expected, placed, seqs, ambiguous)
-    instances = _instances(expected, signatures, placed, pl.concat([mismatches.select(KEY), ambiguous.select(KEY)]), seqs)
+    instances = _instances(
+        expected, signatures, placed, pl.concat([mismatches.select(KEY), ambiguous.select(KEY)]), seqs
+    )
     ids = instances.select(*KEY, "instance", "seq")
     out_calls = placed.drop("seq").join(ids, on=KEY).select(
         "instance", *KEY, "seq", "rank", "collective", "size_bytes", "start_us", "end_us", "dur_us", "launch_us",
         "call_start_us", "kernels",
     )  # fmt: skip
-    return Matching(out_calls.sort("instance", "rank"), instances, mismatches, _groups(kernels, members, instances))
+    return Matching(
+        out_calls.sort("instance", "rank"), instances, mismatches, _groups(kernels, members, instances)
+    )
 
 
 def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -150,7 +156,9 @@ def _reference_count(calls: pl.DataFrame) -> pl.DataFrame:
     """Per cell, c* = the commonest call count among its ranks (ties: the smaller); columns group, step, ref_count."""
     counts = calls.group_by(*CELL_RANK).agg(pl.len().cast(pl.Int64).alias("count"))
     votes = counts.group_by(*CELL, "count").agg(pl.len().alias("votes"))
-    best = votes.sort(["votes", "count"], descending=[True, False]).group_by(CELL, maintain_order=True).first()
+    best = (
+        votes.sort(["votes", "count"], descending=[True, False]).group_by(CELL, maintain_order=True).first()
+    )
     return best.select(*CELL, pl.col("count").alias("ref_count"))
 
 
@@ -170,17 +178,22 @@ def _reference_signatures(calls: pl.DataFrame, reference: pl.DataFrame) -> pl.Da
 
 def _agrees(prefix: str) -> pl.Expr:
     hit = pl.col(f"{prefix}_collective").is_not_null()
-    same = pl.col("sig_collective").eq_missing(pl.col(f"{prefix}_collective")) & pl.col("sig_size").eq_missing(
-        pl.col(f"{prefix}_size_bytes")
-    )
+    same = pl.col("sig_collective").eq_missing(pl.col(f"{prefix}_collective")) & pl.col(
+        "sig_size"
+    ).eq_missing(pl.col(f"{prefix}_size_bytes"))
     return (hit & same).cast(pl.Int8)
 
 
 def _claims(calls: pl.DataFrame, reference: pl.DataFrame, signatures: pl.DataFrame) -> pl.DataFrame:
     """Each call with `front_ok` / `back_ok`: its rank's prefix / suffix up to it agrees with the reference."""
+
     def ref(prefix: str, on: str) -> pl.DataFrame:
         return signatures.rename(
-            {"position": on, "ref_collective": f"{prefix}_collective", "ref_size_bytes": f"{prefix}_size_bytes"}
+            {
+                "position": on,
+                "ref_collective": f"{prefix}_collective",
+                "ref_size_bytes": f"{prefix}_size_bytes",
+            }
         )
 
     joined = (
@@ -211,23 +224,32 @@ def _place(calls: pl.DataFrame, reference: pl.DataFrame, signatures: pl.DataFram
         claimed.with_columns(position.alias("position"), priority.alias("priority"))
         .sort(*CELL_RANK, "position", "priority", nulls_last=True)
         .with_columns(
-            (pl.col("position").is_not_null() & pl.struct(*CELL_RANK, "position").is_first_distinct()).alias("placed")
+            (pl.col("position").is_not_null() & pl.struct(*CELL_RANK, "position").is_first_distinct()).alias(
+                "placed"
+            )
         )
         .sort(*CELL_RANK, "fwd")
     )
     return placed.with_columns(
-        (pl.col("placed").cast(pl.Int64).cum_sum().over(CELL_RANK) - pl.col("placed").cast(pl.Int64)).alias("before")
+        (pl.col("placed").cast(pl.Int64).cum_sum().over(CELL_RANK) - pl.col("placed").cast(pl.Int64)).alias(
+            "before"
+        )
     ).join(signatures, on=KEY, how="left")
 
 
 def _members(kernels: pl.DataFrame, ranks_present: Sequence[int]) -> pl.DataFrame:
     """Members of each group (from `pg_ranks`, else the ranks seen in it), with `present` in the run."""
     group = group_expr()
-    frame = kernels.select(group.alias("group"), "rank", "pg_ranks").unique()
-    listed = frame.select(
-        "group", pl.col("pg_ranks").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64)).alias("member")
-    ).explode("member").drop_nulls()
-    seen = frame.select("group", pl.col("rank").alias("member"))
+    per_rank = kernels.group_by("pg_key", "stream", "rank").agg(pl.col("pg_ranks").drop_nulls().first())
+    per_rank = per_rank.select(group.alias("group"), "rank", "pg_ranks")
+    listed = (
+        per_rank.select("group", "pg_ranks")
+        .unique()
+        .select("group", pl.col("pg_ranks").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64)).alias("member"))
+        .explode("member")
+        .drop_nulls()
+    )
+    seen = per_rank.select("group", pl.col("rank").alias("member"))
     members = pl.concat([listed, seen]).unique().sort("group", "member")
     present = pl.Series(list(ranks_present), dtype=pl.Int64)
     return members.with_columns(pl.col("member").is_in(present.implode()).alias("present"))
@@ -238,9 +260,14 @@ def _expected(
 ) -> pl.DataFrame:
     """Every (key, rank) that should hold a call: members present whose trace covers the step."""
     covered = pl.concat(
-        [calls.select("rank", "step"), windows.select("rank", "step").cast({"rank": pl.Int64, "step": pl.Int64})]
+        [
+            calls.select("rank", "step"),
+            windows.select("rank", "step").cast({"rank": pl.Int64, "step": pl.Int64}),
+        ]
     ).unique()
-    positions = reference.with_columns(pl.int_ranges(0, pl.col("ref_count")).alias("position")).explode("position")
+    positions = reference.with_columns(pl.int_ranges(0, pl.col("ref_count")).alias("position")).explode(
+        "position"
+    )
     present = members.filter(pl.col("present")).select("group", pl.col("member").alias("rank"))
     return (
         positions.join(present, on="group")
@@ -255,7 +282,9 @@ def _key_seqs(reference: pl.DataFrame, placed: pl.DataFrame) -> pl.DataFrame:
     starts = reference.sort(CELL).with_columns(
         (pl.col("ref_count").cum_sum().over("group") - pl.col("ref_count")).alias("first_ordinal")
     )
-    keys = starts.with_columns(pl.int_ranges(0, pl.col("ref_count") + 1).alias("position")).explode("position")
+    keys = starts.with_columns(pl.int_ranges(0, pl.col("ref_count") + 1).alias("position")).explode(
+        "position"
+    )
     keys = keys.with_columns(
         pl.col("position").cast(pl.Int64), (pl.col("first_ordinal") + pl.col("position")).alias("ordinal")
     )
@@ -270,7 +299,9 @@ def _ambiguous(placed_all: pl.DataFrame) -> pl.DataFrame:
     the back by different calls: neighbours with one signature, so where the extra or missing call sits is not
     known from the signatures. Columns group, step, rank, position."""
     uneven = placed_all.filter(pl.col("count") != pl.col("ref_count"))
-    front = uneven.filter(pl.col("front_ok") & (pl.col("fwd") < pl.col("ref_count"))).select(*CELL_RANK, position="fwd")
+    front = uneven.filter(pl.col("front_ok") & (pl.col("fwd") < pl.col("ref_count"))).select(
+        *CELL_RANK, position="fwd"
+    )
     back = uneven.filter(pl.col("back_ok") & (pl.col("bpos") >= 0)).select(*CELL_RANK, position="bpos")
     return front.join(back, on=[*CELL_RANK, "position"]).unique().select(*KEY, "rank")
 
@@ -284,12 +315,21 @@ def _ambiguity_note(ambiguous: pl.DataFrame, seqs: pl.DataFrame) -> pl.DataFrame
     return (
         ranges.join(seq_of.rename({"position": "low", "seq": "seq_low"}), on=[*CELL, "low"], how="left")
         .join(seq_of.rename({"position": "high", "seq": "seq_high"}), on=[*CELL, "high"], how="left")
-        .select(*CELL_RANK, pl.format("; its neighbours look the same: it may sit anywhere in seq {}..{}", "seq_low", "seq_high").alias("note"))
+        .select(
+            *CELL_RANK,
+            pl.format(
+                "; its neighbours look the same: it may sit anywhere in seq {}..{}", "seq_low", "seq_high"
+            ).alias("note"),
+        )
     )
 
 
 def _mismatches(
-    placed_all: pl.DataFrame, expected: pl.DataFrame, placed: pl.DataFrame, seqs: pl.DataFrame, ambiguous: pl.DataFrame
+    placed_all: pl.DataFrame,
+    expected: pl.DataFrame,
+    placed: pl.DataFrame,
+    seqs: pl.DataFrame,
+    ambiguous: pl.DataFrame,
 ) -> pl.DataFrame:
     """Every mismatch with its rank and key: extra/unmatched, different and missing calls."""
     sig = pl.format("{} {} B", pl.col("collective"), pl.col("size_bytes").cast(pl.Utf8).fill_null("?"))
@@ -298,7 +338,9 @@ def _mismatches(
         pl.when(pl.col("count") > pl.col("ref_count")).then(pl.lit("extra")).otherwise(pl.lit("unmatched")).alias("kind"),
         pl.format("call {} ({} calls here, peers {}){}", sig, pl.col("count"), pl.col("ref_count"), pl.col("note").fill_null("")).alias("detail"),
     )  # fmt: skip
-    ref_sig = pl.format("{} {} B", pl.col("ref_collective"), pl.col("ref_size_bytes").cast(pl.Utf8).fill_null("?"))
+    ref_sig = pl.format(
+        "{} {} B", pl.col("ref_collective"), pl.col("ref_size_bytes").cast(pl.Utf8).fill_null("?")
+    )
     different = placed_all.filter(
         pl.col("placed") & ~(pl.col("sig_collective").eq_missing(pl.col("ref_collective"))
         & pl.col("sig_size").eq_missing(pl.col("ref_size_bytes")))
@@ -343,8 +385,10 @@ def _instances(
 def _groups(kernels: pl.DataFrame, members: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
     """Per group: its names, member count, members present, the absent members, and its instance count."""
     group = group_expr()
-    names = kernels.select(group.alias("group"), "pg_name", "pg_desc").group_by("group").agg(
-        pl.col("pg_name").drop_nulls().first(), pl.col("pg_desc").drop_nulls().first()
+    names = (
+        kernels.select(group.alias("group"), "pg_name", "pg_desc")
+        .group_by("group")
+        .agg(pl.col("pg_name").drop_nulls().first(), pl.col("pg_desc").drop_nulls().first())
     )
     counts = members.group_by("group").agg(
         pl.len().cast(pl.Int64).alias("members"),

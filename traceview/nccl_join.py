@@ -1,10 +1,10 @@
 """NCCL_DEBUG logs joined to a run's traces (docs/metrics.md, "NCCL log").
 
 Several logs (one per host, per process or one for the job) are read together: a process is `host:pid`
-(`log<i>:pid` where the poster stripped the host), a communicator across processes is its `commId` (NCCL
-2.16+), else `nranks=N #k`, the k-th communicator of N ranks each process created (`ambiguous` when two of its
-processes claim one rank: several communicators lumped, so its rank set is not used). A process's global rank is
-its rank in the largest communicator (the world), trusted only when that is at least as large as every process
+(`log<i>:pid` where the poster stripped the host), a rank is one GPU of a process (`host:pid[cudaDev]`), a
+communicator across processes is its `commId` (NCCL 2.16+), else `nranks=N #k`, the k-th communicator of N
+ranks each GPU's process created (`ambiguous` when two of its processes claim one rank: several communicators
+lumped, so its rank set is not used). A GPU's global rank is its rank in the largest communicator (the world), trusted only when that is at least as large as every process
 group of the traces. Each communicator is matched to one process group of the traces, the first method that
 decides winning (`METHODS`): PyTorch's `ProcessGroupNCCL created ncclComm_ 0x...` line naming the group; the
 rank set and size (the communicator's global ranks inside the group's ranks, nranks = group size, exactly one
@@ -71,7 +71,7 @@ class NcclJoin:
     comm_rank, global_rank, cuda_dev, bus_id, n_nodes. `communicators`: one row per comm_key (nranks, pointers,
     global ranks, hosts, GPUs, nodes, transports, degraded reason, ring/tree channels, algo/proto choices, the
     group matched and how). `groups`: per traced process group its communicators, nodes, hosts, transports,
-    degraded reason and the B override. `calls`: COLL lines per (comm_key, op, dtype). `algorithms`: TUNING
+    degraded reason and the B override (link, bandwidth_Bps, bandwidth_source; null: the hardware table's). `calls`: COLL lines per (comm_key, op, dtype). `algorithms`: TUNING
     choices per (op, message size, algo, proto). `topology`: per host its processes and GPUs.
     """
 
@@ -234,6 +234,15 @@ def link_overrides(groups: pl.DataFrame) -> tuple[LinkOverride, ...]:
     return tuple(found)
 
 
+def _override_frame(overrides: Sequence[LinkOverride]) -> pl.DataFrame:
+    """group, link (hardware-table key), bandwidth_Bps and bandwidth_source of every override."""
+    return pl.DataFrame(
+        [(o.group, o.link.key, o.bandwidth_bytes_per_s, o.provenance) for o in overrides],
+        schema={"group": pl.Utf8, "link": pl.Utf8, "bandwidth_Bps": pl.Float64, "bandwidth_source": pl.Utf8},
+        orient="row",
+    )
+
+
 def _flags(
     comms: pl.DataFrame, groups: pl.DataFrame, degraded: pl.DataFrame, overrides: Sequence[LinkOverride]
 ) -> tuple[str, ...]:
@@ -303,6 +312,7 @@ def join_nccl(
     hosts, notes = _hosts(members)
     table = group_table(groups, comms, hosts)
     overrides = link_overrides(table)
+    table = table.join(_override_frame(overrides), on="group", how="left")
     degraded = degraded_table(logs, members)
     unmatched = comms.filter(pl.col("group").is_null()).get_column("comm_key").to_list()
     lumped = comms.filter(pl.col("ambiguous")).get_column("comm_key").to_list()

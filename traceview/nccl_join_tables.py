@@ -1,9 +1,9 @@
 """Tables over several NCCL_DEBUG logs read together (docs/metrics.md, "NCCL log"), for `traceview.nccl_join`.
 
-A process is `host:pid` (`log<i>:pid` where the poster stripped the host); a communicator across processes is
-its `commId` (NCCL 2.16+), else `nranks=N #k`, the k-th communicator of N ranks each process created
-(`ambiguous` when two of its processes claim one rank: several communicators lumped, so its rank set is not
-used). A process's global rank is its rank in the largest communicator (the world), trusted only when that is at
+A process is `host:pid` (`log<i>:pid` where the poster stripped the host), a rank's GPU `host:pid[cudaDev]` (one
+process may drive several GPUs); a communicator across processes is its `commId` (NCCL 2.16+), else
+`nranks=N #k`, the k-th communicator of N ranks each GPU's process created (`ambiguous` when two of its
+processes claim one rank: several communicators lumped, so its rank set is not used). A GPU's global rank is its rank in the largest communicator (the world), trusted only when that is at
 least as large as every process group of the traces.
 """
 
@@ -32,9 +32,11 @@ def stacked(logs: Sequence[NcclLog], name: str) -> pl.DataFrame:
 
 
 def members_frame(logs: Sequence[NcclLog], world_size: int | None = None) -> pl.DataFrame:
-    """One row per (process, communicator) with its comm_key and the process's global rank (module doc)."""
+    """One row per (process, communicator) with its comm_key and its GPU's global rank (module doc)."""
     comms = stacked(logs, "communicators").unique(PROCESS, keep="first", maintain_order=True)
-    ordinal = pl.col("line").rank("ordinal").over("process", "nranks").cast(pl.Int64) - 1
+    device = pl.col("cuda_dev").cast(pl.Utf8).fill_null("?")
+    comms = comms.with_columns(gpu=pl.format("{}[{}]", pl.col("process"), device))
+    ordinal = pl.col("line").rank("ordinal").over("gpu", "nranks").cast(pl.Int64) - 1
     comms = comms.with_columns(
         comm_key=pl.coalesce(
             pl.format("commId {}", "comm_id"), pl.format("nranks={} #{}", "nranks", ordinal)
@@ -44,9 +46,9 @@ def members_frame(logs: Sequence[NcclLog], world_size: int | None = None) -> pl.
     largest = comms.get_column("nranks").max()
     trusted = largest is not None and (world_size is None or int(largest) >= world_size)  # type: ignore[arg-type]
     world = comms.filter(pl.col("nranks") == largest).sort("line") if trusted else comms.clear()
-    ranks = world.group_by("process").agg(global_rank=pl.col("comm_rank").first())
+    ranks = world.group_by("gpu").agg(global_rank=pl.col("comm_rank").first())
     columns = ["comm_key", "process", "host", "pid", "comm", "comm_id", "nranks", "comm_rank"]
-    return comms.join(ranks, on="process", how="left").select(
+    return comms.join(ranks, on="gpu", how="left").select(
         *columns, "global_rank", "cuda_dev", "bus_id", "n_nodes", "init_state",
         ambiguous=pl.col("comm_rank").is_duplicated().over("comm_key"),
     )  # fmt: skip

@@ -26,7 +26,8 @@ from traceview.budget import TimeBudget
 from traceview.costmodel import bus_factor_expr, collective_time_expr, latency_steps_expr
 from traceview.crossrank import CrossRank
 from traceview.model import Run
-from traceview.prediction_inputs import ModelInputs, PredictionOptions, resolve_inputs, step_calls
+from traceview.prediction_inputs import ModelInputs, PredictionOptions, resolve_inputs
+from traceview.prediction_trace import step_calls
 from traceview.whatif import WhatIf, what_if
 
 FACTORS: tuple[tuple[str, str, int], ...] = (
@@ -42,7 +43,17 @@ FACTORS: tuple[tuple[str, str, int], ...] = (
 AGREEMENT = 1.05
 """Below this effect (either way) no factor is called dominant: the model and the measurement agree."""
 
-SUMS = ("comm_us", "comp_us", "d_all_us", "d_priced_us", "d_bw_us", "t_pred_us", "t_bw_us", "transfer_us", "comp_pred_us")
+SUMS = (
+    "comm_us",
+    "comp_us",
+    "d_all_us",
+    "d_priced_us",
+    "d_bw_us",
+    "t_pred_us",
+    "t_bw_us",
+    "transfer_us",
+    "comp_pred_us",
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,9 @@ class Prediction:
     @property
     def factors(self) -> list[tuple[str, str, float | None, float | None]]:
         """(column, name, run value, effect on gamma / gamma_pred) of every factor, in `FACTORS` order."""
-        return [(column, name, self.run.get(column), _effect(self.run, column)) for column, name, _ in FACTORS]
+        return [
+            (column, name, self.run.get(column), _effect(self.run, column)) for column, name, _ in FACTORS
+        ]
 
     def gate_figures(self) -> dict[str, float | None]:
         """Figures `--fail-on` can name: `gamma_pred` and `gamma_ratio` (measured / predicted, pooled)."""
@@ -74,7 +87,12 @@ class Prediction:
 def spans_nodes(ranks_per_node: int) -> pl.Expr:
     """Whether a call's group spans nodes: its listed ranks fall on two nodes (rank // ranks per node), else
     (ranks unknown) its size exceeds a node."""
-    nodes = pl.col("pg_ranks").str.extract_all(r"-?\d+").list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
+    nodes = (
+        pl.col("pg_ranks")
+        .cast(pl.Utf8)
+        .str.extract_all(r"-?\d+")
+        .list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
+    )
     listed = nodes.list.len() > 0
     return pl.when(listed).then(nodes.list.n_unique() > 1).otherwise(pl.col("group_size") > ranks_per_node)
 
@@ -89,7 +107,11 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     """`calls` with spans_nodes (unless present), link, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
     bw_bound (f S / B >= k alpha) and busbw_Bps (achieved: f S / duration). `n` overrides the group size."""
     size = n if n is not None else pl.col("group_size")
-    frame = calls if "spans_nodes" in calls.columns else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
+    frame = (
+        calls
+        if "spans_nodes" in calls.columns
+        else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
+    )
     frame = frame.with_columns(
         _link_value(inputs, "name").alias("link"),
         _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
@@ -98,10 +120,16 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     frame = _group_overrides(frame, inputs)
     collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
     return frame.with_columns(
-        (collective_time_expr(collective, size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")) * 1e6).alias("t_pred_us"),
-        (bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6).alias("t_bw_us"),
+        (
+            collective_time_expr(collective, size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")) * 1e6
+        ).alias("t_pred_us"),
+        (bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6).alias(
+            "t_bw_us"
+        ),
         (latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6).alias("t_lat_us"),
-        pl.when(pl.col("dur_us") > 0).then(bus_factor_expr(collective, size) * bytes_ / (pl.col("dur_us") * 1e-6)).alias("busbw_Bps"),
+        pl.when(pl.col("dur_us") > 0)
+        .then(bus_factor_expr(collective, size) * bytes_ / (pl.col("dur_us") * 1e-6))
+        .alias("busbw_Bps"),
     ).with_columns((pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"))
 
 
@@ -111,8 +139,18 @@ def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:
         return frame
     links = dict(inputs.group_links)
     return frame.with_columns(
-        pl.col("pg_key").replace_strict({g: getattr(found, field) for g, found in links.items()}, default=pl.col(column), return_dtype=dtype).alias(column)
-        for field, column, dtype in (("name", "link", pl.Utf8), ("bandwidth_Bps", "bandwidth_Bps", pl.Float64), ("alpha_s", "alpha_s", pl.Float64))
+        pl.col("pg_key")
+        .replace_strict(
+            {g: getattr(found, field) for g, found in links.items()},
+            default=pl.col(column),
+            return_dtype=dtype,
+        )
+        .alias(column)
+        for field, column, dtype in (
+            ("name", "link", pl.Utf8),
+            ("bandwidth_Bps", "bandwidth_Bps", pl.Float64),
+            ("alpha_s", "alpha_s", pl.Float64),
+        )
     )
 
 
@@ -145,7 +183,9 @@ def factor_exprs(waiting_measured: bool) -> list[pl.Expr]:
         waiting.alias("waiting"),
         pl.when(has_bw).then(_ratio(pl.col("t_bw_us") * waiting, pl.col("d_bw_us"))).alias("bandwidth_eff"),
         pl.when(has_bw)
-        .then(_ratio(pl.col("d_priced_us"), pl.col("d_bw_us")) / _ratio(pl.col("t_pred_us"), pl.col("t_bw_us")))
+        .then(
+            _ratio(pl.col("d_priced_us"), pl.col("d_bw_us")) / _ratio(pl.col("t_pred_us"), pl.col("t_bw_us"))
+        )
         .otherwise(_ratio(pl.col("d_priced_us"), waiting * pl.col("t_pred_us")))
         .alias("latency"),
         _ratio(pl.col("comp_pred_us"), pl.col("comp_us")).alias("compute_eff"),
@@ -157,7 +197,9 @@ def _with_ratio(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(_ratio(pl.col("gamma"), pl.col("gamma_pred")).alias("gamma_ratio"))
 
 
-def per_step_table(priced: pl.DataFrame, budget: TimeBudget, inputs: ModelInputs, waiting_measured: bool) -> pl.DataFrame:
+def per_step_table(
+    priced: pl.DataFrame, budget: TimeBudget, inputs: ModelInputs, waiting_measured: bool
+) -> pl.DataFrame:
     """Per (rank, step): measured gamma, exposed and transfer gamma, T_comm_pred, T_comp_pred, gamma_pred and
     the factors (every budget step, also those without calls)."""
     keys = ["rank", "step"]
@@ -171,7 +213,10 @@ def per_step_table(priced: pl.DataFrame, budget: TimeBudget, inputs: ModelInputs
     table = (
         steps.join(sums, on=keys, how="left")
         .join(inputs.flops, on=keys, how="left")
-        .with_columns(pl.col("d_all_us", "d_priced_us", "d_bw_us", "t_pred_us", "t_bw_us").fill_null(0.0), comp_pred.alias("comp_pred_us"))
+        .with_columns(
+            pl.col("d_all_us", "d_priced_us", "d_bw_us", "t_pred_us", "t_bw_us").fill_null(0.0),
+            comp_pred.alias("comp_pred_us"),
+        )
     )
     return _with_ratio(table.with_columns(factor_exprs(waiting_measured))).sort(keys)
 
@@ -179,13 +224,18 @@ def per_step_table(priced: pl.DataFrame, budget: TimeBudget, inputs: ModelInputs
 def pooled(per_step: pl.DataFrame, waiting_measured: bool) -> dict[str, float | None]:
     """Run figures: the factors of the pooled sums (identity exact for pooled gammas = sums' ratios) and the
     medians over (rank, step) of measured, exposed, transfer and predicted gamma."""
-    complete = per_step.filter(pl.col("comp_pred_us").is_not_null()) if per_step["comp_pred_us"].is_not_null().any() else per_step
+    complete = (
+        per_step.filter(pl.col("comp_pred_us").is_not_null())
+        if per_step["comp_pred_us"].is_not_null().any()
+        else per_step
+    )
     sums = complete.select(pl.col(c).sum() for c in SUMS)
     if per_step["comp_pred_us"].is_null().all():
         sums = sums.with_columns(pl.lit(None, pl.Float64).alias("comp_pred_us"))
     figures = _with_ratio(sums.with_columns(factor_exprs(waiting_measured))).row(0, named=True)
     medians = per_step.select(
-        pl.col(c).median().alias(f"median_{c}") for c in ("gamma", "exposed_gamma", "transfer_gamma", "gamma_pred", "t_pred_us", "comp_pred_us")
+        pl.col(c).median().alias(f"median_{c}")
+        for c in ("gamma", "exposed_gamma", "transfer_gamma", "gamma_pred", "t_pred_us", "comp_pred_us")
     ).row(0, named=True)
     return {k: (None if v is None else float(v)) for k, v in {**figures, **medians}.items()}
 
@@ -234,7 +284,11 @@ def sentence(run: dict[str, float | None], dominant: str | None, waiting_measure
         head = f"Pooled over the run, measured gamma {run['gamma']:.3g} is {run['gamma_ratio']:.3g}x the predicted {run['gamma_pred']:.3g}"
     else:
         head = f"Pooled over the run, measured T_comm is {run['comm_ratio']:.3g}x the predicted (no predicted T_comp: give --local-batch)"
-    unmeasured = "" if waiting_measured else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be waiting"
+    unmeasured = (
+        ""
+        if waiting_measured
+        else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be waiting"
+    )
     return f"{head}; the largest factor is {names[dominant]} = {run[dominant]:.3g} (x{effect:.3g} on the ratio){unmeasured}."
 
 

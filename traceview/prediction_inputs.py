@@ -2,27 +2,20 @@
 "Predicted gamma").
 
 Order of precedence for every constant: the command line (or the API's `PredictionOptions`), then the NCCL log
-(`LinkOverride`), then the trace, then the hardware table, then a stated default. What cannot be had is None
-and a note says which option supplies it; nothing here raises for an unknown device.
-
-- The communication calls of a step: on-device communication kernels collapsed into their collective call
-  (`step_calls`), each in the step window that contains its start.
-- P: the data-parallel gradient all-reduce elements per step (the AllReduce bytes of the process group that
-  all-reduces the most floating-point bytes, over the element size), median over (rank, step).
-- b: the leading input shape of the first operator of a step named in `BATCH_SHAPE_RULES`.
-- FLOPs per step: the trace's `flops` args summed inside each CPU `ProfilerStep#N`, else 6 * P * b.
+(`LinkOverride`), then the trace (`traceview.prediction_trace`), then the hardware table, then a stated default.
+What cannot be had is None and a note says which option supplies it; nothing here raises for an unknown device
+(a `--nic` or `--dtype` the table does not know is a usage error). FLOPs per step: the trace's `flops` args,
+else 6 * P * b.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
-from traceview.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.errors import UsageError
 from traceview.hardware import (
     GpuSpec,
@@ -34,13 +27,10 @@ from traceview.hardware import (
     peak_flops,
 )
 from traceview.model import Run
-from traceview.steps import WHOLE_TRACE
+from traceview.prediction_trace import Assumption, device_name, workload
 
 if TYPE_CHECKING:
     from traceview.nccl_join import NcclJoin
-
-SOURCES = ("trace", "nccl log", "hardware table", "command line", "default")
-"""Where an input may come from (`Assumption.source`)."""
 
 DEFAULT_EFFICIENCY = 0.5
 """R = peak x efficiency. 0.5: the model FLOPs utilisation reported for well-tuned large-model training on
@@ -52,27 +42,6 @@ DEFAULT_RANKS_PER_NODE = 8
 DEFAULT_DTYPE = "fp32"
 DEFAULT_ALPHA_S = {"intra": 1e-6, "inter": 5e-6}
 """alpha when a bandwidth is given on the command line without one and the table has none."""
-
-FLOATING_DTYPES = ("float32", "float16", "bfloat16", "float64")
-
-BATCH_SHAPE_RULES: tuple[tuple[str, int, str], ...] = (
-    # (operator name regex, input argument, how the batch is read from its shape)
-    (r"^aten::embedding$", 1, "all"),  # token ids [b, s]: b * s tokens
-    (r"^aten::conv[123]d$", 0, "first"),  # [b, C, H, W]: b examples
-    (r"^aten::linear$", 0, "all_but_last"),  # [b, s, h]: b * s tokens (6 P b counts tokens)
-)
-"""The first operator of a step matching a rule gives b from its input shape."""
-
-
-@dataclass(frozen=True)
-class Assumption:
-    """One input of the prediction: its value, unit and where it came from (one of `SOURCES`)."""
-
-    name: str
-    value: float | str | None
-    unit: str
-    source: str
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,125 +139,6 @@ def parse_pair(text: str, what: str, scale: float = 1.0) -> tuple[float, float |
     return values[0], (values[1] if len(values) == 2 else None)
 
 
-def step_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The on-device collective calls of every step: kernels of one call collapsed (durations summed, fields
-    of its first kernel), each in the (rank, step) window that contains its start; calls outside every
-    window are left out. Columns rank, step, start_us, dur_us, kernels, collective, dtype, elem_size,
-    size_bytes, group_size, pg_key, pg_ranks."""
-    fields = ("collective", "dtype", "elem_size", "size_bytes", "group_size", "pg_key", "pg_ranks")
-    linked = pl.col("call_start_us").is_not_null()
-    call = pl.when(linked).then(pl.format("{}@{}", "call_name", "call_start_us")).otherwise(pl.format("k{}", "row"))
-    calls = (
-        kernels.filter(pl.col("on_device"))
-        .with_row_index("row")
-        .with_columns(call.alias("call"))
-        .group_by("rank", "call")
-        .agg(
-            pl.col("start_us").min(),
-            pl.col("dur_us").sum(),
-            pl.len().cast(pl.Int64).alias("kernels"),
-            *[pl.col(name).sort_by("start_us").first() for name in fields],
-        )
-    )
-    starts = windows.select(
-        pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), "window_start_us", "window_end_us"
-    ).sort("window_start_us")
-    placed = calls.sort("start_us").join_asof(
-        starts, left_on="start_us", right_on="window_start_us", by="rank", check_sortedness=False
-    )
-    return (
-        placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us")))
-        .drop("call", "window_start_us", "window_end_us")
-        .sort("rank", "step", "start_us")
-    )
-
-
-def gradient_allreduce(calls: pl.DataFrame) -> dict[str, float | str | None]:
-    """The data-parallel gradient all-reduce: the group whose floating-point AllReduce bytes are largest;
-    `params` = median over (rank, step) of its elements per step, `elem_size`, `dtype`, `workers` = n."""
-    grads = calls.filter(
-        (pl.col("collective") == "AllReduce") & pl.col("dtype").is_in(FLOATING_DTYPES) & pl.col("size_bytes").is_not_null()
-    )
-    if grads.height == 0:
-        return {"group": None, "params": None, "elem_size": None, "dtype": None, "workers": None, "bytes": None}
-    group = grads.group_by("pg_key").agg(pl.col("size_bytes").sum()).sort("size_bytes", "pg_key", descending=True).item(0, "pg_key")
-    mine = grads.filter(pl.col("pg_key") == group)
-    per_step = mine.group_by("rank", "step").agg(pl.col("size_bytes").sum(), (pl.col("size_bytes") / pl.col("elem_size")).sum().alias("elems"))
-    return {
-        "group": group,
-        "params": float(per_step["elems"].median()),  # type: ignore[arg-type]
-        "bytes": float(per_step["size_bytes"].median()),  # type: ignore[arg-type]
-        "elem_size": int(mine["elem_size"].mode().sort()[0]),
-        "dtype": str(mine["dtype"].mode().sort()[0]),
-        "workers": None if mine["group_size"].drop_nulls().len() == 0 else int(mine["group_size"].drop_nulls().mode().sort()[0]),
-    }
-
-
-def _cpu_steps(cpu: pl.DataFrame) -> pl.DataFrame:
-    """CPU `ProfilerStep#N` windows of one rank: step, start_us, end_us."""
-    marks = cpu.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
-    return marks.select(
-        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"), "start_us", pl.col("end_us").alias("step_end_us")
-    ).unique("step").sort("start_us")
-
-
-def _in_cpu_steps(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """`ops` with the `step` of the CPU ProfilerStep containing their start (WHOLE_TRACE without steps)."""
-    steps = _cpu_steps(cpu)
-    if steps.height == 0:
-        return ops.with_columns(pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"))
-    placed = ops.sort("start_us").join_asof(steps, on="start_us", check_sortedness=False)
-    return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("step_end_us"))).drop("step_end_us")
-
-
-def trace_flops(run: Run) -> pl.DataFrame:
-    """FLOPs per (rank, step) from the operators' `flops` args (columns rank, step, flops); no rows when the
-    trace recorded none."""
-    frames = []
-    for trace in run:  # one frame per rank, no row loop
-        ops = trace.cpu.filter(pl.col("flops").is_not_null() & (pl.col("flops") > 0)).select("start_us", "flops")
-        if ops.height:
-            steps = _in_cpu_steps(ops, trace.cpu).group_by("step").agg(pl.col("flops").cast(pl.Float64).sum())
-            frames.append(steps.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")))
-    schema = {"rank": pl.Int64, "step": pl.Int64, "flops": pl.Float64}
-    return pl.concat(frames).select(list(schema)).cast(schema) if frames else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
-
-
-_BATCH_READERS: dict[str, Callable[[pl.Expr], pl.Expr]] = {
-    "first": lambda shape: shape.list.first(),
-    "all": lambda shape: shape.list.eval(pl.element().product()).list.first(),
-    "all_but_last": lambda shape: shape.list.head(shape.list.len() - 1).list.eval(pl.element().product()).list.first(),
-}
-
-
-def batch_from_shapes(run: Run) -> tuple[float | None, str]:
-    """b from the input shape of each step's first operator matched by `BATCH_SHAPE_RULES` (median over
-    (rank, step)), and the operator used; (None, "") when the traces recorded no such shape."""
-    found: list[pl.DataFrame] = []
-    for trace in run:
-        for pattern, argument, reading in BATCH_SHAPE_RULES:
-            ops = trace.cpu.filter(pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null())
-            if ops.height == 0:
-                continue
-            try:
-                dims = ops.with_columns(pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).list.get(argument, null_on_oob=True).alias("shape"))
-            except pl.exceptions.PolarsError:
-                continue
-            batch = dims.filter(pl.col("shape").list.len() > 0).with_columns(_BATCH_READERS[reading](pl.col("shape")).alias("batch"))
-            found.append(_in_cpu_steps(batch.select("start_us", "batch", pl.lit(pattern).alias("rule")), trace.cpu).with_columns(pl.lit(trace.rank).alias("rank")))
-    if not found:
-        return None, ""
-    firsts = pl.concat(found).sort("start_us").group_by("rank", "step").agg(pl.all().first())
-    rule = str(firsts["rule"].mode().sort()[0])
-    return float(firsts["batch"].median()), rule.strip("^$").replace("[123]", "N")  # type: ignore[arg-type]
-
-
-def device_name(run: Run) -> str | None:
-    """The commonest device name of the run's ranks."""
-    names = [name for trace in run for name in trace.meta.devices]
-    return max(sorted(set(names)), key=names.count) if names else None
-
-
 def ranks_per_node(run: Run, given: int | None) -> tuple[int, str, str]:
     """GPUs per node: given (command line), else the most ranks sharing one trace hostname, else the default."""
     if given:
@@ -319,10 +169,14 @@ def _table_link(gpu: GpuSpec | None, scope: str, rpn: int, nic: str | None) -> t
         return None, str(error)
     detail = spec.source + ("" if scope == "intra" or nic else f" (default NIC {DEFAULT_NIC}; give --nic)")
     source = "command line" if scope == "inter" and nic else "hardware table"
-    return Link(scope, spec.name, spec.bandwidth_bytes_per_s, spec.alpha_s, source, source, detail, spec.key), ""
+    return Link(
+        scope, spec.name, spec.bandwidth_bytes_per_s, spec.alpha_s, source, source, detail, spec.key
+    ), ""
 
 
-def resolve_link(options: PredictionOptions, gpu: GpuSpec | None, scope: str, rpn: int) -> tuple[Link | None, str]:
+def resolve_link(
+    options: PredictionOptions, gpu: GpuSpec | None, scope: str, rpn: int
+) -> tuple[Link | None, str]:
     """B and alpha of `scope` ("intra" or "inter"): command line, then NCCL log override, then the table."""
     given_b = options.bandwidth_Bps if scope == "intra" else options.inter_bandwidth_Bps
     given_alpha = options.alpha_s if scope == "intra" else options.inter_alpha_s
@@ -331,8 +185,20 @@ def resolve_link(options: PredictionOptions, gpu: GpuSpec | None, scope: str, rp
     if given_b is not None:
         base = Link(scope, "given", given_b, DEFAULT_ALPHA_S[scope], "command line", "default", "--bandwidth")
     elif override is not None:
-        alpha = override.alpha_s if override.alpha_s is not None else (table.alpha_s if table else DEFAULT_ALPHA_S[scope])
-        base = Link(scope, override.name, override.bandwidth_Bps, alpha, "nccl log", "nccl log" if override.alpha_s is not None else (table.alpha_source if table else "default"), override.reason)
+        alpha = (
+            override.alpha_s
+            if override.alpha_s is not None
+            else (table.alpha_s if table else DEFAULT_ALPHA_S[scope])
+        )
+        base = Link(
+            scope,
+            override.name,
+            override.bandwidth_Bps,
+            alpha,
+            "nccl log",
+            "nccl log" if override.alpha_s is not None else (table.alpha_source if table else "default"),
+            override.reason,
+        )
     elif table is not None:
         base = table
     else:
@@ -344,34 +210,48 @@ def resolve_link(options: PredictionOptions, gpu: GpuSpec | None, scope: str, rp
     return base, ""
 
 
-def _peak(gpu: GpuSpec | None, dtype: str, options: PredictionOptions, device: str | None) -> tuple[float | None, Assumption, str]:
+def _peak(
+    gpu: GpuSpec | None, dtype: str, options: PredictionOptions, device: str | None
+) -> tuple[float | None, Assumption, str]:
     if options.peak_flops is not None:
-        return options.peak_flops, Assumption("peak FLOP/s", options.peak_flops, "FLOP/s", "command line", "--peak-flops"), ""
+        return (
+            options.peak_flops,
+            Assumption("peak FLOP/s", options.peak_flops, "FLOP/s", "command line", "--peak-flops"),
+            "",
+        )
     if gpu is None:
-        note = f"unknown device {device!r}: give --peak-flops and --bandwidth" if device else "no device in the traces: give --peak-flops and --bandwidth"
+        note = (
+            f"unknown device {device!r}: give --peak-flops and --bandwidth"
+            if device
+            else "no device in the traces: give --peak-flops and --bandwidth"
+        )
         return None, Assumption("peak FLOP/s", None, "FLOP/s", "default", "unknown: give --peak-flops"), note
     try:
         value = peak_flops(gpu, dtype)
     except HardwareLookupError as error:
-        return None, Assumption("peak FLOP/s", None, "FLOP/s", "default", "unknown: give --peak-flops"), str(error)
-    return value, Assumption("peak FLOP/s", value, "FLOP/s", "hardware table", f"{gpu.name} {dtype} dense: {gpu.source}"), ""
+        return (
+            None,
+            Assumption("peak FLOP/s", None, "FLOP/s", "default", "unknown: give --peak-flops"),
+            str(error),
+        )
+    return (
+        value,
+        Assumption(
+            "peak FLOP/s", value, "FLOP/s", "hardware table", f"{gpu.name} {dtype} dense: {gpu.source}"
+        ),
+        "",
+    )
 
 
-def _dtype(options: PredictionOptions, grads: dict[str, float | str | None]) -> tuple[str, Assumption]:
+def _dtype(options: PredictionOptions, grad_dtype: str | None) -> tuple[str, Assumption]:
     if options.dtype is not None:
-        return normalise_dtype(options.dtype), Assumption("compute dtype", normalise_dtype(options.dtype), "", "command line", "--dtype")
-    if grads["dtype"] is not None:
-        value = normalise_dtype(str(grads["dtype"]))
+        return normalise_dtype(options.dtype), Assumption(
+            "compute dtype", normalise_dtype(options.dtype), "", "command line", "--dtype"
+        )
+    if grad_dtype is not None:
+        value = normalise_dtype(grad_dtype)
         return value, Assumption("compute dtype", value, "", "trace", "dtype of the gradient all-reduce")
     return DEFAULT_DTYPE, Assumption("compute dtype", DEFAULT_DTYPE, "", "default", "give --dtype")
-
-
-def _given_or_trace(name: str, given: float | None, found: float | None, unit: str, option: str, how: str) -> Assumption:
-    if given is not None:
-        return Assumption(name, given, unit, "command line", option)
-    if found is not None:
-        return Assumption(name, found, unit, "trace", how)
-    return Assumption(name, None, unit, "default", f"unknown: give {option}")
 
 
 def _link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
@@ -379,89 +259,96 @@ def _link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
     if found is None:
         return [Assumption(f"B {label}", None, "B/s", "default", "unknown: give --bandwidth")]
     return [
-        Assumption(f"B {label}", found.bandwidth_Bps, "B/s", found.source, f"{found.name}: {found.detail}" if found.detail else found.name),
-        Assumption(f"alpha {label}", found.alpha_s, "s", found.alpha_source, "per latency step; an assumption, give --alpha"),
+        Assumption(
+            f"B {label}",
+            found.bandwidth_Bps,
+            "B/s",
+            found.source,
+            f"{found.name}: {found.detail}" if found.detail else found.name,
+        ),
+        Assumption(
+            f"alpha {label}",
+            found.alpha_s,
+            "s",
+            found.alpha_source,
+            "per latency step; an assumption, give --alpha",
+        ),
     ]
 
 
-def _flops(run: Run, calls: pl.DataFrame, params: float | None, batch: float | None) -> tuple[pl.DataFrame, str | None]:
-    recorded = trace_flops(run)
-    if recorded.height:
-        return recorded, "trace"
-    if params is None or batch is None:
-        return recorded, None
-    steps = calls.select("rank", "step").unique()
-    return steps.with_columns(pl.lit(FLOPS_PER_PARAM_PER_EXAMPLE * params * batch).alias("flops")), "6 P b"
+def _hardware_assumptions(
+    device: str | None, gpu: GpuSpec | None, efficiency: float, options: PredictionOptions
+) -> list[Assumption]:
+    return [
+        Assumption("device", device, "", "trace" if device else "default", gpu.name if gpu else "not in the hardware table"),
+        Assumption("efficiency", efficiency, "", "command line" if options.efficiency is not None else "default", "R = peak x efficiency"),
+    ]  # fmt: skip
 
 
-def resolve_inputs(run: Run, calls: pl.DataFrame, options: PredictionOptions, ranks_per_host: int | None = None) -> ModelInputs:
+def resolve_inputs(
+    run: Run, calls: pl.DataFrame, options: PredictionOptions, ranks_per_host: int | None = None
+) -> ModelInputs:
     """Every input of the prediction with its provenance (`step_calls` gives `calls`)."""
     device = device_name(run)
     gpu = match_device(device) if device else None
-    grads = gradient_allreduce(calls)
-    dtype, dtype_assumption = _dtype(options, grads)
+    work = workload(run, calls, options.params, options.local_batch)
+    dtype, dtype_assumption = _dtype(options, work.grad_dtype)
     peak, peak_assumption, peak_note = _peak(gpu, dtype, options, device)
     efficiency = options.efficiency if options.efficiency is not None else DEFAULT_EFFICIENCY
     rpn, rpn_source, rpn_detail = ranks_per_node(run, ranks_per_host)
     intra, intra_note = resolve_link(options, gpu, "intra", rpn)
     inter, inter_note = resolve_link(options, gpu, "inter", rpn)
-    shape_batch, shape_op = batch_from_shapes(run) if options.local_batch is None else (None, "")
-    grad_how = f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / {grads['elem_size']} B" if grads["group"] else ""
-    params_a = _given_or_trace("P (parameters)", options.params, grads["params"], "", "--params", grad_how)  # type: ignore[arg-type]
-    batch_a = _given_or_trace("b (local batch)", options.local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}")
-    flops, flops_source = _flops(run, calls, params_a.value, batch_a.value)  # type: ignore[arg-type]
     groups = group_links(options, intra if intra else inter)
-    assumptions = [
-        Assumption("device", device, "", "trace" if device else "default", gpu.name if gpu else "not in the hardware table"),
-        dtype_assumption,
-        peak_assumption,
-        Assumption("efficiency", efficiency, "", "command line" if options.efficiency is not None else "default", "R = peak x efficiency"),
-        Assumption("R (sustained FLOP/s)", None if peak is None else peak * efficiency, "FLOP/s", peak_assumption.source, "peak x efficiency"),
+    sustained = None if peak is None else peak * efficiency
+    device_a, efficiency_a = _hardware_assumptions(device, gpu, efficiency, options)
+    assumptions = (
+        device_a, dtype_assumption, peak_assumption, efficiency_a,
+        Assumption("R (sustained FLOP/s)", sustained, "FLOP/s", peak_assumption.source, "peak x efficiency"),
         Assumption("GPUs per node", rpn, "", rpn_source, rpn_detail),
-        *_link_assumptions(intra, "intra"),
-        *_link_assumptions(inter, "inter"),
-        params_a,
-        batch_a,
-        Assumption("g (gradient bytes per parameter)", grads["elem_size"], "B", "trace" if grads["elem_size"] else "default", str(grads["dtype"] or "no gradient all-reduce")),
-        Assumption("K (data-parallel workers)", grads["workers"], "", "trace" if grads["workers"] else "default", f"size of group {grads['group']}" if grads["group"] else "no gradient all-reduce"),
-        Assumption("FLOPs per step", flops_source, "", _flops_provenance(flops_source, params_a, batch_a), _flops_detail(flops_source)),
-    ]
-    notes = tuple(n for n in (peak_note, intra_note, inter_note, _flops_note(flops_source)) if n)
+        *_link_assumptions(intra, "intra"), *_link_assumptions(inter, "inter"),
+        *work.assumptions, *_group_assumptions(groups),
+    )  # fmt: skip
     return ModelInputs(
         device=device, gpu=gpu, dtype=dtype, peak_flops=peak, efficiency=efficiency, ranks_per_node=rpn, intra=intra,
-        inter=inter, params=params_a.value, local_batch=batch_a.value, grad_group=grads["group"],  # type: ignore[arg-type]
-        grad_bytes_per_param=grads["elem_size"], workers=grads["workers"], flops=flops, flops_source=flops_source,  # type: ignore[arg-type]
-        assumptions=(*assumptions, *_group_assumptions(groups)), notes=notes, group_links=groups,
+        inter=inter, params=work.params, local_batch=work.local_batch, grad_group=work.grad_group,
+        grad_bytes_per_param=work.grad_bytes_per_param, workers=work.workers, flops=work.flops,
+        flops_source=work.flops_source, assumptions=assumptions, group_links=groups,
+        notes=tuple(n for n in (peak_note, intra_note, inter_note, work.note) if n),
     )  # fmt: skip
-
-
-def _flops_detail(source: str | None) -> str:
-    return {
-        "trace": "sum of the operators' flops args in each ProfilerStep",
-        "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
-    }.get(source or "", "unknown: give --local-batch (and --params)")
-
-
-def _flops_note(source: str | None) -> str:
-    if source == "6 P b":
-        return "FLOPs are 6 P b: right for dense transformers (b in tokens); a convolutional net reuses its weights at every position, so 6 P b undercounts its FLOPs and the compute-efficiency factor comes out low"
-    if source is None:
-        return "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and --params when the gradient all-reduce is not in the trace)"
-    return ""
 
 
 def group_links(options: PredictionOptions, fallback: Link | None) -> tuple[tuple[str, Link], ...]:
     """(group, link) of every per-group NCCL-log override (alpha: the override's, else the fallback's)."""
     alpha = fallback.alpha_s if fallback else DEFAULT_ALPHA_S["inter"]
     return tuple(
-        (o.group, Link(o.scope, o.name, o.bandwidth_Bps, o.alpha_s if o.alpha_s is not None else alpha, "nccl log", "nccl log" if o.alpha_s is not None else "default", o.reason))
+        (
+            o.group,
+            Link(
+                o.scope,
+                o.name,
+                o.bandwidth_Bps,
+                o.alpha_s if o.alpha_s is not None else alpha,
+                "nccl log",
+                "nccl log" if o.alpha_s is not None else "default",
+                o.reason,
+            ),
+        )
         for o in options.link_overrides
         if o.group is not None
     )
 
 
 def _group_assumptions(groups: tuple[tuple[str, Link], ...]) -> list[Assumption]:
-    return [Assumption(f"B of process group {group}", found.bandwidth_Bps, "B/s", found.source, f"{found.name}: {found.detail}") for group, found in groups]
+    return [
+        Assumption(
+            f"B of process group {group}",
+            found.bandwidth_Bps,
+            "B/s",
+            found.source,
+            f"{found.name}: {found.detail}",
+        )
+        for group, found in groups
+    ]
 
 
 def with_nccl_overrides(options: PredictionOptions, nccl: NcclJoin | None) -> PredictionOptions:
@@ -474,10 +361,3 @@ def with_nccl_overrides(options: PredictionOptions, nccl: NcclJoin | None) -> Pr
         for o in nccl.link_overrides
     )
     return replace(options, link_overrides=(*options.link_overrides, *found))
-
-
-def _flops_provenance(source: str | None, params: Assumption, batch: Assumption) -> str:
-    """The trace for recorded FLOPs; for 6 P b the command line when it gave P or b, else the trace."""
-    if source != "6 P b":
-        return "trace" if source else "default"
-    return "command line" if "command line" in (params.source, batch.source) else "trace"

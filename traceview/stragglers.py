@@ -39,13 +39,17 @@ def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.Da
     """(per instance skew, last rank, transfer; per call lateness, wait, is_last) for `usable` instances."""
     calls = aligned.join(usable.select("instance"), on="instance", how="semi")
     start = pl.col("aligned_start_us")
-    per_instance = calls.group_by("instance").agg(
-        pl.len().cast(pl.Int64).alias("members"),
-        (start.max() - start.min()).alias("skew_us"),
-        pl.col("rank").sort_by([start, "rank"], descending=[False, True]).last().alias("latest_rank"),
-        pl.col("dur_us").min().alias("transfer_us"),
-        start.median().alias("median_start_us"),
-    ).with_columns(pl.when(pl.col("skew_us") > 0).then(pl.col("latest_rank")).alias("last_rank"))
+    per_instance = (
+        calls.group_by("instance")
+        .agg(
+            pl.len().cast(pl.Int64).alias("members"),
+            (start.max() - start.min()).alias("skew_us"),
+            pl.col("rank").sort_by([start, "rank"], descending=[False, True]).last().alias("latest_rank"),
+            pl.col("dur_us").min().alias("transfer_us"),
+            start.median().alias("median_start_us"),
+        )
+        .with_columns(pl.when(pl.col("skew_us") > 0).then(pl.col("latest_rank")).alias("last_rank"))
+    )
     per_call = calls.join(per_instance, on="instance").with_columns(
         (start - pl.col("median_start_us")).alias("lateness_us"),
         (pl.col("dur_us") - pl.col("transfer_us")).alias("wait_us"),
@@ -65,8 +69,10 @@ def launch_gaps(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         .select(pl.col("rank").cast(pl.Int64), pl.col("end_us").alias("compute_end_us"))
         .sort("compute_end_us")
     )
-    joined = calls.select("instance", "rank", "start_us", "launch_us").sort("start_us").join_asof(
-        compute, left_on="start_us", right_on="compute_end_us", by="rank", check_sortedness=False
+    joined = (
+        calls.select("instance", "rank", "start_us", "launch_us")
+        .sort("start_us")
+        .join_asof(compute, left_on="start_us", right_on="compute_end_us", by="rank", check_sortedness=False)
     )
     gap = (pl.col("launch_us") - pl.col("compute_end_us")).clip(lower_bound=0.0)
     return joined.select("instance", "rank", gap.alias("launch_gap_us"))
@@ -85,7 +91,9 @@ def transfer_per_step(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def rank_figures(per_call: pl.DataFrame, gaps: pl.DataFrame, per_step: pl.DataFrame, ranks: Sequence[int]) -> pl.DataFrame:
+def rank_figures(
+    per_call: pl.DataFrame, gaps: pl.DataFrame, per_step: pl.DataFrame, ranks: Sequence[int]
+) -> pl.DataFrame:
     """Per rank: instances, wait, wait share, times last, median lateness; median T_comp per step and median
     launch gap per step (the sum of its calls' gaps), each with its excess over the median of all ranks."""
     joined = per_call.join(gaps, on=["instance", "rank"], how="left")
@@ -96,9 +104,13 @@ def rank_figures(per_call: pl.DataFrame, gaps: pl.DataFrame, per_step: pl.DataFr
         pl.col("members").median().alias("group_size"),
         pl.col("lateness_us").median().alias("median_lateness_us"),
     )
-    per_step_gaps = joined.group_by("rank", "step").agg(pl.when(pl.col("launch_gap_us").count() > 0).then(pl.col("launch_gap_us").sum()))
+    per_step_gaps = joined.group_by("rank", "step").agg(
+        pl.when(pl.col("launch_gap_us").count() > 0).then(pl.col("launch_gap_us").sum())
+    )
     gaps_by_rank = per_step_gaps.group_by("rank").agg(pl.col("launch_gap_us").median())
-    steps = per_step.group_by("rank").agg(pl.col("step_us").sum().alias("steps_us"), pl.col("comp_us").median())
+    steps = per_step.group_by("rank").agg(
+        pl.col("step_us").sum().alias("steps_us"), pl.col("comp_us").median()
+    )
     table = (
         pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int64})
         .join(figures, on="rank", how="left")
@@ -119,7 +131,9 @@ def verdicts(figures: pl.DataFrame, median_step_us: float | None) -> pl.DataFram
     threshold = max(LATENESS_THRESHOLD_US, LATENESS_STEP_SHARE * (median_step_us or 0.0))
     lateness = pl.col("median_lateness_us").fill_null(0.0)
     expected_share = 1.0 / pl.col("group_size").fill_null(2.0).clip(lower_bound=2.0)
-    often_last = (pl.col("last_share").fill_null(0.0) >= (1.0 + expected_share) / 2) & (lateness >= LATENESS_FLOOR_US)
+    often_last = (pl.col("last_share").fill_null(0.0) >= (1.0 + expected_share) / 2) & (
+        lateness >= LATENESS_FLOOR_US
+    )
     straggler = (pl.col("instances") >= MIN_INSTANCES) & (often_last | (lateness >= threshold))
     supported = [
         pl.when(pl.col(column).fill_null(0.0) >= pl.max_horizontal(CAUSE_SHARE * lateness, pl.lit(1e-9)))
@@ -130,7 +144,11 @@ def verdicts(figures: pl.DataFrame, median_step_us: float | None) -> pl.DataFram
     best = pl.max_horizontal([pl.col(f"_{column}") for _, column in CAUSES])
     cause: pl.Expr = pl.lit(NETWORK)
     for name, column in reversed(CAUSES):
-        cause = pl.when(pl.col(f"_{column}").is_not_null() & (pl.col(f"_{column}") == best)).then(pl.lit(name)).otherwise(cause)
+        cause = (
+            pl.when(pl.col(f"_{column}").is_not_null() & (pl.col(f"_{column}") == best))
+            .then(pl.lit(name))
+            .otherwise(cause)
+        )
     return (
         figures.with_columns(straggler.alias("straggler"), *supported)
         .with_columns(pl.when(pl.col("straggler")).then(cause).alias("cause"))

@@ -66,7 +66,7 @@ def gamma_at(
 ) -> float | None:
     """gamma_pred of `calls` (one step) with the data-parallel group `workers_factor` times larger at a
     fixed global batch, the local batch `batch_factor` times larger, on `inputs`' links."""
-    from traceview.prediction import price, spans_nodes  # noqa: PLC0415 - prediction builds on this module's caller
+    from traceview.prediction import price, spans_nodes  # prediction imports this module
 
     data_parallel = pl.col("pg_key") == (inputs.grad_group or "")
     size = (pl.col("group_size") * workers_factor).round(0).cast(pl.Int64)
@@ -75,7 +75,7 @@ def gamma_at(
         pl.when(changed).then(size > inputs.ranks_per_node).otherwise(pl.col("_spans")).alias("spans_nodes"),
         pl.when(changed).then(size).otherwise(pl.col("group_size")).alias("group_size"),
     )
-    comm = price(frame.drop("_spans"), inputs)["t_pred_us"].sum()
+    comm = float(price(frame.drop("_spans"), inputs)["t_pred_us"].sum())
     comp = comp_pred_us * batch_factor / workers_factor
     return float(comm / comp) if comp > 0 else None
 
@@ -91,7 +91,15 @@ def _next_scale_up(gpu: GpuSpec | None, current: Link) -> Link | None:
         return None
     best = min(faster, key=lambda other: other.scale_up_uni_bytes_per_s or 0)
     name = f"{best.scale_up} (as on {best.name})"
-    return Link("intra", name, best.scale_up_uni_bytes_per_s or 0, best.intra_node_alpha_s, "hardware table", "hardware table", best.source)
+    return Link(
+        "intra",
+        name,
+        best.scale_up_uni_bytes_per_s or 0,
+        best.intra_node_alpha_s,
+        "hardware table",
+        "hardware table",
+        best.source,
+    )
 
 
 def next_link(inputs: ModelInputs, scope: str) -> Link | None:
@@ -102,8 +110,21 @@ def next_link(inputs: ModelInputs, scope: str) -> Link | None:
     following = NEXT_LINK.get(current.key)
     if following is not None:
         spec = table().links[following]
-        return Link(scope, spec.name, spec.bandwidth_bytes_per_s, spec.alpha_s, "hardware table", "hardware table", spec.source, spec.key)
-    return _next_scale_up(inputs.gpu, current) if scope == "intra" and current.key.endswith(".scale_up") else None
+        return Link(
+            scope,
+            spec.name,
+            spec.bandwidth_bytes_per_s,
+            spec.alpha_s,
+            "hardware table",
+            "hardware table",
+            spec.source,
+            spec.key,
+        )
+    return (
+        _next_scale_up(inputs.gpu, current)
+        if scope == "intra" and current.key.endswith(".scale_up")
+        else None
+    )
 
 
 def _busiest_scope(priced: pl.DataFrame) -> str:
@@ -112,19 +133,38 @@ def _busiest_scope(priced: pl.DataFrame) -> str:
     return "inter" if inter > intra else "intra"
 
 
-def _rows(calls: pl.DataFrame, priced: pl.DataFrame, inputs: ModelInputs, comp: float) -> list[dict[str, object]]:
+def _rows(
+    calls: pl.DataFrame, priced: pl.DataFrame, inputs: ModelInputs, comp: float
+) -> list[dict[str, object]]:
     now = gamma_at(calls, inputs, comp)
     rows = [
         ("now", "the run as traced", now),
-        ("2x workers", "twice the data-parallel workers at the same global batch (b halves)", gamma_at(calls, inputs, comp, 2.0)),
-        ("2x local batch", "twice the local batch (T_comp doubles, the gradient bytes do not change)", gamma_at(calls, inputs, comp, 1.0, 2.0)),
+        (
+            "2x workers",
+            "twice the data-parallel workers at the same global batch (b halves)",
+            gamma_at(calls, inputs, comp, 2.0),
+        ),
+        (
+            "2x local batch",
+            "twice the local batch (T_comp doubles, the gradient bytes do not change)",
+            gamma_at(calls, inputs, comp, 1.0, 2.0),
+        ),
     ]
     scope = _busiest_scope(priced)
     upgrade = next_link(inputs, scope)
     if upgrade is not None:
         faster = replace(inputs, intra=upgrade) if scope == "intra" else replace(inputs, inter=upgrade)
-        rows.append(("next interconnect", f"{upgrade.name} ({upgrade.bandwidth_Bps / 1e9:.4g} GB/s per GPU)", gamma_at(calls, faster, comp)))
-    return [{"scenario": s, "detail": d, "gamma_pred": g, "vs_now": (g / now if g is not None and now else None)} for s, d, g in rows]
+        rows.append(
+            (
+                "next interconnect",
+                f"{upgrade.name} ({upgrade.bandwidth_Bps / 1e9:.4g} GB/s per GPU)",
+                gamma_at(calls, faster, comp),
+            )
+        )
+    return [
+        {"scenario": s, "detail": d, "gamma_pred": g, "vs_now": (g / now if g is not None and now else None)}
+        for s, d, g in rows
+    ]
 
 
 def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -> WhatIf | None:
@@ -141,7 +181,9 @@ def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -
         {"K": counts, "gamma_pred": [gamma_at(calls, inputs, comp, k / workers) for k in counts]},
         schema={"K": pl.Int64, "gamma_pred": pl.Float64},
     ).with_columns((pl.col("K") > inputs.ranks_per_node).alias("spans_nodes"))
-    table_rows = pl.DataFrame(_rows(calls, priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)), inputs, comp))
+    table_rows = pl.DataFrame(
+        _rows(calls, priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)), inputs, comp)
+    )
     return WhatIf(rank, step, workers, table_rows, curve, closed_form(inputs))
 
 
@@ -152,4 +194,10 @@ def closed_form(inputs: ModelInputs) -> float | None:
     rate, values = inputs.sustained_flops, (inputs.workers, inputs.grad_bytes_per_param, inputs.local_batch)
     if rate is None or link is None or any(v is None for v in values) or (inputs.workers or 0) < 2:
         return None
-    return gamma_closed_form(inputs.workers or 0, inputs.grad_bytes_per_param or 0, rate, inputs.local_batch or 0, link.bandwidth_Bps)
+    return gamma_closed_form(
+        inputs.workers or 0,
+        inputs.grad_bytes_per_param or 0,
+        rate,
+        inputs.local_batch or 0,
+        link.bandwidth_Bps,
+    )

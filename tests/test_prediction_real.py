@@ -1,0 +1,125 @@
+"""The prediction on a real trace: hta_nccl_data (rank 0 of 2, A100, NCCL 2.17.1, DDP all-reduce buckets).
+
+Expected values come from a plain-Python pass over the JSON and from hand arithmetic with the A100 datasheet
+figures of the hardware table (NVLink 3: 300 GB/s one direction per GPU; FP32 19.5 TFLOP/s dense)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from traceview.reports.json_out import summary_document
+
+from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
+from traceview.inputs import load_run
+from traceview.prediction_inputs import PredictionOptions
+
+REAL = Path(__file__).resolve().parents[2] / "shared/data/real/kineto/hta_nccl_data"
+NVLINK3_BPS, ALPHA_NVLINK_S, FP32_PEAK = 300e9, 1e-6, 19.5e12
+
+
+def _events() -> list[dict[str, Any]]:
+    with gzip.open(REAL / "nccl_data.json.gz", "rt") as handle:
+        document = json.load(handle)
+    events: list[dict[str, Any]] = document["traceEvents"]
+    return events
+
+
+def _allreduce_bytes_per_step() -> tuple[float, int]:
+    """Sum of the AllReduce kernels' `In msg nelems` x 4 (float32) over the trace, and the step count."""
+    events = _events()
+    kernels = [e for e in events if e.get("cat") == "kernel" and "AllReduce" in e.get("name", "")]
+    total = sum(int(e["args"]["In msg nelems"]) * 4 for e in kernels)
+    steps = {
+        e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"
+    }
+    return total / len(steps), len(steps)
+
+
+@pytest.fixture(scope="module")
+def analysis() -> RunAnalysis:
+    return analyze(
+        load_run(str(REAL), workers=1), AnalysisOptions(prediction=PredictionOptions(local_batch=32))
+    )
+
+
+def test_inputs_and_their_provenance(analysis: RunAnalysis) -> None:
+    found = analysis.prediction
+    assert found is not None
+    per_step, steps = _allreduce_bytes_per_step()
+    assert steps == 3
+    assumptions = {a.name: a for a in found.inputs.assumptions}
+    assert assumptions["P (parameters)"].value == pytest.approx(per_step / 4)
+    assert assumptions["P (parameters)"].source == "trace"
+    assert assumptions["b (local batch)"].source == "command line"
+    assert (assumptions["B inside a node"].value, assumptions["B inside a node"].source) == (
+        NVLINK3_BPS,
+        "hardware table",
+    )
+    assert assumptions["peak FLOP/s"].value == FP32_PEAK  # the gradients are float32
+    assert assumptions["efficiency"].source == "default"
+    assert assumptions["K (data-parallel workers)"].value == 2
+    assert {a.source for a in found.inputs.assumptions} <= {
+        "trace",
+        "nccl log",
+        "hardware table",
+        "command line",
+        "default",
+    }
+
+
+def test_hand_check_of_one_allreduce(analysis: RunAnalysis) -> None:
+    found = analysis.prediction
+    assert found is not None
+    row = found.calls.filter(found.calls["size_bytes"] == 31502336).row(0, named=True)
+    # ring AllReduce over n = 2 on NVLink: k = 2(n-1) = 2 steps of alpha, f = 2(n-1)/n = 1
+    by_hand_s = 2 * ALPHA_NVLINK_S + 1 * 31502336 / NVLINK3_BPS
+    assert row["t_pred_us"] == pytest.approx(by_hand_s * 1e6)
+    assert row["t_pred_us"] == pytest.approx(107.0078, abs=1e-3)
+
+
+def test_measured_against_predicted(analysis: RunAnalysis) -> None:
+    found = analysis.prediction
+    assert found is not None
+    per_step, _ = _allreduce_bytes_per_step()
+    comp_pred_us = 6 * (per_step / 4) * 32 / (FP32_PEAK * 0.5) * 1e6
+    assert found.run["median_comp_pred_us"] == pytest.approx(comp_pred_us)
+    assert not found.waiting_measured  # rank 1's trace is not in the data set
+    assert found.run["waiting"] == 1.0
+    run = found.run
+    product = run["latency"] / run["bandwidth_eff"] * run["compute_eff"] * run["residual"]  # type: ignore[operator]
+    assert product == pytest.approx(run["gamma_ratio"])
+    # NCCL ran these all-reduces with the LL protocol far below NVLink speed: bandwidth efficiency < 10%
+    assert run["bandwidth_eff"] is not None
+    assert run["bandwidth_eff"] < 0.1
+    assert "not measured" in found.sentence
+    kinds = set(found.per_collective["collective"].to_list())
+    assert kinds == {"AllReduce", "Broadcast"}
+
+
+def test_without_local_batch_the_comm_side_still_compares() -> None:
+    found = analyze(load_run(str(REAL), workers=1)).prediction
+    assert found is not None
+    assert found.run["gamma_pred"] is None
+    assert found.run["comm_ratio"] is not None
+    assert any("--local-batch" in note for note in found.inputs.notes)
+    assert "give --local-batch" in found.sentence
+
+
+def test_json_has_the_prediction(analysis: RunAnalysis) -> None:
+    document = summary_document(analysis)["prediction"]
+    assert document["sentence"] == analysis.prediction.sentence  # type: ignore[union-attr]
+    assert {a["source"] for a in document["assumptions"]} >= {
+        "trace",
+        "hardware table",
+        "command line",
+        "default",
+    }
+    assert [row["scenario"] for row in document["what_if"]["table"]][:3] == [
+        "now",
+        "2x workers",
+        "2x local batch",
+    ]

@@ -2,16 +2,24 @@
 
 Unknown keys are skipped by the decoder without being materialised, which is what makes decoding fast. Types are
 unions where real traces disagree (a process group name may be written as a number; a tid as "stream 7").
+
+Two ways to read the events. The fast one: the document with `traceEvents` as `list[msgspec.Raw]` (each event's
+bytes, not decoded), then the events in batches through a union tagged by `ph`, where every phase but complete
+events (`X`) decodes to a field-less struct. The tolerant one, `Event`, takes any object (a missing or unknown
+`ph` included); it reads a batch the union refuses. No Struct here can be part of a reference cycle, so all are
+`gc=False`: the collector neither tracks nor scans the hundreds of thousands of them a trace decodes into.
 """
 
 from __future__ import annotations
+
+from typing import Union
 
 import msgspec
 
 EMPTY_RAW = msgspec.Raw(b"")
 
 
-class Args(msgspec.Struct, frozen=True):
+class Args(msgspec.Struct, frozen=True, gc=False):
     """Event arguments used by the analyses (SPEC sections 2 and 3)."""
 
     correlation: int | str | None = None
@@ -39,10 +47,26 @@ class Args(msgspec.Struct, frozen=True):
 
 
 NO_ARGS = Args()
+COMM_ARG_FIELDS = (
+    "collective_name",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "dtype",
+    "pg_name",
+    "pg_id",
+    "pg_desc",
+    "pg_ranks",
+    "seq",
+    "seq_lower",
+    "in_split",
+    "out_split",
+)
+"""The `Args` fields of a collective call (SPEC section 3): absent on all but a few events of a trace."""
 
 
-class Event(msgspec.Struct, frozen=True):
-    """One Chrome-trace event; `ts`/`dur` in microseconds (floats allowed)."""
+class Event(msgspec.Struct, frozen=True, gc=False):
+    """One Chrome-trace event, any phase; `ts`/`dur` in microseconds (floats allowed)."""
 
     ph: str = ""
     cat: str | None = None
@@ -54,7 +78,34 @@ class Event(msgspec.Struct, frozen=True):
     args: Args | None = None
 
 
-class PgConfig(msgspec.Struct, frozen=True):
+class Complete(msgspec.Struct, frozen=True, gc=False, tag_field="ph", tag="X"):
+    """A complete event (`"ph": "X"`), the only phase traceview reads: the fields of `Event` but `ph`."""
+
+    cat: str | None = None
+    name: str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: Args | None = None
+
+
+OTHER_PHASES = (
+    *("B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c"),
+    *("(", ")", "S", "T", "p", "F"),
+)
+"""Every other Chrome trace event phase (duration begin/end, instant, counter, async, flow, sample, object,
+metadata, memory dump, mark, clock sync, context, and the deprecated async steps): each decodes to a struct
+without fields, its keys skipped."""
+OTHER_EVENT_TYPES = tuple(
+    msgspec.defstruct(f"Phase{index}", [], frozen=True, gc=False, tag_field="ph", tag=phase)
+    for index, phase in enumerate(OTHER_PHASES)
+)
+TaggedEvent = Union[Complete, *OTHER_EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
+"""An event decoded by phase: `Complete`, or one of `OTHER_EVENT_TYPES` (not read)."""
+
+
+class PgConfig(msgspec.Struct, frozen=True, gc=False):
     """`distributedInfo.pg_config` entry."""
 
     pg_name: str | int | None = None
@@ -64,7 +115,7 @@ class PgConfig(msgspec.Struct, frozen=True):
     ranks: list[int] | None = None
 
 
-class DistributedInfo(msgspec.Struct, frozen=True):
+class DistributedInfo(msgspec.Struct, frozen=True, gc=False):
     """`distributedInfo`: rank, world size, backend and process groups (any may be missing)."""
 
     backend: str | None = None
@@ -74,23 +125,34 @@ class DistributedInfo(msgspec.Struct, frozen=True):
     nccl_version: str | None = None
 
 
-class DeviceProperties(msgspec.Struct, frozen=True):
+class DeviceProperties(msgspec.Struct, frozen=True, gc=False):
     """An entry of `deviceProperties` (or the PyTorch 1.8 `computeProperties`)."""
 
     name: str | None = None
 
 
-class Document(msgspec.Struct, frozen=True):
-    """A Kineto trace document (the object form; PyTorch 1.8 may also write a bare event array)."""
+class Header(msgspec.Struct, frozen=True, gc=False):
+    """The document's keys other than `traceEvents`."""
 
-    traceEvents: list[Event] | None = None  # noqa: N815 - the trace's own key
-    distributedInfo: DistributedInfo | None = None  # noqa: N815
+    distributedInfo: DistributedInfo | None = None  # noqa: N815 - the trace's own key
     deviceProperties: list[DeviceProperties] | None = None  # noqa: N815
     computeProperties: list[DeviceProperties] | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
     host_name: str | None = None
     hostname: str | None = None
     torch_version: str | None = msgspec.field(default=None, name="pytorch_version")
+
+
+class Document(Header, frozen=True, gc=False):
+    """A Kineto trace document, events decoded (the object form; PyTorch 1.8 may also write a bare array)."""
+
+    traceEvents: list[Event] | None = None  # noqa: N815
+
+
+class RawDocument(Header, frozen=True, gc=False):
+    """A Kineto trace document with each event's JSON text kept as it is, to decode later in batches."""
+
+    traceEvents: list[msgspec.Raw] | None = None  # noqa: N815
 
 
 class Probe(msgspec.Struct, frozen=True):
@@ -105,3 +167,6 @@ class Probe(msgspec.Struct, frozen=True):
 
 DOCUMENT_DECODER = msgspec.json.Decoder(Document)
 EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+RAW_DOCUMENT_DECODER = msgspec.json.Decoder(RawDocument)
+RAW_EVENTS_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+TAGGED_EVENTS_DECODER = msgspec.json.Decoder(list[TaggedEvent])

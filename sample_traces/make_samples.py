@@ -4,7 +4,7 @@
     python sample_traces/make_samples.py --out DIR       # write them somewhere else
     python sample_traces/make_samples.py --benchmark 256 2000   # time/size: 256 ranks x 2,000 collectives
 
-Each sample is a folder of per-rank Kineto traces plus `ground_truth.json` (what a correct analysis must find;
+Each sample is a folder of per-rank Kineto traces with `<name>.ground_truth.json` beside the folder (what a correct analysis must find;
 see `sample_traces/README.md` and `traceview.simulate`).
 """
 
@@ -106,14 +106,15 @@ SAMPLES = {
 
 
 def write_sample(name: str, out_root: Path) -> GroundTruth:
-    """Write one sample folder (traces and ground_truth.json), replacing what was there."""
+    """Write one sample folder of traces, and `<name>.ground_truth.json` beside it (outside the folder, so that
+    `traceview report sample_traces/<name>` reads traces only), replacing what was there."""
     build, compress = SAMPLES[name]
     folder = out_root / name
     if folder.exists():
         shutil.rmtree(folder)
     truth = write_run(build(), folder, gzip=compress)
     text = json.dumps(ground_truth_dict(truth), indent=1)
-    (folder / "ground_truth.json").write_text(text + "\n", encoding="utf-8")
+    (out_root / f"{name}.ground_truth.json").write_text(text + "\n", encoding="utf-8")
     return truth
 
 

@@ -289,10 +289,8 @@ def workload(run: Run, calls: pl.DataFrame, params: float | None, local_batch: f
     batch_a = _given_or_trace(
         "b (local batch)", local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}"
     )
-    p, b = params_a.value, batch_a.value
-    flops, source = _flops(
-        run, calls, p if isinstance(p, float) else None, b if isinstance(b, float) else None
-    )
+    p, b = _number(params_a.value), _number(batch_a.value)
+    flops, source = _flops(run, calls, p, b)
     flops_a = Assumption(
         "FLOPs per step", source, "", _flops_provenance(source, params_a, batch_a), _flops_detail(source)
     )

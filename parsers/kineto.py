@@ -1,22 +1,34 @@
 """PyTorch profiler (Kineto) traces, PyTorch 1.8 to today, plain or gzip: `parse(path) -> RankTrace`.
 
-Decoding is typed and selective (see `kineto_schema`); events become polars frames column by column.
+Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (see `kineto_io`): each batch of
+complete events becomes small polars frames column by column, its Python objects are freed, and the frames are
+joined once the file's bytes are gone. Columns are taken with `operator.attrgetter` (no per-row Python), and the
+collective-call columns only for the rows that carry such arguments.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import add, attrgetter
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import polars as pl
-from traceview.parsers.kineto_io import decode, read_bytes, refuse_without_kineto_events
-from traceview.parsers.kineto_schema import NO_ARGS, Args, Document, Event
+from traceview.parsers.kineto_io import (
+    CompleteEvent,
+    complete_event_batches,
+    decode,
+    read_bytes,
+    refuse_without_kineto_events,
+)
+from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
 
 from traceview.errors import ParseWarning
 from traceview.model import (
+    COMM_ARG_SCHEMA,
     CPU_SCHEMA,
     GPU_SCHEMA,
     STEP_SCHEMA,
@@ -56,80 +68,147 @@ KINETO_CATEGORIES = (
 STEP_NAME = r"^ProfilerStep#(\d+)$"
 RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
+CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
+COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
+NO_COMM_ARGS = COMM_ARGS(NO_ARGS)
+
+
+@dataclass
+class _Frames:
+    """What the batches of one file have given so far."""
+
+    gpu: list[pl.DataFrame] = field(default_factory=list)
+    cpu: list[pl.DataFrame] = field(default_factory=list)
+    gpu_annotations: list[CompleteEvent] = field(default_factory=list)
+    any_kineto_category: bool = False
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A file read: the header, the frames in batches, and what the reading noticed."""
+
+    header: Header
+    frames: _Frames
+    events_total: int
+    warnings: tuple[ParseWarning, ...]
+    truncated_at_byte: int | None
+
 
 def parse(path: str | Path) -> RankTrace:
     """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats)."""
     path = Path(path)
-    data, warnings = read_bytes(path)
-    decoded = decode(path, data)
-    events = decoded.document.traceEvents or []
-    refuse_without_kineto_events(path, data, events, KINETO_CATEGORIES)
-    gpu_events, cpu_events, gpu_annotations = _split(events)
-    cpu = _frame(cpu_events, CPU_KINDS, CPU_SCHEMA, _cpu_columns)
-    steps, step_source = _steps(gpu_annotations, cpu)
-    meta, meta_warnings = _meta(path, decoded.document, len(events))
+    read = _read(path)  # the file's bytes and decoded objects are freed when it returns
+    cpu = _concat(read.frames.cpu, CPU_SCHEMA)
+    steps, step_source = _steps(read.frames.gpu_annotations, cpu)
+    meta, meta_warnings = _meta(path, read.header, read.events_total)
     return RankTrace(
         path=str(path),
         meta=meta,
-        gpu=_frame(gpu_events, GPU_KINDS, GPU_SCHEMA, _gpu_columns),
+        gpu=_concat(read.frames.gpu, GPU_SCHEMA),
         cpu=cpu,
         steps=steps,
         step_source=step_source,
-        warnings=(*warnings, *decoded.warnings, *meta_warnings),
-        truncated_at_byte=decoded.truncated_at_byte,
+        warnings=(*read.warnings, *meta_warnings),
+        truncated_at_byte=read.truncated_at_byte,
     )
 
 
-def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event]]:
-    complete = [e for e in events if e.ph == "X" and e.ts is not None and e.dur is not None]
-    gpu = [e for e in complete if e.cat in GPU_KINDS]
-    cpu = [e for e in complete if e.cat in CPU_KINDS]
-    annotations = [e for e in complete if e.cat in GPU_ANNOTATION_CATEGORIES]
-    return gpu, cpu, annotations
+def _read(path: Path) -> _Read:
+    data, warnings = read_bytes(path)
+    decoded = decode(path, data)
+    frames = _Frames()
+    for batch in complete_event_batches(path, data, decoded.events):
+        _add_batch(frames, batch)
+    if decoded.events and not frames.any_kineto_category:
+        refuse_without_kineto_events(path, data, KINETO_CATEGORIES)
+    return _Read(
+        decoded.header,
+        frames,
+        len(decoded.events),
+        (*warnings, *decoded.warnings),
+        decoded.truncated_at_byte,
+    )
 
 
-ColumnBuilder = Callable[[list[Event], list[Args]], dict[str, list[Any]]]
+def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
+    categories = set(map(CATEGORY, complete))
+    frames.any_kineto_category |= not KINETO_CATEGORIES.isdisjoint(categories)
+    gpu = _timed([e for e in complete if e.cat in GPU_KINDS])
+    cpu = _timed([e for e in complete if e.cat in CPU_KINDS])
+    if gpu:
+        frames.gpu.append(_frame(gpu, GPU_KINDS, GPU_SCHEMA, _gpu_columns))
+    if cpu:
+        frames.cpu.append(_frame(cpu, CPU_KINDS, CPU_SCHEMA, _cpu_columns))
+    if not GPU_ANNOTATION_CATEGORIES.isdisjoint(categories):
+        frames.gpu_annotations += _timed([e for e in complete if e.cat in GPU_ANNOTATION_CATEGORIES])
+
+
+def _timed(events: list[CompleteEvent]) -> list[CompleteEvent]:
+    """The events with both `ts` and `dur` (the others have no interval)."""
+    if None in map(START, events) or None in map(DURATION, events):
+        return [e for e in events if e.ts is not None and e.dur is not None]
+    return events
+
+
+def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    return pl.concat(frames, rechunk=True) if frames else empty_frame(schema)
+
+
+ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, list[Any]]]
 
 
 def _frame(
-    events: list[Event],
+    events: list[CompleteEvent],
     kinds: Mapping[str, str],
     schema: Mapping[str, pl.DataType],
     columns: ColumnBuilder,
 ) -> pl.DataFrame:
-    if not events:
-        return empty_frame(schema)
-    args = [e.args or NO_ARGS for e in events]
+    args = list(map(ARGS, events))
+    if None in args:
+        args = [a or NO_ARGS for a in args]
+    start = list(map(START, events))
     data: dict[str, list[Any]] = {
-        "kind": [kinds[e.cat or ""] for e in events],
-        "name": [e.name or "" for e in events],
-        "start_us": [e.ts for e in events],
-        "end_us": [(e.ts or 0.0) + (e.dur or 0.0) for e in events],
-        "correlation": _ints([a.correlation for a in args]),
-        "external_id": _ints(
-            [a.external_id if a.external_id is not None else a.external_id_old for a in args]
-        ),
+        "kind": list(map(kinds.__getitem__, map(CATEGORY, events))),
+        "name": _or_empty(list(map(NAME, events))),
+        "start_us": start,
+        "end_us": list(map(add, start, map(DURATION, events))),
+        "correlation": _ints(_field(args, "correlation")),
+        "external_id": _ints(_present(_field(args, "external_id"), _field(args, "external_id_old"))),
         **columns(events, args),
         **_comm_columns(args),
     }
-    return pl.DataFrame(data, schema=dict(schema))
+    return pl.DataFrame({name: data[name] for name in schema}, schema=dict(schema))
 
 
-def _gpu_columns(events: list[Event], args: list[Args]) -> dict[str, list[Any]]:
-    return {"device": _ints([a.device for a in args]), "stream": _ints([a.stream for a in args])}
+def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, list[Any]]:
+    return {"device": _ints(_field(args, "device")), "stream": _ints(_field(args, "stream"))}
 
 
-def _cpu_columns(events: list[Event], args: list[Args]) -> dict[str, list[Any]]:
+def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, list[Any]]:
+    flops = _field(args, "flops")
     return {
-        "pid": [None if e.pid is None else str(e.pid) for e in events],
-        "tid": [None if e.tid is None else str(e.tid) for e in events],
-        "flops": [None if a.flops is None else float(a.flops) for a in args],
-        "input_dims": [_raw_text(a.input_dims or a.input_dims_old) for a in args],
-        "input_types": [_raw_text(a.input_type) for a in args],
+        "pid": _texts(_field(events, "pid")),
+        "tid": _texts(_field(events, "tid")),
+        "flops": [None if f is None else float(f) for f in flops] if int in set(map(type, flops)) else flops,
+        "input_dims": _raw_texts(_either(_field(args, "input_dims"), _field(args, "input_dims_old"))),
+        "input_types": _raw_texts(_field(args, "input_type")),
     }
 
 
 def _comm_columns(args: list[Args]) -> dict[str, list[Any]]:
+    """The collective-call columns, built from the few rows that carry any of those arguments."""
+    rows = [row for row, values in enumerate(map(COMM_ARGS, args)) if values != NO_COMM_ARGS]
+    columns: dict[str, list[Any]] = {name: [None] * len(args) for name in COMM_ARG_SCHEMA}
+    if not rows:
+        return columns
+    for name, values in _comm_values([args[row] for row in rows]).items():
+        column = columns[name]
+        for row, value in zip(rows, values, strict=True):
+            column[row] = value
+    return columns
+
+
+def _comm_values(args: list[Args]) -> dict[str, list[Any]]:
     return {
         "collective_name": [a.collective_name for a in args],
         "in_nelems": _ints([a.in_nelems for a in args]),
@@ -145,9 +224,31 @@ def _comm_columns(args: list[Args]) -> dict[str, list[Any]]:
     }
 
 
+def _field(items: Sequence[Any], name: str) -> list[Any]:
+    return list(map(attrgetter(name), items))
+
+
+def _present(first: list[Any], fallback: list[Any]) -> list[Any]:
+    """`first`, with `fallback` where it is None."""
+    if None not in first:
+        return first
+    return [other if value is None else value for value, other in zip(first, fallback, strict=True)]
+
+
+def _either(first: list[msgspec.Raw], fallback: list[msgspec.Raw]) -> list[msgspec.Raw]:
+    """`first`, with `fallback` where it is empty."""
+    if all(first):
+        return first
+    return [value or other for value, other in zip(first, fallback, strict=True)]
+
+
+def _or_empty(names: list[str | None]) -> list[str]:
+    return [name or "" for name in names] if None in names else names  # type: ignore[misc]
+
+
 def _ints(values: list[int | str | None]) -> list[int | None]:
     """Integers as written; numeric strings (some ROCm traces) converted, other strings dropped."""
-    if not any(isinstance(v, str) for v in values):
+    if str not in set(map(type, values)):
         return values  # type: ignore[return-value]
     return [int(v) if isinstance(v, int) or (v and v.lstrip("-").isdigit()) else None for v in values]
 
@@ -156,11 +257,15 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _raw_text(raw: msgspec.Raw) -> str | None:
-    return bytes(raw).decode() if raw else None
+def _texts(values: list[object]) -> list[str | None]:
+    return list(map(_text, values)) if None in values else list(map(str, values))
 
 
-def _steps(gpu_annotations: list[Event], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:
+    return [str(raw, "utf-8") if raw else None for raw in raws]
+
+
+def _steps(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     """ProfilerStep windows: the GPU annotations when the trace has them, else the CPU ones, else none."""
     gpu_steps = pl.DataFrame(
         {
@@ -190,20 +295,20 @@ def _step_windows(candidates: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _meta(path: Path, document: Document, events_total: int) -> tuple[TraceMeta, list[ParseWarning]]:
-    info = document.distributedInfo
+def _meta(path: Path, header: Header, events_total: int) -> tuple[TraceMeta, list[ParseWarning]]:
+    info = header.distributedInfo
     rank, rank_source, warnings = _rank(path, info.rank if info else None)
-    devices = document.deviceProperties or document.computeProperties or []
+    devices = header.deviceProperties or header.computeProperties or []
     meta = TraceMeta(
         rank=rank,
         rank_source=rank_source,
         world_size=info.world_size if info else None,
         backend=(info.backend or "") if info else "",
-        hostname=document.host_name or document.hostname or "",
+        hostname=header.host_name or header.hostname or "",
         nccl_version=(info.nccl_version or "") if info else "",
-        pytorch_version=document.torch_version or "",
+        pytorch_version=header.torch_version or "",
         devices=tuple(sorted({d.name for d in devices if d.name})),
-        base_time_ns=document.baseTimeNanoseconds or 0,
+        base_time_ns=header.baseTimeNanoseconds or 0,
         process_groups=_process_groups(info.pg_config if info else None),
         events_total=events_total,
     )

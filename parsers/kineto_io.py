@@ -1,17 +1,35 @@
 """Bytes in, a decoded Kineto document out: gzip (python-isal when installed), truncation recovery, and a one-line
 explanation when a file is some other kind of trace.
+
+The fast path keeps each event as its JSON text (`msgspec.Raw`, a view into the bytes) and decodes the events in
+batches (`complete_event_batches`), so that only one batch of Python objects lives at a time. Whatever the fast
+path refuses is read again by the tolerant decoder of the whole document, which gives the same events or the
+same error as before batching existed.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import msgspec
-from traceview.parsers.kineto_schema import DOCUMENT_DECODER, EVENTS_DECODER, Document, Event, Probe
+from traceview.parsers.kineto_schema import (
+    DOCUMENT_DECODER,
+    EVENTS_DECODER,
+    RAW_DOCUMENT_DECODER,
+    RAW_EVENTS_DECODER,
+    TAGGED_EVENTS_DECODER,
+    Complete,
+    Document,
+    Event,
+    Header,
+    Probe,
+    RawDocument,
+)
 
 from traceview.errors import InputError, NotKinetoError, ParseWarning
 
@@ -24,13 +42,18 @@ DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "er
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_RECOVERY_TRIES = 64
+BATCH_EVENTS = 20_000
+"""Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the per-batch
+costs (a join, a decoder call, small polars frames) stay negligible."""
+CompleteEvent = Complete | Event
 
 
 @dataclass(frozen=True)
 class Decoded:
-    """A decoded document, with what was lost on the way."""
+    """A document's header and its events: JSON texts (fast path) or decoded `Event`s (recovered or tolerant)."""
 
-    document: Document
+    header: Header
+    events: Sequence[msgspec.Raw] | Sequence[Event]
     warnings: tuple[ParseWarning, ...] = ()
     truncated_at_byte: int | None = None
 
@@ -55,10 +78,27 @@ def read_bytes(path: Path) -> tuple[bytes, list[ParseWarning]]:
 
 
 def decode(path: Path, data: bytes) -> Decoded:
-    """Decode a Kineto document; recover the complete events of a truncated one; refuse other formats clearly."""
-    head = data.lstrip()[:1]
-    if head not in (b"{", b"["):
-        raise NotKinetoError(path, _describe_text(data))
+    """The header and each event's JSON text; a truncated document's complete events; other formats refused."""
+    head = _head(path, data)
+    decoder = RAW_DOCUMENT_DECODER if head == b"{" else RAW_EVENTS_DECODER
+    try:
+        decoded = decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        _refuse_other_json(path, data)
+        raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        return _recover(path, data, head, exc)
+    if not isinstance(decoded, RawDocument):
+        return Decoded(Header(), decoded)
+    if decoded.traceEvents is None:
+        _refuse_other_json(path, data)
+        raise NotKinetoError(path, "JSON object without a traceEvents array: not a Kineto trace")
+    return Decoded(decoded, decoded.traceEvents)
+
+
+def decode_tolerant(path: Path, data: bytes) -> Decoded:
+    """Decode the whole document at once with `Event`, which takes any event object; refuse other formats."""
+    head = _head(path, data)
     decoder = DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER
     try:
         decoded = decoder.decode(data)
@@ -67,11 +107,39 @@ def decode(path: Path, data: bytes) -> Decoded:
         raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
     except msgspec.DecodeError as exc:
         return _recover(path, data, head, exc)
-    document = decoded if isinstance(decoded, Document) else Document(traceEvents=decoded)
-    if document.traceEvents is None:
-        _refuse_other_json(path, data)
-        raise NotKinetoError(path, "JSON object without a traceEvents array: not a Kineto trace")
-    return Decoded(document)
+    if isinstance(decoded, Document):
+        return Decoded(decoded, decoded.traceEvents or [])
+    return Decoded(Header(), decoded)
+
+
+def complete_event_batches(path: Path, data: bytes, events: Sequence[Any]) -> Iterator[list[CompleteEvent]]:
+    """The complete (`X`) events, `BATCH_EVENTS` at a time, in trace order."""
+    for start in range(0, len(events), BATCH_EVENTS):
+        batch = events[start : start + BATCH_EVENTS]
+        if isinstance(batch[0], Event):
+            yield [event for event in batch if event.ph == "X"]
+        else:
+            yield _decode_batch(path, data, b"[" + b",".join(batch) + b"]")
+
+
+def _decode_batch(path: Path, data: bytes, text: bytes) -> list[CompleteEvent]:
+    """Decode by phase; a batch with a missing or unknown phase goes through `Event`; else the whole file's error."""
+    try:
+        return [event for event in TAGGED_EVENTS_DECODER.decode(text) if type(event) is Complete]
+    except msgspec.ValidationError:
+        pass
+    try:
+        return [event for event in EVENTS_DECODER.decode(text) if event.ph == "X"]
+    except msgspec.ValidationError as exc:
+        decode_tolerant(path, data)  # raises the error (and any other format's name) for the whole document
+        raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
+
+
+def _head(path: Path, data: bytes) -> bytes:
+    head = data.lstrip()[:1]
+    if head not in (b"{", b"["):
+        raise NotKinetoError(path, _describe_text(data))
+    return head
 
 
 def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
@@ -91,10 +159,9 @@ def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -
             decoded = (DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER).decode(data[: end + 1] + closing)
         except msgspec.DecodeError:
             continue
-        document = decoded if isinstance(decoded, Document) else Document(traceEvents=decoded)
-        kept = len(document.traceEvents or [])
-        note = f"JSON truncated at byte {len(data)}; kept the {kept} complete events before byte {end + 1}"
-        return Decoded(document, (ParseWarning(str(path), note),), truncated_at_byte=len(data))
+        header, events = (decoded, decoded.traceEvents or []) if isinstance(decoded, Document) else (Header(), decoded)
+        note = f"JSON truncated at byte {len(data)}; kept the {len(events)} complete events before byte {end + 1}"
+        return Decoded(header, events, (ParseWarning(str(path), note),), truncated_at_byte=len(data))
     raise InputError(path, "JSON truncated before the first complete event", where=f"byte {len(data)}")
 
 
@@ -135,10 +202,12 @@ def _describe_array(items: list[Any]) -> str:
     return "a JSON array that is not a list of Kineto events"
 
 
-def refuse_without_kineto_events(
-    path: Path, data: bytes, events: list[Event], known_categories: frozenset[str]
-) -> None:
-    """A Chrome trace whose events carry none of the PyTorch profiler categories is some other profiler's."""
+def refuse_without_kineto_events(path: Path, data: bytes, known_categories: frozenset[str]) -> None:
+    """A Chrome trace whose events carry none of the PyTorch profiler categories is some other profiler's.
+
+    Called when no complete event had a known category: events of the other phases are looked at too.
+    """
+    events = decode_tolerant(path, data).events
     if not events or any(event.cat in known_categories for event in events):
         return
     if data.lstrip()[:1] == b"[":

@@ -187,13 +187,13 @@ def test_group_override_from_the_nccl_log_reprices_its_calls() -> None:
 def test_what_if_doubling_workers_and_batch_by_hand() -> None:
     four = calls([("AllReduce", 10**8, 4, "[0, 1, 2, 3]", 1.0)])
     model = inputs(intra=replace(INTRA, alpha_s=0.0))
-    now = gamma_at(four, model, comp_pred_us=1000.0)
-    assert now == pytest.approx(2 * 3 / 4 * 1e8 / 100e9 * 1e6 / 1000)
+    now = 2 * 3 / 4 * 1e8 / 100e9 * 1e6 / 1000  # f(4) S / B over T_comp, alpha = 0
+    assert gamma_at(four, model, comp_pred_us=1000.0) == pytest.approx(now)
     # 2x workers at the same global batch: n 4 -> 8 (still one node), T_comp halves
     assert gamma_at(four, model, 1000.0, workers_factor=2.0) == pytest.approx(
         now * (2 * 7 / 8) / (2 * 3 / 4) * 2
-    )  # type: ignore[operator]
-    assert gamma_at(four, model, 1000.0, batch_factor=2.0) == pytest.approx(now / 2)  # type: ignore[operator]
+    )
+    assert gamma_at(four, model, 1000.0, batch_factor=2.0) == pytest.approx(now / 2)
 
 
 @pytest.fixture(scope="module")

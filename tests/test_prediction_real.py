@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +125,32 @@ def test_json_has_the_prediction(analysis: RunAnalysis) -> None:
         "2x workers",
         "2x local batch",
     ]
+
+
+def _traceview(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "traceview", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cli_options_reach_the_prediction_with_command_line_provenance() -> None:
+    done = _traceview(
+        "summary", str(REAL), "--json", "--local-batch", "32", "--bandwidth", "150G,50G", "--alpha", "2,8",
+        "--peak-flops", "156T", "--efficiency", "0.4", "--gpus-per-node", "1", "--fail-on", "gamma_pred>1e9",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {a["name"]: a for a in json.loads(done.stdout)["prediction"]["assumptions"]}
+    assert (rows["B inside a node"]["value"], rows["B across nodes"]["value"]) == (150e9, 50e9)
+    assert rows["alpha across nodes"]["value"] == pytest.approx(8e-6)
+    assert rows["R (sustained FLOP/s)"]["value"] == pytest.approx(156e12 * 0.4)
+    assert {
+        rows[n]["source"] for n in ("B across nodes", "alpha across nodes", "peak FLOP/s", "GPUs per node")
+    } == {"command line"}
+
+
+@pytest.mark.parametrize(
+    "bad", [("--nic", "carrier-pigeon"), ("--bandwidth", "fast"), ("--efficiency", "1.5"), ("--dtype", "fp7")]
+)
+def test_cli_bad_model_option_is_exit_2(bad: tuple[str, str]) -> None:
+    done = _traceview("summary", str(REAL), *bad)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import add, attrgetter
 from pathlib import Path
 from typing import Any
@@ -131,23 +132,18 @@ def _read(path: Path) -> _Read:
 
 
 def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
-    categories = set(map(CATEGORY, complete))
-    frames.any_kineto_category |= not KINETO_CATEGORIES.isdisjoint(categories)
-    gpu = _timed([e for e in complete if e.cat in GPU_KINDS])
-    cpu = _timed([e for e in complete if e.cat in CPU_KINDS])
-    if gpu:
-        frames.gpu.append(_frame(gpu, GPU_KINDS, GPU_SCHEMA, _gpu_columns))
-    if cpu:
-        frames.cpu.append(_frame(cpu, CPU_KINDS, CPU_SCHEMA, _cpu_columns))
-    if not GPU_ANNOTATION_CATEGORIES.isdisjoint(categories):
-        frames.gpu_annotations += _timed([e for e in complete if e.cat in GPU_ANNOTATION_CATEGORIES])
-
-
-def _timed(events: list[CompleteEvent]) -> list[CompleteEvent]:
-    """The events with both `ts` and `dur` (the others have no interval)."""
-    if None in map(START, events) or None in map(DURATION, events):
-        return [e for e in events if e.ts is not None and e.dur is not None]
-    return events
+    categories = list(map(CATEGORY, complete))
+    present = set(categories)
+    frames.any_kineto_category |= not KINETO_CATEGORIES.isdisjoint(present)
+    if not present.isdisjoint(GPU_KINDS):
+        gpu = _frame(list(compress(complete, map(GPU_KINDS.__contains__, categories))), GPU_KINDS, _gpu_columns)
+        frames.gpu += [gpu] if gpu.height else []
+    if not present.isdisjoint(CPU_KINDS):
+        cpu = _frame(list(compress(complete, map(CPU_KINDS.__contains__, categories))), CPU_KINDS, _cpu_columns)
+        frames.cpu += [cpu] if cpu.height else []
+    if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
+        annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
+        frames.gpu_annotations += [e for e in annotations if e.ts is not None and e.dur is not None]
 
 
 def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
@@ -157,27 +153,36 @@ def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl
 ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, list[Any]]]
 
 
-def _frame(
-    events: list[CompleteEvent],
-    kinds: Mapping[str, str],
-    schema: Mapping[str, pl.DataType],
-    columns: ColumnBuilder,
-) -> pl.DataFrame:
+def _frame(events: list[CompleteEvent], kinds: Mapping[str, str], columns: ColumnBuilder) -> pl.DataFrame:
+    """One frame of `GPU_SCHEMA` or `CPU_SCHEMA` (as `columns` builds), a row per event with `ts` and `dur`."""
+    start = list(map(START, events))
+    try:
+        end = list(map(add, start, map(DURATION, events)))
+    except TypeError:  # a `ts` or `dur` is missing: such events have no interval
+        return _frame([e for e in events if e.ts is not None and e.dur is not None], kinds, columns)
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
-    start = list(map(START, events))
     data: dict[str, list[Any]] = {
         "kind": list(map(kinds.__getitem__, map(CATEGORY, events))),
         "name": _or_empty(list(map(NAME, events))),
         "start_us": start,
-        "end_us": list(map(add, start, map(DURATION, events))),
+        "end_us": end,
         "correlation": _ints(_field(args, "correlation")),
         "external_id": _ints(_present(_field(args, "external_id"), _field(args, "external_id_old"))),
         **columns(events, args),
         **_comm_columns(args),
     }
-    return pl.DataFrame({name: data[name] for name in schema}, schema=dict(schema))
+    return _dataframe(data, GPU_SCHEMA if columns is _gpu_columns else CPU_SCHEMA, len(events))
+
+
+def _dataframe(data: dict[str, list[Any]], schema: Mapping[str, pl.DataType], height: int) -> pl.DataFrame:
+    """The frame of `data` in `schema`; a column missing or all null is made by polars, not from a Python list
+    (polars would scan it in Python for a first value)."""
+    given = {name: values for name, values in data.items() if values.count(None) != height}
+    frame = pl.DataFrame(given, schema={name: schema[name] for name in given})
+    missing = [pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in given]
+    return frame.with_columns(missing).select(list(schema)) if missing else frame.select(list(schema))
 
 
 def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, list[Any]]:
@@ -196,13 +201,14 @@ def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, lis
 
 
 def _comm_columns(args: list[Args]) -> dict[str, list[Any]]:
-    """The collective-call columns, built from the few rows that carry any of those arguments."""
-    rows = [row for row, values in enumerate(map(COMM_ARGS, args)) if values != NO_COMM_ARGS]
-    columns: dict[str, list[Any]] = {name: [None] * len(args) for name in COMM_ARG_SCHEMA}
-    if not rows:
-        return columns
+    """The collective-call columns, built from the few rows that carry any of those arguments; none if none do."""
+    carries = list(map(NO_COMM_ARGS.__ne__, map(COMM_ARGS, args)))
+    if True not in carries:
+        return {}
+    rows = list(compress(range(len(args)), carries))
+    columns: dict[str, list[Any]] = {}
     for name, values in _comm_values([args[row] for row in rows]).items():
-        column = columns[name]
+        column = columns[name] = [None] * len(args)
         for row, value in zip(rows, values, strict=True):
             column[row] = value
     return columns
@@ -262,6 +268,8 @@ def _texts(values: list[object]) -> list[str | None]:
 
 
 def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:
+    if not any(raws):
+        return [None] * len(raws)
     return [str(raw, "utf-8") if raw else None for raw in raws]
 
 

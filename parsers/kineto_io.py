@@ -78,16 +78,13 @@ def read_bytes(path: Path) -> tuple[bytes, list[ParseWarning]]:
 
 
 def decode(path: Path, data: bytes) -> Decoded:
-    """The header and each event's JSON text; a truncated document's complete events; other formats refused."""
+    """The header and each event's JSON text, or for a document that is not well-formed `decode_tolerant`'s."""
     head = _head(path, data)
     decoder = RAW_DOCUMENT_DECODER if head == b"{" else RAW_EVENTS_DECODER
     try:
         decoded = decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        _refuse_other_json(path, data)
-        raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        return _recover(path, data, head, exc)
+    except msgspec.DecodeError:  # truncated, malformed, or a wrong type: as the whole-document decoder says
+        return decode_tolerant(path, data)
     if not isinstance(decoded, RawDocument):
         return Decoded(Header(), decoded)
     if decoded.traceEvents is None:

@@ -112,8 +112,9 @@ def test_factors_by_hand_and_the_identity() -> None:
     assert row["gamma"] == pytest.approx(20000 / 40000)
     assert row["gamma_pred"] == pytest.approx(t_pred / 20000)
     assert row["waiting"] == pytest.approx((20000 + 50) / 8020)
-    assert row["bandwidth_eff"] == pytest.approx(8000 * (20050 / 8020) / 20000)
-    assert row["latency"] == pytest.approx((20050 / 20000) / (t_pred / 8000))
+    # the AllReduce is the one bandwidth-bound call: its model time 8002 us against its 20000 us, waits removed
+    assert row["bandwidth_eff"] == pytest.approx(t_allreduce * (20050 / 8020) / 20000)
+    assert row["latency"] == pytest.approx((20050 / 20000) / (t_pred / t_allreduce))
     assert row["compute_eff"] == pytest.approx(20000 / 40000)
     assert row["residual"] == pytest.approx(20000 / 20050)
     product = row["waiting"] * row["latency"] / row["bandwidth_eff"] * row["compute_eff"] * row["residual"]
@@ -126,10 +127,10 @@ def test_waiting_not_measured_is_one_and_the_identity_still_holds() -> None:
     table = per_step_table(priced, budget, inputs(), waiting_measured=False)
     run = pooled(table, waiting_measured=False)
     assert run["waiting"] == 1.0
-    assert run["bandwidth_eff"] == pytest.approx(8000 / 20000)
+    assert run["bandwidth_eff"] == pytest.approx((2 * 1.0 + 8e8 / 100e9 * 1e6) / 20000)
     effects = run["latency"] / run["bandwidth_eff"] * run["compute_eff"] * run["residual"]  # type: ignore[operator]
     assert effects == pytest.approx(run["gamma_ratio"])
-    assert dominant_factor(run) == "bandwidth_eff"  # x2.5, against compute x0.5
+    assert dominant_factor(run) == "bandwidth_eff"  # x2.4993, against compute x0.5
     text = sentence(run, "bandwidth_eff", waiting_measured=False)
     assert "bandwidth efficiency" in text
     assert "not measured" in text
@@ -268,3 +269,17 @@ def test_scope_override_and_command_line_precedence(synthetic: Path) -> None:
     assert from_cli is not None
     assert from_cli.inputs.intra is not None
     assert (from_cli.inputs.intra.bandwidth_Bps, from_cli.inputs.intra.source) == (5e9, "command line")
+
+
+def test_synthetic_run_with_latency_meets_the_model_factor_by_factor(tmp_path: Path) -> None:
+    write_run(data_parallel_scenario(4, 10_000_000, 32, 50e12, 50e9, steps=2, alpha_s=10e-6), tmp_path)
+    options = PredictionOptions(peak_flops=50e12, efficiency=1.0, bandwidth_Bps=50e9, alpha_s=10e-6)
+    found = analyze(load_run(str(tmp_path), workers=1), AnalysisOptions(prediction=options)).prediction
+    assert found is not None
+    # 4 buckets of the 2e7 gradient bytes: 2(K-1)/K g P / B + 4 x 2(K-1) alpha, over 6 P b / R
+    comm_s = 2 * 3 / 4 * 2 * 10_000_000 / 50e9 + 4 * 2 * 3 * 10e-6
+    comp_s = 6 * 10_000_000 * 32 / 50e12
+    assert found.run["median_gamma_pred"] == pytest.approx(comm_s / comp_s, rel=1e-6)
+    assert found.run["median_gamma"] == pytest.approx(comm_s / comp_s, rel=0.05)
+    for column in ("waiting", "latency", "bandwidth_eff", "compute_eff", "residual"):
+        assert found.run[column] == pytest.approx(1.0, rel=1e-3), column

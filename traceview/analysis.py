@@ -30,7 +30,7 @@ class AnalysisOptions:
     virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
     nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl_join; docs/metrics.md)
     nccl_skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of NCCL logs that could not be read
-    prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta inputs (--params, ...)
+    prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta model inputs
 
 
 @dataclass(frozen=True)

@@ -67,15 +67,51 @@ def options_from(comm_pattern: list[str] | None, virtual_stages: int = 1) -> Ana
     return AnalysisOptions(comm_patterns=tuple(comm_pattern or ()), virtual_stages=virtual_stages)
 
 
-ParamsOpt = Annotated[float | None, typer.Option("--params", help="Model parameters P (default: gradient all-reduce elements per step).")]
-LocalBatchOpt = Annotated[float | None, typer.Option("--local-batch", help="Local batch b per worker: examples, or tokens for a transformer.")]
-PeakFlopsOpt = Annotated[str | None, typer.Option("--peak-flops", help="Peak dense FLOP/s per GPU, e.g. 312T or 312e12 (default: the hardware table).")]
-EfficiencyOpt = Annotated[float | None, typer.Option("--efficiency", help="Share of peak FLOP/s sustained: R = peak x efficiency (default 0.5).")]
-BandwidthOpt = Annotated[str | None, typer.Option("--bandwidth", help="B per GPU, one direction, bytes/s: INTRA[,INTER], e.g. 300G,25G.")]
-AlphaOpt = Annotated[str | None, typer.Option("--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5.")]
-NicOpt = Annotated[str | None, typer.Option("--nic", help="NIC of groups spanning nodes, e.g. ib_ndr, roce_400 (default ib_hdr).")]
-GpusPerNodeOpt = Annotated[int | None, typer.Option("--gpus-per-node", min=1, help="GPUs per node: which groups span nodes (default: trace hostnames, else 8).")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').")]
+ParamsOpt = Annotated[
+    float | None,
+    typer.Option("--params", help="Model parameters P (default: gradient all-reduce elements per step)."),
+]
+LocalBatchOpt = Annotated[
+    float | None,
+    typer.Option("--local-batch", help="Local batch b per worker: examples, or tokens for a transformer."),
+]
+PeakFlopsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--peak-flops", help="Peak dense FLOP/s per GPU, e.g. 312T or 312e12 (default: the hardware table)."
+    ),
+]
+EfficiencyOpt = Annotated[
+    float | None,
+    typer.Option("--efficiency", help="Share of peak FLOP/s sustained: R = peak x efficiency (default 0.5)."),
+]
+BandwidthOpt = Annotated[
+    str | None,
+    typer.Option("--bandwidth", help="B per GPU, one direction, bytes/s: INTRA[,INTER], e.g. 300G,25G."),
+]
+AlphaOpt = Annotated[
+    str | None,
+    typer.Option("--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5."),
+]
+NicOpt = Annotated[
+    str | None,
+    typer.Option("--nic", help="NIC of groups spanning nodes, e.g. ib_ndr, roce_400 (default ib_hdr)."),
+]
+GpusPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus-per-node",
+        min=1,
+        help="GPUs per node: which groups span nodes (default: trace hostnames, else 8).",
+    ),
+]
+DtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dtype",
+        help="Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').",
+    ),
+]
 
 
 def with_model(

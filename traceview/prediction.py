@@ -8,10 +8,10 @@ FLOPs / R. Per (rank, step) and pooled over the run (sums of every (rank, step))
     gamma / gamma_pred = waiting x latency / bandwidth_eff x compute_eff x residual
 
 with D the summed durations of the step's calls (D_priced: of the priced ones; D_bw: of those the model
-calls bandwidth-bound, f S / B >= k alpha), T_bw the model's bandwidth term of the bandwidth-bound calls and
+calls bandwidth-bound, f S / B >= k alpha), T_bw the model's T_pred of the bandwidth-bound calls and
 T_transfer the cross-rank transfer time:
-waiting = D / T_transfer (1 when not measured); bandwidth_eff = T_bw * waiting / D_bw (achieved busbw / B);
-latency = (D_priced / D_bw) / (T_comm_pred / T_bw); compute_eff = T_comp_pred / T_comp (achieved FLOP/s / R);
+waiting = D / T_transfer (1 when not measured); bandwidth_eff = T_bw * waiting / D_bw (achieved busbw / B,
+exactly so for alpha = 0); latency = (D_priced / D_bw) / (T_comm_pred / T_bw); compute_eff = T_comp_pred / T_comp (achieved FLOP/s / R);
 residual = T_comm / D_priced (communication kernels overlapping each other, calls the model cannot price).
 """
 
@@ -161,7 +161,7 @@ def _call_sums() -> list[pl.Expr]:
         pl.col("dur_us").filter(priced).sum().alias("d_priced_us"),
         pl.col("dur_us").filter(bw).sum().alias("d_bw_us"),
         pl.col("t_pred_us").sum().alias("t_pred_us"),
-        pl.col("t_bw_us").filter(bw).sum().alias("t_bw_us"),
+        pl.col("t_pred_us").filter(bw).sum().alias("t_bw_us"),
         pl.len().cast(pl.Int64).alias("calls"),
         priced.sum().cast(pl.Int64).alias("priced_calls"),
     ]
@@ -289,7 +289,27 @@ def sentence(run: dict[str, float | None], dominant: str | None, waiting_measure
         if waiting_measured
         else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be waiting"
     )
-    return f"{head}; the largest factor is {names[dominant]} = {run[dominant]:.3g} (x{effect:.3g} on the ratio){unmeasured}."
+    return (
+        f"{head}; the largest factor is {names[dominant]} = {run[dominant]:.3g} (x{effect:.3g} on the ratio)"
+        f"{_opposing(run, dominant, effect)}{unmeasured}."
+    )
+
+
+def _opposing(run: dict[str, float | None], dominant: str, effect: float) -> str:
+    """ ", while <factor> (x e) pulls the other way" for the largest factor acting against the dominant one."""
+    against = [
+        (abs(math.log(e)), c, e)
+        for c, name, _ in FACTORS
+        if c != dominant
+        and (e := _effect(run, c)) is not None
+        and max(e, 1 / e) >= AGREEMENT
+        and (e > 1) != (effect > 1)
+    ]
+    if not against:
+        return ""
+    _, column, other = max(against)
+    name = next(name for c, name, _ in FACTORS if c == column)
+    return f", while {name} = {run[column]:.3g} (x{other:.3g}) pulls the other way"
 
 
 def predict(

@@ -179,7 +179,7 @@ def _frame(events: list[CompleteEvent], kinds: Mapping[str, str], columns: Colum
 def _dataframe(data: dict[str, list[Any]], schema: Mapping[str, pl.DataType], height: int) -> pl.DataFrame:
     """The frame of `data` in `schema`; a column missing or all null is made by polars, not from a Python list
     (polars would scan it in Python for a first value)."""
-    given = {name: values for name, values in data.items() if values.count(None) != height}
+    given = {name: values for name, values in data.items() if values[0] is not None or values.count(None) != height}
     frame = pl.DataFrame(given, schema={name: schema[name] for name in given})
     missing = [pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in given]
     return frame.with_columns(missing).select(list(schema)) if missing else frame.select(list(schema))

@@ -9,6 +9,7 @@ same error as before batching existed.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ except ImportError:  # pragma: no cover - the standard library is the fallback
 DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
 
 GZIP_MAGIC = b"\x1f\x8b"
+LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 MAX_RECOVERY_TRIES = 64
 BATCH_EVENTS = 20_000
 """Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the per-batch
@@ -133,10 +135,16 @@ def _decode_batch(path: Path, data: bytes, text: bytes) -> list[CompleteEvent]:
 
 
 def _head(path: Path, data: bytes) -> bytes:
-    head = data.lstrip()[:1]
+    head = first_byte(data)
     if head not in (b"{", b"["):
         raise NotKinetoError(path, _describe_text(data))
     return head
+
+
+def first_byte(data: bytes) -> bytes:
+    """The first byte that is not ASCII whitespace (`bytes.lstrip` would copy the whole document)."""
+    start = LEADING_SPACE.match(data).end()  # type: ignore[union-attr]  # the pattern matches ""
+    return data[start : start + 1]
 
 
 def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
@@ -174,7 +182,7 @@ def _describe_text(data: bytes) -> str:
 
 def _refuse_other_json(path: Path, data: bytes) -> None:
     """Raise `NotKinetoError` saying what the JSON looks like, when it is recognisably another format."""
-    if data.lstrip()[:1] == b"[":
+    if first_byte(data) == b"[":
         try:
             items: list[Any] = msgspec.json.decode(data[:1_000_000] if len(data) < 1_000_000 else data)
         except msgspec.DecodeError:
@@ -207,7 +215,7 @@ def refuse_without_kineto_events(path: Path, data: bytes, known_categories: froz
     events = decode_tolerant(path, data).events
     if not events or any(event.cat in known_categories for event in events):
         return
-    if data.lstrip()[:1] == b"[":
+    if first_byte(data) == b"[":
         raise NotKinetoError(path, _describe_array(msgspec.json.decode(data)))
     device_like = b'"/device:' in data[:1_000_000]
     producer = " (process names like /device:GPU:0: a TensorFlow profiler trace?)" if device_like else ""

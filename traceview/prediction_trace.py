@@ -283,7 +283,11 @@ def workload(run: Run, calls: pl.DataFrame, params: float | None, local_batch: f
     else 6 P b), each with its provenance."""
     grads = gradient_allreduce(calls)
     shape_batch, shape_op = batch_from_shapes(run) if local_batch is None else (None, "")
-    how = f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / {grads['elem_size']} B"
+    how = (
+        f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / {grads['elem_size']} B"
+        if grads["group"] is not None
+        else "no gradient AllReduce of known size in the trace"
+    )
     found_params = _number(grads["params"])
     params_a = _given_or_trace("P (parameters)", params, found_params, "", "--params", how)
     batch_a = _given_or_trace(

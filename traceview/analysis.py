@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from traceview.bubbles import BubbleAnalysis, run_bubbles
 from traceview.budget import TimeBudget, all_step_windows, classified_events, time_budget
+from traceview.clocks import rank_offsets, shift_to_reference
 from traceview.collective_tables import CollectiveAnalysis, analyze_collectives
 from traceview.collective_tables import gate_figures as collective_gate_figures
 from traceview.crossrank import CrossRank, add_transfer, run_cross_rank
@@ -108,17 +109,32 @@ def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
     events, windows = classified_events(run, patterns), all_step_windows(run)
     budget = time_budget(events, windows)
     collectives = analyze_collectives(run, events)
-    nccl = join_nccl(collectives, options.nccl_logs, options.nccl_skipped) if options.nccl_logs or options.nccl_skipped else None
+    nccl = (
+        join_nccl(collectives, options.nccl_logs, options.nccl_skipped)
+        if options.nccl_logs or options.nccl_skipped
+        else None
+    )
     crossrank = run_cross_rank(
-        run, collectives.kernels, events, windows, budget, options.ranks_per_host, log_hosts(options.rank_hosts, nccl)
+        run,
+        collectives.kernels,
+        events,
+        windows,
+        budget,
+        options.ranks_per_host,
+        log_hosts(options.rank_hosts, nccl),
     )
     budget = add_transfer(budget, crossrank.transfer)
+    offsets = rank_offsets(crossrank.hosts, crossrank.clocks)
     analysis = RunAnalysis(
         header=run_header(run),
         budget=budget,
         verdict=flag_verdict(verdict(budget.run_median), nccl),
         options=options,
-        timeline=timeline(events, windows, budget.per_step),
+        timeline=timeline(
+            shift_to_reference(events, offsets, ("start_us", "end_us")),
+            shift_to_reference(windows, offsets, ("window_start_us", "window_end_us")),
+            budget.per_step,
+        ),
         crossrank=crossrank,
         collectives=collectives,
         bubbles=run_bubbles(run, events, windows, collectives.kernels, options.virtual_stages),

@@ -159,3 +159,22 @@ def align(calls: pl.DataFrame, hosts: pl.DataFrame, offsets: ClockOffsets) -> pl
         (pl.col("start_us") - pl.col("offset_us").fill_null(0.0)).alias("aligned_start_us"),
         (pl.col("end_us") - pl.col("offset_us").fill_null(0.0)).alias("aligned_end_us"),
     )
+
+
+def rank_offsets(hosts: pl.DataFrame, offsets: ClockOffsets) -> pl.DataFrame:
+    """Per rank, its host's clock offset in us (0 where the host is the reference or not reachable)."""
+    return (
+        hosts.select("rank", "host")
+        .join(offsets.offsets.select("host", "offset_us"), on="host", how="left")
+        .select("rank", pl.col("offset_us").fill_null(0.0))
+    )
+
+
+def shift_to_reference(frame: pl.DataFrame, per_rank: pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
+    """`frame` with `columns` (times) moved onto the reference host's clock: each row minus its rank's offset."""
+    if frame.height == 0 or per_rank.height == 0:
+        return frame
+    shifted = frame.join(per_rank, on="rank", how="left").with_columns(
+        [(pl.col(c) - pl.col("offset_us").fill_null(0.0)).alias(c) for c in columns]
+    )
+    return shifted.drop("offset_us")

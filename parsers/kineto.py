@@ -135,35 +135,51 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
     categories = list(map(CATEGORY, complete))
     present = set(categories)
     frames.any_kineto_category |= not KINETO_CATEGORIES.isdisjoint(present)
-    if not present.isdisjoint(GPU_KINDS):
-        gpu = _frame(list(compress(complete, map(GPU_KINDS.__contains__, categories))), GPU_KINDS, _gpu_columns)
-        frames.gpu += [gpu] if gpu.height else []
-    if not present.isdisjoint(CPU_KINDS):
-        cpu = _frame(list(compress(complete, map(CPU_KINDS.__contains__, categories))), CPU_KINDS, _cpu_columns)
-        frames.cpu += [cpu] if cpu.height else []
+    for kinds, parts, columns in ((GPU_KINDS, frames.gpu, _gpu_columns), (CPU_KINDS, frames.cpu, _cpu_columns)):
+        if not present.isdisjoint(kinds):
+            events, start, end = _intervals(list(compress(complete, map(kinds.__contains__, categories))))
+            parts += [_frame(events, start, end, kinds, columns)] if events else []
     if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
         annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
         frames.gpu_annotations += [e for e in annotations if e.ts is not None and e.dur is not None]
 
 
-def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    return pl.concat(frames, rechunk=True) if frames else empty_frame(schema)
-
-
-ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, list[Any]]]
-
-
-def _frame(events: list[CompleteEvent], kinds: Mapping[str, str], columns: ColumnBuilder) -> pl.DataFrame:
-    """One frame of `GPU_SCHEMA` or `CPU_SCHEMA` (as `columns` builds), a row per event with `ts` and `dur`."""
+def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[float], list[float]]:
+    """The events with both `ts` and `dur` (the others have no interval), their starts and their ends."""
     start = list(map(START, events))
     try:
-        end = list(map(add, start, map(DURATION, events)))
-    except TypeError:  # a `ts` or `dur` is missing: such events have no interval
-        return _frame([e for e in events if e.ts is not None and e.dur is not None], kinds, columns)
+        return events, start, list(map(add, start, map(DURATION, events)))
+    except TypeError:  # a `ts` or a `dur` is missing
+        timed = [e for e in events if e.ts is not None and e.dur is not None]
+        return timed, list(map(START, timed)), list(map(add, map(START, timed), map(DURATION, timed)))
+
+
+def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """The batches' frames as one, in `schema`: a column no batch has is all null."""
+    if not frames:
+        return empty_frame(schema)
+    joined = pl.concat(frames, how="diagonal", rechunk=True)
+    missing = [pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in joined.columns]
+    return joined.with_columns(missing).select(list(schema))
+
+
+Column = list[Any] | pl.Series
+ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, Column]]
+
+
+def _frame(
+    events: list[CompleteEvent],
+    start: list[float],
+    end: list[float],
+    kinds: Mapping[str, str],
+    columns: ColumnBuilder,
+) -> pl.DataFrame:
+    """A frame of some of the columns of `GPU_SCHEMA` or `CPU_SCHEMA` (as `columns` builds), a row per event;
+    a column without a value is left out (`_concat` makes it), as polars would scan it for a first value."""
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
-    data: dict[str, list[Any]] = {
+    data: dict[str, Column] = {
         "kind": list(map(kinds.__getitem__, map(CATEGORY, events))),
         "name": _or_empty(list(map(NAME, events))),
         "start_us": start,
@@ -173,23 +189,22 @@ def _frame(events: list[CompleteEvent], kinds: Mapping[str, str], columns: Colum
         **columns(events, args),
         **_comm_columns(args),
     }
-    return _dataframe(data, GPU_SCHEMA if columns is _gpu_columns else CPU_SCHEMA, len(events))
+    schema = GPU_SCHEMA if columns is _gpu_columns else CPU_SCHEMA
+    given = {name: values for name, values in data.items() if _has_value(values)}
+    return pl.DataFrame(given, schema={name: schema[name] for name in given})
 
 
-def _dataframe(data: dict[str, list[Any]], schema: Mapping[str, pl.DataType], height: int) -> pl.DataFrame:
-    """The frame of `data` in `schema`; a column missing or all null is made by polars, not from a Python list
-    (polars would scan it in Python for a first value)."""
-    given = {name: values for name, values in data.items() if values[0] is not None or values.count(None) != height}
-    frame = pl.DataFrame(given, schema={name: schema[name] for name in given})
-    missing = [pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in given]
-    return frame.with_columns(missing).select(list(schema)) if missing else frame.select(list(schema))
+def _has_value(values: Column) -> bool:
+    if isinstance(values, pl.Series):
+        return values.null_count() < values.len()
+    return values[0] is not None or values.count(None) < len(values)
 
 
-def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, list[Any]]:
+def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Column]:
     return {"device": _ints(_field(args, "device")), "stream": _ints(_field(args, "stream"))}
 
 
-def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, list[Any]]:
+def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Column]:
     flops = _field(args, "flops")
     return {
         "pid": _texts(_field(events, "pid")),
@@ -200,17 +215,18 @@ def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, lis
     }
 
 
-def _comm_columns(args: list[Args]) -> dict[str, list[Any]]:
+def _comm_columns(args: list[Args]) -> dict[str, Column]:
     """The collective-call columns, built from the few rows that carry any of those arguments; none if none do."""
     carries = list(map(NO_COMM_ARGS.__ne__, map(COMM_ARGS, args)))
     if True not in carries:
         return {}
     rows = list(compress(range(len(args)), carries))
-    columns: dict[str, list[Any]] = {}
+    columns: dict[str, Column] = {}
     for name, values in _comm_values([args[row] for row in rows]).items():
-        column = columns[name] = [None] * len(args)
+        column: list[Any] = [None] * len(args)
         for row, value in zip(rows, values, strict=True):
             column[row] = value
+        columns[name] = column
     return columns
 
 
@@ -263,8 +279,14 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _texts(values: list[object]) -> list[str | None]:
-    return list(map(_text, values)) if None in values else list(map(str, values))
+def _texts(values: list[object]) -> Column:
+    """`str` of each value (None kept); integers alone are written by polars, which is faster."""
+    if set(map(type, values)) == {int}:
+        try:
+            return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8)
+        except (TypeError, OverflowError):  # beyond 64 bits
+            pass
+    return list(map(_text, values))
 
 
 def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:

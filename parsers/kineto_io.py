@@ -44,7 +44,7 @@ DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "er
 GZIP_MAGIC = b"\x1f\x8b"
 LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 MAX_RECOVERY_TRIES = 64
-BATCH_EVENTS = 20_000
+BATCH_EVENTS = 10_000
 """Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the per-batch
 costs (a join, a decoder call, small polars frames) stay negligible."""
 CompleteEvent = Complete | Event
@@ -92,7 +92,7 @@ def decode(path: Path, data: bytes) -> Decoded:
     if decoded.traceEvents is None:
         _refuse_other_json(path, data)
         raise NotKinetoError(path, "JSON object without a traceEvents array: not a Kineto trace")
-    return Decoded(decoded, decoded.traceEvents)
+    return Decoded(header_of(decoded), decoded.traceEvents)
 
 
 def decode_tolerant(path: Path, data: bytes) -> Decoded:
@@ -107,7 +107,7 @@ def decode_tolerant(path: Path, data: bytes) -> Decoded:
     except msgspec.DecodeError as exc:
         return _recover(path, data, head, exc)
     if isinstance(decoded, Document):
-        return Decoded(decoded, decoded.traceEvents or [])
+        return Decoded(header_of(decoded), decoded.traceEvents or [])
     return Decoded(Header(), decoded)
 
 
@@ -124,7 +124,7 @@ def complete_event_batches(path: Path, data: bytes, events: Sequence[Any]) -> It
 def _decode_batch(path: Path, data: bytes, text: bytes) -> list[CompleteEvent]:
     """Decode by phase; a batch with a missing or unknown phase goes through `Event`; else the whole file's error."""
     try:
-        return [event for event in TAGGED_EVENTS_DECODER.decode(text) if type(event) is Complete]
+        return list(filter(Complete.__instancecheck__, TAGGED_EVENTS_DECODER.decode(text)))
     except msgspec.ValidationError:
         pass
     try:
@@ -132,6 +132,11 @@ def _decode_batch(path: Path, data: bytes, text: bytes) -> list[CompleteEvent]:
     except msgspec.ValidationError as exc:
         decode_tolerant(path, data)  # raises the error (and any other format's name) for the whole document
         raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
+
+
+def header_of(document: Header) -> Header:
+    """The header alone: a document's events (and through them its bytes) are not kept alive by it."""
+    return Header(**{name: getattr(document, name) for name in Header.__struct_fields__})
 
 
 def _head(path: Path, data: bytes) -> bytes:
@@ -164,7 +169,9 @@ def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -
             decoded = (DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER).decode(data[: end + 1] + closing)
         except msgspec.DecodeError:
             continue
-        header, events = (decoded, decoded.traceEvents or []) if isinstance(decoded, Document) else (Header(), decoded)
+        header, events = (
+            (header_of(decoded), decoded.traceEvents or []) if isinstance(decoded, Document) else (Header(), decoded)
+        )
         note = f"JSON truncated at byte {len(data)}; kept the {len(events)} complete events before byte {end + 1}"
         return Decoded(header, events, (ParseWarning(str(path), note),), truncated_at_byte=len(data))
     raise InputError(path, "JSON truncated before the first complete event", where=f"byte {len(data)}")

@@ -2,12 +2,13 @@
 
 Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (see `kineto_io`): each batch of
 complete events becomes small polars frames column by column, its Python objects are freed, and the frames are
-joined once the file's bytes are gone. Columns are taken with `operator.attrgetter` (no per-row Python), and the
+joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter` (loops in C), and the
 collective-call columns only for the rows that carry such arguments.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, Head
 
 from traceview.errors import ParseWarning
 from traceview.model import (
-    COMM_ARG_SCHEMA,
     CPU_SCHEMA,
     GPU_SCHEMA,
     STEP_SCHEMA,
@@ -72,6 +72,19 @@ RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
 COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
 NO_COMM_ARGS = COMM_ARGS(NO_ARGS)
+
+
+Column = list[Any] | pl.Series
+ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, Column]]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A frame the events become: the categories it takes (to its `kind`), its schema, its own columns."""
+
+    kinds: Mapping[str, str]
+    schema: Mapping[str, pl.DataType]
+    columns: ColumnBuilder
 
 
 @dataclass
@@ -135,10 +148,13 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
     categories = list(map(CATEGORY, complete))
     present = set(categories)
     frames.any_kineto_category |= not KINETO_CATEGORIES.isdisjoint(present)
-    for kinds, parts, columns in ((GPU_KINDS, frames.gpu, _gpu_columns), (CPU_KINDS, frames.cpu, _cpu_columns)):
-        if not present.isdisjoint(kinds):
-            events, start, end = _intervals(list(compress(complete, map(kinds.__contains__, categories))))
-            parts += [_frame(events, start, end, kinds, columns)] if events else []
+    for parts, table in ((frames.gpu, GPU_TABLE), (frames.cpu, CPU_TABLE)):
+        if not present.isdisjoint(table.kinds):
+            events, start, end = _intervals(
+                list(compress(complete, map(table.kinds.__contains__, categories)))
+            )
+            if events:
+                parts.append(_frame(events, start, end, table))
     if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
         annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
         frames.gpu_annotations += [e for e in annotations if e.ts is not None and e.dur is not None]
@@ -159,39 +175,30 @@ def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl
     if not frames:
         return empty_frame(schema)
     joined = pl.concat(frames, how="diagonal", rechunk=True)
-    missing = [pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in joined.columns]
+    missing = [
+        pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in joined.columns
+    ]
     return joined.with_columns(missing).select(list(schema))
 
 
-Column = list[Any] | pl.Series
-ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, Column]]
-
-
-def _frame(
-    events: list[CompleteEvent],
-    start: list[float],
-    end: list[float],
-    kinds: Mapping[str, str],
-    columns: ColumnBuilder,
-) -> pl.DataFrame:
-    """A frame of some of the columns of `GPU_SCHEMA` or `CPU_SCHEMA` (as `columns` builds), a row per event;
-    a column without a value is left out (`_concat` makes it), as polars would scan it for a first value."""
+def _frame(events: list[CompleteEvent], start: list[float], end: list[float], table: _Table) -> pl.DataFrame:
+    """A frame of some of the columns of `table.schema`, a row per event; a column without a value is left out
+    (`_concat` makes it), as polars would scan it in Python for a first value."""
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
     data: dict[str, Column] = {
-        "kind": list(map(kinds.__getitem__, map(CATEGORY, events))),
+        "kind": list(map(table.kinds.__getitem__, map(CATEGORY, events))),
         "name": _or_empty(list(map(NAME, events))),
         "start_us": start,
         "end_us": end,
         "correlation": _ints(_field(args, "correlation")),
-        "external_id": _ints(_present(_field(args, "external_id"), _field(args, "external_id_old"))),
-        **columns(events, args),
+        "external_id": _ints(_present(args, "external_id", "external_id_old")),
+        **table.columns(events, args),
         **_comm_columns(args),
     }
-    schema = GPU_SCHEMA if columns is _gpu_columns else CPU_SCHEMA
     given = {name: values for name, values in data.items() if _has_value(values)}
-    return pl.DataFrame(given, schema={name: schema[name] for name in given})
+    return pl.DataFrame(given, schema={name: table.schema[name] for name in given})
 
 
 def _has_value(values: Column) -> bool:
@@ -210,9 +217,13 @@ def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Col
         "pid": _texts(_field(events, "pid")),
         "tid": _texts(_field(events, "tid")),
         "flops": [None if f is None else float(f) for f in flops] if int in set(map(type, flops)) else flops,
-        "input_dims": _raw_texts(_either(_field(args, "input_dims"), _field(args, "input_dims_old"))),
+        "input_dims": _raw_texts(_either(args, "input_dims", "input_dims_old")),
         "input_types": _raw_texts(_field(args, "input_type")),
     }
+
+
+GPU_TABLE = _Table(GPU_KINDS, GPU_SCHEMA, _gpu_columns)
+CPU_TABLE = _Table(CPU_KINDS, CPU_SCHEMA, _cpu_columns)
 
 
 def _comm_columns(args: list[Args]) -> dict[str, Column]:
@@ -250,22 +261,27 @@ def _field(items: Sequence[Any], name: str) -> list[Any]:
     return list(map(attrgetter(name), items))
 
 
-def _present(first: list[Any], fallback: list[Any]) -> list[Any]:
-    """`first`, with `fallback` where it is None."""
-    if None not in first:
-        return first
-    return [other if value is None else value for value, other in zip(first, fallback, strict=True)]
+def _present(items: list[Args], name: str, fallback: str) -> list[Any]:
+    """Field `name` of each item, or field `fallback` where `name` is None (rows found by `list.index`, in C)."""
+    values = _field(items, name)
+    row = -1
+    with contextlib.suppress(ValueError):  # no None after `row`
+        while True:
+            row = values.index(None, row + 1)
+            values[row] = getattr(items[row], fallback)
+    return values
 
 
-def _either(first: list[msgspec.Raw], fallback: list[msgspec.Raw]) -> list[msgspec.Raw]:
-    """`first`, with `fallback` where it is empty."""
-    if all(first):
-        return first
-    return [value or other for value, other in zip(first, fallback, strict=True)]
+def _either(items: list[Args], name: str, fallback: str) -> list[msgspec.Raw]:
+    """Field `name` of each item, or field `fallback` where `name` is empty."""
+    values = _field(items, name)
+    if all(values):
+        return values
+    return [value or getattr(item, fallback) for item, value in zip(items, values, strict=True)]
 
 
-def _or_empty(names: list[str | None]) -> list[str]:
-    return [name or "" for name in names] if None in names else names  # type: ignore[misc]
+def _or_empty(names: list[Any]) -> list[str]:
+    return [name or "" for name in names] if None in names else names
 
 
 def _ints(values: list[int | str | None]) -> list[int | None]:

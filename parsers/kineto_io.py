@@ -170,7 +170,9 @@ def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -
         except msgspec.DecodeError:
             continue
         header, events = (
-            (header_of(decoded), decoded.traceEvents or []) if isinstance(decoded, Document) else (Header(), decoded)
+            (header_of(decoded), decoded.traceEvents or [])
+            if isinstance(decoded, Document)
+            else (Header(), decoded)
         )
         note = f"JSON truncated at byte {len(data)}; kept the {len(events)} complete events before byte {end + 1}"
         return Decoded(header, events, (ParseWarning(str(path), note),), truncated_at_byte=len(data))
@@ -220,7 +222,7 @@ def refuse_without_kineto_events(path: Path, data: bytes, known_categories: froz
     Called when no complete event had a known category: events of the other phases are looked at too.
     """
     events = decode_tolerant(path, data).events
-    if not events or any(event.cat in known_categories for event in events):
+    if not events or any(isinstance(e, Event) and e.cat in known_categories for e in events):
         return
     if first_byte(data) == b"[":
         raise NotKinetoError(path, _describe_array(msgspec.json.decode(data)))

@@ -101,7 +101,7 @@ OTHER_EVENT_TYPES = tuple(
     msgspec.defstruct(f"Phase{index}", [], frozen=True, gc=False, tag_field="ph", tag=phase)
     for index, phase in enumerate(OTHER_PHASES)
 )
-TaggedEvent = Union[Complete, *OTHER_EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
+TaggedEvent = Union[Complete, *OTHER_EVENT_TYPES]  # type: ignore[valid-type]
 """An event decoded by phase: `Complete`, or one of `OTHER_EVENT_TYPES` (not read)."""
 
 

@@ -181,10 +181,10 @@ def with_nccl_logs(options: AnalysisOptions, run_spec: str, given: list[Path] | 
     """`options` with the NCCL logs parsed one by one; a log that cannot be read is skipped with a warning."""
     from dataclasses import replace
 
-    from traceview.parsers import nccl_log
-
     logs, skipped = [], []
     for path in nccl_log_paths(run_spec, given):
+        from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
+
         try:
             logs.append(nccl_log.parse(path))
         except TraceviewError as exc:

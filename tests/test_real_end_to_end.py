@@ -41,3 +41,15 @@ def test_every_analysis_and_renderer_on_real_traces(folder: str) -> None:
     page = render_html(analysis, plotlyjs="cdn")
     assert page.count('id="verdict"') == 1
     assert analysis.verdict.label in page
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+DETERMINISM_RUNS = [REAL / name for name in ("hta_16rank_job_rank0", "hta_sampled_2rank", "hta_trace_diff_control")]
+
+
+@pytest.mark.parametrize("run_path", [*DETERMINISM_RUNS, SAMPLES / "dp8_straggler", SAMPLES / "pp4_mismatch"], ids=lambda p: p.name)
+def test_the_same_input_gives_the_same_json(run_path: Path) -> None:
+    """Ties in sorts or group-bys must be broken explicitly: a nightly diff must not see noise."""
+    run = load_run(run_path)
+    outputs = {render_json(analyze(run)) for _ in range(3)}
+    assert len(outputs) == 1

@@ -131,7 +131,7 @@ def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame
         sig_collective.alias("sig_collective"),
         pl.when(~sig_collective.is_in(list(UNEVEN_SIZES))).then(pl.col("size_bytes")).alias("sig_size"),
     )
-    return calls.sort(*CELL_RANK, "seq", "start_us", nulls_last=True).with_columns(
+    return calls.sort(*CELL_RANK, "seq", "start_us", "end_us", "call_key", nulls_last=True).with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).over(CELL_RANK).alias("fwd"),
         pl.len().cast(pl.Int64).over(CELL_RANK).alias("count"),
     )

@@ -180,3 +180,17 @@ def test_an_nccl_log_passed_as_a_trace(tmp_path: Path) -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         kineto.parse(tmp_path / "missing.json")
+
+
+def test_events_across_decoding_batches_are_all_kept(tmp_path: Path) -> None:
+    """More events than one decoding batch, with odd events (an unknown phase, a kernel without `dur`, a
+    numeric-string stream) in a later batch: every complete kernel is kept, in order, nothing else."""
+    count = 25_000
+    events: list[kf.Event] = [kf.kernel(f"k{i}", 10 * i, 5, correlation=i) for i in range(count)]
+    events.insert(23_000, {"ph": "Z", "name": "from a future profiler", "ts": 1})
+    events.insert(21_000, {"ph": "X", "cat": "kernel", "name": "no duration", "pid": 0, "tid": 7, "ts": 5})
+    events[24_000]["args"]["stream"] = "9"  # k23998: two events were inserted before it
+    trace = kineto.parse(kf.write(kf.document(events), tmp_path / "rank0.json"))
+    assert trace.gpu.height == count
+    assert trace.gpu.get_column("name").to_list() == [f"k{i}" for i in range(count)]
+    assert trace.gpu.filter(trace.gpu["stream"] == 9).get_column("name").to_list() == ["k23998"]

@@ -7,13 +7,36 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
+from traceview.analysis import AnalysisOptions, analyze
+from traceview.cli_options import (
+    AlphaOpt,
+    BandwidthOpt,
+    CommPatternOpt,
+    DtypeOpt,
+    EfficiencyOpt,
+    FailOnOpt,
+    GpusPerNodeOpt,
+    LocalBatchOpt,
+    NcclLogOpt,
+    NicOpt,
+    ParamsOpt,
+    PeakFlopsOpt,
+    RanksPerHostOpt,
+    RunArg,
+    VirtualStagesOpt,
+    WorkersOpt,
+    nccl_log_paths,
+    options_from,
+    with_model,
+)
 from traceview.errors import ThresholdCrossed, TraceviewError
 from traceview.inputs import load_run
 from traceview.model import Run
@@ -26,20 +49,17 @@ app = typer.Typer(
 )
 stderr = Console(stderr=True, soft_wrap=True)  # one line per message, never wrapped
 
-RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank traces, or a glob.")]
-CommPatternOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--comm-pattern", help="Extra regex (or LIBRARY=REGEX) naming communication kernels; repeatable."
-    ),
-]
-FailOnOpt = Annotated[
-    list[str] | None,
-    typer.Option("--fail-on", help="Exit 1 when a figure crosses it, e.g. 'exposed_gamma>0.5'; repeatable."),
-]
-WorkersOpt = Annotated[
-    int | None, typer.Option("--workers", help="Processes for parsing ranks (default: CPUs).")
-]
+
+def stdout_console(width_when_piped: int = 160) -> Console:
+    """A console for tables on stdout: the terminal's width, or a fixed one when piped."""
+    return Console(width=None if sys.stdout.isatty() else width_when_piped)
+
+
+def print_json(document: Any) -> None:
+    """Write `document` to stdout as indented JSON."""
+    import msgspec
+
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n")
 
 
 def load(run_spec: str, workers: int | None = None) -> Run:
@@ -57,130 +77,22 @@ def load(run_spec: str, workers: int | None = None) -> Run:
         )
 
 
-VirtualStagesOpt = Annotated[
-    int, typer.Option("--virtual-stages", help="Model chunks per pipeline stage (V of the bubble theory).")
-]
+def check_thresholds(fail_on: list[str] | None) -> None:
+    """Refuse a malformed `--fail-on` before any work is done."""
+    for text in fail_on or ():
+        parse_threshold(text)
 
 
-def options_from(comm_pattern: list[str] | None, virtual_stages: int = 1) -> AnalysisOptions:
-    """Analysis options from the command line."""
-    return AnalysisOptions(comm_patterns=tuple(comm_pattern or ()), virtual_stages=virtual_stages)
-
-
-ParamsOpt = Annotated[
-    float | None,
-    typer.Option("--params", help="Model parameters P (default: gradient all-reduce elements per step)."),
-]
-LocalBatchOpt = Annotated[
-    float | None,
-    typer.Option("--local-batch", help="Local batch b per worker: examples, or tokens for a transformer."),
-]
-PeakFlopsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--peak-flops", help="Peak dense FLOP/s per GPU, e.g. 312T or 312e12 (default: the hardware table)."
-    ),
-]
-EfficiencyOpt = Annotated[
-    float | None,
-    typer.Option("--efficiency", help="Share of peak FLOP/s sustained: R = peak x efficiency (default 0.5)."),
-]
-BandwidthOpt = Annotated[
-    str | None,
-    typer.Option("--bandwidth", help="B per GPU, one direction, bytes/s: INTRA[,INTER], e.g. 300G,25G."),
-]
-AlphaOpt = Annotated[
-    str | None,
-    typer.Option("--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5."),
-]
-NicOpt = Annotated[
-    str | None,
-    typer.Option("--nic", help="NIC of groups spanning nodes, e.g. ib_ndr, roce_400 (default ib_hdr)."),
-]
-GpusPerNodeOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--gpus-per-node",
-        min=1,
-        help="GPUs per node: which groups span nodes (default: trace hostnames, else 8).",
-    ),
-]
-DtypeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--dtype",
-        help="Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').",
-    ),
-]
-
-
-def with_model(
-    options: AnalysisOptions,
-    params: float | None = None,
-    local_batch: float | None = None,
-    peak_flops: str | None = None,
-    efficiency: float | None = None,
-    bandwidth: str | None = None,
-    alpha: str | None = None,
-    nic: str | None = None,
-    gpus_per_node: int | None = None,
-    dtype: str | None = None,
-) -> AnalysisOptions:
-    """`options` with the alpha-beta model's inputs from the command line (docs/metrics.md, "Predicted gamma")."""
-    from dataclasses import replace
-
-    from traceview.prediction_inputs import PredictionOptions, parse_pair, parse_quantity
-
-    intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth else (None, None)
-    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6) if alpha else (None, None)
-    for value, name in ((params, "--params"), (local_batch, "--local-batch")):
-        if value is not None and value <= 0:
-            raise typer.BadParameter(f"{name} must be positive, got {value}")
-    if efficiency is not None and not 0 < efficiency <= 1:
-        raise typer.BadParameter(f"--efficiency must be in (0, 1], got {efficiency}")
-    model = PredictionOptions(
-        params=params, local_batch=local_batch, peak_flops=parse_quantity(peak_flops, "--peak-flops") if peak_flops else None,
-        efficiency=efficiency, bandwidth_Bps=intra_b, inter_bandwidth_Bps=inter_b, alpha_s=intra_a, inter_alpha_s=inter_a,
-        nic=nic, dtype=dtype, link_overrides=options.prediction.link_overrides,
-    )  # fmt: skip
-    return replace(options, prediction=model, ranks_per_host=gpus_per_node or options.ranks_per_host)
-
-
-def gate(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
-    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires."""
-    thresholds = [parse_threshold(text) for text in fail_on or ()]
-    fired = crossings(thresholds, analysis.gate_figures())
+def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None:
+    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
+    fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
     if fired:
         detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
         raise ThresholdCrossed(f"threshold crossed: {detail}")
 
 
-NcclLogOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--nccl-log",
-        help="An NCCL_DEBUG=INFO log to join to the traces; repeatable (logs in the run folder are found too).",
-    ),
-]
-NCCL_LOG_SUFFIXES, NCCL_LOG_PROBE_BYTES = (".log", ".txt", ".out"), 64 * 1024
-
-
-def nccl_log_paths(run_spec: str, given: list[Path] | None) -> list[Path]:
-    """The logs given, then the run folder's files ending .log/.txt/.out whose first 64 KB say `NCCL INFO`."""
-    found = list(given or ())
-    folder = Path(run_spec)
-    if folder.is_dir():
-        for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in NCCL_LOG_SUFFIXES):
-            with path.open("rb") as handle:
-                if b"NCCL INFO" in handle.read(NCCL_LOG_PROBE_BYTES) and path not in found:
-                    found.append(path)
-    return found
-
-
 def with_nccl_logs(options: AnalysisOptions, run_spec: str, given: list[Path] | None) -> AnalysisOptions:
     """`options` with the NCCL logs parsed one by one; a log that cannot be read is skipped with a warning."""
-    from dataclasses import replace
-
     logs, skipped = [], []
     for path in nccl_log_paths(run_spec, given):
         from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
@@ -215,8 +127,7 @@ def summary(
     dtype: DtypeOpt = None,
 ) -> None:
     """Terminal summary of a run: the verdict first, then the time budget."""
-    for text in fail_on or ():
-        parse_threshold(text)
+    check_thresholds(fail_on)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
     options = with_model(options_from(comm_pattern, virtual_stages), *model)
     analysis = analyze(load(run, workers), with_nccl_logs(options, run, nccl_log))
@@ -227,8 +138,8 @@ def summary(
     else:
         from traceview.reports.terminal import render_summary
 
-        render_summary(analysis, Console(width=None if sys.stdout.isatty() else 160))
-    gate(analysis, fail_on)
+        render_summary(analysis, stdout_console())
+    gate(analysis.gate_figures(), fail_on)
 
 
 @app.command()
@@ -260,8 +171,7 @@ def report(
 
     if plotlyjs not in ("inline", "cdn"):
         raise typer.BadParameter("--plotlyjs takes 'inline' or 'cdn'")
-    for text in fail_on or ():
-        parse_threshold(text)
+    check_thresholds(fail_on)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
     options = with_model(options_from(comm_pattern, virtual_stages), *model)
     analysis = analyze(load(run, workers), with_nccl_logs(options, run, nccl_log))
@@ -271,7 +181,7 @@ def report(
         highlight=False,
         markup=False,
     )
-    gate(analysis, fail_on)
+    gate(analysis.gate_figures(), fail_on)
 
 
 @app.command()
@@ -292,23 +202,21 @@ def collectives(
     loaded = load(run, workers)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
     if json_output:
-        import msgspec
-
         from traceview.reports.json_out import collectives_document
 
-        sys.stdout.write(
-            msgspec.json.format(msgspec.json.encode(collectives_document(result)), indent=2).decode() + "\n"
-        )
+        print_json(collectives_document(result))
     else:
         from traceview.reports.collectives_terminal import render_collectives
 
-        render_collectives(result, Console(width=None if sys.stdout.isatty() else 200))
+        render_collectives(result, stdout_console(200))
 
 
 @app.command()
 def nccl(
     logs: Annotated[list[Path], typer.Argument(help="NCCL_DEBUG=INFO log file(s), plain text or .gz.")],
-    json_output: Annotated[bool, typer.Option("--json", help="Print the logs' summary as JSON instead.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the logs' summary as JSON instead.")
+    ] = False,
 ) -> None:
     """Summarise NCCL_DEBUG logs: versions, communicators, transports (degraded in red), collectives, warnings."""
     from traceview.nccl_join import join_nccl
@@ -316,26 +224,15 @@ def nccl(
 
     parsed = [nccl_log.parse(path) for path in logs]
     if json_output:
-        import msgspec
-
         from traceview.reports.json_out import nccl_document
 
-        document = nccl_document(join_nccl(None, parsed))
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n")
+        print_json(nccl_document(join_nccl(None, parsed)))
         return
     from traceview.reports.nccl_terminal import render_nccl
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = stdout_console(200)
     for log in parsed:
         render_nccl(log, console)
-
-
-RanksPerHostOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--ranks-per-host", min=1, help="Ranks per host for clock alignment when traces name no host."
-    ),
-]
 
 
 @app.command()
@@ -355,8 +252,7 @@ def stragglers(
     from traceview.crossrank import run_cross_rank
     from traceview.kernel_names import user_patterns
 
-    for text in fail_on or ():
-        parse_threshold(text)
+    check_thresholds(fail_on)
     loaded = load(run, workers)
     events, windows = (
         classified_events(loaded, user_patterns(tuple(comm_pattern or ()))),
@@ -366,20 +262,14 @@ def stragglers(
         loaded, comm_kernels(loaded, events), events, windows, time_budget(events, windows), ranks_per_host
     )
     if json_output:
-        import msgspec
-
         from traceview.reports.json_out import crossrank_document
 
-        document = crossrank_document(result)
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n")
+        print_json(crossrank_document(result))
     else:
         from traceview.reports.crossrank_terminal import render_crossrank
 
-        render_crossrank(result, Console(width=None if sys.stdout.isatty() else 200))
-    fired = crossings([parse_threshold(text) for text in fail_on or ()], result.gate_figures())
-    if fired:
-        detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
-        raise ThresholdCrossed(f"threshold crossed: {detail}")
+        render_crossrank(result, stdout_console(200))
+    gate(result.gate_figures(), fail_on)
 
 
 def main() -> None:

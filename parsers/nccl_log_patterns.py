@@ -45,21 +45,27 @@ LINE_START = re.compile(
 )
 HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid>\d++):(?P<tid>\d++)\Z")
 
+# The fast path for the commonest line of a big log: one whole COLL record starting the line, nothing after it
+# but blanks. Its groups are the writer's (host, pid, tid, dev) then those of the "coll" body pattern, in order.
+# A line it does not match takes the general path (record starts, then the body table), with the same result.
+_COLL_BODY = (
+    r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff "
+    + _PTR
+    + r" recvbuff "
+    + _PTR
+    + r" count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<red_op>\d+) root (?P<root>-?\d+)"
+    r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d+)\] stream (?P<stream>" + _PTR + r")"
+    r"(?: task (?P<task>\d+) globalrank (?P<global_rank>\d+))?"
+)
+COLL_LINE = re.compile(
+    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +\[(?P<dev>\d+)\] +(?:[\w./\-]+:\d+ +)?NCCL INFO "
+    + _COLL_BODY
+    + r"\s*\Z"
+)
+
 # Bodies of NCCL INFO records (the text after "NCCL INFO "), tried in order; the first match wins.
 BODY_PATTERNS: tuple[Pattern, ...] = (
-    Pattern(
-        "coll",
-        "opCount",
-        re.compile(
-            r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff "
-            + _PTR
-            + r" recvbuff "
-            + _PTR
-            + r" count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<red_op>\d+) root (?P<root>-?\d+)"
-            r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d+)\] stream (?P<stream>" + _PTR + r")"
-            r"(?: task (?P<task>\d+) globalrank (?P<global_rank>\d+))?"
-        ),
-    ),
+    Pattern("coll", "opCount", re.compile(_COLL_BODY)),
     Pattern(
         "transport",
         " via ",

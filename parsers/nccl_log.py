@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import NamedTuple, TextIO
 
 import polars as pl
-from traceview.parsers.nccl_log_frames import RawRows, build_log
+from traceview.parsers.nccl_log_frames import BATCH_ROWS, RawRows, build_log
 from traceview.parsers.nccl_log_patterns import (
     BODY_PATTERNS,
+    COLL_LINE,
     FOREIGN_PATTERNS,
     HOST_TAIL,
     LAUNCHER_PID,
@@ -28,11 +29,19 @@ from traceview.parsers.nccl_log_patterns import (
     RECORD_ANCHOR,
     Pattern,
 )
+from traceview.parsers.nccl_log_totals import REDUCERS, WARNING_SOURCES, CallTally
 
 from traceview.errors import InputError
 from traceview.nccl import NcclLog
 
-BATCH_ROWS = 65_536
+MAX_CALL_ROWS = 100_000
+"""COLL lines kept as rows (`NcclLog.collectives`), the first of the log; `NcclLog.call_totals` counts them all."""
+MAX_TUNING_ROWS = 100_000
+"""TUNING lines kept as rows (`NcclLog.tuning`); `NcclLog.tuning_totals` counts them all."""
+MAX_WARNING_ROWS = 10_000
+"""Warnings kept as rows (`NcclLog.warnings`) of each origin (`nccl_log_totals.WARNING_SOURCES`);
+`NcclLog.warning_totals` counts them all."""
+_COLL = next(pattern for pattern in BODY_PATTERNS if pattern.name == "coll")
 _MAX_OPEN_HEADERS = 64
 _WHITESPACE = (" ", "\t")
 
@@ -43,11 +52,11 @@ Identity = tuple[int, str | None, str | None, str | None, str | None]
 
 
 class _Sink:
-    """Raw rows per pattern, typed into polars frames every BATCH_ROWS rows (memory bounded by the output)."""
+    """Raw rows per pattern, typed into polars frames every BATCH_ROWS rows; `limits`: rows kept per family."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: dict[str, int]) -> None:
         self.rows: dict[Pattern, list[tuple[object, ...]]] = collections.defaultdict(list)
-        self.raw = RawRows()
+        self.raw = RawRows(limits, REDUCERS)
 
     def add(self, pattern: Pattern, row: tuple[object, ...]) -> None:
         rows = self.rows[pattern]
@@ -107,8 +116,9 @@ def _record_starts(line: str) -> list[_Start]:
 class _Reader:
     """The per-line state machine: counts, the last unmatched record, prefixes still waiting for a body."""
 
-    def __init__(self) -> None:
-        self.sink = _Sink()
+    def __init__(self, max_call_rows: int, limits: dict[str, int]) -> None:
+        self.sink = _Sink(limits)
+        self.calls = CallTally(lambda row: self.sink.add(_COLL, row), max_call_rows)
         self.line_no = 0
         self.skipped = 0
         self.records = 0
@@ -121,6 +131,15 @@ class _Reader:
     def feed(self, raw: str) -> None:
         """Consume one physical line."""
         self.line_no += 1
+        if "opCount" in raw:
+            coll = COLL_LINE.match(raw)
+            if coll is not None:  # the fast path: a whole COLL record, as the general path would read it
+                self.tail = None
+                self.records += 1
+                groups = coll.groups()
+                self.processes[groups[:4]] += 1
+                self.calls.add(self.line_no, groups)
+                return
         line = raw.rstrip("\r\n")
         tail, self.tail = self.tail, None
         if "NCCL" in line:
@@ -155,9 +174,13 @@ class _Reader:
         for pattern in BODY_PATTERNS:
             if pattern.needle in body:
                 match = pattern.regex.match(body)
-                if match is not None:
+                if match is None:
+                    continue
+                if pattern is _COLL:
+                    self.calls.add(ident[0], ident[1:] + match.groups())
+                else:
                     self.sink.add(pattern, ident + match.groups())
-                    return True
+                return True
         return False
 
     def _join(self, tail: tuple[Identity, str], line: str) -> bool:
@@ -196,13 +219,21 @@ def _open(path: Path) -> TextIO:
     return path.open("r", encoding="utf-8", errors="replace")
 
 
-def parse(path: str | Path) -> NcclLog:
+def parse(
+    path: str | Path,
+    *,
+    max_call_rows: int = MAX_CALL_ROWS,
+    max_tuning_rows: int = MAX_TUNING_ROWS,
+    max_warning_rows: int = MAX_WARNING_ROWS,
+) -> NcclLog:
     """Parse the NCCL_DEBUG log at `path` (plain text or .gz) into a validated `NcclLog`.
 
+    The `max_*_rows` caps bound the rows kept per record family (see `NcclLog`); the totals count every record.
     Raises InputError when the file cannot be read or holds no NCCL record at all.
     """
     source = Path(path)
-    reader = _Reader()
+    limits = {"tuning": max_tuning_rows, **dict.fromkeys(WARNING_SOURCES, max_warning_rows)}
+    reader = _Reader(max_call_rows, limits)
     try:
         with _open(source) as handle:
             for line in handle:
@@ -219,9 +250,11 @@ def parse(path: str | Path) -> NcclLog:
         "records": reader.records,
         "records_unrecognised": reader.unrecognised,
         "lines_joined": reader.joined,
+        "collective_calls_seen": reader.calls.seen,
     }
     processes = _processes_frame(reader.processes)
-    return build_log(str(source), reader.sink.finish(), processes, counts).validate()
+    raw = reader.sink.finish()
+    return build_log(str(source), raw, processes, counts, reader.calls.totals()).validate()
 
 
 def _processes_frame(counter: collections.Counter[tuple[str | None, ...]]) -> pl.DataFrame:

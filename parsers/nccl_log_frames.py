@@ -9,23 +9,32 @@ exploded, and the communicator each init-time record belongs to (see `attach_com
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 from traceview.parsers.nccl_log_patterns import Pattern
+from traceview.parsers.nccl_log_totals import (
+    MERGE_FRAMES,
+    REDUCERS,
+    WARNING_SOURCES,
+    Reducer,
+    classify_warnings,
+    count_warnings,
+    warning_rows,
+)
 
 from traceview.nccl import (
-    RESULTS,
     SCHEMAS,
-    WARNING_KINDS,
     NcclLog,
     dtype_table,
-    first_match,
     flag_degraded,
     transport_kind,
 )
 
 IDENTITY_COLUMNS = ("line", "host", "pid", "tid", "cuda_dev")
+WARN_COLUMNS = (*IDENTITY_COLUMNS, "source", "text")
+BATCH_ROWS = 8_192
+"""Raw rows of one family typed into a polars frame at a time."""
 
 _INT_COLUMNS = frozenset(
     (
@@ -85,26 +94,59 @@ def _typed(column: str) -> pl.Expr:
 
 
 class RawRows:
-    """Typed batches per pattern name, plus the NCCL WARN records."""
+    """Typed batches per pattern name (the NCCL WARN records as "warn"), each family kept up to its limit.
 
-    def __init__(self) -> None:
+    `limits`: rows kept per family (absent: all); the rows past a family's limit are counted by its
+    `parsers.nccl_log_totals.Reducer` in `reducers` and dropped. `seen` counts every row of every family.
+    """
+
+    def __init__(
+        self, limits: Mapping[str, int] | None = None, reducers: Mapping[str, Reducer] | None = None
+    ) -> None:
         self.batches: dict[str, list[pl.DataFrame]] = collections.defaultdict(list)
+        self.limits = dict(limits or {})
+        self.reducers = dict(reducers or {})
+        self.seen: collections.Counter[str] = collections.Counter()
+        self.kept: collections.Counter[str] = collections.Counter()
+        self.spilled: dict[str, list[pl.DataFrame]] = collections.defaultdict(list)
         self.warn_rows: list[tuple[object, ...]] = []
 
     def add(self, pattern: Pattern, rows: Sequence[tuple[object, ...]]) -> None:
         """Type one batch of `pattern`'s rows (identity columns, then the regex groups in order)."""
         groups = sorted(pattern.regex.groupindex, key=pattern.regex.groupindex.__getitem__)
-        columns = [*IDENTITY_COLUMNS, *groups]
-        schema = {name: (pl.Int64() if name == "line" else pl.String()) for name in columns}
-        frame = pl.DataFrame(rows, schema=schema, orient="row")
-        self.batches[pattern.name].append(frame.select(_typed(name) for name in columns))
+        self.add_rows(pattern.name, [*IDENTITY_COLUMNS, *groups], rows)
+
+    def add_rows(self, name: str, columns: Sequence[str], rows: Sequence[tuple[object, ...]]) -> None:
+        """Type one batch of family `name` (text columns as printed, `line` an int) and keep or count it."""
+        schema = {column: (pl.Int64() if column == "line" else pl.String()) for column in columns}
+        frame = pl.DataFrame(rows, schema=schema, orient="row").select(_typed(column) for column in columns)
+        self.seen[name] += frame.height
+        room = max(self.limits.get(name, self.kept[name] + frame.height) - self.kept[name], 0)
+        if room < frame.height:
+            reducer = self.reducers[name]
+            spilled = self.spilled[name]
+            spilled.append(reducer.reduce(name, frame.slice(room)))
+            if len(spilled) >= MERGE_FRAMES:
+                self.spilled[name] = [reducer.merge(pl.concat(spilled, how="diagonal_relaxed"))]
+            frame = frame.head(room)
+        if not frame.is_empty():
+            self.batches[name].append(frame)
+            self.kept[name] += frame.height
 
     def add_warning(self, ident: tuple[object, ...], source: str | None, text: str) -> None:
-        """Keep one `NCCL WARN` record."""
+        """Take one `NCCL WARN` record (typed in batches of `BATCH_ROWS` as family "warn")."""
         self.warn_rows.append((*ident, source, text))
+        if len(self.warn_rows) >= BATCH_ROWS:
+            self.flush_warnings()
+
+    def flush_warnings(self) -> None:
+        """Type the NCCL WARN records still held as text."""
+        if self.warn_rows:
+            self.add_rows("warn", WARN_COLUMNS, self.warn_rows)
+            self.warn_rows = []
 
     def frame(self, name: str) -> pl.DataFrame:
-        """Take all batches of pattern `name` as one frame, or an empty one.
+        """Take the kept batches of family `name` as one frame, or an empty one.
 
         Taken, not copied: the batches are released, so each name is read once.
         """
@@ -113,6 +155,10 @@ class RawRows:
             return pl.DataFrame(schema={"line": pl.Int64()})
         frame = batches[0] if len(batches) == 1 else pl.concat(batches, how="diagonal_relaxed", rechunk=False)
         return frame if frame["line"].is_sorted() else frame.sort("line")
+
+    def take_spilled(self, name: str) -> list[pl.DataFrame]:
+        """The partial totals of family `name`'s rows past its limit (taken, not copied)."""
+        return self.spilled.pop(name, [])
 
 
 def conform_exprs(columns: list[str], name: str) -> list[pl.Expr]:
@@ -256,50 +302,51 @@ def _trees(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
     return conform(attach_comm(halves.sort("line", "channel", "tree"), inits), "trees")
 
 
-def _tuning(raw: RawRows) -> pl.DataFrame:
+def _tuning(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(tuning rows kept, tuning totals: choices per `TUNING_KEY` over every TUNING line)."""
     tuning = raw.frame("tuning")
-    if tuning.is_empty():
-        return conform(tuning, "tuning")
-    return conform(
-        tuning.with_columns(
-            algo=pl.col("algo").replace(ALGO_CODES), proto=pl.col("proto").replace(PROTO_CODES)
-        ),
-        "tuning",
+    parts = raw.take_spilled("tuning")
+    if tuning.is_empty() and not parts:
+        return conform(tuning, "tuning"), conform(tuning, "tuning_totals")
+    reducer = REDUCERS["tuning"]
+    totals = reducer.merge(pl.concat([reducer.reduce("tuning", tuning), *parts], how="diagonal_relaxed"))
+    codes = {"algo": pl.col("algo").replace(ALGO_CODES), "proto": pl.col("proto").replace(PROTO_CODES)}
+    return conform(tuning.with_columns(**codes), "tuning"), conform(
+        totals.with_columns(**codes), "tuning_totals"
     )
 
 
-def _warnings(raw: RawRows) -> pl.DataFrame:
-    origin = {
-        "line": pl.Int64(),
-        **{c: pl.String() for c in IDENTITY_COLUMNS[1:]},
-        "source": pl.String(),
-        "text": pl.String(),
-    }
-    warns = pl.DataFrame(raw.warn_rows, schema=origin, orient="row").with_columns(origin_kind=pl.lit("warn"))
-    traces = raw.frame("error_trace")
-    if not traces.is_empty():
-        traces = traces.with_columns(
-            text=pl.format(
-                "{} -> {} ({})",
-                "source",
-                "code",
-                pl.col("code").replace_strict(RESULTS, default="unknown result", return_dtype=pl.String()),
-            ),
-            origin_kind=pl.lit("error"),
-        )
-    pg_errors = raw.frame("pg_error")
-    if not pg_errors.is_empty():
-        pg_errors = pg_errors.with_columns(
-            source=pl.lit("ProcessGroupNCCL"),
-            origin_kind=pl.when(pl.col("severity") == "E").then(pl.lit("error")).otherwise(pl.lit("warn")),
-        )
-    errors = raw.frame("nccl_error").with_columns(origin_kind=pl.lit("error"))
-    frames = [f for f in (warns, traces, pg_errors, errors) if not f.is_empty()]
-    if not frames:
-        return conform(pl.DataFrame(schema={"line": pl.Int64()}), "warnings")
-    merged = pl.concat([f.select(_typed(c) for c in f.columns) for f in frames], how="diagonal_relaxed")
-    merged = merged.with_columns(kind=first_match("text", WARNING_KINDS, pl.col("origin_kind")))
-    return conform(merged.sort("line"), "warnings")
+def _warnings(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(warning rows kept, warning totals: per kind count, first line and its text, over every warning)."""
+    raw.flush_warnings()
+    frames = [(name, raw.frame(name)) for name in WARNING_SOURCES]
+    shaped = [warning_rows(name, frame) for name, frame in frames if not frame.is_empty()]
+    parts = [part for name in WARNING_SOURCES for part in raw.take_spilled(name)]
+    empty = pl.DataFrame(schema={"line": pl.Int64()})
+    if not shaped and not parts:
+        return conform(empty, "warnings"), conform(empty, "warning_totals")
+    warns = empty
+    if shaped:
+        merged = pl.concat([f.select(_typed(c) for c in f.columns) for f in shaped], how="diagonal_relaxed")
+        warns = classify_warnings(merged).sort("line")
+        parts.append(count_warnings(warns))
+    totals = REDUCERS["warn"].merge(pl.concat(parts, how="diagonal_relaxed"))
+    return conform(warns, "warnings"), conform(
+        totals.sort("count", "line", descending=[True, False]), "warning_totals"
+    )
+
+
+def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
+    """`CallTally.totals` with dtype, call_bytes (count x element size) and bytes (calls x call_bytes)."""
+    table = dtype_table()
+    names = dict(zip(table["datatype"], table["dtype"], strict=True))
+    sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
+    size = pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64())
+    shaped = totals.with_columns(
+        dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
+        call_bytes=pl.col("count") * size,
+    ).with_columns(bytes=pl.col("calls") * pl.col("call_bytes"))
+    return conform(shaped, "call_totals")
 
 
 def _network(raw: RawRows) -> pl.DataFrame:
@@ -351,10 +398,19 @@ def _settings(raw: RawRows) -> dict[str, str]:
     return dict(zip(rows["name"].to_list(), rows["value"].to_list(), strict=True))
 
 
-def build_log(path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str, int]) -> NcclLog:
-    """Shape the raw rows into the model (not yet validated)."""
+def build_log(
+    path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str, int], calls: pl.DataFrame
+) -> NcclLog:
+    """Shape the raw rows into the model (not yet validated); `calls`: `CallTally.totals` of every COLL line."""
     settings = _settings(raw)
     comms, inits = _communicators(raw)
+    collectives = _collectives(raw, comms)
+    tuning, tuning_totals = _tuning(raw)
+    seen_tuning = raw.seen["tuning"]
+    warnings, warning_totals = _warnings(raw)
+    seen_warnings = sum(
+        raw.seen[name] for name in WARNING_SOURCES
+    )  # after _warnings: it types the last WARNs
     return NcclLog(
         path=path,
         versions=_versions(raw),
@@ -363,14 +419,22 @@ def build_log(path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str
         transports=_transports(raw, inits, settings),
         rings=_rings(raw, inits),
         trees=_trees(raw, inits),
-        collectives=_collectives(raw, comms),
-        tuning=_tuning(raw),
+        collectives=collectives,
+        call_totals=call_totals(calls),
+        tuning=tuning,
+        tuning_totals=tuning_totals,
         init_timings=conform(raw.frame("init_timings"), "init_timings"),
         channel_counts=conform(attach_comm(raw.frame("channel_counts"), inits), "channel_counts"),
-        warnings=_warnings(raw),
+        warnings=warnings,
+        warning_totals=warning_totals,
         network=_network(raw),
         events=conform(raw.frame("event"), "events"),
         pg_comms=_pg_comms(raw),
         settings=settings,
+        collective_rows_kept=collectives.height,
+        tuning_lines_seen=seen_tuning,
+        tuning_rows_kept=tuning.height,
+        warnings_seen=seen_warnings,
+        warning_rows_kept=warnings.height,
         **counts,
     )

@@ -55,7 +55,7 @@ def scaling_figure(prediction: Prediction) -> go.Figure | None:
         title="gamma against workers K (strong scaling at the run's global batch)",
         xaxis={"type": "log", "title": "workers K (data-parallel group size)"},
         yaxis={"type": "log", "title": "gamma = T_comm / T_comp"},
-        legend={"orientation": "h"},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0},
         **LAYOUT,
     )
     return figure

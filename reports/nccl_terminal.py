@@ -43,6 +43,17 @@ def _header(log: NcclLog, console: Console) -> None:
         f"   wrapped lines joined: {log.lines_joined}"
         f"   processes: {log.processes.select('host', 'pid').n_unique()}"
     )
+    capped = [
+        f"{family}: {kept} of {seen} kept as rows"
+        for family, kept, seen in (
+            ("COLL lines", log.collective_rows_kept, log.collective_calls_seen),
+            ("TUNING lines", log.tuning_rows_kept, log.tuning_lines_seen),
+            ("warnings", log.warning_rows_kept, log.warnings_seen),
+        )
+        if kept < seen
+    ]
+    if capped:
+        console.print(f"  {escape('; '.join(capped))} (the tables below count every record)")
     if log.settings:
         pairs = ", ".join(f"{name}={value}" for name, value in sorted(log.settings.items()))
         console.print(f"  environment: {escape(pairs)}")
@@ -86,7 +97,7 @@ def render_nccl(log: NcclLog, console: Console) -> None:
             "comms": "comms",
             "processes": "processes",
         }
-        console.print(_table("Collectives (COLL lines)", colls, columns))
+        console.print(_table(f"Collectives ({log.collective_calls_seen} COLL lines)", colls, columns))
     warns = warning_counts(log)
     if not warns.is_empty():
         console.print(

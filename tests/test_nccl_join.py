@@ -305,6 +305,21 @@ def test_logs_alone_and_the_call_table(logs_dir: Path) -> None:
     assert any("communicator commId 0xbbb (2 ranks) uses TCP sockets" in flag for flag in join.verdict_flags)
 
 
+def test_capped_logs_count_every_call(logs_dir: Path) -> None:
+    folder = logs_dir / "capped"
+    write_logs(folder, "NET/IB/0/GDRDMA")
+    # each host log: 4 processes x 2 COLL lines (one on commId 0xaaa, one on 0xddd); keep only the first 3
+    logs = [nccl_log.parse(folder / f"node{i:03d}.log", max_call_rows=3) for i in range(RANKS // PER_HOST)]
+    join = join_nccl(None, logs)
+    calls = {(r["comm_key"], r["op"]): r for r in join.calls.iter_rows(named=True)}
+    assert calls[("commId 0xaaa", "AllReduce")]["calls"] == RANKS
+    assert calls[("commId 0xaaa", "AllReduce")]["bytes"] == RANKS * (8 * MIB // 2) * 2
+    assert calls[("commId 0xddd", "AllGather")]["calls"] == RANKS
+    assert calls[("commId 0xddd", "AllGather")]["max_size_bytes"] == 2 * MIB
+    notes = [note for note in join.notes if "call-sequence matching read its first 3 of 8 COLL lines" in note]
+    assert len(notes) == RANKS // PER_HOST
+
+
 def traceview(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "traceview", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)

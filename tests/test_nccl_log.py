@@ -13,14 +13,16 @@ from rich.console import Console
 from traceview.parsers import nccl_log
 from traceview.reports.nccl_terminal import render_nccl
 
-from tests.nccl_log_factory import historical_log_lines
+from tests.nccl_log_factory import COLL_FORMAT, TUNING_NEW, Writer, historical_log_lines
 from traceview.errors import InputError
 from traceview.nccl import (
     NcclLog,
+    collective_summary,
     communicator_summary,
     degraded_transports,
     flag_degraded,
     hosts_by_rank,
+    warning_counts,
 )
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "nccl_logs"
@@ -500,3 +502,104 @@ def test_round_trip_tuning_warnings_and_process_groups(synthetic: NcclLog) -> No
     assert warns["text"][2] == "transport/net.cc:870 -> 2 (system error)"
     pg = synthetic.pg_comms.row(0, named=True)
     assert (pg["rank"], pg["comm"], pg["cuda_dev"]) == (5, "0x4000", 3)
+
+
+# ---- bounded memory: rows kept up to a cap, totals over every record ----
+
+FLOAT32, BFLOAT16 = 7, 9  # ncclDataType_t codes: 4 and 2 bytes per element
+WRITERS = (Writer("node-a", 10, 11, 0), Writer("node-b", 20, 21, 1))
+N_CALLS, CALL_CAP = 50, 7
+N_TUNING, TUNING_CAP = 12, 5
+N_WARNS, WARN_CAP = 9, 4
+
+
+def _calls() -> list[tuple[Writer, str, int, int, int]]:
+    """(writer, op, datatype, count, opCount) of every COLL line of the capped log, in order."""
+    return [
+        (
+            WRITERS[i % 2],
+            "AllGather" if i % 3 == 0 else "AllReduce",
+            BFLOAT16 if i % 5 == 0 else FLOAT32,
+            2048 if i % 4 == 0 else 1000,
+            i,
+        )
+        for i in range(N_CALLS)
+    ]
+
+
+def _capped_log_lines() -> list[str]:
+    lines = []
+    for i, (w, op, datatype, count, opcount) in enumerate(_calls()):
+        comm = f"0x{0xA000 + w.pid:x}"
+        line = w.info(COLL_FORMAT, op, opcount, "0x1", "0x2", count, datatype, 0, 0, comm, 2, "0x9")
+        lines.append(("[1,0]<stdout>:" + line) if i % 7 == 0 else line)  # some take the general path
+        if i < N_TUNING:
+            lines.append(w.info(TUNING_NEW, op, 4096 * (1 + i % 2), "RING", "LL", 0, 3))
+        if i < N_WARNS:
+            lines.append(w.prefix("WARN") + f"Call to connect returned Connection timed out, retry {i}")
+    return lines
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> NcclLog:
+    path = tmp_path_factory.mktemp("capped") / "capped.log"
+    path.write_text("\n".join(_capped_log_lines()) + "\n", encoding="utf-8")
+    return nccl_log.parse(path, max_call_rows=CALL_CAP, max_tuning_rows=TUNING_CAP, max_warning_rows=WARN_CAP)
+
+
+def test_cap_keeps_the_first_calls_as_rows(capped: NcclLog) -> None:
+    assert (capped.collective_calls_seen, capped.collective_rows_kept) == (N_CALLS, CALL_CAP)
+    assert capped.collectives["opcount"].to_list() == list(range(CALL_CAP))
+    assert (capped.tuning_lines_seen, capped.tuning.height) == (N_TUNING, TUNING_CAP)
+    assert (capped.warnings_seen, capped.warnings.height) == (N_WARNS, WARN_CAP)
+    assert capped.records == N_CALLS + N_TUNING + N_WARNS
+    per_writer = dict(
+        zip(capped.processes["pid"].to_list(), capped.processes["records"].to_list(), strict=True)
+    )
+    assert per_writer == {10: 25 + 6 + 5, 20: 25 + 6 + 4}  # even i on node-a, odd i on node-b
+
+
+def test_totals_count_every_call(capped: NcclLog) -> None:
+    sizes = {FLOAT32: 4, BFLOAT16: 2}
+    names = {FLOAT32: "float32", BFLOAT16: "bfloat16"}
+    expected: dict[tuple[str, str], list[int]] = {}
+    for _, op, datatype, count, _ in _calls():  # plain Python over what was written
+        entry = expected.setdefault((op, names[datatype]), [0, 0])
+        entry[0] += 1
+        entry[1] += count * sizes[datatype]
+    summary = collective_summary(capped)
+    got = {(r["op"], r["dtype"]): [r["calls"], r["bytes"]] for r in summary.iter_rows(named=True)}
+    assert got == expected
+    assert sum(calls for calls, _ in expected.values()) == N_CALLS
+    assert capped.call_totals["calls"].sum() == N_CALLS
+    assert set(summary["processes"].to_list()) == {2}
+
+
+def test_totals_count_every_tuning_choice_and_warning(capped: NcclLog) -> None:
+    choices = capped.tuning_totals.group_by("bytes").agg(pl.col("choices").sum()).sort("bytes")
+    assert choices.rows() == [(4096, N_TUNING // 2), (8192, N_TUNING // 2)]
+    assert warning_counts(capped).rows() == [
+        ("timeout", N_WARNS, "Call to connect returned Connection timed out, retry 0")
+    ]
+    out = io.StringIO()
+    render_nccl(capped, Console(file=out, width=200))
+    text = out.getvalue()
+    assert f"COLL lines: {CALL_CAP} of {N_CALLS} kept as rows" in text
+    assert f"Collectives ({N_CALLS} COLL lines)" in text
+
+
+def test_uncapped_parse_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "all.log"
+    path.write_text("\n".join(_capped_log_lines()) + "\n", encoding="utf-8")
+    log = nccl_log.parse(path)
+    assert (log.collective_rows_kept, log.tuning_rows_kept, log.warning_rows_kept) == (
+        N_CALLS,
+        N_TUNING,
+        N_WARNS,
+    )
+    assert log.collectives["opcount"].to_list() == list(range(N_CALLS))
+    # the fast path (whole COLL lines) and the general path (foreign prefix) read the same fields
+    assert log.collectives["host"].to_list() == [WRITERS[i % 2].host for i in range(N_CALLS)]
+    assert log.collectives["bytes"].to_list() == [
+        count * (2 if datatype == BFLOAT16 else 4) for _, _, datatype, count, _ in _calls()
+    ]

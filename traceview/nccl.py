@@ -150,6 +150,31 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "stream": pl.String(),
         "rank": pl.Int64(),
     },
+    "call_totals": {
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "comm": pl.String(),
+        "op": pl.String(),
+        "datatype": pl.Int64(),
+        "dtype": pl.String(),
+        "count": pl.Int64(),
+        "root": pl.Int64(),
+        "nranks": pl.Int64(),
+        "calls": pl.Int64(),
+        "call_bytes": pl.Int64(),
+        "bytes": pl.Int64(),
+    },
+    "tuning_totals": {
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "comm": pl.String(),
+        "op": pl.String(),
+        "bytes": pl.Int64(),
+        "algo": pl.String(),
+        "proto": pl.String(),
+        "choices": pl.Int64(),
+    },
+    "warning_totals": {"kind": pl.String(), "count": pl.Int64(), "line": pl.Int64(), "example": pl.String()},
     "tuning": {
         **IDENTITY_SCHEMA,
         "op": pl.String(),
@@ -206,7 +231,16 @@ def empty_frame(name: str) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class NcclLog:
-    """Everything one NCCL_DEBUG log says, one polars frame per record family (schemas in `SCHEMAS`)."""
+    """Everything one NCCL_DEBUG log says, one polars frame per record family (schemas in `SCHEMAS`).
+
+    Memory stays bounded on huge logs: the per-record families that grow with the log are kept as rows only up
+    to a cap (`traceview.parsers.nccl_log.MAX_CALL_ROWS`, `MAX_TUNING_ROWS`, `MAX_WARNING_ROWS`), and counted in
+    full by the `*_totals` frames. `collectives` holds the first `collective_rows_kept` of the
+    `collective_calls_seen` COLL lines; `call_totals` counts every one of them per (host, pid, comm, op,
+    datatype, count, root, nranks), with `calls` and `bytes`. Likewise `tuning` / `tuning_totals`
+    (choices per host, pid, comm, op, bytes, algo, proto) and `warnings` / `warning_totals` (per kind: count,
+    first line and its text). Summaries use the totals; only call-sequence matching uses the kept rows.
+    """
 
     path: str
     versions: pl.DataFrame
@@ -216,10 +250,13 @@ class NcclLog:
     rings: pl.DataFrame
     trees: pl.DataFrame
     collectives: pl.DataFrame
+    call_totals: pl.DataFrame
     tuning: pl.DataFrame
+    tuning_totals: pl.DataFrame
     init_timings: pl.DataFrame
     channel_counts: pl.DataFrame
     warnings: pl.DataFrame
+    warning_totals: pl.DataFrame
     network: pl.DataFrame
     events: pl.DataFrame
     pg_comms: pl.DataFrame
@@ -229,6 +266,12 @@ class NcclLog:
     records: int = 0
     records_unrecognised: int = 0
     lines_joined: int = 0
+    collective_calls_seen: int = 0
+    collective_rows_kept: int = 0
+    tuning_lines_seen: int = 0
+    tuning_rows_kept: int = 0
+    warnings_seen: int = 0
+    warning_rows_kept: int = 0
 
     def frame(self, name: str) -> pl.DataFrame:
         """The model frame called `name` (a key of `SCHEMAS`)."""
@@ -246,6 +289,13 @@ class NcclLog:
                 )
         if not 0 <= self.lines_skipped <= self.lines_total:
             raise InputError(self.path, f"{self.lines_skipped} skipped lines of {self.lines_total}")
+        for family, kept, seen, total in (
+            ("COLL", self.collectives.height, self.collective_calls_seen, self.call_totals["calls"].sum()),
+            ("TUNING", self.tuning.height, self.tuning_lines_seen, self.tuning_totals["choices"].sum()),
+            ("warning", self.warnings.height, self.warnings_seen, self.warning_totals["count"].sum()),
+        ):
+            if not kept <= seen == total:
+                raise InputError(self.path, f"{kept} {family} rows kept, {seen} seen, {total} counted")
         return self
 
     @property
@@ -356,23 +406,22 @@ def hosts_by_rank(log: NcclLog) -> pl.DataFrame:
 
 
 def collective_summary(log: NcclLog) -> pl.DataFrame:
-    """COLL lines per (op, dtype): calls, total bytes, distinct communicators and processes."""
+    """COLL lines per (op, dtype), over every call of the log (`call_totals`): calls, total bytes, distinct
+    communicators and processes."""
     return (
-        log.collectives.group_by("op", "dtype")
+        log.call_totals.group_by("op", "dtype")
         .agg(
-            calls=pl.len().cast(pl.Int64()),
+            calls=pl.col("calls").sum(),
             bytes=pl.col("bytes").sum(),
             comms=pl.struct("host", "pid", "comm").n_unique().cast(pl.Int64()),
             processes=pl.struct("host", "pid").n_unique().cast(pl.Int64()),
         )
-        .sort("calls", "op", descending=[True, False])
+        .sort("calls", "op", "dtype", descending=[True, False, False], nulls_last=True)
     )
 
 
 def warning_counts(log: NcclLog) -> pl.DataFrame:
-    """Warnings per kind: kind, count, first text seen."""
-    return (
-        log.warnings.group_by("kind", maintain_order=True)
-        .agg(count=pl.len().cast(pl.Int64()), example=pl.col("text").first())
-        .sort("count", descending=True)
+    """Warnings per kind, over every warning of the log (`warning_totals`): kind, count, first text seen."""
+    return log.warning_totals.sort("count", "line", descending=[True, False]).select(
+        "kind", "count", "example"
     )

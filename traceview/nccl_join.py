@@ -9,7 +9,9 @@ group of the traces. Each communicator is matched to one process group of the tr
 decides winning (`METHODS`): PyTorch's `ProcessGroupNCCL created ncclComm_ 0x...` line naming the group; the
 rank set and size (the communicator's global ranks inside the group's ranks, nranks = group size, exactly one
 such group); the call sequence (the share of the group's (collective, S) signatures that the communicator's
-COLL lines also show, at least `MIN_SEQUENCE_SHARE`, one best group). A group whose communicators run over a
+COLL lines also show, at least `MIN_SEQUENCE_SHARE`, one best group; read from the COLL lines each log kept
+as rows, its first `traceview.parsers.nccl_log.MAX_CALL_ROWS`: a communicator's first calls are the ones that
+identify it, and the call table counts every line). A group whose communicators run over a
 transport of `LINK_OVERRIDES` gets that hardware link's B for the prediction, with provenance "nccl log", and
 every degraded transport is a verdict flag.
 """
@@ -318,6 +320,12 @@ def join_nccl(
     lumped = comms.filter(pl.col("ambiguous")).get_column("comm_key").to_list()
     if lumped:
         notes += (f"NCCL communicators without commId that cannot be told apart: {', '.join(lumped)}",)
+    notes += tuple(
+        f"NCCL log {log.path}: call-sequence matching read its first {log.collective_rows_kept} of "
+        f"{log.collective_calls_seen} COLL lines; the call table counts them all"
+        for log in logs
+        if log.collective_rows_kept < log.collective_calls_seen
+    )
     if collectives is not None and unmatched:
         notes += (f"NCCL communicators matched to no process group: {', '.join(unmatched)}",)
     return NcclJoin(
@@ -328,7 +336,7 @@ def join_nccl(
         members=members,
         communicators=comms,
         groups=table,
-        calls=call_summary(calls),
+        calls=call_summary(logs, members),
         algorithms=algorithm_mix(logs),
         topology=topology(members),
         warnings=warning_table(logs),

@@ -74,7 +74,7 @@ def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.Dat
     rings = owned(logs, "rings", members).group_by("comm_key").agg(ring_channels=channels)
     trees = owned(logs, "trees", members).group_by("comm_key").agg(tree_channels=channels)
     tuning = (
-        owned(logs, "tuning", members)
+        owned(logs, "tuning_totals", members)
         .group_by("comm_key")
         .agg(algo_proto=pl.format("{}/{}", "algo", "proto").unique().sort())
     )
@@ -96,26 +96,33 @@ def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.Dat
     return table.with_columns(pl.col("degraded").fill_null(value=False))
 
 
-def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """COLL lines per (comm_key, op, dtype): calls, bytes (count x element size), and S per SPEC 3."""
-    colls = owned(logs, "collectives", members)
+def _with_size(frame: pl.DataFrame, call_bytes: str) -> pl.DataFrame:
+    """`frame` with `collective` (canonical name) and `size_bytes`, S of one call per SPEC 3."""
     collective = canonical_collective_expr(pl.col("op"))
     per_rank = collective.is_in(PER_RANK_COUNT_OPS)
-    size = pl.when(per_rank).then(pl.col("bytes") * pl.col("nranks")).otherwise(pl.col("bytes"))
-    return colls.with_columns(collective=collective, size_bytes=size)
+    size = pl.when(per_rank).then(pl.col(call_bytes) * pl.col("nranks")).otherwise(pl.col(call_bytes))
+    return frame.with_columns(collective=collective, size_bytes=size)
 
 
-def call_summary(calls: pl.DataFrame) -> pl.DataFrame:
-    """The per-collective call table: per (comm_key, op, dtype) calls, total bytes, smallest and largest S."""
+def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per SPEC 3:
+    what call-sequence matching reads (a communicator's first calls are the ones that identify it)."""
+    return _with_size(owned(logs, "collectives", members), "bytes")
+
+
+def call_summary(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """The per-collective call table over every COLL line (`NcclLog.call_totals`): per (comm_key, op, dtype)
+    calls, total bytes, smallest and largest S."""
+    totals = _with_size(owned(logs, "call_totals", members), "call_bytes")
     return (
-        calls.group_by("comm_key", "op", "dtype")
+        totals.group_by("comm_key", "op", "dtype")
         .agg(
-            calls=pl.len().cast(pl.Int64),
-            bytes=pl.col("bytes").sum(),
+            pl.col("calls").sum(),
+            pl.col("bytes").sum(),
             min_size_bytes=pl.col("size_bytes").min(),
             max_size_bytes=pl.col("size_bytes").max(),
         )
-        .sort("comm_key", "calls", descending=[False, True])
+        .sort("comm_key", "calls", "op", "dtype", descending=[False, True, False, False], nulls_last=True)
     )
 
 
@@ -132,13 +139,14 @@ def degraded_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFra
 
 
 def algorithm_mix(logs: Sequence[NcclLog]) -> pl.DataFrame:
-    """TUNING choices per (op, message-size bucket of NCCL's byte count, algo, proto): choices."""
-    tuning = stacked(logs, "tuning").with_columns(
+    """TUNING choices per (op, message-size bucket of NCCL's byte count, algo, proto): choices, over every
+    TUNING line (`NcclLog.tuning_totals`)."""
+    tuning = stacked(logs, "tuning_totals").with_columns(
         pl.col("op").fill_null("any"), *size_bucket_exprs(pl.col("bytes"))
     )
     return (
         tuning.group_by("op", "size_bucket", "size_bucket_bytes", "algo", "proto")
-        .agg(choices=pl.len().cast(pl.Int64))
+        .agg(pl.col("choices").sum())
         .sort("op", "size_bucket_bytes", "choices", descending=[False, False, True])
     )
 

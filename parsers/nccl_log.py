@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple, TextIO
 
 import polars as pl
-from traceview.parsers.nccl_log_frames import BATCH_ROWS, RawRows, build_log
+from traceview.parsers.nccl_log_frames import build_log
 from traceview.parsers.nccl_log_patterns import (
     BODY_PATTERNS,
     COLL_LINE,
@@ -29,6 +29,7 @@ from traceview.parsers.nccl_log_patterns import (
     RECORD_ANCHOR,
     Pattern,
 )
+from traceview.parsers.nccl_log_raw import BATCH_ROWS, RawRows
 from traceview.parsers.nccl_log_totals import REDUCERS, WARNING_SOURCES, CallTally
 
 from traceview.errors import InputError

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from traceview.reports.html import render_html
+from traceview.reports.json_out import render_json
 
 from traceview.analysis import analyze
 from traceview.inputs import load_run
-from traceview.reports.html import render_html
-from traceview.reports.json_out import render_json
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 FOLDERS = sorted(p.name for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []
@@ -26,7 +26,10 @@ def test_every_analysis_and_renderer_on_real_traces(folder: str) -> None:
     per_step = analysis.budget.per_step
     if per_step.height:
         identities = per_step.select(
-            (pl.col("exposed_comm_us") - (pl.col("comm_us") - pl.col("overlap_us"))).abs().max().alias("exposed"),
+            (pl.col("exposed_comm_us") - (pl.col("comm_us") - pl.col("overlap_us")))
+            .abs()
+            .max()
+            .alias("exposed"),
             (pl.col("idle_us") - (pl.col("step_us") - pl.col("busy_us"))).abs().max().alias("idle"),
             (pl.col("overlap_us") - pl.min_horizontal("comp_us", "comm_us")).max().alias("overlap_bound"),
             (pl.col("busy_us") - pl.col("step_us")).max().alias("busy_bound"),
@@ -44,10 +47,14 @@ def test_every_analysis_and_renderer_on_real_traces(folder: str) -> None:
 
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
-DETERMINISM_RUNS = [REAL / name for name in ("hta_16rank_job_rank0", "hta_sampled_2rank", "hta_trace_diff_control")]
+DETERMINISM_RUNS = [
+    REAL / name for name in ("hta_16rank_job_rank0", "hta_sampled_2rank", "hta_trace_diff_control")
+]
 
 
-@pytest.mark.parametrize("run_path", [*DETERMINISM_RUNS, SAMPLES / "dp8_straggler", SAMPLES / "pp4_mismatch"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "run_path", [*DETERMINISM_RUNS, SAMPLES / "dp8_straggler", SAMPLES / "pp4_mismatch"], ids=lambda p: p.name
+)
 def test_the_same_input_gives_the_same_json(run_path: Path) -> None:
     """Ties in sorts or group-bys must be broken explicitly: a nightly diff must not see noise."""
     run = load_run(run_path)

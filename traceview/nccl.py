@@ -150,30 +150,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "stream": pl.String(),
         "rank": pl.Int64(),
     },
-    "call_totals": {
-        "host": pl.String(),
-        "pid": pl.Int64(),
-        "comm": pl.String(),
-        "op": pl.String(),
-        "datatype": pl.Int64(),
-        "dtype": pl.String(),
-        "count": pl.Int64(),
-        "root": pl.Int64(),
-        "nranks": pl.Int64(),
-        "calls": pl.Int64(),
-        "call_bytes": pl.Int64(),
-        "bytes": pl.Int64(),
-    },
-    "tuning_totals": {
-        "host": pl.String(),
-        "pid": pl.Int64(),
-        "comm": pl.String(),
-        "op": pl.String(),
-        "bytes": pl.Int64(),
-        "algo": pl.String(),
-        "proto": pl.String(),
-        "choices": pl.Int64(),
-    },
+    "call_totals": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "op": pl.String()}
+    | {"datatype": pl.Int64(), "dtype": pl.String()}
+    | dict.fromkeys(("count", "root", "nranks", "calls", "call_bytes", "bytes"), pl.Int64()),
+    "tuning_totals": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "op": pl.String()}
+    | {"bytes": pl.Int64(), "algo": pl.String(), "proto": pl.String(), "choices": pl.Int64()},
     "warning_totals": {"kind": pl.String(), "count": pl.Int64(), "line": pl.Int64(), "example": pl.String()},
     "tuning": {
         **IDENTITY_SCHEMA,

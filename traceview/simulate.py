@@ -263,7 +263,7 @@ def write_run(scenario: Scenario, out_dir: Path, gzip: bool = False) -> GroundTr
 
     Raises `UsageError` for an inconsistent scenario before writing anything.
     """
-    from traceview.simulate_engine import run  # noqa: PLC0415 - the engine builds on this module's types
+    from traceview.simulate_engine import run
 
     validate_scenario(scenario)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -354,7 +354,7 @@ def gamma_closed_form(
     )
 
 
-def data_parallel_scenario(  # noqa: PLR0917 - the signature the brief names
+def data_parallel_scenario(
     workers: int,
     params: int,
     local_batch: int,

@@ -199,7 +199,7 @@ def _occupy(state: _RankState, call: _Call, ready_ns: int, duration_ns: int) -> 
     state.comm_free_ns = call.end_ns
 
 
-def _instance_truth(  # noqa: PLR0917
+def _instance_truth(
     step: int, index: int, spec: CollectiveSpec, seq: int, arrivals: list[int], end_ns: int, transfer_ns: int
 ) -> InstanceTruth:
     latest = max(arrivals)

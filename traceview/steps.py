@@ -73,6 +73,10 @@ def _windows_from_launches(trace: RankTrace) -> pl.DataFrame:
         .sort("step")
         .with_columns(pl.col("window_end_us").cum_max())
     )
-    return ends.with_columns(
-        pl.col("window_end_us").shift(1).fill_null(pl.col("first_start")).alias("window_start_us")
-    ).select("step", "window_start_us", "window_end_us").filter(pl.col("window_end_us") > pl.col("window_start_us"))
+    return (
+        ends.with_columns(
+            pl.col("window_end_us").shift(1).fill_null(pl.col("first_start")).alias("window_start_us")
+        )
+        .select("step", "window_start_us", "window_end_us")
+        .filter(pl.col("window_end_us") > pl.col("window_start_us"))
+    )

@@ -6,7 +6,7 @@ field: plotly draws a subset of HTML in hover labels, and `&lt;` there is shown 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -65,6 +65,26 @@ LANE_GEOMETRY: Mapping[str, tuple[float, float]] = {
 """Per lane, (offset, width) of its bars in a rank's row: compute above the middle, communication below."""
 
 
+def rank_bars(
+    per_rank: pl.DataFrame,
+    bars: Sequence[tuple[str, str, str]],
+    title: str,
+    barmode: str = "stack",
+    yaxis_title: str | None = None,
+) -> go.Figure:
+    """One bar per rank for each (legend name, column, colour) of `bars`, stacked or grouped."""
+    ranks = per_rank.get_column("rank").to_list()
+    figure = go.Figure()
+    for name, column, colour in bars:
+        figure.add_bar(name=name, x=ranks, y=per_rank.get_column(column).to_list(), marker_color=colour)
+    figure.update_layout(
+        barmode=barmode, title=title, xaxis_title="rank", legend={"orientation": "h", "y": -0.25}, **LAYOUT
+    )
+    if yaxis_title is not None:
+        figure.update_layout(yaxis_title=yaxis_title)
+    return figure
+
+
 def budget_bars(analysis: RunAnalysis) -> go.Figure:
     """Stacked bars per rank: the median step split into compute, overlapped, exposed comm and idle (ms)."""
     per_rank = analysis.budget.per_rank.with_columns(
@@ -73,46 +93,18 @@ def budget_bars(analysis: RunAnalysis) -> go.Figure:
         (pl.col("exposed_comm_us") / 1000).alias("exposed comm"),
         (pl.col("idle_us") / 1000).alias("idle"),
     )
-    ranks = per_rank.get_column("rank").to_list()
-    figure = go.Figure()
-    for part, colour in BUDGET_PARTS:
-        figure.add_bar(name=part, x=ranks, y=per_rank.get_column(part).to_list(), marker_color=colour)
-    figure.update_layout(
-        barmode="stack",
-        title="Median step per rank",
-        xaxis_title="rank",
-        yaxis_title="ms",
-        legend={"orientation": "h", "y": -0.25},
-        **LAYOUT,
-    )
-    return figure
+    parts = [(part, part, colour) for part, colour in BUDGET_PARTS]
+    return rank_bars(per_rank, parts, "Median step per rank", yaxis_title="ms")
 
 
 def gamma_bars(analysis: RunAnalysis) -> go.Figure:
     """Measured and exposed gamma per rank, with the break-even line at 1 (seeds section 4.1)."""
-    per_rank = analysis.budget.per_rank
-    ranks = per_rank.get_column("rank").to_list()
-    figure = go.Figure()
-    figure.add_bar(
-        name="measured gamma (T_comm / T_comp)",
-        x=ranks,
-        y=per_rank.get_column("gamma").to_list(),
-        marker_color="#1f77b4",
+    bars = (
+        ("measured gamma (T_comm / T_comp)", "gamma", "#1f77b4"),
+        ("exposed gamma (exposed comm / T_comp)", "exposed_gamma", "#ff7f0e"),
     )
-    figure.add_bar(
-        name="exposed gamma (exposed comm / T_comp)",
-        x=ranks,
-        y=per_rank.get_column("exposed_gamma").to_list(),
-        marker_color="#ff7f0e",
-    )
+    figure = rank_bars(analysis.budget.per_rank, bars, "Gamma per rank (median over steps)", barmode="group")
     figure.add_hline(y=1.0, line_dash="dash", line_color="#d62728", annotation_text="break-even: gamma = 1")
-    figure.update_layout(
-        barmode="group",
-        title="Gamma per rank (median over steps)",
-        xaxis_title="rank",
-        legend={"orientation": "h", "y": -0.25},
-        **LAYOUT,
-    )
     return figure
 
 

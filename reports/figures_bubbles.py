@@ -6,7 +6,8 @@ No computation beyond unit conversion: the medians and fractions come from `trac
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from traceview.reports.figures import LAYOUT
+import polars as pl
+from traceview.reports.figures import LAYOUT, rank_bars
 
 from traceview.analysis import RunAnalysis
 from traceview.bubbles import CAUSE_COLUMNS, BubbleAnalysis
@@ -22,21 +23,9 @@ CAUSE_COLOURS = {
 
 def idle_cause_bars(bubbles: BubbleAnalysis) -> go.Figure:
     """Stacked bars per rank: the median step's idle time (ms) split by cause."""
-    per_rank = bubbles.per_rank
-    ranks = per_rank.get_column("rank").to_list()
-    figure = go.Figure()
-    for cause, column in CAUSE_COLUMNS.items():
-        values = (per_rank.get_column(column) / 1000).to_list()
-        figure.add_bar(name=cause, x=ranks, y=values, marker_color=CAUSE_COLOURS[cause])
-    figure.update_layout(
-        barmode="stack",
-        title="Idle time of the median step per rank, by cause",
-        xaxis_title="rank",
-        yaxis_title="ms",
-        legend={"orientation": "h", "y": -0.25},
-        **LAYOUT,
-    )
-    return figure
+    per_rank = bubbles.per_rank.with_columns([pl.col(c) / 1000 for c in CAUSE_COLUMNS.values()])
+    bars = [(cause, column, CAUSE_COLOURS[cause]) for cause, column in CAUSE_COLUMNS.items()]
+    return rank_bars(per_rank, bars, "Idle time of the median step per rank, by cause", yaxis_title="ms")
 
 
 def pipeline_scatter(bubbles: BubbleAnalysis) -> go.Figure:

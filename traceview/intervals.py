@@ -12,14 +12,23 @@ import polars as pl
 START, END = "start_us", "end_us"
 
 
+def _within(expr: pl.Expr, by: Sequence[str]) -> pl.Expr:
+    """`expr` evaluated per group of `by` (over the whole frame when there are no keys)."""
+    return expr.over(list(by)) if by else expr
+
+
+def _reach(by: Sequence[str]) -> pl.Expr:
+    """Per row (sorted by start within each group): the largest end of the rows before it."""
+    return _within(pl.col(END).cum_max().shift(1), by)
+
+
 def _uncovered_part(by: Sequence[str]) -> pl.Expr:
     """Per row (sorted by start within each group): the part of [start, end) that no earlier row covers.
 
     Earlier rows all start at or before this one, so what they cover from `start` on is [start, reach) with
     reach = the largest earlier end.
     """
-    reach = pl.col(END).cum_max().shift(1).over(list(by)) if by else pl.col(END).cum_max().shift(1)
-    return (pl.col(END) - pl.max_horizontal(pl.col(START), reach.fill_null(pl.col(START)))).clip(
+    return (pl.col(END) - pl.max_horizontal(pl.col(START), _reach(by).fill_null(pl.col(START)))).clip(
         lower_bound=0.0
     )
 
@@ -36,20 +45,15 @@ def union_length(frame: pl.DataFrame, by: Sequence[str], name: str = "length_us"
     )
 
 
-def merge_intervals(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
-    """The union of each group's intervals as disjoint, sorted segments: columns `by`, `start_us`, `end_us`."""
-    if frame.height == 0:
-        return frame.select([*by, START, END])
-    reach = pl.col(END).cum_max().shift(1).over(list(by)) if by else pl.col(END).cum_max().shift(1)
-    new_segment = (pl.col(START) > reach).fill_null(True)
-    segment = (
-        new_segment.cast(pl.Int64).cum_sum().over(list(by)) if by else new_segment.cast(pl.Int64).cum_sum()
-    )
+def merge_intervals(frame: pl.DataFrame, by: Sequence[str], *extra: pl.Expr) -> pl.DataFrame:
+    """The union of each group's intervals as disjoint, sorted segments: columns `by`, `start_us`, `end_us`,
+    then one column per `extra` aggregation over the intervals each segment merged."""
+    new_segment = (pl.col(START) > _reach(by)).fill_null(True)
     return (
         frame.sort([*by, START])
-        .with_columns(segment.alias("_segment"))
+        .with_columns(_within(new_segment.cast(pl.Int64).cum_sum(), by).alias("_segment"))
         .group_by([*by, "_segment"])
-        .agg(pl.col(START).min(), pl.col(END).max())
+        .agg(pl.col(START).min(), pl.col(END).max(), *extra)
         .sort([*by, START])
         .drop("_segment")
     )
@@ -57,12 +61,22 @@ def merge_intervals(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
 
 def gaps(segments: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """The holes between consecutive disjoint segments of each group: columns `by`, `start_us`, `end_us`."""
-    previous_end = pl.col(END).shift(1).over(list(by)) if by else pl.col(END).shift(1)
     return (
         segments.sort([*by, START])
-        .with_columns(previous_end.alias("_previous_end"))
+        .with_columns(_within(pl.col(END).shift(1), by).alias("_previous_end"))
         .filter(pl.col("_previous_end").is_not_null() & (pl.col(START) > pl.col("_previous_end")))
         .select([*by, pl.col("_previous_end").alias(START), pl.col(START).alias(END)])
+    )
+
+
+def _window_at(frame: pl.DataFrame, time: str, starts: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """`frame` with the index of the last window starting at or before `time` (null: before every window)."""
+    return (
+        frame.sort(time)
+        .join_asof(
+            starts, left_on=time, right_on="window_start_us", by=list(by) or None, check_sortedness=False
+        )
+        .drop("window_start_us")
     )
 
 
@@ -76,27 +90,10 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
         pl.int_range(pl.len()).over(list(by)).alias("_window")
     )
     starts = ordered.select([*by, "window_start_us", "_window"])
-    first = events.sort(START).join_asof(
-        starts.rename({"_window": "_first"}),
-        left_on=START,
-        right_on="window_start_us",
-        by=list(by) or None,
-        check_sortedness=False,
-    )
-    both = (
-        first.drop("window_start_us")
-        .sort(END)
-        .join_asof(
-            starts.rename({"_window": "_last"}),
-            left_on=END,
-            right_on="window_start_us",
-            by=list(by) or None,
-            check_sortedness=False,
-        )
-    )
+    first = _window_at(events, START, starts.rename({"_window": "_first"}), by)
+    both = _window_at(first, END, starts.rename({"_window": "_last"}), by)
     exploded = (
-        both.drop("window_start_us")
-        .filter(pl.col("_last").is_not_null())
+        both.filter(pl.col("_last").is_not_null())
         .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
         .explode("_window")
         .drop("_first", "_last")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.intervals import clip_to_windows
+from traceview.intervals import clip_to_windows, gaps, merge_intervals
 from traceview.vocab import canonical_collective_expr
 
 MAX_SEGMENTS = 12_000
@@ -108,22 +108,14 @@ def _labelled(events: pl.DataFrame) -> pl.DataFrame:
 
 def _merge(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Disjoint segments per group with the count of events merged and the name of the longest one."""
-    reach = pl.col("end_us").cum_max().shift(1).over(by)
-    segment = (pl.col("start_us") > reach).fill_null(True).cast(pl.Int64).cum_sum().over(by)
-    return (
-        frame.sort([*by, "start_us"])
-        .with_columns(segment.alias("_segment"), (pl.col("end_us") - pl.col("start_us")).alias("_length"))
-        .group_by([*by, "_segment"])
-        .agg(
-            pl.col("start_us").min(),
-            pl.col("end_us").max(),
-            pl.len().cast(pl.Int64).alias("kernels"),
-            pl.col("name").sort_by("_length", descending=True).first().alias("longest_kernel"),
-            pl.col("process_group").drop_nulls().first().alias("process_group"),
-        )
-        .with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
-        .drop("_segment")
-    )
+    longest = pl.col("name").sort_by(pl.col("end_us") - pl.col("start_us"), descending=True).first()
+    return merge_intervals(
+        frame,
+        by,
+        pl.len().cast(pl.Int64).alias("kernels"),
+        longest.alias("longest_kernel"),
+        pl.col("process_group").drop_nulls().first().alias("process_group"),
+    ).with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
 
 
 def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -135,23 +127,17 @@ def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         ]
     )
     busy = pl.concat([activity.select("rank", "step", "start_us", "end_us"), edges], how="vertical_relaxed")
-    previous_end = pl.col("end_us").cum_max().shift(1).over(["rank", "step"])
-    return (
-        busy.sort(["rank", "step", "start_us"])
-        .with_columns(previous_end.alias("_previous"))
-        .filter(pl.col("start_us") > pl.col("_previous"))
-        .select(
-            "rank",
-            "step",
-            pl.lit("idle").alias("lane"),
-            pl.lit("idle").alias("label"),
-            pl.col("_previous").alias("start_us"),
-            pl.col("start_us").alias("end_us"),
-            (pl.col("start_us") - pl.col("_previous")).alias("covered_us"),
-            pl.lit(0, dtype=pl.Int64).alias("kernels"),
-            pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
-            pl.lit(None, dtype=pl.Utf8).alias("process_group"),
-        )
+    return gaps(merge_intervals(busy, ["rank", "step"]), ["rank", "step"]).select(
+        "rank",
+        "step",
+        pl.lit("idle").alias("lane"),
+        pl.lit("idle").alias("label"),
+        "start_us",
+        "end_us",
+        (pl.col("end_us") - pl.col("start_us")).alias("covered_us"),
+        pl.lit(0, dtype=pl.Int64).alias("kernels"),
+        pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
+        pl.lit(None, dtype=pl.Utf8).alias("process_group"),
     )
 
 

@@ -1,8 +1,12 @@
-"""Shared pytest options."""
+"""Shared pytest options, and the rule that CI never skips a test for want of `../shared`."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from tests.shared_data import SHARED_MISSING_REASON
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -13,3 +17,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite tests/golden/* from the current output instead of comparing (review the diff!)",
     )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Under CI (`CI=true`) a skip for want of `../shared` is a failure: CI has it and must run every test."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") != "true" or not report.skipped:
+        return
+    reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if SHARED_MISSING_REASON in reason:
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI: {reason}"

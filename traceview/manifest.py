@@ -120,11 +120,13 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 _DECODER = msgspec.json.Decoder(RunManifest)
-_POSITIVE_FIELDS = (
+_POSITIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model", ("local_batch", "params", "flops_per_sample", "global_batch")),
     ("hardware", ("intra_bandwidth_Bps", "inter_bandwidth_Bps", "peak_flops")),
 )
-_NON_NEGATIVE_FIELDS = (("hardware", ("intra_alpha_us", "inter_alpha_us")),)
+_NON_NEGATIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("hardware", ("intra_alpha_us", "inter_alpha_us")),
+)
 
 
 def find_manifest(spec: str | Path) -> Path | None:

@@ -1,0 +1,42 @@
+"""Text from an input file made safe to print on a terminal.
+
+A trace, a log or a file name can hold ESC sequences, NUL, backspace, carriage returns or bidirectional-override
+characters; printed raw they would move the cursor, recolour or rewrite what the user reads. `printable` shows
+each such character as a visible escape (`\\x1b`, `\\u202e`) instead, and cuts very long text with a marker.
+Every renderer that writes input-derived text to a terminal passes it through here (the HTML report escapes on
+its own).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+MAX_PRINTED_CHARS = 4096
+"""Longest input-derived text printed as it is; longer text is cut with a marker saying how much was left out."""
+
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _visible(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _unsafe(char: str) -> bool:
+    return char in _BIDI_CONTROLS or unicodedata.category(char) in ("Cc", "Cs")
+
+
+_TABLE = {code: _visible(chr(code)) for code in (*range(0x20), *range(0x7F, 0xA0))}
+_TABLE.update({ord(char): _visible(char) for char in _BIDI_CONTROLS})
+
+
+def printable(text: object, max_chars: int = MAX_PRINTED_CHARS) -> str:
+    """`str(text)` with every control, surrogate and bidi-override character shown as an escape, cut to
+    `max_chars` characters with a marker. Tabs and newlines are escaped too: one value stays on one line."""
+    value = str(text)
+    if len(value) > max_chars:
+        value = f"{value[:max_chars]}...[{len(value) - max_chars} more characters]"
+    cleaned = value.translate(_TABLE)
+    if cleaned.isascii():
+        return cleaned
+    return "".join(_visible(char) if _unsafe(char) else char for char in cleaned)

@@ -1,3 +1,27 @@
-"""traceview: where the time went in a distributed training job."""
+"""traceview: where the time went in a distributed training job.
+
+The public API (see the README): `analyze(run, **model_inputs) -> Analysis`, `load_rank(path) -> RankTrace`.
+Names are imported on first use, so `import traceview` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__all__ = ["Analysis", "__version__", "analyze", "load_rank"]
+
+if TYPE_CHECKING:
+    from traceview.api import Analysis, analyze, load_rank
+
+_LAZY = {"Analysis": "traceview.api", "analyze": "traceview.api", "load_rank": "traceview.api"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module the first time it is used."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'traceview' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

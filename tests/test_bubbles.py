@@ -25,7 +25,7 @@ from traceview.collective_tables import analyze_collectives
 from traceview.errors import TraceviewError, UsageError
 from traceview.inputs import load_run
 from traceview.model import Run
-from traceview.pipeline_bubble import pipeline_bubble, pipeline_stages
+from traceview.pipeline_bubble import compute_union, pipeline_bubble, pipeline_stages
 from traceview.simulate import GroundTruth, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +234,7 @@ def test_interleaved_schedule_counts_more_boundaries() -> None:
     windows = pl.DataFrame(
         {"rank": [0, 1], "step": [1, 1], "window_start_us": [0.0, 0.0], "window_end_us": [100.0, 100.0]}
     )
-    rows = pipeline_bubble(events, windows, p2p_frame, virtual_stages=2).rows(named=True)
+    rows = pipeline_bubble(compute_union(events, windows), windows, p2p_frame, virtual_stages=2).rows(named=True)
     assert [r["micro_batches"] for r in rows] == [math.ceil(24 / (2 * 3))] * 2
     assert [r["theory_fraction"] for r in rows] == [pytest.approx((2 - 1) / (4 * 2 + 2 - 1))] * 2
     assert [r["bubble_fraction"] for r in rows] == [

@@ -21,7 +21,7 @@ from traceview.collective_calls import launches
 from traceview.errors import UsageError
 from traceview.intervals import clip_to_windows, gaps, merge_intervals
 from traceview.model import Run
-from traceview.pipeline_bubble import p2p_kernels, pipeline_bubble, pipeline_table
+from traceview.pipeline_bubble import compute_union, p2p_kernels, pipeline_bubble, pipeline_table
 
 KEYS = ["rank", "step"]
 
@@ -255,6 +255,38 @@ def gap_ranks(per_step: pl.DataFrame) -> pl.DataFrame:
 # ---------------------------------------------------------------- the whole analysis
 
 
+def _check_virtual_stages(virtual_stages: int) -> None:
+    if virtual_stages < 1:
+        raise UsageError(
+            f"--virtual-stages {virtual_stages}: the model chunks per pipeline stage must be >= 1"
+        )
+
+
+def bubbles_from_parts(
+    gap_rows: pl.DataFrame,
+    per_step: pl.DataFrame,
+    per_cause: pl.DataFrame,
+    compute: pl.DataFrame,
+    windows: pl.DataFrame,
+    p2p: pl.DataFrame,
+    virtual_stages: int = 1,
+) -> BubbleAnalysis:
+    """The bubble analysis from per-rank parts: gaps (all, or each rank's longest), `gap_steps`, `gap_totals`,
+    |C| per (rank, step) (`compute_us`), the step windows and the P2P kernels (`p2p_kernels`)."""
+    _check_virtual_stages(virtual_stages)
+    pipeline = pipeline_bubble(compute, windows, p2p, virtual_stages)
+    return BubbleAnalysis(
+        gaps=gap_rows,
+        per_cause=per_cause,
+        per_step=per_step,
+        per_rank=gap_ranks(per_step),
+        pipeline=pipeline,
+        pipelines=pipeline_table(pipeline),
+        virtual_stages=virtual_stages,
+        unknown_group_p2p=int(p2p.get_column("members").is_null().sum()),
+    )
+
+
 def analyze_bubbles(
     events: pl.DataFrame,
     windows: pl.DataFrame,
@@ -265,23 +297,21 @@ def analyze_bubbles(
     """Idle gaps and the pipeline bubble from classified device events, step windows, launches (`rank`,
     `correlation`, `launch_us`) and, when available, the collectives frame. Raises `UsageError` for
     `virtual_stages` < 1."""
-    if virtual_stages < 1:
-        raise UsageError(
-            f"--virtual-stages {virtual_stages}: the model chunks per pipeline stage must be >= 1"
-        )
+    _check_virtual_stages(virtual_stages)
     gap_rows = idle_gaps(events, windows, launches)
-    per_step = gap_steps(gap_rows, windows)
-    p2p = p2p_kernels(comm_kernels, events)
-    pipeline = pipeline_bubble(events, windows, p2p, virtual_stages)
-    return BubbleAnalysis(
-        gaps=gap_rows,
-        per_cause=gap_totals(gap_rows),
-        per_step=per_step,
-        per_rank=gap_ranks(per_step),
-        pipeline=pipeline,
-        pipelines=pipeline_table(pipeline),
-        virtual_stages=virtual_stages,
-        unknown_group_p2p=int(p2p.get_column("members").is_null().sum()),
+    compute = (
+        compute_union(events, windows)
+        if events.height
+        else pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "compute_us": pl.Float64})
+    )
+    return bubbles_from_parts(
+        gap_rows,
+        gap_steps(gap_rows, windows),
+        gap_totals(gap_rows),
+        compute,
+        windows,
+        p2p_kernels(comm_kernels, events),
+        virtual_stages,
     )
 
 

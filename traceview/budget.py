@@ -77,7 +77,11 @@ def all_step_windows(run: Run) -> pl.DataFrame:
 
 def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
     """The SPEC section 4 budget from classified device events and step windows."""
-    per_step = _per_step(events, windows)
+    return budget_of(_per_step(events, windows))
+
+
+def budget_of(per_step: pl.DataFrame) -> TimeBudget:
+    """The budget of per-(rank, step) rows (`BUDGET_COLUMNS`): their per-rank and run medians."""
     per_rank = (
         per_step.group_by("rank")
         .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in MEDIAN_COLUMNS])

@@ -115,11 +115,23 @@ def _micro_batches(virtual_stages: int) -> pl.Expr:
     return pl.when(pl.col("p2p_kernels") > 0).then(per_boundary.ceil().cast(pl.Int64)).alias("micro_batches")
 
 
+def compute_union(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """|C| per (rank, step): the union of compute kernels inside each window (`rank`, `step`, `compute_us`);
+    the time budget's `comp_us`."""
+    compute = clip_to_windows(
+        events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
+        windows,
+        ["rank"],
+    )
+    return union_length(compute, KEYS, "compute_us")
+
+
 def pipeline_bubble(
-    events: pl.DataFrame, windows: pl.DataFrame, p2p: pl.DataFrame, virtual_stages: int = 1
+    compute: pl.DataFrame, windows: pl.DataFrame, p2p: pl.DataFrame, virtual_stages: int = 1
 ) -> pl.DataFrame:
     """Per (rank, step) of every pipeline rank: the measured bubble fraction against (P-1)/(M*V+P-1)
-    (`PIPELINE_SCHEMA`); empty when no known P2P group links two ranks."""
+    (`PIPELINE_SCHEMA`) from |C| per (rank, step) (`compute_union`, or the budget's `comp_us` as `compute_us`),
+    the step windows and the P2P kernels; empty when no known P2P group links two ranks."""
     stages = pipeline_stages(p2p)
     if stages.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=PIPELINE_SCHEMA)
@@ -128,15 +140,10 @@ def pipeline_bubble(
         .group_by(KEYS)
         .agg(pl.len().cast(pl.Int64).alias("p2p_kernels"))
     )
-    compute = clip_to_windows(
-        events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
-        windows,
-        ["rank"],
-    )
     table = (
         windows.join(stages, on="rank", how="inner")
         .join(counts, on=KEYS, how="left")
-        .join(union_length(compute, KEYS, "compute_us"), on=KEYS, how="left")
+        .join(compute.select(*KEYS, "compute_us"), on=KEYS, how="left")
         .with_columns(
             (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"),
             pl.col("p2p_kernels").fill_null(0),

@@ -177,23 +177,49 @@ def empty_timeline() -> Timeline:
     return Timeline(pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(), None, 0, 0, 0.0)
 
 
-def timeline(
-    events: pl.DataFrame,
+COUNT_SCHEMA = {"rank": pl.Int64, "step": pl.Int64, "raw_segments": pl.Int64, "groups": pl.Int64}
+
+
+def rank_segments(
+    events: pl.DataFrame, windows: pl.DataFrame, ranks_in_run: int = 1
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's merged segments of every step (absolute times, `SEGMENT_SCHEMA`), bounded so that the run's
+    timeline (`timeline_from_segments`) can still draw its share, and per (rank, step) the count of merged
+    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`)."""
+    if events.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
+    clipped = clip_to_windows(_labelled(events), windows, ["rank"])
+    segments = pl.concat([_merge(clipped, KEYS).select(list(SEGMENT_SCHEMA)), _idle(clipped, windows)])
+    counts = segments.group_by("rank", "step").agg(
+        pl.len().cast(pl.Int64).alias("raw_segments"),
+        pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
+    )
+    steps = min(counts.height, MAX_STEPS)
+    least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
+    share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
+    bounded, _ = _bounded(segments, share)
+    return bounded.sort([*KEYS, "start_us"]), counts.select(list(COUNT_SCHEMA)).sort("rank", "step")
+
+
+def timeline_from_segments(
+    segments: pl.DataFrame,
+    counts: pl.DataFrame,
     windows: pl.DataFrame,
     per_step: pl.DataFrame,
     max_segments: int = MAX_SEGMENTS,
     max_steps: int = MAX_STEPS,
 ) -> Timeline:
-    """The timeline of the offered steps from classified events, step windows and the budget's `per_step`."""
+    """The timeline of the offered steps from every rank's `rank_segments` (on the aligned clock), the step
+    windows (aligned) and the budget's `per_step`."""
     lengths = step_lengths(per_step)
     median, picks = offered_steps(lengths, max_steps)
-    if median is None or events.height == 0:
+    if median is None or segments.height == 0:
         return empty_timeline()
     chosen = windows.filter(pl.col("step").is_in(picks))
-    clipped = clip_to_windows(_labelled(events), chosen, ["rank"])
-    segments = pl.concat([_merge(clipped, KEYS).select(list(SEGMENT_SCHEMA)), _idle(clipped, chosen)])
-    groups = max(segments.select(KEYS).unique().height, 1)
-    bounded, bridged = _bounded(segments, max(MIN_SEGMENTS_PER_GROUP, max_segments // groups))
+    offered = segments.filter(pl.col("step").is_in(picks))
+    offered_counts = counts.filter(pl.col("step").is_in(picks))
+    groups = max(int(offered_counts.get_column("groups").sum()), 1)
+    bounded, bridged = _bounded(offered, max(MIN_SEGMENTS_PER_GROUP, max_segments // groups))
     origins = chosen.group_by("step").agg(pl.col("window_start_us").min().alias("origin_us"))
     relative = (
         bounded.join(origins, on="step")
@@ -204,4 +230,18 @@ def timeline(
     steps = (
         origins.join(lengths, on="step").sort("step").select("step", "origin_us", "median_step_us", "ranks")
     )
-    return Timeline(relative, steps, median, segments.height, relative.height, bridged)
+    raw = int(offered_counts.get_column("raw_segments").sum())
+    return Timeline(relative, steps, median, raw, relative.height, bridged)
+
+
+def timeline(
+    events: pl.DataFrame,
+    windows: pl.DataFrame,
+    per_step: pl.DataFrame,
+    max_segments: int = MAX_SEGMENTS,
+    max_steps: int = MAX_STEPS,
+) -> Timeline:
+    """The timeline of the offered steps from classified events, step windows and the budget's `per_step`
+    (every rank at once: `rank_segments` then `timeline_from_segments`)."""
+    segments, counts = rank_segments(events, windows, 1)
+    return timeline_from_segments(segments, counts, windows, per_step, max_segments, max_steps)

@@ -1,0 +1,147 @@
+"""The reduce of the pipeline: every rank's `RankSummary` in, the run's `RunAnalysis` out.
+
+Summaries are moved onto one time base (the smallest `baseTimeNanoseconds` of the run, as
+`Run.aligned_ranks`), stacked, and handed to the cross-rank analyses: matching, clock alignment, stragglers,
+bubbles, the prediction and the verdict. Nothing here reads a device event: what the reduce needs of one was
+kept by the map (`traceview.rank_summary`), so memory grows with the summaries (collectives and steps), not
+with the traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from traceview.bubbles import bubbles_from_parts
+from traceview.budget import budget_of
+from traceview.clocks import rank_offsets, shift_to_reference
+from traceview.collective_tables import collective_tables
+from traceview.crossrank import add_transfer, run_cross_rank
+from traceview.errors import ParseWarning
+from traceview.model import Run, SkippedInput
+from traceview.nccl_join import flag_verdict, join_nccl, log_hosts
+from traceview.pipeline_bubble import p2p_kernels
+from traceview.prediction import predict
+from traceview.prediction_inputs import with_nccl_overrides
+from traceview.rank_summary import RankSummary
+from traceview.recommend import recommend
+from traceview.results import AnalysisOptions, RunAnalysis, run_header
+from traceview.timeline import timeline_from_segments
+from traceview.verdict import verdict
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """The frames of every summary, one above the other, on the run's time base."""
+
+    windows: pl.DataFrame
+    per_step: pl.DataFrame
+    kernels: pl.DataFrame
+    launch_marks: pl.DataFrame
+    gap_steps: pl.DataFrame
+    gap_causes: pl.DataFrame
+    top_gaps: pl.DataFrame
+    segments: pl.DataFrame
+    segment_counts: pl.DataFrame
+
+
+def on_run_base(summaries: Sequence[RankSummary]) -> list[RankSummary]:
+    """The summaries in rank order, each moved onto the run's time base (the smallest base time)."""
+    ordered = sorted(summaries, key=lambda s: s.rank)
+    if not ordered:
+        return []
+    base = min(s.trace.meta.base_time_ns for s in ordered)
+    return [s.shifted((s.trace.meta.base_time_ns - base) / 1000.0) for s in ordered]
+
+
+def stack(summaries: Sequence[RankSummary]) -> Stacked:
+    """Every frame of `summaries` concatenated (they are already on one time base)."""
+    names = list(Stacked.__dataclass_fields__)
+    frames = {
+        name: pl.concat([getattr(s, name) for s in summaries], how="vertical_relaxed") for name in names
+    }
+    return Stacked(**frames)
+
+
+def compact_run(
+    summaries: Sequence[RankSummary],
+    skipped: Sequence[SkippedInput] = (),
+    source: str = "",
+    extra_warnings: Sequence[ParseWarning] = (),
+) -> Run:
+    """A `Run` of the summaries' compact traces: metadata, steps and the host rows the model reads."""
+    return Run(
+        ranks=tuple(s.trace for s in summaries),
+        skipped=tuple(skipped),
+        source=source,
+        extra_warnings=tuple(extra_warnings),
+    )
+
+
+def reduce_summaries(
+    summaries: Sequence[RankSummary],
+    options: AnalysisOptions | None = None,
+    skipped: Sequence[SkippedInput] = (),
+    source: str = "",
+    extra_warnings: Sequence[ParseWarning] = (),
+) -> RunAnalysis:
+    """Every cross-rank analysis of the run from its ranks' summaries."""
+    options = options or AnalysisOptions()
+    aligned = on_run_base(summaries)
+    run = compact_run(aligned, skipped, source, extra_warnings)
+    frames = stack(aligned)
+    budget = budget_of(frames.per_step)
+    collectives = collective_tables(frames.kernels)
+    nccl = (
+        join_nccl(collectives, options.nccl_logs, options.nccl_skipped)
+        if options.nccl_logs or options.nccl_skipped
+        else None
+    )
+    crossrank = run_cross_rank(
+        run,
+        collectives.kernels,
+        frames.launch_marks,
+        frames.windows,
+        budget,
+        options.ranks_per_host,
+        log_hosts(options.rank_hosts, nccl),
+    )
+    budget = add_transfer(budget, crossrank.transfer)
+    offsets = rank_offsets(crossrank.hosts, crossrank.clocks)
+    compute = frames.per_step.select("rank", "step", pl.col("comp_us").alias("compute_us"))
+    analysis = RunAnalysis(
+        header=run_header(run),
+        budget=budget,
+        verdict=flag_verdict(verdict(budget.run_median), nccl),
+        options=options,
+        timeline=timeline_from_segments(
+            shift_to_reference(frames.segments, offsets, ("start_us", "end_us")),
+            frames.segment_counts,
+            shift_to_reference(frames.windows, offsets, ("window_start_us", "window_end_us")),
+            budget.per_step,
+        ),
+        crossrank=crossrank,
+        collectives=collectives,
+        bubbles=bubbles_from_parts(
+            frames.top_gaps,
+            frames.gap_steps,
+            frames.gap_causes,
+            compute,
+            frames.windows,
+            p2p_kernels(collectives.kernels, pl.DataFrame()),
+            options.virtual_stages,
+        ),
+        nccl=nccl,
+        prediction=predict(
+            run,
+            collectives.kernels,
+            frames.windows,
+            budget,
+            crossrank,
+            with_nccl_overrides(options.prediction, nccl),
+            options.ranks_per_host,
+        ),
+    )
+    return replace(analysis, recommendations=recommend(analysis))

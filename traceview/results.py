@@ -1,0 +1,101 @@
+"""The results of a run's analysis as the renderers read them: the options, the run's header and
+`RunAnalysis`, built by `traceview.analysis.analyze` (map, then reduce)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from traceview.bubbles import BubbleAnalysis
+from traceview.budget import TimeBudget
+from traceview.collective_tables import CollectiveAnalysis
+from traceview.collective_tables import gate_figures as collective_gate_figures
+from traceview.crossrank import CrossRank
+from traceview.model import Run
+from traceview.nccl import NcclLog
+from traceview.nccl_join import NcclJoin
+from traceview.prediction import Prediction
+from traceview.prediction_inputs import PredictionOptions
+from traceview.recommend import Recommendations
+from traceview.timeline import Timeline
+from traceview.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What the user can set; every field has the default a plain `traceview report RUN` uses."""
+
+    comm_patterns: tuple[str, ...] = ()
+    ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
+    rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
+    virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
+    nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl_join; docs/metrics.md)
+    nccl_skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of NCCL logs that could not be read
+    prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta model inputs
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """Who and what the run is: the report's header and the JSON summary's `run` object."""
+
+    source: str
+    ranks: tuple[int, ...]
+    world_size: int | None
+    devices: tuple[str, ...]
+    hostnames: tuple[str, ...]
+    pytorch_versions: tuple[str, ...]
+    nccl_versions: tuple[str, ...]
+    backends: tuple[str, ...]
+    files: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    step_sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Every result of one run; renderers read it and never compute."""
+
+    header: RunHeader
+    budget: TimeBudget
+    verdict: Verdict
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    timeline: Timeline | None = None
+    recommendations: Recommendations | None = None
+    crossrank: CrossRank | None = None
+    collectives: CollectiveAnalysis | None = None
+    bubbles: BubbleAnalysis | None = None
+    nccl: NcclJoin | None = None
+    prediction: Prediction | None = None
+
+    def gate_figures(self) -> dict[str, float | None]:
+        """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
+        figures = dict(self.budget.run_median)
+        figures.update(self.crossrank.gate_figures() if self.crossrank else {})
+        figures.update(collective_gate_figures(self.collectives))
+        figures.update(self.bubbles.gate_figures() if self.bubbles else {})
+        figures.update(self.prediction.gate_figures() if self.prediction else {})
+        return figures
+
+
+def _distinct(values: list[str]) -> tuple[str, ...]:
+    return tuple(sorted({v for v in values if v}))
+
+
+def run_header(run: Run) -> RunHeader:
+    """The run's identity, gathered from every rank's metadata."""
+    metas = [trace.meta for trace in run]
+    world_sizes = {m.world_size for m in metas if m.world_size}
+    return RunHeader(
+        source=run.source,
+        ranks=tuple(run.rank_ids),
+        world_size=max(world_sizes) if world_sizes else None,
+        devices=_distinct([d for m in metas for d in m.devices]),
+        hostnames=_distinct([m.hostname for m in metas]),
+        pytorch_versions=_distinct([m.pytorch_version for m in metas]),
+        nccl_versions=_distinct([m.nccl_version for m in metas]),
+        backends=_distinct([m.backend for m in metas]),
+        files=tuple(trace.path for trace in run),
+        skipped=tuple((s.path, s.reason) for s in run.skipped),
+        warnings=tuple(str(w) for w in run.warnings),
+        step_sources=_distinct([trace.step_source for trace in run]),
+    )

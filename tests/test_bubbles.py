@@ -234,7 +234,9 @@ def test_interleaved_schedule_counts_more_boundaries() -> None:
     windows = pl.DataFrame(
         {"rank": [0, 1], "step": [1, 1], "window_start_us": [0.0, 0.0], "window_end_us": [100.0, 100.0]}
     )
-    rows = pipeline_bubble(compute_union(events, windows), windows, p2p_frame, virtual_stages=2).rows(named=True)
+    rows = pipeline_bubble(compute_union(events, windows), windows, p2p_frame, virtual_stages=2).rows(
+        named=True
+    )
     assert [r["micro_batches"] for r in rows] == [math.ceil(24 / (2 * 3))] * 2
     assert [r["theory_fraction"] for r in rows] == [pytest.approx((2 - 1) / (4 * 2 + 2 - 1))] * 2
     assert [r["bubble_fraction"] for r in rows] == [

@@ -1,0 +1,50 @@
+"""From what the user typed to the run's results in bounded memory: files -> map (in workers) -> reduce.
+
+`analyze_files(spec, options)` resolves the rank files, summarises each in an executor
+(`traceview.executors`), checks the ranks as one run (`traceview.model.make_run` on the compact traces) and
+reduces the summaries (`traceview.reduce`). Only summaries are ever held together, never two parsed traces per
+worker. `traceview.analysis.analyze` does the same for a `Run` already in memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceview.errors import InputError
+from traceview.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
+from traceview.inputs import resolve_trace_files
+from traceview.model import SkippedInput, make_run
+from traceview.rank_summary import RankSummary
+from traceview.reduce import reduce_summaries
+from traceview.results import AnalysisOptions, RunAnalysis
+
+
+def analyze_files(
+    spec: str | Path,
+    options: AnalysisOptions | None = None,
+    workers: int | None = None,
+    executor: str = "local",
+    progress: Progress | None = None,
+    ray_address: str | None = None,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+) -> RunAnalysis:
+    """Every analysis of the run `spec` names (a file, a folder or a glob). A single file that cannot be read
+    raises its `InputError`; of several, the unreadable are skipped and listed, and an error is raised only
+    when none could be read."""
+    options = options or AnalysisOptions()
+    files = resolve_trace_files(spec)
+    results = map_ranks(
+        files, options.comm_patterns, workers, executor, progress, ray_address, parallel_min_bytes
+    )
+    summaries = [r for r in results if isinstance(r, RankSummary)]
+    skipped = [r for r in results if isinstance(r, SkippedInput)]
+    if len(files) == 1 and skipped:
+        raise InputError(skipped[0].path, skipped[0].reason.removeprefix(f"{skipped[0].path}: "))
+    if not summaries:
+        raise InputError(
+            skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}"
+        )
+    run = make_run([summary.trace for summary in summaries], skipped, source=str(spec))
+    by_rank = {summary.rank: summary for summary in summaries}
+    ordered = [by_rank[trace.rank] for trace in run]
+    return reduce_summaries(ordered, options, run.skipped, run.source, run.extra_warnings)

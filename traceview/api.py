@@ -23,7 +23,6 @@ import polars as pl
 
 from traceview.analysis import AnalysisOptions, RunAnalysis
 from traceview.analysis import analyze as analyze_run
-from traceview.inputs import load_run
 from traceview.model import RankTrace, Run
 from traceview.parsers import kineto
 
@@ -108,22 +107,27 @@ def analyze(
     nccl_logs: Sequence[str | Path] = (),
     comm_patterns: Sequence[str] = (),
     workers: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
     virtual_stages: int = 1,
     **model_inputs: Any,
 ) -> Analysis:
-    """Analyse a run: parse every rank, run every analysis, return the results.
+    """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
+    run every cross-rank analysis; return the results.
 
-    `run` is a trace file, a folder, a glob, a `run.json` or a loaded `Run`. `nccl_logs` are NCCL_DEBUG logs to
-    join (logs inside the run folder are found too). `model_inputs` are the alpha-beta model's inputs, named as
-    the command line's options: `params`, `local_batch`, `peak_flops` ("312T"), `efficiency`, `bandwidth`
+    `run` is a trace file, a folder, a glob or a loaded `Run`. `nccl_logs` are NCCL_DEBUG logs to join (logs
+    inside the run folder are found too). `model_inputs` are the alpha-beta model's inputs, named as the
+    command line's options: `params`, `local_batch`, `peak_flops` ("312T"), `efficiency`, `bandwidth`
     ("300G,25G"), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises `TraceviewError`
     subclasses for bad input or options.
     """
     from traceview.cli import with_nccl_logs
     from traceview.cli_options import options_from, with_model
+    from traceview.pipeline import analyze_files
 
-    loaded = run if isinstance(run, Run) else load_run(run, workers=workers)
     options: AnalysisOptions = with_model(options_from(list(comm_patterns), virtual_stages), **model_inputs)
-    spec = loaded.source if isinstance(run, Run) else str(run)
+    spec = run.source if isinstance(run, Run) else str(run)
     options = with_nccl_logs(options, spec, [Path(p) for p in nccl_logs])
-    return Analysis(analyze_run(loaded, options))
+    if isinstance(run, Run):
+        return Analysis(analyze_run(run, options))
+    return Analysis(analyze_files(run, options, workers=workers, executor=executor, ray_address=ray_address))

@@ -15,10 +15,16 @@ import polars as pl
 from traceview.analysis import RunAnalysis
 from traceview.timeline import Timeline
 
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+"""The Okabe-Ito palette: eight colours told apart with every common colour-vision deficiency; every figure
+draws from it (greys for idle and unknowns)."""
+NOISE_FLOOR_MS = 0.001
+"""Chart values below 1 us are float rounding of `ts + dur`, not time: drawn as 0 (tables keep the figures)."""
+
 BUDGET_PARTS = (
-    ("compute only", "#2ca02c"),
-    ("compute overlapped with comm", "#98df8a"),
-    ("exposed comm", "#ff7f0e"),
+    ("compute only", "#009E73"),
+    ("compute overlapped with comm", "#80CFB9"),
+    ("exposed comm", "#E69F00"),
     ("idle", "#c7c7c7"),
 )
 LAYOUT = {"margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 360}
@@ -31,7 +37,8 @@ THEME: Mapping[str, Any] = {
         },
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
-        "colorway": ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"],
+        "colorway": list(OKABE_ITO),
+        "modebar": {"orientation": "v"},
         "xaxis": {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
         "yaxis": {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
         "hoverlabel": {"align": "left"},
@@ -42,18 +49,18 @@ THEME: Mapping[str, Any] = {
 
 LABEL_COLOURS: Mapping[str, str] = {
     "idle": "#dfe3e8",
-    "memory": "#9467bd",
-    "compute": "#2ca02c",
-    "AllReduce": "#ff7f0e",
-    "AllGather": "#1f77b4",
-    "ReduceScatter": "#d62728",
-    "AllToAll": "#e377c2",
-    "Broadcast": "#8c564b",
-    "Reduce": "#bcbd22",
-    "SendRecv": "#17becf",
-    "Send": "#17becf",
-    "Recv": "#0e7c86",
-    "Barrier": "#7f7f7f",
+    "memory": "#CC79A7",
+    "compute": "#009E73",
+    "AllReduce": "#E69F00",
+    "AllGather": "#0072B2",
+    "ReduceScatter": "#D55E00",
+    "AllToAll": "#CC79A7",
+    "Broadcast": "#000000",
+    "Reduce": "#F0E442",
+    "SendRecv": "#56B4E9",
+    "Send": "#56B4E9",
+    "Recv": "#2B7A9E",
+    "Barrier": "#999999",
 }
 OTHER_COLOUR = "#a0a0a0"
 LANE_GEOMETRY: Mapping[str, tuple[float, float]] = {
@@ -71,12 +78,15 @@ def rank_bars(
     title: str,
     barmode: str = "stack",
     yaxis_title: str | None = None,
+    floor: float = 0.0,
 ) -> go.Figure:
-    """One bar per rank for each (legend name, column, colour) of `bars`, stacked or grouped."""
+    """One bar per rank for each (legend name, column, colour) of `bars`, stacked or grouped; values whose
+    magnitude is below `floor` are drawn as 0 (`NOISE_FLOOR_MS` for times in ms)."""
     ranks = per_rank.get_column("rank").to_list()
     figure = go.Figure()
     for name, column, colour in bars:
-        figure.add_bar(name=name, x=ranks, y=per_rank.get_column(column).to_list(), marker_color=colour)
+        values = per_rank.select(pl.when(pl.col(column).abs() < floor).then(0.0).otherwise(pl.col(column)))
+        figure.add_bar(name=name, x=ranks, y=values.to_series().to_list(), marker_color=colour)
     figure.update_layout(
         barmode=barmode, title=title, xaxis_title="rank", legend={"orientation": "h", "y": -0.25}, **LAYOUT
     )
@@ -94,17 +104,17 @@ def budget_bars(analysis: RunAnalysis) -> go.Figure:
         (pl.col("idle_us") / 1000).alias("idle"),
     )
     parts = [(part, part, colour) for part, colour in BUDGET_PARTS]
-    return rank_bars(per_rank, parts, "Median step per rank", yaxis_title="ms")
+    return rank_bars(per_rank, parts, "Median step per rank", yaxis_title="ms", floor=NOISE_FLOOR_MS)
 
 
 def gamma_bars(analysis: RunAnalysis) -> go.Figure:
     """Measured and exposed gamma per rank, with the break-even line at 1 (seeds section 4.1)."""
     bars = (
-        ("measured gamma (T_comm / T_comp)", "gamma", "#1f77b4"),
-        ("exposed gamma (exposed comm / T_comp)", "exposed_gamma", "#ff7f0e"),
+        ("measured gamma (T_comm / T_comp)", "gamma", "#0072B2"),
+        ("exposed gamma (exposed comm / T_comp)", "exposed_gamma", "#E69F00"),
     )
     figure = rank_bars(analysis.budget.per_rank, bars, "Gamma per rank (median over steps)", barmode="group")
-    figure.add_hline(y=1.0, line_dash="dash", line_color="#d62728", annotation_text="break-even: gamma = 1")
+    figure.add_hline(y=1.0, line_dash="dash", line_color="#D55E00", annotation_text="break-even: gamma = 1")
     return figure
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
-from traceview.reports.figures import LAYOUT, rank_bars
+from traceview.reports.figures import LAYOUT, NOISE_FLOOR_MS, rank_bars
 
 from traceview.analysis import RunAnalysis
 from traceview.bubbles import CAUSE_COLUMNS, BubbleAnalysis
 
 CAUSE_COLOURS = {
-    "host-bound": "#d62728",
-    "dependency-bound": "#9467bd",
-    "comm-wait": "#ff7f0e",
+    "host-bound": "#D55E00",
+    "dependency-bound": "#CC79A7",
+    "comm-wait": "#E69F00",
     "unattributed": "#c7c7c7",
 }
 """One colour per gap cause (`traceview.bubbles.GAP_CAUSES`)."""
@@ -25,7 +25,8 @@ def idle_cause_bars(bubbles: BubbleAnalysis) -> go.Figure:
     """Stacked bars per rank: the median step's idle time (ms) split by cause."""
     per_rank = bubbles.per_rank.with_columns([pl.col(c) / 1000 for c in CAUSE_COLUMNS.values()])
     bars = [(cause, column, CAUSE_COLOURS[cause]) for cause, column in CAUSE_COLUMNS.items()]
-    return rank_bars(per_rank, bars, "Idle time of the median step per rank, by cause", yaxis_title="ms")
+    title = "Idle time of the median step per rank, by cause"
+    return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS)
 
 
 def pipeline_scatter(bubbles: BubbleAnalysis) -> go.Figure:
@@ -40,7 +41,7 @@ def pipeline_scatter(bubbles: BubbleAnalysis) -> go.Figure:
         y=rows.get_column("bubble_fraction").to_list(),
         text=text,
         mode="markers",
-        marker={"size": 8, "color": "#1f77b4"},
+        marker={"size": 8, "color": "#0072B2"},
     )
     figure.add_scatter(
         name="theory (P-1)/(M*V+P-1)",
@@ -48,7 +49,7 @@ def pipeline_scatter(bubbles: BubbleAnalysis) -> go.Figure:
         y=rows.get_column("theory_fraction").to_list(),
         text=text,
         mode="markers",
-        marker={"size": 10, "symbol": "line-ew-open", "color": "#d62728"},
+        marker={"size": 10, "symbol": "line-ew-open", "color": "#D55E00"},
     )
     figure.update_layout(
         title=f"Pipeline bubble per rank and step (V = {bubbles.virtual_stages})",

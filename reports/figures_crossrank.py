@@ -57,7 +57,7 @@ def lateness_heatmap(crossrank: CrossRank) -> go.Figure:
 def wait_bars(crossrank: CrossRank) -> go.Figure:
     """Total wait per rank (ms), stragglers in red."""
     per_rank = crossrank.per_rank
-    colours = ["#d62728" if flag else "#1f77b4" for flag in per_rank.get_column("straggler").to_list()]
+    colours = ["#D55E00" if flag else "#0072B2" for flag in per_rank.get_column("straggler").to_list()]
     figure = go.Figure(
         go.Bar(
             x=[f"rank {r}" for r in per_rank.get_column("rank").to_list()],

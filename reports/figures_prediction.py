@@ -33,12 +33,12 @@ def scaling_figure(prediction: Prediction) -> go.Figure | None:
             y=[1, 1],
             mode="lines",
             name="break-even (gamma = 1)",
-            line={"dash": "dash", "color": "#7f7f7f"},
+            line={"dash": "dash", "color": "#999999"},
         )
     )
     points = (
-        ("predicted, this run", prediction.run.get("median_gamma_pred"), "#1f77b4"),
-        ("measured, this run", prediction.run.get("median_gamma"), "#d62728"),
+        ("predicted, this run", prediction.run.get("median_gamma_pred"), "#0072B2"),
+        ("measured, this run", prediction.run.get("median_gamma"), "#D55E00"),
     )
     for name, value, colour in points:
         if value is not None and value > 0:

@@ -5,21 +5,24 @@ are written as unicode escapes, so nothing in an input file can open a tag or en
 Content-Security-Policy forbids every request (no connections, images only from data: URLs); with `--plotlyjs
 cdn` the one script URL is the only exception. It allows inline scripts and `eval` (plotly.js probes its WebGL
 support with generated code when it loads; without `unsafe-eval` the browser reports a violation): neither can
-reach the network. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
+reach the network. Inline scripts run only by their SHA-256 hash in the policy (no `unsafe-inline` for
+scripts): plotly.js and the page's own script (`templates/report.js`); the figures travel as JSON data blocks,
+which are never executed. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
 and the generation time is the only thing that changes between two renders of the same analysis.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
-import plotly
 import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
-from plotly.offline import get_plotlyjs
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from traceview.reports import figures
 from traceview.reports.sections import SECTIONS
 
@@ -36,8 +39,10 @@ def _ratio(value: float | None) -> str:
 
 
 CDN_URL = "https://cdn.plot.ly/plotly-{version}.min.js"
+"""plotly.js on its CDN, at the version of the plotly.js bundled with the Python package (not the package's own
+version: plotly 7.1.0 bundles plotly.js 4.1.1)."""
 CSP = (
-    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'{cdn}; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src {hashes} 'unsafe-eval'{cdn}; style-src 'unsafe-inline'; "
     "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
 )
 _ENVIRONMENT = Environment(
@@ -107,7 +112,7 @@ def figure_json(figure: go.Figure) -> str:
 def plotly_script(mode: str) -> tuple[str, str]:
     """(inline JS, CDN URL): exactly one is non-empty; `mode` is `inline` or `cdn`."""
     if mode == "cdn":
-        return "", CDN_URL.format(version=plotly.__version__)
+        return "", CDN_URL.format(version=get_plotlyjs_version())
     return get_plotlyjs().replace("</script", "<\\/script"), ""
 
 
@@ -131,9 +136,22 @@ def page_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
     return found
 
 
+def script_hash(source: str) -> str:
+    """The CSP source that lets exactly this inline script run: `'sha256-<base64 digest>'`."""
+    digest = hashlib.sha256(source.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+def page_script() -> str:
+    """The page's own script (figures drawn from their data blocks, sortable tables)."""
+    return _ENVIRONMENT.loader.get_source(_ENVIRONMENT, "report.js")[0]  # type: ignore[union-attr]
+
+
 def render_html(analysis: RunAnalysis, plotlyjs: str = "inline", generated: dt.datetime | None = None) -> str:
     """The whole report page as one string."""
     inline_js, cdn_url = plotly_script(plotlyjs)
+    page_js = page_script()
+    hashes = " ".join(script_hash(source) for source in (inline_js, page_js) if source)
     template = _ENVIRONMENT.get_template("report.html.j2")
     return template.render(
         analysis=analysis,
@@ -142,7 +160,8 @@ def render_html(analysis: RunAnalysis, plotlyjs: str = "inline", generated: dt.d
         verdict_figures=verdict_figures(analysis),
         plotly_inline=inline_js,
         plotly_cdn=cdn_url,
-        csp=CSP.format(cdn=" https://cdn.plot.ly" if cdn_url else ""),
+        page_js=page_js,
+        csp=CSP.format(hashes=hashes, cdn=" https://cdn.plot.ly" if cdn_url else ""),
         version=__version__,
         generated=(generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )

@@ -6,12 +6,16 @@ written as arithmetic over those intervals.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import re
 
+import plotly
 import polars as pl
 import pytest
+from traceview.reports.figures import NOISE_FLOOR_MS, rank_bars
 from traceview.reports.html import render_html
 
 from tests import report_factory as rf
@@ -252,8 +256,38 @@ def test_cdn_mode_links_plotly_and_allows_only_that(small: RunAnalysis) -> None:
     page = render_html(small, plotlyjs="cdn")
     assert 'id="plotly-js"' not in page
     assert re.search(r'<script src="https://cdn\.plot\.ly/plotly-[0-9.]+\.min\.js"></script>', page)
-    assert "script-src 'unsafe-inline' 'unsafe-eval' https://cdn.plot.ly;" in html.unescape(page)
+    policy = html.unescape(page)
+    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/=]+' 'unsafe-eval' https://cdn\.plot\.ly;", policy)
     assert len(page) < 500_000
+    # the CDN URL names a plotly.js release (4.x today), not the Python package's version
+    version = re.search(r"plotly-([0-9.]+)\.min\.js", page).group(1)  # type: ignore[union-attr]
+    assert version == plotly.offline.get_plotlyjs_version()
+
+
+def _policy_hashes(page: str) -> set[str]:
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)  # type: ignore[union-attr]
+    script_src = next(
+        part for part in html.unescape(policy).split(";") if part.strip().startswith("script-src")
+    )
+    return set(re.findall(r"'sha256-([A-Za-z0-9+/=]+)'", script_src))
+
+
+@pytest.mark.parametrize("mode", ["inline", "cdn"])
+def test_every_inline_script_runs_by_its_hash_and_nothing_else_inline(small: RunAnalysis, mode: str) -> None:
+    page = render_html(small, plotlyjs=mode)
+    assert "unsafe-inline' 'unsafe-eval" not in page
+    script_src = html.unescape(re.search(r"script-src[^;]*;", page).group(0))  # type: ignore[union-attr]
+    assert "'unsafe-inline'" not in script_src
+    executable = [
+        body
+        for attributes, body in re.findall(r"<script([^>]*)>(.*?)</script>", page, flags=re.DOTALL)
+        if "application/json" not in attributes and "src=" not in attributes
+    ]
+    digests = {
+        base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode() for body in executable
+    }
+    assert digests == _policy_hashes(page)
+    assert len(executable) == (2 if mode == "inline" else 1)
 
 
 def test_timeline_figure_offers_every_step_and_starts_on_the_median(small: RunAnalysis) -> None:
@@ -277,3 +311,12 @@ def test_page_is_well_formed(small: RunAnalysis) -> None:
     page = render_html(small, plotlyjs="cdn")
     assert page.count("<section") == page.count("</section>")
     assert page.rstrip().endswith("</html>")
+
+
+def test_sub_microsecond_noise_is_drawn_as_zero() -> None:
+    """Idle of 1e-9 us (float rounding of ts + dur) must not fill a bar chart whose axis autoscales to it."""
+    per_rank = pl.DataFrame({"rank": [0, 1], "idle_ms": [1e-12, 2.5]})
+    figure = rank_bars(
+        per_rank, [("idle", "idle_ms", "#999999")], "t", yaxis_title="ms", floor=NOISE_FLOOR_MS
+    )
+    assert list(figure.data[0].y) == [0.0, 2.5]

@@ -8,6 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from traceview.analysis import RunAnalysis
+from traceview.sanitize import printable
 
 
 def _ms(value: float | None) -> str:
@@ -18,27 +19,30 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def text(value: object) -> str:
+    """Input-derived text as rich markup that prints it literally, without control characters."""
+    return escape(printable(value))
+
+
 def render_summary(analysis: RunAnalysis, console: Console) -> None:
     """Print the verdict panel, the recommendations, the run header and the per-rank time budget."""
     console.print(
-        Panel(escape(analysis.verdict.sentence), title=f"verdict: {analysis.verdict.label}", expand=False)
+        Panel(text(analysis.verdict.sentence), title=f"verdict: {analysis.verdict.label}", expand=False)
     )
     _print_recommendations(analysis, console)
     header = analysis.header
     console.print(
-        f"run [bold]{escape(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
-        f"{header.world_size or '?'}; devices: {escape(', '.join(header.devices)) or 'unknown'}; "
+        f"run [bold]{text(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
+        f"{header.world_size or '?'}; devices: {text(', '.join(header.devices)) or 'unknown'}; "
         f"steps from {', '.join(header.step_sources) or 'none'} annotations; "
         f"{analysis.budget.steps_analysed} (rank, step) windows analysed",
         highlight=False,
         markup=True,
     )
     for path, reason in header.skipped:
-        console.print(
-            f"[yellow]skipped[/yellow] {escape(path)}: {escape(reason)}", markup=True, highlight=False
-        )
+        console.print(f"[yellow]skipped[/yellow] {text(path)}: {text(reason)}", markup=True, highlight=False)
     for warning in header.warnings:
-        console.print(f"[yellow]warning[/yellow] {escape(warning)}", markup=True, highlight=False)
+        console.print(f"[yellow]warning[/yellow] {text(warning)}", markup=True, highlight=False)
     console.print(_budget_table(analysis))
 
 
@@ -48,7 +52,7 @@ def _print_recommendations(analysis: RunAnalysis, console: Console) -> None:
         return
     console.print("[bold]What to change[/bold] (highest stake first):", markup=True, highlight=False)
     for index, item in enumerate(advice.items, start=1):
-        console.print(f"  {index}. {escape(item.sentence)}", markup=True, highlight=False)
+        console.print(f"  {index}. {text(item.sentence)}", markup=True, highlight=False)
 
 
 def _budget_table(analysis: RunAnalysis) -> Table:

@@ -79,11 +79,14 @@ def test_two_files_without_ranks_are_refused(tmp_path: Path) -> None:
         load_run(tmp_path)
 
 
-def test_two_files_claiming_one_rank_are_refused(tmp_path: Path) -> None:
+def test_two_files_claiming_one_rank_keep_the_first_and_name_both(tmp_path: Path) -> None:
     for name in ("rank0.json", "rank1.json"):
         kf.write(kf.document(sample_events(), rank=0), tmp_path / name)
-    with pytest.raises(RunError, match="rank 0 is also claimed"):
-        load_run(tmp_path)
+    run = load_run(tmp_path)
+    assert [trace.path for trace in run] == [str(tmp_path / "rank0.json")]
+    assert [(s.path, s.reason) for s in run.skipped] == [
+        (str(tmp_path / "rank1.json"), f"rank 0 is also claimed by {tmp_path / 'rank0.json'}; that file was kept")
+    ]
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -9,8 +11,24 @@ from typing import Annotated
 import typer
 
 from traceview.analysis import AnalysisOptions
+from traceview.errors import UsageError
+from traceview.sanitize import printable
 
 RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank traces, or a glob.")]
+RunsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="A trace file, a folder of per-rank traces, or a glob; several files (an unquoted glob the shell "
+        "expanded) are read as one run."
+    ),
+]
+
+
+def run_spec(runs: Sequence[str]) -> str | list[str]:
+    """The run the positional arguments name: one spec, or the list of files a shell expanded."""
+    return runs[0] if len(runs) == 1 else list(runs)
+
+
 CommPatternOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -22,8 +40,21 @@ FailOnOpt = Annotated[
     typer.Option("--fail-on", help="Exit 1 when a figure crosses it, e.g. 'exposed_gamma>0.5'; repeatable."),
 ]
 WorkersOpt = Annotated[
-    int | None, typer.Option("--workers", help="Processes for parsing ranks (default: CPUs).")
+    int | None,
+    typer.Option("--workers", min=1, help="Processes that read and summarise ranks (default: CPUs)."),
 ]
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where ranks are read: 'local' (a process pool) or 'ray' (pip install 'traceview[ray]').",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray)."),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
 
 
 VirtualStagesOpt = Annotated[
@@ -101,10 +132,10 @@ def with_model(
     intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth else (None, None)
     intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6) if alpha else (None, None)
     for value, name in ((params, "--params"), (local_batch, "--local-batch")):
-        if value is not None and value <= 0:
-            raise typer.BadParameter(f"{name} must be positive, got {value}")
-    if efficiency is not None and not 0 < efficiency <= 1:
-        raise typer.BadParameter(f"--efficiency must be in (0, 1], got {efficiency}")
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{name} must be a positive finite number, got {value}")
+    if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
+        raise UsageError(f"--efficiency must be in (0, 1], got {efficiency}")
     model = PredictionOptions(
         params=params, local_batch=local_batch, peak_flops=parse_quantity(peak_flops, "--peak-flops") if peak_flops else None,
         efficiency=efficiency, bandwidth_Bps=intra_b, inter_bandwidth_Bps=inter_b, alpha_s=intra_a, inter_alpha_s=inter_a,
@@ -123,15 +154,45 @@ NcclLogOpt = Annotated[
 NCCL_LOG_SUFFIXES, NCCL_LOG_PROBE_BYTES = (".log", ".txt", ".out"), 64 * 1024
 
 
-def nccl_log_paths(run_spec: str, given: list[Path] | None) -> list[Path]:
-    """The logs given, then the run folder's files ending .log/.txt/.out whose first 64 KB say `NCCL INFO`."""
-    found = list(given or ())
-    folder = Path(run_spec)
-    if folder.is_dir():
-        for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in NCCL_LOG_SUFFIXES):
+def _logs_in(folder: Path) -> list[Path]:
+    """Files of `folder` ending .log/.txt/.out (or .gz of them) whose first 64 KB say `NCCL INFO`."""
+    found = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        name = path.name.removesuffix(".gz")
+        if not name.endswith(NCCL_LOG_SUFFIXES):
+            continue
+        try:
             with path.open("rb") as handle:
-                if b"NCCL INFO" in handle.read(NCCL_LOG_PROBE_BYTES) and path not in found:
-                    found.append(path)
+                head = handle.read(NCCL_LOG_PROBE_BYTES)
+        except OSError:
+            continue
+        if b"NCCL INFO" in head or path.suffix == ".gz":
+            found.append(path)
+    return found
+
+
+def _given_logs(given: Sequence[Path]) -> list[Path]:
+    """The logs named by `--nccl-log`: a file as it is, a folder's logs; a missing path is a usage error."""
+    found: list[Path] = []
+    for path in given:
+        if path.is_dir():
+            inside = _logs_in(path)
+            if not inside:
+                raise UsageError(f"--nccl-log {printable(path)}: a folder without NCCL_DEBUG logs in it")
+            found += inside
+        elif not path.exists():
+            raise UsageError(f"--nccl-log {printable(path)}: no such file")
+        else:
+            found.append(path)
+    return found
+
+
+def nccl_log_paths(run: str | Sequence[str], given: Sequence[Path] | None) -> list[Path]:
+    """The logs given, then those of the run folder (ending .log/.txt/.out, saying `NCCL INFO`), each once."""
+    found = _given_logs(given or ())
+    folder = Path(run) if isinstance(run, str) else None
+    if folder is not None and folder.is_dir():
+        found += [path for path in _logs_in(folder) if path not in found]
     return found
 
 

@@ -57,6 +57,9 @@ def summarize_file(task: MapTask) -> Any:
         )
     except TraceviewError as exc:
         return SkippedInput(task.path, str(exc))
+    except Exception as exc:  # a defect met on one rank must not lose the others: skipped, and said so
+        reason = f"internal error while reading it ({type(exc).__name__}: {exc}); please report"
+        return SkippedInput(task.path, reason)
     finally:
         release_free_heap()  # the parse's freed pages back to the system before the next rank
     return summary

@@ -27,8 +27,12 @@ PARALLEL_MIN_BYTES = 16_000_000
 """Below this much input, parsing in one process beats starting workers (each imports polars afresh)."""
 
 
-def resolve_trace_files(spec: str | Path) -> list[Path]:
-    """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches."""
+def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches; several
+    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each."""
+    if not isinstance(spec, str | Path):
+        found = [path for one in spec for path in resolve_trace_files(one)]
+        return list(dict.fromkeys(found))
     path = Path(spec)
     if path.is_file():
         return [path]

@@ -214,12 +214,20 @@ class Run:
 
 
 def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), source: str = "") -> Run:
-    """Assemble and validate a run: ranks sorted, unknown ranks refused when there are several files."""
-    ordered = tuple(sorted(traces, key=lambda trace: trace.rank))
+    """Assemble and validate a run: ranks sorted, unknown ranks refused when there are several files, and of two
+    files claiming one rank the first (by path) kept, the other skipped with both named."""
+    ordered = sorted(traces, key=lambda trace: (trace.rank, trace.path))
     assumed = [trace.path for trace in ordered if trace.meta.rank_source == "assumed"]
     if len(ordered) > 1 and assumed:
         raise RunError(
             f"{assumed[0]}: no rank in distributedInfo or in the file name, and the run has "
             f"{len(ordered)} files (name files rank<N>.json or pass one file)"
         )
-    return Run(ranks=ordered, skipped=tuple(skipped), source=source).validate()
+    kept: dict[int, RankTrace] = {}
+    claimed: list[SkippedInput] = []
+    for trace in ordered:
+        first = kept.setdefault(trace.rank, trace)
+        if first is not trace:
+            reason = f"rank {trace.rank} is also claimed by {first.path}; that file was kept"
+            claimed.append(SkippedInput(trace.path, reason))
+    return Run(ranks=tuple(kept.values()), skipped=(*skipped, *claimed), source=source).validate()

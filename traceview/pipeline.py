@@ -8,6 +8,7 @@ worker. `traceview.analysis.analyze` does the same for a `Run` already in memory
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from traceview.errors import InputError
@@ -20,7 +21,7 @@ from traceview.results import AnalysisOptions, RunAnalysis
 
 
 def analyze_files(
-    spec: str | Path,
+    spec: str | Path | Sequence[str | Path],
     options: AnalysisOptions | None = None,
     workers: int | None = None,
     executor: str = "local",
@@ -44,7 +45,8 @@ def analyze_files(
         raise InputError(
             skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}"
         )
-    run = make_run([summary.trace for summary in summaries], skipped, source=str(spec))
+    source = str(spec) if isinstance(spec, str | Path) else " ".join(map(str, spec))
+    run = make_run([summary.trace for summary in summaries], skipped, source=source)
     by_rank = {summary.rank: summary for summary in summaries}
     ordered = [by_rank[trace.rank] for trace in run]
     return reduce_summaries(ordered, options, run.skipped, run.source, run.extra_warnings)

@@ -49,6 +49,7 @@ class RunHeader:
     skipped: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
     step_sources: tuple[str, ...]
+    base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
 
 
 @dataclass(frozen=True)
@@ -98,4 +99,5 @@ def run_header(run: Run) -> RunHeader:
         skipped=tuple((s.path, s.reason) for s in run.skipped),
         warnings=tuple(str(w) for w in run.warnings),
         step_sources=_distinct([trace.step_source for trace in run]),
+        base_times_ns=tuple(trace.meta.base_time_ns for trace in run),
     )

@@ -72,6 +72,11 @@ LANE_GEOMETRY: Mapping[str, tuple[float, float]] = {
 """Per lane, (offset, width) of its bars in a rank's row: compute above the middle, communication below."""
 
 
+MAX_RANK_BARS = 32
+"""Past this many ranks a per-rank bar chart becomes a distribution (one box per series), outliers named."""
+NAMED_OUTLIERS = 5
+
+
 def rank_bars(
     per_rank: pl.DataFrame,
     bars: Sequence[tuple[str, str, str]],
@@ -81,7 +86,10 @@ def rank_bars(
     floor: float = 0.0,
 ) -> go.Figure:
     """One bar per rank for each (legend name, column, colour) of `bars`, stacked or grouped; values whose
-    magnitude is below `floor` are drawn as 0 (`NOISE_FLOOR_MS` for times in ms)."""
+    magnitude is below `floor` are drawn as 0 (`NOISE_FLOOR_MS` for times in ms). Past `MAX_RANK_BARS` ranks,
+    `rank_distribution` instead."""
+    if per_rank.height > MAX_RANK_BARS:
+        return rank_distribution(per_rank, bars, title, yaxis_title, floor)
     ranks = per_rank.get_column("rank").to_list()
     figure = go.Figure()
     for name, column, colour in bars:
@@ -92,6 +100,49 @@ def rank_bars(
     )
     if yaxis_title is not None:
         figure.update_layout(yaxis_title=yaxis_title)
+    return figure
+
+
+def _outliers(per_rank: pl.DataFrame, column: str) -> list[tuple[int, float]]:
+    """(rank, value) of the values beyond 1.5 interquartile ranges, the farthest first (`NAMED_OUTLIERS`)."""
+    values = per_rank.get_column(column).drop_nulls()
+    if values.len() < 4:
+        return []
+    low, high = values.quantile(0.25, "linear"), values.quantile(0.75, "linear")
+    fence = 1.5 * ((high or 0.0) - (low or 0.0))
+    far = per_rank.filter((pl.col(column) > (high or 0.0) + fence) | (pl.col(column) < (low or 0.0) - fence))
+    median = float(values.median() or 0.0)  # type: ignore[arg-type]
+    ordered = far.sort((pl.col(column) - median).abs(), descending=True).head(NAMED_OUTLIERS)
+    return [(int(r), float(v)) for r, v in ordered.select("rank", column).iter_rows()]
+
+
+def rank_distribution(
+    per_rank: pl.DataFrame,
+    bars: Sequence[tuple[str, str, str]],
+    title: str,
+    yaxis_title: str | None = None,
+    floor: float = 0.0,
+) -> go.Figure:
+    """The per-rank figures of many ranks as one box per series (every rank a point on hover), the outliers
+    named beside their points: readable from dozens to thousands of ranks."""
+    figure = go.Figure()
+    for name, column, colour in bars:
+        values = per_rank.select(
+            "rank", pl.when(pl.col(column).abs() < floor).then(0.0).otherwise(pl.col(column)).alias(column)
+        )
+        figure.add_box(
+            name=name, y=values.get_column(column).to_list(),
+            text=[f"rank {r}" for r in values.get_column("rank").to_list()],
+            boxpoints="outliers", marker_color=colour, hovertemplate="%{text}: %{y:.4g}<extra></extra>",
+        )  # fmt: skip
+        for rank, value in _outliers(values, column):
+            figure.add_annotation(
+                x=name, y=value, text=f"rank {rank}", showarrow=False, xshift=40, font={"size": 10}
+            )
+    figure.update_layout(
+        title=f"{title} ({per_rank.height} ranks: distribution, outliers named)",
+        showlegend=False, yaxis_title=yaxis_title or "", **LAYOUT,
+    )  # fmt: skip
     return figure
 
 

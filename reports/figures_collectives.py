@@ -13,7 +13,7 @@ from traceview.reports.figures import LAYOUT, escaped
 
 from traceview.analysis import RunAnalysis
 
-MAX_POINTS = 20_000
+MAX_POINTS = 4_000
 """Most points one scatter draws; beyond it every k-th kernel is kept (k = ceil(count / MAX_POINTS))."""
 
 

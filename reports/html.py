@@ -23,7 +23,7 @@ from typing import Any
 import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
-from traceview.reports import figures
+from traceview.reports import drilldown, figures
 from traceview.reports.sections import SECTIONS
 
 from traceview import __version__
@@ -65,6 +65,15 @@ def fact_text(name: str, value: float) -> str:
     return f"{value:.3g}"
 
 
+def drill_json(analysis: RunAnalysis) -> str:
+    """The drill-down's data (`traceview.reports.drilldown.drill_data`) as script-safe JSON."""
+    return script_safe_json(drilldown.drill_data(analysis))
+
+
+_ENVIRONMENT.globals["drill_json"] = drill_json
+_ENVIRONMENT.globals["evidence"] = {"cross-rank": "across-ranks", "time-budget": "drilldown"}
+"""Recommendation section -> the page section that shows its evidence (`Recommendation.section`)."""
+_ENVIRONMENT.globals["collectives_by_cost"] = drilldown.collectives_by_cost
 _ENVIRONMENT.filters["ms"] = _ms
 _ENVIRONMENT.filters["ratio"] = _ratio
 _ENVIRONMENT.globals["fact_text"] = fact_text

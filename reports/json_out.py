@@ -76,6 +76,8 @@ def _timeline(analysis: RunAnalysis) -> dict[str, Any] | None:
         "raw_segments": timeline.raw_segments,
         "drawn_segments": timeline.drawn_segments,
         "bridged_gap_us": clean(timeline.bridged_gap_us),
+        "ranks_total": timeline.ranks_total,
+        "ranks_shown": list(timeline.ranks_shown),
     }
 
 

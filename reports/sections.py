@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from traceview.reports import (
+    drilldown,
     figures,
     figures_bubbles,
     figures_collectives,
@@ -38,6 +39,13 @@ def _budget_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
 
 
 SECTIONS: tuple[Section, ...] = (
+    Section(
+        "drilldown",
+        "Steps and ranks",
+        "section_drilldown.html.j2",
+        drilldown.drilldown_figures,
+        lambda a: a.budget.per_step.height > 0,
+    ),
     Section("time-budget", "Time budget", "section_budget.html.j2", _budget_figures, lambda a: True),
     Section(
         "collectives",

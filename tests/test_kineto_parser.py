@@ -85,7 +85,10 @@ def test_two_files_claiming_one_rank_keep_the_first_and_name_both(tmp_path: Path
     run = load_run(tmp_path)
     assert [trace.path for trace in run] == [str(tmp_path / "rank0.json")]
     assert [(s.path, s.reason) for s in run.skipped] == [
-        (str(tmp_path / "rank1.json"), f"rank 0 is also claimed by {tmp_path / 'rank0.json'}; that file was kept")
+        (
+            str(tmp_path / "rank1.json"),
+            f"rank 0 is also claimed by {tmp_path / 'rank0.json'}; that file was kept",
+        )
     ]
 
 

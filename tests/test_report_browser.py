@@ -113,14 +113,16 @@ def with_probe(page: str, pick: int | None = None) -> str:
     return page.replace("<head>\n", "<head>\n" + setup + PROBE, 1)
 
 
-def run_chromium(browser: Path, page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_chromium(
+    browser: Path, page: Path, profile: Path, *extra: str, fragment: str = ""
+) -> subprocess.CompletedProcess[str]:
     command = [
         str(browser),
         *FLAGS,
         f"--user-data-dir={profile}",
         "--virtual-time-budget=15000",
         *extra,
-        page.as_uri(),
+        page.as_uri() + fragment,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
@@ -208,3 +210,74 @@ def test_planted_markup_stays_text_in_the_browser(browser: Path, tmp_path: Path)
     dom = run_chromium(browser, page, tmp_path / "profile", "--dump-dom").stdout
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in dom
     assert PAYLOAD not in dom
+
+
+def test_a_cell_of_the_heatmap_opens_its_detail(browser: Path, tmp_path: Path) -> None:
+    """The page reads `#cell=RANK-STEP` as a click on that heatmap cell: the detail shows the rank's step
+    beside the median rank's (report_factory: 2 ranks, 3 steps)."""
+    analysis = analyze(load_run(rf.write_run(tmp_path / "run"), workers=1))
+    page = tmp_path / "report.html"
+    page.write_text(render_html(analysis), encoding="utf-8")
+    before = run_chromium(browser, page, tmp_path / "profile", "--dump-dom").stdout
+    assert "No cell chosen yet" in before
+    after = run_chromium(browser, page, tmp_path / "profile", "--dump-dom", fragment="#cell=1-2").stdout
+    caption = re.search(r'<p class="note" id="drill-caption">(.*?)</p>', after, re.S)
+    assert caption, after[-2000:]
+    assert caption.group(1).startswith("Rank 1, step 2 against the median rank")
+    table = re.search(r'<table id="drill-table">(.*?)</table>', after, re.S)
+    assert table
+    assert table.group(1).count("<tr>") == 3  # the header, the rank, the median rank
+    assert 'data-cell="1-2"' in after
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report-drilldown-cell.png"
+    shot.unlink(missing_ok=True)
+    run_chromium(
+        browser,
+        page,
+        tmp_path / "profile",
+        "--window-size=1400,1600",
+        f"--screenshot={shot}",
+        fragment="#cell=1-2",
+    )
+    assert shot.exists()
+
+
+def _scaled_analysis(ranks: int) -> Any:
+    """`ranks` varied copies of sample_traces/dp8_straggler's rank summaries, reduced (benchmarks/reduce_scale.py)."""
+    import importlib.util
+    import random
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "reduce_scale.py"
+    spec = importlib.util.spec_from_file_location("reduce_scale", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    from traceview.rank_summary import summarize
+    from traceview.reduce import reduce_summaries
+
+    base = [summarize(trace) for trace in load_run(module.SAMPLE)]
+    draw = random.Random(7)
+    summaries = [module.renumbered(base[r % 8], r, ranks, draw.uniform(0, 500)) for r in range(ranks)]
+    return reduce_summaries(summaries)
+
+
+@pytest.mark.parametrize("ranks", [64, 1024])
+def test_many_ranks_load_clean_small_and_fast(browser: Path, tmp_path: Path, ranks: int) -> None:
+    import time
+
+    page = tmp_path / "report.html"
+    page.write_text(with_probe(render_html(_scaled_analysis(ranks))), encoding="utf-8")
+    size_mb = page.stat().st_size / 1e6
+    assert size_mb < 10, size_mb
+    start = time.perf_counter()
+    result = probe(browser, page, tmp_path / "profile", "1400,1000")
+    load_s = time.perf_counter() - start
+    assert_clean(result)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with (ARTIFACTS / "report-scale.txt").open("a", encoding="utf-8") as log:
+        log.write(f"{ranks} ranks: report {size_mb:.1f} MB, headless load and render {load_s:.1f} s\n")
+    if ranks == 64:
+        screenshot(browser, page, tmp_path / "profile", "1400,2600", "report-64-ranks.png")

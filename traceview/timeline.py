@@ -27,6 +27,9 @@ MIN_SEGMENTS_PER_GROUP = 8
 """A (rank, step, lane, label) group always keeps at least this many segments."""
 MAX_STEPS = 9
 """Steps offered by the step picker (the median, fastest and slowest among them)."""
+MAX_RANKS = 32
+"""Ranks drawn at most: past it, the slowest, the fastest and evenly spaced ones between (`shown_ranks`)."""
+SLOWEST_SHOWN, FASTEST_SHOWN = 12, 4
 LANES = ("compute", "comm", "memory", "idle")
 KEYS = ["rank", "step", "lane", "label"]
 SEGMENT_SCHEMA = {
@@ -60,6 +63,8 @@ class Timeline:
     raw_segments: int
     drawn_segments: int
     bridged_gap_us: float
+    ranks_total: int = 0
+    ranks_shown: tuple[int, ...] = ()
 
     @property
     def offered_steps(self) -> list[int]:
@@ -172,6 +177,23 @@ def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, floa
     return pl.concat(frames), float(bridged) if isinstance(bridged, int | float) else 0.0
 
 
+def shown_ranks(per_step: pl.DataFrame, median_step: int, max_ranks: int = MAX_RANKS) -> list[int]:
+    """The ranks the timeline draws: all of them up to `max_ranks`; past it, by their length of the median step,
+    the `SLOWEST_SHOWN` slowest, the `FASTEST_SHOWN` fastest and evenly spaced ones between."""
+    ordered = (
+        per_step.filter(pl.col("step") == median_step)
+        .sort(["step_us", "rank"], descending=[True, False])
+        .get_column("rank")
+        .to_list()
+    )
+    if len(ordered) <= max_ranks:
+        return sorted(ordered)
+    middle = ordered[SLOWEST_SHOWN:-FASTEST_SHOWN]
+    between = max_ranks - SLOWEST_SHOWN - FASTEST_SHOWN
+    spaced = [middle[round(i * (len(middle) - 1) / max(between - 1, 1))] for i in range(between)]
+    return sorted({*ordered[:SLOWEST_SHOWN], *spaced, *ordered[-FASTEST_SHOWN:]})
+
+
 def empty_timeline() -> Timeline:
     """A timeline with no steps (a run without device activity)."""
     return Timeline(pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(), None, 0, 0, 0.0)
@@ -215,9 +237,10 @@ def timeline_from_segments(
     median, picks = offered_steps(lengths, max_steps)
     if median is None or segments.height == 0:
         return empty_timeline()
+    ranks = shown_ranks(per_step, median)
     chosen = windows.filter(pl.col("step").is_in(picks))
-    offered = segments.filter(pl.col("step").is_in(picks))
-    offered_counts = counts.filter(pl.col("step").is_in(picks))
+    offered = segments.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
+    offered_counts = counts.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
     groups = max(int(offered_counts.get_column("groups").sum()), 1)
     bounded, bridged = _bounded(offered, max(MIN_SEGMENTS_PER_GROUP, max_segments // groups))
     origins = chosen.group_by("step").agg(pl.col("window_start_us").min().alias("origin_us"))
@@ -231,7 +254,8 @@ def timeline_from_segments(
         origins.join(lengths, on="step").sort("step").select("step", "origin_us", "median_step_us", "ranks")
     )
     raw = int(offered_counts.get_column("raw_segments").sum())
-    return Timeline(relative, steps, median, raw, relative.height, bridged)
+    total = per_step.get_column("rank").n_unique()
+    return Timeline(relative, steps, median, raw, relative.height, bridged, total, tuple(ranks))
 
 
 def timeline(

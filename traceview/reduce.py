@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from traceview.bubbles import bubbles_from_parts
+from traceview.bubbles import BubbleAnalysis, bubbles_from_parts
 from traceview.budget import budget_of
 from traceview.clocks import rank_offsets, shift_to_reference
 from traceview.collective_tables import collective_tables
@@ -28,7 +28,7 @@ from traceview.prediction_inputs import with_nccl_overrides
 from traceview.rank_summary import RankSummary
 from traceview.recommend import recommend
 from traceview.results import AnalysisOptions, RunAnalysis, run_header
-from traceview.timeline import timeline_from_segments
+from traceview.timeline import Timeline, timeline_from_segments
 from traceview.verdict import verdict
 
 
@@ -80,6 +80,30 @@ def compact_run(
     )
 
 
+def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> BubbleAnalysis:
+    """The bubble analysis from the stacked gap parts, |C| per (rank, step) and the P2P kernels."""
+    compute = frames.per_step.select("rank", "step", pl.col("comp_us").alias("compute_us"))
+    return bubbles_from_parts(
+        frames.top_gaps,
+        frames.gap_steps,
+        frames.gap_causes,
+        compute,
+        frames.windows,
+        p2p_kernels(kernels, pl.DataFrame()),
+        virtual_stages,
+    )
+
+
+def _timeline(frames: Stacked, offsets: pl.DataFrame, per_step: pl.DataFrame) -> Timeline:
+    """The timeline from every rank's segments, moved onto the aligned clock."""
+    return timeline_from_segments(
+        shift_to_reference(frames.segments, offsets, ("start_us", "end_us")),
+        frames.segment_counts,
+        shift_to_reference(frames.windows, offsets, ("window_start_us", "window_end_us")),
+        per_step,
+    )
+
+
 def reduce_summaries(
     summaries: Sequence[RankSummary],
     options: AnalysisOptions | None = None,
@@ -99,40 +123,20 @@ def reduce_summaries(
         if options.nccl_logs or options.nccl_skipped
         else None
     )
+    hosts = log_hosts(options.rank_hosts, nccl)
     crossrank = run_cross_rank(
-        run,
-        collectives.kernels,
-        frames.launch_marks,
-        frames.windows,
-        budget,
-        options.ranks_per_host,
-        log_hosts(options.rank_hosts, nccl),
+        run, collectives.kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts
     )
     budget = add_transfer(budget, crossrank.transfer)
-    offsets = rank_offsets(crossrank.hosts, crossrank.clocks)
-    compute = frames.per_step.select("rank", "step", pl.col("comp_us").alias("compute_us"))
     analysis = RunAnalysis(
         header=run_header(run),
         budget=budget,
         verdict=flag_verdict(verdict(budget.run_median), nccl),
         options=options,
-        timeline=timeline_from_segments(
-            shift_to_reference(frames.segments, offsets, ("start_us", "end_us")),
-            frames.segment_counts,
-            shift_to_reference(frames.windows, offsets, ("window_start_us", "window_end_us")),
-            budget.per_step,
-        ),
+        timeline=_timeline(frames, rank_offsets(crossrank.hosts, crossrank.clocks), budget.per_step),
         crossrank=crossrank,
         collectives=collectives,
-        bubbles=bubbles_from_parts(
-            frames.top_gaps,
-            frames.gap_steps,
-            frames.gap_causes,
-            compute,
-            frames.windows,
-            p2p_kernels(collectives.kernels, pl.DataFrame()),
-            options.virtual_stages,
-        ),
+        bubbles=_bubbles(frames, collectives.kernels, options.virtual_stages),
         nccl=nccl,
         prediction=predict(
             run,

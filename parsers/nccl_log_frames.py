@@ -274,7 +274,8 @@ def _settings(raw: RawRows) -> dict[str, str]:
     rows = raw.frame("setting")
     if rows.is_empty():
         return {}
-    return dict(zip(rows["name"].to_list(), rows["value"].to_list(), strict=True))
+    values = rows["value"].str.replace(r"\.?\s*$", "")  # "set by environment to 1." -> "1"
+    return dict(zip(rows["name"].to_list(), values.to_list(), strict=True))
 
 
 def build_log(

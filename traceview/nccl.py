@@ -244,6 +244,8 @@ class NcclLog:
     settings: dict[str, str] = field(default_factory=dict)
     lines_total: int = 0
     lines_skipped: int = 0
+    lines_too_long: int = 0
+    chars_replaced: int = 0
     records: int = 0
     records_unrecognised: int = 0
     lines_joined: int = 0
@@ -253,6 +255,7 @@ class NcclLog:
     tuning_rows_kept: int = 0
     warnings_seen: int = 0
     warning_rows_kept: int = 0
+    notes: tuple[str, ...] = ()
 
     def frame(self, name: str) -> pl.DataFrame:
         """The model frame called `name` (a key of `SCHEMAS`)."""
@@ -268,7 +271,7 @@ class NcclLog:
                 raise InputError(
                     self.path, f"NCCL log model frame {name!r} has schema {got}, expected {schema}"
                 )
-        if not 0 <= self.lines_skipped <= self.lines_total:
+        if not 0 <= self.lines_too_long <= self.lines_skipped <= self.lines_total:
             raise InputError(self.path, f"{self.lines_skipped} skipped lines of {self.lines_total}")
         for family, kept, seen, total in (
             ("COLL", self.collectives.height, self.collective_calls_seen, self.call_totals["calls"].sum()),

@@ -17,9 +17,12 @@ from traceview.parsers.nccl_log_totals import (
 )
 
 from traceview.nccl import (
+    NETWORK_NAME_KINDS,
+    NETWORK_RULES,
     SCHEMAS,
     NcclLog,
     dtype_table,
+    first_match,
     flag_degraded,
     transport_kind,
 )
@@ -228,8 +231,7 @@ def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
     return conform(shaped, "call_totals")
 
 
-def _network(raw: RawRows) -> pl.DataFrame:
-    rows = raw.frame("network")
+def _network(rows: pl.DataFrame) -> pl.DataFrame:
     if rows.is_empty():
         return conform(rows, "network")
     rows = rows.with_columns(source=pl.col("source").fill_null("selected"))
@@ -270,19 +272,53 @@ def _pg_comms(raw: RawRows) -> pl.DataFrame:
     return conform(rows.drop("cuda_dev").rename({"pg_dev": "cuda_dev"}), "pg_comms")
 
 
-def _settings(raw: RawRows) -> dict[str, str]:
+def _setting_rows(raw: RawRows) -> pl.DataFrame:
+    """`NCCL_X set by environment to v` records: identity, name, value (a final "." dropped: "1." -> "1")."""
     rows = raw.frame("setting")
     if rows.is_empty():
-        return {}
-    values = rows["value"].str.replace(r"\.?\s*$", "")  # "set by environment to 1." -> "1"
-    return dict(zip(rows["name"].to_list(), values.to_list(), strict=True))
+        return pl.DataFrame(schema={"line": pl.Int64(), "host": pl.String(), "pid": pl.Int64()}).with_columns(
+            name=pl.lit(None, pl.String()), value=pl.lit(None, pl.String())
+        )
+    return rows.with_columns(pl.col("value").str.replace(r"\.?\s*$", ""))
+
+
+def _settings(rows: pl.DataFrame) -> dict[str, str]:
+    return dict(zip(rows["name"].to_list(), rows["value"].to_list(), strict=True))
+
+
+def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
+    """Per process (host, pid) the network NCCL uses, by `traceview.nccl.NETWORK_RULES` (evidence, line)."""
+    evidence = pl.concat(
+        [
+            network.select(conform_exprs(network.columns, "network")[:3] + [
+                (pl.col(c) if c in network.columns else pl.lit(None)).cast(pl.String()).alias(c)
+                for c in ("source", "detail")
+            ]),
+            settings.select("line", "host", "pid", source="name", detail="value"),
+        ],
+        how="diagonal_relaxed",
+    )  # fmt: skip
+    if evidence.is_empty():
+        return conform(evidence, "networks")
+    rules = [
+        evidence.filter(condition).with_columns(
+            evidence=pl.lit(label),
+            rank=pl.lit(rank),
+            network=pl.lit(kind) if kind else first_match("detail", NETWORK_NAME_KINDS, pl.lit(None)),
+            name=pl.col("source").str.strip_prefix("NET/") if kind else pl.col("detail"),
+        )
+        for label, rank, condition, kind in NETWORK_RULES
+    ]
+    decided = pl.concat(rules).filter(pl.col("network").is_not_null()).sort("rank", "line", descending=[False, True])
+    return conform(decided.unique(["host", "pid"], keep="first").sort("line"), "networks")
 
 
 def build_log(
     path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str, int], calls: pl.DataFrame
 ) -> NcclLog:
     """Shape the raw rows into the model (not yet validated); `calls`: `CallTally.totals` of every COLL line."""
-    settings = _settings(raw)
+    setting_rows, network_rows = _setting_rows(raw), raw.frame("network")
+    settings = _settings(setting_rows)
     comms, inits = _communicators(raw)
     collectives = _collectives(raw, comms)
     tuning, tuning_totals = _tuning(raw)
@@ -307,7 +343,8 @@ def build_log(
         channel_counts=conform(attach_comm(raw.frame("channel_counts"), inits), "channel_counts"),
         warnings=warnings,
         warning_totals=warning_totals,
-        network=_network(raw),
+        network=_network(network_rows),
+        networks=_networks(network_rows, setting_rows),
         events=conform(raw.frame("event"), "events"),
         pg_comms=_pg_comms(raw),
         settings=settings,

@@ -61,6 +61,35 @@ WARNING_KINDS: tuple[tuple[str, str], ...] = (
     ("error", r"(?i)unhandled|internal error|invalid|remote process|NCCL error|-> \d+$"),
 )
 
+# A network's name as NCCL prints it (`Using network X`, `NCCL_NET=X`, `P2P plugin X`) -> its kind: the first
+# matching regex wins. IBext (the SHARP/HPC-X plugin) and other IB-verbs plugins run over IB.
+NETWORK_NAME_KINDS: tuple[tuple[str, str], ...] = (
+    ("IB", r"(?i)^IB"),
+    ("Socket", r"(?i)^Socket"),
+    ("Plugin", r"."),
+)
+
+# Which network a process uses (`NcclLog.networks`), from its "network" records (source, detail) and its
+# `NCCL_X set by environment` records (source = the variable, detail = its value): (evidence, rank, condition,
+# kind). The row of lowest rank decides (the last line among equals); `kind` None: by `NETWORK_NAME_KINDS` of
+# the detail. NCCL tries a net plugin, then IB, then sockets, printing each one's init.
+NETWORK_RULES: tuple[tuple[str, int, pl.Expr, str | None], ...] = (
+    ("Using network", 0, pl.col("source").is_null(), None),
+    ("NCCL_NET", 1, pl.col("source") == "NCCL_NET", None),
+    ("NET/Socket : Using", 2, (pl.col("source") == "NET/Socket") & pl.col("detail").str.starts_with("Using"),
+     "Socket"),
+    ("NET/IB : Using", 2, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("Using"), "IB"),
+    ("P2P plugin", 2, pl.col("source") == "P2P plugin", None),
+    ("NET/Plugin : Loaded", 2, (pl.col("source") == "NET/Plugin") & pl.col("detail").str.contains("(?i)loaded"),
+     "Plugin"),
+    ("NET/<plugin>", 2, pl.col("source").str.contains(r"^NET/") & ~pl.col("source").is_in(
+        ["NET/IB", "NET/Socket", "NET/Plugin"]), "Plugin"),
+    ("NET/Socket", 3, pl.col("source") == "NET/Socket", "Socket"),
+    ("NCCL_IB_DISABLE=1", 4, (pl.col("source") == "NCCL_IB_DISABLE") & (pl.col("detail") == "1"), "Socket"),
+    ("NET/IB : No device found", 5, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("No device"),
+     "Socket"),
+)  # fmt: skip
+
 IDENTITY_SCHEMA: dict[str, pl.DataType] = {
     "line": pl.Int64(),
     "host": pl.String(),
@@ -201,6 +230,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "address": pl.String(),
     },
     "events": {**IDENTITY_SCHEMA, "event": pl.String()},
+    "networks": {
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "line": pl.Int64(),
+        "network": pl.String(),
+        "name": pl.String(),
+        "evidence": pl.String(),
+    },
     "pg_comms": {**IDENTITY_SCHEMA, "pg": pl.String(), "rank": pl.Int64(), "comm": pl.String()},
 }
 
@@ -241,6 +278,7 @@ class NcclLog:
     network: pl.DataFrame
     events: pl.DataFrame
     pg_comms: pl.DataFrame
+    networks: pl.DataFrame
     settings: dict[str, str] = field(default_factory=dict)
     lines_total: int = 0
     lines_skipped: int = 0
@@ -289,6 +327,14 @@ class NcclLog:
             return None
         counts = self.versions["version"].value_counts(sort=True)
         return str(counts["version"][0])
+
+
+    @property
+    def network_in_use(self) -> str | None:
+        """The network NCCL says it uses (`networks`): IB, Socket or Plugin, several comma-separated when
+        processes differ, None when the log does not say."""
+        names = sorted(self.networks.get_column("network").drop_nulls().unique().to_list())
+        return ", ".join(names) or None
 
 
 def dtype_table() -> pl.DataFrame:

@@ -25,6 +25,7 @@ from traceview.nccl import (
     first_match,
     flag_degraded,
     transport_kind,
+    with_call_size,
 )
 
 # Numeric algorithm / protocol codes of the old TUNING lines -> the names newer NCCL prints.
@@ -122,17 +123,18 @@ def _collectives(raw: RawRows, comms: pl.DataFrame) -> pl.DataFrame:
     table = dtype_table()
     names = dict(zip(table["datatype"], table["dtype"], strict=True))
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
+    typed_colls = colls.with_columns(
+        dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
+        bytes=pl.col("count") * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
+    )
     shaped = (
-        colls.lazy()
-        .with_columns(
-            dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
-            bytes=pl.col("count")
-            * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
-        )
+        with_call_size(typed_colls, "bytes")
+        .lazy()
         .join(ranks.lazy(), on=["host", "pid", "comm"], how="left", nulls_equal=True, maintain_order="left")
         .with_columns(rank=pl.coalesce("global_rank", "rank"))
     )
-    return shaped.select(conform_exprs([*colls.columns, "dtype", "bytes", "rank"], "collectives")).collect()
+    columns = [*colls.columns, "dtype", "bytes", "size_bytes", "rank"]
+    return shaped.select(conform_exprs(columns, "collectives")).collect()
 
 
 def _transports(raw: RawRows, inits: pl.DataFrame, settings: dict[str, str]) -> pl.DataFrame:
@@ -219,7 +221,8 @@ def _warnings(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
-    """`CallTally.totals` with dtype, call_bytes (count x element size) and bytes (calls x call_bytes)."""
+    """`CallTally.totals` with dtype, call_bytes (count x element size), size_bytes (S of one call,
+    `traceview.nccl.with_call_size`) and bytes (calls x S)."""
     table = dtype_table()
     names = dict(zip(table["datatype"], table["dtype"], strict=True))
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
@@ -227,8 +230,11 @@ def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
     shaped = totals.with_columns(
         dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
         call_bytes=pl.col("count") * size,
-    ).with_columns(bytes=pl.col("calls") * pl.col("call_bytes"))
-    return conform(shaped, "call_totals")
+    )
+    return conform(
+        with_call_size(shaped, "call_bytes").with_columns(bytes=pl.col("calls") * pl.col("size_bytes")),
+        "call_totals",
+    )
 
 
 def _network(rows: pl.DataFrame) -> pl.DataFrame:

@@ -14,7 +14,10 @@ from functools import reduce
 
 import polars as pl
 
+from traceview.collectives import SIZE_RULES
+from traceview.collectives import _size_expr as size_rule_expr
 from traceview.errors import InputError
+from traceview.vocab import canonical_collective_expr
 
 # ncclDataType_t code -> (name, bytes per element). 0-8 since NCCL 2.0, bfloat16 since 2.10, fp8 since 2.19.
 DTYPES: tuple[tuple[int, str, int], ...] = (
@@ -172,6 +175,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "datatype": pl.Int64(),
         "dtype": pl.String(),
         "bytes": pl.Int64(),
+        "size_bytes": pl.Int64(),
         "red_op": pl.Int64(),
         "root": pl.Int64(),
         "comm": pl.String(),
@@ -181,7 +185,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     },
     "call_totals": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "op": pl.String()}
     | {"datatype": pl.Int64(), "dtype": pl.String()}
-    | dict.fromkeys(("count", "root", "nranks", "calls", "call_bytes", "bytes"), pl.Int64()),
+    | dict.fromkeys(("count", "root", "nranks", "calls", "call_bytes", "size_bytes", "bytes"), pl.Int64()),
     "tuning_totals": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "op": pl.String()}
     | {"bytes": pl.Int64(), "algo": pl.String(), "proto": pl.String(), "choices": pl.Int64()},
     "warning_totals": {"kind": pl.String(), "count": pl.Int64(), "line": pl.Int64(), "example": pl.String()},
@@ -346,6 +350,29 @@ def dtype_table() -> pl.DataFrame:
     )
 
 
+def with_call_size(frame: pl.DataFrame, count_bytes: str) -> pl.DataFrame:
+    """`frame` (COLL rows: op, nranks) with `collective` (canonical name) and `size_bytes`: S of the call in the
+    nccl-tests convention, by the project's one S rule (`traceview.collectives.SIZE_RULES`).
+
+    A COLL line's `count` (column `count_bytes` = count x element size) is the count the API call was given,
+    in every NCCL and RCCL generation: for the collectives of `SIZE_RULES` that is the shard (AllGather's
+    sendcount, ReduceScatter's recvcount: one rank's share, S = count x size x nranks), for every other one
+    the input buffer (AllReduce, Broadcast, Reduce, Send, Recv: S = count x size).
+    """
+    collective = canonical_collective_expr(pl.col("op"))
+    buffer: pl.Expr = pl.lit("in_bytes")
+    for name, (_, shard) in SIZE_RULES.items():
+        buffer = pl.when(collective == name).then(pl.lit(shard)).otherwise(buffer)
+    counted = pl.col(count_bytes)
+    shaped = frame.with_columns(
+        collective=collective,
+        group_size=pl.col("nranks"),
+        in_bytes=pl.when(buffer == "in_bytes").then(counted),
+        out_bytes=pl.when(buffer == "out_bytes").then(counted),
+    )
+    return shaped.with_columns(size_rule_expr()).drop("group_size", "in_bytes", "out_bytes")
+
+
 def first_match(column: str, table: tuple[tuple[str, str], ...], default: pl.Expr) -> pl.Expr:
     """An expression giving the label of the first (label, regex) row of `table` that matches `column`."""
     return reduce(
@@ -436,8 +463,8 @@ def hosts_by_rank(log: NcclLog) -> pl.DataFrame:
 
 
 def collective_summary(log: NcclLog) -> pl.DataFrame:
-    """COLL lines per (op, dtype), over every call of the log (`call_totals`): calls, total bytes, distinct
-    communicators and processes."""
+    """COLL lines per (op, dtype), over every call of the log (`call_totals`): calls, total bytes (calls x S,
+    `with_call_size`), distinct communicators and processes."""
     return (
         log.call_totals.group_by("op", "dtype")
         .agg(

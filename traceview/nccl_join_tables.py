@@ -17,8 +17,6 @@ from traceview.collective_tables import size_bucket_exprs
 from traceview.nccl import NcclLog, empty_frame, warning_counts
 from traceview.vocab import canonical_collective_expr
 
-PER_RANK_COUNT_OPS = ("AllGather", "ReduceScatter")
-"""COLL `count` of these is one rank's share: S (SPEC 3) = count x element size x nranks."""
 PROCESS = ["process", "comm"]
 
 
@@ -96,24 +94,21 @@ def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.Dat
     return table.with_columns(pl.col("degraded").fill_null(value=False))
 
 
-def _with_size(frame: pl.DataFrame, call_bytes: str) -> pl.DataFrame:
-    """`frame` with `collective` (canonical name) and `size_bytes`, S of one call per SPEC 3."""
-    collective = canonical_collective_expr(pl.col("op"))
-    per_rank = collective.is_in(PER_RANK_COUNT_OPS)
-    size = pl.when(per_rank).then(pl.col(call_bytes) * pl.col("nranks")).otherwise(pl.col(call_bytes))
-    return frame.with_columns(collective=collective, size_bytes=size)
+def _with_collective(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.nccl.with_call_size`) with `collective`."""
+    return frame.with_columns(collective=canonical_collective_expr(pl.col("op")))
 
 
 def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
     """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per SPEC 3:
     what call-sequence matching reads (a communicator's first calls are the ones that identify it)."""
-    return _with_size(owned(logs, "collectives", members), "bytes")
+    return _with_collective(owned(logs, "collectives", members))
 
 
 def call_summary(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
     """The per-collective call table over every COLL line (`NcclLog.call_totals`): per (comm_key, op, dtype)
     calls, total bytes, smallest and largest S."""
-    totals = _with_size(owned(logs, "call_totals", members), "call_bytes")
+    totals = _with_collective(owned(logs, "call_totals", members))
     return (
         totals.group_by("comm_key", "op", "dtype")
         .agg(

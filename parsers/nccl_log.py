@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple, TextIO
 
 import polars as pl
-from traceview.parsers.nccl_log_frames import build_log
+from traceview.parsers.nccl_log_frames import LineCounts, build_log
 from traceview.parsers.nccl_log_patterns import (
     BODY_PATTERNS,
     COLL_LINE,
@@ -292,7 +292,7 @@ def parse(
     if reader.records == 0:
         problem = f"no NCCL_DEBUG records in {reader.line_no} lines (not an NCCL_DEBUG=INFO log?)"
         raise InputError(source, f"{truncated}; {problem}" if truncated else problem)
-    counts = {
+    counts: LineCounts = {
         "lines_total": reader.line_no,
         "lines_skipped": reader.skipped,
         "lines_too_long": reader.too_long,

@@ -6,6 +6,8 @@ exploded, and the communicator each init-time record belongs to (see `attach_com
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import polars as pl
 from traceview.parsers.nccl_log_raw import RawRows, typed
 from traceview.parsers.nccl_log_totals import (
@@ -27,6 +29,20 @@ from traceview.nccl import (
     transport_kind,
     with_call_size,
 )
+
+
+class LineCounts(TypedDict):
+    """What the reader counted (fields of `NcclLog` of the same names)."""
+
+    lines_total: int
+    lines_skipped: int
+    lines_too_long: int
+    chars_replaced: int
+    records: int
+    records_unrecognised: int
+    lines_joined: int
+    collective_calls_seen: int
+
 
 # Numeric algorithm / protocol codes of the old TUNING lines -> the names newer NCCL prints.
 ALGO_CODES = {"0": "TREE", "1": "RING"}
@@ -125,7 +141,8 @@ def _collectives(raw: RawRows, comms: pl.DataFrame) -> pl.DataFrame:
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
     typed_colls = colls.with_columns(
         dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
-        bytes=pl.col("count") * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
+        bytes=pl.col("count")
+        * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
     )
     shaped = (
         with_call_size(typed_colls, "bytes")
@@ -315,12 +332,16 @@ def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
         )
         for label, rank, condition, kind in NETWORK_RULES
     ]
-    decided = pl.concat(rules).filter(pl.col("network").is_not_null()).sort("rank", "line", descending=[False, True])
+    decided = (
+        pl.concat(rules)
+        .filter(pl.col("network").is_not_null())
+        .sort("rank", "line", descending=[False, True])
+    )
     return conform(decided.unique(["host", "pid"], keep="first").sort("line"), "networks")
 
 
 def build_log(
-    path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str, int], calls: pl.DataFrame
+    path: str, raw: RawRows, processes: pl.DataFrame, counts: LineCounts, calls: pl.DataFrame
 ) -> NcclLog:
     """Shape the raw rows into the model (not yet validated); `calls`: `CallTally.totals` of every COLL line."""
     setting_rows, network_rows = _setting_rows(raw), raw.frame("network")

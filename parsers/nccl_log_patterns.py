@@ -78,7 +78,9 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "ring",
         " : ",
-        re.compile(r"(?:Ring|Channel) (?P<channel>\d++)(?:/(?P<n_channels>\d++))? :(?P<ranks>(?: +\d++)+) *$"),
+        re.compile(
+            r"(?:Ring|Channel) (?P<channel>\d++)(?:/(?P<n_channels>\d++))? :(?P<ranks>(?: +\d++)+) *$"
+        ),
     ),
     Pattern("tree", "Trees", re.compile(r"Trees (?P<spec>(?:\[\d++\] \S++ ?)+)\s*$")),
     Pattern(
@@ -104,7 +106,9 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
         "comm_shape",
         "nNodes",
         re.compile(
-            r"comm (?P<comm>" + _PTR + r") rank (?P<rank>\d++) nRanks (?P<nranks>\d++) nNodes (?P<n_nodes>\d++)"
+            r"comm (?P<comm>"
+            + _PTR
+            + r") rank (?P<rank>\d++) nRanks (?P<nranks>\d++) nNodes (?P<n_nodes>\d++)"
             r" localRanks (?P<local_ranks>\d++) localRank (?P<local_rank>\d++)"
         ),
     ),

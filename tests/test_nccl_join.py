@@ -147,7 +147,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     collectives = tuple(CollectiveSpec(kind, size, pg) for pg, kind, size in GROUPS.values())  # type: ignore[arg-type]
     scenario = Scenario(
         ranks=RANKS, steps=3, collectives=collectives, compute_us=2000.0, ranks_per_host=PER_HOST,
-        host_offsets_us=(0.0, HOST_OFFSET_US),
+        host_offsets_us=(0.0, HOST_OFFSET_US), nccl_version="2.21.5",  # the logs' version: the same job
     )  # fmt: skip
     write_run(scenario, folder)
     return folder

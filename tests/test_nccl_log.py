@@ -563,7 +563,10 @@ def test_totals_count_every_call(capped: NcclLog) -> None:
     sizes = {FLOAT32: 4, BFLOAT16: 2}
     names = {FLOAT32: "float32", BFLOAT16: "bfloat16"}
     expected: dict[tuple[str, str], list[int]] = {}
-    per_rank_count = {"AllGather", "ReduceScatter"}  # their count is one rank's share (the API's send/recvcount)
+    per_rank_count = {
+        "AllGather",
+        "ReduceScatter",
+    }  # their count is one rank's share (the API's send/recvcount)
     for _, op, datatype, count, _ in _calls():  # plain Python over what was written; every line has nranks=2
         entry = expected.setdefault((op, names[datatype]), [0, 0])
         entry[0] += 1

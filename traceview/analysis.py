@@ -110,7 +110,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
     budget = time_budget(events, windows)
     collectives = analyze_collectives(run, events)
     nccl = (
-        join_nccl(collectives, options.nccl_logs, options.nccl_skipped)
+        join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
         if options.nccl_logs or options.nccl_skipped
         else None
     )

@@ -332,7 +332,6 @@ class NcclLog:
         counts = self.versions["version"].value_counts(sort=True)
         return str(counts["version"][0])
 
-
     @property
     def network_in_use(self) -> str | None:
         """The network NCCL says it uses (`networks`): IB, Socket or Plugin, several comma-separated when

@@ -333,6 +333,6 @@ def _processes_frame(counter: collections.Counter[tuple[str | None, ...]]) -> pl
         },
         orient="row",
     )
-    return frame.with_columns(pl.col("pid", "tid", "cuda_dev").cast(pl.Int64())).sort(
+    return frame.with_columns(pl.col("pid", "tid", "cuda_dev").cast(pl.Int64(), strict=False)).sort(
         "host", "pid", "tid", "cuda_dev", nulls_last=True
     )

@@ -61,9 +61,10 @@ _IB_DEVICE = r"\[\d+\][\w.\-]+:\d+/\w+"
 
 
 def conform_exprs(columns: list[str], name: str) -> list[pl.Expr]:
-    """Expressions selecting the model schema `name` from `columns`: in order, cast, absent ones null."""
+    """Expressions selecting the model schema `name` from `columns`: in order, cast (a number too large for its
+    type becomes null), absent ones null."""
     return [
-        (pl.col(col) if col in columns else pl.lit(None)).cast(dtype).alias(col)
+        (pl.col(col) if col in columns else pl.lit(None)).cast(dtype, strict=False).alias(col)
         for col, dtype in SCHEMAS[name].items()
     ]
 
@@ -167,7 +168,9 @@ def _rings(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
     rings = raw.frame("ring")
     if rings.is_empty():
         return conform(rings, "rings")
-    rings = rings.with_columns(ranks=pl.col("ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64())))
+    rings = rings.with_columns(
+        ranks=pl.col("ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64()), strict=False)
+    )
     return conform(attach_comm(rings, inits), "rings")
 
 
@@ -195,7 +198,7 @@ def _trees(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
     items = (
         trees.with_columns(item=pl.col("spec").str.extract_all(r"\[\d+\] \S+"))
         .explode("item")
-        .with_columns(channel=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64()))
+        .with_columns(channel=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64(), strict=False))
     )
     halves = pl.concat(
         [_tree_half(items, r"\] ([^|\s]+)", 0), _tree_half(items, r"\|(\S+)$", 1)], how="vertical_relaxed"
@@ -266,9 +269,9 @@ def _network(rows: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("detail").str.extract_all(_IFACE))
     ).explode("item")
     fields = items.with_columns(
-        index=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64()),
+        index=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64(), strict=False),
         device=pl.coalesce(pl.col("item").str.extract(r"^(?:\[\d+\])?([^:\[\]]+)"), pl.col("item")),
-        port=pl.col("item").str.extract(r":(\d+)/\w+$").cast(pl.Int64()),
+        port=pl.col("item").str.extract(r":(\d+)/\w+$").cast(pl.Int64(), strict=False),
         link=pl.col("item").str.extract(r"/(IB|RoCE)$"),
         address=pl.col("item").str.extract(r":([^\s<]+)<\d+>$"),
     )

@@ -51,6 +51,7 @@ BODY_EXAMPLES = (
     "Using network Socket",
     "Bootstrap : Using [0]eth0:10.0.0.1<0>",
     "P2P plugin IBext",
+    "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
     "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>",
     "Connected all rings",
     "transport/net.cc:870 -> 2",

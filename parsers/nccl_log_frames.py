@@ -257,10 +257,15 @@ def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _with_text_columns(frame: pl.DataFrame, *names: str) -> pl.DataFrame:
+    """`frame` with every column of `names`, null text where no row's pattern has that group."""
+    return frame.with_columns(pl.lit(None, pl.String()).alias(n) for n in names if n not in frame.columns)
+
+
 def _network(rows: pl.DataFrame) -> pl.DataFrame:
     if rows.is_empty():
         return conform(rows, "network")
-    rows = rows.with_columns(source=pl.col("source").fill_null("selected"))
+    rows = _with_text_columns(rows, "source").with_columns(source=pl.col("source").fill_null("selected"))
     items = rows.with_columns(
         item=pl.when(pl.col("source") == "NET/IB")
         .then(pl.col("detail").str.extract_all(_IB_DEVICE))
@@ -314,16 +319,10 @@ def _settings(rows: pl.DataFrame) -> dict[str, str]:
 
 def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
     """Per process (host, pid) the network NCCL uses, by `traceview.nccl.NETWORK_RULES` (evidence, line)."""
-    evidence = pl.concat(
-        [
-            network.select(conform_exprs(network.columns, "network")[:3] + [
-                (pl.col(c) if c in network.columns else pl.lit(None)).cast(pl.String()).alias(c)
-                for c in ("source", "detail")
-            ]),
-            settings.select("line", "host", "pid", source="name", detail="value"),
-        ],
-        how="diagonal_relaxed",
-    )  # fmt: skip
+    parts = [settings.select("line", "host", "pid", source="name", detail="value")]
+    if not network.is_empty():
+        parts.append(_with_text_columns(network, "source").select("line", "host", "pid", "source", "detail"))
+    evidence = pl.concat(parts, how="diagonal_relaxed")
     if evidence.is_empty():
         return conform(evidence, "networks")
     rules = [

@@ -11,7 +11,7 @@ generations of the communicator init line, `nRanks nNodes localRanks`, rings (`R
 `down->me->up`), transports (`Ring|Channel|CollNet NN[/c] : a[dev] -> b[dev] [send|receive] via X`), channel
 counts (three generations), COLL lines, TUNING lines (2.4-2.22 `N Bytes -> Algo a proto p time t`, 2.23+
 `Op: N Bytes -> Algo NAME proto NAME channel{Lo..Hi}={a..b}[ comm %p]`), `Init timings` (2.22 and 2.23+),
-error propagation (`file.cc:123 -> 4`), `NCCL_X set by environment to v`, and PyTorch's ProcessGroupNCCL
+error propagation (`file.cc:123 -> 4`), `NCCL_X|RCCL_X set by environment to v`, and PyTorch's ProcessGroupNCCL
 lines.
 """
 
@@ -30,6 +30,10 @@ class Pattern(NamedTuple):
 
 
 _PTR = r"(?:0x[0-9a-fA-F]+|\(nil\)|0)"
+
+# `NCCL version 2.21.5+cuda12.4`; RCCL (ROCm's fork, same record prefix) prints `RCCL version 2.6.4+hip3.5`,
+# newer ones `RCCL version : 2.20.5-HEAD:0c8d3b8`.
+_VERSION = re.compile(r"(?:NCCL version|RCCL version(?: :)?) (?P<version>\d[\w.+\-]*)")
 
 # Where one NCCL record starts inside a physical line: `host:pid:tid [dev] [file.cc:N ]NCCL INFO|WARN `.
 # Found in two steps for speed: RECORD_ANCHOR (it begins with a literal "[", which the regex engine scans
@@ -132,9 +136,9 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "setting",
         "set by environment",
-        re.compile(r"(?P<name>NCCL_\w++) set by environment to (?P<value>.*)"),
+        re.compile(r"(?P<name>[NR]CCL_\w++) set by environment to (?P<value>.*)"),
     ),
-    Pattern("version", "NCCL version", re.compile(r"NCCL version (?P<version>\d[\w.+\-]*)")),
+    Pattern("version", "CCL version", _VERSION),
     # Which network NCCL uses (docs/metrics.md, "NCCL log"): `Using network IB|Socket|<plugin name>` (2.12+),
     # what each network's init prints (`NET/IB : Using [0]mlx5_0:1/IB ; OOB ...`, `NET/IB : No device found.`,
     # `NET/Socket : Using [0]eth0:10.0.0.1<0>`, `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'`), the
@@ -177,7 +181,7 @@ FOREIGN_PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     Pattern("nccl_error", "NCCL error", re.compile(r"(?P<text>NCCL error(?:.*\S)?)")),
-    Pattern("version", "NCCL version", re.compile(r"NCCL version (?P<version>\d[\w.+\-]*)")),
+    Pattern("version", "CCL version", _VERSION),
 )
 
 # The process a foreign line came from, when a launcher prefix says so: Ray's "(RayTrainWorker pid=615, ...)".

@@ -114,3 +114,14 @@ def test_calls_listed_without_init_lines(tmp_path: Path) -> None:
     for op, *_, size in CALLS:
         row = per_op[("comm 0xabc of h:7", op)]
         assert (row["calls"], row["bytes"], row["max_size_bytes"]) == (1, size, size)
+
+
+def test_rccl_version_and_settings(tmp_path: Path) -> None:
+    """RCCL (ROCm) keeps NCCL's record prefix but names itself in its version line and some variables."""
+    writer = Writer("mi300-a", 5, 5, 0)
+    lines = ["RCCL version 2.18.3+hip6.1", "RCCL_MSCCL_ENABLE set by environment to 0", "Using network IB"]
+    log = nccl_log.parse(_write(tmp_path / "rccl.log", [writer.info(line) for line in lines]))
+    assert log.version == "2.18.3+hip6.1"
+    assert (log.versions["major"][0], log.versions["minor"][0], log.versions["patch"][0]) == (2, 18, 3)
+    assert log.settings == {"RCCL_MSCCL_ENABLE": "0"}
+    assert log.network_in_use == "IB"

@@ -1,6 +1,14 @@
 """Throughput of the NCCL_DEBUG log parser: write a synthetic log of SIZE_MB (default 1024) and parse it.
 
     python benchmarks/nccl_log_bench.py [SIZE_MB [DISTINCT_COUNTS]]
+    python benchmarks/nccl_log_bench.py long [SIZE_MB]
+
+`long` (SIZE_MB default 10) times single lines of SIZE_MB each, the hostile inputs of a fuzzer (record starts
+repeated, a ring line that never ends right, a COLL prefix and digits, plain text without a newline), against
+the baseline of an ordinary log of the same size in the same run, and prints each one's time and its ratio to
+the baseline: the parser drains such a line unread (`parsers.nccl_log.MAX_LINE_CHARS`), so the ratio stays
+near or under 1. Then the same text cut into 60 KB lines, which are matched: the time stays linear in the size
+(a few times the baseline where every line holds thousands of records).
 
 The log is written streaming (a block of lines repeated with fresh opCounts): per block, 8 processes' COLL
 lines (80%), TUNING lines, transport and init lines, one WARN, and non-NCCL application lines (skipped).
@@ -56,7 +64,61 @@ def write_log(path: Path, size_bytes: int, distinct_counts: int = 0) -> int:
     return written
 
 
+MATCHED_CHARS = 60_000
+"""Length of the hostile lines that are matched (under `parsers.nccl_log.MAX_LINE_CHARS`)."""
+LONG_LINES = {
+    "record starts repeated": "h:1:1 [0] NCCL INFO ",
+    "ring line, never ends right": " 1",
+    "COLL prefix then digits": "0",
+    "plain text, no newline": "NCCL INFO via ",
+}
+LONG_LINE_HEADS = {
+    "record starts repeated": "",
+    "ring line, never ends right": "h:1:1 [0] NCCL INFO Channel 00 :",
+    "COLL prefix then digits": "h:1:1 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count ",
+    "plain text, no newline": "",
+}
+
+
+def _timed_parse(path: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    log = nccl_log.parse(path)
+    return time.perf_counter() - start, log.lines_too_long
+
+
+def long_lines(size_mb: float) -> None:
+    """Parse time of each hostile single line (module doc) against an ordinary log of the same size."""
+    size = int(size_mb * 1024 * 1024)
+    valid = "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline_path = Path(tmp) / "baseline.log"
+        write_log(baseline_path, size, 100)
+        baseline, _ = _timed_parse(baseline_path)
+        print(f"baseline: ordinary log of {size_mb:g} MB in {baseline:.2f} s")
+        for name, piece in LONG_LINES.items():
+            path = Path(tmp) / "long.log"
+            head = LONG_LINE_HEADS[name]
+            body = (piece * ((size - len(head)) // len(piece) + 1))[: size - len(head)]
+            end = "" if name.endswith("no newline") else "\n"
+            path.write_text(valid + head + body + end, encoding="utf-8")
+            elapsed, too_long = _timed_parse(path)
+            print(
+                f"{name}: one {size_mb:g} MB line in {elapsed:.3f} s ({too_long} line drained unread), "
+                f"{elapsed / baseline:.3f} x the baseline"
+            )
+            short = (head + body)[:MATCHED_CHARS] + "\n"  # just under the cap: matched, every pattern tried
+            path.write_text(valid + short * (size // len(short)), encoding="utf-8")
+            elapsed, _ = _timed_parse(path)
+            print(
+                f"{name}: {size_mb:g} MB of {MATCHED_CHARS // 1000} KB lines in {elapsed:.3f} s, "
+                f"{elapsed / baseline:.3f} x the baseline"
+            )
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "long":
+        long_lines(float(sys.argv[2]) if len(sys.argv) > 2 else 10.0)
+        return
     size_mb = float(sys.argv[1]) if len(sys.argv) > 1 else 1024.0
     distinct_counts = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     with tempfile.TemporaryDirectory() as tmp:

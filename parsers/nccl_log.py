@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import collections
 import gzip
+import zlib
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
 import polars as pl
-from traceview.parsers.nccl_log_frames import build_log
+from traceview.parsers.nccl_log_frames import LineCounts, build_log
 from traceview.parsers.nccl_log_patterns import (
     BODY_PATTERNS,
     COLL_LINE,
@@ -42,6 +45,11 @@ MAX_TUNING_ROWS = 100_000
 MAX_WARNING_ROWS = 10_000
 """Warnings kept as rows (`NcclLog.warnings`) of each origin (`nccl_log_totals.WARNING_SOURCES`);
 `NcclLog.warning_totals` counts them all."""
+MAX_LINE_CHARS = 65_536
+"""Longest physical line matched against the patterns; a longer one is drained unread and counted as skipped
+(`NcclLog.lines_too_long`): NCCL's own lines are a few hundred characters, so it is not NCCL's."""
+_DRAIN_CHARS = 1 << 20
+_REPLACED = "\ufffd"
 _COLL = next(pattern for pattern in BODY_PATTERNS if pattern.name == "coll")
 _MAX_OPEN_HEADERS = 64
 _WHITESPACE = (" ", "\t")
@@ -102,7 +110,7 @@ def _record_starts(line: str) -> list[_Start]:
     starts: list[_Start] = []
     low = 0
     for anchor in RECORD_ANCHOR.finditer(line):
-        word_end = len(line[: anchor.start()].rstrip(" "))
+        word_end = low + len(line[low : anchor.start()].rstrip(" "))  # from `low`: linear in the line
         word_begin = max(line.rfind(" ", low, word_end) + 1, low)
         host = HOST_TAIL.search(line, word_begin, word_end) if word_end > word_begin else None
         begin = host.start() if host is not None else anchor.start()
@@ -128,6 +136,15 @@ class _Reader:
         self.tail: tuple[Identity, str] | None = None
         self.open_headers: collections.deque[Identity] = collections.deque(maxlen=_MAX_OPEN_HEADERS)
         self.processes: collections.Counter[tuple[str | None, ...]] = collections.Counter()
+        self.too_long = 0
+        self.replaced = 0
+
+    def long_line(self) -> None:
+        """Count one line too long to match (`MAX_LINE_CHARS`): a skipped line, and the end of any record."""
+        self.line_no += 1
+        self.too_long += 1
+        self.skipped += 1
+        self.tail = None
 
     def feed(self, raw: str) -> None:
         """Consume one physical line."""
@@ -220,6 +237,39 @@ def _open(path: Path) -> TextIO:
     return path.open("r", encoding="utf-8", errors="replace")
 
 
+def _lines(handle: TextIO, reader: _Reader) -> Iterator[str]:
+    """The physical lines of `handle`, each read at most `MAX_LINE_CHARS` at a time: a longer line is drained
+    in pieces, never held whole, and counted in `reader.long_lines` (it yields nothing)."""
+    while True:
+        line = handle.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+            while line and not line.endswith("\n"):
+                line = handle.readline(_DRAIN_CHARS)
+            reader.long_line()
+            continue
+        if _REPLACED in line:
+            reader.replaced += line.count(_REPLACED)
+        yield line
+
+
+def _read(source: Path, reader: _Reader) -> str | None:
+    """Feed every line of `source` to `reader`; the warning of a truncated .gz (what was read is kept).
+
+    Raises InputError when the file cannot be opened or read, or a .gz is corrupt.
+    """
+    try:
+        with _open(source) as handle:
+            for line in _lines(handle, reader):
+                reader.feed(line)
+    except EOFError as err:  # gzip stream cut short: keep what was read
+        return f"truncated gzip file: read {reader.line_no} lines before it ended ({err})"
+    except (OSError, zlib.error) as err:
+        raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
+    return None
+
+
 def parse(
     path: str | Path,
     *,
@@ -230,24 +280,23 @@ def parse(
     """Parse the NCCL_DEBUG log at `path` (plain text or .gz) into a validated `NcclLog`.
 
     The `max_*_rows` caps bound the rows kept per record family (see `NcclLog`); the totals count every record.
-    Raises InputError when the file cannot be read or holds no NCCL record at all.
+    Lines longer than `MAX_LINE_CHARS` are not matched (counted in `lines_too_long` and `lines_skipped`);
+    invalid UTF-8 is replaced by U+FFFD (counted in `chars_replaced`); a truncated .gz keeps what was read,
+    with a note in `NcclLog.notes`. Raises InputError when the file cannot be read, a .gz is corrupt, or it
+    holds no NCCL record at all.
     """
     source = Path(path)
     limits = {"tuning": max_tuning_rows, **dict.fromkeys(WARNING_SOURCES, max_warning_rows)}
     reader = _Reader(max_call_rows, limits)
-    try:
-        with _open(source) as handle:
-            for line in handle:
-                reader.feed(line)
-    except (OSError, EOFError) as err:
-        raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
+    truncated = _read(source, reader)
     if reader.records == 0:
-        raise InputError(
-            source, f"no NCCL_DEBUG records in {reader.line_no} lines (not an NCCL_DEBUG=INFO log?)"
-        )
-    counts = {
+        problem = f"no NCCL_DEBUG records in {reader.line_no} lines (not an NCCL_DEBUG=INFO log?)"
+        raise InputError(source, f"{truncated}; {problem}" if truncated else problem)
+    counts: LineCounts = {
         "lines_total": reader.line_no,
         "lines_skipped": reader.skipped,
+        "lines_too_long": reader.too_long,
+        "chars_replaced": reader.replaced,
         "records": reader.records,
         "records_unrecognised": reader.unrecognised,
         "lines_joined": reader.joined,
@@ -255,7 +304,20 @@ def parse(
     }
     processes = _processes_frame(reader.processes)
     raw = reader.sink.finish()
-    return build_log(str(source), raw, processes, counts, reader.calls.totals()).validate()
+    log = build_log(str(source), raw, processes, counts, reader.calls.totals())
+    return replace(log, notes=_notes(log, truncated)).validate()
+
+
+def _notes(log: NcclLog, truncated: str | None) -> tuple[str, ...]:
+    """What the reader had to salvage, one sentence each."""
+    notes = [] if truncated is None else [truncated]
+    if log.lines_too_long:
+        notes.append(
+            f"{log.lines_too_long} line(s) longer than {MAX_LINE_CHARS} characters not read (counted as skipped)"
+        )
+    if log.chars_replaced:
+        notes.append(f"{log.chars_replaced} invalid UTF-8 byte sequence(s) replaced by U+FFFD")
+    return tuple(notes)
 
 
 def _processes_frame(counter: collections.Counter[tuple[str | None, ...]]) -> pl.DataFrame:
@@ -271,6 +333,6 @@ def _processes_frame(counter: collections.Counter[tuple[str | None, ...]]) -> pl
         },
         orient="row",
     )
-    return frame.with_columns(pl.col("pid", "tid", "cuda_dev").cast(pl.Int64())).sort(
+    return frame.with_columns(pl.col("pid", "tid", "cuda_dev").cast(pl.Int64(), strict=False)).sort(
         "host", "pid", "tid", "cuda_dev", nulls_last=True
     )

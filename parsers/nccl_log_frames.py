@@ -6,6 +6,8 @@ exploded, and the communicator each init-time record belongs to (see `attach_com
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import polars as pl
 from traceview.parsers.nccl_log_raw import RawRows, typed
 from traceview.parsers.nccl_log_totals import (
@@ -17,12 +19,30 @@ from traceview.parsers.nccl_log_totals import (
 )
 
 from traceview.nccl import (
+    NETWORK_NAME_KINDS,
+    NETWORK_RULES,
     SCHEMAS,
     NcclLog,
     dtype_table,
+    first_match,
     flag_degraded,
     transport_kind,
+    with_call_size,
 )
+
+
+class LineCounts(TypedDict):
+    """What the reader counted (fields of `NcclLog` of the same names)."""
+
+    lines_total: int
+    lines_skipped: int
+    lines_too_long: int
+    chars_replaced: int
+    records: int
+    records_unrecognised: int
+    lines_joined: int
+    collective_calls_seen: int
+
 
 # Numeric algorithm / protocol codes of the old TUNING lines -> the names newer NCCL prints.
 ALGO_CODES = {"0": "TREE", "1": "RING"}
@@ -41,9 +61,10 @@ _IB_DEVICE = r"\[\d+\][\w.\-]+:\d+/\w+"
 
 
 def conform_exprs(columns: list[str], name: str) -> list[pl.Expr]:
-    """Expressions selecting the model schema `name` from `columns`: in order, cast, absent ones null."""
+    """Expressions selecting the model schema `name` from `columns`: in order, cast (a number too large for its
+    type becomes null), absent ones null."""
     return [
-        (pl.col(col) if col in columns else pl.lit(None)).cast(dtype).alias(col)
+        (pl.col(col) if col in columns else pl.lit(None)).cast(dtype, strict=False).alias(col)
         for col, dtype in SCHEMAS[name].items()
     ]
 
@@ -119,17 +140,19 @@ def _collectives(raw: RawRows, comms: pl.DataFrame) -> pl.DataFrame:
     table = dtype_table()
     names = dict(zip(table["datatype"], table["dtype"], strict=True))
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
+    typed_colls = colls.with_columns(
+        dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
+        bytes=pl.col("count")
+        * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
+    )
     shaped = (
-        colls.lazy()
-        .with_columns(
-            dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
-            bytes=pl.col("count")
-            * pl.col("datatype").replace_strict(sizes, default=None, return_dtype=pl.Int64()),
-        )
+        with_call_size(typed_colls, "bytes")
+        .lazy()
         .join(ranks.lazy(), on=["host", "pid", "comm"], how="left", nulls_equal=True, maintain_order="left")
         .with_columns(rank=pl.coalesce("global_rank", "rank"))
     )
-    return shaped.select(conform_exprs([*colls.columns, "dtype", "bytes", "rank"], "collectives")).collect()
+    columns = [*colls.columns, "dtype", "bytes", "size_bytes", "rank"]
+    return shaped.select(conform_exprs(columns, "collectives")).collect()
 
 
 def _transports(raw: RawRows, inits: pl.DataFrame, settings: dict[str, str]) -> pl.DataFrame:
@@ -145,7 +168,9 @@ def _rings(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
     rings = raw.frame("ring")
     if rings.is_empty():
         return conform(rings, "rings")
-    rings = rings.with_columns(ranks=pl.col("ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64())))
+    rings = rings.with_columns(
+        ranks=pl.col("ranks").str.extract_all(r"\d+").cast(pl.List(pl.Int64()), strict=False)
+    )
     return conform(attach_comm(rings, inits), "rings")
 
 
@@ -173,7 +198,7 @@ def _trees(raw: RawRows, inits: pl.DataFrame) -> pl.DataFrame:
     items = (
         trees.with_columns(item=pl.col("spec").str.extract_all(r"\[\d+\] \S+"))
         .explode("item")
-        .with_columns(channel=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64()))
+        .with_columns(channel=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64(), strict=False))
     )
     halves = pl.concat(
         [_tree_half(items, r"\] ([^|\s]+)", 0), _tree_half(items, r"\|(\S+)$", 1)], how="vertical_relaxed"
@@ -216,7 +241,8 @@ def _warnings(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
-    """`CallTally.totals` with dtype, call_bytes (count x element size) and bytes (calls x call_bytes)."""
+    """`CallTally.totals` with dtype, call_bytes (count x element size), size_bytes (S of one call,
+    `traceview.nccl.with_call_size`) and bytes (calls x S)."""
     table = dtype_table()
     names = dict(zip(table["datatype"], table["dtype"], strict=True))
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
@@ -224,15 +250,22 @@ def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
     shaped = totals.with_columns(
         dtype=pl.col("datatype").replace_strict(names, default=None, return_dtype=pl.String()),
         call_bytes=pl.col("count") * size,
-    ).with_columns(bytes=pl.col("calls") * pl.col("call_bytes"))
-    return conform(shaped, "call_totals")
+    )
+    return conform(
+        with_call_size(shaped, "call_bytes").with_columns(bytes=pl.col("calls") * pl.col("size_bytes")),
+        "call_totals",
+    )
 
 
-def _network(raw: RawRows) -> pl.DataFrame:
-    rows = raw.frame("network")
+def _with_text_columns(frame: pl.DataFrame, *names: str) -> pl.DataFrame:
+    """`frame` with every column of `names`, null text where no row's pattern has that group."""
+    return frame.with_columns(pl.lit(None, pl.String()).alias(n) for n in names if n not in frame.columns)
+
+
+def _network(rows: pl.DataFrame) -> pl.DataFrame:
     if rows.is_empty():
         return conform(rows, "network")
-    rows = rows.with_columns(source=pl.col("source").fill_null("selected"))
+    rows = _with_text_columns(rows, "source").with_columns(source=pl.col("source").fill_null("selected"))
     items = rows.with_columns(
         item=pl.when(pl.col("source") == "NET/IB")
         .then(pl.col("detail").str.extract_all(_IB_DEVICE))
@@ -241,9 +274,9 @@ def _network(raw: RawRows) -> pl.DataFrame:
         .otherwise(pl.col("detail").str.extract_all(_IFACE))
     ).explode("item")
     fields = items.with_columns(
-        index=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64()),
+        index=pl.col("item").str.extract(r"^\[(\d+)\]").cast(pl.Int64(), strict=False),
         device=pl.coalesce(pl.col("item").str.extract(r"^(?:\[\d+\])?([^:\[\]]+)"), pl.col("item")),
-        port=pl.col("item").str.extract(r":(\d+)/\w+$").cast(pl.Int64()),
+        port=pl.col("item").str.extract(r":(\d+)/\w+$").cast(pl.Int64(), strict=False),
         link=pl.col("item").str.extract(r"/(IB|RoCE)$"),
         address=pl.col("item").str.extract(r":([^\s<]+)<\d+>$"),
     )
@@ -270,18 +303,51 @@ def _pg_comms(raw: RawRows) -> pl.DataFrame:
     return conform(rows.drop("cuda_dev").rename({"pg_dev": "cuda_dev"}), "pg_comms")
 
 
-def _settings(raw: RawRows) -> dict[str, str]:
+def _setting_rows(raw: RawRows) -> pl.DataFrame:
+    """`NCCL_X set by environment to v` records: identity, name, value (a final "." dropped: "1." -> "1")."""
     rows = raw.frame("setting")
     if rows.is_empty():
-        return {}
+        return pl.DataFrame(schema={"line": pl.Int64(), "host": pl.String(), "pid": pl.Int64()}).with_columns(
+            name=pl.lit(None, pl.String()), value=pl.lit(None, pl.String())
+        )
+    return rows.with_columns(pl.col("value").str.replace(r"\.?\s*$", ""))
+
+
+def _settings(rows: pl.DataFrame) -> dict[str, str]:
     return dict(zip(rows["name"].to_list(), rows["value"].to_list(), strict=True))
 
 
+def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
+    """Per process (host, pid) the network NCCL uses, by `traceview.nccl.NETWORK_RULES` (evidence, line)."""
+    parts = [settings.select("line", "host", "pid", source="name", detail="value")]
+    if not network.is_empty():
+        parts.append(_with_text_columns(network, "source").select("line", "host", "pid", "source", "detail"))
+    evidence = pl.concat(parts, how="diagonal_relaxed")
+    if evidence.is_empty():
+        return conform(evidence, "networks")
+    rules = [
+        evidence.filter(condition).with_columns(
+            evidence=pl.lit(label),
+            rank=pl.lit(rank),
+            network=pl.lit(kind) if kind else first_match("detail", NETWORK_NAME_KINDS, pl.lit(None)),
+            name=pl.col("source").str.strip_prefix("NET/") if kind else pl.col("detail"),
+        )
+        for label, rank, condition, kind in NETWORK_RULES
+    ]
+    decided = (
+        pl.concat(rules)
+        .filter(pl.col("network").is_not_null())
+        .sort("rank", "line", descending=[False, True])
+    )
+    return conform(decided.unique(["host", "pid"], keep="first").sort("line"), "networks")
+
+
 def build_log(
-    path: str, raw: RawRows, processes: pl.DataFrame, counts: dict[str, int], calls: pl.DataFrame
+    path: str, raw: RawRows, processes: pl.DataFrame, counts: LineCounts, calls: pl.DataFrame
 ) -> NcclLog:
     """Shape the raw rows into the model (not yet validated); `calls`: `CallTally.totals` of every COLL line."""
-    settings = _settings(raw)
+    setting_rows, network_rows = _setting_rows(raw), raw.frame("network")
+    settings = _settings(setting_rows)
     comms, inits = _communicators(raw)
     collectives = _collectives(raw, comms)
     tuning, tuning_totals = _tuning(raw)
@@ -306,7 +372,8 @@ def build_log(
         channel_counts=conform(attach_comm(raw.frame("channel_counts"), inits), "channel_counts"),
         warnings=warnings,
         warning_totals=warning_totals,
-        network=_network(raw),
+        network=_network(network_rows),
+        networks=_networks(network_rows, setting_rows),
         events=conform(raw.frame("event"), "events"),
         pg_comms=_pg_comms(raw),
         settings=settings,

@@ -1,4 +1,7 @@
-"""Terminal tables for one parsed NCCL_DEBUG log (rich). Renders only: figures come from traceview.nccl."""
+"""Terminal tables for one parsed NCCL_DEBUG log (rich). Renders only: figures come from traceview.nccl.
+
+Every string read from the log passes through `traceview.sanitize.printable` (control and bidi characters shown
+as escapes, long text cut), then rich's markup escape."""
 
 from __future__ import annotations
 
@@ -8,16 +11,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from traceview.nccl import NcclLog, collective_summary, communicator_summary, warning_counts
+from traceview.sanitize import printable
 
 _MAX_ROWS = 20
+
+
+def _safe(value: object) -> str:
+    """Input-derived text as it may be printed: sanitized, then markup-escaped."""
+    return escape(printable(value))
 
 
 def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, list):
-        return ", ".join(str(item) for item in value) or "-"
-    return escape(str(value))
+        return _safe(", ".join(str(item) for item in value)) or "-"
+    return _safe(value)
 
 
 def _table(
@@ -36,9 +45,10 @@ def _table(
 
 def _header(log: NcclLog, console: Console) -> None:
     versions = ", ".join(log.versions["version"].unique(maintain_order=True).to_list()) or "not stated"
-    console.print(f"[bold]NCCL log[/bold] {escape(log.path)}")
+    console.print(f"[bold]NCCL log[/bold] {_safe(log.path)}")
     console.print(
-        f"  NCCL version: {escape(versions)}   lines: {log.lines_total}   NCCL records: {log.records}"
+        f"  NCCL version: {_safe(versions)}   network: {_safe(log.network_in_use or 'not stated')}"
+        f"   lines: {log.lines_total}   NCCL records: {log.records}"
         f"   skipped (not NCCL): {log.lines_skipped}   unrecognised records: {log.records_unrecognised}"
         f"   wrapped lines joined: {log.lines_joined}"
         f"   processes: {log.processes.select('host', 'pid').n_unique()}"
@@ -56,7 +66,9 @@ def _header(log: NcclLog, console: Console) -> None:
         console.print(f"  {escape('; '.join(capped))} (the tables below count every record)")
     if log.settings:
         pairs = ", ".join(f"{name}={value}" for name, value in sorted(log.settings.items()))
-        console.print(f"  environment: {escape(pairs)}")
+        console.print(f"  environment: {_safe(pairs)}")
+    for note in log.notes:
+        console.print(f"  [yellow]warning:[/yellow] {_safe(note)}")
 
 
 def _transport_table(log: NcclLog) -> Table:
@@ -93,7 +105,7 @@ def render_nccl(log: NcclLog, console: Console) -> None:
             "op": "op",
             "dtype": "dtype",
             "calls": "calls",
-            "bytes": "bytes",
+            "bytes": "bytes (calls x S)",
             "comms": "comms",
             "processes": "processes",
         }

@@ -147,7 +147,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     collectives = tuple(CollectiveSpec(kind, size, pg) for pg, kind, size in GROUPS.values())  # type: ignore[arg-type]
     scenario = Scenario(
         ranks=RANKS, steps=3, collectives=collectives, compute_us=2000.0, ranks_per_host=PER_HOST,
-        host_offsets_us=(0.0, HOST_OFFSET_US),
+        host_offsets_us=(0.0, HOST_OFFSET_US), nccl_version="2.21.5",  # the logs' version: the same job
     )  # fmt: skip
     write_run(scenario, folder)
     return folder
@@ -373,3 +373,114 @@ def test_one_process_driving_several_gpus_in_a_real_log() -> None:
         ("nranks=16 #0", 16, 8, False)
     ]
     assert join.topology.rows() == [(left, 1, [2, 4, 5]), (right, 1, [0, 1, 4, 6, 7])]
+
+
+def network_logs(folder: Path, net_lines: tuple[str, ...], version: str = "2.21.5+cuda12.4") -> list[NcclLog]:
+    """The socket logs with no `via NET/...` connection line: each process states its network only by
+    `net_lines`, printed after its version line (itself rewritten to `version`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index in range(RANKS // PER_HOST):
+        lines = []
+        for line in host_log(index, "NET/Socket/0").splitlines():
+            if " via NET/" in line:
+                continue
+            lines.append(line.replace("2.21.5+cuda12.4", version))
+            if "NCCL version" in line:
+                prefix = line[: line.index("NCCL INFO ") + len("NCCL INFO ")]
+                lines += [prefix + text for text in net_lines]
+        path = folder / f"node{index:03d}.log"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(path)
+    return [nccl_log.parse(path) for path in paths]
+
+
+SOCKET_LINES = ("NET/IB : No device found.", "NET/Socket : Using [0]eth0:10.0.0.1<0>")
+
+
+def test_socket_network_without_connection_lines_overrides_b(
+    run_dir: Path, logs_dir: Path, with_ib: RunAnalysis
+) -> None:
+    logs = network_logs(logs_dir / "socket_net", SOCKET_LINES)
+    assert [log.network_in_use for log in logs] == ["Socket", "Socket"]
+    assert all(log.transports.filter(pl.col("kind") == "NET/Socket").is_empty() for log in logs)
+    assert with_ib.collectives is not None
+    join = join_nccl(with_ib.collectives, logs, run=load_run(str(run_dir)))
+    overridden = {o.group: o for o in join.link_overrides}
+    assert sorted(overridden) == [
+        "0",
+        "1",
+        "3",
+    ]  # the groups spanning both hosts; "2" is ranks 1, 2 on node000
+    assert {o.link.key for o in overridden.values()} == {"tcp_socket"}
+    assert {o.bandwidth_bytes_per_s for o in overridden.values()} == {10e9 / 8}
+    assert {o.provenance for o in overridden.values()} == {"nccl log"}
+    (flag,) = join.verdict_flags
+    assert "process group(s) 0, 1, 3 use TCP sockets" in flag
+    assert "NCCL's network is Socket" in flag
+    assert "NET/Socket : Using" in flag
+
+
+def test_socket_network_reaches_groups_no_communicator_matched(
+    run_dir: Path, logs_dir: Path, with_ib: RunAnalysis
+) -> None:
+    logs = network_logs(logs_dir / "socket_nocoll", ("Using network Socket",))
+    stripped = [replace(log, collectives=log.collectives.clear()) for log in logs]
+    assert with_ib.collectives is not None
+    join = join_nccl(with_ib.collectives, stripped, run=load_run(str(run_dir)))
+    rows = group_rows(join)
+    assert rows["0"]["comm_keys"] is None  # unmatched (two 8-rank communicators, no COLL lines)
+    assert rows["0"]["nodes"] == 2  # its ranks' hosts, from the logs
+    assert sorted(o.group for o in join.link_overrides) == ["0", "1", "3"]
+
+
+def foreign_log(folder: Path, nranks: int, version: str) -> NcclLog:
+    """A one-process log of another job: one communicator of `nranks` ranks on host elsewhere."""
+    folder.mkdir(parents=True, exist_ok=True)
+    w = Writer("elsewhere", 77, 77, 0)
+    init = w.info(INIT_FORMATS["2.16+"], "0x5000", 0, nranks, 0, 0, 0x1000, 0xEEE)
+    path = folder / f"other_{nranks}_{version}.log"
+    path.write_text(
+        f"{w.info('NCCL version ' + version)}\n{init}\n{w.info(SOCKET_LINES[1])}\n", encoding="utf-8"
+    )
+    return nccl_log.parse(path)
+
+
+@pytest.mark.parametrize(
+    ("nranks", "version", "reasons"),
+    [
+        (
+            16,
+            "2.21.5+cuda12.4",
+            ("no communicator of its sizes (16)", "its world size is 16, the traces' is 8"),
+        ),
+        (8, "2.18.1+cuda12.1", ("its NCCL version 2.18.1 is not the traces' (2.21.5)",)),
+    ],
+)
+def test_a_log_of_another_job_is_set_apart(
+    run_dir: Path, logs_dir: Path, with_ib: RunAnalysis, nranks: int, version: str, reasons: tuple[str, ...]
+) -> None:
+    ours = write_logs(logs_dir / f"ours_{nranks}", "NET/IB/0/GDRDMA")
+    other = foreign_log(logs_dir / "other", nranks, version)
+    assert with_ib.collectives is not None
+    join = join_nccl(with_ib.collectives, [*ours, other], run=load_run(str(run_dir)))
+    ((path, why),) = join.foreign
+    assert path == other.path
+    assert [reason for reason in reasons if reason not in why] == []
+    assert other.path not in join.paths
+    assert "elsewhere" not in join.hosts_by_rank.values()
+    assert join.link_overrides == ()  # its socket network is not used
+    assert [note for note in join.notes if other.path in note and "another job" in note]
+    assert join.hosts_by_rank == nccl_of(with_ib).hosts_by_rank
+
+
+def test_a_version_mismatch_alone_sets_every_log_apart(
+    run_dir: Path, logs_dir: Path, with_ib: RunAnalysis
+) -> None:
+    logs = network_logs(logs_dir / "old_version", SOCKET_LINES, version="2.18.3+cuda12.2")
+    assert with_ib.collectives is not None
+    join = join_nccl(with_ib.collectives, logs, run=load_run(str(run_dir)))
+    assert [path for path, _ in join.foreign] == [log.path for log in logs]
+    assert join.hosts_by_rank == {}
+    assert join.link_overrides == ()
+    assert join.verdict_flags == ()

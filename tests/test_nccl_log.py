@@ -563,10 +563,14 @@ def test_totals_count_every_call(capped: NcclLog) -> None:
     sizes = {FLOAT32: 4, BFLOAT16: 2}
     names = {FLOAT32: "float32", BFLOAT16: "bfloat16"}
     expected: dict[tuple[str, str], list[int]] = {}
-    for _, op, datatype, count, _ in _calls():  # plain Python over what was written
+    per_rank_count = {
+        "AllGather",
+        "ReduceScatter",
+    }  # their count is one rank's share (the API's send/recvcount)
+    for _, op, datatype, count, _ in _calls():  # plain Python over what was written; every line has nranks=2
         entry = expected.setdefault((op, names[datatype]), [0, 0])
         entry[0] += 1
-        entry[1] += count * sizes[datatype]
+        entry[1] += count * sizes[datatype] * (2 if op in per_rank_count else 1)  # S, nccl-tests convention
     summary = collective_summary(capped)
     got = {(r["op"], r["dtype"]): [r["calls"], r["bytes"]] for r in summary.iter_rows(named=True)}
     assert got == expected

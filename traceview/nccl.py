@@ -14,7 +14,10 @@ from functools import reduce
 
 import polars as pl
 
+from traceview.collectives import SIZE_RULES
+from traceview.collectives import _size_expr as size_rule_expr
 from traceview.errors import InputError
+from traceview.vocab import canonical_collective_expr
 
 # ncclDataType_t code -> (name, bytes per element). 0-8 since NCCL 2.0, bfloat16 since 2.10, fp8 since 2.19.
 DTYPES: tuple[tuple[int, str, int], ...] = (
@@ -60,6 +63,35 @@ WARNING_KINDS: tuple[tuple[str, str], ...] = (
     ("timeout", r"(?i)\btime(?:d)?[ -]?out"),
     ("error", r"(?i)unhandled|internal error|invalid|remote process|NCCL error|-> \d+$"),
 )
+
+# A network's name as NCCL prints it (`Using network X`, `NCCL_NET=X`, `P2P plugin X`) -> its kind: the first
+# matching regex wins. IBext (the SHARP/HPC-X plugin) and other IB-verbs plugins run over IB.
+NETWORK_NAME_KINDS: tuple[tuple[str, str], ...] = (
+    ("IB", r"(?i)^IB"),
+    ("Socket", r"(?i)^Socket"),
+    ("Plugin", r"."),
+)
+
+# Which network a process uses (`NcclLog.networks`), from its "network" records (source, detail) and its
+# `NCCL_X set by environment` records (source = the variable, detail = its value): (evidence, rank, condition,
+# kind). The row of lowest rank decides (the last line among equals); `kind` None: by `NETWORK_NAME_KINDS` of
+# the detail. NCCL tries a net plugin, then IB, then sockets, printing each one's init.
+NETWORK_RULES: tuple[tuple[str, int, pl.Expr, str | None], ...] = (
+    ("Using network", 0, pl.col("source").is_null(), None),
+    ("NCCL_NET", 1, pl.col("source") == "NCCL_NET", None),
+    ("NET/Socket : Using", 2, (pl.col("source") == "NET/Socket") & pl.col("detail").str.starts_with("Using"),
+     "Socket"),
+    ("NET/IB : Using", 2, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("Using"), "IB"),
+    ("P2P plugin", 2, pl.col("source") == "P2P plugin", None),
+    ("NET/Plugin : Loaded", 2, (pl.col("source") == "NET/Plugin") & pl.col("detail").str.contains("(?i)loaded"),
+     "Plugin"),
+    ("NET/<plugin>", 2, pl.col("source").str.contains(r"^NET/") & ~pl.col("source").is_in(
+        ["NET/IB", "NET/Socket", "NET/Plugin"]), "Plugin"),
+    ("NET/Socket", 3, pl.col("source") == "NET/Socket", "Socket"),
+    ("NCCL_IB_DISABLE=1", 4, (pl.col("source") == "NCCL_IB_DISABLE") & (pl.col("detail") == "1"), "Socket"),
+    ("NET/IB : No device found", 5, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("No device"),
+     "Socket"),
+)  # fmt: skip
 
 IDENTITY_SCHEMA: dict[str, pl.DataType] = {
     "line": pl.Int64(),
@@ -143,6 +175,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "datatype": pl.Int64(),
         "dtype": pl.String(),
         "bytes": pl.Int64(),
+        "size_bytes": pl.Int64(),
         "red_op": pl.Int64(),
         "root": pl.Int64(),
         "comm": pl.String(),
@@ -152,7 +185,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     },
     "call_totals": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "op": pl.String()}
     | {"datatype": pl.Int64(), "dtype": pl.String()}
-    | dict.fromkeys(("count", "root", "nranks", "calls", "call_bytes", "bytes"), pl.Int64()),
+    | dict.fromkeys(("count", "root", "nranks", "calls", "call_bytes", "size_bytes", "bytes"), pl.Int64()),
     "tuning_totals": {"host": pl.String(), "pid": pl.Int64(), "comm": pl.String(), "op": pl.String()}
     | {"bytes": pl.Int64(), "algo": pl.String(), "proto": pl.String(), "choices": pl.Int64()},
     "warning_totals": {"kind": pl.String(), "count": pl.Int64(), "line": pl.Int64(), "example": pl.String()},
@@ -201,6 +234,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "address": pl.String(),
     },
     "events": {**IDENTITY_SCHEMA, "event": pl.String()},
+    "networks": {
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "line": pl.Int64(),
+        "network": pl.String(),
+        "name": pl.String(),
+        "evidence": pl.String(),
+    },
     "pg_comms": {**IDENTITY_SCHEMA, "pg": pl.String(), "rank": pl.Int64(), "comm": pl.String()},
 }
 
@@ -241,9 +282,12 @@ class NcclLog:
     network: pl.DataFrame
     events: pl.DataFrame
     pg_comms: pl.DataFrame
+    networks: pl.DataFrame
     settings: dict[str, str] = field(default_factory=dict)
     lines_total: int = 0
     lines_skipped: int = 0
+    lines_too_long: int = 0
+    chars_replaced: int = 0
     records: int = 0
     records_unrecognised: int = 0
     lines_joined: int = 0
@@ -253,6 +297,7 @@ class NcclLog:
     tuning_rows_kept: int = 0
     warnings_seen: int = 0
     warning_rows_kept: int = 0
+    notes: tuple[str, ...] = ()
 
     def frame(self, name: str) -> pl.DataFrame:
         """The model frame called `name` (a key of `SCHEMAS`)."""
@@ -268,7 +313,7 @@ class NcclLog:
                 raise InputError(
                     self.path, f"NCCL log model frame {name!r} has schema {got}, expected {schema}"
                 )
-        if not 0 <= self.lines_skipped <= self.lines_total:
+        if not 0 <= self.lines_too_long <= self.lines_skipped <= self.lines_total:
             raise InputError(self.path, f"{self.lines_skipped} skipped lines of {self.lines_total}")
         for family, kept, seen, total in (
             ("COLL", self.collectives.height, self.collective_calls_seen, self.call_totals["calls"].sum()),
@@ -287,6 +332,13 @@ class NcclLog:
         counts = self.versions["version"].value_counts(sort=True)
         return str(counts["version"][0])
 
+    @property
+    def network_in_use(self) -> str | None:
+        """The network NCCL says it uses (`networks`): IB, Socket or Plugin, several comma-separated when
+        processes differ, None when the log does not say."""
+        names = sorted(self.networks.get_column("network").drop_nulls().unique().to_list())
+        return ", ".join(names) or None
+
 
 def dtype_table() -> pl.DataFrame:
     """`DTYPES` as a frame: datatype (code), dtype (name), dtype_size (bytes per element)."""
@@ -295,6 +347,29 @@ def dtype_table() -> pl.DataFrame:
         schema={"datatype": pl.Int64(), "dtype": pl.String(), "dtype_size": pl.Int64()},
         orient="row",
     )
+
+
+def with_call_size(frame: pl.DataFrame, count_bytes: str) -> pl.DataFrame:
+    """`frame` (COLL rows: op, nranks) with `collective` (canonical name) and `size_bytes`: S of the call in the
+    nccl-tests convention, by the project's one S rule (`traceview.collectives.SIZE_RULES`).
+
+    A COLL line's `count` (column `count_bytes` = count x element size) is the count the API call was given,
+    in every NCCL and RCCL generation: for the collectives of `SIZE_RULES` that is the shard (AllGather's
+    sendcount, ReduceScatter's recvcount: one rank's share, S = count x size x nranks), for every other one
+    the input buffer (AllReduce, Broadcast, Reduce, Send, Recv: S = count x size).
+    """
+    collective = canonical_collective_expr(pl.col("op"))
+    buffer: pl.Expr = pl.lit("in_bytes")
+    for name, (_, shard) in SIZE_RULES.items():
+        buffer = pl.when(collective == name).then(pl.lit(shard)).otherwise(buffer)
+    counted = pl.col(count_bytes)
+    shaped = frame.with_columns(
+        collective=collective,
+        group_size=pl.col("nranks"),
+        in_bytes=pl.when(buffer == "in_bytes").then(counted),
+        out_bytes=pl.when(buffer == "out_bytes").then(counted),
+    )
+    return shaped.with_columns(size_rule_expr()).drop("group_size", "in_bytes", "out_bytes")
 
 
 def first_match(column: str, table: tuple[tuple[str, str], ...], default: pl.Expr) -> pl.Expr:
@@ -387,8 +462,8 @@ def hosts_by_rank(log: NcclLog) -> pl.DataFrame:
 
 
 def collective_summary(log: NcclLog) -> pl.DataFrame:
-    """COLL lines per (op, dtype), over every call of the log (`call_totals`): calls, total bytes, distinct
-    communicators and processes."""
+    """COLL lines per (op, dtype), over every call of the log (`call_totals`): calls, total bytes (calls x S,
+    `with_call_size`), distinct communicators and processes."""
     return (
         log.call_totals.group_by("op", "dtype")
         .agg(

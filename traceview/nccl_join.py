@@ -26,7 +26,9 @@ import polars as pl
 
 from traceview.collective_tables import CollectiveAnalysis
 from traceview.hardware import LinkSpec, link
+from traceview.model import Run
 from traceview.nccl import NcclLog
+from traceview.nccl_foreign import TraceFacts, log_notes, split_foreign
 from traceview.nccl_join_tables import (
     algorithm_mix,
     call_summary,
@@ -38,6 +40,7 @@ from traceview.nccl_join_tables import (
     stacked,
     topology,
     warning_table,
+    with_socket_network,
 )
 from traceview.verdict import Verdict
 
@@ -45,8 +48,10 @@ PROVENANCE = "nccl log"
 METHODS = ("ProcessGroupNCCL line", "rank set and size", "call sequence")
 MIN_SEQUENCE_SHARE = 0.5
 """Least share of a group's (collective, S) signatures a communicator's COLL lines must show to match it."""
-LINK_OVERRIDES: tuple[tuple[str, str], ...] = (("NET/Socket", "tcp_socket"),)
-"""Degraded transport kind -> hardware-table link whose B replaces the table's for a group that uses it."""
+LINK_OVERRIDES: tuple[tuple[str, str, str], ...] = (("uses_socket", "NET/Socket", "tcp_socket"),)
+"""(group flag column, what it means, hardware-table link whose B replaces the table's for a group flagged so).
+`uses_socket`: a `via NET/Socket` connection, or the log's socket network across nodes
+(`traceview.nccl_join_tables.with_socket_network`)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ class NcclJoin:
     global ranks, hosts, GPUs, nodes, transports, degraded reason, ring/tree channels, algo/proto choices, the
     group matched and how). `groups`: per traced process group its communicators, nodes, hosts, transports,
     degraded reason and the B override (link, bandwidth_Bps, bandwidth_source; null: the hardware table's). `calls`: COLL lines per (comm_key, op, dtype). `algorithms`: TUNING
-    choices per (op, message size, algo, proto). `topology`: per host its processes and GPUs.
+    choices per (op, message size, algo, proto). `topology`: per host its processes and GPUs. `foreign`: (path,
+    reasons) of the logs set apart as another job's (`traceview.nccl_foreign`); `paths` are the logs joined.
     """
 
     paths: tuple[str, ...]
@@ -93,6 +99,7 @@ class NcclJoin:
     link_overrides: tuple[LinkOverride, ...]
     verdict_flags: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
+    foreign: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def spans_nodes(self) -> dict[str, bool]:
@@ -195,8 +202,13 @@ def match_groups(comms: pl.DataFrame, groups: pl.DataFrame, shares: pl.DataFrame
     return pl.concat([by_ranks, by_sequence]).select("comm_key", "group", "method", "share")
 
 
-def group_table(groups: pl.DataFrame, comms: pl.DataFrame, hosts: Mapping[int, str]) -> pl.DataFrame:
-    """Per process group: communicators, method, nodes, hosts, transports, degraded reason (comms matched)."""
+def group_table(
+    groups: pl.DataFrame, comms: pl.DataFrame, hosts: Mapping[int, str], socket_evidence: str | None = None
+) -> pl.DataFrame:
+    """Per process group: communicators, method, nodes, hosts, transports, degraded reason (comms matched).
+
+    A group no communicator was matched to, spanning nodes, uses sockets when every log names the socket
+    network (`socket_evidence`: the lines that say so, `socket_evidence`; None: not every log does)."""
     matched = (
         comms.filter(pl.col("group").is_not_null())
         .group_by("group")
@@ -210,6 +222,7 @@ def group_table(groups: pl.DataFrame, comms: pl.DataFrame, hosts: Mapping[int, s
             .sort(),
             degraded=pl.col("degraded").any(),
             degraded_reason=pl.col("degraded_reason").drop_nulls().first(),
+            uses_socket=pl.col("uses_socket").any(),
         )
     )
     rank_host = pl.DataFrame(
@@ -218,17 +231,25 @@ def group_table(groups: pl.DataFrame, comms: pl.DataFrame, hosts: Mapping[int, s
     spans = groups.select("group", rank=pl.col("ranks")).explode("rank").join(rank_host, on="rank")
     spanned = spans.group_by("group").agg(hosts=pl.col("host").unique().sort())
     table = groups.join(matched, on="group", how="left").join(spanned, on="group", how="left")
-    return table.with_columns(
+    table = table.with_columns(
         pl.col("degraded").fill_null(value=False),
         nodes=pl.coalesce(pl.col("nodes"), pl.col("hosts").list.len().cast(pl.Int64)),
-    ).sort("group")
+    )
+    unmatched = pl.col("comm_keys").is_null()
+    by_log = with_socket_network(
+        table.filter(unmatched).with_columns(
+            networks=pl.lit(["Socket"] if socket_evidence else [], pl.List(pl.Utf8)),
+            network_evidence=pl.lit(socket_evidence, pl.Utf8),
+        )
+    ).drop("networks", "network_evidence")
+    return pl.concat([table.filter(~unmatched), by_log], how="diagonal_relaxed").sort("group")
 
 
 def link_overrides(groups: pl.DataFrame) -> tuple[LinkOverride, ...]:
     """A `LinkOverride` for every group whose communicators use a transport of `LINK_OVERRIDES`."""
     found: list[LinkOverride] = []
-    for kind, key in LINK_OVERRIDES:
-        using = groups.filter(pl.col("degraded") & pl.col("transports").list.contains(kind))
+    for column, kind, key in LINK_OVERRIDES:
+        using = groups.filter(pl.col(column).fill_null(value=False))
         found += [
             LinkOverride(row["group"], row["size"], link(key), row["degraded_reason"] or kind)
             for row in using.iter_rows(named=True)  # one per group: a handful, not per event
@@ -295,13 +316,29 @@ def _hosts(members: pl.DataFrame) -> tuple[dict[int, str], tuple[str, ...]]:
     return hosts, notes
 
 
+def _socket_evidence(logs: Sequence[NcclLog]) -> str | None:
+    """The lines that name the socket network, when every log names that network and only it (else None)."""
+    if not logs or any(log.network_in_use != "Socket" for log in logs):
+        return None
+    labels = {label for log in logs for label in log.networks.get_column("evidence").to_list()}
+    return " / ".join(sorted(labels))
+
+
 def join_nccl(
     collectives: CollectiveAnalysis | None,
     logs: Sequence[NcclLog],
     skipped: Sequence[tuple[str, str]] = (),
+    run: Run | None = None,
 ) -> NcclJoin:
-    """Read `logs` together and join them to the run's process groups (`collectives`, None: logs only)."""
+    """Read `logs` together and join them to the run's process groups (`collectives`, None: logs only).
+
+    With the traces (`collectives`), a log another job wrote (`traceview.nccl_foreign`, checked against
+    `run`'s metadata and the traced groups) is set apart with a note, not joined."""
     groups, signatures = trace_groups(collectives)
+    traces = None
+    if collectives is not None:
+        traces = TraceFacts.of_run(run, groups.get_column("size").drop_nulls().to_list())
+    logs, foreign = split_foreign(logs, traces)
     sizes = groups.get_column("size").drop_nulls()
     members = members_frame(logs, int(sizes.max()) if sizes.len() else None)  # type: ignore[arg-type]
     calls = call_table(logs, members)
@@ -312,7 +349,8 @@ def join_nccl(
     ]).unique("comm_key", keep="first", maintain_order=True)  # fmt: skip
     comms = comms.join(found, on="comm_key", how="left")
     hosts, notes = _hosts(members)
-    table = group_table(groups, comms, hosts)
+    notes = log_notes(logs, foreign) + notes
+    table = group_table(groups, comms, hosts, _socket_evidence(logs))
     overrides = link_overrides(table)
     table = table.join(_override_frame(overrides), on="group", how="left")
     degraded = degraded_table(logs, members)
@@ -345,6 +383,7 @@ def join_nccl(
         link_overrides=overrides,
         verdict_flags=_flags(comms, table, degraded, overrides),
         notes=notes,
+        foreign=tuple(foreign),
     )
 
 

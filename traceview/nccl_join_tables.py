@@ -17,8 +17,6 @@ from traceview.collective_tables import size_bucket_exprs
 from traceview.nccl import NcclLog, empty_frame, warning_counts
 from traceview.vocab import canonical_collective_expr
 
-PER_RANK_COUNT_OPS = ("AllGather", "ReduceScatter")
-"""COLL `count` of these is one rank's share: S (SPEC 3) = count x element size x nranks."""
 PROCESS = ["process", "comm"]
 
 
@@ -48,10 +46,41 @@ def members_frame(logs: Sequence[NcclLog], world_size: int | None = None) -> pl.
     world = comms.filter(pl.col("nranks") == largest).sort("line") if trusted else comms.clear()
     ranks = world.group_by("gpu").agg(global_rank=pl.col("comm_rank").first())
     columns = ["comm_key", "process", "host", "pid", "comm", "comm_id", "nranks", "comm_rank"]
-    return comms.join(ranks, on="gpu", how="left").select(
-        *columns, "global_rank", "cuda_dev", "bus_id", "n_nodes", "init_state",
+    members = comms.join(ranks, on="gpu", how="left").select(
+        *columns, "global_rank", "cuda_dev", "bus_id", "n_nodes", "init_state", "log",
         ambiguous=pl.col("comm_rank").is_duplicated().over("comm_key"),
     )  # fmt: skip
+    return _with_networks(logs, pl.concat([members, _call_only(logs, members)], how="diagonal_relaxed"))
+
+
+def _call_only(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """Communicators only COLL lines show (no init line names them): comm_key `comm <pointer> of <process>`."""
+    calls = stacked(logs, "call_totals").select("process", "host", "pid", "comm", "nranks", "log")
+    calls = calls.unique(PROCESS, keep="first", maintain_order=True).join(members, on=PROCESS, how="anti")
+    return calls.with_columns(
+        comm_key=pl.format("comm {} of {}", "comm", "process"), ambiguous=pl.lit(value=False)
+    )
+
+
+def _with_networks(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
+    """`members` with `network` and `network_evidence`: its process's (`NcclLog.networks`), else its log's when
+    the log names one network for all its processes."""
+    nets = stacked(logs, "networks").select("process", "log", "network", "evidence")
+    own = nets.unique("process", keep="last").select("process", "network", network_evidence="evidence")
+    per_log = nets.group_by("log").agg(
+        log_network=pl.col("network").first(),
+        log_evidence=pl.col("evidence").first(),
+        kinds=pl.col("network").n_unique(),
+    )
+    return (
+        members.join(own, on="process", how="left")
+        .join(per_log.filter(pl.col("kinds") == 1), on="log", how="left")
+        .with_columns(
+            network=pl.coalesce("network", "log_network"),
+            network_evidence=pl.coalesce("network_evidence", "log_evidence"),
+        )
+        .drop("log_network", "log_evidence", "kinds")
+    )
 
 
 def owned(logs: Sequence[NcclLog], name: str, members: pl.DataFrame) -> pl.DataFrame:
@@ -90,30 +119,49 @@ def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.Dat
         gpus=gpu.unique().sort(),
         nodes=pl.coalesce(pl.col("n_nodes").max(), pl.col("host").drop_nulls().n_unique().cast(pl.Int64)),
         init_complete=(pl.col("init_state") == "COMPLETE").sum().cast(pl.Int64),
+        networks=pl.col("network").drop_nulls().unique().sort(),
+        network_evidence=pl.col("network_evidence").filter(pl.col("network") == "Socket").first(),
     )
     for extra in (links, rings, trees, tuning):
         table = table.join(extra, on="comm_key", how="left")
-    return table.with_columns(pl.col("degraded").fill_null(value=False))
+    return with_socket_network(table.with_columns(pl.col("degraded").fill_null(value=False)))
 
 
-def _with_size(frame: pl.DataFrame, call_bytes: str) -> pl.DataFrame:
-    """`frame` with `collective` (canonical name) and `size_bytes`, S of one call per SPEC 3."""
-    collective = canonical_collective_expr(pl.col("op"))
-    per_rank = collective.is_in(PER_RANK_COUNT_OPS)
-    size = pl.when(per_rank).then(pl.col(call_bytes) * pl.col("nranks")).otherwise(pl.col(call_bytes))
-    return frame.with_columns(collective=collective, size_bytes=size)
+SOCKET_NETWORK_REASON = (
+    "TCP sockets instead of IB/RoCE (the log says NCCL's network is Socket: its `{}` lines; no "
+    "`via NET/Socket` connection line needed)"
+)
+"""Why a communicator spanning nodes is degraded when the log names the socket network (`NcclLog.networks`)."""
+
+
+def with_socket_network(table: pl.DataFrame) -> pl.DataFrame:
+    """`table` (one row per communicator or group: networks, network_evidence, nodes, transports, degraded,
+    degraded_reason) with `uses_socket`: a `via NET/Socket` connection, or the socket network across nodes."""
+    socket_link = pl.col("transports").list.contains("NET/Socket").fill_null(value=False)
+    socket_net = (pl.col("networks").list.contains("Socket") & (pl.col("nodes") > 1)).fill_null(value=False)
+    reason = pl.format(SOCKET_NETWORK_REASON, pl.col("network_evidence"))
+    return table.with_columns(
+        uses_socket=socket_link | socket_net,
+        degraded=pl.col("degraded") | socket_net,
+        degraded_reason=pl.when(socket_net & ~socket_link).then(reason).otherwise(pl.col("degraded_reason")),
+    )
+
+
+def _with_collective(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.nccl.with_call_size`) with `collective`."""
+    return frame.with_columns(collective=canonical_collective_expr(pl.col("op")))
 
 
 def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
     """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per SPEC 3:
     what call-sequence matching reads (a communicator's first calls are the ones that identify it)."""
-    return _with_size(owned(logs, "collectives", members), "bytes")
+    return _with_collective(owned(logs, "collectives", members))
 
 
 def call_summary(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
     """The per-collective call table over every COLL line (`NcclLog.call_totals`): per (comm_key, op, dtype)
     calls, total bytes, smallest and largest S."""
-    totals = _with_size(owned(logs, "call_totals", members), "call_bytes")
+    totals = _with_collective(owned(logs, "call_totals", members))
     return (
         totals.group_by("comm_key", "op", "dtype")
         .agg(

@@ -119,7 +119,7 @@ def reduce_summaries(
     budget = budget_of(frames.per_step)
     collectives = collective_tables(frames.kernels)
     nccl = (
-        join_nccl(collectives, options.nccl_logs, options.nccl_skipped)
+        join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
         if options.nccl_logs or options.nccl_skipped
         else None
     )

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 UTF8_BOM = b"\xef\xbb\xbf"
 LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 BYTE_IN_MESSAGE = re.compile(r"\s*\(byte (\d+)\)")
-DEEP_NESTING = re.compile(rb"(?:[\[{][ \t\n\r]*){128,}")
+DEEP_NESTING = re.compile(rb'(?:[\[{]\s*(?:"[^"\\]{0,64}"\s*:\s*)?){128,}')
+"""A run of openers (`[`, or `{` and a key) that no trace has: where a document too deeply nested starts."""
 MAX_RECOVERY_TRIES = 64
 BATCH_EVENTS = 10_000
 """Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the per-batch
@@ -129,14 +130,19 @@ def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.Decod
     at = int(found[1]) if found else None
     if "truncated" in message or at == len(data):
         return _recover(path, data, head)
-    if "trailing characters" in message and at is not None:
-        document, notes = _decode_any(path, data[:at], head)
-        note = ParseWarning(
-            str(path), f"ignored {len(data) - at} bytes after the JSON document (from byte {at})"
-        )
-        return _decoded(path, data, document, [*notes, note])
     problem = BYTE_IN_MESSAGE.sub("", message).removeprefix("JSON is malformed: ")
-    raise InputError(path, f"malformed JSON: {problem}", where=f"byte {at}" if at is not None else "")
+    refusal = InputError(path, f"malformed JSON: {problem}", where=f"byte {at}" if at is not None else "")
+    if "trailing characters" not in message or at is None:
+        raise refusal
+    end = max(data.rfind(b"}", 0, at), data.rfind(b"]", 0, at)) + 1  # the document's last byte
+    try:
+        document, notes = _decode_any(path, data[:end], head)
+    except msgspec.DecodeError:
+        raise refusal from None
+    note = ParseWarning(
+        str(path), f"ignored {len(data) - end} bytes after the JSON document (from byte {end})"
+    )
+    return _decoded(path, data, document, [*notes, note])
 
 
 def complete_event_batches(

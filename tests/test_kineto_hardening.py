@@ -182,7 +182,8 @@ def test_invalid_utf8_in_the_header_is_replaced_in_the_document(tmp_path: Path) 
     data = doc.replace(b'"node"', b'"no\xc3de"')  # the header comes first: its byte is the first invalid one
     trace = parse_bytes(tmp_path, data)
     assert (trace.meta.hostname, names(trace)) == ("no\ufffdde", ["first", "sec\ufffdond", "third"])
-    assert messages(trace) == [f"invalid UTF-8 from byte {data.index(b'\xc3')} replaced by U+FFFD"]
+    first_bad = data.index(b"\xc3")
+    assert messages(trace) == [f"invalid UTF-8 from byte {first_bad} replaced by U+FFFD"]
 
 
 def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:

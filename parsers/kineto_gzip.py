@@ -6,6 +6,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from traceview.parsers.kineto_limits import ParseLimits
 
@@ -21,7 +22,7 @@ DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "er
 GZIP_MAGIC = b"\x1f\x8b"
 COMPRESSED_SLICE = 1 << 20
 INFLATED_SLICE = 16 << 20
-"""At most this much text comes out of one decompression call, so a limit is passed by at most this much."""
+"""Past the size the gzip trailer states, at most this much text comes out of one call."""
 
 
 def read_bytes(path: Path, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
@@ -41,24 +42,21 @@ def read_bytes(path: Path, limits: ParseLimits) -> tuple[bytes, list[ParseWarnin
 
 
 def _gunzip(path: Path, raw: bytes, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
+    """Inflate in one call up to the size the gzip trailer states (an honest file: no copy of the text), then,
+    if the stream goes on, a slice at a time; refused as soon as the text passes `inflation_cap`."""
+    cap = inflation_cap(len(raw), limits)
+    stated = int.from_bytes(raw[-4:], "little")  # ISIZE: the inflated size modulo 2^32, if the file is whole
     decompressor = _zlib.decompressobj(31)
-    parts: list[bytes] = []
-    inflated = 0
-    view = memoryview(raw)
     try:
-        for start in range(0, len(raw), COMPRESSED_SLICE):
-            pending: bytes | memoryview = view[start : start + COMPRESSED_SLICE]
-            while pending and not decompressor.eof:
-                parts.append(decompressor.decompress(pending, INFLATED_SLICE))
-                inflated += len(parts[-1])
-                _check_inflated(path, inflated, len(raw), limits, start)
-                pending = decompressor.unconsumed_tail
-            if decompressor.eof:
-                break
-        parts.append(decompressor.flush())
+        parts = [decompressor.decompress(raw, min(stated, cap) + 1)]
+        consumed = len(raw) - len(decompressor.unconsumed_tail)
+        _check_inflated(path, len(parts[0]), len(raw), limits, consumed)
+        if not decompressor.eof:
+            parts += _inflate_rest(path, decompressor, len(parts[0]), len(raw), limits)
     except DECOMPRESS_ERRORS as exc:
         raise InputError(path, f"gzip data is corrupt ({exc})") from exc
-    data = b"".join(parts)
+    parts = [part for part in parts if part]
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     del parts
     if not decompressor.eof:
         note = f"gzip stream ends early at compressed byte {len(raw)}; reading the {len(data)} bytes it held"
@@ -66,19 +64,48 @@ def _gunzip(path: Path, raw: bytes, limits: ParseLimits) -> tuple[bytes, list[Pa
     return data, []
 
 
-def _check_inflated(path: Path, inflated: int, compressed: int, limits: ParseLimits, at: int) -> None:
-    """Refuse a file whose text passes `max_inflated_bytes`, or the ratio guard past `ratio_checked_after_bytes`."""
-    where = f"compressed byte {at}"
+def _inflate_rest(
+    path: Path, decompressor: Any, inflated: int, compressed: int, limits: ParseLimits
+) -> list[bytes]:
+    """What follows the first call, `COMPRESSED_SLICE` bytes in and at most `INFLATED_SLICE` out at a time."""
+    rest = memoryview(decompressor.unconsumed_tail)
+    offset = compressed - len(rest)
+    parts: list[bytes] = []
+    for start in range(0, len(rest), COMPRESSED_SLICE):
+        pending: bytes | memoryview = rest[start : start + COMPRESSED_SLICE]
+        end = offset + start + len(pending)
+        while pending and not decompressor.eof:
+            parts.append(decompressor.decompress(pending, INFLATED_SLICE))
+            inflated += len(parts[-1])
+            pending = decompressor.unconsumed_tail
+            _check_inflated(path, inflated, compressed, limits, end - len(pending))
+        if decompressor.eof:
+            break
+    parts.append(decompressor.flush())
+    _check_inflated(path, inflated + len(parts[-1]), compressed, limits, compressed)
+    return parts
+
+
+def inflation_cap(compressed: int, limits: ParseLimits) -> int:
+    """The most text a gzip file of `compressed` bytes may inflate to: `max_inflated_bytes`, and past
+    `ratio_checked_after_bytes` no more than `max_inflation_ratio` times `compressed`."""
+    by_ratio = max(limits.ratio_checked_after_bytes, int(limits.max_inflation_ratio * compressed))
+    return min(limits.max_inflated_bytes, by_ratio)
+
+
+def _check_inflated(path: Path, inflated: int, compressed: int, limits: ParseLimits, consumed: int) -> None:
+    """Refuse a file whose text passes `inflation_cap`, naming the limit it passed."""
+    if inflated <= inflation_cap(compressed, limits):
+        return
+    where = f"compressed byte {consumed}"
     if inflated > limits.max_inflated_bytes:
         raise InputError(path, _too_large(inflated, limits), where=where)
-    ratio = inflated / max(compressed, 1)
-    if inflated > limits.ratio_checked_after_bytes and ratio > limits.max_inflation_ratio:
-        problem = (
-            f"gzip inflates more than {limits.max_inflation_ratio:g} times past "
-            f"{limits.ratio_checked_after_bytes} bytes ({inflated} bytes from {compressed}): a decompression bomb? "
-            "(limits max_inflation_ratio and ratio_checked_after_bytes; raise them with ParseLimits)"
-        )
-        raise InputError(path, problem, where=where)
+    problem = (
+        f"gzip inflates more than {limits.max_inflation_ratio:g} times past "
+        f"{limits.ratio_checked_after_bytes} bytes ({inflated} bytes from {compressed}): a decompression bomb? "
+        "(limits max_inflation_ratio and ratio_checked_after_bytes; raise them with ParseLimits)"
+    )
+    raise InputError(path, problem, where=where)
 
 
 def _too_large(size: int, limits: ParseLimits) -> str:

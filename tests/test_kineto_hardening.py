@@ -245,6 +245,16 @@ def test_a_gzip_bomb_is_refused_by_the_ratio_guard(tmp_path: Path) -> None:
     assert caught.value.where.startswith("compressed byte")
 
 
+def test_a_gzip_bomb_whose_trailer_lies_is_refused_while_streaming(tmp_path: Path) -> None:
+    data = gzip.compress(b"[" + b" " * (40 << 20) + b"]")
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(data[:-4] + (10).to_bytes(4, "little"))  # ISIZE says 10 bytes
+    with pytest.raises(InputError, match="max_inflation_ratio"):
+        kineto.parse(path, ParseLimits(ratio_checked_after_bytes=1 << 20))
+    with pytest.raises(InputError, match="max_inflated_bytes"):
+        kineto.parse(path, ParseLimits(max_inflated_bytes=20 << 20))
+
+
 def test_the_inflated_size_limit(tmp_path: Path) -> None:
     path = kf.write(kf.document(events() * 50, base_ns=BASE_NS), tmp_path / "rank0.json.gz")
     inflated = len(gzip.decompress(path.read_bytes()))

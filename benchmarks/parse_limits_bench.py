@@ -116,7 +116,16 @@ def baseline_tree(revision: str, folder: Path) -> str:
 def long_name_trace(folder: Path, name_mib: int) -> Path:
     """A small valid trace (base time, three kernels) whose second kernel name is `name_mib` MiB long."""
     kernels = [
-        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 5, "args": {"stream": 7}}
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": ts,
+            "dur": 5,
+            "args": {"stream": 7},
+        }
         for name, ts in (("gemm", 10), ("n" * (name_mib << 20), 20), ("relu", 30))
     ]
     document = {"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": kernels}
@@ -142,7 +151,9 @@ def compare(label: str, script: str, sources: dict[str, str], *args: str) -> Non
     """Measure `script` before and after; print both and the ratio of peak memory."""
     runs = {side: measure(script, source, *args) for side, source in sources.items()}
     for side, m in runs.items():
-        print(f"  {label} {side:<6} {m.peak_mib:8.0f} MiB peak, {m.wall_s:6.2f} s, exit {m.exit_code}: {m.said}")
+        print(
+            f"  {label} {side:<6} {m.peak_mib:8.0f} MiB peak, {m.wall_s:6.2f} s, exit {m.exit_code}: {m.said}"
+        )
     before, after = runs["before"].peak_mib, runs["after"].peak_mib
     print(f"  {label} peak memory after / before: {after / before:.3f} ({before / after:.1f}x less)")
 
@@ -155,9 +166,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", default="")
     args = parser.parse_args(argv)
-    revision = args.baseline or subprocess.run(
-        ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    revision = (
+        args.baseline
+        or subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     with tempfile.TemporaryDirectory(prefix="parse_limits_") as tmp:
         folder = Path(tmp)
         sources = {"before": baseline_tree(revision, folder), "after": "installed"}

@@ -73,7 +73,7 @@ def decode(path: Path, data: bytes) -> Decoded:
     except RecursionError:
         deep = DEEP_NESTING.search(data)
         where = f"byte {deep.start()}" if deep else ""
-        raise InputError(path, "JSON nested too deeply (hundreds of levels of [ or {)", where=where) from None
+        raise InputError(path, "JSON nested too deeply (about 1,000 levels of [ or {)", where=where) from None
     except UnicodeDecodeError:  # in a header string: the events' strings are decoded batch by batch
         return _decode_repaired(path, data)
 

@@ -9,7 +9,8 @@ tree. The inputs, made once in a temporary folder:
   `traceview summary --json` (parse, analyses, rendering);
 - a gzip bomb, `--bomb-gib` GiB of zero bytes gzipped (default 1; `head -c 1G /dev/zero | gzip`), read by
   `kineto.parse` (before: inflated whole, then refused as not JSON; after: refused by the ratio guard);
-- the real trace hta_df_index_resolver, parse time (median of `--repeat` runs of `kineto.parse`, in one child).
+- the real trace hta_df_index_resolver: parse time, the median over `--rounds` children (before and after
+  alternating) of each child's median of `--repeat` runs of `kineto.parse`, wall and CPU time.
 
     python benchmarks/parse_limits_bench.py [--name-mib 100] [--bomb-gib 1] [--baseline REV]
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -69,12 +71,13 @@ PARSE_TIME = (
     + """
 import statistics, time
 from traceview.parsers import kineto
-times = []
+walls, cpus = [], []
 for _ in range(int(sys.argv[3])):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     trace = kineto.parse(sys.argv[2])
-    times.append(time.perf_counter() - start)
-print(f"median {statistics.median(times):.3f} s of {times}, {trace.gpu.height} kernels, {trace.cpu.height} cpu")
+    walls.append(time.perf_counter() - start)
+    cpus.append(time.process_time() - start_cpu)
+print(statistics.median(walls), statistics.median(cpus), trace.gpu.height, trace.cpu.height)
 """
 )
 
@@ -158,12 +161,33 @@ def compare(label: str, script: str, sources: dict[str, str], *args: str) -> Non
     print(f"  {label} peak memory after / before: {after / before:.3f} ({before / after:.1f}x less)")
 
 
+def compare_parse_times(trace: Path, sources: dict[str, str], repeat: int, rounds: int) -> None:
+    """Median parse time (wall and CPU, in the child) before and after, children alternating for `rounds`."""
+    medians: dict[str, list[tuple[float, float]]] = {side: [] for side in sources}
+    for _ in range(rounds):
+        for side, source in sources.items():
+            wall, cpu, kernels, cpu_events = measure(PARSE_TIME, source, str(trace), str(repeat)).said.split()
+            medians[side].append((float(wall), float(cpu)))
+    print(
+        f"parse time of {trace.name} ({kernels} kernels, {cpu_events} host events), {rounds} x {repeat} runs:"
+    )
+    wall_of = {side: statistics.median(w for w, _ in runs) for side, runs in medians.items()}
+    cpu_of = {side: statistics.median(c for _, c in runs) for side, runs in medians.items()}
+    for side in sources:
+        print(f"  {side:<6} median {wall_of[side]:.3f} s wall, {cpu_of[side]:.3f} s CPU")
+    print(
+        f"  after / before: {wall_of['after'] / wall_of['before']:.3f} wall, "
+        f"{cpu_of['after'] / cpu_of['before']:.3f} CPU"
+    )
+
+
 def main(argv: list[str]) -> int:
     """Make the inputs, measure, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name-mib", type=int, default=100)
     parser.add_argument("--bomb-gib", type=int, default=1)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", default="")
     args = parser.parse_args(argv)
     revision = (
@@ -185,8 +209,7 @@ def main(argv: list[str]) -> int:
         print(f"gzip bomb: {args.bomb_gib} GiB of zeros in {bomb.stat().st_size / 2**20:.1f} MiB:")
         compare("parse  ", PARSE, sources, str(bomb))
         if REAL_TRACE.is_file():
-            print(f"parse time of {REAL_TRACE.name} ({args.repeat} runs in one child):")
-            compare("parse  ", PARSE_TIME, sources, str(REAL_TRACE), str(args.repeat))
+            compare_parse_times(REAL_TRACE, sources, args.repeat, args.rounds)
     return 0
 
 

@@ -30,11 +30,10 @@ from traceview.parsers.kineto_limits import (
     DEFAULT_LIMITS,
     ParseLimits,
     counted_warnings,
-    cut_long_texts,
-    drop_absurd_intervals,
+    cut_texts,
     int64_or_none,
     is_sane_interval,
-    null_absurd_counts,
+    sane_frame,
 )
 from traceview.parsers.kineto_meta import HeaderChecks
 from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, DistributedInfo, Header
@@ -125,17 +124,23 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
     path = Path(path)
     read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
-    cpu = _concat(read.frames.cpu, CPU_SCHEMA)
+    notes = read.frames.notes
+    gpu = sane_frame(
+        _concat(read.frames.gpu, GPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
+    )
+    cpu = sane_frame(
+        _concat(read.frames.cpu, CPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
+    )
     steps, step_source = _steps(read.frames.gpu_annotations, cpu)
-    meta, meta_warnings = _meta(path, read.header, read.events_total, limits)
+    meta, meta_warnings = _meta(path, read.header, read.events_total, limits, notes)
     return RankTrace(
         path=str(path),
         meta=meta,
-        gpu=_concat(read.frames.gpu, GPU_SCHEMA),
+        gpu=gpu,
         cpu=cpu,
         steps=steps,
         step_source=step_source,
-        warnings=(*read.warnings, *meta_warnings),
+        warnings=(*read.warnings, *meta_warnings, *counted_warnings(str(path), notes)),
         truncated_at_byte=read.truncated_at_byte,
     )
 
@@ -152,7 +157,7 @@ def _read(path: Path, limits: ParseLimits) -> _Read:
         decoded.header,
         frames,
         len(decoded.events),
-        (*warnings, *decoded.warnings, *counted_warnings(str(path), frames.notes)),
+        (*warnings, *decoded.warnings),
         decoded.truncated_at_byte,
     )
 
@@ -167,7 +172,7 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
                 list(compress(complete, map(table.kinds.__contains__, categories)))
             )
             if events:
-                parts.append(_checked(_frame(events, start, end, table, frames.notes), frames))
+                parts.append(_frame(events, start, end, table, frames))
     if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
         annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
         frames.gpu_annotations += [
@@ -175,13 +180,6 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
             for e in annotations
             if e.ts is not None and e.dur is not None and is_sane_interval(e.ts, e.dur, frames.notes)
         ]
-
-
-def _checked(frame: pl.DataFrame, frames: _Frames) -> pl.DataFrame:
-    """A batch's frame without absurd intervals, element counts or long strings (docs/metrics.md, Input limits)."""
-    frame = drop_absurd_intervals(frame, frames.notes)
-    frame = null_absurd_counts(frame, ELEMENT_COUNT_COLUMNS, frames.notes)
-    return cut_long_texts(frame, frames.limits.max_name_chars, frames.notes)
 
 
 def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[float], list[float]]:
@@ -206,17 +204,17 @@ def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl
 
 
 def _frame(
-    events: list[CompleteEvent], start: list[float], end: list[float], table: _Table, notes: Counter[str]
+    events: list[CompleteEvent], start: list[float], end: list[float], table: _Table, frames: _Frames
 ) -> pl.DataFrame:
     """A frame of some of the columns of `table.schema`, a row per event; a column without a value is left out
-    (`_concat` makes it), as polars would scan it in Python for a first value. An integer beyond 64 bits is set
-    to null (counted in `notes`)."""
+    (`_concat` makes it), as polars would scan it in Python for a first value. A name longer than
+    `max_name_chars` is cut here, before polars copies it; an integer beyond 64 bits is set to null (counted)."""
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
     data: dict[str, Column] = {
         "kind": list(map(table.kinds.__getitem__, map(CATEGORY, events))),
-        "name": _or_empty(list(map(NAME, events))),
+        "name": cut_texts(_or_empty(list(map(NAME, events))), frames.limits.max_name_chars, frames.notes),
         "start_us": start,
         "end_us": end,
         "correlation": _ints(_field(args, "correlation")),
@@ -229,7 +227,7 @@ def _frame(
     try:
         return pl.DataFrame(given, schema=schema)
     except (TypeError, OverflowError):  # an integer beyond 64 bits
-        fitted = {name: _fitted(values, schema[name], notes) for name, values in given.items()}
+        fitted = {name: _fitted(values, schema[name], frames.notes) for name, values in given.items()}
         return pl.DataFrame(fitted, schema=schema)
 
 
@@ -380,10 +378,10 @@ def _step_windows(candidates: pl.DataFrame) -> pl.DataFrame:
 
 
 def _meta(
-    path: Path, header: Header, events_total: int, limits: ParseLimits
+    path: Path, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
 ) -> tuple[TraceMeta, list[ParseWarning]]:
     info = header.distributedInfo or DistributedInfo()
-    checks = HeaderChecks(path, limits.max_name_chars)
+    checks = HeaderChecks(path, limits.max_name_chars, notes)
     rank, rank_source = checks.rank(info.rank)
     devices = header.deviceProperties or header.computeProperties or []
     meta = TraceMeta(

@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -82,6 +83,35 @@ RANGE_RULES = (
 QUANTITIES = {"ts": pl.col("start_us"), "dur": pl.col("end_us") - pl.col("start_us")}
 
 
+def sane_frame(
+    frame: pl.DataFrame, count_columns: Sequence[str], max_chars: int, notes: Counter[str]
+) -> pl.DataFrame:
+    """`frame` without absurd intervals (dropped), element counts (null) or long strings (cut; but `name`, cut
+    by `cut_texts` as it is decoded), each counted in `notes`; one pass of minima and maxima when nothing is
+    wrong, as in every real trace."""
+    counts = [name for name in count_columns if name in frame.columns]
+    texts = [name for name, dtype in frame.schema.items() if dtype == pl.Utf8 and name != "name"]
+    extremes = frame.select(
+        *(q.min().alias(f"{name} min") for name, q in QUANTITIES.items()),
+        *(q.max().alias(f"{name} max") for name, q in QUANTITIES.items()),
+        *(pl.col(name).min().alias(f"{name} min") for name in counts),
+        *(pl.col(name).max().alias(f"{name} max") for name in counts),
+        *(pl.col(name).str.len_bytes().max().alias(f"{name} bytes") for name in texts),
+    ).row(0, named=True)
+    if not all(_within(extremes, rule.quantity, rule.low, rule.high) for rule in RANGE_RULES):
+        frame = drop_absurd_intervals(frame, notes)
+    if not all(_within(extremes, name, 0, MAX_ELEMENT_COUNT) for name in counts):
+        frame = null_absurd_counts(frame, counts, notes)
+    if any((extremes[f"{name} bytes"] or 0) > max_chars for name in texts):
+        frame = cut_long_texts(frame, texts, max_chars, notes)
+    return frame
+
+
+def _within(extremes: dict[str, Any], name: str, low: float, high: float) -> bool:
+    smallest, largest = extremes[f"{name} min"], extremes[f"{name} max"]
+    return smallest is None or (low <= smallest and largest <= high)
+
+
 def drop_absurd_intervals(frame: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """`frame` without the rows that break a `RANGE_RULES` row; each drop counted under its rule's note."""
     broken = [~QUANTITIES[rule.quantity].is_between(rule.low, rule.high) for rule in RANGE_RULES]
@@ -119,12 +149,11 @@ def null_absurd_counts(frame: pl.DataFrame, columns: Sequence[str], nulled: Coun
     )
 
 
-def cut_long_texts(frame: pl.DataFrame, max_chars: int, cut: Counter[str]) -> pl.DataFrame:
-    """Every string longer than `max_chars` cut to `max_chars` characters and `...[cut N chars]`."""
-    texts = [name for name, dtype in frame.schema.items() if dtype == pl.Utf8]
-    longest = frame.select(pl.col(texts).str.len_bytes().max()).row(0) if texts else ()
-    if all(length is None or length <= max_chars for length in longest):
-        return frame
+def cut_long_texts(
+    frame: pl.DataFrame, texts: Sequence[str], max_chars: int, cut: Counter[str]
+) -> pl.DataFrame:
+    """Every string of columns `texts` longer than `max_chars` cut to `max_chars` characters and
+    `...[cut N chars]`."""
     cut[f"cut {{count}} strings longer than {max_chars} characters"] += frame.select(
         pl.sum_horizontal(pl.col(texts).str.len_chars() > max_chars).sum()
     ).item()
@@ -150,6 +179,13 @@ def cut_text(text: str, max_chars: int, cut: Counter[str]) -> str:
         return text
     cut[f"cut {{count}} strings longer than {max_chars} characters"] += 1
     return f"{text[:max_chars]}...[cut {len(text) - max_chars} chars]"
+
+
+def cut_texts(texts: list[str], max_chars: int, cut: Counter[str]) -> list[str]:
+    """`cut_text` of each string; the list itself when none is too long (checked in C)."""
+    if max(map(len, texts), default=0) <= max_chars:
+        return texts
+    return [cut_text(text, max_chars, cut) for text in texts]
 
 
 def int64_or_none(values: Sequence[int | None], nulled: Counter[str]) -> list[int | None]:

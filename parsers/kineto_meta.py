@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, counted_warnings, cut_text
+from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, cut_text
 from traceview.parsers.kineto_schema import PgConfig
 
 from traceview.errors import ParseWarning
@@ -22,17 +22,15 @@ UNKNOWN_BASE = "this rank's clock is aligned by its collectives"
 class HeaderChecks:
     """Reads header values for `TraceMeta`, noting what it had to set aside."""
 
-    def __init__(self, path: Path, max_name_chars: int) -> None:
+    def __init__(self, path: Path, max_name_chars: int, cut: Counter[str]) -> None:
         self.path = path
         self.max_name_chars = max_name_chars
         self.notes: list[str] = []
-        self.cut: Counter[str] = Counter()
+        self.cut = cut
 
     def warnings(self) -> list[ParseWarning]:
-        """One warning per value set aside, and one for the strings cut."""
-        return [ParseWarning(str(self.path), note) for note in self.notes] + counted_warnings(
-            str(self.path), self.cut
-        )
+        """One warning per value set aside (the strings cut are counted in the `cut` given)."""
+        return [ParseWarning(str(self.path), note) for note in self.notes]
 
     def text(self, value: str | None) -> str:
         """A header string ("" when absent), cut to `max_name_chars`."""

@@ -233,7 +233,8 @@ def test_long_strings_are_cut_with_a_marker(tmp_path: Path) -> None:
     assert trace.cpu.get_column("pg_desc").to_list() == ["d" * 10 + "...[cut 20 chars]"]
     assert trace.meta.hostname == "h" * 10 + "...[cut 2 chars]"
     assert trace.meta.devices == ("NVIDIA A10...[cut 11 chars]",)  # "NVIDIA A100-SXM4-80GB": 21 characters
-    assert "cut 2 strings longer than 10 characters" in messages(trace)  # the batch: a name and a description
+    # the names k * 5000 and record_param_comms, the description, the host and the device
+    assert "cut 5 strings longer than 10 characters" in messages(trace)
 
 
 def test_a_gzip_bomb_is_refused_by_the_ratio_guard(tmp_path: Path) -> None:

@@ -14,12 +14,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+import pytest
 from traceview.parsers import kineto
 
 from tests import kineto_factory as kf
 from traceview.errors import InputError
+
+pytest.importorskip("hypothesis")  # in the test extra; a bare install skips this module
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 FIELDS = ("ph", "cat", "name", "ts", "dur", "pid", "tid", "args")

@@ -248,11 +248,10 @@ def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Col
 
 
 def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Column]:
-    flops = _field(args, "flops")
     return {
         "pid": _texts(_field(events, "pid")),
         "tid": _texts(_field(events, "tid")),
-        "flops": [None if f is None else float(f) for f in flops] if int in set(map(type, flops)) else flops,
+        "flops": _field(args, "flops"),
         "input_dims": _raw_texts(_either(args, "input_dims", "input_dims_old")),
         "input_types": _raw_texts(_field(args, "input_type")),
     }

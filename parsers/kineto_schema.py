@@ -40,7 +40,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     seq_lower: int | str | None = msgspec.field(default=None, name="seq")
     in_split: str | list[int] | None = msgspec.field(default=None, name="In split size")
     out_split: str | list[int] | None = msgspec.field(default=None, name="Out split size")
-    flops: int | float | None = None
+    flops: float | None = None  # an integer is read as a float; one beyond float64 makes the event unreadable
     input_dims: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input Dims")
     input_dims_old: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input dims")
     input_type: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input type")

@@ -64,6 +64,8 @@ def with_event(bad: Any) -> bytes:
         b"42",
         b'"an event"',
         b'{"ph": "X", "cat": "kernel", "name": "s", "ts": 20, "dur": 1e400}',  # beyond float64
+        b'{"ph": "X", "cat": "kernel", "name": "s", "ts": 20, "dur": 5, "args": {"flops": 1%s}}'
+        % (b"0" * 400),
     ],
 )
 def test_a_mistyped_event_is_dropped_and_counted(tmp_path: Path, bad: bytes) -> None:

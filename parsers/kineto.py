@@ -3,7 +3,8 @@
 Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (see `kineto_io`): each batch of
 complete events becomes small polars frames column by column, its Python objects are freed, and the frames are
 joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter` (loops in C), and the
-collective-call columns only for the rows that carry such arguments.
+collective-call columns only for the rows that carry such arguments. What one file may cost and hold is bounded
+(`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and counted, never the file.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from traceview.parsers.kineto_limits import (
 from traceview.parsers.kineto_meta import HeaderChecks
 from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, DistributedInfo, Header
 
-from traceview.errors import ParseWarning
+from traceview.errors import InputError, ParseWarning
 from traceview.model import (
     CPU_SCHEMA,
     GPU_SCHEMA,
@@ -123,7 +124,10 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for a
     file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
     path = Path(path)
-    read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
+    try:
+        read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
+    except MemoryError:
+        raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
     notes = read.frames.notes
     gpu = sane_frame(
         _concat(read.frames.gpu, GPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
@@ -227,14 +231,8 @@ def _frame(
     try:
         return pl.DataFrame(given, schema=schema)
     except (TypeError, OverflowError):  # an integer beyond 64 bits
-        fitted = {name: _fitted(values, schema[name], frames.notes) for name, values in given.items()}
+        fitted = {name: int64_or_none(values, schema[name], frames.notes) for name, values in given.items()}
         return pl.DataFrame(fitted, schema=schema)
-
-
-def _fitted(values: Column, dtype: pl.DataType, notes: Counter[str]) -> Column:
-    if dtype != pl.Int64 or isinstance(values, pl.Series):
-        return values
-    return int64_or_none(values, notes)
 
 
 def _has_value(values: Column) -> bool:

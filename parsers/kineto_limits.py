@@ -188,11 +188,14 @@ def cut_texts(texts: list[str], max_chars: int, cut: Counter[str]) -> list[str]:
     return [cut_text(text, max_chars, cut) for text in texts]
 
 
-def int64_or_none(values: Sequence[int | None], nulled: Counter[str]) -> list[int | None]:
-    """Integers beyond 64 bits (which polars cannot hold) set to None, counted."""
+def int64_or_none(values: Any, dtype: pl.DataType, nulled: Counter[str]) -> Any:
+    """A list of an integer column with the integers beyond 64 bits (which polars cannot hold) set to None,
+    counted; any other column as it is."""
+    if dtype != pl.Int64 or not isinstance(values, list):
+        return values
     low, high = INT64_RANGE
     kept = [v if v is None or low <= v <= high else None for v in values]
-    nulled["set {count} integers beyond 64 bits to null"] += kept.count(None) - list(values).count(None)
+    nulled["set {count} integers beyond 64 bits to null"] += kept.count(None) - values.count(None)
     return kept
 
 

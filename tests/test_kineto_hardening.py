@@ -331,3 +331,12 @@ def test_cuts_of_a_real_trace_past_its_middle_keep_every_complete_event(tmp_path
         trace = parse_bytes(tmp_path, data[:cut])
         assert names(trace) == expected, cut
         assert trace.truncated_at_byte == cut
+
+
+def test_running_out_of_memory_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_memory(*_: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(kineto, "read_bytes", no_memory)
+    with pytest.raises(InputError, match="not enough memory"):
+        parse_bytes(tmp_path, text(kf.document(events(), base_ns=BASE_NS)))

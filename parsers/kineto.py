@@ -3,13 +3,14 @@
 Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (see `kineto_io`): each batch of
 complete events becomes small polars frames column by column, its Python objects are freed, and the frames are
 joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter` (loops in C), and the
-collective-call columns only for the rows that carry such arguments.
+collective-call columns only for the rows that carry such arguments. What one file may cost and hold is bounded
+(`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and counted, never the file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -19,21 +20,30 @@ from typing import Any
 
 import msgspec
 import polars as pl
+from traceview.parsers.kineto_gzip import read_bytes
 from traceview.parsers.kineto_io import (
     CompleteEvent,
     complete_event_batches,
     decode,
-    read_bytes,
     refuse_without_kineto_events,
 )
-from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
+from traceview.parsers.kineto_limits import (
+    DEFAULT_LIMITS,
+    ParseLimits,
+    counted_warnings,
+    cut_texts,
+    int64_or_none,
+    is_sane_interval,
+    sane_frame,
+)
+from traceview.parsers.kineto_meta import HeaderChecks
+from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, DistributedInfo, Header
 
-from traceview.errors import ParseWarning
+from traceview.errors import InputError, ParseWarning
 from traceview.model import (
     CPU_SCHEMA,
     GPU_SCHEMA,
     STEP_SCHEMA,
-    ProcessGroupConfig,
     RankTrace,
     TraceMeta,
     empty_frame,
@@ -67,7 +77,7 @@ KINETO_CATEGORIES = (
     frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
 )
 STEP_NAME = r"^ProfilerStep#(\d+)$"
-RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+ELEMENT_COUNT_COLUMNS = ("in_nelems", "out_nelems")
 
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
 COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
@@ -89,12 +99,14 @@ class _Table:
 
 @dataclass
 class _Frames:
-    """What the batches of one file have given so far."""
+    """What the batches of one file have given so far, and the problems met (warning notes, counted)."""
 
+    limits: ParseLimits
     gpu: list[pl.DataFrame] = field(default_factory=list)
     cpu: list[pl.DataFrame] = field(default_factory=list)
     gpu_annotations: list[CompleteEvent] = field(default_factory=list)
     any_kineto_category: bool = False
+    notes: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True)
@@ -108,33 +120,43 @@ class _Read:
     truncated_at_byte: int | None
 
 
-def parse(path: str | Path) -> RankTrace:
-    """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats)."""
+def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
+    """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for a
+    file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
     path = Path(path)
-    read = _read(path)  # the file's bytes and decoded objects are freed when it returns
-    cpu = _concat(read.frames.cpu, CPU_SCHEMA)
+    try:
+        read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
+    except MemoryError:
+        raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
+    notes = read.frames.notes
+    gpu = sane_frame(
+        _concat(read.frames.gpu, GPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
+    )
+    cpu = sane_frame(
+        _concat(read.frames.cpu, CPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
+    )
     steps, step_source = _steps(read.frames.gpu_annotations, cpu)
-    meta, meta_warnings = _meta(path, read.header, read.events_total)
+    meta, meta_warnings = _meta(path, read.header, read.events_total, limits, notes)
     return RankTrace(
         path=str(path),
         meta=meta,
-        gpu=_concat(read.frames.gpu, GPU_SCHEMA),
+        gpu=gpu,
         cpu=cpu,
         steps=steps,
         step_source=step_source,
-        warnings=(*read.warnings, *meta_warnings),
+        warnings=(*read.warnings, *meta_warnings, *counted_warnings(str(path), notes)),
         truncated_at_byte=read.truncated_at_byte,
     )
 
 
-def _read(path: Path) -> _Read:
-    data, warnings = read_bytes(path)
+def _read(path: Path, limits: ParseLimits) -> _Read:
+    data, warnings = read_bytes(path, limits)
     decoded = decode(path, data)
-    frames = _Frames()
-    for batch in complete_event_batches(path, data, decoded.events):
+    frames = _Frames(limits)
+    for batch in complete_event_batches(decoded.events, frames.notes):
         _add_batch(frames, batch)
     if decoded.events and not frames.any_kineto_category:
-        refuse_without_kineto_events(path, data, KINETO_CATEGORIES)
+        refuse_without_kineto_events(path, data, decoded.events, KINETO_CATEGORIES)
     return _Read(
         decoded.header,
         frames,
@@ -154,10 +176,14 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
                 list(compress(complete, map(table.kinds.__contains__, categories)))
             )
             if events:
-                parts.append(_frame(events, start, end, table))
+                parts.append(_frame(events, start, end, table, frames))
     if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
         annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
-        frames.gpu_annotations += [e for e in annotations if e.ts is not None and e.dur is not None]
+        frames.gpu_annotations += [
+            e
+            for e in annotations
+            if e.ts is not None and e.dur is not None and is_sane_interval(e.ts, e.dur, frames.notes)
+        ]
 
 
 def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[float], list[float]]:
@@ -181,15 +207,18 @@ def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl
     return joined.with_columns(missing).select(list(schema))
 
 
-def _frame(events: list[CompleteEvent], start: list[float], end: list[float], table: _Table) -> pl.DataFrame:
+def _frame(
+    events: list[CompleteEvent], start: list[float], end: list[float], table: _Table, frames: _Frames
+) -> pl.DataFrame:
     """A frame of some of the columns of `table.schema`, a row per event; a column without a value is left out
-    (`_concat` makes it), as polars would scan it in Python for a first value."""
+    (`_concat` makes it), as polars would scan it in Python for a first value. A name longer than
+    `max_name_chars` is cut here, before polars copies it; an integer beyond 64 bits is set to null (counted)."""
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
     data: dict[str, Column] = {
         "kind": list(map(table.kinds.__getitem__, map(CATEGORY, events))),
-        "name": _or_empty(list(map(NAME, events))),
+        "name": cut_texts(_or_empty(list(map(NAME, events))), frames.limits.max_name_chars, frames.notes),
         "start_us": start,
         "end_us": end,
         "correlation": _ints(_field(args, "correlation")),
@@ -198,7 +227,12 @@ def _frame(events: list[CompleteEvent], start: list[float], end: list[float], ta
         **_comm_columns(args),
     }
     given = {name: values for name, values in data.items() if _has_value(values)}
-    return pl.DataFrame(given, schema={name: table.schema[name] for name in given})
+    schema = {name: table.schema[name] for name in given}
+    try:
+        return pl.DataFrame(given, schema=schema)
+    except (TypeError, OverflowError):  # an integer beyond 64 bits
+        fitted = {name: int64_or_none(values, schema[name], frames.notes) for name, values in given.items()}
+        return pl.DataFrame(fitted, schema=schema)
 
 
 def _has_value(values: Column) -> bool:
@@ -212,11 +246,10 @@ def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Col
 
 
 def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Column]:
-    flops = _field(args, "flops")
     return {
         "pid": _texts(_field(events, "pid")),
         "tid": _texts(_field(events, "tid")),
-        "flops": [None if f is None else float(f) for f in flops] if int in set(map(type, flops)) else flops,
+        "flops": _field(args, "flops"),
         "input_dims": _raw_texts(_either(args, "input_dims", "input_dims_old")),
         "input_types": _raw_texts(_field(args, "input_type")),
     }
@@ -308,7 +341,7 @@ def _texts(values: list[object]) -> Column:
 def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:
     if not any(raws):
         return [None] * len(raws)
-    return [str(raw, "utf-8") if raw else None for raw in raws]
+    return [str(raw, "utf-8", "replace") if raw else None for raw in raws]
 
 
 def _steps(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
@@ -341,44 +374,24 @@ def _step_windows(candidates: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _meta(path: Path, header: Header, events_total: int) -> tuple[TraceMeta, list[ParseWarning]]:
-    info = header.distributedInfo
-    rank, rank_source, warnings = _rank(path, info.rank if info else None)
+def _meta(
+    path: Path, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
+) -> tuple[TraceMeta, list[ParseWarning]]:
+    info = header.distributedInfo or DistributedInfo()
+    checks = HeaderChecks(path, limits.max_name_chars, notes)
+    rank, rank_source = checks.rank(info.rank)
     devices = header.deviceProperties or header.computeProperties or []
     meta = TraceMeta(
         rank=rank,
         rank_source=rank_source,
-        world_size=info.world_size if info else None,
-        backend=(info.backend or "") if info else "",
-        hostname=header.host_name or header.hostname or "",
-        nccl_version=(info.nccl_version or "") if info else "",
-        pytorch_version=header.torch_version or "",
-        devices=tuple(sorted({d.name for d in devices if d.name})),
-        base_time_ns=header.baseTimeNanoseconds or 0,
-        process_groups=_process_groups(info.pg_config if info else None),
+        world_size=checks.world_size(info.world_size),
+        backend=checks.text(info.backend),
+        hostname=checks.text(header.host_name or header.hostname),
+        nccl_version=checks.text(info.nccl_version),
+        pytorch_version=checks.text(header.torch_version),
+        devices=tuple(sorted({checks.text(d.name) for d in devices if d.name})),
+        base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
+        process_groups=checks.process_groups(info.pg_config),
         events_total=events_total,
     )
-    return meta, warnings
-
-
-def _rank(path: Path, declared: int | None) -> tuple[int, str, list[ParseWarning]]:
-    if declared is not None:
-        return declared, "distributedInfo", []
-    found = RANK_IN_FILE_NAME.findall(path.name)
-    if found:
-        return int(found[-1]), "file name", []
-    note = "no rank in distributedInfo or the file name; taken as rank 0"
-    return 0, "assumed", [ParseWarning(str(path), note)]
-
-
-def _process_groups(configs: Sequence[Any] | None) -> tuple[ProcessGroupConfig, ...]:
-    return tuple(
-        ProcessGroupConfig(
-            name=str(c.pg_name) if c.pg_name is not None else "",
-            description=c.pg_desc or "",
-            size=c.pg_size if c.pg_size is not None else len(c.ranks or []),
-            ranks=tuple(c.ranks or ()),
-            backend=c.backend_config or "",
-        )
-        for c in configs or ()
-    )
+    return meta, checks.warnings()

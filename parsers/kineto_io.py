@@ -1,31 +1,31 @@
-"""Bytes in, a decoded Kineto document out: gzip (python-isal when installed), truncation recovery, and a one-line
-explanation when a file is some other kind of trace.
+"""A trace's JSON bytes in, its header and its events' JSON texts out: truncation and malformation recovery, one
+line for what cannot be read, and a one-line explanation when a file is some other kind of trace.
 
-The fast path keeps each event as its JSON text (`msgspec.Raw`, a view into the bytes) and decodes the events in
-batches (`complete_event_batches`), so that only one batch of Python objects lives at a time. Whatever the fast
-path refuses is read again by the tolerant decoder of the whole document, which gives the same events or the
-same error as before batching existed.
+Each event is kept as its JSON text (`msgspec.Raw`, a view into the bytes) and the events are decoded in batches
+(`complete_event_batches`), so that only one batch of Python objects lives at a time. A batch the typed decoders
+refuse is decoded event by event: an event of the wrong type is dropped and counted, invalid UTF-8 inside an event
+is replaced, and the rest of the file is kept (docs/metrics.md, "Input limits").
 """
 
 from __future__ import annotations
 
 import re
-import zlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+from traceview.parsers.kineto_header import decode_object
 from traceview.parsers.kineto_schema import (
-    DOCUMENT_DECODER,
+    CATEGORY_DECODER,
+    EVENT_DECODER,
     EVENTS_DECODER,
-    RAW_DOCUMENT_DECODER,
     RAW_EVENTS_DECODER,
+    TAGGED_EVENT_DECODER,
     TAGGED_EVENTS_DECODER,
+    CategoryProbe,
     Complete,
-    Document,
     Event,
     Header,
     Probe,
@@ -34,104 +34,162 @@ from traceview.parsers.kineto_schema import (
 
 from traceview.errors import InputError, NotKinetoError, ParseWarning
 
-_zlib: ModuleType
-try:  # python-isal decompresses gzip several times faster than zlib
-    from isal import isal_zlib as _zlib
-except ImportError:  # pragma: no cover - the standard library is the fallback
-    _zlib = zlib
-DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
+if TYPE_CHECKING:
+    from pathlib import Path
 
-GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
+BYTE_IN_MESSAGE = re.compile(r"\s*\(byte (\d+)\)")
+DEEP_NESTING = re.compile(rb'(?:[\[{]\s*(?:"[^"\\]{0,64}"\s*:\s*)?){128,}')
+"""A run of openers (`[`, or `{` and a key) that no trace has: where a document too deeply nested starts."""
 MAX_RECOVERY_TRIES = 64
 BATCH_EVENTS = 10_000
 """Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the per-batch
 costs (a join, a decoder call, small polars frames) stay negligible."""
+BATCH_ERRORS = (msgspec.ValidationError, UnicodeDecodeError)
+WRONG_TYPE = "dropped {count} events of the wrong type (not an object, or a field of another type)"
+REPAIRED_UTF8 = "replaced invalid UTF-8 by U+FFFD in {count} events"
 CompleteEvent = Complete | Event
 
 
 @dataclass(frozen=True)
 class Decoded:
-    """A document's header and its events: JSON texts (fast path) or decoded `Event`s (recovered or tolerant)."""
+    """A document's header and its events' JSON texts, with what decoding noticed."""
 
     header: Header
-    events: Sequence[msgspec.Raw] | Sequence[Event]
+    events: Sequence[msgspec.Raw]
     warnings: tuple[ParseWarning, ...] = ()
     truncated_at_byte: int | None = None
 
 
-def read_bytes(path: Path) -> tuple[bytes, list[ParseWarning]]:
-    """The file's JSON bytes, gunzipped if needed; a gzip stream cut short yields what it held, with a warning."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
-    if not raw.startswith(GZIP_MAGIC):
-        return raw, []
-    decompressor = _zlib.decompressobj(31)
-    try:
-        data = decompressor.decompress(raw) + decompressor.flush()
-    except DECOMPRESS_ERRORS as exc:
-        raise InputError(path, f"gzip data is corrupt ({exc})") from exc
-    if not decompressor.eof:
-        note = f"gzip stream ends early at compressed byte {len(raw)}; reading the {len(data)} bytes it held"
-        return data, [ParseWarning(str(path), note)]
-    return data, []
-
-
 def decode(path: Path, data: bytes) -> Decoded:
-    """The header and each event's JSON text, or for a document that is not well-formed `decode_tolerant`'s."""
+    """The header and each event's JSON text; a truncated document's complete events. Raises `InputError` in one
+    line for a document that cannot be read, `NotKinetoError` for another format."""
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
     head = _head(path, data)
-    decoder = RAW_DOCUMENT_DECODER if head == b"{" else RAW_EVENTS_DECODER
     try:
-        decoded = decoder.decode(data)
-    except msgspec.DecodeError:  # truncated, malformed, or a wrong type: as the whole-document decoder says
-        return decode_tolerant(path, data)
-    if not isinstance(decoded, RawDocument):
-        return Decoded(Header(), decoded)
-    if decoded.traceEvents is None:
+        return _decode_document(path, data, head)
+    except RecursionError:
+        deep = DEEP_NESTING.search(data)
+        where = f"byte {deep.start()}" if deep else ""
+        raise InputError(path, "JSON nested too deeply (about 1,000 levels of [ or {)", where=where) from None
+    except UnicodeDecodeError:  # in a header string: the events' strings are decoded batch by batch
+        return _decode_repaired(path, data)
+
+
+def _decode_repaired(path: Path, data: bytes) -> Decoded:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        first_bad = exc.start
+    else:  # pragma: no cover - msgspec found invalid UTF-8 that Python does not
+        raise InputError(path, "invalid UTF-8")
+    decoded = decode(path, data.decode("utf-8", "replace").encode())
+    note = ParseWarning(str(path), f"invalid UTF-8 from byte {first_bad} replaced by U+FFFD")
+    return Decoded(decoded.header, decoded.events, (note, *decoded.warnings), decoded.truncated_at_byte)
+
+
+def _decode_document(path: Path, data: bytes, head: bytes) -> Decoded:
+    try:
+        decoded, notes = _decode_any(path, data, head)
+    except msgspec.DecodeError as exc:
+        return _decode_malformed(path, data, head, exc)
+    return _decoded(path, data, decoded, notes)
+
+
+def _decode_any(
+    path: Path, data: bytes, head: bytes
+) -> tuple[RawDocument | list[msgspec.Raw], list[ParseWarning]]:
+    """The document (object or bare event array); raises `msgspec.DecodeError` when it is not well-formed."""
+    if head == b"{":
+        return decode_object(path, data)
+    return RAW_EVENTS_DECODER.decode(data), []
+
+
+def _decoded(
+    path: Path,
+    data: bytes,
+    document: RawDocument | list[msgspec.Raw],
+    notes: Sequence[ParseWarning],
+    truncated_at_byte: int | None = None,
+) -> Decoded:
+    if not isinstance(document, RawDocument):
+        return Decoded(Header(), document, tuple(notes), truncated_at_byte)
+    if document.traceEvents is None:
         _refuse_other_json(path, data)
         raise NotKinetoError(path, "JSON object without a traceEvents array: not a Kineto trace")
-    return Decoded(header_of(decoded), decoded.traceEvents)
+    return Decoded(header_of(document), document.traceEvents, tuple(notes), truncated_at_byte)
 
 
-def decode_tolerant(path: Path, data: bytes) -> Decoded:
-    """Decode the whole document at once with `Event`, which takes any event object; refuse other formats."""
-    head = _head(path, data)
-    decoder = DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER
+def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
+    """A truncated document's complete events (a cut inside a number reads as an invalid number at the end), a
+    complete document followed by other bytes, or a one-line refusal naming the byte."""
+    message = str(error)
+    found = BYTE_IN_MESSAGE.search(message)
+    at = int(found[1]) if found else None
+    if "truncated" in message or at == len(data):
+        return _recover(path, data, head)
+    problem = BYTE_IN_MESSAGE.sub("", message).removeprefix("JSON is malformed: ")
+    refusal = InputError(path, f"malformed JSON: {problem}", where=f"byte {at}" if at is not None else "")
+    if "trailing characters" not in message or at is None:
+        raise refusal
+    end = max(data.rfind(b"}", 0, at), data.rfind(b"]", 0, at)) + 1  # the document's last byte
     try:
-        decoded = decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        _refuse_other_json(path, data)
-        raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        return _recover(path, data, head, exc)
-    if isinstance(decoded, Document):
-        return Decoded(header_of(decoded), decoded.traceEvents or [])
-    return Decoded(Header(), decoded)
+        document, notes = _decode_any(path, data[:end], head)
+    except msgspec.DecodeError:
+        raise refusal from None
+    note = ParseWarning(
+        str(path), f"ignored {len(data) - end} bytes after the JSON document (from byte {end})"
+    )
+    return _decoded(path, data, document, [*notes, note])
 
 
-def complete_event_batches(path: Path, data: bytes, events: Sequence[Any]) -> Iterator[list[CompleteEvent]]:
-    """The complete (`X`) events, `BATCH_EVENTS` at a time, in trace order."""
+def complete_event_batches(
+    events: Sequence[msgspec.Raw], notes: Counter[str]
+) -> Iterator[list[CompleteEvent]]:
+    """The complete (`X`) events, `BATCH_EVENTS` at a time, in trace order; events that cannot be read are
+    dropped and counted in `notes`."""
     for start in range(0, len(events), BATCH_EVENTS):
-        batch = events[start : start + BATCH_EVENTS]
-        if isinstance(batch[0], Event):
-            yield [event for event in batch if event.ph == "X"]
-        else:
-            yield _decode_batch(path, data, b"[" + b",".join(batch) + b"]")
+        yield _decode_batch(events[start : start + BATCH_EVENTS], notes)
 
 
-def _decode_batch(path: Path, data: bytes, text: bytes) -> list[CompleteEvent]:
-    """Decode by phase; a batch with a missing or unknown phase goes through `Event`; else the whole file's error."""
+def _decode_batch(batch: Sequence[msgspec.Raw], notes: Counter[str]) -> list[CompleteEvent]:
+    """Decode by phase; a batch with a missing or unknown phase through `Event`; else event by event."""
+    text = b"[" + b",".join(batch) + b"]"
     try:
         return list(filter(Complete.__instancecheck__, TAGGED_EVENTS_DECODER.decode(text)))
-    except msgspec.ValidationError:
+    except BATCH_ERRORS:
         pass
     try:
         return [event for event in EVENTS_DECODER.decode(text) if event.ph == "X"]
-    except msgspec.ValidationError as exc:
-        decode_tolerant(path, data)  # raises the error (and any other format's name) for the whole document
-        raise InputError(path, f"unexpected value in a Kineto trace: {exc}") from exc
+    except BATCH_ERRORS:
+        del text
+    events = [_decode_event(raw, notes) for raw in batch]
+    return [event for event in events if event is not None]
+
+
+def _decode_event(raw: msgspec.Raw | bytes, notes: Counter[str]) -> CompleteEvent | None:
+    """One event, or None when it is not a complete event (counted when it is of the wrong type)."""
+    try:
+        return _complete_or_none(raw, notes)
+    except UnicodeDecodeError:
+        notes[REPAIRED_UTF8] += 1
+        return _complete_or_none(bytes(raw).decode("utf-8", "replace").encode(), notes)
+
+
+def _complete_or_none(raw: msgspec.Raw | bytes, notes: Counter[str]) -> CompleteEvent | None:
+    try:
+        tagged = TAGGED_EVENT_DECODER.decode(raw)
+        return tagged if isinstance(tagged, Complete) else None
+    except msgspec.ValidationError:
+        pass
+    try:
+        event = EVENT_DECODER.decode(raw)
+    except msgspec.ValidationError:
+        notes[WRONG_TYPE] += 1
+        return None
+    return event if event.ph == "X" else None
 
 
 def header_of(document: Header) -> Header:
@@ -152,31 +210,35 @@ def first_byte(data: bytes) -> bytes:
     return data[start : start + 1]
 
 
-def _recover(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
-    """Keep every complete event before the cut of a truncated document."""
-    if "truncated" not in str(error):
-        raise InputError(path, f"malformed JSON: {error}")
+def _recover(path: Path, data: bytes, head: bytes) -> Decoded:
+    """Keep every complete event before the cut of a truncated document: the document is closed after the last
+    `}` that ends an event (one followed by `,`, `]` or the cut)."""
     array_start = data.find(b"[", data.find(b'"traceEvents"')) if head == b"{" else 0
     if array_start < 0:
-        raise InputError(path, f"JSON ends at byte {len(data)} before any traceEvents")
+        raise InputError(path, "JSON ends before any traceEvents", where=f"byte {len(data)}")
     closing = b"]}" if head == b"{" else b"]"
     end = len(data)
     for _ in range(MAX_RECOVERY_TRIES):
         end = data.rfind(b"}", array_start, end)
         if end < 0:
             break
+        if not _ends_an_event(data, end):
+            continue
         try:
-            decoded = (DOCUMENT_DECODER if head == b"{" else EVENTS_DECODER).decode(data[: end + 1] + closing)
+            document, notes = _decode_any(path, data[: end + 1] + closing, head)
         except msgspec.DecodeError:
             continue
-        header, events = (
-            (header_of(decoded), decoded.traceEvents or [])
-            if isinstance(decoded, Document)
-            else (Header(), decoded)
+        decoded = _decoded(path, data, document, notes, truncated_at_byte=len(data))
+        note = f"JSON truncated at byte {len(data)}; kept the {len(decoded.events)} complete events before byte {end + 1}"
+        return Decoded(
+            decoded.header, decoded.events, (*decoded.warnings, ParseWarning(str(path), note)), len(data)
         )
-        note = f"JSON truncated at byte {len(data)}; kept the {len(events)} complete events before byte {end + 1}"
-        return Decoded(header, events, (ParseWarning(str(path), note),), truncated_at_byte=len(data))
     raise InputError(path, "JSON truncated before the first complete event", where=f"byte {len(data)}")
+
+
+def _ends_an_event(data: bytes, end: int) -> bool:
+    follows = data[end + 1 : end + 257].lstrip()
+    return follows[:1] in (b",", b"]") or (not follows and end + 257 >= len(data))
 
 
 def _describe_text(data: bytes) -> str:
@@ -192,14 +254,13 @@ def _describe_text(data: bytes) -> str:
 def _refuse_other_json(path: Path, data: bytes) -> None:
     """Raise `NotKinetoError` saying what the JSON looks like, when it is recognisably another format."""
     if first_byte(data) == b"[":
-        try:
-            items: list[Any] = msgspec.json.decode(data[:1_000_000] if len(data) < 1_000_000 else data)
-        except msgspec.DecodeError:
-            return
-        raise NotKinetoError(path, _describe_array(items))
+        items = _decode_untyped(data[:1_000_000] if len(data) < 1_000_000 else data)
+        if items is not None:
+            raise NotKinetoError(path, _describe_array(items))
+        return
     try:
         probe = msgspec.json.decode(data, type=Probe)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return
     if probe.nodes and probe.schema is not None:
         raise NotKinetoError(
@@ -207,7 +268,17 @@ def _refuse_other_json(path: Path, data: bytes) -> None:
         )
 
 
-def _describe_array(items: list[Any]) -> str:
+def _decode_untyped(data: bytes) -> Any:
+    """The JSON value, or None when it cannot be read (only used to say what a refused file looks like)."""
+    try:
+        return msgspec.json.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _describe_array(items: Any) -> str:
+    if not isinstance(items, list):
+        return "a JSON array that is not a list of Kineto events"
     if items and all(isinstance(item, list) for item in items[:100]):
         return "a JSON array of arrays (looks like a torch memory timeline export), not a Kineto trace"
     phases = {item.get("ph") for item in items[:5000] if isinstance(item, dict)}
@@ -216,16 +287,27 @@ def _describe_array(items: list[Any]) -> str:
     return "a JSON array that is not a list of Kineto events"
 
 
-def refuse_without_kineto_events(path: Path, data: bytes, known_categories: frozenset[str]) -> None:
+def refuse_without_kineto_events(
+    path: Path, data: bytes, events: Sequence[msgspec.Raw], known_categories: frozenset[str]
+) -> None:
     """A Chrome trace whose events carry none of the PyTorch profiler categories is some other profiler's.
 
-    Called when no complete event had a known category: events of the other phases are looked at too.
+    Called when no complete event had a known category: events of the other phases are looked at too. A batch
+    whose categories cannot be read leaves the file accepted (it is refused only when that is certain).
     """
-    events = decode_tolerant(path, data).events
-    if not events or any(isinstance(e, Event) and e.cat in known_categories for e in events):
+    known = {msgspec.json.encode(category) for category in known_categories}
+    for start in range(0, len(events), BATCH_EVENTS):
+        text = b"[" + b",".join(events[start : start + BATCH_EVENTS]) + b"]"
+        try:
+            probes = CATEGORY_DECODER.decode(text)
+        except (*BATCH_ERRORS, RecursionError):
+            return
+        if any(isinstance(probe, CategoryProbe) and bytes(probe.cat) in known for probe in probes):
+            return
+    if not events:
         return
     if first_byte(data) == b"[":
-        raise NotKinetoError(path, _describe_array(msgspec.json.decode(data)))
+        raise NotKinetoError(path, _describe_array(_decode_untyped(data)))
     device_like = b'"/device:' in data[:1_000_000]
     producer = " (process names like /device:GPU:0: a TensorFlow profiler trace?)" if device_like else ""
     raise NotKinetoError(

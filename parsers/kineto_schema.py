@@ -3,16 +3,16 @@
 Unknown keys are skipped by the decoder without being materialised, which is what makes decoding fast. Types are
 unions where real traces disagree (a process group name may be written as a number; a tid as "stream 7").
 
-Two ways to read the events. The fast one: the document with `traceEvents` as `list[msgspec.Raw]` (each event's
-bytes, not decoded), then the events in batches through a union tagged by `ph`, where every phase but complete
-events (`X`) decodes to a field-less struct. The tolerant one, `Event`, takes any object (a missing or unknown
-`ph` included); it reads a batch the union refuses. No Struct here can be part of a reference cycle, so all are
+The document is read with `traceEvents` as `list[msgspec.Raw]` (each event's bytes, not decoded), then the
+events in batches through a union tagged by `ph`, where every phase but complete events (`X`) decodes to a
+field-less struct. The tolerant `Event` takes any object (a missing or unknown `ph` included); it reads a batch
+the union refuses, and one event at a time a batch that neither reads. No Struct here can be part of a reference cycle, so all are
 `gc=False`: the collector neither tracks nor scans the hundreds of thousands of them a trace decodes into.
 """
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 import msgspec
 
@@ -40,7 +40,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     seq_lower: int | str | None = msgspec.field(default=None, name="seq")
     in_split: str | list[int] | None = msgspec.field(default=None, name="In split size")
     out_split: str | list[int] | None = msgspec.field(default=None, name="Out split size")
-    flops: int | float | None = None
+    flops: float | None = None  # an integer is read as a float; one beyond float64 makes the event unreadable
     input_dims: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input Dims")
     input_dims_old: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input dims")
     input_type: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input type")
@@ -143,16 +143,16 @@ class Header(msgspec.Struct, frozen=True, gc=False):
     torch_version: str | None = msgspec.field(default=None, name="pytorch_version")
 
 
-class Document(Header, frozen=True, gc=False):
-    """A Kineto trace document, events decoded (the object form; PyTorch 1.8 may also write a bare array)."""
-
-    traceEvents: list[Event] | None = None  # noqa: N815
-
-
 class RawDocument(Header, frozen=True, gc=False):
     """A Kineto trace document with each event's JSON text kept as it is, to decode later in batches."""
 
     traceEvents: list[msgspec.Raw] | None = None  # noqa: N815
+
+
+class CategoryProbe(msgspec.Struct, frozen=True, gc=False):
+    """An event's category alone, as written (to tell a Kineto trace from another profiler's Chrome trace)."""
+
+    cat: msgspec.Raw = EMPTY_RAW
 
 
 class Probe(msgspec.Struct, frozen=True):
@@ -165,8 +165,11 @@ class Probe(msgspec.Struct, frozen=True):
     displayTimeUnit: str | None = None  # noqa: N815
 
 
-DOCUMENT_DECODER = msgspec.json.Decoder(Document)
 EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+EVENT_DECODER = msgspec.json.Decoder(Event)
 RAW_DOCUMENT_DECODER = msgspec.json.Decoder(RawDocument)
 RAW_EVENTS_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 TAGGED_EVENTS_DECODER = msgspec.json.Decoder(list[TaggedEvent])
+TAGGED_EVENT_DECODER = msgspec.json.Decoder(TaggedEvent)
+CATEGORY_DECODER = msgspec.json.Decoder(list[CategoryProbe | list[Any] | str | int | float | bool | None])
+"""The category of each object in an event array; any other JSON value as it is."""

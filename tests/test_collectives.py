@@ -361,7 +361,7 @@ def test_unknown_collective_is_counted(tmp_path: Path) -> None:
 
 
 def test_two_ranks_on_one_time_base(tmp_path: Path) -> None:
-    for rank, base in ((0, 1_000_000), (1, 1_002_000)):  # rank 1's clock starts 2 us later
+    for rank, base in ((0, 1_700_000_000_000_000_000), (1, 1_700_000_000_000_002_000)):  # rank 1: 2 us later
         args = comm_args("allreduce", 10, **{**PG, "Group size": 2, "Process Group Ranks": "[0, 1]"})
         events = [*nested_call(0, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
                   kf.kernel(ALLREDUCE, 100, 10, correlation=1)]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import glob
 import multiprocessing
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 from traceview.errors import InputError, RunError, TraceviewError
 from traceview.model import RankTrace, Run, SkippedInput, make_run
 from traceview.parsers import kineto
+from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 """File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
@@ -47,25 +49,30 @@ def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
     return matches
 
 
-def _parse_or_skip(path: Path) -> RankTrace | SkippedInput:
+def _parse_or_skip(path: Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace | SkippedInput:
     try:
-        return kineto.parse(path)
+        return kineto.parse(path, limits)
     except TraceviewError as exc:
         return SkippedInput(str(path), str(exc))
 
 
-def load_run(spec: str | Path, workers: int | None = None, progress: Progress | None = None) -> Run:
-    """Parse every rank `spec` names into a validated `Run`.
+def load_run(
+    spec: str | Path,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    limits: ParseLimits = DEFAULT_LIMITS,
+) -> Run:
+    """Parse every rank `spec` names into a validated `Run`, each file within `limits` (docs/metrics.md).
 
     A single file that fails raises its `InputError`; with several files, failures are skipped and listed in
     `Run.skipped`, and an error is raised only when no rank could be read.
     """
     files = resolve_trace_files(spec)
     if len(files) == 1:
-        trace = kineto.parse(files[0])
+        trace = kineto.parse(files[0], limits)
         release_free_heap()
         return make_run([trace], source=str(spec))
-    results = _parse_all(files, workers, progress)
+    results = _parse_all(files, workers, progress, limits)
     release_free_heap()
     traces = [r for r in results if isinstance(r, RankTrace)]
     skipped = [r for r in results if isinstance(r, SkippedInput)]
@@ -88,15 +95,16 @@ def release_free_heap() -> None:
 
 
 def _parse_all(
-    files: Sequence[Path], workers: int | None, progress: Progress | None
+    files: Sequence[Path], workers: int | None, progress: Progress | None, limits: ParseLimits
 ) -> list[RankTrace | SkippedInput]:
+    parse_one = functools.partial(_parse_or_skip, limits=limits)
     count = min(len(files), workers or os.cpu_count() or 1)
     total_bytes = sum(f.stat().st_size for f in files)
     if count <= 1 or (workers is None and total_bytes < PARALLEL_MIN_BYTES):
-        return [_report(progress, i, len(files), _parse_or_skip(f)) for i, f in enumerate(files)]
+        return [_report(progress, i, len(files), parse_one(f)) for i, f in enumerate(files)]
     # spawn, not fork: polars' thread pool does not survive a fork
     with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(_parse_or_skip, files))]
+        return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(parse_one, files))]
 
 
 def _report(

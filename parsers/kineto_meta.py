@@ -1,0 +1,84 @@
+"""What a Kineto trace's header says about the rank that wrote it, with absurd values read as unknown
+(docs/metrics.md, "Input limits"): a rank or world size no job has, a base time outside 2000-2100, a string
+longer than `ParseLimits.max_name_chars`."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, cut_text
+from traceview.parsers.kineto_schema import PgConfig
+
+from traceview.errors import ParseWarning
+from traceview.model import ProcessGroupConfig
+
+RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+UNKNOWN_BASE = "this rank's clock is aligned by its collectives"
+
+
+class HeaderChecks:
+    """Reads header values for `TraceMeta`, noting what it had to set aside."""
+
+    def __init__(self, path: Path, max_name_chars: int, cut: Counter[str]) -> None:
+        self.path = path
+        self.max_name_chars = max_name_chars
+        self.notes: list[str] = []
+        self.cut = cut
+
+    def warnings(self) -> list[ParseWarning]:
+        """One warning per value set aside (the strings cut are counted in the `cut` given)."""
+        return [ParseWarning(str(self.path), note) for note in self.notes]
+
+    def text(self, value: str | None) -> str:
+        """A header string ("" when absent), cut to `max_name_chars`."""
+        return cut_text(value or "", self.max_name_chars, self.cut)
+
+    def rank(self, declared: int | None) -> tuple[int, str]:
+        """The rank and where it came from: `distributedInfo`, the file name, or assumed 0."""
+        if declared is not None and 0 <= declared < MAX_WORLD_SIZE:
+            return declared, "distributedInfo"
+        if declared is not None:
+            self.notes.append(f"distributedInfo.rank {declared} is not a rank (0 to 2^24): ignored")
+        found = RANK_IN_FILE_NAME.findall(self.path.name)
+        if found:
+            return int(found[-1]), "file name"
+        self.notes.append("no rank in distributedInfo or the file name; taken as rank 0")
+        return 0, "assumed"
+
+    def world_size(self, declared: int | None) -> int | None:
+        """The world size, or None when absent or outside 1 to 2^24."""
+        if declared is None or 1 <= declared <= MAX_WORLD_SIZE:
+            return declared
+        self.notes.append(f"distributedInfo.world_size {declared} is not a world size (1 to 2^24): ignored")
+        return None
+
+    def base_time_ns(self, declared: int | None) -> int:
+        """baseTimeNanoseconds, or 0 (unknown) when absent or not a date between 2000 and 2100."""
+        low, high = BASE_TIME_RANGE_NS
+        if declared is None:
+            self.notes.append(f"no baseTimeNanoseconds (truncated?): {UNKNOWN_BASE}")
+            return 0
+        if not low <= declared < high:
+            self.notes.append(
+                f"baseTimeNanoseconds {declared} is not a time between 2000 and 2100: unknown; {UNKNOWN_BASE}"
+            )
+            return 0
+        return declared
+
+    def process_groups(self, configs: Sequence[PgConfig] | None) -> tuple[ProcessGroupConfig, ...]:
+        """`distributedInfo.pg_config`; a size outside 1 to 2^24 is replaced by the number of ranks listed."""
+        return tuple(
+            ProcessGroupConfig(
+                name=self.text(str(c.pg_name) if c.pg_name is not None else ""),
+                description=self.text(c.pg_desc),
+                size=c.pg_size
+                if c.pg_size is not None and 1 <= c.pg_size <= MAX_WORLD_SIZE
+                else len(c.ranks or []),
+                ranks=tuple(c.ranks or ()),
+                backend=self.text(c.backend_config),
+            )
+            for c in configs or ()
+        )

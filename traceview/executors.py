@@ -25,6 +25,7 @@ from typing import Any
 
 from traceview.errors import TraceviewError, UsageError
 from traceview.model import SkippedInput
+from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 
 EXECUTORS = ("local", "ray")
 PARALLEL_MIN_BYTES = 16_000_000
@@ -41,6 +42,7 @@ class MapTask:
     path: str
     comm_patterns: tuple[str, ...] = ()
     ranks_in_run: int = 1
+    limits: ParseLimits = DEFAULT_LIMITS
 
 
 def summarize_file(task: MapTask) -> Any:
@@ -53,7 +55,9 @@ def summarize_file(task: MapTask) -> Any:
 
     try:
         summary = summarize(
-            kineto.parse(task.path).validate(), user_patterns(task.comm_patterns), task.ranks_in_run
+            kineto.parse(task.path, task.limits).validate(),
+            user_patterns(task.comm_patterns),
+            task.ranks_in_run,
         )
     except TraceviewError as exc:
         return SkippedInput(task.path, str(exc))
@@ -73,6 +77,7 @@ def map_ranks(
     progress: Progress | None = None,
     ray_address: str | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    limits: ParseLimits = DEFAULT_LIMITS,
 ) -> list[Any]:
     """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`. The local executor works in
     this process for one file or under `parallel_min_bytes` of input."""
@@ -80,7 +85,7 @@ def map_ranks(
         raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: give at least 1 worker")
-    tasks = [MapTask(str(f), tuple(comm_patterns), len(files)) for f in files]
+    tasks = [MapTask(str(f), tuple(comm_patterns), len(files), limits) for f in files]
     sizes = [_size(f) for f in files]
     results = (
         _ray(tasks, ray_address) if executor == "ray" else _local(tasks, sizes, workers, parallel_min_bytes)

@@ -15,6 +15,7 @@ from traceview.errors import InputError
 from traceview.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.inputs import resolve_trace_files
 from traceview.model import SkippedInput, make_run
+from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 from traceview.rank_summary import RankSummary
 from traceview.reduce import reduce_summaries
 from traceview.results import AnalysisOptions, RunAnalysis
@@ -28,6 +29,7 @@ def analyze_files(
     progress: Progress | None = None,
     ray_address: str | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    limits: ParseLimits = DEFAULT_LIMITS,
 ) -> RunAnalysis:
     """Every analysis of the run `spec` names (a file, a folder or a glob). A single file that cannot be read
     raises its `InputError`; of several, the unreadable are skipped and listed, and an error is raised only
@@ -35,7 +37,7 @@ def analyze_files(
     options = options or AnalysisOptions()
     files = resolve_trace_files(spec)
     results = map_ranks(
-        files, options.comm_patterns, workers, executor, progress, ray_address, parallel_min_bytes
+        files, options.comm_patterns, workers, executor, progress, ray_address, parallel_min_bytes, limits
     )
     summaries = [r for r in results if isinstance(r, RankSummary)]
     skipped = [r for r in results if isinstance(r, SkippedInput)]

@@ -9,6 +9,7 @@ from traceview.budget import TimeBudget, all_step_windows, classified_events, ti
 from traceview.clocks import rank_offsets, shift_to_reference
 from traceview.collective_tables import CollectiveAnalysis, analyze_collectives
 from traceview.collective_tables import gate_figures as collective_gate_figures
+from traceview.compare_distributions import Distributions, sample_distributions
 from traceview.crossrank import CrossRank, add_transfer, run_cross_rank
 from traceview.kernel_names import user_patterns
 from traceview.model import Run
@@ -67,6 +68,7 @@ class RunAnalysis:
     bubbles: BubbleAnalysis | None = None
     nccl: NcclJoin | None = None
     prediction: Prediction | None = None
+    distributions: Distributions | None = None  # samples for `traceview compare` and `trend`
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
@@ -148,5 +150,6 @@ def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
             with_nccl_overrides(options.prediction, nccl),
             options.ranks_per_host,
         ),
+        distributions=sample_distributions(events, windows, collectives.kernels),
     )
     return replace(analysis, recommendations=recommend(analysis))

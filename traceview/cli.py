@@ -272,6 +272,9 @@ def stragglers(
     gate(result.gate_figures(), fail_on)
 
 
+from traceview import cli_compare  # noqa: E402, F401  (registers `compare` and `trend` on `app`)
+
+
 def main() -> None:
     """Console entry point: run the app and map errors to exit codes, one line each, never a traceback."""
     try:

@@ -1,0 +1,140 @@
+"""What differs in shape between two runs: ranks, process groups, collectives and kernel classes that
+appeared or disappeared, NCCL's algorithm/protocol mix, and whether a run was read only in part
+(docs/metrics.md, "Compare and trend").
+
+A partial run does not fail a comparison through the findings its gap can explain (`PARTIAL_RULES`): files
+skipped when parsing (every family), collective kernels not linked to a call (the `collective` family: their
+bytes and size bucket are unknown), collective instances not matched across ranks (the `crossrank` family).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from traceview.compare_samples import CAUSE_FAMILIES, Samples
+
+ALL_FAMILIES = "*"
+MIX_CHANGE = 0.10
+"""An algorithm/protocol's share of its collective's kernels must move by more than this to be listed."""
+
+
+def _skipped(document: Mapping[str, Any]) -> str | None:
+    skipped = (document.get("run") or {}).get("skipped") or []
+    return f"{len(skipped)} file(s) skipped when parsing" if skipped else None
+
+
+def _unlinked(document: Mapping[str, Any]) -> str | None:
+    share = (document.get("collectives") or {}).get("linked_share")
+    return None if share is None or share >= 1.0 else f"{1 - share:.0%} of collective kernels not linked to a call"
+
+
+def _unmatched(document: Mapping[str, Any]) -> str | None:
+    mismatches = (document.get("across_ranks") or {}).get("mismatches") or []
+    return f"{len(mismatches)} collective instance(s) not matched across ranks" if mismatches else None
+
+
+PARTIAL_RULES: tuple[tuple[Callable[[Mapping[str, Any]], str | None], str], ...] = (
+    (_skipped, ALL_FAMILIES),
+    (_unlinked, "collective"),
+    (_unmatched, "crossrank"),
+)
+"""(detector of a partial reading, the family of findings it makes unreliable)."""
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Shape differences and partial readings of a comparison."""
+
+    baseline_world_size: int | None
+    candidate_world_size: int | None
+    appeared: list[str]
+    disappeared: list[str]
+    algorithm_mix: pl.DataFrame
+    partial_notes: list[str]
+    partial_families: frozenset[str]
+
+    @property
+    def world_size_changed(self) -> bool:
+        """Whether both world sizes are known and differ (the comparison becomes a scaling analysis)."""
+        sizes = (self.baseline_world_size, self.candidate_world_size)
+        return None not in sizes and sizes[0] != sizes[1]
+
+    @property
+    def partial(self) -> bool:
+        """Whether either run was read only in part."""
+        return bool(self.partial_notes)
+
+    def is_partial(self, family: str) -> bool:
+        """Whether findings of `family` are unreliable because a run was read only in part."""
+        return ALL_FAMILIES in self.partial_families or family in self.partial_families
+
+
+def _world_size(document: Mapping[str, Any]) -> int | None:
+    run = document.get("run") or {}
+    size = run.get("world_size")
+    return int(size) if size else (len(run["ranks"]) if run.get("ranks") else None)
+
+
+def _subjects(samples: Mapping[tuple[str, str, str], Samples], families: set[str]) -> set[str]:
+    return {subject for family, _, subject in samples if family in families}
+
+
+def _families(samples: Mapping[tuple[str, str, str], Samples]) -> set[str]:
+    return {family for family, _, _ in samples if family in CAUSE_FAMILIES}
+
+
+def _mix(document: Mapping[str, Any], name: str) -> pl.DataFrame:
+    rows = (document.get("distributions") or {}).get("algorithms") or []
+    schema = {"collective": pl.Utf8, "algorithm": pl.Utf8, "protocol": pl.Utf8, "kernels": pl.Int64}
+    frame = pl.DataFrame(rows, schema=schema)
+    share = pl.col("kernels") / pl.col("kernels").sum().over("collective")
+    return frame.select("collective", "algorithm", "protocol", share.alias(name)).with_columns(
+        pl.col("algorithm", "protocol").fill_null("unknown"), pl.col("collective").fill_null("unknown")
+    )
+
+
+def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> pl.DataFrame:
+    """Per (collective, algorithm, protocol) its share of the collective's kernels in each run, the rows
+    whose share moved by more than `MIX_CHANGE` (collectives both runs made)."""
+    keys = ["collective", "algorithm", "protocol"]
+    joined = _mix(baseline, "baseline_share").join(_mix(candidate, "candidate_share"), on=keys, how="full",
+                                                   coalesce=True)  # fmt: skip
+    both = set(_mix(baseline, "s").get_column("collective")) & set(_mix(candidate, "s").get_column("collective"))
+    return (
+        joined.with_columns(pl.col("baseline_share", "candidate_share").fill_null(0.0))
+        .filter(pl.col("collective").is_in(sorted(both)))
+        .filter((pl.col("candidate_share") - pl.col("baseline_share")).abs() > MIX_CHANGE)
+        .sort(keys)
+    )
+
+
+def structure_changes(
+    baseline: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    base_samples: Mapping[tuple[str, str, str], Samples],
+    cand_samples: Mapping[tuple[str, str, str], Samples],
+) -> Structure:
+    """The shape differences of two summary documents and their partial readings. Subjects appear or
+    disappear only within the families both summaries carry (an older summary has no `distributions`)."""
+    shared = _families(base_samples) & _families(cand_samples)
+    base_subjects, cand_subjects = _subjects(base_samples, shared), _subjects(cand_samples, shared)
+    notes, families = [], set()
+    for side, document in (("baseline", baseline), ("candidate", candidate)):
+        for detect, family in PARTIAL_RULES:
+            found = detect(document)
+            if found:
+                notes.append(f"{side}: {found}")
+                families.add(family)
+    return Structure(
+        baseline_world_size=_world_size(baseline),
+        candidate_world_size=_world_size(candidate),
+        appeared=sorted(cand_subjects - base_subjects),
+        disappeared=sorted(base_subjects - cand_subjects),
+        algorithm_mix=algorithm_mix(baseline, candidate),
+        partial_notes=notes,
+        partial_families=frozenset(families),
+    )

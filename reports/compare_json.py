@@ -70,6 +70,7 @@ def compare_document(comparison: Comparison) -> dict[str, Any]:
             "disappeared": structure.disappeared,
             "algorithm_mix": records(structure.algorithm_mix),
             "partial": structure.partial_notes,
+            "setup_changes": structure.setup_changes,
         },
         "budgets": records(comparison.budgets),
         "scaling": _scaling(comparison),

@@ -41,6 +41,7 @@ def render_markdown(comparison: Comparison) -> str:
     if structure.appeared or structure.disappeared:
         lines.append(f"Appeared: {_cell(', '.join(structure.appeared) or '-')}; "
                      f"disappeared: {_cell(', '.join(structure.disappeared) or '-')}")  # fmt: skip
+    lines += [f"- setup changed: {_cell(change)}" for change in structure.setup_changes]
     lines += [f"- partial: {_cell(note)}" for note in structure.partial_notes]
     if comparison.scaling is not None:
         lines.append(_cell(comparison.scaling.sentence))

@@ -103,6 +103,8 @@ def _structure(comparison: Comparison, console: Console) -> None:
             escape(printable(f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
                              f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels"))
         )  # fmt: skip
+    for change in structure.setup_changes:
+        console.print(f"setup changed: {escape(printable(change))}")
     for note in structure.partial_notes:
         console.print(f"[yellow]partial: {escape(printable(note))}[/yellow]")
 

@@ -143,8 +143,21 @@ class Comparison:
         return _ranked([f for f in self.findings if f.outcome == "improvement"])
 
     @property
+    def scaling_shortfall_pct(self) -> float | None:
+        """How far the measured scaling efficiency falls short of the model's, in percent of the model's."""
+        scaling = self.scaling
+        if scaling is None or scaling.measured_efficiency is None or not scaling.predicted_efficiency:
+            return None
+        return (1 - scaling.measured_efficiency / scaling.predicted_efficiency) * 100
+
+    @property
     def failing(self) -> list[Finding]:
-        """Regressions that fail the comparison: those not marked partial."""
+        """Regressions that fail the comparison: those not marked partial. Between world sizes with a model
+        prediction, the size-driven changes are expected: the comparison fails only when the measured
+        efficiency falls short of the model's by more than the threshold."""
+        shortfall = self.scaling_shortfall_pct
+        if shortfall is not None and shortfall <= self.settings.threshold_pct:
+            return []
         return [f for f in self.regressions if not f.partial]
 
     def gate_figures(self) -> dict[str, float | None]:
@@ -152,6 +165,7 @@ class Comparison:
         figures: dict[str, float | None] = {
             "regressions": float(len(self.failing)),
             "improvements": float(len(self.improvements)),
+            "scaling_shortfall_pct": self.scaling_shortfall_pct,
         }
         for finding in self.findings:
             if finding.subject == "run":
@@ -277,6 +291,9 @@ def _describe(finding: Finding) -> str:
 def verdict_sentence(comparison: Comparison) -> str:
     """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said."""
     failing, improvements = comparison.failing, comparison.improvements
+    if comparison.scaling is not None:
+        verdict = "loss beyond the model" if failing else "within the model's expectation"
+        return f"{comparison.scaling.sentence[:-1]}: {verdict}."
     partial = " (a run was read only in part)" if comparison.structure.partial else ""
     if failing:
         top = "; ".join(_describe(f) for f in failing[:3])

@@ -10,7 +10,7 @@ bytes and size bucket are unknown), collective instances not matched across rank
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -56,6 +56,7 @@ class Structure:
     algorithm_mix: pl.DataFrame
     partial_notes: list[str]
     partial_families: frozenset[str]
+    setup_changes: list[str] = field(default_factory=list)  # devices, NCCL or PyTorch versions that differ
 
     @property
     def world_size_changed(self) -> bool:
@@ -112,6 +113,25 @@ def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
     )
 
 
+SETUP_FIELDS: tuple[tuple[str, str], ...] = (
+    ("devices", "devices"),
+    ("nccl_versions", "NCCL"),
+    ("pytorch_versions", "PyTorch"),
+)
+"""Run-header fields whose change is listed: (key of `run`, label)."""
+
+
+def setup_changes(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """`devices: A -> B` for each header field of `SETUP_FIELDS` whose values differ."""
+    runs = [(doc.get("run") or {}) for doc in (baseline, candidate)]
+    found = []
+    for key, label in SETUP_FIELDS:
+        before, after = (", ".join(str(v) for v in run.get(key) or ()) or "unknown" for run in runs)
+        if before != after:
+            found.append(f"{label}: {before} -> {after}")
+    return found
+
+
 def structure_changes(
     baseline: Mapping[str, Any],
     candidate: Mapping[str, Any],
@@ -137,4 +157,5 @@ def structure_changes(
         algorithm_mix=algorithm_mix(baseline, candidate),
         partial_notes=notes,
         partial_families=frozenset(families),
+        setup_changes=setup_changes(baseline, candidate),
     )

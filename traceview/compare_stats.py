@@ -1,8 +1,8 @@
 """The tests behind `traceview compare` and `traceview trend` (docs/metrics.md, "Compare and trend").
 
 - `mann_whitney`: the two-sided Mann-Whitney U test of two samples, ranks by polars (average ranks for ties),
-  the normal approximation with the tie correction and a continuity correction of 1/2. Two samples with no
-  spread at all and different values give p = 0; equal ones give p = 1.
+  the normal approximation with the tie correction and a continuity correction of 1/2. Two samples of one
+  and the same value give p = 1.
 - `holm`: Holm's step-down adjustment of a family of p-values (family-wise error rate).
 - `relative_change`: (candidate - baseline) / |baseline|, None when the baseline is 0 or unknown.
 """

@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime as dt
 
 import plotly.graph_objects as go
+from traceview.reports.compare_terminal import change_text, p_text, value_text
+from traceview.reports.html import _ENVIRONMENT, CSP, figure_json, plotly_script
 
 from traceview import __version__
 from traceview.compare import Comparison
-from traceview.reports.compare_terminal import change_text, p_text, value_text
-from traceview.reports.html import _ENVIRONMENT, CSP, figure_json, plotly_script
 from traceview.trend import Trend
 
 BASELINE_COLOUR, CANDIDATE_COLOUR = "#1f77b4", "#ff7f0e"
@@ -57,7 +57,9 @@ def changes_figure(comparison: Comparison) -> go.Figure:
     return figure
 
 
-def _page(template: str, figures: dict[str, go.Figure], generated: dt.datetime | None, **context: object) -> str:
+def _page(
+    template: str, figures: dict[str, go.Figure], generated: dt.datetime | None, **context: object
+) -> str:
     inline_js, cdn_url = plotly_script("inline")
     return _ENVIRONMENT.get_template(template).render(
         figures={figure_id: figure_json(f) for figure_id, f in figures.items()},

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceview.compare import Comparison, Finding
 from traceview.reports.json_out import SCHEMA_VERSION, clean, records
+
+from traceview.compare import Comparison, Finding
 from traceview.trend import Trend
 
 SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "rank")

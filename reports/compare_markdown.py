@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traceview.compare import Comparison, Finding
 from traceview.reports.compare_terminal import change_text, p_text, value_text
+
+from traceview.compare import Comparison, Finding
 from traceview.sanitize import printable
 
 TOP = 5
@@ -34,7 +35,10 @@ def render_markdown(comparison: Comparison) -> str:
     failing = bool(comparison.failing)
     lines = [f"### traceview compare: {'regression' if failing else 'no significant regression'}", "",
              f"**{_cell(comparison.verdict)}**", ""]  # fmt: skip
-    for title, findings in (("Regressions", comparison.regressions), ("Improvements", comparison.improvements)):
+    for title, findings in (
+        ("Regressions", comparison.regressions),
+        ("Improvements", comparison.improvements),
+    ):
         if findings:
             lines += [f"#### {title}", "", *_rows(findings), ""]
     structure = comparison.structure

@@ -115,7 +115,10 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
     console.print(
         escape(printable(f"baseline {comparison.baseline_source}  candidate {comparison.candidate_source}"))
     )
-    for title, findings in (("Regressions", comparison.regressions), ("Improvements", comparison.improvements)):
+    for title, findings in (
+        ("Regressions", comparison.regressions),
+        ("Improvements", comparison.improvements),
+    ):
         if findings:
             console.print(_findings_table(title, findings))
     noise = [f for f in comparison.findings if f.outcome == "not significant"]

@@ -21,7 +21,11 @@ NCCL = re.compile(r"nccl", re.IGNORECASE)
 
 Edit = Callable[[dict[str, Any], int], None]
 """Edits one trace document in place; gets the document and the rank index (the file's position)."""
-ANNOTATIONS = {"AllReduce": "nccl:all_reduce", "AllGather": "nccl:_all_gather_base", "AllToAll": "nccl:all_to_all"}
+ANNOTATIONS = {
+    "AllReduce": "nccl:all_reduce",
+    "AllGather": "nccl:_all_gather_base",
+    "AllToAll": "nccl:all_to_all",
+}
 
 
 def kernels(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,7 +59,9 @@ def planted_copy(source: Path, target: Path, edit: Edit | None = None) -> Path:
 def _launched_inside(document: dict[str, Any], annotation: str) -> set[int]:
     """Correlation ids of the runtime launches inside a CPU annotation named `annotation` (same thread)."""
     events = document.get("traceEvents", [])
-    spans = [(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == annotation and "dur" in e]
+    spans = [
+        (e["tid"], e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == annotation and "dur" in e
+    ]
     launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
     return {
         e["args"]["correlation"] for e in launches for tid, start, end in spans

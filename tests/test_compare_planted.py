@@ -10,13 +10,13 @@ from typing import Any
 
 import msgspec
 import pytest
+from traceview.reports.json_out import summary_document
 
-from tests.compare_factory import planted_copy, scale_collective, scale_compute
 from tests.compare_factory import jitter as jitter_edit
+from tests.compare_factory import planted_copy, scale_collective, scale_compute
 from traceview.analysis import analyze
 from traceview.compare import Comparison, compare, load_settings
 from traceview.inputs import load_run
-from traceview.reports.json_out import summary_document
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 # every AllReduce of the sample moves a 25 MiB bucket: the 4 MiB - 64 MiB size bucket of process group 0
@@ -25,7 +25,9 @@ ALLREDUCE_SUBJECT = "AllReduce pg=0 4 MiB - 64 MiB"
 
 def summary(run: Path) -> dict[str, Any]:
     """The JSON summary of a run as a nightly job would keep it."""
-    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analyze(load_run(str(run))))))
+    document: dict[str, Any] = msgspec.json.decode(
+        msgspec.json.encode(summary_document(analyze(load_run(str(run)))))
+    )
     return document
 
 
@@ -45,7 +47,8 @@ def cause_subjects(comparison: Comparison) -> set[str]:
 
 def test_identical_copy_is_no_change(baseline: dict[str, Any], tmp_path: Path) -> None:
     comparison = compared(baseline, tmp_path, None)
-    assert comparison.regressions == [] and comparison.improvements == []
+    assert comparison.regressions == []
+    assert comparison.improvements == []
     assert all(f.change_pct in (0.0, None) for f in comparison.findings)
 
 
@@ -61,7 +64,8 @@ def test_slower_collective_is_named(baseline: dict[str, Any], tmp_path: Path) ->
     # every kernel 1.5 x longer: the median duration x 1.5, the median bus bandwidth x 1 / 1.5
     assert by_metric["kernel_us"].change_pct == pytest.approx((1.5 - 1) * 100)
     assert by_metric["busbw_Bps"].change_pct == pytest.approx((1 / 1.5 - 1) * 100)
-    assert by_metric["kernel_us"].p_adjusted is not None and by_metric["kernel_us"].p_adjusted < 0.05
+    assert by_metric["kernel_us"].p_adjusted is not None
+    assert by_metric["kernel_us"].p_adjusted < 0.05
 
 
 def test_slower_compute_is_named_by_kernel_class(baseline: dict[str, Any], tmp_path: Path) -> None:
@@ -89,11 +93,15 @@ def test_cli_exit_codes_and_json(baseline: dict[str, Any], tmp_path: Path) -> No
     assert (same.returncode, slow.returncode) == (0, 1), slow.stderr
     document = json.loads(slow.stdout)
     assert document["regressions"][0]["subject"] == ALLREDUCE_SUBJECT
-    assert {"metric", "subject", "baseline", "candidate", "change_pct", "p_value"} <= set(document["regressions"][0])
+    assert {"metric", "subject", "baseline", "candidate", "change_pct", "p_value"} <= set(
+        document["regressions"][0]
+    )
     page = (tmp_path / "diff.html").read_text(encoding="utf-8")
-    assert "Content-Security-Policy" in page and ALLREDUCE_SUBJECT in page
+    assert "Content-Security-Policy" in page
+    assert ALLREDUCE_SUBJECT in page
     markdown = traceview("compare", str(saved), str(planted), "--markdown")
-    assert markdown.stdout.count("\n") < 30 and ALLREDUCE_SUBJECT in markdown.stdout
+    assert markdown.stdout.count("\n") < 30
+    assert ALLREDUCE_SUBJECT in markdown.stdout
     gated = traceview("compare", str(saved), str(SAMPLE), "--fail-on", "regressions>0")
     assert gated.returncode == 0
 
@@ -104,4 +112,6 @@ def test_bad_input_is_exit_2(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema_version": "1.3", "time_budget": ', encoding="utf-8")
     result = traceview("compare", str(broken), str(SAMPLE))
-    assert result.returncode == 2 and "broken.json" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2
+    assert "broken.json" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -4,7 +4,6 @@ known from the simulator's alpha-beta costs, so both efficiencies follow by hand
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -30,7 +29,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, object
     found = {}
     for workers in (8, 64):
         scenario = data_parallel_scenario(workers, PARAMS, LOCAL_BATCH, FLOPS, 25e9, alpha_s=5e-6, steps=6)
-        write_run(replace(scenario, intra_host_bandwidth_Bps=300e9, intra_host_alpha_s=1e-6), root / str(workers))
+        write_run(
+            replace(scenario, intra_host_bandwidth_Bps=300e9, intra_host_alpha_s=1e-6), root / str(workers)
+        )
         found[workers] = summary(root / str(workers))
     return found
 

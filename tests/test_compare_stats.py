@@ -16,7 +16,12 @@ def pairwise_u(baseline: list[float], candidate: list[float]) -> float:
 
 @pytest.mark.parametrize(
     ("baseline", "candidate"),
-    [([1, 2, 3], [4, 5, 6]), ([5, 1, 4, 4], [4, 2, 9]), ([3, 3, 3], [3, 3, 3, 7]), ([10, 8, 6, 4], [1, 9, 7])],
+    [
+        ([1, 2, 3], [4, 5, 6]),
+        ([5, 1, 4, 4], [4, 2, 9]),
+        ([3, 3, 3], [3, 3, 3, 7]),
+        ([10, 8, 6, 4], [1, 9, 7]),
+    ],
 )
 def test_u_statistic_matches_pair_counting(baseline: list[float], candidate: list[float]) -> None:
     assert mann_whitney(baseline, candidate).u_statistic == pytest.approx(pairwise_u(baseline, candidate))
@@ -43,7 +48,8 @@ def test_constant_samples_with_tie_correction() -> None:
 
 def test_empty_side_has_no_test() -> None:
     result = mann_whitney([], [1.0, 2.0])
-    assert result.p_value is None and result.candidate_n == 2
+    assert result.p_value is None
+    assert result.candidate_n == 2
 
 
 def test_holm_by_hand() -> None:
@@ -53,4 +59,5 @@ def test_holm_by_hand() -> None:
 
 def test_relative_change() -> None:
     assert relative_change(40.0, 50.0) == pytest.approx((50 - 40) / 40)
-    assert relative_change(0.0, 1.0) is None and relative_change(None, 1.0) is None
+    assert relative_change(0.0, 1.0) is None
+    assert relative_change(None, 1.0) is None

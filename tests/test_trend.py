@@ -4,11 +4,10 @@ the fifth: compute 30% slower from then on."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from dataclasses import replace
 
 from tests.test_compare_planted import summary
 from traceview.compare import load_settings
@@ -38,7 +37,8 @@ def test_change_point_at_the_planted_night(series: list[Path]) -> None:
     found = trend([(p.name, json.loads(p.read_text())) for p in series], settings)
     comp = [c for c in found.changes if c.metric == "comp_us"]
     assert [c.run for c in comp] == [f"night-{CHANGE_AT}.json"]
-    assert comp[0].change_pct is not None and comp[0].change_pct > settings.threshold_pct
+    assert comp[0].change_pct is not None
+    assert comp[0].change_pct > settings.threshold_pct
     # the latest night is judged against the history since that change: no regression
     assert found.latest_regressions == []
 

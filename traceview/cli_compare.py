@@ -44,7 +44,9 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
     if not isinstance(document, dict) or not all(key in document for key in SUMMARY_KEYS):
         return None
     if str(document["schema_version"]).split(".")[0] != SUPPORTED_MAJOR:
-        raise InputError(path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview")
+        raise InputError(
+            path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
+        )
     return document
 
 
@@ -59,17 +61,25 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
     from traceview.analysis import analyze
     from traceview.reports.json_out import summary_document
 
-    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analyze(load(spec, workers)))))
+    document: dict[str, Any] = msgspec.json.decode(
+        msgspec.json.encode(summary_document(analyze(load(spec, workers))))
+    )
     return document
 
 
 @app.command()
 def compare(
-    baseline: Annotated[str, typer.Argument(help="Baseline: a run (file, folder, glob, run.json) or a summary JSON.")],
+    baseline: Annotated[
+        str, typer.Argument(help="Baseline: a run (file, folder, glob, run.json) or a summary JSON.")
+    ],
     candidate: Annotated[str, typer.Argument(help="Candidate: a run or a summary JSON.")],
     json_output: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the HTML diff report here.")] = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print a short Markdown summary (CI comment).")] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the HTML diff report here.")
+    ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a short Markdown summary (CI comment).")
+    ] = False,
     threshold: ThresholdOpt = None,
     thresholds: ThresholdsFileOpt = None,
     fail_on: FailOnOpt = None,
@@ -107,9 +117,13 @@ def compare(
 
 @app.command()
 def trend(
-    summaries: Annotated[list[Path], typer.Argument(help="JSON summaries of the nightly runs (summary --json).")],
+    summaries: Annotated[
+        list[Path], typer.Argument(help="JSON summaries of the nightly runs (summary --json).")
+    ],
     json_output: Annotated[bool, typer.Option("--json", help="Print the trend as JSON.")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the HTML trend page here.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the HTML trend page here.")
+    ] = None,
     threshold: ThresholdOpt = None,
     thresholds: ThresholdsFileOpt = None,
 ) -> None:
@@ -122,7 +136,9 @@ def trend(
     for path in summaries:
         found = summary_from_file(path)
         if found is None:
-            raise InputError(path, "not a traceview JSON summary (write one with `traceview summary RUN --json`)")
+            raise InputError(
+                path, "not a traceview JSON summary (write one with `traceview summary RUN --json`)"
+            )
         documents.append((path.name, found))
     result = trend_of(documents, settings)
     if json_output:

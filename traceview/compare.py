@@ -59,9 +59,13 @@ def _table(text: str, source: str) -> dict[str, Any]:
         raise UsageError(f"{source}: not valid TOML: {exc}") from None
 
 
-def load_settings(path: Path | None = None, threshold_pct: float | None = None) -> tuple[CompareSettings, TrendSettings]:
+def load_settings(
+    path: Path | None = None, threshold_pct: float | None = None
+) -> tuple[CompareSettings, TrendSettings]:
     """The defaults, overridden by the file at `path` (if any), then by `threshold_pct` (if given)."""
-    defaults = _table(resources.files("traceview").joinpath("compare_thresholds.toml").read_text(), "defaults")
+    defaults = _table(
+        resources.files("traceview").joinpath("compare_thresholds.toml").read_text(), "defaults"
+    )
     user = {} if path is None else _table(_read(path), str(path))
     compare = {**defaults["compare"], **user.get("compare", {})}
     trend = {**defaults["trend"], **user.get("trend", {})}
@@ -213,12 +217,18 @@ def _outcome(finding: Finding, settings: CompareSettings, step_us: float | None)
 def _too_small(finding: Finding, settings: CompareSettings, step_us: float | None) -> bool:
     """A step-level time that moves by less than `min_step_share` of the step, or a share that moves by less
     than `min_step_share` (absolute), is too small to matter whatever its relative change."""
-    if finding.baseline is None or finding.candidate is None or finding.family not in ("step", "budget", "idle"):
+    if (
+        finding.baseline is None
+        or finding.candidate is None
+        or finding.family not in ("step", "budget", "idle")
+    ):
         return False
     moved = abs(finding.candidate - finding.baseline)
     if finding.metric.endswith("_share"):
         return moved < settings.min_step_share
-    return finding.metric.endswith("_us") and step_us is not None and moved < settings.min_step_share * step_us
+    return (
+        finding.metric.endswith("_us") and step_us is not None and moved < settings.min_step_share * step_us
+    )
 
 
 def _adjusted(findings: list[Finding], settings: CompareSettings) -> list[Finding]:
@@ -240,7 +250,9 @@ def _run_step(document: Mapping[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
-def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], settings: CompareSettings) -> Comparison:
+def compare(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], settings: CompareSettings
+) -> Comparison:
     """Compare two summary documents (see the module docstring)."""
     base_samples, cand_samples = all_samples(baseline), all_samples(candidate)
     shared = [key for key in base_samples if key in cand_samples]

@@ -108,7 +108,9 @@ def _compute_in_steps(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFra
 
 
 def _class_kernels(compute: pl.DataFrame) -> list[dict[str, object]]:
-    grouped = compute.group_by("kernel_class").agg(pl.len().alias("kernels"), pl.col("dur_us")).sort("kernel_class")
+    grouped = (
+        compute.group_by("kernel_class").agg(pl.len().alias("kernels"), pl.col("dur_us")).sort("kernel_class")
+    )
     return [
         {"kernel_class": row["kernel_class"], "kernels": row["kernels"], "dur_us": sketch(row["dur_us"])}
         for row in grouped.to_dicts()

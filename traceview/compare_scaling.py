@@ -95,7 +95,9 @@ def busbw_table(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> pl
     """Median bus bandwidth per (collective, process group) in both runs and candidate / baseline."""
     return (
         _busbw(baseline, "baseline_busbw_Bps")
-        .join(_busbw(candidate, "candidate_busbw_Bps"), on=["collective", "pg_key"], how="full", coalesce=True)
+        .join(
+            _busbw(candidate, "candidate_busbw_Bps"), on=["collective", "pg_key"], how="full", coalesce=True
+        )
         .with_columns((pl.col("candidate_busbw_Bps") / pl.col("baseline_busbw_Bps")).alias("ratio"))
         .sort("collective", "pg_key")
     )

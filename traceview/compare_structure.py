@@ -29,7 +29,11 @@ def _skipped(document: Mapping[str, Any]) -> str | None:
 
 def _unlinked(document: Mapping[str, Any]) -> str | None:
     share = (document.get("collectives") or {}).get("linked_share")
-    return None if share is None or share >= 1.0 else f"{1 - share:.0%} of collective kernels not linked to a call"
+    return (
+        None
+        if share is None or share >= 1.0
+        else f"{1 - share:.0%} of collective kernels not linked to a call"
+    )
 
 
 def _unmatched(document: Mapping[str, Any]) -> str | None:
@@ -104,7 +108,9 @@ def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
     keys = ["collective", "algorithm", "protocol"]
     joined = _mix(baseline, "baseline_share").join(_mix(candidate, "candidate_share"), on=keys, how="full",
                                                    coalesce=True)  # fmt: skip
-    both = set(_mix(baseline, "s").get_column("collective")) & set(_mix(candidate, "s").get_column("collective"))
+    both = set(_mix(baseline, "s").get_column("collective")) & set(
+        _mix(candidate, "s").get_column("collective")
+    )
     return (
         joined.with_columns(pl.col("baseline_share", "candidate_share").fill_null(0.0))
         .filter(pl.col("collective").is_in(sorted(both)))

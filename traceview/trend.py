@@ -93,7 +93,9 @@ def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str]:
 
 
 def _samples(runs: Sequence[RunSeries], metric: str) -> list[float]:
-    return [v for r in runs if metric in r.per_step.columns for v in r.per_step.get_column(metric).drop_nulls()]
+    return [
+        v for r in runs if metric in r.per_step.columns for v in r.per_step.get_column(metric).drop_nulls()
+    ]
 
 
 def _run_value(run: RunSeries, metric: str) -> float | None:
@@ -109,7 +111,9 @@ def _median(values: Sequence[float | None]) -> float | None:
     return None if found is None else float(found)  # type: ignore[arg-type]
 
 
-def _best_split(runs: Sequence[RunSeries], metric: str, lo: int, hi: int, settings: TrendSettings) -> ChangePoint | None:
+def _best_split(
+    runs: Sequence[RunSeries], metric: str, lo: int, hi: int, settings: TrendSettings
+) -> ChangePoint | None:
     splits = range(lo + settings.min_segment, hi - settings.min_segment + 1)
     scored = []
     for k in splits:
@@ -139,12 +143,14 @@ def change_points(runs: Sequence[RunSeries], metric: str, settings: TrendSetting
     return sorted(found, key=lambda c: c.index)
 
 
-def _judge_latest(runs: Sequence[RunSeries], changes: Sequence[ChangePoint], settings: TrendSettings) -> list[LatestJudgement]:
+def _judge_latest(
+    runs: Sequence[RunSeries], changes: Sequence[ChangePoint], settings: TrendSettings
+) -> list[LatestJudgement]:
     last = len(runs) - 1
     rows = []
     for metric in settings.metrics:
         starts = [c.index for c in changes if c.metric == metric and c.index < last]
-        history = runs[max(starts, default=0):last]
+        history = runs[max(starts, default=0) : last]
         test = mann_whitney(_samples(history, metric), _samples(runs[last:], metric))
         before = _median([_run_value(r, metric) for r in history])
         change = relative_change(before, _run_value(runs[last], metric))
@@ -183,7 +189,9 @@ def trend(named_documents: Sequence[tuple[str, Mapping[str, Any]]], settings: Tr
     return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest))
 
 
-def _verdict(runs: Sequence[RunSeries], changes: Sequence[ChangePoint], latest: Sequence[LatestJudgement]) -> str:
+def _verdict(
+    runs: Sequence[RunSeries], changes: Sequence[ChangePoint], latest: Sequence[LatestJudgement]
+) -> str:
     worse = [j for j in latest if j.outcome == "regression"]
     if worse:
         listed = "; ".join(f"{j.metric} {j.change_pct:+.0f}%" for j in worse)

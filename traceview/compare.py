@@ -50,6 +50,7 @@ class TrendSettings:
     alpha: float = 0.05
     metrics: tuple[str, ...] = ("step_us", "comp_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
     min_segment: int = 2
+    min_step_share: float = 0.01
 
 
 def _table(text: str, source: str) -> dict[str, Any]:
@@ -85,6 +86,7 @@ def load_settings(
             alpha=float(trend["alpha"]),
             metrics=tuple(str(m) for m in trend["metrics"]),
             min_segment=int(trend["min_segment"]),
+            min_step_share=float(trend["min_step_share"]),
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{path or 'thresholds'}: a threshold is not a number: {exc}") from None

@@ -111,6 +111,19 @@ def _median(values: Sequence[float | None]) -> float | None:
     return None if found is None else float(found)  # type: ignore[arg-type]
 
 
+def _material(
+    metric: str, before: float | None, after: float | None, step_us: float | None, settings: TrendSettings
+) -> bool:
+    """Whether a change of a time is at least `min_step_share` of the median step (other metrics: always)."""
+    if not metric.endswith("_us") or before is None or after is None or not step_us:
+        return True
+    return abs(after - before) >= settings.min_step_share * step_us
+
+
+def _step_reference(runs: Sequence[RunSeries]) -> float | None:
+    return _median([_run_value(r, "step_us") for r in runs])
+
+
 def _best_split(
     runs: Sequence[RunSeries], metric: str, lo: int, hi: int, settings: TrendSettings
 ) -> ChangePoint | None:
@@ -127,6 +140,8 @@ def _best_split(
         return None
     p, _, k, before, after, change = min(scored)
     if p * len(scored) >= settings.alpha or change is None or abs(change) * 100 <= settings.threshold_pct:
+        return None
+    if not _material(metric, before, after, _step_reference(runs[lo:hi]), settings):
         return None
     return ChangePoint(metric, k, runs[k].name, before, after, change * 100, min(1.0, p * len(scored)))
 
@@ -153,13 +168,18 @@ def _judge_latest(
         history = runs[max(starts, default=0) : last]
         test = mann_whitney(_samples(history, metric), _samples(runs[last:], metric))
         before = _median([_run_value(r, metric) for r in history])
-        change = relative_change(before, _run_value(runs[last], metric))
-        rows.append((metric, len(history), before, _run_value(runs[last], metric), change, test.p_value))
-    adjusted = holm([row[5] for row in rows])
+        latest = _run_value(runs[last], metric)
+        change = relative_change(before, latest)
+        if not _material(metric, before, latest, _step_reference(history), settings):
+            change = 0.0 if change is not None else None  # too small a time to matter: unchanged
+        rows.append(
+            (metric, len(history), before, latest, relative_change(before, latest), change, test.p_value)
+        )
+    adjusted = holm([row[6] for row in rows])
     return [
         LatestJudgement(metric, n, before, latest, None if change is None else change * 100, p,
-                        _outcome(n, change, p, settings))
-        for (metric, n, before, latest, change, _), p in zip(rows, adjusted, strict=True)
+                        _outcome(n, judged, p, settings))
+        for (metric, n, before, latest, change, judged, _), p in zip(rows, adjusted, strict=True)
     ]  # fmt: skip
 
 

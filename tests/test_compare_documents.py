@@ -47,7 +47,7 @@ def document(
                     "protocol": "LL",
                     "kernels": 24,
                 }
-            ],  # fmt: skip
+            ],
         },
     }
 
@@ -81,9 +81,11 @@ def test_partial_run_does_not_fail() -> None:
     comparison = compare(
         document(), document(step_us=150.0, skipped=[["rank-1.json", "truncated"]]), settings
     )
-    assert comparison.regressions and all(f.partial for f in comparison.regressions)
+    assert comparison.regressions
+    assert all(f.partial for f in comparison.regressions)
     assert comparison.failing == []
-    assert "partial: " not in comparison.verdict and "in part" in comparison.verdict
+    assert "partial: " not in comparison.verdict
+    assert "in part" in comparison.verdict
 
 
 @pytest.fixture
@@ -104,7 +106,8 @@ def test_threshold_option_and_file(saved: tuple[Path, Path], tmp_path: Path) -> 
     broken = tmp_path / "broken.toml"
     broken.write_text("[compare\n", encoding="utf-8")
     result = traceview("compare", str(base), str(slow), "--thresholds", str(broken))
-    assert result.returncode == 2 and "broken.toml" in result.stderr
+    assert result.returncode == 2
+    assert "broken.toml" in result.stderr
 
 
 def test_fail_on_names_compare_figures(saved: tuple[Path, Path]) -> None:
@@ -117,7 +120,8 @@ def test_newer_major_schema_is_exit_2(tmp_path: Path) -> None:
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({**document(), "schema_version": "2.0"}), encoding="utf-8")
     result = traceview("compare", str(newer), str(newer))
-    assert result.returncode == 2 and "newer.json" in result.stderr
+    assert result.returncode == 2
+    assert "newer.json" in result.stderr
 
 
 def test_html_escapes_input_strings(tmp_path: Path) -> None:
@@ -130,7 +134,8 @@ def test_html_escapes_input_strings(tmp_path: Path) -> None:
     result = traceview("compare", *map(str, paths), "-o", str(tmp_path / "diff.html"))
     assert result.returncode == 1
     page = (tmp_path / "diff.html").read_text(encoding="utf-8")
-    assert XSS not in page and "&lt;script&gt;alert(1)" in page
+    assert XSS not in page
+    assert "&lt;script&gt;alert(1)" in page
 
 
 def test_trend_page_and_bad_input(saved: tuple[Path, Path], tmp_path: Path) -> None:
@@ -140,8 +145,10 @@ def test_trend_page_and_bad_input(saved: tuple[Path, Path], tmp_path: Path) -> N
     )
     assert result.returncode == 1  # the latest run's steps are 50% longer than the three before
     page = (tmp_path / "trend.html").read_text(encoding="utf-8")
-    assert "Content-Security-Policy" in page and page.count('class="figure" id="fig-trend-') == 6
+    assert "Content-Security-Policy" in page
+    assert page.count('class="figure" id="fig-trend-') == 6
     not_summary = tmp_path / "trace.json"
     not_summary.write_text('{"traceEvents": []}', encoding="utf-8")
     refused = traceview("trend", str(not_summary))
-    assert refused.returncode == 2 and "trace.json" in refused.stderr
+    assert refused.returncode == 2
+    assert "trace.json" in refused.stderr

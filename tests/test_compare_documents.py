@@ -152,3 +152,23 @@ def test_trend_page_and_bad_input(saved: tuple[Path, Path], tmp_path: Path) -> N
     refused = traceview("trend", str(not_summary))
     assert refused.returncode == 2
     assert "trace.json" in refused.stderr
+
+
+def test_algorithm_mix_prefers_the_nccl_logs() -> None:
+    """With TUNING choices from NCCL logs in both summaries, the mix is read there (3 of 4 AllReduce choices
+    Ring/LL128 -> 1 of 4), not from the kernel names (Ring/LL in both)."""
+    settings, _ = load_settings()
+    base, cand = document(), document()
+    base["nccl"] = {"algorithms": [
+        {"op": "AllReduce", "algo": "Ring", "proto": "LL128", "choices": 3},
+        {"op": "AllReduce", "algo": "Tree", "proto": "LL", "choices": 1},
+    ]}  # fmt: skip
+    cand["nccl"] = {"algorithms": [
+        {"op": "AllReduce", "algo": "Ring", "proto": "LL128", "choices": 1},
+        {"op": "AllReduce", "algo": "Tree", "proto": "LL", "choices": 3},
+    ]}  # fmt: skip
+    mix = compare(base, cand, settings).structure.algorithm_mix.to_dicts()
+    assert {(r["algorithm"], r["baseline_share"], r["candidate_share"]) for r in mix} == {
+        ("Ring", 3 / 4, 1 / 4),
+        ("Tree", 1 / 4, 3 / 4),
+    }

@@ -92,28 +92,51 @@ def _families(samples: Mapping[tuple[str, str, str], Samples]) -> set[str]:
     return {family for family, _, _ in samples if family in CAUSE_FAMILIES}
 
 
-def _mix(document: Mapping[str, Any], name: str) -> pl.DataFrame:
-    rows = (document.get("distributions") or {}).get("algorithms") or []
+MIX_SOURCES: tuple[tuple[str, str, dict[str, str]], ...] = (
+    (
+        "nccl",
+        "algorithms",
+        {"op": "collective", "algo": "algorithm", "proto": "protocol", "choices": "kernels"},
+    ),
+    ("distributions", "algorithms", {}),
+)
+"""Where NCCL's algorithm/protocol choices are read, first found in both runs first: the NCCL logs' TUNING
+lines (`nccl.algorithms`, counts of choices), else the kernel names (`distributions.algorithms`)."""
+
+
+def _mix_rows(document: Mapping[str, Any], source: tuple[str, str, dict[str, str]]) -> list[dict[str, Any]]:
+    key, table, renames = source
+    rows = (document.get(key) or {}).get(table) or []
+    return [{renames.get(name, name): value for name, value in row.items()} for row in rows]
+
+
+def _mix(rows: list[dict[str, Any]], name: str) -> pl.DataFrame:
     schema = {"collective": pl.Utf8, "algorithm": pl.Utf8, "protocol": pl.Utf8, "kernels": pl.Int64}
-    frame = pl.DataFrame(rows, schema=schema)
-    share = pl.col("kernels") / pl.col("kernels").sum().over("collective")
-    return frame.select("collective", "algorithm", "protocol", share.alias(name)).with_columns(
-        pl.col("algorithm", "protocol").fill_null("unknown"), pl.col("collective").fill_null("unknown")
+    frame = pl.DataFrame([{c: row.get(c) for c in schema} for row in rows], schema=schema)
+    frame = (
+        frame.with_columns(pl.col("algorithm", "protocol", "collective").fill_null("unknown"))
+        .group_by("collective", "algorithm", "protocol")
+        .agg(pl.col("kernels").sum())
     )
+    share = pl.col("kernels") / pl.col("kernels").sum().over("collective")
+    return frame.select("collective", "algorithm", "protocol", share.alias(name))
 
 
 def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> pl.DataFrame:
     """Per (collective, algorithm, protocol) its share of the collective's kernels in each run, the rows
     whose share moved by more than `MIX_CHANGE` (collectives both runs made)."""
     keys = ["collective", "algorithm", "protocol"]
-    joined = _mix(baseline, "baseline_share").join(_mix(candidate, "candidate_share"), on=keys, how="full",
-                                                   coalesce=True)  # fmt: skip
-    both = set(_mix(baseline, "s").get_column("collective")) & set(
-        _mix(candidate, "s").get_column("collective")
+    source = next(
+        (src for src in MIX_SOURCES if _mix_rows(baseline, src) and _mix_rows(candidate, src)),
+        MIX_SOURCES[-1],
     )
+    base_rows, cand_rows = _mix_rows(baseline, source), _mix_rows(candidate, source)
+    joined = _mix(base_rows, "baseline_share").join(_mix(cand_rows, "candidate_share"), on=keys, how="full",
+                                                   coalesce=True)  # fmt: skip
+    both = {r.get("collective") for r in base_rows} & {r.get("collective") for r in cand_rows}
     return (
         joined.with_columns(pl.col("baseline_share", "candidate_share").fill_null(0.0))
-        .filter(pl.col("collective").is_in(sorted(both)))
+        .filter(pl.col("collective").is_in(sorted(str(c) for c in both if c is not None)))
         .filter((pl.col("candidate_share") - pl.col("baseline_share")).abs() > MIX_CHANGE)
         .sort(keys)
     )

@@ -32,6 +32,7 @@ def finding_object(finding: Finding) -> dict[str, Any]:
         "baseline_n": finding.test.baseline_n,
         "candidate_n": finding.test.candidate_n,
         "outcome": finding.outcome,
+        "likely_cause": finding.likely_cause,
         "partial": finding.partial,
     }
 

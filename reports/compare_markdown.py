@@ -19,11 +19,14 @@ def _cell(text: object) -> str:
 
 
 def _rows(findings: Sequence[Finding]) -> list[str]:
-    lines = ["| subject | metric | baseline | candidate | change | p (Holm) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| subject | metric | baseline | candidate | change | p (Holm) | likely cause |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for f in findings[:TOP]:
         lines.append(
             f"| {_cell(f.subject)} | {f.metric} | {value_text(f.metric, f.baseline)} | "
-            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} |"
+            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} | {_cell(f.likely_cause or '')} |"
         )
     if len(findings) > TOP:
         lines.append(f"\n{len(findings) - TOP} more: see the HTML report or `--json`.")

@@ -39,6 +39,13 @@ def p_text(p_value: float | None) -> str:
     return "-" if p_value is None else f"{p_value:.2g}"
 
 
+def _note(finding: Finding) -> str:
+    parts = ["partial run"] if finding.partial else []
+    if finding.likely_cause:
+        parts.append(f"likely cause: {finding.likely_cause}")
+    return escape(printable("; ".join(parts)))
+
+
 def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
     table = Table(title=title, title_justify="left")
     for header in ("subject", "metric", "baseline", "candidate", "change", "p (Holm)", "n", "note"):
@@ -47,7 +54,7 @@ def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
         table.add_row(
             escape(printable(f.subject)), f.metric, value_text(f.metric, f.baseline),
             value_text(f.metric, f.candidate), change_text(f.change_pct), p_text(f.p_adjusted),
-            f"{f.test.baseline_n}/{f.test.candidate_n}", "partial run" if f.partial else "",
+            f"{f.test.baseline_n}/{f.test.candidate_n}", _note(f),
         )  # fmt: skip
     if len(findings) > MAX_ROWS:
         table.caption = f"{len(findings) - MAX_ROWS} more (--json lists all)"

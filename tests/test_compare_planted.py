@@ -64,6 +64,9 @@ def test_slower_collective_is_named(baseline: dict[str, Any], tmp_path: Path) ->
     # every kernel 1.5 x longer: the median duration x 1.5, the median bus bandwidth x 1 / 1.5
     assert by_metric["kernel_us"].change_pct == pytest.approx((1.5 - 1) * 100)
     assert by_metric["busbw_Bps"].change_pct == pytest.approx((1 / 1.5 - 1) * 100)
+    effects = [f for f in comparison.failing if not f.is_cause]
+    assert effects  # the run-level figures it moves (comm, transfer gamma, skew) point back to it
+    assert all(ALLREDUCE_SUBJECT in (f.likely_cause or "") for f in effects)
     assert by_metric["kernel_us"].p_adjusted is not None
     assert by_metric["kernel_us"].p_adjusted < 0.05
 

@@ -117,6 +117,7 @@ class Finding:
     outcome: str = "unchanged"  # regression | improvement | not significant | unchanged | not judged
     partial: bool = False
     fields: tuple[tuple[str, Any], ...] = ()
+    likely_cause: str | None = None  # for a run-level change: the cause finding that best explains it
 
     @property
     def is_cause(self) -> bool:
@@ -268,13 +269,50 @@ def compare(
     comparison = Comparison(
         baseline_source=str((baseline.get("run") or {}).get("source", "")),
         candidate_source=str((candidate.get("run") or {}).get("source", "")),
-        findings=findings,
+        findings=with_likely_causes(findings),
         structure=structure,
         scaling=scaling_analysis(baseline, candidate) if structure.world_size_changed else None,
         settings=settings,
         budgets=budget_table(baseline, candidate),
     )
     return replace(comparison, verdict=verdict_sentence(comparison))
+
+
+CAUSE_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("comp_us", "comp_share"), ("kernel_class", "rank")),
+    (("comm_us", "exposed_comm_us", "exposed_comm_share", "gamma", "exposed_gamma", "transfer_gamma",
+      "overlap_ratio"), ("collective", "rank")),
+    (("skew_us", "comm_wait_us", "idle_us", "idle_share", "dependency_bound_us", "host_bound_us"),
+     ("rank", "collective")),
+)  # fmt: skip
+"""(run-level metrics, the cause families that can explain them, in order); any other metric: every family."""
+
+
+def _cause_families(metric: str) -> tuple[str, ...]:
+    for metrics, families in CAUSE_RULES:
+        if metric in metrics:
+            return families
+    return ("collective", "kernel_class", "rank")
+
+
+def with_likely_causes(findings: list[Finding]) -> list[Finding]:
+    """Each run-level regression or improvement with the cause finding of the same outcome that best explains
+    it: the first family of `CAUSE_RULES` with one, its largest change."""
+    result = []
+    for finding in findings:
+        causes = [
+            f for f in findings
+            if f.is_cause and f.outcome == finding.outcome and f.outcome in ("regression", "improvement")
+        ]  # fmt: skip
+        cause = None
+        if not finding.is_cause and causes:
+            for family in _cause_families(finding.metric):
+                ranked = _ranked([f for f in causes if f.family == family])
+                if ranked:
+                    cause = _describe(ranked[0])
+                    break
+        result.append(replace(finding, likely_cause=cause))
+    return result
 
 
 BUDGET_ROWS: tuple[str, ...] = ("step_us", "comp_us", "comm_us", "exposed_comm_us", "idle_us", "transfer_us")

@@ -73,6 +73,10 @@ def compare_document(comparison: Comparison) -> dict[str, Any]:
             "algorithm_mix": records(structure.algorithm_mix),
             "partial": structure.partial_notes,
             "setup_changes": structure.setup_changes,
+            "stragglers": {
+                "baseline": structure.baseline_stragglers,
+                "candidate": structure.candidate_stragglers,
+            },
         },
         "budgets": records(comparison.budgets),
         "scaling": _scaling(comparison),

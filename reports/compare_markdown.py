@@ -48,6 +48,10 @@ def render_markdown(comparison: Comparison) -> str:
     if structure.appeared or structure.disappeared:
         lines.append(f"Appeared: {_cell(', '.join(structure.appeared) or '-')}; "
                      f"disappeared: {_cell(', '.join(structure.disappeared) or '-')}")  # fmt: skip
+    if structure.baseline_stragglers != structure.candidate_stragglers:
+        lines.append(
+            f"- stragglers: {structure.baseline_stragglers or 'none'} -> {structure.candidate_stragglers or 'none'}"
+        )
     lines += [f"- setup changed: {_cell(change)}" for change in structure.setup_changes]
     lines += [f"- partial: {_cell(note)}" for note in structure.partial_notes]
     if comparison.scaling is not None:

@@ -110,6 +110,10 @@ def _structure(comparison: Comparison, console: Console) -> None:
             escape(printable(f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
                              f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels"))
         )  # fmt: skip
+    if structure.baseline_stragglers != structure.candidate_stragglers:
+        console.print(
+            f"stragglers: {structure.baseline_stragglers or 'none'} -> {structure.candidate_stragglers or 'none'}"
+        )
     for change in structure.setup_changes:
         console.print(f"setup changed: {escape(printable(change))}")
     for note in structure.partial_notes:

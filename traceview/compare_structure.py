@@ -61,6 +61,8 @@ class Structure:
     partial_notes: list[str]
     partial_families: frozenset[str]
     setup_changes: list[str] = field(default_factory=list)  # devices, NCCL or PyTorch versions that differ
+    baseline_stragglers: list[int] = field(default_factory=list)  # `across_ranks.stragglers` of each run
+    candidate_stragglers: list[int] = field(default_factory=list)
 
     @property
     def world_size_changed(self) -> bool:
@@ -161,6 +163,11 @@ def setup_changes(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
     return found
 
 
+def stragglers(document: Mapping[str, Any]) -> list[int]:
+    """The ranks the across-ranks analysis named stragglers."""
+    return sorted(int(rank) for rank in (document.get("across_ranks") or {}).get("stragglers") or ())
+
+
 def structure_changes(
     baseline: Mapping[str, Any],
     candidate: Mapping[str, Any],
@@ -187,4 +194,6 @@ def structure_changes(
         partial_notes=notes,
         partial_families=frozenset(families),
         setup_changes=setup_changes(baseline, candidate),
+        baseline_stragglers=stragglers(baseline),
+        candidate_stragglers=stragglers(candidate),
     )

@@ -64,10 +64,12 @@ def test_slower_collective_against_hand_arithmetic() -> None:
 
 def test_structure_changes_are_listed_not_judged() -> None:
     settings, _ = load_settings()
-    comparison = compare(
-        document(), document(collectives=("AllReduce", "AllGather"), algorithm="TREE"), settings
-    )
+    candidate = document(collectives=("AllReduce", "AllGather"), algorithm="TREE")
+    candidate["across_ranks"] = {"stragglers": [1]}
+    comparison = compare(document(), candidate, settings)
     assert comparison.structure.appeared == ["AllGather pg=0 4 MiB - 64 MiB"]
+    assert comparison.structure.baseline_stragglers == []
+    assert comparison.structure.candidate_stragglers == [1]
     assert comparison.failing == []
     mix = comparison.structure.algorithm_mix.to_dicts()
     assert {(r["algorithm"], r["baseline_share"], r["candidate_share"]) for r in mix} == {

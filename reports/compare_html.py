@@ -73,7 +73,7 @@ def render_compare_html(comparison: Comparison, generated: dt.datetime | None = 
     figures = {"fig-changes": changes_figure(comparison), "fig-budget": budget_figure(comparison)}
     if any(f.metric == "busbw_Bps" for f in comparison.findings):
         figures["fig-busbw"] = busbw_figure(comparison)
-    noise = [f for f in comparison.findings if f.outcome == "not significant"]
+    noise = comparison.not_significant
     return _page("compare.html.j2", figures, generated, comparison=comparison, noise=noise)
 
 

@@ -64,7 +64,7 @@ def compare_document(comparison: Comparison) -> dict[str, Any]:
         "verdict": comparison.verdict,
         "regressions": [finding_object(f) for f in comparison.regressions],
         "improvements": [finding_object(f) for f in comparison.improvements],
-        "not_significant": [finding_object(f) for f in comparison.findings if f.outcome == "not significant"],
+        "not_significant": [finding_object(f) for f in comparison.not_significant],
         "structure": {
             "baseline_world_size": structure.baseline_world_size,
             "candidate_world_size": structure.candidate_world_size,

@@ -132,7 +132,7 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
     ):
         if findings:
             console.print(_findings_table(title, findings))
-    noise = [f for f in comparison.findings if f.outcome == "not significant"]
+    noise = comparison.not_significant
     if noise:
         console.print(_findings_table("Beyond the threshold but within the runs' spread", noise))
     _structure(comparison, console)

@@ -150,6 +150,11 @@ class Comparison:
         return _ranked([f for f in self.findings if f.outcome == "improvement"])
 
     @property
+    def not_significant(self) -> list[Finding]:
+        """Changes beyond the threshold but within the runs' spread, causes first, largest first."""
+        return _ranked([f for f in self.findings if f.outcome == "not significant"])
+
+    @property
     def scaling_shortfall_pct(self) -> float | None:
         """How far the measured scaling efficiency falls short of the model's, in percent of the model's."""
         scaling = self.scaling
@@ -353,7 +358,7 @@ def verdict_sentence(comparison: Comparison) -> str:
         return f"Regression: {top}{more}."
     if comparison.regressions:
         return f"Changes found but not judged{partial}: {_describe(comparison.regressions[0])}."
-    within_noise = [f for f in comparison.findings if f.outcome == "not significant"]
+    within_noise = comparison.not_significant
     if within_noise:
         return (
             f"No significant regression{partial}: {len(within_noise)} change(s) beyond the threshold are within "

@@ -307,7 +307,8 @@ def with_likely_causes(findings: list[Finding]) -> list[Finding]:
     for finding in findings:
         causes = [
             f for f in findings
-            if f.is_cause and f.outcome == finding.outcome and f.outcome in ("regression", "improvement")
+            if f.is_cause and not f.partial and f.outcome == finding.outcome
+            and f.outcome in ("regression", "improvement")
         ]  # fmt: skip
         cause = None
         if not finding.is_cause and causes:
@@ -349,7 +350,10 @@ def verdict_sentence(comparison: Comparison) -> str:
     """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said."""
     failing, improvements = comparison.failing, comparison.improvements
     if comparison.scaling is not None:
-        verdict = "loss beyond the model" if failing else "within the model's expectation"
+        if comparison.scaling_shortfall_pct is not None:
+            verdict = "loss beyond the model" if failing else "within the model's expectation"
+        else:
+            verdict = f"{len(failing)} significant regression(s)" if failing else "no significant regression"
         return f"{comparison.scaling.sentence[:-1]}: {verdict}."
     partial = " (a run was read only in part)" if comparison.structure.partial else ""
     if failing:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from traceview.reports.compare_html import render_compare_html, render_trend_html
 
 from tests.test_compare_documents import document
 from tests.test_report_browser import assert_clean, chromium_or_skip, probe, screenshot, with_probe
 from traceview.compare import compare, load_settings
-from traceview.reports.compare_html import render_compare_html, render_trend_html
 from traceview.trend import trend
 
 

@@ -35,8 +35,13 @@ def series(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_change_point_at_the_planted_night(series: list[Path]) -> None:
     _, settings = load_settings()
     found = trend([(p.name, json.loads(p.read_text())) for p in series], settings)
+    assert {c.run for c in found.changes} == {
+        f"night-{CHANGE_AT}.json"
+    }  # every metric moves there, only there
     comp = [c for c in found.changes if c.metric == "comp_us"]
-    assert [c.run for c in comp] == [f"night-{CHANGE_AT}.json"]
+    assert len(comp) == 1
+    assert comp[0].before is not None
+    assert comp[0].after == pytest.approx(comp[0].before * 1.3, rel=0.02)  # 2% jitter
     assert comp[0].change_pct is not None
     assert comp[0].change_pct > settings.threshold_pct
     # the latest night is judged against the history since that change: no regression
@@ -50,6 +55,7 @@ def test_latest_regression_is_exit_1(series: list[Path]) -> None:
     result = traceview("trend", *map(str, upto_change), "--json")
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
+    assert {c["run"] for c in document["changes"]} == {f"night-{CHANGE_AT}.json"}
     assert any(j["metric"] == "comp_us" and j["outcome"] == "regression" for j in document["latest"])
     calm = traceview("trend", *map(str, series[:CHANGE_AT]))
     assert calm.returncode == 0, calm.stdout

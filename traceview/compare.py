@@ -49,7 +49,7 @@ class TrendSettings:
     threshold_pct: float = 5.0
     alpha: float = 0.05
     metrics: tuple[str, ...] = ("step_us", "comp_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
-    min_segment: int = 2
+    min_segment: int = 1
     min_step_share: float = 0.01
 
 

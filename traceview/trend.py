@@ -4,11 +4,12 @@ against the history (docs/metrics.md, "Compare and trend").
 Order: by each summary's recorded run time (the start of its first step window on the trace clock) when every
 summary has one and they all differ, else as given. Values: each run's median over its (rank, step) samples.
 
-Change points, by binary segmentation: in a segment of runs, every split leaving at least `min_segment` runs
-on each side is scored by the Mann-Whitney test of the pooled step samples before against after; the split
-with the smallest p is a change point when its p times the number of splits scanned (Bonferroni) is below
-alpha and the median of the run values after differs from the one before by more than the threshold; both
-sides are then searched again. The latest run is judged against the history since the last change point
+Change points, by binary segmentation: in a segment of runs, the split (leaving at least `min_segment` runs
+on each side) that minimises the summed squared deviations of the run values from each side's mean is a
+change point when the Mann-Whitney p of the pooled step samples before against after, times the number of
+splits scanned (Bonferroni), is below alpha and the median of the run values after differs from the one
+before by more than the threshold (a time: also by `min_step_share` of the median step); both sides are then
+searched again. The latest run is judged against the history since the last change point
 before it: Mann-Whitney of its samples against the history's pooled samples, Holm-adjusted over the metrics;
 a regression is a significant change beyond the threshold the worse way (every trend metric is worse higher).
 """
@@ -124,26 +125,33 @@ def _step_reference(runs: Sequence[RunSeries]) -> float | None:
     return _median([_run_value(r, "step_us") for r in runs])
 
 
+def _sse(values: Sequence[float | None]) -> float:
+    """Sum of squared deviations from the mean of the known values."""
+    known = [v for v in values if v is not None]
+    mean = sum(known) / len(known) if known else 0.0
+    return sum((v - mean) ** 2 for v in known)
+
+
 def _best_split(
     runs: Sequence[RunSeries], metric: str, lo: int, hi: int, settings: TrendSettings
 ) -> ChangePoint | None:
-    splits = range(lo + settings.min_segment, hi - settings.min_segment + 1)
-    scored = []
-    for k in splits:
-        test = mann_whitney(_samples(runs[lo:k], metric), _samples(runs[k:hi], metric))
-        if test.p_value is not None:
-            before = _median([_run_value(r, metric) for r in runs[lo:k]])
-            after = _median([_run_value(r, metric) for r in runs[k:hi]])
-            change = relative_change(before, after)
-            scored.append((test.p_value, -abs(change or 0.0), k, before, after, change))
-    if not scored:
+    """The least-squares split of the run values in [lo, hi), kept when significant and large enough."""
+    values = [_run_value(r, metric) for r in runs]
+    splits = list(range(lo + settings.min_segment, hi - settings.min_segment + 1))
+    if not splits:
         return None
-    p, _, k, before, after, change = min(scored)
-    if p * len(scored) >= settings.alpha or change is None or abs(change) * 100 <= settings.threshold_pct:
+    k = min(splits, key=lambda split: (_sse(values[lo:split]) + _sse(values[split:hi]), split))
+    test = mann_whitney(_samples(runs[lo:k], metric), _samples(runs[k:hi], metric))
+    before, after = _median(values[lo:k]), _median(values[k:hi])
+    change = relative_change(before, after)
+    if test.p_value is None or change is None:
+        return None
+    p_value = min(1.0, test.p_value * len(splits))
+    if p_value >= settings.alpha or abs(change) * 100 <= settings.threshold_pct:
         return None
     if not _material(metric, before, after, _step_reference(runs[lo:hi]), settings):
         return None
-    return ChangePoint(metric, k, runs[k].name, before, after, change * 100, min(1.0, p * len(scored)))
+    return ChangePoint(metric, k, runs[k].name, before, after, change * 100, p_value)
 
 
 def change_points(runs: Sequence[RunSeries], metric: str, settings: TrendSettings) -> list[ChangePoint]:

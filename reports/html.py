@@ -17,6 +17,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -151,26 +152,46 @@ def script_hash(source: str) -> str:
     return f"'sha256-{base64.b64encode(digest).decode()}'"
 
 
+HASHES_PLACEHOLDER = "__TRACEVIEW_SCRIPT_HASHES__"
+_INLINE_SCRIPT = re.compile(r"<script(?P<attributes>[^>]*)>(?P<body>.*?)</script>", re.DOTALL)
+
+
+def with_script_hashes(page: str) -> str:
+    """`page` with `HASHES_PLACEHOLDER` in its policy replaced by the hash of every inline script it runs (a
+    script with `src` or a JSON data block is not one)."""
+    bodies = [
+        found["body"]
+        for found in _INLINE_SCRIPT.finditer(page)
+        if "src=" not in found["attributes"] and "application/json" not in found["attributes"]
+    ]
+    hashes = " ".join(dict.fromkeys(script_hash(body) for body in bodies)).replace("'", "&#39;")
+    return page.replace(HASHES_PLACEHOLDER, hashes, 1)
+
+
+def content_policy(cdn: bool) -> str:
+    """The page's Content-Security-Policy, its script hashes still to fill (`with_script_hashes`)."""
+    return CSP.format(hashes=HASHES_PLACEHOLDER, cdn=" https://cdn.plot.ly" if cdn else "")
+
+
 def page_script() -> str:
-    """The page's own script (figures drawn from their data blocks, sortable tables)."""
+    """The page's own script (figures drawn from their data blocks, sortable tables, the drill-down)."""
     return _ENVIRONMENT.loader.get_source(_ENVIRONMENT, "report.js")[0]  # type: ignore[union-attr]
 
 
 def render_html(analysis: RunAnalysis, plotlyjs: str = "inline", generated: dt.datetime | None = None) -> str:
     """The whole report page as one string."""
     inline_js, cdn_url = plotly_script(plotlyjs)
-    page_js = page_script()
-    hashes = " ".join(script_hash(source) for source in (inline_js, page_js) if source)
     template = _ENVIRONMENT.get_template("report.html.j2")
-    return template.render(
+    page = template.render(
         analysis=analysis,
         figures={figure_id: figure_json(f) for figure_id, f in page_figures(analysis).items()},
         sections=[section for section in SECTIONS if section.shown(analysis)],
         verdict_figures=verdict_figures(analysis),
         plotly_inline=inline_js,
         plotly_cdn=cdn_url,
-        page_js=page_js,
-        csp=CSP.format(hashes=hashes, cdn=" https://cdn.plot.ly" if cdn_url else ""),
+        page_js=page_script(),
+        csp=content_policy(bool(cdn_url)),
         version=__version__,
         generated=(generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+    return with_script_hashes(page)

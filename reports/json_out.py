@@ -24,7 +24,7 @@ from traceview.collective_tables import CollectiveAnalysis
 from traceview.crossrank import CrossRank
 from traceview.nccl_join import LinkOverride, NcclJoin
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 
@@ -201,6 +201,19 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
+def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `distributions` object: the samples `traceview compare` and `trend` test (docs/json-schema.md)."""
+    found = analysis.distributions
+    if found is None:
+        return None
+    return {
+        "collective_kernels": [{k: clean(v) for k, v in row.items()} for row in found.collective_kernels],
+        "kernel_classes": records(found.kernel_classes),
+        "class_kernels": [{k: clean(v) for k, v in row.items()} for row in found.class_kernels],
+        "algorithms": records(found.algorithms),
+    }
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
@@ -208,6 +221,7 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("nccl", _nccl),
     ("across_ranks", _across_ranks),
     ("prediction", _prediction),
+    ("distributions", _distributions),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 

@@ -479,6 +479,9 @@ def _exit_code(error: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+from traceview import cli_compare  # noqa: E402, F401  (registers `compare` and `trend` on `app`)
+
+
 def main() -> None:
     """Console entry point: run the app and map errors to exit codes, one line each, never a traceback."""
     try:

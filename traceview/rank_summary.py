@@ -3,7 +3,8 @@
 A summary holds every per-rank result the cross-rank reduce (`traceview.reduce`) needs, and nothing whose size
 grows with the trace's events: the per-step time budget, the communication kernels linked to their calls, the
 step windows, one launch mark per communication kernel (the end of the compute before it, for launch gaps),
-the idle-gap totals with the longest gaps, a bounded timeline, and a compact host-side trace (step marks, the
+the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration sketch of each kernel
+class (for comparisons), and a compact host-side trace (step marks, the
 FLOPs of each step, the first shape-bearing operator of each step) on which the model's inputs are read.
 Times are on the rank's own time base; `shifted` moves a summary onto the run's.
 """
@@ -19,6 +20,7 @@ from traceview.bubbles import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_to
 from traceview.budget import all_step_windows, classified_events, time_budget
 from traceview.collective_calls import launches
 from traceview.collectives import comm_kernels
+from traceview.compare_distributions import rank_class_parts
 from traceview.kernel_names import KernelPattern
 from traceview.model import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction_trace import BATCH_SHAPE_RULES
@@ -54,6 +56,8 @@ class RankSummary:
     top_gaps: pl.DataFrame
     segments: pl.DataFrame
     segment_counts: pl.DataFrame
+    kernel_classes: pl.DataFrame
+    class_sketches: pl.DataFrame
 
     @property
     def rank(self) -> int:
@@ -150,6 +154,7 @@ def summarize(
     kernels = comm_kernels(one, events)
     gaps = idle_gaps(events, windows, launches(one))
     segments, counts = rank_segments(events, windows, ranks_in_run)
+    kernel_classes, class_sketches = rank_class_parts(events, windows)
     return RankSummary(
         trace=compact_trace(trace),
         windows=windows,
@@ -163,6 +168,8 @@ def summarize(
         .head(LARGEST_GAPS),
         segments=segments,
         segment_counts=counts,
+        kernel_classes=kernel_classes,
+        class_sketches=class_sketches,
     )
 
 

@@ -18,6 +18,7 @@ from traceview.bubbles import BubbleAnalysis, bubbles_from_parts
 from traceview.budget import budget_of
 from traceview.clocks import rank_offsets, shift_to_reference
 from traceview.collective_tables import collective_tables
+from traceview.compare_distributions import distributions_from_parts
 from traceview.crossrank import add_transfer, run_cross_rank
 from traceview.errors import ParseWarning
 from traceview.model import Run, SkippedInput
@@ -45,6 +46,8 @@ class Stacked:
     top_gaps: pl.DataFrame
     segments: pl.DataFrame
     segment_counts: pl.DataFrame
+    kernel_classes: pl.DataFrame
+    class_sketches: pl.DataFrame
 
 
 def on_run_base(summaries: Sequence[RankSummary]) -> list[RankSummary]:
@@ -146,6 +149,9 @@ def reduce_summaries(
             crossrank,
             with_nccl_overrides(options.prediction, nccl),
             options.ranks_per_host,
+        ),
+        distributions=distributions_from_parts(
+            frames.kernel_classes, frames.class_sketches, collectives.kernels
         ),
     )
     return replace(analysis, recommendations=recommend(analysis))

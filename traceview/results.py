@@ -9,6 +9,7 @@ from traceview.bubbles import BubbleAnalysis
 from traceview.budget import TimeBudget
 from traceview.collective_tables import CollectiveAnalysis
 from traceview.collective_tables import gate_figures as collective_gate_figures
+from traceview.compare_distributions import Distributions
 from traceview.crossrank import CrossRank
 from traceview.model import Run
 from traceview.nccl import NcclLog
@@ -67,6 +68,7 @@ class RunAnalysis:
     bubbles: BubbleAnalysis | None = None
     nccl: NcclJoin | None = None
     prediction: Prediction | None = None
+    distributions: Distributions | None = None  # samples for `traceview compare` and `trend`
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""

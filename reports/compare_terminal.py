@@ -1,0 +1,160 @@
+"""Terminal rendering of `traceview compare` and `traceview trend` (rich). Renders only: every figure comes
+from `traceview.compare`, `traceview.compare_scaling` and `traceview.trend`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from traceview.compare import Comparison, Finding
+from traceview.sanitize import printable
+from traceview.trend import Trend
+
+MAX_ROWS = 15
+
+
+def value_text(metric: str, value: float | None) -> str:
+    """A figure with its unit: times (`_us`) in ms, bandwidths (`_Bps`) in GB/s, shares in percent."""
+    if value is None:
+        return "-"
+    if metric.endswith("_us") or metric == "step_us_p90":
+        return f"{value / 1000:.3f} ms"
+    if metric.endswith("_Bps"):
+        return f"{value / 1e9:.2f} GB/s"
+    if metric.endswith("_share"):
+        return f"{value:.1%}"
+    return f"{value:.3g}"
+
+
+def change_text(change_pct: float | None) -> str:
+    """A relative change in percent with its sign, or `-`."""
+    return "-" if change_pct is None else f"{change_pct:+.1f}%"
+
+
+def p_text(p_value: float | None) -> str:
+    """A p-value in two significant digits, or `-`."""
+    return "-" if p_value is None else f"{p_value:.2g}"
+
+
+def _note(finding: Finding) -> str:
+    parts = ["partial run"] if finding.partial else []
+    if finding.likely_cause:
+        parts.append(f"likely cause: {finding.likely_cause}")
+    return escape(printable("; ".join(parts)))
+
+
+def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for header in ("subject", "metric", "baseline", "candidate", "change", "p (Holm)", "n", "note"):
+        table.add_column(header)
+    for f in findings[:MAX_ROWS]:
+        table.add_row(
+            escape(printable(f.subject)), f.metric, value_text(f.metric, f.baseline),
+            value_text(f.metric, f.candidate), change_text(f.change_pct), p_text(f.p_adjusted),
+            f"{f.test.baseline_n}/{f.test.candidate_n}", _note(f),
+        )  # fmt: skip
+    if len(findings) > MAX_ROWS:
+        table.caption = f"{len(findings) - MAX_ROWS} more (--json lists all)"
+    return table
+
+
+def _budgets(comparison: Comparison) -> Table:
+    table = Table(title="Time budget (run medians)", title_justify="left")
+    for header in ("figure", "baseline", "share", "candidate", "share"):
+        table.add_column(header)
+    for row in comparison.budgets.iter_rows(named=True):
+        table.add_row(
+            row["figure"], value_text("_us", row["baseline_us"]), value_text("_share", row["baseline_share"]),
+            value_text("_us", row["candidate_us"]), value_text("_share", row["candidate_share"]),
+        )  # fmt: skip
+    return table
+
+
+def _scaling(comparison: Comparison, console: Console) -> None:
+    scaling = comparison.scaling
+    if scaling is None:
+        return
+    console.print(f"[bold]{escape(scaling.sentence)}[/bold]")
+    table = Table(title="Where the efficiency went (per median step)", title_justify="left")
+    for header in ("factor", "change", "efficiency points"):
+        table.add_column(header)
+    for row in scaling.factors.iter_rows(named=True):
+        table.add_row(row["factor"], f"{row['delta_us'] / 1000:+.3f} ms", f"{row['efficiency_points']:+.1%}")
+    console.print(table)
+    bandwidth = Table(title="Bus bandwidth per collective and group", title_justify="left")
+    for header in ("collective", "group", "baseline", "candidate", "ratio"):
+        bandwidth.add_column(header)
+    for row in scaling.busbw.iter_rows(named=True):
+        bandwidth.add_row(
+            escape(printable(row["collective"])), escape(printable(row["pg_key"])),
+            value_text("_Bps", row["baseline_busbw_Bps"]), value_text("_Bps", row["candidate_busbw_Bps"]),
+            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+        )  # fmt: skip
+    console.print(bandwidth)
+    if scaling.new_stragglers:
+        console.print(f"New stragglers: {', '.join(f'rank {r}' for r in scaling.new_stragglers)}")
+    for note in scaling.notes:
+        console.print(f"note: {escape(note)}")
+
+
+def _structure(comparison: Comparison, console: Console) -> None:
+    structure = comparison.structure
+    for label, subjects in (("appeared", structure.appeared), ("disappeared", structure.disappeared)):
+        if subjects:
+            console.print(f"{label}: {escape(printable(', '.join(subjects)))}")
+    for row in structure.algorithm_mix.iter_rows(named=True):
+        console.print(
+            escape(printable(f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
+                             f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels"))
+        )  # fmt: skip
+    if structure.baseline_stragglers != structure.candidate_stragglers:
+        console.print(
+            f"stragglers: {structure.baseline_stragglers or 'none'} -> {structure.candidate_stragglers or 'none'}"
+        )
+    for change in structure.setup_changes:
+        console.print(f"setup changed: {escape(printable(change))}")
+    for note in structure.partial_notes:
+        console.print(f"[yellow]partial: {escape(printable(note))}[/yellow]")
+
+
+def render_comparison(comparison: Comparison, console: Console) -> None:
+    """The verdict first, then regressions, improvements, structure changes, budgets and scaling."""
+    console.print(f"[bold]{escape(printable(comparison.verdict))}[/bold]")
+    console.print(
+        escape(printable(f"baseline {comparison.baseline_source}  candidate {comparison.candidate_source}"))
+    )
+    for title, findings in (
+        ("Regressions", comparison.regressions),
+        ("Improvements", comparison.improvements),
+    ):
+        if findings:
+            console.print(_findings_table(title, findings))
+    noise = comparison.not_significant
+    if noise:
+        console.print(_findings_table("Beyond the threshold but within the runs' spread", noise))
+    _structure(comparison, console)
+    console.print(_budgets(comparison))
+    _scaling(comparison, console)
+
+
+def render_trend(found: Trend, console: Console) -> None:
+    """The verdict, the change points and the latest run's judgement."""
+    console.print(f"[bold]{escape(printable(found.verdict))}[/bold]")
+    console.print(f"{len(found.runs)} runs, ordered by {found.ordered_by}")
+    changes = Table(title="Change points", title_justify="left")
+    for header in ("metric", "first run after", "before", "after", "change", "p"):
+        changes.add_column(header)
+    for c in found.changes:
+        changes.add_row(c.metric, escape(printable(c.run)), value_text(c.metric, c.before),
+                        value_text(c.metric, c.after), change_text(c.change_pct), p_text(c.p_value))  # fmt: skip
+    console.print(changes)
+    latest = Table(title="Latest run against the history", title_justify="left")
+    for header in ("metric", "history runs", "history", "latest", "change", "p (Holm)", "outcome"):
+        latest.add_column(header)
+    for j in found.latest:
+        latest.add_row(j.metric, str(j.history_runs), value_text(j.metric, j.history), value_text(j.metric, j.latest),
+                       change_text(j.change_pct), p_text(j.p_adjusted), j.outcome)  # fmt: skip
+    console.print(latest)

@@ -1,0 +1,120 @@
+"""Planted changes in copies of a recorded multi-rank run (the 8-rank sample with a 2% compute jitter and a
+straggler of its own): each change is found and named by its subject, nothing else is named; identical and
+jittered copies are no regression. Kernel durations are edited in the JSON (tests/compare_factory.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from traceview.reports.json_out import summary_document
+
+from tests.compare_factory import jitter as jitter_edit
+from tests.compare_factory import planted_copy, scale_collective, scale_compute
+from traceview.analysis import analyze
+from traceview.compare import Comparison, compare, load_settings
+from traceview.inputs import load_run
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
+# every AllReduce of the sample moves a 25 MiB bucket: the 4 MiB - 64 MiB size bucket of process group 0
+ALLREDUCE_SUBJECT = "AllReduce pg=0 4 MiB - 64 MiB"
+
+
+def summary(run: Path) -> dict[str, Any]:
+    """The JSON summary of a run as a nightly job would keep it."""
+    document: dict[str, Any] = msgspec.json.decode(
+        msgspec.json.encode(summary_document(analyze(load_run(str(run)))))
+    )
+    return document
+
+
+@pytest.fixture(scope="module")
+def baseline() -> dict[str, Any]:
+    return summary(SAMPLE)
+
+
+def compared(baseline: dict[str, Any], tmp_path: Path, edit: Any) -> Comparison:
+    settings, _ = load_settings()
+    return compare(baseline, summary(planted_copy(SAMPLE, tmp_path / "candidate", edit)), settings)
+
+
+def cause_subjects(comparison: Comparison) -> set[str]:
+    return {f.subject for f in comparison.failing if f.is_cause}
+
+
+def test_identical_copy_is_no_change(baseline: dict[str, Any], tmp_path: Path) -> None:
+    comparison = compared(baseline, tmp_path, None)
+    assert comparison.regressions == []
+    assert comparison.improvements == []
+    assert all(f.change_pct in (0.0, None) for f in comparison.findings)
+
+
+def test_jittered_copy_is_no_regression(baseline: dict[str, Any], tmp_path: Path) -> None:
+    comparison = compared(baseline, tmp_path, jitter_edit(0.03))
+    assert comparison.failing == []
+
+
+def test_slower_collective_is_named(baseline: dict[str, Any], tmp_path: Path) -> None:
+    comparison = compared(baseline, tmp_path, scale_collective("AllReduce", 1.5))
+    assert cause_subjects(comparison) == {ALLREDUCE_SUBJECT}
+    by_metric = {f.metric: f for f in comparison.failing if f.subject == ALLREDUCE_SUBJECT}
+    # every kernel 1.5 x longer: the median duration x 1.5, the median bus bandwidth x 1 / 1.5
+    assert by_metric["kernel_us"].change_pct == pytest.approx((1.5 - 1) * 100)
+    assert by_metric["busbw_Bps"].change_pct == pytest.approx((1 / 1.5 - 1) * 100)
+    effects = [f for f in comparison.failing if not f.is_cause]
+    assert effects  # the run-level figures it moves (comm, transfer gamma, skew) point back to it
+    assert all(ALLREDUCE_SUBJECT in (f.likely_cause or "") for f in effects)
+    assert by_metric["kernel_us"].p_adjusted is not None
+    assert by_metric["kernel_us"].p_adjusted < 0.05
+
+
+def test_slower_compute_is_named_by_kernel_class(baseline: dict[str, Any], tmp_path: Path) -> None:
+    comparison = compared(baseline, tmp_path, scale_compute(1.3))
+    subjects = cause_subjects(comparison)
+    assert "kernel class gemm" in subjects
+    assert all(subject.startswith("kernel class ") for subject in subjects)  # no collective, no rank
+    gemm = next(f for f in comparison.failing if f.subject == "kernel class gemm")
+    assert gemm.change_pct == pytest.approx((1.3 - 1) * 100, abs=0.5)  # kernels cut at a step's end move less
+
+
+def test_delayed_rank_is_named(baseline: dict[str, Any], tmp_path: Path) -> None:
+    comparison = compared(baseline, tmp_path, scale_compute(1.3, only_rank=1))
+    assert cause_subjects(comparison) == {"rank 1"}
+
+
+def test_cli_exit_codes_and_json(baseline: dict[str, Any], tmp_path: Path) -> None:
+    from tests.test_cli import traceview
+
+    saved = tmp_path / "baseline.json"
+    saved.write_text(json.dumps(baseline), encoding="utf-8")
+    planted = planted_copy(SAMPLE, tmp_path / "slow", scale_collective("AllReduce", 1.5))
+    same = traceview("compare", str(saved), str(SAMPLE), "--json")
+    slow = traceview("compare", str(saved), str(planted), "--json", "-o", str(tmp_path / "diff.html"))
+    assert (same.returncode, slow.returncode) == (0, 1), slow.stderr
+    document = json.loads(slow.stdout)
+    assert document["regressions"][0]["subject"] == ALLREDUCE_SUBJECT
+    assert {"metric", "subject", "baseline", "candidate", "change_pct", "p_value"} <= set(
+        document["regressions"][0]
+    )
+    page = (tmp_path / "diff.html").read_text(encoding="utf-8")
+    assert "Content-Security-Policy" in page
+    assert ALLREDUCE_SUBJECT in page
+    markdown = traceview("compare", str(saved), str(planted), "--markdown")
+    assert markdown.stdout.count("\n") < 30
+    assert ALLREDUCE_SUBJECT in markdown.stdout
+    gated = traceview("compare", str(saved), str(SAMPLE), "--fail-on", "regressions>0")
+    assert gated.returncode == 0
+
+
+def test_bad_input_is_exit_2(tmp_path: Path) -> None:
+    from tests.test_cli import traceview
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": "1.3", "time_budget": ', encoding="utf-8")
+    result = traceview("compare", str(broken), str(SAMPLE))
+    assert result.returncode == 2
+    assert "broken.json" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -143,12 +143,24 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
     # what each network's init prints (`NET/IB : Using [0]mlx5_0:1/IB ; OOB ...`, `NET/IB : No device found.`,
     # `NET/Socket : Using [0]eth0:10.0.0.1<0>`, `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'`), the
     # plugin loader (`NET/Plugin : No plugin found (libnccl-net.so)...`, `NET/Plugin: Loaded net plugin X`,
-    # `Plugin Path : /opt/.../libnccl-net.so`, `P2P plugin IBext`, AWS's `NET/OFI Using aws-ofi-nccl 1.7`),
-    # and the bootstrap interface.
+    # `Plugin Path : /opt/.../libnccl-net.so`, `P2P plugin IBext`, AWS's `NET/OFI Using aws-ofi-nccl 1.7`;
+    # 2.24+ `Initialized NET plugin X` and `Assigned NET plugin X to comm`; RCCL's `Successfully loaded external
+    # network plugin /path`), and the bootstrap interface.
     Pattern("network", "Using network", re.compile(r"Using network (?P<detail>.*\S)")),
     Pattern("network", "Bootstrap", re.compile(r"(?P<source>Bootstrap) ?: Using (?P<detail>.*\S)")),
     Pattern("network", "P2P plugin", re.compile(r"(?P<source>P2P plugin) (?P<detail>\S++)")),
     Pattern("network", "Plugin Path", re.compile(r"(?P<source>Plugin Path) ?: (?P<detail>.*\S)")),
+    Pattern(
+        "network",
+        "NET plugin",
+        re.compile(r"(?P<source>(?:Initialized|Assigned) NET plugin) (?P<detail>\S++)"),
+    ),
+    Pattern(
+        "network",
+        "external network plugin",
+        re.compile(r"(?P<source>Successfully loaded external network plugin) (?P<detail>\S.*\S|\S)"),
+    ),
+    Pattern("network", "non-device net plugin", re.compile(r"(?P<source>Using non-device net plugin)")),
     Pattern("network", "NET/", re.compile(r"(?P<source>NET/[\w\-]++) ?:? ?(?P<detail>\S.*\S|\S)")),
     Pattern(
         "event", "Connected ", re.compile(r"(?P<event>Connected (?:all rings|all trees|NVLS tree|CollNet))")

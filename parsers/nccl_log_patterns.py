@@ -35,16 +35,20 @@ _PTR = r"(?:0x[0-9a-fA-F]+|\(nil\)|0)"
 # newer ones `RCCL version : 2.20.5-HEAD:0c8d3b8`.
 _VERSION = re.compile(r"(?:NCCL version|RCCL version(?: :)?) (?P<version>\d[\w.+\-]*)")
 
+# The record-start and COLL regexes run on every line: their runs are plain greedy (faster in `re` than
+# possessive ones, and safe here: every run is followed by a character it cannot hold, and they are matched at
+# one position or scanned from a literal "["). The body patterns below use possessive / atomic runs.
+
 # Where one NCCL record starts inside a physical line: `host:pid:tid [dev] [file.cc:N ]NCCL INFO|WARN `.
 # Found in two steps for speed: RECORD_ANCHOR (it begins with a literal "[", which the regex engine scans
 # for quickly), then HOST_TAIL on the last word before the anchor: the `host:pid:tid` part is optional
 # (posters strip it). Several anchors on one line = interleaved writes of several processes.
 RECORD_ANCHOR = re.compile(
-    r"\[(?P<dev>\d++)\] +(?:(?P<src>[\w./\-]+:\d++) +)?NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
+    r"\[(?P<dev>\d+)\] +(?:(?P<src>[\w./\-]+:\d+) +)?NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
 )
 # The common case, tried first: one record starting the line, with its full `host:pid:tid` prefix.
 LINE_START = re.compile(
-    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d++):(?P<tid>\d++) +\[(?P<dev>\d++)\] +(?:(?P<src>[\w./\-]+:\d++) +)?"
+    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +\[(?P<dev>\d+)\] +(?:(?P<src>[\w./\-]+:\d+) +)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
 )
 HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid>\d++):(?P<tid>\d++)\Z")
@@ -53,16 +57,16 @@ HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid
 # but blanks. Its groups are the writer's (host, pid, tid, dev) then those of the "coll" body pattern, in order.
 # A line it does not match takes the general path (record starts, then the body table), with the same result.
 _COLL_BODY = (
-    r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]++) sendbuff "
+    r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff "
     + _PTR
     + r" recvbuff "
     + _PTR
-    + r" count (?P<count>\d++) datatype (?P<datatype>\d++) op (?P<red_op>\d++) root (?P<root>-?\d++)"
-    r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d++)\] stream (?P<stream>" + _PTR + r")"
-    r"(?: task (?P<task>\d++) globalrank (?P<global_rank>\d++))?"
+    + r" count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<red_op>\d+) root (?P<root>-?\d+)"
+    r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d+)\] stream (?P<stream>" + _PTR + r")"
+    r"(?: task (?P<task>\d+) globalrank (?P<global_rank>\d+))?"
 )
 COLL_LINE = re.compile(
-    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d++):(?P<tid>\d++) +\[(?P<dev>\d++)\] +(?:[\w./\-]+:\d+ +)?NCCL INFO "
+    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +\[(?P<dev>\d+)\] +(?:[\w./\-]+:\d+ +)?NCCL INFO "
     + _COLL_BODY
     + r"\s*\Z"
 )

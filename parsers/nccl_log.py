@@ -264,7 +264,10 @@ def _read(source: Path, reader: _Reader) -> str | None:
             for line in _lines(handle, reader):
                 reader.feed(line)
     except EOFError as err:  # gzip stream cut short: keep what was read
-        return f"truncated gzip file: read {reader.line_no} lines before it ended ({err})"
+        return (
+            f"truncated gzip file (its stream ends early: cut short, or damaged): kept the {reader.line_no} "
+            f"lines read before ({err})"
+        )
     except (OSError, zlib.error) as err:
         raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
     return None

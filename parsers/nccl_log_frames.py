@@ -19,16 +19,14 @@ from traceview.parsers.nccl_log_totals import (
 )
 
 from traceview.nccl import (
-    NETWORK_NAME_KINDS,
-    NETWORK_RULES,
     SCHEMAS,
     NcclLog,
     dtype_table,
     first_match,
     flag_degraded,
     transport_kind,
-    with_call_size,
 )
+from traceview.nccl_rules import NETWORK_NAME_KINDS, NETWORK_RULES, with_call_size
 
 
 class LineCounts(TypedDict):
@@ -242,7 +240,7 @@ def _warnings(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
     """`CallTally.totals` with dtype, call_bytes (count x element size), size_bytes (S of one call,
-    `traceview.nccl.with_call_size`) and bytes (calls x S)."""
+    `traceview.nccl_rules.with_call_size`) and bytes (calls x S)."""
     table = dtype_table()
     names = dict(zip(table["datatype"], table["dtype"], strict=True))
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
@@ -318,7 +316,7 @@ def _settings(rows: pl.DataFrame) -> dict[str, str]:
 
 
 def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
-    """Per process (host, pid) the network NCCL uses, by `traceview.nccl.NETWORK_RULES` (evidence, line)."""
+    """Per process (host, pid) the network NCCL uses, by `traceview.nccl_rules.NETWORK_RULES` (evidence, line)."""
     parts = [settings.select("line", "host", "pid", source="name", detail="value")]
     if not network.is_empty():
         parts.append(_with_text_columns(network, "source").select("line", "host", "pid", "source", "detail"))

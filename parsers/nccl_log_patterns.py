@@ -35,16 +35,20 @@ _PTR = r"(?:0x[0-9a-fA-F]+|\(nil\)|0)"
 # newer ones `RCCL version : 2.20.5-HEAD:0c8d3b8`.
 _VERSION = re.compile(r"(?:NCCL version|RCCL version(?: :)?) (?P<version>\d[\w.+\-]*)")
 
+# The record-start and COLL regexes run on every line: their runs are plain greedy (faster in `re` than
+# possessive ones, and safe here: every run is followed by a character it cannot hold, and they are matched at
+# one position or scanned from a literal "["). The body patterns below use possessive / atomic runs.
+
 # Where one NCCL record starts inside a physical line: `host:pid:tid [dev] [file.cc:N ]NCCL INFO|WARN `.
 # Found in two steps for speed: RECORD_ANCHOR (it begins with a literal "[", which the regex engine scans
 # for quickly), then HOST_TAIL on the last word before the anchor: the `host:pid:tid` part is optional
 # (posters strip it). Several anchors on one line = interleaved writes of several processes.
 RECORD_ANCHOR = re.compile(
-    r"\[(?P<dev>\d++)\] +(?:(?P<src>[\w./\-]+:\d++) +)?NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
+    r"\[(?P<dev>\d+)\] +(?:(?P<src>[\w./\-]+:\d+) +)?NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
 )
 # The common case, tried first: one record starting the line, with its full `host:pid:tid` prefix.
 LINE_START = re.compile(
-    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d++):(?P<tid>\d++) +\[(?P<dev>\d++)\] +(?:(?P<src>[\w./\-]+:\d++) +)?"
+    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +\[(?P<dev>\d+)\] +(?:(?P<src>[\w./\-]+:\d+) +)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?"
 )
 HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid>\d++):(?P<tid>\d++)\Z")
@@ -53,16 +57,16 @@ HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid
 # but blanks. Its groups are the writer's (host, pid, tid, dev) then those of the "coll" body pattern, in order.
 # A line it does not match takes the general path (record starts, then the body table), with the same result.
 _COLL_BODY = (
-    r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]++) sendbuff "
+    r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff "
     + _PTR
     + r" recvbuff "
     + _PTR
-    + r" count (?P<count>\d++) datatype (?P<datatype>\d++) op (?P<red_op>\d++) root (?P<root>-?\d++)"
-    r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d++)\] stream (?P<stream>" + _PTR + r")"
-    r"(?: task (?P<task>\d++) globalrank (?P<global_rank>\d++))?"
+    + r" count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<red_op>\d+) root (?P<root>-?\d+)"
+    r" comm (?P<comm>" + _PTR + r") \[nranks=(?P<nranks>\d+)\] stream (?P<stream>" + _PTR + r")"
+    r"(?: task (?P<task>\d+) globalrank (?P<global_rank>\d+))?"
 )
 COLL_LINE = re.compile(
-    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d++):(?P<tid>\d++) +\[(?P<dev>\d++)\] +(?:[\w./\-]+:\d+ +)?NCCL INFO "
+    r"(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) +\[(?P<dev>\d+)\] +(?:[\w./\-]+:\d+ +)?NCCL INFO "
     + _COLL_BODY
     + r"\s*\Z"
 )
@@ -143,12 +147,24 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
     # what each network's init prints (`NET/IB : Using [0]mlx5_0:1/IB ; OOB ...`, `NET/IB : No device found.`,
     # `NET/Socket : Using [0]eth0:10.0.0.1<0>`, `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'`), the
     # plugin loader (`NET/Plugin : No plugin found (libnccl-net.so)...`, `NET/Plugin: Loaded net plugin X`,
-    # `Plugin Path : /opt/.../libnccl-net.so`, `P2P plugin IBext`, AWS's `NET/OFI Using aws-ofi-nccl 1.7`),
-    # and the bootstrap interface.
+    # `Plugin Path : /opt/.../libnccl-net.so`, `P2P plugin IBext`, AWS's `NET/OFI Using aws-ofi-nccl 1.7`;
+    # 2.24+ `Initialized NET plugin X` and `Assigned NET plugin X to comm`; RCCL's `Successfully loaded external
+    # network plugin /path`), and the bootstrap interface.
     Pattern("network", "Using network", re.compile(r"Using network (?P<detail>.*\S)")),
     Pattern("network", "Bootstrap", re.compile(r"(?P<source>Bootstrap) ?: Using (?P<detail>.*\S)")),
     Pattern("network", "P2P plugin", re.compile(r"(?P<source>P2P plugin) (?P<detail>\S++)")),
     Pattern("network", "Plugin Path", re.compile(r"(?P<source>Plugin Path) ?: (?P<detail>.*\S)")),
+    Pattern(
+        "network",
+        "NET plugin",
+        re.compile(r"(?P<source>(?:Initialized|Assigned) NET plugin) (?P<detail>\S++)"),
+    ),
+    Pattern(
+        "network",
+        "external network plugin",
+        re.compile(r"(?P<source>Successfully loaded external network plugin) (?P<detail>\S.*\S|\S)"),
+    ),
+    Pattern("network", "non-device net plugin", re.compile(r"(?P<source>Using non-device net plugin)")),
     Pattern("network", "NET/", re.compile(r"(?P<source>NET/[\w\-]++) ?:? ?(?P<detail>\S.*\S|\S)")),
     Pattern(
         "event", "Connected ", re.compile(r"(?P<event>Connected (?:all rings|all trees|NVLS tree|CollNet))")

@@ -34,6 +34,7 @@ from tests.nccl_log_factory import (
 from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
 from traceview.inputs import load_run
 from traceview.nccl import NcclLog
+from traceview.nccl_foreign import TraceFacts, foreign_reasons
 from traceview.nccl_join import NcclJoin, join_nccl
 from traceview.simulate import CollectiveSpec, ProcessGroupSpec, Scenario, write_run
 
@@ -484,3 +485,18 @@ def test_a_version_mismatch_alone_sets_every_log_apart(
     assert join.hosts_by_rank == {}
     assert join.link_overrides == ()
     assert join.verdict_flags == ()
+
+
+def test_foreign_checks_compare_hosts_and_versions_by_their_stated_parts(logs_dir: Path) -> None:
+    other = foreign_log(logs_dir / "facts", 8, "2.21.5+cuda12.4")  # host "elsewhere", one 8-rank communicator
+    same_job = TraceFacts(frozenset({8}), 8, frozenset({"elsewhere"}), frozenset({"2.21.5"}))
+    assert foreign_reasons(other, same_job) == ()
+    fqdn_path = logs_dir / "facts" / "fqdn.log"
+    fqdn_path.write_text(Writer("Elsewhere.cluster.local", 1, 1, 0).info("NCCL version 2.21.5") + "\n")
+    assert foreign_reasons(nccl_log.parse(fqdn_path), same_job) == ()  # hosts compared by first label
+    moved = TraceFacts(frozenset({8}), 8, frozenset({"node000", "node001"}), frozenset({"2.21.5"}))
+    assert foreign_reasons(other, moved) == (
+        "its hosts (elsewhere) are none of the traces' (node000, node001)",
+    )
+    unstated = TraceFacts()  # the traces state nothing: no check applies
+    assert foreign_reasons(other, unstated) == ()

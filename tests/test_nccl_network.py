@@ -36,6 +36,13 @@ CASES: tuple[tuple[tuple[str, ...], str | None, str | None], ...] = (
     (("NCCL_IB_DISABLE set by environment to 1.",), "Socket", "NCCL_IB_DISABLE=1"),
     (("NCCL_IB_DISABLE set by environment to 0.", IB), "IB", "NET/IB : Using"),
     (("NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'",), "Socket", "NET/Socket"),
+    (("NET/Socket : Using [0]eth0:10.0.4.51<0>", "Initialized NET plugin Socket",  # 2.24+
+      "Assigned NET plugin Socket to comm"), "Socket", "Assigned NET plugin"),
+    (("NET/OFI Initializing aws-ofi-nccl 1.16.2", "Initialized NET plugin Libfabric"), "Plugin",
+     "Initialized NET plugin"),
+    (("Successfully loaded external network plugin /opt/rocm/lib/librccl-net.so",), "Plugin",
+     "external network plugin"),  # RCCL
+    (("Using non-device net plugin version 0", "Using network Socket"), "Socket", "Using network"),
     ((NO_PLUGIN, "Bootstrap : Using eth0:10.0.0.1<0>"), None, None),
 )  # fmt: skip
 

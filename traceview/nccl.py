@@ -14,10 +14,7 @@ from functools import reduce
 
 import polars as pl
 
-from traceview.collectives import SIZE_RULES
-from traceview.collectives import _size_expr as size_rule_expr
 from traceview.errors import InputError
-from traceview.vocab import canonical_collective_expr
 
 # ncclDataType_t code -> (name, bytes per element). 0-8 since NCCL 2.0, bfloat16 since 2.10, fp8 since 2.19.
 DTYPES: tuple[tuple[int, str, int], ...] = (
@@ -63,35 +60,6 @@ WARNING_KINDS: tuple[tuple[str, str], ...] = (
     ("timeout", r"(?i)\btime(?:d)?[ -]?out"),
     ("error", r"(?i)unhandled|internal error|invalid|remote process|NCCL error|-> \d+$"),
 )
-
-# A network's name as NCCL prints it (`Using network X`, `NCCL_NET=X`, `P2P plugin X`) -> its kind: the first
-# matching regex wins. IBext (the SHARP/HPC-X plugin) and other IB-verbs plugins run over IB.
-NETWORK_NAME_KINDS: tuple[tuple[str, str], ...] = (
-    ("IB", r"(?i)^IB"),
-    ("Socket", r"(?i)^Socket"),
-    ("Plugin", r"."),
-)
-
-# Which network a process uses (`NcclLog.networks`), from its "network" records (source, detail) and its
-# `NCCL_X set by environment` records (source = the variable, detail = its value): (evidence, rank, condition,
-# kind). The row of lowest rank decides (the last line among equals); `kind` None: by `NETWORK_NAME_KINDS` of
-# the detail. NCCL tries a net plugin, then IB, then sockets, printing each one's init.
-NETWORK_RULES: tuple[tuple[str, int, pl.Expr, str | None], ...] = (
-    ("Using network", 0, pl.col("source").is_null(), None),
-    ("NCCL_NET", 1, pl.col("source") == "NCCL_NET", None),
-    ("NET/Socket : Using", 2, (pl.col("source") == "NET/Socket") & pl.col("detail").str.starts_with("Using"),
-     "Socket"),
-    ("NET/IB : Using", 2, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("Using"), "IB"),
-    ("P2P plugin", 2, pl.col("source") == "P2P plugin", None),
-    ("NET/Plugin : Loaded", 2, (pl.col("source") == "NET/Plugin") & pl.col("detail").str.contains("(?i)loaded"),
-     "Plugin"),
-    ("NET/<plugin>", 2, pl.col("source").str.contains(r"^NET/") & ~pl.col("source").is_in(
-        ["NET/IB", "NET/Socket", "NET/Plugin"]), "Plugin"),
-    ("NET/Socket", 3, pl.col("source") == "NET/Socket", "Socket"),
-    ("NCCL_IB_DISABLE=1", 4, (pl.col("source") == "NCCL_IB_DISABLE") & (pl.col("detail") == "1"), "Socket"),
-    ("NET/IB : No device found", 5, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("No device"),
-     "Socket"),
-)  # fmt: skip
 
 IDENTITY_SCHEMA: dict[str, pl.DataType] = {
     "line": pl.Int64(),
@@ -349,29 +317,6 @@ def dtype_table() -> pl.DataFrame:
     )
 
 
-def with_call_size(frame: pl.DataFrame, count_bytes: str) -> pl.DataFrame:
-    """`frame` (COLL rows: op, nranks) with `collective` (canonical name) and `size_bytes`: S of the call in the
-    nccl-tests convention, by the project's one S rule (`traceview.collectives.SIZE_RULES`).
-
-    A COLL line's `count` (column `count_bytes` = count x element size) is the count the API call was given,
-    in every NCCL and RCCL generation: for the collectives of `SIZE_RULES` that is the shard (AllGather's
-    sendcount, ReduceScatter's recvcount: one rank's share, S = count x size x nranks), for every other one
-    the input buffer (AllReduce, Broadcast, Reduce, Send, Recv: S = count x size).
-    """
-    collective = canonical_collective_expr(pl.col("op"))
-    buffer: pl.Expr = pl.lit("in_bytes")
-    for name, (_, shard) in SIZE_RULES.items():
-        buffer = pl.when(collective == name).then(pl.lit(shard)).otherwise(buffer)
-    counted = pl.col(count_bytes)
-    shaped = frame.with_columns(
-        collective=collective,
-        group_size=pl.col("nranks"),
-        in_bytes=pl.when(buffer == "in_bytes").then(counted),
-        out_bytes=pl.when(buffer == "out_bytes").then(counted),
-    )
-    return shaped.with_columns(size_rule_expr()).drop("group_size", "in_bytes", "out_bytes")
-
-
 def first_match(column: str, table: tuple[tuple[str, str], ...], default: pl.Expr) -> pl.Expr:
     """An expression giving the label of the first (label, regex) row of `table` that matches `column`."""
     return reduce(
@@ -463,7 +408,7 @@ def hosts_by_rank(log: NcclLog) -> pl.DataFrame:
 
 def collective_summary(log: NcclLog) -> pl.DataFrame:
     """COLL lines per (op, dtype), over every call of the log (`call_totals`): calls, total bytes (calls x S,
-    `with_call_size`), distinct communicators and processes."""
+    `traceview.nccl_rules.with_call_size`), distinct communicators and processes."""
     return (
         log.call_totals.group_by("op", "dtype")
         .agg(

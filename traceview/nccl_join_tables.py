@@ -148,7 +148,7 @@ def with_socket_network(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _with_collective(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.nccl.with_call_size`) with `collective`."""
+    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.nccl_rules.with_call_size`) with `collective`."""
     return frame.with_columns(collective=canonical_collective_expr(pl.col("op")))
 
 

@@ -10,7 +10,8 @@ tree. The inputs, made once in a temporary folder:
 - a gzip bomb, `--bomb-gib` GiB of zero bytes gzipped (default 1; `head -c 1G /dev/zero | gzip`), read by
   `kineto.parse` (before: inflated whole, then refused as not JSON; after: refused by the ratio guard);
 - the real trace hta_df_index_resolver: parse time, the median over `--rounds` children (before and after
-  alternating) of each child's median of `--repeat` runs of `kineto.parse`, wall and CPU time.
+  alternating) of each child's median of `--repeat` runs of `kineto.parse`, wall and CPU time; and the peak
+  memory of `traceview summary --json` on it.
 
     python benchmarks/parse_limits_bench.py [--name-mib 100] [--bomb-gib 1] [--baseline REV]
 """
@@ -210,6 +211,8 @@ def main(argv: list[str]) -> int:
         compare("parse  ", PARSE, sources, str(bomb))
         if REAL_TRACE.is_file():
             compare_parse_times(REAL_TRACE, sources, args.repeat, args.rounds)
+            print(f"traceview summary --json on {REAL_TRACE.name} (as benchmarks/parse_bench.py runs it):")
+            compare("summary", SUMMARY, sources, str(REAL_TRACE))
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Every figure comes from a fresh child process of this interpreter; peak memory is the child's `ru_maxrss` from
 `os.wait4`. "Before" runs the same code from a baseline source tree (`git archive` of `--baseline`, by default
-the commit before the input limits were added), imported in the child in place of the installed package; "after" runs the working
-tree. The inputs, made once in a temporary folder:
+the commit before the input limits were added), imported in the child in place of the installed package;
+"after" runs the working tree. The inputs, made once in a temporary folder:
 
 - a trace whose one kernel name is `--name-mib` MiB long (default 100), read by `kineto.parse` and by
   `traceview summary --json` (parse, analyses, rendering);

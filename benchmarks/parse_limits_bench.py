@@ -2,15 +2,16 @@
 
 Every figure comes from a fresh child process of this interpreter; peak memory is the child's `ru_maxrss` from
 `os.wait4`. "Before" runs the same code from a baseline source tree (`git archive` of `--baseline`, by default
-the merge base with main), imported in the child in place of the installed package; "after" runs the working
-tree. The inputs, made once in a temporary folder:
+the commit before the input limits were added), imported in the child in place of the installed package;
+"after" runs the working tree. The inputs, made once in a temporary folder:
 
 - a trace whose one kernel name is `--name-mib` MiB long (default 100), read by `kineto.parse` and by
   `traceview summary --json` (parse, analyses, rendering);
 - a gzip bomb, `--bomb-gib` GiB of zero bytes gzipped (default 1; `head -c 1G /dev/zero | gzip`), read by
   `kineto.parse` (before: inflated whole, then refused as not JSON; after: refused by the ratio guard);
 - the real trace hta_df_index_resolver: parse time, the median over `--rounds` children (before and after
-  alternating) of each child's median of `--repeat` runs of `kineto.parse`, wall and CPU time.
+  alternating) of each child's median of `--repeat` runs of `kineto.parse`, wall and CPU time; and the peak
+  memory of `traceview summary --json` on it.
 
     python benchmarks/parse_limits_bench.py [--name-mib 100] [--bomb-gib 1] [--baseline REV]
 """
@@ -181,6 +182,17 @@ def compare_parse_times(trace: Path, sources: dict[str, str], repeat: int, round
     )
 
 
+def before_limits() -> str:
+    """The commit before the one that added the input limits (`parsers/kineto_limits.py`)."""
+    added = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", "parsers/kineto_limits.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return f"{added[-1]}^"
+
+
 def main(argv: list[str]) -> int:
     """Make the inputs, measure, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -190,12 +202,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", default="")
     args = parser.parse_args(argv)
-    revision = (
-        args.baseline
-        or subprocess.run(
-            ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    )
+    revision = args.baseline or before_limits()
     with tempfile.TemporaryDirectory(prefix="parse_limits_") as tmp:
         folder = Path(tmp)
         sources = {"before": baseline_tree(revision, folder), "after": "installed"}
@@ -210,6 +217,8 @@ def main(argv: list[str]) -> int:
         compare("parse  ", PARSE, sources, str(bomb))
         if REAL_TRACE.is_file():
             compare_parse_times(REAL_TRACE, sources, args.repeat, args.rounds)
+            print(f"traceview summary --json on {REAL_TRACE.name} (as benchmarks/parse_bench.py runs it):")
+            compare("summary", SUMMARY, sources, str(REAL_TRACE))
     return 0
 
 

@@ -130,6 +130,7 @@ def nccl_document(nccl: NcclJoin) -> dict[str, Any]:
         "link_override": _link_override(nccl.link_override),
         "verdict_flags": list(nccl.verdict_flags),
         "notes": list(nccl.notes),
+        "foreign": [{"path": path, "reasons": reasons} for path, reasons in nccl.foreign],
     }
 
 

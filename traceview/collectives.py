@@ -250,7 +250,7 @@ def _group_size_from_shapes() -> pl.Expr:
     return pl.coalesce(pl.col("group_size"), pl.when(counted > 0).then(counted), ratio).alias("group_size")
 
 
-def _size_expr() -> pl.Expr:
+def size_expr() -> pl.Expr:
     """S of SPEC 3 (`SIZE_RULES`)."""
     n, collective = pl.col("group_size"), pl.col("collective")
     by_rule = [
@@ -326,7 +326,7 @@ def comm_kernels(run: Run, events: pl.DataFrame) -> pl.DataFrame:
         with_process_groups(merged, config_groups(run))
         .with_columns(_group_size_from_shapes(), (pl.col("end_us") - pl.col("start_us")).alias("dur_us"))
         .with_columns(
-            _size_expr(),
+            size_expr(),
             dtype_size_expr(pl.col("dtype")).alias("elem_size"),
             pl.coalesce(pl.col("pg_name"), pl.col("pg_ranks"), pl.lit("unknown")).alias("pg_key"),
             *_call_membership(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.collectives import SIZE_RULES
-from traceview.collectives import _size_expr as size_rule_expr
+from traceview.collectives import size_expr as size_rule_expr
 from traceview.vocab import canonical_collective_expr
 
 # A network's name as NCCL prints it (`Using network X`, `NCCL_NET=X`, `P2P plugin X`) -> its kind: the first

@@ -10,6 +10,7 @@ import pytest
 from traceview.parsers import kineto
 
 from tests import kineto_factory as kf
+from tests.shared_data import requires_shared
 from traceview.errors import InputError, NotKinetoError, RunError
 from traceview.inputs import load_run, resolve_trace_files
 
@@ -85,7 +86,10 @@ def test_two_files_claiming_one_rank_keep_the_first_and_name_both(tmp_path: Path
     run = load_run(tmp_path)
     assert [trace.path for trace in run] == [str(tmp_path / "rank0.json")]
     assert [(s.path, s.reason) for s in run.skipped] == [
-        (str(tmp_path / "rank1.json"), f"rank 0 is also claimed by {tmp_path / 'rank0.json'}; that file was kept")
+        (
+            str(tmp_path / "rank1.json"),
+            f"rank 0 is also claimed by {tmp_path / 'rank0.json'}; that file was kept",
+        )
     ]
 
 
@@ -154,6 +158,7 @@ def test_pytorch_18_bare_event_array(tmp_path: Path) -> None:
     assert trace.gpu.select("kind", "correlation", "external_id").rows() == [("kernel", 3, 9)]
 
 
+@requires_shared
 @pytest.mark.parametrize(
     ("name", "says"),
     [

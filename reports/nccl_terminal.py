@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import polars as pl
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _escape_markup
 from rich.table import Table
 
 from traceview.nccl import NcclLog, collective_summary, communicator_summary, warning_counts
+from traceview.sanitize import printable
+
+
+def escape(value: object) -> str:
+    """Text from a log as rich markup printed literally, its control characters shown as escapes."""
+    return _escape_markup(printable(value))
+
 
 _MAX_ROWS = 20
 
@@ -16,7 +23,7 @@ def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, list):
-        return ", ".join(str(item) for item in value) or "-"
+        return escape(", ".join(str(item) for item in value)) or "-"
     return escape(str(value))
 
 

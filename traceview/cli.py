@@ -37,11 +37,13 @@ from traceview.cli_app import (
     gate,
     load,
     model_options,
+    partial,
     print_json,
     report_skipped,
     say,
     stdout_console,
     with_nccl_logs,
+    write_json_text,
     write_text,
 )
 from traceview.cli_options import (
@@ -124,7 +126,7 @@ def summary(
     if json_output:
         from traceview.reports.json_out import render_json
 
-        sys.stdout.write(render_json(analysis) + "\n")
+        write_json_text(render_json(analysis))
     else:
         from traceview.reports.terminal import render_summary
 
@@ -201,6 +203,7 @@ def collectives(
 
     patterns = user_patterns(tuple(comm_pattern or ()))
     loaded = load(run_spec(runs), workers)
+    report_skipped(loaded)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
     if json_output:
         from traceview.reports.json_out import collectives_document
@@ -210,6 +213,7 @@ def collectives(
         from traceview.reports.collectives_terminal import render_collectives
 
         render_collectives(result, stdout_console(200))
+    partial(loaded)
 
 
 @app.command()
@@ -265,6 +269,7 @@ def stragglers(
 
     check_thresholds(fail_on)
     loaded = load(run_spec(runs), workers)
+    report_skipped(loaded)
     events, windows = (
         classified_events(loaded, user_patterns(tuple(comm_pattern or ()))),
         all_step_windows(loaded),
@@ -281,6 +286,7 @@ def stragglers(
 
         render_crossrank(result, stdout_console(200))
     gate(result.gate_figures(), fail_on)
+    partial(loaded)
 
 
 for _module in COMMAND_MODULES:

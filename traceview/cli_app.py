@@ -82,11 +82,30 @@ def stdout_console(width_when_piped: int = 160) -> Console:
     return Console(width=None if sys.stdout.isatty() else width_when_piped)
 
 
+_JSON_UNSAFE = (
+    0x7F,
+    *range(0x80, 0xA0),
+    0x61C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in _JSON_UNSAFE}
+
+
+def write_json_text(text: str) -> None:
+    """Write JSON text to stdout with DEL, C1 and bidi-override characters as `\\uXXXX` escapes: the same
+    document (they only occur inside strings, where the escape means the same character), safe on a terminal.
+    The encoder already escapes C0 controls."""
+    sys.stdout.write(text.translate(_JSON_ESCAPES) + "\n")
+
+
 def print_json(document: Any) -> None:
-    """Write `document` to stdout as indented JSON."""
+    """Write `document` to stdout as indented JSON (terminal-safe, `write_json_text`)."""
     import msgspec
 
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n")
+    write_json_text(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
 
 
 def load(spec: str | Sequence[str], workers: int | None = None) -> Run:
@@ -129,7 +148,7 @@ def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
     gate(analysis.gate_figures(), fail_on)
     skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ())]
     if skipped:
-        raise PartialRun(f"analysed without {len(skipped)} input(s) that could not be read (listed above)")
+        raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
 
 
 def with_nccl_logs(
@@ -148,10 +167,20 @@ def with_nccl_logs(
     return replace(options, nccl_logs=tuple(logs), nccl_skipped=tuple(skipped))
 
 
-def report_skipped(analysis: RunAnalysis) -> None:
+def report_skipped(analysis: RunAnalysis | Run) -> None:
     """Name every input the run was analysed without, one line each, on stderr."""
-    for path, reason in analysis.header.skipped:
+    if isinstance(analysis, Run):
+        skipped = [(s.path, s.reason) for s in analysis.skipped]
+    else:
+        skipped = list(analysis.header.skipped)
+    for path, reason in skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
+
+
+def partial(run: Run) -> None:
+    """Raise `PartialRun` (exit 4) when the run was read without some of its files (each named on stderr)."""
+    if run.skipped:
+        raise PartialRun(f"analysed without {len(run.skipped)} input(s), each named above with the reason")
 
 
 def write_text(path: Path, text: str) -> None:

@@ -3,6 +3,7 @@ with the others analysed, internal errors exit 3 with the traceback in a file, a
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -219,3 +220,19 @@ def test_an_internal_error_writes_the_traceback_to_a_log_not_the_screen(tmp_path
     assert str(log) in line
     assert "planted" in log.read_text()
     assert "Traceback" in log.read_text()
+
+
+def test_max_trace_bytes_skips_the_file_that_passes_it(tmp_path: Path) -> None:
+    small = _rank_file(tmp_path, 0, 2)
+    big_doc = kf.document([kf.kernel("gemm", float(i), 1.0) for i in range(400)], rank=1, world_size=2)
+    big = kf.write(big_doc, tmp_path / "rank1.json.gz", compress=True)
+    limit = 2 * big.stat().st_size  # the gzip file itself and the small file fit; the big one's text does not
+    assert len(gzip.decompress(big.read_bytes())) > limit > small.stat().st_size
+    done = traceview("summary", str(tmp_path), "--json", "--max-trace-bytes", str(limit))
+    assert done.returncode == 4, done.stderr
+    [(path, reason)] = json.loads(done.stdout)["run"]["skipped"]
+    assert (path, f"passes {limit} bytes" in reason, "--max-trace-bytes" in reason) == (str(big), True, True)
+    alone = traceview("collectives", str(big), "--max-trace-bytes", str(limit))
+    assert alone.returncode == 2
+    assert str(big) in one_line(alone)
+    assert traceview("summary", str(tmp_path), "--max-trace-bytes", "0").returncode == 2

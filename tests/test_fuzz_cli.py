@@ -251,6 +251,7 @@ OPTIONS = {
     "--comm-pattern": st.sampled_from(["(", "nccl.*", "LIB=(", "[", "x" * 3]),
     "--nccl-log": st.sampled_from(["MISSING", "FOLDER", "\x1b.log"]),
     "--executor": st.sampled_from(["local", "nope"]),
+    "--max-trace-bytes": st.integers(-1, 5000).map(str) | st.sampled_from(["1e3", "x"]),
 }
 
 

@@ -56,6 +56,7 @@ from traceview.cli_options import (
     FailOnOpt,
     GpusPerNodeOpt,
     LocalBatchOpt,
+    MaxTraceBytesOpt,
     NcclLogOpt,
     NicOpt,
     ParamsOpt,
@@ -101,6 +102,7 @@ def summary(
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
@@ -121,7 +123,7 @@ def summary(
     spec = run_spec(runs)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
     options = with_nccl_logs(model_options(comm_pattern, virtual_stages, *model), spec, nccl_log)
-    analysis = analyse(spec, options, workers, executor, ray_address, quiet)
+    analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     if json_output:
         from traceview.reports.json_out import render_json
@@ -149,6 +151,7 @@ def report(
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
@@ -173,7 +176,7 @@ def report(
     spec = run_spec(runs)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
     options = with_nccl_logs(model_options(comm_pattern, virtual_stages, *model), spec, nccl_log)
-    analysis = analyse(spec, options, workers, executor, ray_address, quiet)
+    analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     write_text(output, render_html(analysis, plotlyjs=plotlyjs))
     say(
@@ -195,6 +198,7 @@ def collectives(
     ] = False,
     comm_pattern: CommPatternOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
 ) -> None:
     """Every communication kernel linked to its collective call: bytes, busbw and the tables per group."""
     from traceview.budget import classified_events
@@ -202,7 +206,7 @@ def collectives(
     from traceview.kernel_names import user_patterns
 
     patterns = user_patterns(tuple(comm_pattern or ()))
-    loaded = load(run_spec(runs), workers)
+    loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
     if json_output:
@@ -260,6 +264,7 @@ def stragglers(
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
 ) -> None:
     """Across ranks: matched collectives, host clock offsets, skew, wait, and the straggler(s) with a cause."""
     from traceview.budget import all_step_windows, classified_events, time_budget
@@ -268,7 +273,7 @@ def stragglers(
     from traceview.kernel_names import user_patterns
 
     check_thresholds(fail_on)
-    loaded = load(run_spec(runs), workers)
+    loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
     events, windows = (
         classified_events(loaded, user_patterns(tuple(comm_pattern or ()))),

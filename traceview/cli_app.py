@@ -22,6 +22,7 @@ from traceview import __version__
 from traceview.analysis import AnalysisOptions, RunAnalysis
 from traceview.cli_options import nccl_log_paths, options_from, with_model
 from traceview.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
+from traceview.input_limits import TraceSizeLimit
 from traceview.inputs import load_run
 from traceview.model import Run
 from traceview.sanitize import printable
@@ -108,9 +109,14 @@ def print_json(document: Any) -> None:
     write_json_text(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
 
 
-def load(spec: str | Sequence[str], workers: int | None = None) -> Run:
+def trace_limits(max_trace_bytes: int | None) -> TraceSizeLimit | None:
+    """The limits `--max-trace-bytes` sets (None: the parser's own defaults)."""
+    return None if max_trace_bytes is None else TraceSizeLimit(max_trace_bytes)
+
+
+def load(spec: str | Sequence[str], workers: int | None = None, max_trace_bytes: int | None = None) -> Run:
     """Parse the run in memory (the commands that need every event: collectives, stragglers)."""
-    return load_run(spec, workers=workers)  # type: ignore[arg-type]
+    return load_run(spec, workers=workers, limits=trace_limits(max_trace_bytes))
 
 
 def analyse(
@@ -120,13 +126,15 @@ def analyse(
     executor: str,
     ray_address: str | None,
     quiet: bool,
+    max_trace_bytes: int | None = None,
 ) -> RunAnalysis:
     """The run's analysis through the map/reduce pipeline, with the load's progress bar on stderr."""
     from traceview.pipeline import analyze_files
     from traceview.progress import load_progress
 
     with load_progress(stderr, quiet) as progress:
-        return analyze_files(spec, options, workers, executor, progress, ray_address)
+        limits = trace_limits(max_trace_bytes)
+        return analyze_files(spec, options, workers, executor, progress, ray_address, limits=limits)
 
 
 def check_thresholds(fail_on: list[str] | None) -> None:

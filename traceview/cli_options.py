@@ -54,6 +54,14 @@ RayAddressOpt = Annotated[
     str | None,
     typer.Option("--ray-address", help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray)."),
 ]
+MaxTraceBytesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-trace-bytes",
+        min=1,
+        help="Refuse (skip, among several) a trace whose JSON text, after gunzip, passes this many bytes.",
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
 
 

@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceview.errors import TraceviewError, UsageError
 from traceview.model import SkippedInput
+
+if TYPE_CHECKING:
+    from traceview.input_limits import TraceLimits
 
 EXECUTORS = ("local", "ray")
 PARALLEL_MIN_BYTES = 16_000_000
@@ -41,19 +44,22 @@ class MapTask:
     path: str
     comm_patterns: tuple[str, ...] = ()
     ranks_in_run: int = 1
+    limits: TraceLimits | None = None  # how large a file may be (`traceview.input_limits`)
 
 
 def summarize_file(task: MapTask) -> Any:
     """Parse one rank file and summarise it (`RankSummary`), or say why it could not be read
     (`SkippedInput`). Runs in a worker: module-level, its argument and result picklable."""
+    from traceview.input_limits import parse_rank
     from traceview.inputs import release_free_heap
     from traceview.kernel_names import user_patterns
-    from traceview.parsers import kineto
     from traceview.rank_summary import summarize
 
     try:
         summary = summarize(
-            kineto.parse(task.path).validate(), user_patterns(task.comm_patterns), task.ranks_in_run
+            parse_rank(task.path, task.limits).validate(),
+            user_patterns(task.comm_patterns),
+            task.ranks_in_run,
         )
     except TraceviewError as exc:
         return SkippedInput(task.path, str(exc))
@@ -73,6 +79,7 @@ def map_ranks(
     progress: Progress | None = None,
     ray_address: str | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    limits: TraceLimits | None = None,
 ) -> list[Any]:
     """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`. The local executor works in
     this process for one file or under `parallel_min_bytes` of input."""
@@ -80,7 +87,7 @@ def map_ranks(
         raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: give at least 1 worker")
-    tasks = [MapTask(str(f), tuple(comm_patterns), len(files)) for f in files]
+    tasks = [MapTask(str(f), tuple(comm_patterns), len(files), limits) for f in files]
     sizes = [_size(f) for f in files]
     results = (
         _ray(tasks, ray_address) if executor == "ray" else _local(tasks, sizes, workers, parallel_min_bytes)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import glob
 import multiprocessing
 import os
@@ -16,8 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from traceview.errors import InputError, RunError, TraceviewError
+from traceview.input_limits import TraceLimits, parse_rank
 from traceview.model import RankTrace, Run, SkippedInput, make_run
-from traceview.parsers import kineto
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 """File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
@@ -47,25 +48,31 @@ def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
     return matches
 
 
-def _parse_or_skip(path: Path) -> RankTrace | SkippedInput:
+def _parse_or_skip(path: Path, limits: TraceLimits | None = None) -> RankTrace | SkippedInput:
     try:
-        return kineto.parse(path)
+        return parse_rank(path, limits)
     except TraceviewError as exc:
         return SkippedInput(str(path), str(exc))
 
 
-def load_run(spec: str | Path, workers: int | None = None, progress: Progress | None = None) -> Run:
-    """Parse every rank `spec` names into a validated `Run`.
+def load_run(
+    spec: str | Path | Sequence[str | Path],
+    workers: int | None = None,
+    progress: Progress | None = None,
+    limits: TraceLimits | None = None,
+) -> Run:
+    """Parse every rank `spec` names (a file, a folder, a glob, or several of them) into a validated `Run`.
 
     A single file that fails raises its `InputError`; with several files, failures are skipped and listed in
-    `Run.skipped`, and an error is raised only when no rank could be read.
+    `Run.skipped`, and an error is raised only when no rank could be read. `limits` bounds each file's size
+    (`traceview.input_limits`).
     """
     files = resolve_trace_files(spec)
     if len(files) == 1:
-        trace = kineto.parse(files[0])
+        trace = parse_rank(files[0], limits)
         release_free_heap()
-        return make_run([trace], source=str(spec))
-    results = _parse_all(files, workers, progress)
+        return make_run([trace], source=_source(spec))
+    results = _parse_all(files, workers, progress, limits)
     release_free_heap()
     traces = [r for r in results if isinstance(r, RankTrace)]
     skipped = [r for r in results if isinstance(r, SkippedInput)]
@@ -73,7 +80,7 @@ def load_run(spec: str | Path, workers: int | None = None, progress: Progress | 
         raise InputError(
             skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}"
         )
-    return make_run(traces, skipped, source=str(spec))
+    return make_run(traces, skipped, source=_source(spec))
 
 
 def release_free_heap() -> None:
@@ -87,16 +94,21 @@ def release_free_heap() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
+def _source(spec: str | Path | Sequence[str | Path]) -> str:
+    return str(spec) if isinstance(spec, str | Path) else " ".join(map(str, spec))
+
+
 def _parse_all(
-    files: Sequence[Path], workers: int | None, progress: Progress | None
+    files: Sequence[Path], workers: int | None, progress: Progress | None, limits: TraceLimits | None
 ) -> list[RankTrace | SkippedInput]:
+    parse = functools.partial(_parse_or_skip, limits=limits)
     count = min(len(files), workers or os.cpu_count() or 1)
     total_bytes = sum(f.stat().st_size for f in files)
     if count <= 1 or (workers is None and total_bytes < PARALLEL_MIN_BYTES):
-        return [_report(progress, i, len(files), _parse_or_skip(f)) for i, f in enumerate(files)]
+        return [_report(progress, i, len(files), parse(f)) for i, f in enumerate(files)]
     # spawn, not fork: polars' thread pool does not survive a fork
     with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(_parse_or_skip, files))]
+        return [_report(progress, i, len(files), r) for i, r in enumerate(pool.map(parse, files))]
 
 
 def _report(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from traceview.errors import InputError
 from traceview.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
@@ -18,6 +19,9 @@ from traceview.model import SkippedInput, make_run
 from traceview.rank_summary import RankSummary
 from traceview.reduce import reduce_summaries
 from traceview.results import AnalysisOptions, RunAnalysis
+
+if TYPE_CHECKING:
+    from traceview.input_limits import TraceLimits
 
 
 def analyze_files(
@@ -28,14 +32,15 @@ def analyze_files(
     progress: Progress | None = None,
     ray_address: str | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    limits: TraceLimits | None = None,
 ) -> RunAnalysis:
     """Every analysis of the run `spec` names (a file, a folder or a glob). A single file that cannot be read
     raises its `InputError`; of several, the unreadable are skipped and listed, and an error is raised only
-    when none could be read."""
+    when none could be read. `limits` bounds each file's size (`traceview.input_limits`)."""
     options = options or AnalysisOptions()
     files = resolve_trace_files(spec)
     results = map_ranks(
-        files, options.comm_patterns, workers, executor, progress, ray_address, parallel_min_bytes
+        files, options.comm_patterns, workers, executor, progress, ray_address, parallel_min_bytes, limits
     )
     summaries = [r for r in results if isinstance(r, RankSummary)]
     skipped = [r for r in results if isinstance(r, SkippedInput)]

@@ -41,7 +41,6 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        ((), "no command given"),
         (("sumary", "x"), "No such command"),
         (("summary", "--bogus", "x"), "No such option: --bogus"),
         (("summary",), "Missing argument"),
@@ -74,6 +73,12 @@ def test_version_and_help() -> None:
     helped = traceview("--help")
     assert helped.returncode == 0
     assert "summary" in helped.stdout
+    bare = traceview()
+    assert bare.returncode == 2
+    assert "Usage:" in bare.stderr
+    assert "summary" in bare.stderr
+    assert bare.stderr.strip().splitlines()[-1] == "traceview: error: no command given (see 'traceview --help')"
+    assert bare.stdout == ""
 
 
 def test_shell_expanded_glob_is_one_run(run_dir: Path) -> None:

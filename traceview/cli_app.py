@@ -8,6 +8,7 @@ uses the helpers here to load, gate and print. `traceview.cli` imports every com
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
@@ -74,7 +75,9 @@ def _root(
     ] = False,
 ) -> None:
     """Where the time went in a distributed training job."""
-    if context.invoked_subcommand is None:
+    if context.invoked_subcommand is None:  # bare `traceview`: the help on stderr, then a usage error (exit 2)
+        with contextlib.redirect_stdout(sys.stderr):
+            typer.echo(context.get_help(), err=True)
         raise CommandLineError("no command given", ctx=context)
 
 

@@ -77,7 +77,8 @@ def test_version_and_help() -> None:
     assert bare.returncode == 2
     assert "Usage:" in bare.stderr
     assert "summary" in bare.stderr
-    assert bare.stderr.strip().splitlines()[-1] == "traceview: error: no command given (see 'traceview --help')"
+    last = bare.stderr.strip().splitlines()[-1]
+    assert last == "traceview: error: no command given (see 'traceview --help')"
     assert bare.stdout == ""
 
 

@@ -75,7 +75,7 @@ def _root(
     ] = False,
 ) -> None:
     """Where the time went in a distributed training job."""
-    if context.invoked_subcommand is None:  # bare `traceview`: the help on stderr, then a usage error (exit 2)
+    if context.invoked_subcommand is None:  # bare `traceview`: the help on stderr, then a usage error
         with contextlib.redirect_stdout(sys.stderr):
             typer.echo(context.get_help(), err=True)
         raise CommandLineError("no command given", ctx=context)

@@ -242,3 +242,20 @@ def test_max_trace_bytes_skips_the_file_that_passes_it(tmp_path: Path) -> None:
     assert alone.returncode == 2
     assert str(big) in one_line(alone)
     assert traceview("summary", str(tmp_path), "--max-trace-bytes", "0").returncode == 2
+
+
+def test_skipped_inputs_are_named_in_the_report_inputs_section(run_dir: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for trace in run_dir.iterdir():
+        (run / trace.name).write_bytes(trace.read_bytes())
+    bad = run / "rank-3<b>.json"
+    bad.write_bytes(b"\x1b[2J not a trace")
+    out = tmp_path / "report.html"
+    done = traceview("report", str(run), "-o", str(out))
+    assert done.returncode == 4, done.stderr
+    page = out.read_text(encoding="utf-8")
+    inputs = page[page.index('id="inputs"') :]
+    assert "rank-3&lt;b&gt;.json" in inputs
+    assert "skipped" in inputs
+    assert f"wrote {out}" in done.stderr

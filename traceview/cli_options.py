@@ -18,8 +18,9 @@ RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank 
 RunsArg = Annotated[
     list[str],
     typer.Argument(
+        metavar="RUN...",
         help="A trace file, a folder of per-rank traces, or a glob; several files (an unquoted glob the shell "
-        "expanded) are read as one run."
+        "expanded) are read as one run.",
     ),
 ]
 

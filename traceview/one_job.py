@@ -51,13 +51,16 @@ def _within_world(traces: Sequence[RankTrace]) -> list[Hashable | None]:
 
 
 def _process_groups(traces: Sequence[RankTrace]) -> list[Hashable | None]:
-    """Traces linked when their process-group configurations share a group (name and size); the label of a
-    trace is the first trace it is linked to, so disjoint configurations get different labels."""
-    configs = [frozenset((pg.name, pg.size) for pg in trace.meta.process_groups) for trace in traces]
+    """Traces linked when their process-group configurations share a group (name and size): a trace takes the
+    label of the first earlier trace it shares a group with, else its own index, so disjoint configurations get
+    different labels (one pass, a dict of the groups seen)."""
+    seen: dict[tuple[str, int], int] = {}
     labels: list[Hashable | None] = []
-    for config in configs:
-        first = next((index for index, other in enumerate(configs) if config & other), None)
-        labels.append(None if not config else first)
+    for index, trace in enumerate(traces):
+        groups = [(pg.name, pg.size) for pg in trace.meta.process_groups]
+        label = next((seen[group] for group in groups if group in seen), index)
+        seen.update({group: label for group in groups if group not in seen})
+        labels.append(label if groups else None)
     return labels
 
 

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from traceview.collective_tables import CollectiveAnalysis
+from traceview.sanitize import printable
 
 MAX_ROWS = 40
 _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
@@ -39,16 +40,16 @@ def ms(value: object) -> str:
 
 
 def plain(value: object) -> str:
-    """Any value as escaped text; `-` when unknown."""
+    """Any value as escaped, printable text (no control characters from the trace); `-` when unknown."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return escape(str(value))
+    return escape(printable(value))
 
 
 def _table(title: str, frame: pl.DataFrame, columns: Mapping[str, tuple[str, Cell]]) -> Table:
-    table = Table(title=escape(title), title_justify="left")
+    table = Table(title=escape(printable(title)), title_justify="left")
     for header, _ in columns.values():
         table.add_column(header, justify="right")
     for row in frame.head(MAX_ROWS).iter_rows(named=True):

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from traceview.crossrank import CrossRank
+from traceview.sanitize import printable
 
 MAX_ROWS = 30
 
@@ -20,15 +21,15 @@ def _cell(value: object, scale: float = 1.0, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value / scale:.{digits}f}"
     if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return escape(str(value))
+        return escape(printable(", ".join(str(item) for item in value)))
+    return escape(printable(value))
 
 
 def _table(
     title: str, frame: pl.DataFrame, columns: dict[str, tuple[str, float]], flag: str | None = None
 ) -> Table:
     """Columns: name -> (header, divisor for floats)."""
-    table = Table(title=escape(title), title_justify="left")
+    table = Table(title=escape(printable(title)), title_justify="left")
     for header, _ in columns.values():
         table.add_column(header)
     for row in frame.head(MAX_ROWS).iter_rows(named=True):
@@ -57,7 +58,7 @@ MISMATCH_COLUMNS = {
 
 def render_crossrank(crossrank: CrossRank, console: Console) -> None:
     """The straggler sentence, the clock offsets, the per-rank table, mismatches and warnings."""
-    console.print(f"[bold]{escape(crossrank.sentence)}[/bold]")
+    console.print(f"[bold]{escape(printable(crossrank.sentence))}[/bold]", highlight=False)
     skew = crossrank.gate_figures()["median_skew_us"]
     console.print(
         f"{crossrank.instances.height} instances matched, {crossrank.usable_instances} complete on 2+ ranks; "
@@ -74,4 +75,4 @@ def render_crossrank(crossrank: CrossRank, console: Console) -> None:
             _table(f"Mismatches ({crossrank.mismatches.height})", crossrank.mismatches, MISMATCH_COLUMNS)
         )
     for warning in crossrank.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        console.print(f"[yellow]warning:[/yellow] {escape(printable(warning))}", highlight=False)

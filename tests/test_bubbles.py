@@ -18,6 +18,7 @@ import polars as pl
 import pytest
 
 from tests import kineto_factory as kf
+from tests.shared_data import requires_shared
 from traceview.bubbles import GAP_CAUSES, BubbleAnalysis, analyze_bubbles
 from traceview.budget import all_step_windows, classified_events, time_budget
 from traceview.collective_calls import launches
@@ -341,6 +342,7 @@ def test_simulated_bubble_and_idle_match_the_ground_truth(pp4: tuple[GroundTruth
 # ---------------------------------------------------------------- every real trace
 
 
+@requires_shared
 @pytest.mark.parametrize("folder", REAL_RUNS, ids=[p.name for p in REAL_RUNS])
 def test_real_traces_gaps_add_up_to_the_budget_idle(folder: Path) -> None:
     try:

@@ -20,9 +20,12 @@ import polars as pl
 import pytest
 from traceview.parsers import kineto
 
+from tests.shared_data import requires_shared
 from traceview.budget import all_step_windows, classified_events, time_budget
 from traceview.intervals import union_length
 from traceview.model import RankTrace, make_run
+
+pytestmark = requires_shared
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 TRACES = sorted(p for p in REAL.glob("*/*") if p.name.endswith((".json", ".json.gz")))

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests import report_factory as rf
+from tests.shared_data import NOT_KINETO as NOT_KINETO_DIR
+from tests.shared_data import REAL_KINETO, real_files, requires_shared
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
-if not REAL.exists():
-    REAL = Path("/work/shared/data/real")
-NOT_KINETO = sorted((REAL / "not_kineto").glob("*"))
-REAL_RUN = REAL / "kineto" / "hta_sampled_2rank"
+NOT_KINETO = real_files(NOT_KINETO_DIR)
+REAL_RUN = REAL_KINETO / "hta_sampled_2rank"
 
 
 def traceview(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,7 +34,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return rf.write_run(tmp_path_factory.mktemp("cli") / "run")
 
 
-@pytest.mark.skipif(not NOT_KINETO, reason="real data not available")
+@requires_shared
 @pytest.mark.parametrize("path", NOT_KINETO, ids=lambda p: p.name)
 def test_not_kineto_is_exit_2_with_one_line_naming_the_file(path: Path) -> None:
     done = traceview("summary", str(path))
@@ -47,6 +46,7 @@ def test_not_kineto_is_exit_2_with_one_line_naming_the_file(path: Path) -> None:
     assert done.stdout == ""
 
 
+@requires_shared
 def test_json_summary_of_a_real_run(tmp_path: Path) -> None:
     done = traceview("summary", str(REAL_RUN), "--json")
     assert done.returncode == 0, done.stderr

@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from tests.shared_data import requires_shared
 from traceview.budget import classified_events
 from traceview.collective_tables import CollectiveAnalysis, analyze_collectives
 from traceview.inputs import load_run
@@ -39,7 +40,7 @@ COLLECTIVES = {"allreduce": "AllReduce", "all_reduce": "AllReduce", "broadcast":
 ELEMENT_BYTES = {"Float": 4, "float": 4, "Long": 8, "long": 8, "int": 4, "signed char": 1, "unsigned char": 1}
 CALL_PREFIXES = ("nccl:", "c10d::")
 
-pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="real traces not available")
+pytestmark = requires_shared
 
 
 def numel(dims: list[int]) -> int:

@@ -12,9 +12,12 @@ from typing import Any
 import polars as pl
 import pytest
 
+from tests.shared_data import requires_shared
 from traceview.analysis import analyze
 from traceview.crossrank import CrossRank
 from traceview.inputs import load_run
+
+pytestmark = requires_shared
 
 PAIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto" / "hta_sampled_2rank"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.shared_data import requires_shared
 from traceview import hardware as hw
 from traceview.errors import UsageError
 
@@ -53,7 +54,7 @@ def _real_devices() -> set[tuple[str, int]]:
     return devices
 
 
-@pytest.mark.skipif(not REAL_KINETO.is_dir(), reason="real traces not present")
+@requires_shared
 def test_every_real_device_name_matches_its_row() -> None:
     devices = _real_devices()
     assert devices == set(EXPECTED_REAL_DEVICES)

@@ -15,6 +15,7 @@ import msgspec
 import polars as pl
 import pytest
 
+from tests.shared_data import requires_shared
 from traceview.errors import UsageError
 from traceview.kernel_names import (
     DECODED_SCHEMA,
@@ -202,7 +203,7 @@ def _real_kernel_names() -> tuple[list[str], list[str]]:
 
 
 REAL_COMM_NAMES, REAL_OTHER_KERNEL_NAMES = _real_kernel_names() if REAL_KINETO.is_dir() else ([], [])
-needs_real = pytest.mark.skipif(not REAL_KINETO.is_dir(), reason=f"{REAL_KINETO} not present")
+needs_real = requires_shared
 
 
 def _decoded(name: str, extra: tuple[KernelPattern, ...] = ()) -> dict[str, object]:
@@ -231,6 +232,7 @@ def test_real_traces_hold_nccl_kernels() -> None:
     assert len(REAL_OTHER_KERNEL_NAMES) > 100  # the scan reached the GEMM, Triton, ROCm kernels
 
 
+@requires_shared
 @pytest.mark.parametrize("name", REAL_COMM_NAMES)
 def test_real_comm_kernel_name_is_decoded_as_expected(name: str) -> None:
     assert name in REAL_EXPECTED, f"new real communication-kernel name without an expectation: {name!r}"

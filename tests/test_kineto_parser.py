@@ -10,6 +10,7 @@ import pytest
 from traceview.parsers import kineto
 
 from tests import kineto_factory as kf
+from tests.shared_data import requires_shared
 from traceview.errors import InputError, NotKinetoError, RunError
 from traceview.inputs import load_run, resolve_trace_files
 
@@ -157,6 +158,7 @@ def test_pytorch_18_bare_event_array(tmp_path: Path) -> None:
     assert trace.gpu.select("kind", "correlation", "external_id").rows() == [("kernel", 3, 9)]
 
 
+@requires_shared
 @pytest.mark.parametrize(
     ("name", "says"),
     [

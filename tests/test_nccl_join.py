@@ -31,6 +31,7 @@ from tests.nccl_log_factory import (
     TUNING_NEW,
     Writer,
 )
+from tests.shared_data import requires_shared
 from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
 from traceview.inputs import load_run
 from traceview.nccl import NcclLog
@@ -359,6 +360,7 @@ def test_report_section(with_socket: RunAnalysis) -> None:
     assert groups.count("not changed by the log") == 1  # group 2 only
 
 
+@requires_shared
 def test_one_process_driving_several_gpus_in_a_real_log() -> None:
     # NVIDIA/nccl issue 629: one process per host, one Init COMPLETE line per GPU (8 of the 16 ranks shown).
     real = (

@@ -14,6 +14,7 @@ from traceview.parsers import nccl_log
 from traceview.reports.nccl_terminal import render_nccl
 
 from tests.nccl_log_factory import COLL_FORMAT, TUNING_NEW, Writer, historical_log_lines
+from tests.shared_data import requires_shared
 from traceview.errors import InputError
 from traceview.nccl import (
     NcclLog,
@@ -33,6 +34,7 @@ def _parse(name: str) -> NcclLog:
     return nccl_log.parse(REAL / name)
 
 
+@requires_shared
 @pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
 def test_every_real_log_parses(path: Path) -> None:
     log = nccl_log.parse(path)
@@ -45,6 +47,7 @@ def test_every_real_log_parses(path: Path) -> None:
     assert path.name in out.getvalue()
 
 
+@requires_shared
 def test_enough_real_logs() -> None:
     assert len(LOGS) == 22
 
@@ -245,6 +248,7 @@ FACTS: dict[str, dict[str, Any]] = {
 }
 
 
+@requires_shared
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_facts_read_by_eye(name: str) -> None:
     facts = FACTS[name]
@@ -262,6 +266,7 @@ def test_facts_read_by_eye(name: str) -> None:
     assert degraded_transports(log).height == facts.get("degraded", 0)
 
 
+@requires_shared
 def test_ray_coll_lines_and_watchdog() -> None:
     log = _parse("NVIDIA_nccl_1193.log")
     colls = log.collectives
@@ -284,6 +289,7 @@ def test_ray_coll_lines_and_watchdog() -> None:
     assert watchdog["pid"].to_list() == [22754, 19799, 619]
 
 
+@requires_shared
 def test_interleaved_records_on_one_line() -> None:
     log = _parse("NVIDIA_nccl_147.log")
     colls = log.collectives
@@ -297,6 +303,7 @@ def test_interleaved_records_on_one_line() -> None:
     assert log.records_unrecognised == 1  # "Launch mode Parallel"
 
 
+@requires_shared
 def test_wrapped_lines_are_joined() -> None:
     colls = _parse("NVIDIA_nccl_740.log").collectives
     assert colls["stream"].to_list()[:2] == ["0x55558997f520", "0x55558997f7b0"]
@@ -305,6 +312,7 @@ def test_wrapped_lines_are_joined() -> None:
     assert colls["line"].to_list() == [2, 4, 6, 8, 10, 12]
 
 
+@requires_shared
 def test_stripped_prefixes_and_markdown_quotes() -> None:
     sends = _parse("NVIDIA_nccl_783.log").collectives
     assert sends["op"].to_list() == ["Send"] * 4
@@ -316,6 +324,7 @@ def test_stripped_prefixes_and_markdown_quotes() -> None:
     assert quoted["host"].to_list() == ["ip-172-31-54-74"] * 4
 
 
+@requires_shared
 def test_init_generations_in_real_logs() -> None:
     starts = _parse("NVIDIA_nccl-tests_252.log").communicators
     assert sorted(starts["rank"].to_list()) == [0, 1, 4, 5, 6, 7]
@@ -330,6 +339,7 @@ def test_init_generations_in_real_logs() -> None:
     assert mid.filter(pl.col("rank") == 15)["bus_id"].to_list() == ["e7000"]
 
 
+@requires_shared
 def test_init_timings_and_channel_counts() -> None:
     timings = _parse("NVIDIA_nccl_1412.log").init_timings
     assert timings["rank"].to_list() == [2, 6, 0]
@@ -342,6 +352,7 @@ def test_init_timings_and_channel_counts() -> None:
     assert counts["comm"].to_list() == ["0x55f01c18e490", "0x560dfc7a10e0"]
 
 
+@requires_shared
 def test_trees_of_each_generation() -> None:
     new = _parse("NVIDIA_nccl-tests_133.log").trees.filter(pl.col("rank") == 12)
     assert new.select("channel", "up", "down0", "down1").rows() == [(0, 4, 13, -1), (1, -1, 13, 4)]
@@ -354,6 +365,7 @@ def test_trees_of_each_generation() -> None:
     assert old.select("rank", "up", "down0").rows()[0] == (25, 26, -1)
 
 
+@requires_shared
 def test_network_and_settings() -> None:
     log = _parse("NVIDIA_nccl_1066.log")
     ib = log.network.filter(pl.col("source") == "NET/IB")
@@ -371,12 +383,14 @@ def test_network_and_settings() -> None:
     ]
 
 
+@requires_shared
 def test_tuning_old_format() -> None:
     tuning = _parse("NVIDIA_nccl_1595.log").tuning
     assert tuning.select("bytes", "algo", "proto").rows() == [(805306368, "RING", "SIMPLE")] * 4
     assert tuning["time_us"].to_list() == [3970.683594] * 4
 
 
+@requires_shared
 def test_summaries_and_hosts_by_rank() -> None:
     log = _parse("NVIDIA_nccl-tests_252.log")
     summary = communicator_summary(log).row(0, named=True)

@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 from traceview.reports.json_out import summary_document
 
+from tests.shared_data import requires_shared
 from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
 from traceview.inputs import load_run
 from traceview.prediction_inputs import PredictionOptions
+
+pytestmark = requires_shared
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/real/kineto/hta_nccl_data"
 NVLINK3_BPS, ALPHA_NVLINK_S, FP32_PEAK = 300e9, 1e-6, 19.5e12

@@ -11,8 +11,11 @@ import pytest
 from traceview.reports.html import render_html
 from traceview.reports.json_out import render_json
 
+from tests.shared_data import requires_shared
 from traceview.analysis import analyze
 from traceview.inputs import load_run
+
+pytestmark = requires_shared
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 FOLDERS = sorted(p.name for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []

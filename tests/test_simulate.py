@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.shared_data import requires_shared
 from traceview.errors import UsageError
 from traceview.simulate import (
     CollectiveSpec,
@@ -91,6 +92,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[GroundTruth, list[D
     return truth, [load(path) for path in truth.files]
 
 
+@requires_shared
 def test_document_header_matches_the_real_pytorch_schema(mixed: tuple[GroundTruth, list[Doc]]) -> None:
     real = load(REAL)
     truth, docs = mixed
@@ -110,6 +112,7 @@ def test_document_header_matches_the_real_pytorch_schema(mixed: tuple[GroundTrut
     assert doc["deviceProperties"][0]["name"] == "NVIDIA A100-SXM4-80GB"
 
 
+@requires_shared
 def test_comm_args_carry_every_key_real_pytorch_writes(mixed: tuple[GroundTruth, list[Doc]]) -> None:
     real_events = load(REAL)["traceEvents"]
     real_call = next(event for event in real_events if event.get("name") == "record_param_comms")

@@ -16,6 +16,7 @@ import msgspec
 import polars as pl
 import pytest
 
+from tests.shared_data import requires_shared
 from traceview.vocab import (
     ALGORITHM_ALIASES,
     ALGORITHM_SPELLINGS,
@@ -279,12 +280,14 @@ REAL_INPUT_TYPE_EXPECTED = {
 }
 
 
+@requires_shared
 def test_real_collective_op_names(real_spellings: dict[str, set[str]]) -> None:
     assert real_spellings["op"] == set(REAL_OP_EXPECTED), "a real op name without an expectation"
     names = sorted(REAL_OP_EXPECTED)
     assert _apply(canonical_collective_expr(pl.col("v")), list(names)) == [REAL_OP_EXPECTED[n] for n in names]
 
 
+@requires_shared
 def test_real_collective_name_args(real_spellings: dict[str, set[str]]) -> None:
     assert real_spellings["collective"] == set(REAL_COLLECTIVE_NAME_EXPECTED)
     names = sorted(REAL_COLLECTIVE_NAME_EXPECTED)
@@ -292,6 +295,7 @@ def test_real_collective_name_args(real_spellings: dict[str, set[str]]) -> None:
     assert _apply(canonical_collective_expr(pl.col("v")), list(names)) == expected
 
 
+@requires_shared
 def test_real_dtype_args_and_input_types(real_spellings: dict[str, set[str]]) -> None:
     assert real_spellings["dtype"] == set(REAL_DTYPE_EXPECTED)
     assert real_spellings["input_type"] == set(REAL_INPUT_TYPE_EXPECTED)

@@ -1,8 +1,11 @@
-"""The `traceview` command: each subcommand is a thin parse -> analyse -> render.
+"""The `traceview` command: the analysis commands (each a thin parse -> analyse -> render), every command module
+registered, and the one place errors become exit codes (docs/metrics.md, "Errors and exit codes").
 
 Exit codes: 0 ok; 1 a `--fail-on` threshold was crossed; 2 bad input or usage (one line, naming the file or the
-option); 3 an internal error (one line naming a log file that holds the traceback); 4 the run was analysed but
-some inputs were skipped (each named). A crossed threshold (1) outranks a partial run (4).
+option, and for a usage error the help hint); 3 an internal error (one line naming a log file that holds the
+traceback); 4 the run was analysed but some inputs were skipped (each named). Precedence when several hold:
+2 (nothing analysed) is final; otherwise 1 outranks 4. Bare `traceview` is a usage error (2) that lists the
+commands' help hint; `traceview --help` exits 0.
 """
 
 from __future__ import annotations
@@ -13,16 +16,36 @@ import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from traceview import __version__
-from traceview.analysis import AnalysisOptions, RunAnalysis
+from traceview.cli_app import (
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_THRESHOLD,
+    ClickError,
+    CommandLineError,
+    analyse,
+    app,
+    check_thresholds,
+    finish,
+    gate,
+    load,
+    model_options,
+    partial,
+    print_json,
+    report_skipped,
+    say,
+    stdout_console,
+    with_nccl_logs,
+    write_json_text,
+    write_text,
+)
 from traceview.cli_options import (
     AlphaOpt,
     BandwidthOpt,
@@ -33,6 +56,7 @@ from traceview.cli_options import (
     FailOnOpt,
     GpusPerNodeOpt,
     LocalBatchOpt,
+    MaxTraceBytesOpt,
     NcclLogOpt,
     NicOpt,
     ParamsOpt,
@@ -43,159 +67,31 @@ from traceview.cli_options import (
     RunsArg,
     VirtualStagesOpt,
     WorkersOpt,
-    nccl_log_paths,
-    options_from,
     run_spec,
-    with_model,
 )
-from traceview.errors import ThresholdCrossed, TraceviewError, UsageError
-from traceview.inputs import load_run
-from traceview.model import Run
+from traceview.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.sanitize import printable
-from traceview.thresholds import crossings, parse_threshold
 
-EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3, 4
+__all__ = [  # the shared helpers stay importable from here, where they used to live
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "analyse",
+    "app",
+    "check_thresholds",
+    "finish",
+    "gate",
+    "load",
+    "main",
+    "print_json",
+    "stdout_console",
+    "with_nccl_logs",
+]
 
-
-def _click_exceptions() -> Any:
-    """click's exception module: typer >= 0.16 vendors click as `typer._click`, older typer depends on it."""
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    raise ImportError("neither typer._click nor click is installed")  # pragma: no cover
-
-
-_CLICK = _click_exceptions()
-CommandLineError: Any = _CLICK.UsageError
-"""click's usage error (unknown command or option, missing or extra argument, bad value): exit 2."""
-ClickError: Any = _CLICK.ClickException
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=False,
-    help="Where the time went in a distributed training job.",
-    context_settings={"help_option_names": ["-h", "--help"]},
+COMMAND_MODULES: tuple[str, ...] = (
+    # Modules whose commands join `traceview.cli_app.app` when imported; one line each.
+    "traceview.cli_export",
+    "traceview.cli_compare",
 )
-stderr = Console(stderr=True, soft_wrap=True, highlight=False)  # one line per message, never wrapped
-
-
-def say(message: str) -> None:
-    """One line on stderr, input-derived text already made printable by the caller."""
-    stderr.print(message, markup=False, highlight=False)
-
-
-def _version(value: bool) -> None:
-    if value:
-        sys.stdout.write(f"traceview {__version__}\n")
-        raise typer.Exit(EXIT_OK)
-
-
-@app.callback(invoke_without_command=True)
-def _root(
-    context: typer.Context,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = False,
-) -> None:
-    """Where the time went in a distributed training job."""
-    if context.invoked_subcommand is None:
-        raise CommandLineError("no command given", ctx=context)
-
-
-def stdout_console(width_when_piped: int = 160) -> Console:
-    """A console for tables on stdout: the terminal's width, or a fixed one when piped."""
-    return Console(width=None if sys.stdout.isatty() else width_when_piped)
-
-
-def print_json(document: Any) -> None:
-    """Write `document` to stdout as indented JSON."""
-    import msgspec
-
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n")
-
-
-def load(spec: str | Sequence[str], workers: int | None = None) -> Run:
-    """Parse the run in memory (the commands that need every event: collectives, stragglers)."""
-    return load_run(spec, workers=workers)  # type: ignore[arg-type]
-
-
-def analyse(
-    spec: str | Sequence[str],
-    options: AnalysisOptions,
-    workers: int | None,
-    executor: str,
-    ray_address: str | None,
-    quiet: bool,
-) -> RunAnalysis:
-    """The run's analysis through the map/reduce pipeline, with the load's progress bar on stderr."""
-    from traceview.pipeline import analyze_files
-    from traceview.progress import load_progress
-
-    with load_progress(stderr, quiet) as progress:
-        return analyze_files(spec, options, workers, executor, progress, ray_address)
-
-
-def check_thresholds(fail_on: list[str] | None) -> None:
-    """Refuse a malformed `--fail-on` before any work is done."""
-    for text in fail_on or ():
-        parse_threshold(text)
-
-
-def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None:
-    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
-    fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
-    if fired:
-        detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
-        raise ThresholdCrossed(f"threshold crossed: {detail}")
-
-
-class PartialRun(TraceviewError):
-    """The run was analysed, but some inputs were skipped (exit code 4)."""
-
-
-def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
-    """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
-    gate(analysis.gate_figures(), fail_on)
-    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ())]
-    if skipped:
-        raise PartialRun(f"analysed without {len(skipped)} input(s) that could not be read (listed above)")
-
-
-def with_nccl_logs(
-    options: AnalysisOptions, spec: str | Sequence[str], given: list[Path] | None
-) -> AnalysisOptions:
-    """`options` with the NCCL logs parsed one by one; a log that cannot be read is skipped and named."""
-    logs, skipped = [], []
-    for path in nccl_log_paths(spec, given):
-        from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
-
-        try:
-            logs.append(nccl_log.parse(path))
-        except TraceviewError as exc:
-            skipped.append((str(path), str(exc)))
-            say(f"traceview: warning: NCCL log skipped: {printable(exc)}")
-    return replace(options, nccl_logs=tuple(logs), nccl_skipped=tuple(skipped))
-
-
-def report_skipped(analysis: RunAnalysis) -> None:
-    """Name every input the run was analysed without, one line each, on stderr."""
-    for path, reason in analysis.header.skipped:
-        say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write an output file; a path that cannot be written is a usage error naming it."""
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"-o {printable(path)}: cannot write: {exc.strerror or exc}") from exc
-
-
-def model_options(comm_pattern: list[str] | None, virtual_stages: int, *model: Any) -> AnalysisOptions:
-    """The analysis options of the command line (the model's inputs checked)."""
-    return with_model(options_from(comm_pattern, virtual_stages), *model)
 
 
 @app.command()
@@ -207,6 +103,7 @@ def summary(
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
@@ -227,12 +124,12 @@ def summary(
     spec = run_spec(runs)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
     options = with_nccl_logs(model_options(comm_pattern, virtual_stages, *model), spec, nccl_log)
-    analysis = analyse(spec, options, workers, executor, ray_address, quiet)
+    analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     if json_output:
         from traceview.reports.json_out import render_json
 
-        sys.stdout.write(render_json(analysis) + "\n")
+        write_json_text(render_json(analysis))
     else:
         from traceview.reports.terminal import render_summary
 
@@ -255,6 +152,7 @@ def report(
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
@@ -279,7 +177,7 @@ def report(
     spec = run_spec(runs)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
     options = with_nccl_logs(model_options(comm_pattern, virtual_stages, *model), spec, nccl_log)
-    analysis = analyse(spec, options, workers, executor, ray_address, quiet)
+    analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     write_text(output, render_html(analysis, plotlyjs=plotlyjs))
     say(
@@ -301,6 +199,7 @@ def collectives(
     ] = False,
     comm_pattern: CommPatternOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
 ) -> None:
     """Every communication kernel linked to its collective call: bytes, busbw and the tables per group."""
     from traceview.budget import classified_events
@@ -308,7 +207,8 @@ def collectives(
     from traceview.kernel_names import user_patterns
 
     patterns = user_patterns(tuple(comm_pattern or ()))
-    loaded = load(run_spec(runs), workers)
+    loaded = load(run_spec(runs), workers, max_trace_bytes)
+    report_skipped(loaded)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
     if json_output:
         from traceview.reports.json_out import collectives_document
@@ -318,6 +218,7 @@ def collectives(
         from traceview.reports.collectives_terminal import render_collectives
 
         render_collectives(result, stdout_console(200))
+    partial(loaded)
 
 
 @app.command()
@@ -364,6 +265,7 @@ def stragglers(
     comm_pattern: CommPatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
+    max_trace_bytes: MaxTraceBytesOpt = None,
 ) -> None:
     """Across ranks: matched collectives, host clock offsets, skew, wait, and the straggler(s) with a cause."""
     from traceview.budget import all_step_windows, classified_events, time_budget
@@ -372,7 +274,8 @@ def stragglers(
     from traceview.kernel_names import user_patterns
 
     check_thresholds(fail_on)
-    loaded = load(run_spec(runs), workers)
+    loaded = load(run_spec(runs), workers, max_trace_bytes)
+    report_skipped(loaded)
     events, windows = (
         classified_events(loaded, user_patterns(tuple(comm_pattern or ()))),
         all_step_windows(loaded),
@@ -389,54 +292,11 @@ def stragglers(
 
         render_crossrank(result, stdout_console(200))
     gate(result.gate_figures(), fail_on)
+    partial(loaded)
 
 
-@app.command()
-def export(
-    runs: RunsArg,
-    output: Annotated[
-        Path, typer.Option("-o", "--output", help="Where to write the trace (.json, or .json.gz compressed).")
-    ] = Path("run.perfetto.json.gz"),
-    ranks: Annotated[
-        str | None, typer.Option("--ranks", help="Ranks to export, e.g. 0-7,12 (default all).")
-    ] = None,
-    steps: Annotated[
-        str | None, typer.Option("--steps", help="Steps to export, e.g. 3-5 (default all).")
-    ] = None,
-    window: Annotated[
-        str | None,
-        typer.Option("--window", help="START:END in ms since the run's first step, aligned clock."),
-    ] = None,
-    max_events: Annotated[
-        int, typer.Option("--max-events", min=1, help="Events written at most (Perfetto loads about 2 GB).")
-    ] = 5_000_000,
-    comm_pattern: CommPatternOpt = None,
-    workers: WorkersOpt = None,
-    quiet: QuietOpt = False,
-    ranks_per_host: RanksPerHostOpt = None,
-) -> None:
-    """Write the whole run as one Chrome/Perfetto trace on the aligned clock (open it in ui.perfetto.dev)."""
-    from traceview.export import ExportBounds, export_run, parse_ranges, parse_window
-
-    bounds = ExportBounds(
-        ranks=parse_ranges(ranks, "--ranks") if ranks else None,
-        steps=parse_ranges(steps, "--steps") if steps else None,
-        window_ms=parse_window(window) if window else None,
-        max_events=max_events,
-    )
-    options = replace(options_from(comm_pattern), ranks_per_host=ranks_per_host)
-    analysis = analyse(run_spec(runs), options, workers, "local", None, quiet)
-    report_skipped(analysis)
-    try:
-        stats = export_run(analysis, output, bounds)
-    except OSError as exc:
-        raise UsageError(f"-o {printable(output)}: cannot write: {exc.strerror or exc}") from exc
-    cut = f"; stopped at --max-events {max_events}" if stats.truncated else ""
-    say(
-        f"wrote {printable(output)}: {len(stats.ranks)} rank(s), {stats.events} events, "
-        f"{stats.flows} collective flows, aligned clock{cut}"
-    )
-    finish(analysis, None)
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module)
 
 
 def _usage_line(error: Any) -> str:
@@ -477,9 +337,6 @@ def _exit_code(error: BaseException) -> int:
     log = _crash_log(error)
     say(f"traceview: internal error: {type(error).__name__}: {printable(error, 300)} (traceback in {log})")
     return EXIT_INTERNAL
-
-
-from traceview import cli_compare  # noqa: E402, F401  (registers `compare` and `trend` on `app`)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from traceview.cli import app, check_thresholds, gate, load, print_json, stderr, stdout_console
+from traceview.cli_app import app, check_thresholds, gate, load, print_json, stderr, stdout_console
 from traceview.cli_options import FailOnOpt, WorkersOpt
 from traceview.errors import InputError, ThresholdCrossed
 

@@ -18,8 +18,9 @@ RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank 
 RunsArg = Annotated[
     list[str],
     typer.Argument(
+        metavar="RUN...",
         help="A trace file, a folder of per-rank traces, or a glob; several files (an unquoted glob the shell "
-        "expanded) are read as one run."
+        "expanded) are read as one run.",
     ),
 ]
 
@@ -53,6 +54,14 @@ ExecutorOpt = Annotated[
 RayAddressOpt = Annotated[
     str | None,
     typer.Option("--ray-address", help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray)."),
+]
+MaxTraceBytesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-trace-bytes",
+        min=1,
+        help="Refuse (skip, among several) a trace whose JSON text, after gunzip, passes this many bytes.",
+    ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
 

@@ -1,7 +1,8 @@
 """The one exception family of traceview, and the warnings a parse may carry.
 
-Every error names the file, where in it (byte offset, line or rank) and what is wrong, in one line. The CLI turns
-`TraceviewError` into exit code 2 (bad input) and `ThresholdCrossed` into exit code 1; nothing else does.
+Every error names the file, where in it (byte offset, line or rank) and what is wrong, in one line. Only the CLI
+turns them into exit codes (`traceview.cli.main`): `TraceviewError` 2 (bad input or usage), `ThresholdCrossed` 1,
+`PartialRun` 4 (docs/metrics.md, "Errors and exit codes").
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class UsageError(TraceviewError):
 
 class ThresholdCrossed(TraceviewError):
     """A `--fail-on` threshold the user set was crossed (exit code 1, not an input error)."""
+
+
+class PartialRun(TraceviewError):
+    """The run was analysed, but some inputs were skipped, each named (exit code 4)."""
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def _parse_or_skip(path: Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrac
 
 
 def load_run(
-    spec: str | Path,
+    spec: str | Path | Sequence[str | Path],
     workers: int | None = None,
     progress: Progress | None = None,
     limits: ParseLimits = DEFAULT_LIMITS,

@@ -345,7 +345,8 @@ def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:
 
 
 def _steps(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """ProfilerStep windows: the GPU annotations when the trace has them, else the CPU ones, else none."""
+    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the first
+    source present (gpu, cpu, none); `traceview.steps.choose_steps` decides which set to use."""
     gpu_steps = pl.DataFrame(
         {
             "name": [e.name or "" for e in gpu_annotations],
@@ -354,22 +355,20 @@ def _steps(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.
         },
         schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
     )
-    on_gpu = _step_windows(gpu_steps)
-    on_cpu = _step_windows(cpu.select("name", "start_us", "end_us"))
-    if on_gpu.height and on_gpu.height >= on_cpu.height:
-        return on_gpu, "gpu"
-    if on_cpu.height:
-        return on_cpu, "cpu"
-    return empty_frame(STEP_SCHEMA), "none"
+    on_gpu = _step_windows(gpu_steps, "gpu")
+    on_cpu = _step_windows(cpu.select("name", "start_us", "end_us"), "cpu")
+    first = "gpu" if on_gpu.height else "cpu" if on_cpu.height else "none"
+    return pl.concat([on_gpu, on_cpu]), first
 
 
-def _step_windows(candidates: pl.DataFrame) -> pl.DataFrame:
+def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
     return (
         candidates.with_columns(step=pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64))
         .drop_nulls("step")
         .group_by("step")
         .agg(pl.col("start_us").min(), pl.col("end_us").max())
         .sort("step")
+        .with_columns(pl.lit(source, dtype=pl.Utf8).alias("source"))
         .select(list(STEP_SCHEMA))
     )
 

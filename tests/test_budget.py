@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests import kineto_factory as kf
-from traceview.analysis import analyze
+from traceview.analysis import AnalysisOptions, analyze
 from traceview.budget import all_step_windows, classified_events, time_budget
 from traceview.inputs import load_run
 from traceview.steps import WHOLE_TRACE
@@ -79,3 +79,64 @@ def test_run_median_is_over_every_rank_and_step(tmp_path: Path) -> None:
     analysis = analyze(load_run(tmp_path))
     assert analysis.budget.run_median["gamma"] == pytest.approx(30 / 20)
     assert analysis.verdict.label == "communication-bound"
+
+
+DEEPEP = "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*)"
+MULTIMEM = (
+    "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long)"
+)
+SUSPECT = "void my_lib::fused_allreduce_rmsnorm<float>(float*)"
+
+
+def test_communication_kernels_of_other_libraries_count_as_communication(tmp_path: Path) -> None:
+    events = [
+        kf.kernel("gemm", 0, 40),  # compute [0, 40)
+        kf.kernel(MULTIMEM, 40, 10),  # comm [40, 50)
+        kf.kernel(DEEPEP, 50, 30),  # comm [50, 80)
+    ]
+    row = budget_of(tmp_path, events).per_step.row(0, named=True)
+    assert row["comm_us"] == pytest.approx(10 + 30)
+    assert row["gamma"] == pytest.approx((10 + 30) / 40)
+
+
+def _suspect_trace(tmp_path: Path) -> Path:
+    events = [
+        kf.kernel("gemm", 0, 40),  # compute [0, 40)
+        kf.kernel(SUSPECT, 40, 10),  # suspected [40, 50)
+        kf.kernel(SUSPECT, 60, 20),  # suspected [60, 80)
+    ]
+    return kf.write(kf.document(events), tmp_path / "rank0.json")
+
+
+def test_suspected_kernels_are_communication_listed_and_warned(tmp_path: Path) -> None:
+    analysis = analyze(load_run(_suspect_trace(tmp_path)))
+    assert analysis.budget.per_step["comm_us"].to_list() == [pytest.approx(10 + 20)]
+    assert analysis.collectives is not None
+    suspects = analysis.collectives.suspected_comm_kernels
+    assert suspects.rows() == [(SUSPECT, 1, 2, pytest.approx(10 + 20))]
+    warnings = [w for w in analysis.header.warnings if "look like communication" in w]
+    assert len(warnings) == 1
+    assert "fused_allreduce_rmsnorm" in warnings[0]
+    assert "(2 kernels, 0.030 ms)" in warnings[0]
+    assert "--compute-pattern" in warnings[0]
+
+
+def test_compute_pattern_turns_a_suspect_into_compute(tmp_path: Path) -> None:
+    options = AnalysisOptions(compute_patterns=(r"fused_allreduce_rmsnorm",))
+    analysis = analyze(load_run(_suspect_trace(tmp_path)), options)
+    row = analysis.budget.per_step.row(0, named=True)
+    assert (row["comm_us"], row["comp_us"]) == (0, pytest.approx(40 + 10 + 20))
+    assert analysis.collectives is not None
+    assert analysis.collectives.suspected_comm_kernels.height == 0
+    assert not [w for w in analysis.header.warnings if "look like communication" in w]
+
+
+def test_gloo_cpu_calls_stay_calls_and_are_never_suspected(tmp_path: Path) -> None:
+    gloo = kf.cpu_op("gloo:all_reduce", 10, 200, cat="user_annotation")
+    path = kf.write(kf.document([gloo, kf.kernel("gemm", 0, 5)]), tmp_path / "rank0.json")
+    analysis = analyze(load_run(path))
+    assert analysis.collectives is not None
+    assert analysis.collectives.suspected_comm_kernels.height == 0
+    rows = analysis.collectives.kernels.select("name", "collective", "on_device").rows()
+    assert rows == [("gloo:all_reduce", "AllReduce", False)]
+    assert analysis.budget.per_step["comm_us"].to_list() == [0]

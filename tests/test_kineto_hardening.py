@@ -109,7 +109,7 @@ def test_absurd_times_drop_the_event(tmp_path: Path, field: str, value: float, s
 def test_absurd_gpu_annotations_are_not_steps(tmp_path: Path) -> None:
     listed = [*events(), kf.step(1, 0, 100, on_gpu=True), kf.step(2, 200, -50, on_gpu=True)]
     trace = parse_bytes(tmp_path, text(kf.document(listed, base_ns=BASE_NS)))
-    assert trace.steps.rows() == [(1, 0.0, 100.0)]
+    assert trace.steps.rows() == [(1, 0.0, 100.0, "gpu")]  # step, start, end, source (GPU annotations)
     assert messages(trace) == ["dropped 1 events with a negative duration"]
 
 

@@ -61,7 +61,7 @@ def test_frames_hold_what_the_trace_says(tmp_path: Path) -> None:
         "[0, 1]",
         4,
     )
-    assert trace.steps.rows() == [(7, 100.0, 1000.0)]
+    assert trace.steps.rows() == [(7, 100.0, 1000.0, "cpu")]
     assert trace.step_source == "cpu"
 
 

@@ -18,6 +18,6 @@ __all__ = ["AnalysisOptions", "RunAnalysis", "RunHeader", "analyze", "run_header
 def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
     """Run every analysis on `run`: each rank summarised, then the summaries reduced."""
     options = options or AnalysisOptions()
-    patterns = user_patterns(options.comm_patterns)
+    patterns = user_patterns(options.comm_patterns, options.compute_patterns)
     summaries = [summarize(trace, patterns, len(run)) for trace in run]
     return reduce_summaries(summaries, options, run.skipped, run.source, run.extra_warnings)

@@ -16,7 +16,7 @@ from traceview.classify import classify_gpu
 from traceview.intervals import clip_to_windows, union_length
 from traceview.kernel_names import KernelPattern
 from traceview.model import Run
-from traceview.steps import WINDOW_SCHEMA, step_windows
+from traceview.steps import WINDOW_SCHEMA, StepChoice, choose_steps, step_windows
 
 BUDGET_COLUMNS = (
     "rank",
@@ -69,9 +69,16 @@ def classified_events(run: Run, extra_patterns: Sequence[KernelPattern] = ()) ->
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
-def all_step_windows(run: Run) -> pl.DataFrame:
-    """Step windows of every rank, on the run's time base."""
-    frames = [step_windows(trace) for trace in run.aligned_ranks()]
+def step_choices(run: Run) -> tuple[StepChoice, ...]:
+    """The step source of every rank, in rank order, chosen by evidence (`traceview.steps.choose_steps`)."""
+    return tuple(choose_steps(trace) for trace in run)
+
+
+def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> pl.DataFrame:
+    """Step windows of every rank, on the run's time base; `choices` is `step_choices(run)` (computed here when
+    not given)."""
+    chosen = step_choices(run) if choices is None else choices
+    frames = [step_windows(trace, choice) for trace, choice in zip(run.aligned_ranks(), chosen, strict=True)]
     return pl.concat(frames) if frames else pl.DataFrame(schema=WINDOW_SCHEMA)
 
 

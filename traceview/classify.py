@@ -1,7 +1,9 @@
 """Event classes of SPEC section 2: every device event is compute, communication or memory.
 
 Communication kernels are recognised by the kernel-name pattern table of `traceview.kernel_names` (plus any
-patterns the user adds); the decision is made once per distinct kernel name and joined back.
+patterns the user adds: `--comm-pattern` rows, and `--compute-pattern` rows that say a name is compute); a name
+that only looks like communication is communication of library `suspected`. The decision is made once per
+distinct kernel name and joined back.
 """
 
 from __future__ import annotations

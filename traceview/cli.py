@@ -50,6 +50,7 @@ from traceview.cli_options import (
     AlphaOpt,
     BandwidthOpt,
     CommPatternOpt,
+    ComputePatternOpt,
     DtypeOpt,
     EfficiencyOpt,
     ExecutorOpt,
@@ -101,6 +102,7 @@ def summary(
         bool, typer.Option("--json", help="Print the versioned JSON summary instead.")
     ] = False,
     comm_pattern: CommPatternOpt = None,
+    compute_pattern: ComputePatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
     max_trace_bytes: MaxTraceBytesOpt = None,
@@ -123,7 +125,9 @@ def summary(
     check_thresholds(fail_on)
     spec = run_spec(runs)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
-    options = with_nccl_logs(model_options(comm_pattern, virtual_stages, *model), spec, nccl_log)
+    options = with_nccl_logs(
+        model_options(comm_pattern, virtual_stages, *model, compute_pattern=compute_pattern), spec, nccl_log
+    )
     analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     if json_output:
@@ -150,6 +154,7 @@ def report(
         bool, typer.Option("--open", help="Open the report in the default browser once written.")
     ] = False,
     comm_pattern: CommPatternOpt = None,
+    compute_pattern: ComputePatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
     max_trace_bytes: MaxTraceBytesOpt = None,
@@ -176,7 +181,9 @@ def report(
     check_thresholds(fail_on)
     spec = run_spec(runs)
     model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
-    options = with_nccl_logs(model_options(comm_pattern, virtual_stages, *model), spec, nccl_log)
+    options = with_nccl_logs(
+        model_options(comm_pattern, virtual_stages, *model, compute_pattern=compute_pattern), spec, nccl_log
+    )
     analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     write_text(output, render_html(analysis, plotlyjs=plotlyjs))
@@ -198,6 +205,7 @@ def collectives(
         bool, typer.Option("--json", help="Print the collectives as JSON instead.")
     ] = False,
     comm_pattern: CommPatternOpt = None,
+    compute_pattern: ComputePatternOpt = None,
     workers: WorkersOpt = None,
     max_trace_bytes: MaxTraceBytesOpt = None,
 ) -> None:
@@ -206,7 +214,7 @@ def collectives(
     from traceview.collective_tables import analyze_collectives
     from traceview.kernel_names import user_patterns
 
-    patterns = user_patterns(tuple(comm_pattern or ()))
+    patterns = user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))
     loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
@@ -263,6 +271,7 @@ def stragglers(
     ] = False,
     ranks_per_host: RanksPerHostOpt = None,
     comm_pattern: CommPatternOpt = None,
+    compute_pattern: ComputePatternOpt = None,
     fail_on: FailOnOpt = None,
     workers: WorkersOpt = None,
     max_trace_bytes: MaxTraceBytesOpt = None,
@@ -277,7 +286,7 @@ def stragglers(
     loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
     events, windows = (
-        classified_events(loaded, user_patterns(tuple(comm_pattern or ()))),
+        classified_events(loaded, user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))),
         all_step_windows(loaded),
     )
     result = run_cross_rank(

@@ -204,6 +204,8 @@ def write_text(path: Path, text: str) -> None:
         raise UsageError(f"-o {printable(path)}: cannot write: {exc.strerror or exc}") from exc
 
 
-def model_options(comm_pattern: list[str] | None, virtual_stages: int, *model: Any) -> AnalysisOptions:
+def model_options(
+    comm_pattern: list[str] | None, virtual_stages: int, *model: Any, compute_pattern: list[str] | None = None
+) -> AnalysisOptions:
     """The analysis options of the command line (the model's inputs checked)."""
-    return with_model(options_from(comm_pattern, virtual_stages), *model)
+    return with_model(options_from(comm_pattern, virtual_stages, compute_pattern), *model)

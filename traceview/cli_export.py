@@ -12,6 +12,7 @@ import typer
 from traceview.cli_app import analyse, app, finish, report_skipped, say
 from traceview.cli_options import (
     CommPatternOpt,
+    ComputePatternOpt,
     QuietOpt,
     RanksPerHostOpt,
     RunsArg,
@@ -43,6 +44,7 @@ def export(
         int, typer.Option("--max-events", min=1, help="Events written at most (Perfetto loads about 2 GB).")
     ] = 5_000_000,
     comm_pattern: CommPatternOpt = None,
+    compute_pattern: ComputePatternOpt = None,
     workers: WorkersOpt = None,
     quiet: QuietOpt = False,
     ranks_per_host: RanksPerHostOpt = None,
@@ -56,7 +58,7 @@ def export(
         window_ms=parse_window(window) if window else None,
         max_events=max_events,
     )
-    options = replace(options_from(comm_pattern), ranks_per_host=ranks_per_host)
+    options = replace(options_from(comm_pattern, 1, compute_pattern), ranks_per_host=ranks_per_host)
     analysis = analyse(run_spec(runs), options, workers, "local", None, quiet)
     report_skipped(analysis)
     try:

@@ -36,6 +36,12 @@ CommPatternOpt = Annotated[
         "--comm-pattern", help="Extra regex (or LIBRARY=REGEX) naming communication kernels; repeatable."
     ),
 ]
+ComputePatternOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--compute-pattern", help="Regex naming kernels that are compute, not communication; repeatable."
+    ),
+]
 FailOnOpt = Annotated[
     list[str] | None,
     typer.Option("--fail-on", help="Exit 1 when a figure crosses it, e.g. 'exposed_gamma>0.5'; repeatable."),
@@ -71,9 +77,15 @@ VirtualStagesOpt = Annotated[
 ]
 
 
-def options_from(comm_pattern: list[str] | None, virtual_stages: int = 1) -> AnalysisOptions:
+def options_from(
+    comm_pattern: list[str] | None, virtual_stages: int = 1, compute_pattern: list[str] | None = None
+) -> AnalysisOptions:
     """Analysis options from the command line."""
-    return AnalysisOptions(comm_patterns=tuple(comm_pattern or ()), virtual_stages=virtual_stages)
+    return AnalysisOptions(
+        comm_patterns=tuple(comm_pattern or ()),
+        compute_patterns=tuple(compute_pattern or ()),
+        virtual_stages=virtual_stages,
+    )
 
 
 ParamsOpt = Annotated[

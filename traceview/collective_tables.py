@@ -12,13 +12,15 @@ is null unless all the group's rows agree on it (the `unknown` process group mix
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
 from traceview.collectives import comm_kernels
 from traceview.intervals import union_length
+from traceview.kernel_table import SUSPECTED_LIBRARY
 from traceview.model import Run
+from traceview.sanitize import printable
 
 SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
     (0, "< 1 KiB"),
@@ -33,6 +35,15 @@ SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
 latency-bound and bandwidth-bound messages fall apart. S unknown: bucket `unknown` (lower bound null)."""
 
 UNKNOWN = "unknown"
+SUSPECTED_SCHEMA: Mapping[str, pl.DataType] = {
+    "name": pl.Utf8(),
+    "ranks": pl.Int64(),
+    "kernels": pl.Int64(),
+    "total_us": pl.Float64(),
+}
+"""Columns of `CollectiveAnalysis.suspected_comm_kernels`: per distinct name, how many ranks ran it, how many
+kernels, their summed duration (us)."""
+SUSPECTS_NAMED = 5
 GROUP_KEYS = ("rank", "pg_key", "collective", "size_bucket")
 
 
@@ -41,7 +52,9 @@ class CollectiveAnalysis:
     """The collectives of a run: every communication kernel linked to its call, and the tables built from it.
 
     `unknown_comm_kernels`: on-device communication kernels whose collective is unknown (null);
-    `linked_share`: share of on-device communication kernels linked to a call (None without kernels)."""
+    `linked_share`: share of on-device communication kernels linked to a call (None without kernels);
+    `suspected_comm_kernels`: the distinct kernel names counted as communication only because they look like
+    it (library `suspected`, `SUSPECTED_SCHEMA`; docs/metrics.md section 2)."""
 
     kernels: pl.DataFrame
     per_collective: pl.DataFrame
@@ -49,6 +62,14 @@ class CollectiveAnalysis:
     per_rank: pl.DataFrame
     unknown_comm_kernels: int
     linked_share: float | None
+    suspected_comm_kernels: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=SUSPECTED_SCHEMA)
+    )
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """One run warning naming the suspected communication kernels, when there are any."""
+        return suspected_warnings(self.suspected_comm_kernels)
 
     @property
     def collectives_present(self) -> list[str]:
@@ -184,11 +205,56 @@ def collective_tables(kernels: pl.DataFrame) -> CollectiveAnalysis:
     )
 
 
+def suspected_comm_kernels(events: pl.DataFrame) -> pl.DataFrame:
+    """The distinct names of the classified events whose library is `suspected` (`SUSPECTED_SCHEMA`), the
+    longest total first."""
+    if "comm_library" not in events.columns:
+        return pl.DataFrame(schema=dict(SUSPECTED_SCHEMA))
+    return (
+        events.filter((pl.col("comm_library") == SUSPECTED_LIBRARY) & (pl.col("event_class") == "comm"))
+        .group_by("name")
+        .agg(
+            pl.col("rank").n_unique().cast(pl.Int64).alias("ranks"),
+            pl.len().cast(pl.Int64).alias("kernels"),
+            (pl.col("end_us") - pl.col("start_us")).sum().cast(pl.Float64).alias("total_us"),
+        )
+        .sort(["total_us", "name"], descending=[True, False])
+        .select([pl.col(c).cast(t) for c, t in SUSPECTED_SCHEMA.items()])
+    )
+
+
+def merged_suspects(parts: pl.DataFrame) -> pl.DataFrame:
+    """Per-rank `suspected_comm_kernels` tables as one (ranks, kernels and times added up by name)."""
+    return (
+        parts.group_by("name")
+        .agg(pl.col("ranks").sum(), pl.col("kernels").sum(), pl.col("total_us").sum())
+        .sort(["total_us", "name"], descending=[True, False])
+        .select([pl.col(c).cast(t) for c, t in SUSPECTED_SCHEMA.items()])
+    )
+
+
+def suspected_warnings(suspects: pl.DataFrame) -> tuple[str, ...]:
+    """The run warning listing suspected communication kernels (the first `SUSPECTS_NAMED` by time)."""
+    if suspects.height == 0:
+        return ()
+    named = "; ".join(
+        f"{printable(row['name'], 120)!r} ({row['kernels']} kernels, {row['total_us'] / 1000:.3f} ms)"
+        for row in suspects.head(SUSPECTS_NAMED).iter_rows(named=True)
+    )
+    more = f"; and {suspects.height - SUSPECTS_NAMED} more" if suspects.height > SUSPECTS_NAMED else ""
+    return (
+        f"{suspects.height} kernel name(s) look like communication but match no known library; counted as "
+        f"communication of unknown collective: {named}{more}. If one is compute, pass --compute-pattern REGEX",
+    )
+
+
 def analyze_collectives(run: Run, events: pl.DataFrame) -> CollectiveAnalysis:
-    """Every communication kernel of `run` linked to its call, and the collectives tables.
+    """Every communication kernel of `run` linked to its call, the collectives tables, and the suspected
+    communication kernels.
 
     `events` is `traceview.budget.classified_events(run, patterns)` (computed once by the caller)."""
-    return collective_tables(comm_kernels(run, events))
+    tables = collective_tables(comm_kernels(run, events))
+    return replace(tables, suspected_comm_kernels=suspected_comm_kernels(events))
 
 
 def gate_figures(analysis: CollectiveAnalysis | None) -> Mapping[str, float | None]:

@@ -43,6 +43,7 @@ class MapTask:
     comm_patterns: tuple[str, ...] = ()
     ranks_in_run: int = 1
     limits: ParseLimits = DEFAULT_LIMITS
+    compute_patterns: tuple[str, ...] = ()
 
 
 def summarize_file(task: MapTask) -> Any:
@@ -56,7 +57,7 @@ def summarize_file(task: MapTask) -> Any:
     try:
         summary = summarize(
             kineto.parse(task.path, task.limits).validate(),
-            user_patterns(task.comm_patterns),
+            user_patterns(task.comm_patterns, task.compute_patterns),
             task.ranks_in_run,
         )
     except TraceviewError as exc:
@@ -78,6 +79,7 @@ def map_ranks(
     ray_address: str | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     limits: ParseLimits = DEFAULT_LIMITS,
+    compute_patterns: Sequence[str] = (),
 ) -> list[Any]:
     """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`. The local executor works in
     this process for one file or under `parallel_min_bytes` of input."""
@@ -85,7 +87,9 @@ def map_ranks(
         raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: give at least 1 worker")
-    tasks = [MapTask(str(f), tuple(comm_patterns), len(files), limits) for f in files]
+    tasks = [
+        MapTask(str(f), tuple(comm_patterns), len(files), limits, tuple(compute_patterns)) for f in files
+    ]
     sizes = [_size(f) for f in files]
     results = (
         _ray(tasks, ray_address) if executor == "ray" else _local(tasks, sizes, workers, parallel_min_bytes)

@@ -1,10 +1,14 @@
 """Communication-kernel names decoded into (collective, algorithm, protocol, reduction op, dtype) (SPEC 2, 3).
 
-One table, `DEFAULT_PATTERNS`, holds a regular expression per naming generation; named groups `collective`,
-`algorithm`, `protocol`, `reduce_op` and `dtype` capture the fields a name carries (any may be absent). The
-first matching row wins, user rows (`user_patterns`, the `--comm-pattern` option) before the defaults. A
-name that only the catch-all rows match (`nccl*Kernel*`, `rccl*`, `msccl*Kernel*`) is still communication,
-with null fields: an unknown communication kernel is never dropped nor counted as compute. Field values are
+One table, `DEFAULT_PATTERNS` (`traceview.kernel_table`), holds a regular expression per naming generation of
+every library (NCCL, RCCL, MSCCL, PyTorch symmetric memory, DeepEP, NVSHMEM, vLLM/SGLang and TensorRT-LLM custom
+all-reduce, Transformer Engine userbuffers); named groups `collective`, `algorithm`, `protocol`, `reduce_op` and
+`dtype` capture the fields a name carries (any may be absent), and a row may imply the collective (DeepEP's
+dispatch is an all-to-all). The first matching row wins, user rows (`user_patterns`: `--compute-pattern` rows,
+then `--comm-pattern` rows) before the defaults. A name that only the catch-all rows match (`nccl*Kernel*`,
+`rccl*`, `msccl*Kernel*`) is still communication, with null fields, and so is a name that only looks like
+communication (library `suspected`: `allreduce`, `all_to_all`, `nvshmem`, `multimem`, ...): an unknown
+communication kernel is never dropped nor silently counted as compute. Field values are
 normalised by `traceview.vocab` (`Ring` -> `RING`, `sum` -> `Sum`, `f32`/`float` -> `float32`); a value
 outside its table is null.
 
@@ -31,11 +35,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.errors import UsageError
+from traceview.kernel_table import DEFAULT_PATTERNS, KernelPattern
 from traceview.vocab import (
     canonical_algorithm_expr,
     canonical_collective_expr,
@@ -65,112 +69,65 @@ DECODED_SCHEMA: Mapping[str, pl.DataType] = {
 """Columns of `decode_kernel_names`, in order."""
 
 _GROUP_NAME = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+__all__ = [
+    "DECODED_SCHEMA",
+    "DEFAULT_PATTERNS",
+    "FIELDS",
+    "KernelPattern",
+    "decode_kernel_names",
+    "is_comm_kernel_expr",
+    "user_patterns",
+    "with_kernel_fields",
+]
 _USER_SPEC = re.compile(r"^([A-Za-z][A-Za-z0-9_.+-]*)=(.*)$", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class KernelPattern:
-    """One row of the kernel-name grammar: a regex (Rust/polars syntax) and the library it marks.
-
-    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups,
-    any of `FIELDS`, capture the fields the name carries.
-    """
-
-    library: str
-    generation: str
-    regex: str
-
-    @property
-    def groups(self) -> tuple[str, ...]:
-        """Named groups of `regex`, in order."""
-        return tuple(_GROUP_NAME.findall(self.regex))
-
-    @property
-    def bare_regex(self) -> str:
-        """`regex` with its named groups made non-capturing, so several patterns can be joined by `|`."""
-        return _GROUP_NAME.sub("(?:", self.regex)
-
-
-_START = r"^(?:void\s+)?"
-_END = r"(?:\(|$)"  # the argument list, or the end of a name written without one
-_ALGOS = "NVLS_TREE|NVLS|RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|PAT"
-_PROTOS = "LL128|LL|SIMPLE"
-
-DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern("nccl", "NCCL >= 2.19 generic", _START + r"ncclDevKernel_Generic" + _END),
-    KernelPattern("rccl", "RCCL generic (unroll)", _START + r"ncclDevKernel_Generic_[0-9]+" + _END),
-    KernelPattern(
-        "nccl",
-        "NCCL >= 2.19",
-        _START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
-        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?"
-        rf"(?:_(?P<algorithm>{_ALGOS})_(?P<protocol>{_PROTOS}))?" + _END,
-    ),
-    KernelPattern(
-        "nccl",
-        "NCCL >= 2.27 symmetric",
-        _START + r"ncclSymk?DevKernel_(?P<collective>[A-Za-z]+)(?:_[A-Za-z0-9]+)*?"
-        r"(?:_(?P<reduce_op>sum|prod|minmax|min|max|avg|premulsum|sumpostdiv)_(?P<dtype>[a-z][a-z0-9]*))?"
-        + _END,
-    ),
-    KernelPattern(
-        "nccl",
-        "NCCL 2.8-2.18",
-        _START + r"ncclKernel_(?P<collective>[A-Za-z]+)"
-        rf"(?:_(?P<algorithm>{_ALGOS}))?(?:_(?P<protocol>{_PROTOS}))?"
-        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+))?" + _END,
-    ),
-    KernelPattern(
-        "nccl",
-        "NCCL <= 2.7",
-        _START + r"nccl(?P<collective>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll)"
-        r"(?P<algorithm>Ring|Tree|CollNet)?(?P<protocol>LL128|LL)?"
-        r"Kernel_(?P<reduce_op>[a-z]+)_(?P<dtype>[a-z][a-z0-9]*)" + _END,
-    ),
-    KernelPattern(
-        "msccl",
-        "MSCCL",
-        _START + r"mscclKernel_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+?)_(?P<protocol>LL128|LL|Simple|SIMPLE)"
-        r"(?:_\w+)?" + _END,
-    ),
-    KernelPattern("nccl", "unrecognised NCCL", r"(?i)" + _START + r"nccl\w*kernel"),
-    KernelPattern("rccl", "unrecognised RCCL", r"(?i)" + _START + r"rccl"),
-    KernelPattern("msccl", "unrecognised MSCCL", r"(?i)" + _START + r"msccl\w*kernel"),
-)
-"""The grammar: specific generations first, catch-all rows (communication, fields unknown) last."""
+def _checked_regex(option: str, spec: str, regex: str) -> None:
+    """Raise a one-line `UsageError` when `regex` is empty, invalid, or names a group outside `FIELDS`."""
+    if not regex:
+        raise UsageError(f"{option} {spec!r}: the regular expression is empty")
+    unknown = sorted(set(_GROUP_NAME.findall(regex)) - set(FIELDS))
+    if unknown:
+        raise UsageError(
+            f"{option} {spec!r}: unknown group(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}"
+        )
+    try:
+        pl.Series([""], dtype=pl.Utf8).str.contains(regex)
+    except pl.exceptions.PolarsError as error:
+        first_line = next((line for line in str(error).splitlines() if line.strip()), "")
+        raise UsageError(f"{option} {spec!r}: not a valid regular expression ({first_line})") from error
 
 
 def _user_pattern(spec: str) -> KernelPattern:
     """One `--comm-pattern` spec (`REGEX` or `LIBRARY=REGEX`) as a checked `KernelPattern`."""
     match = _USER_SPEC.match(spec)
     library, regex = (match[1], match[2]) if match else ("user", spec)
-    if not regex:
-        raise UsageError(f"--comm-pattern {spec!r}: the regular expression is empty")
-    unknown = sorted(set(_GROUP_NAME.findall(regex)) - set(FIELDS))
-    if unknown:
-        raise UsageError(
-            f"--comm-pattern {spec!r}: unknown group(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}"
-        )
-    try:
-        pl.Series([""], dtype=pl.Utf8).str.contains(regex)
-    except pl.exceptions.PolarsError as error:
-        first_line = next((line for line in str(error).splitlines() if line.strip()), "")
-        raise UsageError(f"--comm-pattern {spec!r}: not a valid regular expression ({first_line})") from error
+    _checked_regex("--comm-pattern", spec, regex)
     return KernelPattern(library=library, generation="user", regex=regex)
 
 
-def user_patterns(specs: Sequence[str]) -> tuple[KernelPattern, ...]:
-    """Patterns for other communication libraries, from specs `REGEX` or `LIBRARY=REGEX` (library `user`).
+def _compute_pattern(regex: str) -> KernelPattern:
+    """One `--compute-pattern` regex as a checked compute row."""
+    _checked_regex("--compute-pattern", regex, regex)
+    return KernelPattern(library="user", generation="user compute", regex=regex, is_comm=False)
 
-    The regex (Rust/polars syntax, searched anywhere in the name: anchor with `^`) may name groups among
+
+def user_patterns(specs: Sequence[str], compute_specs: Sequence[str] = ()) -> tuple[KernelPattern, ...]:
+    """The user's rows, placed before the defaults: `compute_specs` first (`--compute-pattern REGEX`: names
+    that are compute, whatever a later row says), then `specs` (`--comm-pattern REGEX` or `LIBRARY=REGEX`,
+    library `user`: names that are communication).
+
+    A regex (Rust/polars syntax, searched anywhere in the name: anchor with `^`) may name groups among
     `FIELDS`. Raises `UsageError` for an empty or invalid regex or an unknown group name.
     """
-    return tuple(_user_pattern(spec) for spec in specs)
+    return (*(_compute_pattern(spec) for spec in compute_specs), *(_user_pattern(spec) for spec in specs))
 
 
 def _decode_matched(frame: pl.DataFrame, pattern: KernelPattern | None) -> pl.DataFrame:
-    """Decoded columns for names that `pattern` matched (None: names no pattern matched)."""
-    groups = pattern.groups if pattern is not None else ()
+    """Decoded columns for names that `pattern` matched (None: names no pattern matched; a compute row
+    gives the same: not communication, every field null)."""
+    is_comm = pattern is not None and pattern.is_comm
+    groups = pattern.groups if pattern is not None and is_comm else ()
     extracted = pl.col("name").str.extract_groups(pattern.regex) if pattern is not None and groups else None
 
     def field(group: str) -> pl.Expr:
@@ -178,11 +135,16 @@ def _decode_matched(frame: pl.DataFrame, pattern: KernelPattern | None) -> pl.Da
             return pl.lit(None, dtype=pl.Utf8)
         return extracted.struct.field(group)
 
+    implied = pattern.collective if pattern is not None and is_comm else None
+    decoded = {column: normalise(field(group)) for column, (group, normalise) in _OUTPUT_COLUMNS.items()}
+    decoded["kernel_collective"] = pl.coalesce(decoded["kernel_collective"], pl.lit(implied, dtype=pl.Utf8))
     return frame.select(
         pl.col("name"),
-        pl.lit(pattern is not None, dtype=pl.Boolean).alias("is_comm"),
-        pl.lit(pattern.library if pattern is not None else None, dtype=pl.Utf8).alias("comm_library"),
-        *(normalise(field(group)).alias(column) for column, (group, normalise) in _OUTPUT_COLUMNS.items()),
+        pl.lit(is_comm, dtype=pl.Boolean).alias("is_comm"),
+        pl.lit(pattern.library if pattern is not None and is_comm else None, dtype=pl.Utf8).alias(
+            "comm_library"
+        ),
+        *(expr.alias(column) for column, expr in decoded.items()),
     )
 
 
@@ -219,10 +181,21 @@ def with_kernel_fields(
 
 
 def is_comm_kernel_expr(extra: Sequence[KernelPattern] = (), *, name: str | pl.Expr = "name") -> pl.Expr:
-    """Boolean expression: does the kernel name (column `name`) match any communication pattern?
+    """Boolean expression: is the kernel name (column `name`) communication, by the first matching row of
+    `extra` then `DEFAULT_PATTERNS` (a compute row says no)? Null names give null.
 
-    One regex search per row (all patterns joined); null names give null.
+    Consecutive rows of one kind are joined by `|`, so it costs one regex search per run of rows.
     """
     column = pl.col(name) if isinstance(name, str) else name
-    joined = "|".join(f"(?:{pattern.bare_regex})" for pattern in (*extra, *DEFAULT_PATTERNS))
-    return column.str.contains(joined)
+    runs: list[tuple[bool, list[str]]] = []
+    for pattern in (*extra, *DEFAULT_PATTERNS):
+        if runs and runs[-1][0] == pattern.is_comm:
+            runs[-1][1].append(f"(?:{pattern.bare_regex})")
+        else:
+            runs.append((pattern.is_comm, [f"(?:{pattern.bare_regex})"]))
+    verdict: pl.Expr = pl.lit(False)
+    for is_comm, regexes in reversed(runs):
+        verdict = pl.when(column.str.contains("|".join(regexes))).then(pl.lit(is_comm)).otherwise(verdict)
+    result = pl.when(column.is_null()).then(pl.lit(None, dtype=pl.Boolean)).otherwise(verdict)
+    output_name = column.meta.output_name(raise_if_undetermined=False)
+    return result.alias(output_name) if output_name is not None else result

@@ -63,8 +63,10 @@ STEP_SCHEMA: Mapping[str, pl.DataType] = {
     "step": pl.Int64(),
     "start_us": pl.Float64(),
     "end_us": pl.Float64(),
+    "source": pl.Utf8(),  # gpu | cpu
 }
-"""`ProfilerStep#N` windows as written in the trace (CPU or GPU side, see `RankTrace.step_source`)."""
+"""`ProfilerStep#N` windows as written in the trace, every candidate: the GPU-side annotations (`source` gpu)
+and the host ones (`source` cpu). `traceview.steps.choose_steps` picks one set per rank by evidence."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class RankTrace:
     gpu: pl.DataFrame
     cpu: pl.DataFrame
     steps: pl.DataFrame
-    step_source: str  # gpu | cpu | none
+    step_source: str  # gpu | cpu | none: the candidates present, GPU first (traceview.steps chooses)
     warnings: tuple[ParseWarning, ...] = ()
     truncated_at_byte: int | None = None
 

@@ -37,7 +37,15 @@ def analyze_files(
     options = options or AnalysisOptions()
     files = resolve_trace_files(spec)
     results = map_ranks(
-        files, options.comm_patterns, workers, executor, progress, ray_address, parallel_min_bytes, limits
+        files,
+        options.comm_patterns,
+        workers,
+        executor,
+        progress,
+        ray_address,
+        parallel_min_bytes,
+        limits,
+        options.compute_patterns,
     )
     summaries = [r for r in results if isinstance(r, RankSummary)]
     skipped = [r for r in results if isinstance(r, SkippedInput)]

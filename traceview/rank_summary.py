@@ -19,11 +19,13 @@ import polars as pl
 from traceview.bubbles import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
 from traceview.budget import all_step_windows, classified_events, time_budget
 from traceview.collective_calls import launches
+from traceview.collective_tables import suspected_comm_kernels
 from traceview.collectives import comm_kernels
 from traceview.compare_distributions import rank_class_parts
 from traceview.kernel_names import KernelPattern
 from traceview.model import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction_trace import BATCH_SHAPE_RULES
+from traceview.steps import StepChoice, choose_steps
 from traceview.timeline import rank_segments
 
 STEP_MARK = r"^ProfilerStep#\d+$"
@@ -58,6 +60,8 @@ class RankSummary:
     segment_counts: pl.DataFrame
     kernel_classes: pl.DataFrame
     class_sketches: pl.DataFrame
+    suspects: pl.DataFrame
+    step_choice: StepChoice
 
     @property
     def rank(self) -> int:
@@ -150,7 +154,8 @@ def summarize(
     `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`)."""
     one = Run(ranks=(trace,))
     events = classified_events(one, comm_patterns)
-    windows = all_step_windows(one)
+    choice = choose_steps(trace)
+    windows = all_step_windows(one, (choice,))
     kernels = comm_kernels(one, events)
     gaps = idle_gaps(events, windows, launches(one))
     segments, counts = rank_segments(events, windows, ranks_in_run)
@@ -170,6 +175,8 @@ def summarize(
         segment_counts=counts,
         kernel_classes=kernel_classes,
         class_sketches=class_sketches,
+        suspects=suspected_comm_kernels(events),
+        step_choice=choice,
     )
 
 

@@ -17,7 +17,7 @@ import polars as pl
 from traceview.bubbles import BubbleAnalysis, bubbles_from_parts
 from traceview.budget import budget_of
 from traceview.clocks import rank_offsets, shift_to_reference
-from traceview.collective_tables import collective_tables
+from traceview.collective_tables import collective_tables, merged_suspects
 from traceview.compare_distributions import distributions_from_parts
 from traceview.crossrank import add_transfer, run_cross_rank
 from traceview.errors import ParseWarning
@@ -48,6 +48,7 @@ class Stacked:
     segment_counts: pl.DataFrame
     kernel_classes: pl.DataFrame
     class_sketches: pl.DataFrame
+    suspects: pl.DataFrame
 
 
 def on_run_base(summaries: Sequence[RankSummary]) -> list[RankSummary]:
@@ -120,7 +121,9 @@ def reduce_summaries(
     run = compact_run(aligned, skipped, source, extra_warnings)
     frames = stack(aligned)
     budget = budget_of(frames.per_step)
-    collectives = collective_tables(frames.kernels)
+    collectives = replace(
+        collective_tables(frames.kernels), suspected_comm_kernels=merged_suspects(frames.suspects)
+    )
     nccl = (
         join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
         if options.nccl_logs or options.nccl_skipped
@@ -132,7 +135,7 @@ def reduce_summaries(
     )
     budget = add_transfer(budget, crossrank.transfer)
     analysis = RunAnalysis(
-        header=run_header(run),
+        header=run_header(run, [s.step_choice for s in aligned], collectives.warnings),
         budget=budget,
         verdict=flag_verdict(verdict(budget.run_median), nccl),
         options=options,

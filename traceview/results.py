@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from traceview.bubbles import BubbleAnalysis
@@ -17,6 +18,7 @@ from traceview.nccl_join import NcclJoin
 from traceview.prediction import Prediction
 from traceview.prediction_inputs import PredictionOptions
 from traceview.recommend import Recommendations
+from traceview.steps import StepChoice
 from traceview.timeline import Timeline
 from traceview.verdict import Verdict
 
@@ -26,6 +28,7 @@ class AnalysisOptions:
     """What the user can set; every field has the default a plain `traceview report RUN` uses."""
 
     comm_patterns: tuple[str, ...] = ()
+    compute_patterns: tuple[str, ...] = ()  # --compute-pattern: names that are compute (docs/metrics.md 2)
     ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
     rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
     virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
@@ -84,8 +87,9 @@ def _distinct(values: list[str]) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}))
 
 
-def run_header(run: Run) -> RunHeader:
-    """The run's identity, gathered from every rank's metadata."""
+def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[str] = ()) -> RunHeader:
+    """The run's identity, gathered from every rank's metadata; the step sources are the ones chosen by
+    evidence (`choices`, `traceview.steps.StepChoice`, one per rank) and their warnings join `warnings`."""
     metas = [trace.meta for trace in run]
     world_sizes = {m.world_size for m in metas if m.world_size}
     return RunHeader(
@@ -99,7 +103,7 @@ def run_header(run: Run) -> RunHeader:
         backends=_distinct([m.backend for m in metas]),
         files=tuple(trace.path for trace in run),
         skipped=tuple((s.path, s.reason) for s in run.skipped),
-        warnings=tuple(str(w) for w in run.warnings),
-        step_sources=_distinct([trace.step_source for trace in run]),
+        warnings=(*(str(w) for w in run.warnings), *(c.warning for c in choices if c.warning), *warnings),
+        step_sources=_distinct([choice.source for choice in choices]),
         base_times_ns=tuple(trace.meta.base_time_ns for trace in run),
     )

@@ -16,9 +16,9 @@ import time
 
 import polars as pl
 
-from traceview.clocks import rank_hosts
-from traceview.crossrank import cross_rank
-from traceview.matching import KERNEL_COLUMNS
+from traceview.across_ranks.analysis import cross_rank
+from traceview.across_ranks.clocks import rank_hosts
+from traceview.across_ranks.matching import KERNEL_COLUMNS
 
 RANKS_PER_HOST, STEPS, STRAGGLER, DELAY_US, PERIOD_US = 8, 20, 17, 300.0, 1000.0
 

@@ -29,9 +29,9 @@ step windows, traceview on HTA's window, and HTA. HTA's definitions (hta 0.5, re
   analyses above recompute `ts + dur`, so they are not affected; `include_last_profiler_step=True` is, since
   it compares shifted `ts` with the stale `end`).
 
-traceview's own windows (`traceview.steps`) differ: step N runs from its first device activity to the first
+traceview's own windows (`traceview.steps.windows`) differ: step N runs from its first device activity to the first
 device activity of step N+1, so the gap before the next step is charged to step N, and the last step is kept.
-The "ours on HTA window" columns recompute our figures with `traceview.intervals.union_length` over exactly
+The "ours on HTA window" columns recompute our figures with `traceview.core.intervals.union_length` over exactly
 HTA's event set and span, so they must agree with HTA to rounding; the "ours" columns are what traceview
 reports.
 """
@@ -57,11 +57,11 @@ from hta.analyzers.communication_analysis import (  # type: ignore[import-not-fo
 )
 from hta.trace_analysis import TraceAnalysis  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
-from traceview.budget import all_step_windows, classified_events, time_budget
-from traceview.classify import classify_gpu
-from traceview.inputs import load_run, resolve_trace_files
-from traceview.intervals import union_length
-from traceview.model import RankTrace, Run
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.core.intervals import union_length
+from traceview.events.classify import classify_gpu
+from traceview.load.inputs import load_run, resolve_trace_files
+from traceview.model.trace import RankTrace, Run
 
 REAL = Path("/work/shared/data/real/kineto")
 DEFAULT_DIRS = tuple(
@@ -230,7 +230,7 @@ def hta_event_set(trace: RankTrace, rounding: bool = True) -> pl.DataFrame:
 
 def figures_on_windows(events: pl.DataFrame) -> dict[tuple[int, Any], Figures]:
     """Overlap ratio and idle share per (`rank`, `window`) group of events, the span being first start to
-    last end of the group's events: four unions by `traceview.intervals.union_length`."""
+    last end of the group's events: four unions by `traceview.core.intervals.union_length`."""
     parts = [
         union_length(events.filter(pl.col("event_class") == "compute"), KEYS, "comp_us"),
         union_length(events.filter(pl.col("event_class") == "comm"), KEYS, "comm_us"),

@@ -50,7 +50,7 @@ if root != "installed":
 PARSE = (
     IMPORT_FROM
     + """
-from traceview.errors import TraceviewError
+from traceview.core.errors import TraceviewError
 from traceview.parsers import kineto
 try:
     trace = kineto.parse(sys.argv[2])

@@ -22,10 +22,10 @@ import polars as pl
 from traceview.reports.html import render_html
 from traceview.reports.json_out import render_json
 
-from traceview.inputs import load_run
-from traceview.model import TraceMeta
-from traceview.rank_summary import TIME_COLUMNS, RankSummary, summarize
-from traceview.reduce import reduce_summaries
+from traceview.load.inputs import load_run
+from traceview.map.rank_summary import TIME_COLUMNS, RankSummary, summarize
+from traceview.model.trace import TraceMeta
+from traceview.reduce.reduce import reduce_summaries
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 RANKED = (*TIME_COLUMNS, "gap_steps", "gap_causes", "segment_counts")

@@ -4,7 +4,7 @@
 
 Builds N ranks by replicating one real rank (its `distributedInfo.rank` rewritten to 0..N-1) into a temporary
 folder, then runs, each in a fresh process: the baseline (`load_run` then `analyze`: every rank's parsed trace
-held until the end) and the pipeline (`traceview.pipeline.analyze_files`: one parse per worker, summaries only)
+held until the end) and the pipeline (`traceview.reduce.pipeline.analyze_files`: one parse per worker, summaries only)
 with one worker and with `--workers`. Prints wall time and the peak RSS of the whole process tree (the parent
 and its workers together, sampled from /proc every 20 ms), and the ratios: peak(N) / peak(first N) per method,
 and pipeline / baseline.
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 RUNNERS = {
-    "baseline": "from traceview.analysis import analyze; from traceview.inputs import load_run; "
+    "baseline": "from traceview.reduce.analysis import analyze; from traceview.load.inputs import load_run; "
     "analyze(load_run(sys.argv[1], workers=1))",
-    "pipeline x1": "from traceview.pipeline import analyze_files; analyze_files(sys.argv[1], workers=1)",
-    "pipeline xW": "from traceview.pipeline import analyze_files; analyze_files(sys.argv[1], workers=int(sys.argv[2]))",
+    "pipeline x1": "from traceview.reduce.pipeline import analyze_files; analyze_files(sys.argv[1], workers=1)",
+    "pipeline xW": "from traceview.reduce.pipeline import analyze_files; analyze_files(sys.argv[1], workers=int(sys.argv[2]))",
 }
 
 

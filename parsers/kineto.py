@@ -39,8 +39,8 @@ from traceview.parsers.kineto_limits import (
 from traceview.parsers.kineto_meta import HeaderChecks
 from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, DistributedInfo, Header
 
-from traceview.errors import InputError, ParseWarning
-from traceview.model import (
+from traceview.core.errors import InputError, ParseWarning
+from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
     STEP_SCHEMA,
@@ -346,7 +346,7 @@ def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:
 
 def _steps(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the first
-    source present (gpu, cpu, none); `traceview.steps.choose_steps` decides which set to use."""
+    source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
     gpu_steps = pl.DataFrame(
         {
             "name": [e.name or "" for e in gpu_annotations],

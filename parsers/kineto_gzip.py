@@ -10,7 +10,7 @@ from typing import Any
 
 from traceview.parsers.kineto_limits import ParseLimits
 
-from traceview.errors import InputError, ParseWarning
+from traceview.core.errors import InputError, ParseWarning
 
 _zlib: ModuleType
 try:  # python-isal decompresses gzip several times faster than zlib

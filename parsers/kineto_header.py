@@ -9,7 +9,7 @@ from typing import Any, TypeVar, get_args
 import msgspec
 from traceview.parsers.kineto_schema import RAW_DOCUMENT_DECODER, RawDocument
 
-from traceview.errors import InputError, ParseWarning
+from traceview.core.errors import InputError, ParseWarning
 
 StructT = TypeVar("StructT", bound=msgspec.Struct)
 FIELDS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])

@@ -32,7 +32,7 @@ from traceview.parsers.kineto_schema import (
     RawDocument,
 )
 
-from traceview.errors import InputError, NotKinetoError, ParseWarning
+from traceview.core.errors import InputError, NotKinetoError, ParseWarning
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from traceview.errors import ParseWarning
+from traceview.core.errors import ParseWarning
 
 GIB = 2**30
 MIB = 2**20

@@ -12,8 +12,8 @@ from pathlib import Path
 from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, cut_text
 from traceview.parsers.kineto_schema import PgConfig
 
-from traceview.errors import ParseWarning
-from traceview.model import ProcessGroupConfig
+from traceview.core.errors import ParseWarning
+from traceview.model.trace import ProcessGroupConfig
 
 RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 UNKNOWN_BASE = "this rank's clock is aligned by its collectives"

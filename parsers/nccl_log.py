@@ -1,4 +1,4 @@
-"""Parse an NCCL_DEBUG=INFO log into a `traceview.nccl.NcclLog`, streaming (memory independent of file size).
+"""Parse an NCCL_DEBUG=INFO log into a `traceview.nccl.log.NcclLog`, streaming (memory independent of file size).
 
 One pass over the physical lines. A line is cut at every record start (`host:pid:tid [dev] NCCL INFO|WARN`,
 `parsers.nccl_log_patterns.RECORD_START`): text before the first start is a foreign prefix (launchers,
@@ -35,8 +35,8 @@ from traceview.parsers.nccl_log_patterns import (
 from traceview.parsers.nccl_log_raw import BATCH_ROWS, RawRows
 from traceview.parsers.nccl_log_totals import REDUCERS, WARNING_SOURCES, CallTally
 
-from traceview.errors import InputError
-from traceview.nccl import NcclLog
+from traceview.core.errors import InputError
+from traceview.nccl.log import NcclLog
 
 MAX_CALL_ROWS = 100_000
 """COLL lines kept as rows (`NcclLog.collectives`), the first of the log; `NcclLog.call_totals` counts them all."""

@@ -1,5 +1,5 @@
 """From the raw rows of the NCCL log reader (`parsers.nccl_log_raw.RawRows`) to the typed frames of
-`traceview.nccl.NcclLog` (polars only). `build_log` shapes each model frame: dtype
+`traceview.nccl.log.NcclLog` (polars only). `build_log` shapes each model frame: dtype
 names and bytes of collectives, transport kinds and degraded flags, trees exploded per channel, NIC lists
 exploded, and the communicator each init-time record belongs to (see `attach_comm`).
 """
@@ -18,7 +18,7 @@ from traceview.parsers.nccl_log_totals import (
     warning_rows,
 )
 
-from traceview.nccl import (
+from traceview.nccl.log import (
     SCHEMAS,
     NcclLog,
     dtype_table,
@@ -26,7 +26,7 @@ from traceview.nccl import (
     flag_degraded,
     transport_kind,
 )
-from traceview.nccl_rules import NETWORK_NAME_KINDS, NETWORK_RULES, with_call_size
+from traceview.nccl.rules import NETWORK_NAME_KINDS, NETWORK_RULES, with_call_size
 
 
 class LineCounts(TypedDict):
@@ -240,7 +240,7 @@ def _warnings(raw: RawRows) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def call_totals(totals: pl.DataFrame) -> pl.DataFrame:
     """`CallTally.totals` with dtype, call_bytes (count x element size), size_bytes (S of one call,
-    `traceview.nccl_rules.with_call_size`) and bytes (calls x S)."""
+    `traceview.nccl.rules.with_call_size`) and bytes (calls x S)."""
     table = dtype_table()
     names = dict(zip(table["datatype"], table["dtype"], strict=True))
     sizes = dict(zip(table["datatype"], table["dtype_size"], strict=True))
@@ -316,7 +316,7 @@ def _settings(rows: pl.DataFrame) -> dict[str, str]:
 
 
 def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
-    """Per process (host, pid) the network NCCL uses, by `traceview.nccl_rules.NETWORK_RULES` (evidence, line)."""
+    """Per process (host, pid) the network NCCL uses, by `traceview.nccl.rules.NETWORK_RULES` (evidence, line)."""
     parts = [settings.select("line", "host", "pid", source="name", detail="value")]
     if not network.is_empty():
         parts.append(_with_text_columns(network, "source").select("line", "host", "pid", "source", "detail"))

@@ -2,7 +2,7 @@
 a cap, and counted in full by streaming totals whose size is the number of distinct keys, not of records.
 
 - COLL lines (one per collective call, the bulk of a big log): `CallTally` keeps the first `max_rows` calls as
-  rows (the call-sequence matching of `traceview.nccl_join` needs the first calls of each communicator, which
+  rows (the call-sequence matching of `traceview.nccl.join` needs the first calls of each communicator, which
   are the ones that identify it) and counts every call per `CALL_KEY` in a dict, folded into a compact polars
   frame every `FLUSH_KEYS` distinct keys.
 - TUNING lines (one per call when NCCL_DEBUG_SUBSYS includes TUNING) and the warnings (NCCL WARN records,
@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import polars as pl
 
-from traceview.nccl import RESULTS, WARNING_KINDS, first_match
+from traceview.nccl.log import RESULTS, WARNING_KINDS, first_match
 
 FLUSH_KEYS = 65_536
 """Distinct call keys held in the Python dict before they are folded into a polars frame."""
@@ -138,7 +138,7 @@ def warning_rows(name: str, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def classify_warnings(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` (rows of `warning_rows`) with `kind` by `traceview.nccl.WARNING_KINDS`."""
+    """`frame` (rows of `warning_rows`) with `kind` by `traceview.nccl.log.WARNING_KINDS`."""
     return frame.with_columns(kind=first_match("text", WARNING_KINDS, pl.col("origin_kind")))
 
 

@@ -1,5 +1,5 @@
 """Terminal tables of a run's collectives (rich). Renders only: every figure comes from
-`traceview.collective_tables.CollectiveAnalysis`."""
+`traceview.collectives.tables.CollectiveAnalysis`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from traceview.collective_tables import CollectiveAnalysis
-from traceview.sanitize import printable
+from traceview.collectives.tables import CollectiveAnalysis
+from traceview.core.sanitize import printable
 
 MAX_ROWS = 40
 _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))

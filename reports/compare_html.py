@@ -17,8 +17,8 @@ from traceview.reports.html import (
 )
 
 from traceview import __version__
-from traceview.compare import Comparison
-from traceview.trend import Trend
+from traceview.compare.trend import Trend
+from traceview.compare.two_runs import Comparison
 
 BASELINE_COLOUR, CANDIDATE_COLOUR = "#1f77b4", "#ff7f0e"
 _ENVIRONMENT.filters["value_text"] = lambda value, metric: value_text(metric, value)

@@ -7,8 +7,8 @@ from typing import Any
 
 from traceview.reports.json_out import SCHEMA_VERSION, clean, records
 
-from traceview.compare import Comparison, Finding
-from traceview.trend import Trend
+from traceview.compare.trend import Trend
+from traceview.compare.two_runs import Comparison, Finding
 
 SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "rank")
 

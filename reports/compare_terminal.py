@@ -1,5 +1,5 @@
 """Terminal rendering of `traceview compare` and `traceview trend` (rich). Renders only: every figure comes
-from `traceview.compare`, `traceview.compare_scaling` and `traceview.trend`."""
+from `traceview.compare.two_runs`, `traceview.compare.scaling` and `traceview.compare.trend`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from traceview.compare import Comparison, Finding
-from traceview.sanitize import printable
-from traceview.trend import Trend
+from traceview.compare.trend import Trend
+from traceview.compare.two_runs import Comparison, Finding
+from traceview.core.sanitize import printable
 
 MAX_ROWS = 15
 

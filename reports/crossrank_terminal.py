@@ -1,4 +1,4 @@
-"""Terminal tables of the across-ranks analysis (rich). Renders only: figures come from traceview.crossrank."""
+"""Terminal tables of the across-ranks analysis (rich). Renders only: figures come from traceview.across_ranks.analysis."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from traceview.crossrank import CrossRank
-from traceview.sanitize import printable
+from traceview.across_ranks.analysis import CrossRank
+from traceview.core.sanitize import printable
 
 MAX_ROWS = 30
 

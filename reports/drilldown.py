@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 import polars as pl
 from traceview.reports.figures import LAYOUT
 
-from traceview.collective_tables import size_bucket_exprs
-from traceview.results import RunAnalysis
+from traceview.collectives.tables import size_bucket_exprs
+from traceview.reduce.results import RunAnalysis
 
 HEATMAP_METRICS: tuple[tuple[str, str], ...] = (
     ("step_us", "step time"),

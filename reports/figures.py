@@ -12,8 +12,8 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
-from traceview.analysis import RunAnalysis
-from traceview.timeline import Timeline
+from traceview.reduce.analysis import RunAnalysis
+from traceview.timeline.step_view import Timeline
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 """The Okabe-Ito palette: eight colours told apart with every common colour-vision deficiency; every figure

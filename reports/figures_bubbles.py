@@ -1,6 +1,6 @@
 """Figures of the bubbles section: idle time per rank split by cause, and the pipeline bubble against theory.
 
-No computation beyond unit conversion: the medians and fractions come from `traceview.bubbles`.
+No computation beyond unit conversion: the medians and fractions come from `traceview.bubbles.gaps`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import polars as pl
 from traceview.reports.figures import LAYOUT, NOISE_FLOOR_MS, rank_bars
 
-from traceview.analysis import RunAnalysis
-from traceview.bubbles import CAUSE_COLUMNS, BubbleAnalysis
+from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
+from traceview.reduce.analysis import RunAnalysis
 
 CAUSE_COLOURS = {
     "host-bound": "#D55E00",
@@ -18,7 +18,7 @@ CAUSE_COLOURS = {
     "comm-wait": "#E69F00",
     "unattributed": "#c7c7c7",
 }
-"""One colour per gap cause (`traceview.bubbles.GAP_CAUSES`)."""
+"""One colour per gap cause (`traceview.bubbles.gaps.GAP_CAUSES`)."""
 
 
 def idle_cause_bars(bubbles: BubbleAnalysis) -> go.Figure:

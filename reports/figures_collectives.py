@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import polars as pl
 from traceview.reports.figures import LAYOUT, escaped
 
-from traceview.analysis import RunAnalysis
+from traceview.reduce.analysis import RunAnalysis
 
 MAX_POINTS = 4_000
 """Most points one scatter draws; beyond it every k-th kernel is kept (k = ceil(count / MAX_POINTS))."""

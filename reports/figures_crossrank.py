@@ -1,6 +1,6 @@
 """Figures of the across-ranks section: a rank-by-instance lateness heatmap and per-rank wait bars.
 
-Lateness and wait come from `traceview.crossrank.CrossRank` (docs/metrics.md, "Across ranks"); nothing is
+Lateness and wait come from `traceview.across_ranks.analysis.CrossRank` (docs/metrics.md, "Across ranks"); nothing is
 computed here beyond reshaping and unit conversion. Past `MAX_INSTANCES` usable instances the heatmap keeps
 every k-th one (its title says so).
 """
@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 import polars as pl
 from traceview.reports.figures import LAYOUT
 
-from traceview.analysis import RunAnalysis
-from traceview.crossrank import CrossRank
+from traceview.across_ranks.analysis import CrossRank
+from traceview.reduce.analysis import RunAnalysis
 
 MAX_INSTANCES = 500
 """Most instance columns the heatmap draws; beyond it every k-th instance is kept."""

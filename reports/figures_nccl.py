@@ -1,6 +1,6 @@
 """Figures of the NCCL log section: NCCL's algorithm/protocol choices by message size (its TUNING lines).
 
-No computation beyond labels: the counts come from `traceview.nccl_join.NcclJoin.algorithms`.
+No computation beyond labels: the counts come from `traceview.nccl.join.NcclJoin.algorithms`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import polars as pl
 from traceview.reports.figures import LAYOUT, escaped
 
-from traceview.analysis import RunAnalysis
+from traceview.reduce.analysis import RunAnalysis
 
 FIGURE_ID = "fig-nccl-algorithms"
 

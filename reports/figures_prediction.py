@@ -8,8 +8,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from traceview.reports.figures import LAYOUT
 
-from traceview.analysis import RunAnalysis
-from traceview.prediction import Prediction
+from traceview.prediction.gamma import Prediction
+from traceview.reduce.analysis import RunAnalysis
 
 
 def scaling_figure(prediction: Prediction) -> go.Figure | None:

@@ -28,7 +28,7 @@ from traceview.reports import drilldown, figures
 from traceview.reports.sections import SECTIONS
 
 from traceview import __version__
-from traceview.analysis import RunAnalysis
+from traceview.reduce.analysis import RunAnalysis
 
 
 def _ms(value: float | None) -> str:

@@ -18,11 +18,11 @@ import msgspec
 import polars as pl
 
 from traceview import __version__
-from traceview.analysis import RunAnalysis
-from traceview.bubbles import BubbleAnalysis
-from traceview.collective_tables import CollectiveAnalysis
-from traceview.crossrank import CrossRank
-from traceview.nccl_join import LinkOverride, NcclJoin
+from traceview.across_ranks.analysis import CrossRank
+from traceview.bubbles.gaps import BubbleAnalysis
+from traceview.collectives.tables import CollectiveAnalysis
+from traceview.nccl.join import LinkOverride, NcclJoin
+from traceview.reduce.analysis import RunAnalysis
 
 SCHEMA_VERSION = "1.3"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""

@@ -1,6 +1,6 @@
-"""Terminal tables for one parsed NCCL_DEBUG log (rich). Renders only: figures come from traceview.nccl.
+"""Terminal tables for one parsed NCCL_DEBUG log (rich). Renders only: figures come from traceview.nccl.log.
 
-Every string read from the log passes through `traceview.sanitize.printable` (control and bidi characters shown
+Every string read from the log passes through `traceview.core.sanitize.printable` (control and bidi characters shown
 as escapes, long text cut), then rich's markup escape."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from traceview.nccl import NcclLog, collective_summary, communicator_summary, warning_counts
-from traceview.sanitize import printable
+from traceview.core.sanitize import printable
+from traceview.nccl.log import NcclLog, collective_summary, communicator_summary, warning_counts
 
 _MAX_ROWS = 20
 

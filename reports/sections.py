@@ -20,7 +20,7 @@ from traceview.reports import (
     figures_prediction,
 )
 
-from traceview.analysis import RunAnalysis
+from traceview.reduce.analysis import RunAnalysis
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from traceview.analysis import RunAnalysis
-from traceview.sanitize import printable
+from traceview.core.sanitize import printable
+from traceview.reduce.analysis import RunAnalysis
 
 
 def _ms(value: float | None) -> str:

@@ -5,7 +5,7 @@
     python sample_traces/make_samples.py --benchmark 256 2000   # time/size: 256 ranks x 2,000 collectives
 
 Each sample is a folder of per-rank Kineto traces with `<name>.ground_truth.json` beside the folder (what a correct analysis must find;
-see `sample_traces/README.md` and `traceview.simulate`).
+see `sample_traces/README.md` and `traceview.simulate.scenario`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from traceview.simulate import (
+from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
     MismatchSpec,

@@ -1,4 +1,4 @@
-"""Frames in the `comm_kernels` contract (traceview.matching.KERNEL_COLUMNS), built directly for cross-rank tests."""
+"""Frames in the `comm_kernels` contract (traceview.across_ranks.matching.KERNEL_COLUMNS), built directly for cross-rank tests."""
 
 from __future__ import annotations
 

@@ -19,15 +19,15 @@ import pytest
 
 from tests import kineto_factory as kf
 from tests.shared_data import requires_shared
-from traceview.bubbles import GAP_CAUSES, BubbleAnalysis, analyze_bubbles
-from traceview.budget import all_step_windows, classified_events, time_budget
-from traceview.collective_calls import launches
-from traceview.collective_tables import analyze_collectives
-from traceview.errors import TraceviewError, UsageError
-from traceview.inputs import load_run
-from traceview.model import Run
-from traceview.pipeline_bubble import compute_union, pipeline_bubble, pipeline_stages
-from traceview.simulate import GroundTruth, write_run
+from traceview.bubbles.gaps import GAP_CAUSES, BubbleAnalysis, analyze_bubbles
+from traceview.bubbles.pipeline_bubble import compute_union, pipeline_bubble, pipeline_stages
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.collectives.calls import launches
+from traceview.collectives.tables import analyze_collectives
+from traceview.core.errors import TraceviewError, UsageError
+from traceview.load.inputs import load_run
+from traceview.model.trace import Run
+from traceview.simulate.scenario import GroundTruth, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "real" / "kineto"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests import kineto_factory as kf
-from traceview.analysis import AnalysisOptions, analyze
-from traceview.budget import all_step_windows, classified_events, time_budget
-from traceview.inputs import load_run
-from traceview.steps import WHOLE_TRACE
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.steps.windows import WHOLE_TRACE
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 

@@ -3,7 +3,7 @@
 The second method uses only `json`/`gzip` and a sorted loop: it picks events by their `cat` as SPEC section
 2 lists them, calls a kernel communication when its name starts with `nccl` or `rccl` (every real trace here
 names them so), and merges intervals by sorting and sweeping. Step windows are rebuilt from the rule in
-`traceview.steps`' docstring (SPEC section 4). Each trace is parsed once per module by both methods.
+`traceview.steps.windows`' docstring (SPEC section 4). Each trace is parsed once per module by both methods.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pytest
 from traceview.parsers import kineto
 
 from tests.shared_data import requires_shared
-from traceview.budget import all_step_windows, classified_events, time_budget
-from traceview.intervals import union_length
-from traceview.model import RankTrace, make_run
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.core.intervals import union_length
+from traceview.model.trace import RankTrace, make_run
 
 pytestmark = requires_shared
 

@@ -1,11 +1,11 @@
-"""Host clock alignment (traceview.clocks): hosts per rank, offsets from collective ends, spread warnings."""
+"""Host clock alignment (traceview.across_ranks.clocks): hosts per rank, offsets from collective ends, spread warnings."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from traceview.clocks import SPREAD_WARN_US, align, clock_offsets, rank_hosts
+from traceview.across_ranks.clocks import SPREAD_WARN_US, align, clock_offsets, rank_hosts
 
 
 def _calls(rows: list[tuple[int, int, float]]) -> pl.DataFrame:

@@ -14,17 +14,17 @@ from traceview.reports.json_out import summary_document
 from typer.testing import CliRunner
 
 from tests import kineto_factory as kf
-from traceview.analysis import analyze
-from traceview.budget import classified_events
-from traceview.cli import app
-from traceview.collective_tables import (
+from traceview.budget.time_budget import classified_events
+from traceview.cli.main import app
+from traceview.collectives.kernels import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
+from traceview.collectives.tables import (
     SIZE_BUCKETS,
     CollectiveAnalysis,
     analyze_collectives,
     size_bucket_exprs,
 )
-from traceview.collectives import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
-from traceview.inputs import load_run
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 SENDRECV = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
@@ -402,7 +402,7 @@ def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
 
 def test_simulated_data_parallel_run_gives_back_its_bandwidth(tmp_path: Path) -> None:
     """The simulator times each all-reduce as f(n) * S / B (alpha = 0), so busbw = S / t * f(n) = B exactly."""
-    from traceview.simulate import data_parallel_scenario, write_run
+    from traceview.simulate.scenario import data_parallel_scenario, write_run
 
     bandwidth, params, buckets, workers, steps = 50e9, 1_000_000, 4, 4, 3
     scenario = data_parallel_scenario(workers, params, 8, 100e12, bandwidth, buckets=buckets, steps=steps)

@@ -21,9 +21,9 @@ import polars as pl
 import pytest
 
 from tests.shared_data import requires_shared
-from traceview.budget import classified_events
-from traceview.collective_tables import CollectiveAnalysis, analyze_collectives
-from traceview.inputs import load_run
+from traceview.budget.time_budget import classified_events
+from traceview.collectives.tables import CollectiveAnalysis, analyze_collectives
+from traceview.load.inputs import load_run
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 TRACES = (

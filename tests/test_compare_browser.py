@@ -10,8 +10,8 @@ from traceview.reports.compare_html import render_compare_html, render_trend_htm
 
 from tests.test_compare_documents import document
 from tests.test_report_browser import assert_clean, chromium_or_skip, probe, screenshot, with_probe
-from traceview.compare import compare, load_settings
-from traceview.trend import trend
+from traceview.compare.trend import trend
+from traceview.compare.two_runs import compare, load_settings
 
 
 @pytest.fixture(scope="module")

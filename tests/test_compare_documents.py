@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.test_cli import traceview
-from traceview.compare import compare, load_settings
+from traceview.compare.two_runs import compare, load_settings
 
 XSS = "<script>alert(1)</script>"
 

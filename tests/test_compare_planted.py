@@ -14,9 +14,9 @@ from traceview.reports.json_out import summary_document
 
 from tests.compare_factory import jitter as jitter_edit
 from tests.compare_factory import planted_copy, scale_collective, scale_compute
-from traceview.analysis import analyze
-from traceview.compare import Comparison, compare, load_settings
-from traceview.inputs import load_run
+from traceview.compare.two_runs import Comparison, compare, load_settings
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 # every AllReduce of the sample moves a 25 MiB bucket: the 4 MiB - 64 MiB size bucket of process group 0

@@ -11,7 +11,7 @@ from tests.compare_factory import jitter as jitter_edit
 from tests.compare_factory import planted_copy, scale_collective, scale_compute
 from tests.shared_data import REAL_KINETO, requires_shared
 from tests.test_compare_planted import summary
-from traceview.compare import compare, load_settings
+from traceview.compare.two_runs import compare, load_settings
 
 pytestmark = requires_shared
 SAMPLED = REAL_KINETO / "hta_sampled_2rank"

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from tests.test_compare_planted import summary
-from traceview.compare import compare, load_settings
-from traceview.simulate import data_parallel_scenario, write_run
+from traceview.compare.two_runs import compare, load_settings
+from traceview.simulate.scenario import data_parallel_scenario, write_run
 
 PARAMS, LOCAL_BATCH, FLOPS, BUCKETS = 100_000_000, 50_000, 150e12, 4
 BUCKET_BYTES = PARAMS // BUCKETS * 2  # bf16 gradients

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from traceview.compare_stats import holm, mann_whitney, relative_change
+from traceview.compare.stats import holm, mann_whitney, relative_change
 
 
 def pairwise_u(baseline: list[float], candidate: list[float]) -> float:

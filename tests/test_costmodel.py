@@ -7,9 +7,9 @@ import math
 import polars as pl
 import pytest
 
-from traceview import costmodel as cm
-from traceview.errors import UsageError
-from traceview.vocab import CANONICAL_COLLECTIVES
+from traceview.core.errors import UsageError
+from traceview.core.vocab import CANONICAL_COLLECTIVES
+from traceview.prediction import costmodel as cm
 
 # The constants of the seeds' Code 4.1.1.
 P_7B = 7e9

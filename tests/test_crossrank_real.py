@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from tests.shared_data import requires_shared
-from traceview.analysis import analyze
-from traceview.crossrank import CrossRank
-from traceview.inputs import load_run
+from traceview.across_ranks.analysis import CrossRank
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 pytestmark = requires_shared
 
@@ -78,7 +78,7 @@ def test_command_json_and_report_section(crossrank: CrossRank) -> None:
     from traceview.reports.html import render_html
     from typer.testing import CliRunner
 
-    from traceview.cli import app
+    from traceview.cli.main import app
 
     printed = CliRunner().invoke(app, ["stragglers", str(PAIR), "--json"])
     assert printed.exit_code == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from traceview.intervals import clip_to_windows, gaps, merge_intervals, union_length
+from traceview.core.intervals import clip_to_windows, gaps, merge_intervals, union_length
 
 
 def frame(rows: list[tuple[int, float, float]]) -> pl.DataFrame:

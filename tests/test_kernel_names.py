@@ -16,8 +16,9 @@ import polars as pl
 import pytest
 
 from tests.shared_data import requires_shared
-from traceview.errors import UsageError
-from traceview.kernel_names import (
+from traceview.core.errors import UsageError
+from traceview.core.vocab import CANONICAL_COLLECTIVES
+from traceview.events.kernel_names import (
     DECODED_SCHEMA,
     DEFAULT_PATTERNS,
     FIELDS,
@@ -27,8 +28,7 @@ from traceview.kernel_names import (
     user_patterns,
     with_kernel_fields,
 )
-from traceview.kernel_table import SUSPECTED_LIBRARY
-from traceview.vocab import CANONICAL_COLLECTIVES
+from traceview.events.kernel_table import SUSPECTED_LIBRARY
 
 REAL_KINETO = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 

@@ -15,9 +15,9 @@ from traceview.parsers.kineto_limits import ParseLimits
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, requires_shared
-from traceview.errors import InputError
-from traceview.inputs import load_run
-from traceview.model import RankTrace
+from traceview.core.errors import InputError
+from traceview.load.inputs import load_run
+from traceview.model.trace import RankTrace
 
 BASE_NS = 1_700_000_000_000_000_000
 DEVICE_CATEGORIES = {"kernel", "Kernel", "mtia_ccp_events", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}

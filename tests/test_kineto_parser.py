@@ -11,8 +11,8 @@ from traceview.parsers import kineto
 
 from tests import kineto_factory as kf
 from tests.shared_data import requires_shared
-from traceview.errors import InputError, NotKinetoError, RunError
-from traceview.inputs import load_run, resolve_trace_files
+from traceview.core.errors import InputError, NotKinetoError, RunError
+from traceview.load.inputs import load_run, resolve_trace_files
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"

@@ -18,7 +18,7 @@ import pytest
 from traceview.parsers import kineto
 
 from tests import kineto_factory as kf
-from traceview.errors import InputError
+from traceview.core.errors import InputError
 
 pytest.importorskip("hypothesis")  # in the test extra; a bare install skips this module
 from hypothesis import HealthCheck, event, given, settings

@@ -1,11 +1,11 @@
-"""Matching collective instances across ranks (traceview.matching), on frames built by tests/crossrank_factory."""
+"""Matching collective instances across ranks (traceview.across_ranks.matching), on frames built by tests/crossrank_factory."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from tests.crossrank_factory import comm, kernels, windows
-from traceview.matching import KERNEL_COLUMNS, match_instances
+from traceview.across_ranks.matching import KERNEL_COLUMNS, match_instances
 
 ONE_STEP = windows([0, 1], [(7, -100.0, 1000.0)])
 

@@ -32,12 +32,12 @@ from tests.nccl_log_factory import (
     Writer,
 )
 from tests.shared_data import requires_shared
-from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
-from traceview.inputs import load_run
-from traceview.nccl import NcclLog
-from traceview.nccl_foreign import TraceFacts, foreign_reasons
-from traceview.nccl_join import NcclJoin, join_nccl
-from traceview.simulate import CollectiveSpec, ProcessGroupSpec, Scenario, write_run
+from traceview.load.inputs import load_run
+from traceview.nccl.foreign import TraceFacts, foreign_reasons
+from traceview.nccl.join import NcclJoin, join_nccl
+from traceview.nccl.log import NcclLog
+from traceview.reduce.analysis import AnalysisOptions, RunAnalysis, analyze
+from traceview.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, write_run
 
 RANKS, PER_HOST = 8, 4
 WORLD = tuple(range(RANKS))

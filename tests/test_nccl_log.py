@@ -15,8 +15,8 @@ from traceview.reports.nccl_terminal import render_nccl
 
 from tests.nccl_log_factory import COLL_FORMAT, TUNING_NEW, Writer, historical_log_lines
 from tests.shared_data import requires_shared
-from traceview.errors import InputError
-from traceview.nccl import (
+from traceview.core.errors import InputError
+from traceview.nccl.log import (
     NcclLog,
     collective_summary,
     communicator_summary,

@@ -27,7 +27,7 @@ from traceview.parsers.nccl_log_patterns import (
 from traceview.reports.nccl_terminal import render_nccl
 
 from tests.nccl_log_factory import COLL_FORMAT, Writer
-from traceview.errors import InputError
+from traceview.core.errors import InputError
 
 W = Writer("node-a", 100, 101, 0)
 COLL = W.info(COLL_FORMAT, "AllReduce", 1, "0x1", "0x2", 256, 7, 0, 0, "0xa0", 2, "0x9")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from traceview.parsers import kineto, nccl_log
 
-from traceview.errors import NotKinetoError
+from traceview.core.errors import NotKinetoError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KINETO = sorted((FIXTURES / "kineto").iterdir())

@@ -9,10 +9,10 @@ import pytest
 from traceview.reports.json_out import render_json
 
 from tests.shared_data import REAL_KINETO, requires_shared
-from traceview.analysis import analyze
-from traceview.inputs import load_run
-from traceview.pipeline import analyze_files
-from traceview.rank_summary import summarize
+from traceview.load.inputs import load_run
+from traceview.map.rank_summary import summarize
+from traceview.reduce.analysis import analyze
+from traceview.reduce.pipeline import analyze_files
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

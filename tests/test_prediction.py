@@ -10,12 +10,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceview.analysis import AnalysisOptions, analyze
-from traceview.budget import TimeBudget
-from traceview.errors import UsageError
-from traceview.inputs import load_run
-from traceview.prediction import dominant_factor, per_step_table, pooled, price, sentence
-from traceview.prediction_inputs import (
+from traceview.budget.time_budget import TimeBudget
+from traceview.core.errors import UsageError
+from traceview.load.inputs import load_run
+from traceview.prediction.gamma import dominant_factor, per_step_table, pooled, price, sentence
+from traceview.prediction.inputs import (
     Link,
     LinkOverride,
     ModelInputs,
@@ -23,9 +22,10 @@ from traceview.prediction_inputs import (
     parse_pair,
     parse_quantity,
 )
-from traceview.prediction_trace import gradient_allreduce, step_calls
-from traceview.simulate import data_parallel_scenario, write_run
-from traceview.whatif import gamma_at
+from traceview.prediction.trace_facts import gradient_allreduce, step_calls
+from traceview.prediction.whatif import gamma_at
+from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.simulate.scenario import data_parallel_scenario, write_run
 
 INTRA = Link("intra", "test NVLink", 100e9, 1e-6, "command line", "command line")
 INTER = Link("inter", "test NIC", 10e9, 5e-6, "command line", "command line")

@@ -16,9 +16,9 @@ import pytest
 from traceview.reports.json_out import summary_document
 
 from tests.shared_data import requires_shared
-from traceview.analysis import AnalysisOptions, RunAnalysis, analyze
-from traceview.inputs import load_run
-from traceview.prediction_inputs import PredictionOptions
+from traceview.load.inputs import load_run
+from traceview.prediction.inputs import PredictionOptions
+from traceview.reduce.analysis import AnalysisOptions, RunAnalysis, analyze
 
 pytestmark = requires_shared
 

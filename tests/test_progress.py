@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from traceview.progress import load_progress
+from traceview.map.progress import load_progress
 
 
 def test_silent_when_not_a_terminal_or_quiet() -> None:

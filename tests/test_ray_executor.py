@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from traceview.reports.json_out import render_json
 
-from traceview.pipeline import analyze_files
+from traceview.reduce.pipeline import analyze_files
 
 if importlib.util.find_spec("ray") is None:
     if os.environ.get("CI") == "true":

@@ -12,8 +12,8 @@ from traceview.reports.html import render_html
 from traceview.reports.json_out import render_json
 
 from tests.shared_data import requires_shared
-from traceview.analysis import analyze
-from traceview.inputs import load_run
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 pytestmark = requires_shared
 

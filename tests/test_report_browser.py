@@ -19,8 +19,8 @@ from traceview.reports.html import render_html
 
 from tests import report_factory as rf
 from tests.test_report_xss import PAYLOAD, planted_run
-from traceview.analysis import analyze
-from traceview.inputs import load_run
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 CHROMIUM = Path(os.environ.get("TRACEVIEW_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -255,8 +255,8 @@ def _scaled_analysis(ranks: int) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    from traceview.rank_summary import summarize
-    from traceview.reduce import reduce_summaries
+    from traceview.map.rank_summary import summarize
+    from traceview.reduce.reduce import reduce_summaries
 
     base = [summarize(trace) for trace in load_run(module.SAMPLE)]
     draw = random.Random(7)

@@ -15,8 +15,8 @@ from traceview.reports.html import render_html
 from traceview.reports.json_out import render_json
 
 from tests import report_factory as rf
-from traceview.analysis import RunAnalysis, analyze
-from traceview.inputs import load_run
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import RunAnalysis, analyze
 
 GOLDEN = Path(__file__).parent / "golden"
 GENERATED = re.compile(r'<span id="generated">[^<]*</span>')

@@ -19,10 +19,10 @@ from traceview.reports.figures import NOISE_FLOOR_MS, rank_bars
 from traceview.reports.html import render_html
 
 from tests import report_factory as rf
-from traceview.analysis import RunAnalysis, analyze
-from traceview.inputs import load_run
-from traceview.recommend import recommendations
-from traceview.timeline import offered_steps, step_lengths, timeline
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import RunAnalysis, analyze
+from traceview.timeline.step_view import offered_steps, step_lengths, timeline
+from traceview.verdict.recommend import recommendations
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 from traceview.reports.html import render_html
 
 from tests import report_factory as rf
-from traceview.analysis import analyze
-from traceview.inputs import load_run
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 ENTITY_ESCAPED = "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traceview.sanitize import printable
+from traceview.core.sanitize import printable
 
 
 @pytest.mark.parametrize(

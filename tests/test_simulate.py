@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.shared_data import requires_shared
-from traceview.errors import UsageError
-from traceview.simulate import (
+from traceview.core.errors import UsageError
+from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
     MismatchSpec,

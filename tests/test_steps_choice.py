@@ -16,10 +16,10 @@ import pytest
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, real_dirs, requires_shared
-from traceview.analysis import analyze
-from traceview.budget import all_step_windows, classified_events, time_budget
-from traceview.inputs import load_run, resolve_trace_files
-from traceview.steps import WHOLE_TRACE, choose_steps, step_windows
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.load.inputs import load_run, resolve_trace_files
+from traceview.reduce.analysis import analyze
+from traceview.steps.windows import WHOLE_TRACE, choose_steps, step_windows
 
 
 def _run(tmp_path: Path, events: list[kf.Event]) -> Any:

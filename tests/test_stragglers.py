@@ -8,12 +8,12 @@ import polars as pl
 import pytest
 
 from tests.crossrank_factory import comm, kernels, windows
-from traceview.analysis import AnalysisOptions, analyze
-from traceview.budget import TimeBudget
-from traceview.clocks import rank_hosts
-from traceview.crossrank import CrossRank, add_transfer, cross_rank
-from traceview.inputs import load_run
-from traceview.simulate import (
+from traceview.across_ranks.analysis import CrossRank, add_transfer, cross_rank
+from traceview.across_ranks.clocks import rank_hosts
+from traceview.budget.time_budget import TimeBudget
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
     MismatchSpec,

@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceview.analysis import analyze
-from traceview.inputs import load_run
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import analyze
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

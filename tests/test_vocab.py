@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from tests.shared_data import requires_shared
-from traceview.vocab import (
+from traceview.core.vocab import (
     ALGORITHM_ALIASES,
     ALGORITHM_SPELLINGS,
     CANONICAL_COLLECTIVES,

@@ -25,8 +25,10 @@ def build_tree(target: Path) -> Path:
     for package, source in MAPPING.items():
         destination = target / package
         destination.mkdir(parents=True, exist_ok=True)
-        for file in source.glob("*.py"):
-            (destination / file.name).symlink_to(file)
+        for file in source.rglob("*.py"):
+            link = destination / file.relative_to(source)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(file)
     (target / "traceview" / "py.typed").touch()
     return target
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import polars as pl
 
-from traceview.analysis import AnalysisOptions, RunAnalysis
-from traceview.analysis import analyze as analyze_run
-from traceview.model import RankTrace, Run
+from traceview.model.trace import RankTrace, Run
 from traceview.parsers import kineto
+from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
+from traceview.reduce.analysis import analyze as analyze_run
 
 RunSpec = str | Path | Run
 """A trace file, a folder of per-rank traces, a glob, a `run.json`, or a `Run` already loaded."""
@@ -121,9 +121,9 @@ def analyze(
     ("300G,25G"), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises `TraceviewError`
     subclasses for bad input or options.
     """
-    from traceview.cli import with_nccl_logs
-    from traceview.cli_options import options_from, with_model
-    from traceview.pipeline import analyze_files
+    from traceview.cli.main import with_nccl_logs
+    from traceview.cli.options import options_from, with_model
+    from traceview.reduce.pipeline import analyze_files
 
     options: AnalysisOptions = with_model(options_from(list(comm_patterns), virtual_stages), **model_inputs)
     spec = run.source if isinstance(run, Run) else str(run)

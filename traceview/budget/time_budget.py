@@ -1,0 +1,141 @@
+"""The time budget of a step, per rank (SPEC section 4): T_comp, T_comm, T_overlap, exposed communication,
+overlap ratio, idle, measured and exposed gamma.
+
+C = union of compute kernels, M = union of communication kernels, G = union of all device activity, W = the step
+window (see `traceview.steps.windows`). |C ∩ M| = |C| + |M| - |C ∪ M|, so four unions give every figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.core.intervals import clip_to_windows, union_length
+from traceview.events.classify import classify_gpu
+from traceview.events.kernel_names import KernelPattern
+from traceview.model.trace import Run
+from traceview.steps.windows import WINDOW_SCHEMA, StepChoice, choose_steps, step_windows
+
+BUDGET_COLUMNS = (
+    "rank",
+    "step",
+    "window_start_us",
+    "window_end_us",
+    "step_us",
+    "comp_us",
+    "comm_us",
+    "overlap_us",
+    "exposed_comm_us",
+    "overlap_ratio",
+    "busy_us",
+    "idle_us",
+    "gamma",
+    "exposed_gamma",
+    "compute_kernels",
+    "comm_kernels",
+)
+MEDIAN_COLUMNS = (
+    "step_us",
+    "comp_us",
+    "comm_us",
+    "overlap_us",
+    "exposed_comm_us",
+    "overlap_ratio",
+    "idle_us",
+    "gamma",
+    "exposed_gamma",
+)
+
+
+@dataclass(frozen=True)
+class TimeBudget:
+    """Per (rank, step) figures, their medians per rank, and the run's medians over every step of every rank."""
+
+    per_step: pl.DataFrame
+    per_rank: pl.DataFrame
+    run_median: dict[str, float | None]
+
+    @property
+    def steps_analysed(self) -> int:
+        """How many (rank, step) windows the budget covers."""
+        return self.per_step.height
+
+
+def classified_events(run: Run, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
+    """Every device event of every rank (on one time base) with its `event_class`."""
+    frames = [classify_gpu(trace, extra_patterns) for trace in run.aligned_ranks()]
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+
+
+def step_choices(run: Run) -> tuple[StepChoice, ...]:
+    """The step source of every rank, in rank order, chosen by evidence (`traceview.steps.windows.choose_steps`)."""
+    return tuple(choose_steps(trace) for trace in run)
+
+
+def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> pl.DataFrame:
+    """Step windows of every rank, on the run's time base; `choices` is `step_choices(run)` (computed here when
+    not given)."""
+    chosen = step_choices(run) if choices is None else choices
+    frames = [step_windows(trace, choice) for trace, choice in zip(run.aligned_ranks(), chosen, strict=True)]
+    return pl.concat(frames) if frames else pl.DataFrame(schema=WINDOW_SCHEMA)
+
+
+def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
+    """The SPEC section 4 budget from classified device events and step windows."""
+    return budget_of(_per_step(events, windows))
+
+
+def budget_of(per_step: pl.DataFrame) -> TimeBudget:
+    """The budget of per-(rank, step) rows (`BUDGET_COLUMNS`): their per-rank and run medians."""
+    per_rank = (
+        per_step.group_by("rank")
+        .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in MEDIAN_COLUMNS])
+        .sort("rank")
+    )
+    medians = per_step.select([pl.col(c).median() for c in MEDIAN_COLUMNS]) if per_step.height else None
+    run_median = {c: (medians.item(0, c) if medians is not None else None) for c in MEDIAN_COLUMNS}
+    return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
+
+
+def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    keys = ["rank", "step"]
+    if events.height == 0 or windows.height == 0:
+        return pl.DataFrame(
+            schema={
+                c: (pl.Int64 if c in ("rank", "step", "compute_kernels", "comm_kernels") else pl.Float64)
+                for c in BUDGET_COLUMNS
+            }
+        )
+    clipped = clip_to_windows(events.select("rank", "start_us", "end_us", "event_class"), windows, ["rank"])
+    kernels = clipped.filter(pl.col("event_class") != "memory")
+    lengths = [
+        union_length(clipped.filter(pl.col("event_class") == "compute"), keys, "comp_us"),
+        union_length(clipped.filter(pl.col("event_class") == "comm"), keys, "comm_us"),
+        union_length(kernels, keys, "kernels_us"),
+        union_length(clipped, keys, "busy_us"),
+        clipped.group_by(keys).agg(
+            (pl.col("event_class") == "compute").sum().cast(pl.Int64).alias("compute_kernels"),
+            (pl.col("event_class") == "comm").sum().cast(pl.Int64).alias("comm_kernels"),
+        ),
+    ]
+    table = windows
+    for frame in lengths:
+        table = table.join(frame, on=keys, how="left")
+    return _derive(table.fill_null(0)).sort(keys).select(BUDGET_COLUMNS)
+
+
+def _derive(table: pl.DataFrame) -> pl.DataFrame:
+    comm, comp = pl.col("comm_us"), pl.col("comp_us")
+    overlap = (comp + comm - pl.col("kernels_us")).clip(lower_bound=0.0)
+    return table.with_columns(
+        (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"),
+        overlap.alias("overlap_us"),
+        (comm - overlap).alias("exposed_comm_us"),
+    ).with_columns(
+        pl.when(comm > 0).then(pl.col("overlap_us") / comm).alias("overlap_ratio"),
+        (pl.col("step_us") - pl.col("busy_us")).alias("idle_us"),
+        pl.when(comp > 0).then(comm / comp).alias("gamma"),
+        pl.when(comp > 0).then(pl.col("exposed_comm_us") / comp).alias("exposed_gamma"),
+    )

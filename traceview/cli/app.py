@@ -1,0 +1,211 @@
+"""The one `traceview` command-line application and what every command shares.
+
+A command module (`traceview.cli.main` for the analysis commands, `traceview.cli.export`, ...) defines its commands
+with `@app.command()` on the `app` of this module, raises `TraceviewError` for anything the user can fix, and
+uses the helpers here to load, gate and print. `traceview.cli.main` imports every command module (its
+`COMMAND_MODULES`, one line each) and maps errors to exit codes in `main()`; nothing else exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from traceview import __version__
+from traceview.cli.options import nccl_log_paths, options_from, with_model
+from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
+from traceview.core.sanitize import printable
+from traceview.load.inputs import load_run
+from traceview.model.trace import Run
+from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
+from traceview.verdict.gates import crossings, parse_threshold
+
+EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3, 4
+
+
+def _click_exceptions() -> Any:
+    """click's exception module: typer >= 0.16 vendors click as `typer._click`, older typer depends on it."""
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError("neither typer._click nor click is installed")  # pragma: no cover
+
+
+_CLICK = _click_exceptions()
+CommandLineError: Any = _CLICK.UsageError
+"""click's usage error (unknown command or option, missing or extra argument, bad value): exit 2."""
+ClickError: Any = _CLICK.ClickException
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    help="Where the time went in a distributed training job.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+stderr = Console(stderr=True, soft_wrap=True, highlight=False)  # one line per message, never wrapped
+
+
+def say(message: str) -> None:
+    """One line on stderr, input-derived text already made printable by the caller."""
+    stderr.print(message, markup=False, highlight=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"traceview {__version__}\n")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    context: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Where the time went in a distributed training job."""
+    if context.invoked_subcommand is None:  # bare `traceview`: the help on stderr, then a usage error
+        with contextlib.redirect_stdout(sys.stderr):
+            typer.echo(context.get_help(), err=True)
+        raise CommandLineError("no command given", ctx=context)
+
+
+def stdout_console(width_when_piped: int = 160) -> Console:
+    """A console for tables on stdout: the terminal's width, or a fixed one when piped."""
+    return Console(width=None if sys.stdout.isatty() else width_when_piped)
+
+
+_JSON_UNSAFE = (
+    0x7F,
+    *range(0x80, 0xA0),
+    0x61C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in _JSON_UNSAFE}
+
+
+def write_json_text(text: str) -> None:
+    """Write JSON text to stdout with DEL, C1 and bidi-override characters as `\\uXXXX` escapes: the same
+    document (they only occur inside strings, where the escape means the same character), safe on a terminal.
+    The encoder already escapes C0 controls."""
+    sys.stdout.write(text.translate(_JSON_ESCAPES) + "\n")
+
+
+def print_json(document: Any) -> None:
+    """Write `document` to stdout as indented JSON (terminal-safe, `write_json_text`)."""
+    import msgspec
+
+    write_json_text(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
+
+
+def trace_limits(max_trace_bytes: int | None) -> ParseLimits:
+    """The parser's limits with `--max-trace-bytes` as the largest JSON text read (its default otherwise)."""
+    if max_trace_bytes is None:
+        return DEFAULT_LIMITS
+    return ParseLimits(max_inflated_bytes=max_trace_bytes)
+
+
+def load(spec: str | Sequence[str], workers: int | None = None, max_trace_bytes: int | None = None) -> Run:
+    """Parse the run in memory (the commands that need every event: collectives, stragglers)."""
+    return load_run(spec, workers=workers, limits=trace_limits(max_trace_bytes))
+
+
+def analyse(
+    spec: str | Sequence[str],
+    options: AnalysisOptions,
+    workers: int | None,
+    executor: str,
+    ray_address: str | None,
+    quiet: bool,
+    max_trace_bytes: int | None = None,
+) -> RunAnalysis:
+    """The run's analysis through the map/reduce pipeline, with the load's progress bar on stderr."""
+    from traceview.map.progress import load_progress
+    from traceview.reduce.pipeline import analyze_files
+
+    with load_progress(stderr, quiet) as progress:
+        limits = trace_limits(max_trace_bytes)
+        return analyze_files(spec, options, workers, executor, progress, ray_address, limits=limits)
+
+
+def check_thresholds(fail_on: list[str] | None) -> None:
+    """Refuse a malformed `--fail-on` before any work is done."""
+    for text in fail_on or ():
+        parse_threshold(text)
+
+
+def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None:
+    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
+    fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
+    if fired:
+        detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
+        raise ThresholdCrossed(f"threshold crossed: {detail}")
+
+
+def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
+    """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
+    gate(analysis.gate_figures(), fail_on)
+    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ())]
+    if skipped:
+        raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
+
+
+def with_nccl_logs(
+    options: AnalysisOptions, spec: str | Sequence[str], given: list[Path] | None
+) -> AnalysisOptions:
+    """`options` with the NCCL logs parsed one by one; a log that cannot be read is skipped and named."""
+    logs, skipped = [], []
+    for path in nccl_log_paths(spec, given):
+        from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
+
+        try:
+            logs.append(nccl_log.parse(path))
+        except TraceviewError as exc:
+            skipped.append((str(path), str(exc)))
+            say(f"traceview: warning: NCCL log skipped: {printable(exc)}")
+    return replace(options, nccl_logs=tuple(logs), nccl_skipped=tuple(skipped))
+
+
+def report_skipped(analysis: RunAnalysis | Run) -> None:
+    """Name every input the run was analysed without, one line each, on stderr."""
+    if isinstance(analysis, Run):
+        skipped = [(s.path, s.reason) for s in analysis.skipped]
+    else:
+        skipped = list(analysis.header.skipped)
+    for path, reason in skipped:
+        say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
+
+
+def partial(run: Run) -> None:
+    """Raise `PartialRun` (exit 4) when the run was read without some of its files (each named on stderr)."""
+    if run.skipped:
+        raise PartialRun(f"analysed without {len(run.skipped)} input(s), each named above with the reason")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write an output file; a path that cannot be written is a usage error naming it."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"-o {printable(path)}: cannot write: {exc.strerror or exc}") from exc
+
+
+def model_options(
+    comm_pattern: list[str] | None, virtual_stages: int, *model: Any, compute_pattern: list[str] | None = None
+) -> AnalysisOptions:
+    """The analysis options of the command line (the model's inputs checked)."""
+    return with_model(options_from(comm_pattern, virtual_stages, compute_pattern), *model)

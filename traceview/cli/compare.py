@@ -1,0 +1,158 @@
+"""`traceview compare` and `traceview trend`: thin parse -> compare -> render commands (docs/compare.md).
+
+Each side of a comparison is a run (file, folder, glob, run.json) or a JSON summary written earlier by
+`traceview summary RUN --json`. Exit codes as elsewhere: 0 no significant regression, 1 a regression (or a
+`--fail-on` threshold crossed), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from traceview.cli.app import app, check_thresholds, gate, load, print_json, stderr, stdout_console
+from traceview.cli.options import FailOnOpt, WorkersOpt
+from traceview.core.errors import InputError, ThresholdCrossed
+
+SUMMARY_KEYS = ("schema_version", "time_budget")
+SUPPORTED_MAJOR = "1"
+
+ThresholdOpt = Annotated[
+    float | None,
+    typer.Option("--threshold", help="Relative change (percent) a regression must exceed (default 5)."),
+]
+ThresholdsFileOpt = Annotated[
+    Path | None, typer.Option("--thresholds", help="TOML file of thresholds (docs/compare.md, 'Thresholds').")
+]
+
+
+def summary_from_file(path: Path) -> dict[str, Any] | None:
+    """The summary document in `path`, None when the file is not a traceview summary (a trace, run.json)."""
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+        if b'"schema_version"' not in head:
+            return None
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(path, f"cannot read the JSON summary: {exc}") from None
+    if not isinstance(document, dict) or not all(key in document for key in SUMMARY_KEYS):
+        return None
+    if str(document["schema_version"]).split(".")[0] != SUPPORTED_MAJOR:
+        raise InputError(
+            path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
+        )
+    return document
+
+
+def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
+    """The summary document of a run spec or a saved summary."""
+    found = summary_from_file(Path(spec))
+    if found is not None:
+        found.setdefault("run", {}).setdefault("source", spec)
+        return found
+    import msgspec
+
+    from traceview.reduce.analysis import analyze
+    from traceview.reports.json_out import summary_document
+
+    document: dict[str, Any] = msgspec.json.decode(
+        msgspec.json.encode(summary_document(analyze(load(spec, workers))))
+    )
+    return document
+
+
+@app.command()
+def compare(
+    baseline: Annotated[
+        str, typer.Argument(help="Baseline: a run (file, folder, glob, run.json) or a summary JSON.")
+    ],
+    candidate: Annotated[str, typer.Argument(help="Candidate: a run or a summary JSON.")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the HTML diff report here.")
+    ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a short Markdown summary (CI comment).")
+    ] = False,
+    threshold: ThresholdOpt = None,
+    thresholds: ThresholdsFileOpt = None,
+    fail_on: FailOnOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
+    from traceview.compare.two_runs import compare as compare_runs
+    from traceview.compare.two_runs import load_settings
+
+    check_thresholds(fail_on)
+    settings, _ = load_settings(thresholds, threshold)
+    comparison = compare_runs(summary_of(baseline, workers), summary_of(candidate, workers), settings)
+    if json_output:
+        from traceview.reports.compare_json import compare_document
+
+        print_json(compare_document(comparison))
+    elif markdown:
+        from traceview.reports.compare_markdown import render_markdown
+
+        typer.echo(render_markdown(comparison), nl=False)
+    else:
+        from traceview.reports.compare_terminal import render_comparison
+
+        render_comparison(comparison, stdout_console(200))
+    if output is not None:
+        from traceview.reports.compare_html import render_compare_html
+
+        output.write_text(render_compare_html(comparison), encoding="utf-8")
+        stderr.print(f"wrote {output}", markup=False, highlight=False)
+    if fail_on:
+        gate(comparison.gate_figures(), fail_on)
+    elif comparison.failing:
+        raise ThresholdCrossed(f"regression: {comparison.verdict}")
+
+
+@app.command()
+def trend(
+    summaries: Annotated[
+        list[Path], typer.Argument(help="JSON summaries of the nightly runs (summary --json).")
+    ],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the trend as JSON.")] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the HTML trend page here.")
+    ] = None,
+    threshold: ThresholdOpt = None,
+    thresholds: ThresholdsFileOpt = None,
+) -> None:
+    """Metrics over a series of summaries, change points, and the latest run against the history."""
+    from traceview.compare.trend import trend as trend_of
+    from traceview.compare.two_runs import load_settings
+
+    _, settings = load_settings(thresholds, threshold)
+    documents = []
+    for path in summaries:
+        found = summary_from_file(path)
+        if found is None:
+            raise InputError(
+                path, "not a traceview JSON summary (write one with `traceview summary RUN --json`)"
+            )
+        documents.append((path.name, found))
+    result = trend_of(documents, settings)
+    if json_output:
+        from traceview.reports.compare_json import trend_document
+
+        print_json(trend_document(result))
+    else:
+        from traceview.reports.compare_terminal import render_trend
+
+        render_trend(result, stdout_console(200))
+    if output is not None:
+        from traceview.reports.compare_html import render_trend_html
+
+        output.write_text(render_trend_html(result), encoding="utf-8")
+        stderr.print(f"wrote {output}", markup=False, highlight=False)
+    if result.latest_regressions:
+        raise ThresholdCrossed(f"regression: {result.verdict}")

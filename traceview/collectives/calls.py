@@ -1,0 +1,300 @@
+"""The host side of collectives: the calls (SPEC section 2), the bytes their `Input Dims` name, the launches,
+and the process groups of `distributedInfo.pg_config` (SPEC section 3). Used by `traceview.collectives.kernels`.
+
+A collective call is a host op of one of the `CALL_FAMILIES`: the `c10d::*` operator (`c10d::allreduce_`),
+`record_param_comms` (which carries the comm args in traces that record them) and the backend annotation
+(`nccl:all_reduce`, `gloo:all_reduce`, whose `Input Dims`/`Input type` name the input tensors). They nest in
+that order on the thread that launches the kernel. Every function is vectorised over all calls of all ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import polars as pl
+
+from traceview.core.vocab import (
+    COLLECTIVE_CALL_PREFIXES,
+    canonical_collective_expr,
+    canonical_dtype_expr,
+    dtype_size_expr,
+)
+from traceview.model.trace import Run
+
+_BACKEND_PREFIXES = tuple(prefix for prefix in COLLECTIVE_CALL_PREFIXES if prefix != "c10d::")
+CALL_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("c10d", r"^c10d::"),
+    ("rpc", r"^record_param_comms$"),
+    ("backend", "^(?:" + "|".join(re.escape(prefix) for prefix in _BACKEND_PREFIXES) + ")"),
+)
+"""Host ops that are collective calls, outermost first, as (family, name regex). The call reported for a
+kernel (`call_name`, `call_start_us`) is the outermost one found."""
+
+CPU_ONLY_CALL = r"^gloo:"
+"""Backend annotations of collectives run on the CPU, with no kernel: each is a row, `on_device=False`."""
+
+C10D_TENSOR_ARGS: Mapping[str, tuple[int, int]] = {
+    "c10d::_allgather_base_": (0, 1),
+    "c10d::_reduce_scatter_base_": (0, 1),
+    "c10d::alltoall_base_": (0, 1),
+}
+"""`c10d::*` operators whose `Input Dims` name single tensors: op -> (output arg index, input arg index)."""
+
+_FIELDS = (
+    "collective",
+    "in_nelems",
+    "out_nelems",
+    "dtype",
+    "group_size",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "seq",
+)
+CALL_COLUMNS = (
+    "call_row",
+    "name",
+    "start_us",
+    "end_us",
+    *_FIELDS,
+    "in_bytes",
+    "out_bytes",
+    "dims_in",
+    "dims_out",
+    "dims_dtype",
+)
+_DIMS_LIST = r"^\[\s*(?:\[[-0-9,\s]*\]\s*,?\s*)*\]$"
+_TYPES_LIST = r'^\[\s*(?:"[^"\\]*"\s*,?\s*)*\]$'
+
+
+def arg_fields() -> list[pl.Expr]:
+    """The comm args of a row (kernel or call), normalised: canonical collective and dtype, bytes."""
+    size = dtype_size_expr(pl.col("dtype"))
+    return [
+        canonical_collective_expr(pl.col("collective_name")).alias("collective"),
+        canonical_dtype_expr(pl.col("dtype")).alias("dtype"),
+        (pl.col("in_nelems") * size).alias("in_bytes"),
+        (pl.col("out_nelems") * size).alias("out_bytes"),
+        canonical_ranks(pl.col("pg_ranks")).alias("pg_ranks"),
+    ]
+
+
+def canonical_ranks(ranks: pl.Expr) -> pl.Expr:
+    """`"[0,1]"`, `"0, 1"` -> `"[0, 1]"`; no rank at all -> null."""
+    numbers = ranks.str.extract_all(r"-?\d+")
+    return pl.when(numbers.list.len() > 0).then(
+        pl.concat_str(pl.lit("["), numbers.list.join(", "), pl.lit("]"))
+    )
+
+
+def _family_expr() -> pl.Expr:
+    """The `CALL_FAMILIES` family of a host op's name (the first that matches); null for every other op."""
+    return pl.coalesce(
+        [pl.when(pl.col("name").str.contains(regex)).then(pl.lit(f)) for f, regex in CALL_FAMILIES]
+    )
+
+
+def collective_calls(run: Run) -> pl.DataFrame:
+    """Every host collective call of every rank (run time base): `rank`, `pid`, `tid`, `family`, `call_row`,
+    the normalised args (`collective`, `dtype`, `in_bytes`, ...) and the bytes of `Input Dims` (`dims_in`,
+    `dims_out`, `dims_dtype`). `c10d::*` ops that name no known collective (`c10d::wait`) are left out."""
+    frames = [
+        trace.cpu.filter(pl.col("kind") != "runtime").with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
+        for trace in run.aligned_ranks()
+    ]
+    if not frames:
+        return pl.DataFrame()
+    calls = (
+        pl.concat(frames, how="vertical_relaxed")
+        .with_columns(_family_expr().alias("family"))
+        .filter(pl.col("family").is_not_null())
+        .with_columns(
+            *[expr for expr in arg_fields() if expr.meta.output_name() != "collective"],
+            pl.coalesce(
+                canonical_collective_expr(pl.col("collective_name")),
+                canonical_collective_expr(pl.col("name")),
+            ).alias("collective"),
+        )
+        .filter((pl.col("family") != "c10d") | pl.col("collective").is_not_null())
+        .with_row_index("call_row")
+        .with_columns(pl.col("call_row").cast(pl.Int64))
+    )
+    return calls.join(_dims_bytes(calls), on="call_row", how="left")
+
+
+def _tensors(calls: pl.DataFrame) -> pl.DataFrame:
+    """One row per tensor argument of a call with a known dtype: `call_row`, `family`, `roles` (the
+    `C10D_TENSOR_ARGS` entry), `arg` (argument index), `bytes`, `tensor_dtype`. Calls whose `Input Dims` or
+    `Input type` is not a plain list of shapes / of names, or whose lengths differ, give none."""
+    roles = pl.col("name").replace_strict(
+        {name: list(indices) for name, indices in C10D_TENSOR_ARGS.items()},
+        default=None,
+        return_dtype=pl.List(pl.Int64),
+    )
+    readable = pl.col("input_dims").str.contains(_DIMS_LIST) & pl.col("input_types").str.contains(_TYPES_LIST)
+    numel = pl.col("dims").list.eval(pl.element().product()).list.first()
+    return (
+        calls.filter(readable)
+        .select(
+            "call_row",
+            "family",
+            roles.alias("roles"),
+            pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("dims"),
+            pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).alias("types"),
+        )
+        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
+        .with_columns(pl.int_ranges(pl.col("dims").list.len()).alias("arg"))
+        .explode("dims", "types", "arg")
+        .with_columns(
+            (numel * dtype_size_expr(pl.col("types"))).alias("bytes"),
+            canonical_dtype_expr(pl.col("types")).alias("tensor_dtype"),
+        )
+        .filter(pl.col("bytes").is_not_null())
+    )
+
+
+def _dims_bytes(calls: pl.DataFrame) -> pl.DataFrame:
+    """Bytes of each call's tensors from `Input Dims` x `Input type`: `call_row`, `dims_in`, `dims_out`,
+    `dims_dtype`. Backend annotations: every tensor is an input; `C10D_TENSOR_ARGS` ops: the named ones."""
+    backend = pl.col("family") == "backend"
+    role = pl.col("roles").list
+    is_in = (backend | (pl.col("arg") == role.get(1, null_on_oob=True))).fill_null(False)
+    is_out = (~backend & (pl.col("arg") == role.get(0, null_on_oob=True))).fill_null(False)
+
+    def total(selected: pl.Expr, name: str) -> pl.Expr:
+        return pl.when(selected.any()).then(pl.col("bytes").filter(selected).sum()).alias(name)
+
+    return (
+        _tensors(calls)
+        .group_by("call_row")
+        .agg(
+            total(is_in, "dims_in"),
+            total(is_out, "dims_out"),
+            pl.col("tensor_dtype").filter(is_in | is_out).first().alias("dims_dtype"),
+        )
+    )
+
+
+_LAUNCH_SCHEMA = {
+    "rank": pl.Int64,
+    "correlation": pl.Int64,
+    "pid": pl.Utf8,
+    "tid": pl.Utf8,
+    "launch_us": pl.Float64,
+}
+
+
+def launches(run: Run) -> pl.DataFrame:
+    """Runtime calls that carry a correlation id: `rank`, `correlation`, `pid`, `tid`, `launch_us`."""
+    frames = [
+        trace.cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        .select(
+            pl.lit(trace.rank, pl.Int64).alias("rank"),
+            "correlation",
+            "pid",
+            "tid",
+            pl.col("start_us").alias("launch_us"),
+        )
+        .unique(["rank", "correlation"], keep="first")
+        for trace in run.aligned_ranks()
+    ]
+    return pl.concat(frames) if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
+
+
+_PG_FIELDS = ("name", "desc", "ranks", "size")
+_PG_PICKS: Mapping[str, str] = {
+    "byname": "pg_config name",
+    "only": "pg_config only group",
+    "bysize": "pg_config size",
+}
+"""How a kernel's process group is found in `pg_config`, in order of preference -> its `pg_source` label."""
+
+
+def config_groups(run: Run) -> pl.DataFrame:
+    """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`."""
+    rows = [
+        (
+            trace.rank,
+            group.name or None,
+            group.description or None,
+            ",".join(map(str, group.ranks)),
+            group.size or None,
+        )
+        for trace in run
+        for group in trace.meta.process_groups
+    ]
+    names = ["rank", *[f"cfg_{field}" for field in _PG_FIELDS]]
+    schema = dict(zip(names, (pl.Int64, pl.Utf8, pl.Utf8, pl.Utf8, pl.Int64), strict=True))
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    return frame.with_columns(canonical_ranks(pl.col("cfg_ranks")).alias("cfg_ranks")).unique(
+        ["rank", "cfg_name"], keep="first"
+    )
+
+
+def _pg_candidates(groups: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """pg_config rows that may name a kernel's group, per way of finding it, columns prefixed by that way."""
+    counted = groups.with_columns(
+        pl.len().over("rank").alias("n_rank"), pl.len().over("rank", "cfg_size").alias("n_size")
+    )
+    rows = {
+        "byname": counted.drop_nulls("cfg_name"),
+        "only": counted.filter(pl.col("n_rank") == 1),
+        "bysize": counted.filter((pl.col("n_size") == 1) & pl.col("cfg_size").is_not_null()),
+    }
+    return {
+        way: frame.select("rank", *[pl.col(f"cfg_{f}").alias(f"{way}_{f}") for f in _PG_FIELDS])
+        for way, frame in rows.items()
+    }
+
+
+def _agrees(way: str) -> pl.Expr:
+    """The candidate found `way` exists and contradicts neither the group size nor the ranks of the args."""
+    size_ok = pl.col("group_size").is_null() | (pl.col("group_size") == pl.col(f"{way}_size"))
+    ranks_ok = pl.col("pg_ranks").is_null() | (pl.col("pg_ranks") == pl.col(f"{way}_ranks"))
+    return pl.col(f"{way}_ranks").is_not_null() & size_ok & ranks_ok
+
+
+def _pick() -> pl.Expr:
+    """Which candidate fills the group: the one of the same name, else (no name in the args) the rank's only
+    group, else its only group of the kernel's size; null when none agrees."""
+    unnamed = pl.col("pg_name").is_null()
+    return (
+        pl.when(pl.col("byname_ranks").is_not_null() | pl.col("byname_desc").is_not_null())
+        .then(pl.lit("byname"))
+        .when(unnamed & _agrees("only"))
+        .then(pl.lit("only"))
+        .when(unnamed & _agrees("bysize"))
+        .then(pl.lit("bysize"))
+    )
+
+
+def _filled(column: str, field: str) -> pl.Expr:
+    picked = [pl.when(pl.col("_pick") == way).then(pl.col(f"{way}_{field}")) for way in _PG_PICKS]
+    return pl.coalesce(pl.col(column), *picked).alias(column)
+
+
+def with_process_groups(frame: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (columns `rank`, `pg_name`, `pg_desc`, `pg_ranks`, `group_size` from the args) with what the
+    args leave unknown filled from pg_config (`_pick`), and `pg_source`: `args` when the args name the group
+    (by name or ranks), else how pg_config was used, else null."""
+    found = _pg_candidates(groups)
+    joined = (
+        frame.join(found["byname"], left_on=["rank", "pg_name"], right_on=["rank", "byname_name"], how="left")
+        .join(found["only"], on="rank", how="left")
+        .join(found["bysize"], left_on=["rank", "group_size"], right_on=["rank", "bysize_size"], how="left")
+        .with_columns(pl.col("pg_name").alias("byname_name"), pl.col("group_size").alias("bysize_size"))
+        .with_columns(_pick().alias("_pick"))
+    )
+    from_args = pl.col("pg_name").is_not_null() | pl.col("pg_ranks").is_not_null()
+    source = (
+        pl.when(from_args)
+        .then(pl.lit("args"))
+        .otherwise(pl.col("_pick").replace_strict(dict(_PG_PICKS), default=None, return_dtype=pl.Utf8))
+    )
+    helpers = ["_pick", *[f"{way}_{field}" for way in _PG_PICKS for field in _PG_FIELDS]]
+    return joined.with_columns(
+        source.alias("pg_source"),
+        *[_filled(f"pg_{field}", field) for field in ("name", "desc", "ranks")],
+        _filled("group_size", "size"),
+    ).drop(helpers)

@@ -1,0 +1,340 @@
+"""Every communication kernel linked to its collective call, with bytes, algbw and busbw (SPEC sections 2, 3).
+
+`comm_kernels(run, events)` returns one row per communication kernel per rank (and one per CPU-only gloo
+collective call, `on_device=False`) with the columns of `COMM_KERNEL_SCHEMA`, a contract other analyses build
+on (cross-rank matching, the alpha-beta prediction).
+
+Linking, per kernel (all vectorised: joins and `join_asof`):
+
+1. `kernel args`: newer traces copy the call's args (`Collective name`, `In msg nelems`, ...) onto the kernel.
+2. `correlation`: the kernel's correlation id names its runtime launch; the collective calls that contain the
+   launch on the same pid/tid are found by an as-of join on the start time plus an end-time check, one join
+   per call family (`CALL_FAMILIES`): the `c10d::*` operator, `record_param_comms` and the backend annotation
+   (`nccl:*`, `gloo:*`, ...), which nest in that order.
+3. `external id`: a kernel whose launch no call contains (or is not in the trace) is matched to a call with
+   the same `External id`.
+
+Each field is then taken from the first source that has it (`kernel args`, `record_param_comms`, the backend
+annotation, the `c10d::*` operator, the kernel name: see `_merged_fields`). Old traces without comm args get
+their bytes from `Input Dims` and `Input type` (every tensor of a backend annotation is an input, so coalesced
+calls sum their tensors; `c10d::*` base operators name their output and input tensors, `C10D_TENSOR_ARGS`).
+The process group comes from the args, else `distributedInfo.pg_config` (by name, the only group, or the
+only group of that size). Whatever stays unknown is null, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import reduce
+
+import polars as pl
+
+from traceview.collectives.calls import (
+    CALL_COLUMNS,
+    CALL_FAMILIES,
+    CPU_ONLY_CALL,
+    arg_fields,
+    collective_calls,
+    config_groups,
+    launches,
+    with_process_groups,
+)
+from traceview.core.vocab import dtype_size_expr
+from traceview.events.kernel_names import DECODED_SCHEMA
+from traceview.model.trace import GPU_SCHEMA, Run
+from traceview.prediction.costmodel import bus_factor_expr
+
+COMM_KERNEL_SCHEMA: Mapping[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "name": pl.Utf8(),
+    "start_us": pl.Float64(),
+    "end_us": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "stream": pl.Int64(),
+    "correlation": pl.Int64(),
+    "on_device": pl.Boolean(),
+    "collective": pl.Utf8(),
+    "algorithm": pl.Utf8(),
+    "protocol": pl.Utf8(),
+    "reduce_op": pl.Utf8(),
+    "dtype": pl.Utf8(),
+    "elem_size": pl.Int64(),
+    "in_bytes": pl.Int64(),
+    "out_bytes": pl.Int64(),
+    "size_bytes": pl.Int64(),
+    "group_size": pl.Int64(),
+    "pg_key": pl.Utf8(),
+    "pg_name": pl.Utf8(),
+    "pg_desc": pl.Utf8(),
+    "pg_ranks": pl.Utf8(),
+    "seq": pl.Int64(),
+    "call_name": pl.Utf8(),
+    "call_start_us": pl.Float64(),
+    "call_end_us": pl.Float64(),
+    "launch_us": pl.Float64(),
+    "linked_by": pl.Utf8(),
+    "algbw_Bps": pl.Float64(),
+    "busbw_Bps": pl.Float64(),
+}
+"""The per-kernel contract: these columns, in this order, with these types."""
+
+EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
+    "bytes_source": pl.Utf8(),  # kernel args | call args (record_param_comms) | input dims | null
+    "pg_source": pl.Utf8(),  # args | pg_config name | pg_config only group | pg_config size | null
+    "call_kernels": pl.Int64(),  # kernels linked to the same call on the rank (1 for unlinked kernels)
+    "first_in_call": pl.Boolean(),  # the call's first kernel: count calls and bytes on these rows only
+}
+"""Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
+
+LINKED_BY = ("kernel args", "correlation", "external id", "unlinked", "cpu call")
+"""Values of `linked_by`; `cpu call` marks the rows of CPU-only (gloo) collective calls (the row is the
+call)."""
+
+
+def _anchors(events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """One row per result row: each communication kernel (its own args prefixed `k_`, anchored at its launch)
+    and each CPU-only call (anchored at its own start). `anchor_id` numbers them."""
+    kernels = (
+        events.filter(pl.col("event_class") == "comm")
+        .select(
+            "rank",
+            "name",
+            "start_us",
+            "end_us",
+            "stream",
+            "correlation",
+            "external_id",
+            "algorithm",
+            "protocol",
+            "reduce_op",
+            "kernel_collective",
+            "kernel_dtype",
+            pl.col("collective_name").is_not_null().alias("has_args"),
+            *[expr.name.prefix("k_") for expr in arg_fields()],
+            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq")],
+        )
+        .join(launches, on=["rank", "correlation"], how="left")
+        .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
+    )
+    cpu_only = calls.filter((pl.col("family") == "backend") & pl.col("name").str.contains(CPU_ONLY_CALL))
+    cpu_only = cpu_only.select(
+        "rank", "name", "start_us", "end_us", "pid", "tid", pl.col("start_us").alias("anchor_us"),
+        pl.lit(False).alias("on_device"), pl.lit(False).alias("has_args"),
+    )  # fmt: skip
+    both = pl.concat([kernels, cpu_only], how="diagonal_relaxed") if cpu_only.height else kernels
+    return both.with_row_index("anchor_id")
+
+
+def _link_family(anchors: pl.DataFrame, calls: pl.DataFrame, family: str) -> pl.DataFrame:
+    """`anchor_id`, `<family>_in`: the innermost call of `family` that contains the anchor on its pid/tid (an
+    as-of join on the start, then the end checked), `<family>_ext`: the call of `family` with the same
+    External id."""
+    keys = ["rank", "pid", "tid"]
+    own = calls.filter(pl.col("family") == family).select(
+        *keys,
+        "call_row",
+        "external_id",
+        pl.col("start_us").alias("anchor_us"),
+        pl.col("end_us").alias("_end"),
+    )
+    timed = (
+        anchors.filter(pl.col("anchor_us").is_not_null())
+        .select("anchor_id", *keys, "anchor_us")
+        .sort("anchor_us")
+    )
+    inside = timed.join_asof(
+        own.drop("external_id").sort("anchor_us"),
+        on="anchor_us",
+        by=keys,
+        strategy="backward",
+        check_sortedness=False,
+    ).select(
+        "anchor_id",
+        pl.when(pl.col("anchor_us") <= pl.col("_end")).then(pl.col("call_row")).alias(f"{family}_in"),
+    )
+    by_id = (
+        own.drop_nulls("external_id")
+        .unique(["rank", "external_id"], keep="first")
+        .select("rank", "external_id", pl.col("call_row").alias(f"{family}_ext"))
+    )
+    return (
+        anchors.select("anchor_id", "rank", "external_id")
+        .join(inside, on="anchor_id", how="left")
+        .join(by_id, on=["rank", "external_id"], how="left")
+        .drop("rank", "external_id")
+    )
+
+
+def _linked(anchors: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Anchors with `linked_by` and, per family, the linked call's fields prefixed `<family>_`."""
+    families = [family for family, _ in CALL_FAMILIES]
+    frame = reduce(
+        lambda acc, f: acc.join(_link_family(anchors, calls, f), on="anchor_id", how="left"),
+        families,
+        anchors,
+    )
+    any_in = pl.any_horizontal(pl.col(f"{f}_in").is_not_null() for f in families)
+    any_ext = pl.any_horizontal(pl.col(f"{f}_ext").is_not_null() for f in families)
+    frame = frame.with_columns(
+        pl.when(~pl.col("on_device")).then(pl.lit("cpu call"))
+        .when(pl.col("has_args")).then(pl.lit("kernel args"))
+        .when(any_in).then(pl.lit("correlation"))
+        .when(any_ext).then(pl.lit("external id"))
+        .otherwise(pl.lit("unlinked")).alias("linked_by"),
+    )  # fmt: skip
+    frame = frame.with_columns(
+        pl.when(any_in).then(pl.col(f"{f}_in")).otherwise(pl.col(f"{f}_ext")).alias(f"{f}_row")
+        for f in families
+    )
+    fields = calls.select(CALL_COLUMNS)
+    for family in families:
+        frame = frame.join(
+            fields.select(pl.all().name.prefix(f"{family}_")),
+            left_on=f"{family}_row",
+            right_on=f"{family}_call_row",
+            how="left",
+        )
+    return frame
+
+
+def _first(column: str, sources: tuple[str, ...]) -> pl.Expr:
+    return pl.coalesce([pl.col(f"{source}_{column}") for source in sources])
+
+
+def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each field from its first source: the kernel's args, then record_param_comms, the backend annotation,
+    the c10d op (bytes from args before bytes from Input Dims), the kernel name last."""
+    args, calls, families = (
+        ("k", "rpc", "backend", "c10d"),
+        ("rpc", "backend", "c10d"),
+        [f for f, _ in CALL_FAMILIES],
+    )
+    args_in, args_out = _first("in_bytes", args), _first("out_bytes", args)
+    dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
+    return frame.with_columns(
+        pl.coalesce(_first("collective", args), pl.col("kernel_collective")).alias("collective"),
+        pl.coalesce(_first("dtype", args), _first("dims_dtype", calls), pl.col("kernel_dtype"))
+        .alias("dtype"),
+        pl.coalesce(args_in, dims_in).alias("in_bytes"),
+        pl.coalesce(args_out, dims_out).alias("out_bytes"),
+        pl.when(pl.col("k_in_bytes").is_not_null() | pl.col("k_out_bytes").is_not_null())
+        .then(pl.lit("kernel args"))
+        .when(args_in.is_not_null() | args_out.is_not_null()).then(pl.lit("call args"))
+        .when(dims_in.is_not_null() | dims_out.is_not_null()).then(pl.lit("input dims"))
+        .alias("bytes_source"),
+        *[_first(c, args).alias(c) for c in ("group_size", "pg_name", "pg_desc", "pg_ranks", "seq")],
+        pl.coalesce(pl.col(f"{f}_name") for f in families).alias("call_name"),
+        pl.coalesce(pl.col(f"{f}_start_us") for f in families).alias("call_start_us"),
+        pl.coalesce(pl.col(f"{f}_end_us") for f in families).alias("call_end_us"),
+    )  # fmt: skip
+
+
+SIZE_RULES: Mapping[str, tuple[str, str]] = {
+    "AllGather": ("out_bytes", "in_bytes"),
+    "ReduceScatter": ("in_bytes", "out_bytes"),
+}
+"""S of SPEC 3 where it is not simply the buffer: collective -> (the buffer S is, the shard that n times
+gives it). AllGather: the gathered output; ReduceScatter: the full input. Every other collective: the input
+buffer (its output when only that is known)."""
+
+
+def _group_size_from_shapes() -> pl.Expr:
+    """n where the args do not say it: the number of ranks listed, else the AllGather output / input ratio
+    (ReduceScatter input / output), which the collective fixes exactly."""
+    ins, outs = pl.col("in_bytes"), pl.col("out_bytes")
+    ratio = (
+        pl.when((pl.col("collective") == "AllGather") & (ins > 0) & (outs % ins == 0)).then(outs // ins)
+        .when((pl.col("collective") == "ReduceScatter") & (outs > 0) & (ins % outs == 0)).then(ins // outs)
+    )  # fmt: skip
+    counted = pl.col("pg_ranks").str.count_matches(r"-?\d+").cast(pl.Int64)
+    return pl.coalesce(pl.col("group_size"), pl.when(counted > 0).then(counted), ratio).alias("group_size")
+
+
+def size_expr() -> pl.Expr:
+    """S of SPEC 3 (`SIZE_RULES`)."""
+    n, collective = pl.col("group_size"), pl.col("collective")
+    by_rule = [
+        pl.when(collective == name).then(pl.coalesce(pl.col(buffer), pl.col(shard) * n))
+        for name, (buffer, shard) in SIZE_RULES.items()
+    ]
+    default = pl.coalesce(pl.col("in_bytes"), pl.col("out_bytes"))
+    return (
+        pl.when(collective.is_in(list(SIZE_RULES)))
+        .then(pl.coalesce(by_rule))
+        .otherwise(default)
+        .alias("size_bytes")
+    )
+
+
+def _bandwidths() -> list[pl.Expr]:
+    """algbw = S / t and busbw = algbw * f(n) (SPEC 3); f from `costmodel`, taken without n where it does not
+    depend on n (Broadcast, Reduce, point to point)."""
+    collective, n = pl.col("collective"), pl.col("group_size")
+    without_n = pl.when(
+        bus_factor_expr(collective, pl.lit(1)) == bus_factor_expr(collective, pl.lit(2))
+    ).then(bus_factor_expr(collective, pl.lit(2)))
+    factor = pl.coalesce(bus_factor_expr(collective, n), without_n)
+    algbw = pl.when(pl.col("dur_us") > 0).then(pl.col("size_bytes") / (pl.col("dur_us") * 1e-6))
+    return [algbw.alias("algbw_Bps"), (algbw * factor).alias("busbw_Bps")]
+
+
+def _call_membership() -> list[pl.Expr]:
+    """How many kernels share the row's call, and whether the row is the call's first (unlinked: alone)."""
+    call = ["rank", "call_name", "call_start_us"]
+    linked = pl.col("call_start_us").is_not_null()
+    return [
+        pl.when(linked).then(pl.len().over(call)).otherwise(1).cast(pl.Int64).alias("call_kernels"),
+        pl.when(linked)
+        .then(pl.col("start_us").rank("ordinal").over(call) == 1)
+        .otherwise(True)
+        .alias("first_in_call"),
+    ]
+
+
+_EVENT_SCHEMA: Mapping[str, pl.DataType] = {
+    **GPU_SCHEMA,
+    **{c: t for c, t in DECODED_SCHEMA.items() if c not in ("name", "is_comm")},
+    "rank": pl.Int64(),
+    "event_class": pl.Utf8(),
+}
+
+
+def _with_event_columns(events: pl.DataFrame) -> pl.DataFrame:
+    """`events` with every column of classified events (an empty run gives a frame without columns)."""
+    missing = [pl.lit(None, dtype).alias(c) for c, dtype in _EVENT_SCHEMA.items() if c not in events.columns]
+    return events.with_columns(missing) if missing else events
+
+
+def empty_comm_kernels() -> pl.DataFrame:
+    """A frame with no rows and the columns of `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`."""
+    return pl.DataFrame(schema={**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
+
+
+def comm_kernels(run: Run, events: pl.DataFrame) -> pl.DataFrame:
+    """One row per communication kernel per rank, and per CPU-only (gloo) collective call, linked to its call.
+
+    `events` is `traceview.budget.time_budget.classified_events(run, patterns)`. Columns: `COMM_KERNEL_SCHEMA`, then
+    `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring)."""
+    if not run.ranks:
+        return empty_comm_kernels()
+    calls = collective_calls(run)
+    anchors = _anchors(_with_event_columns(events), calls, launches(run))
+    if anchors.height == 0:
+        return empty_comm_kernels()
+    merged = _merged_fields(_linked(anchors, calls))
+    frame = (
+        with_process_groups(merged, config_groups(run))
+        .with_columns(_group_size_from_shapes(), (pl.col("end_us") - pl.col("start_us")).alias("dur_us"))
+        .with_columns(
+            size_expr(),
+            dtype_size_expr(pl.col("dtype")).alias("elem_size"),
+            pl.coalesce(pl.col("pg_name"), pl.col("pg_ranks"), pl.lit("unknown")).alias("pg_key"),
+            *_call_membership(),
+        )
+        .with_columns(_bandwidths())
+    )
+    schema = {**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA}
+    result: pl.DataFrame = frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(
+        "rank", "start_us"
+    )
+    return result

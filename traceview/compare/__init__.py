@@ -1,0 +1,2 @@
+"""Nightly use (docs/metrics.md, "Compare and trend"; docs/compare.md): two runs compared, noise-aware, and a
+series of runs over time."""

@@ -1,0 +1,208 @@
+"""The samples a later comparison needs, kept in the JSON summary (docs/metrics.md, "Compare and trend").
+
+A nightly job keeps only `traceview summary --json`; `traceview compare` and `traceview trend` then test a
+change against the run's own spread, so the summary carries samples, not just medians:
+
+- `collective_kernels`: per (process group, collective, size bucket) the on-device kernel durations and bus
+  bandwidths, all of them up to `SKETCH_POINTS`, else that many evenly spaced order statistics (a quantile
+  sketch; `kernels` keeps the true count);
+- `kernel_classes`: per (rank, step, kernel class) the summed duration of the compute kernels of that class
+  inside the step window (`KERNEL_CLASSES`, a table of name patterns, first match wins);
+- `class_kernels`: per kernel class the durations of its compute kernels inside step windows (sketched as
+  above);
+- `algorithms`: per (collective, algorithm, protocol) the number of communication kernels (NCCL's choice as
+  the kernel name spells it).
+
+The per-step budget values (step, compute, communication, exposed, idle per rank and step) are already in
+`time_budget.per_step`, and the per-instance arrival skew in `across_ranks.instances`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.collectives.tables import size_bucket_exprs
+from traceview.core.intervals import clip_to_windows
+
+SKETCH_POINTS = 512
+"""Samples kept per collective group; beyond it, this many evenly spaced order statistics."""
+
+KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
+    ("convolution", r"conv|winograd|cudnn"),
+    ("gemm", r"gemm|cutlass|cublas|matmul|xmma|wgmma"),
+    ("attention", r"flash|fmha|attention|attn|sdpa"),
+    ("normalization", r"norm"),
+    ("softmax", r"softmax"),
+    ("optimizer", r"adam|sgd|multi_tensor|optimizer"),
+    ("reduction", r"reduce|triton_red|sum_kernel"),
+    ("embedding", r"embedding|index_select|gather|scatter"),
+    ("elementwise", r"elementwise|vectorized|unrolled|triton_poi|fill|copy"),
+)
+"""Compute kernel classes: (class, case-insensitive regex on the kernel name); the first match wins, no match
+is `other`."""
+
+OTHER_CLASS = "other"
+
+
+@dataclass(frozen=True)
+class Distributions:
+    """Samples of one run for comparisons (see the module docstring)."""
+
+    collective_kernels: list[dict[str, object]]
+    kernel_classes: pl.DataFrame
+    class_kernels: list[dict[str, object]]
+    algorithms: pl.DataFrame
+
+
+def kernel_class_expr(name: pl.Expr) -> pl.Expr:
+    """The class of each compute kernel name, from `KERNEL_CLASSES`."""
+    expr: pl.Expr = pl.lit(OTHER_CLASS)
+    for kernel_class, pattern in reversed(KERNEL_CLASSES):
+        expr = pl.when(name.str.contains(f"(?i){pattern}")).then(pl.lit(kernel_class)).otherwise(expr)
+    return expr
+
+
+def sketch(values: list[float], points: int = SKETCH_POINTS) -> list[float]:
+    """`values` sorted; more than `points` of them become `points` evenly spaced order statistics."""
+    ordered = sorted(values)
+    if len(ordered) <= points:
+        return ordered
+    last = len(ordered) - 1
+    return [ordered[round(i * last / (points - 1))] for i in range(points)]
+
+
+def _collective_kernels(kernels: pl.DataFrame) -> list[dict[str, object]]:
+    on_device = kernels.filter(pl.col("on_device") & pl.col("dur_us").is_not_null())
+    grouped = (
+        on_device.with_columns(size_bucket_exprs(pl.col("size_bytes"))[0])
+        .with_columns(pl.col("collective").fill_null("unknown"))
+        .group_by("pg_key", "collective", "size_bucket")
+        .agg(pl.len().alias("kernels"), pl.col("dur_us"), pl.col("busbw_Bps").drop_nulls())
+        .sort("pg_key", "collective", "size_bucket")
+    )
+    return [
+        {
+            "pg_key": row["pg_key"],
+            "collective": row["collective"],
+            "size_bucket": row["size_bucket"],
+            "kernels": row["kernels"],
+            "dur_us": sketch(row["dur_us"]),
+            "busbw_Bps": sketch(row["busbw_Bps"]),
+        }
+        for row in grouped.to_dicts()
+    ]
+
+
+def _compute_in_steps(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Compute kernels cut to the step windows, with `step`, `kernel_class` and `dur_us`."""
+    if events.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8,
+                                    "dur_us": pl.Float64})  # fmt: skip
+    compute = events.filter(pl.col("event_class") == "compute").select("rank", "name", "start_us", "end_us")
+    return clip_to_windows(compute, windows, ["rank"]).select(
+        "rank", "step", kernel_class_expr(pl.col("name")).alias("kernel_class"),
+        (pl.col("end_us") - pl.col("start_us")).alias("dur_us"),
+    )  # fmt: skip
+
+
+def _class_kernels(compute: pl.DataFrame) -> list[dict[str, object]]:
+    grouped = (
+        compute.group_by("kernel_class").agg(pl.len().alias("kernels"), pl.col("dur_us")).sort("kernel_class")
+    )
+    return [
+        {"kernel_class": row["kernel_class"], "kernels": row["kernels"], "dur_us": sketch(row["dur_us"])}
+        for row in grouped.to_dicts()
+    ]
+
+
+def _kernel_classes(compute: pl.DataFrame) -> pl.DataFrame:
+    schema = {"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8, "time_us": pl.Float64}
+    return (
+        compute.group_by("rank", "step", "kernel_class")
+        .agg(pl.col("dur_us").sum().alias("time_us"))
+        .sort("rank", "step", "kernel_class")
+        .select([pl.col(c).cast(t) for c, t in schema.items()])
+    )
+
+
+def _algorithms(kernels: pl.DataFrame) -> pl.DataFrame:
+    return (
+        kernels.filter(pl.col("on_device"))
+        .group_by("collective", "algorithm", "protocol")
+        .agg(pl.len().cast(pl.Int64).alias("kernels"))
+        .sort("collective", "algorithm", "protocol", nulls_last=True)
+    )
+
+
+CLASS_SKETCH_SCHEMA: dict[str, pl.DataType] = {
+    "kernel_class": pl.Utf8(),
+    "kernels": pl.Int64(),
+    "dur_us": pl.List(pl.Float64()),
+}
+
+
+def rank_class_parts(events: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`): per (rank, step, class)
+    the compute time, and per class the kernel count with a sketch of the durations (`CLASS_SKETCH_SCHEMA`)."""
+    compute = _compute_in_steps(events, windows)
+    sketches = pl.DataFrame(_class_kernels(compute), schema=CLASS_SKETCH_SCHEMA)
+    return _kernel_classes(compute), sketches
+
+
+def merge_sketches(parts: pl.DataFrame) -> list[dict[str, object]]:
+    """Per class, the sketches of several ranks merged: every duration when they are complete and together
+    no more than `SKETCH_POINTS`, else `SKETCH_POINTS` evenly spaced quantiles of the ranks' samples, each
+    sample weighted by the kernels it stands for."""
+    merged = []
+    for kernel_class, rows in sorted(
+        parts.partition_by("kernel_class", as_dict=True).items()
+    ):  # a few classes
+        counts, samples = rows.get_column("kernels").to_list(), rows.get_column("dur_us").to_list()
+        total = sum(counts)
+        values = [v for sample in samples for v in sample]
+        if len(values) == total:
+            merged.append({"kernel_class": kernel_class[0], "kernels": total, "dur_us": sketch(values)})
+            continue
+        weighted = sorted((v, c / len(s)) for c, s in zip(counts, samples, strict=True) for v in s)
+        merged.append(
+            {"kernel_class": kernel_class[0], "kernels": total, "dur_us": _weighted_sketch(weighted, total)}
+        )
+    return merged
+
+
+def _weighted_sketch(weighted: list[tuple[float, float]], total: float) -> list[float]:
+    """`SKETCH_POINTS` evenly spaced quantiles of (value, weight) pairs sorted by value."""
+    targets = [i * total / (SKETCH_POINTS - 1) for i in range(SKETCH_POINTS)]
+    found, reached, index = [], 0.0, 0
+    for target in targets:
+        while index < len(weighted) - 1 and reached + weighted[index][1] < target:
+            reached += weighted[index][1]
+            index += 1
+        found.append(weighted[index][0])
+    return found
+
+
+def distributions_from_parts(
+    kernel_classes: pl.DataFrame, class_sketches: pl.DataFrame, kernels: pl.DataFrame
+) -> Distributions:
+    """The samples of one run from every rank's `rank_class_parts` and the run's communication kernels."""
+    return Distributions(
+        collective_kernels=_collective_kernels(kernels),
+        kernel_classes=kernel_classes.sort("rank", "step", "kernel_class"),
+        class_kernels=merge_sketches(class_sketches),
+        algorithms=_algorithms(kernels),
+    )
+
+
+def sample_distributions(events: pl.DataFrame, windows: pl.DataFrame, kernels: pl.DataFrame) -> Distributions:
+    """The samples of one run: `events` are classified device events, `windows` the step windows, `kernels`
+    the per-kernel frame of `traceview.collectives.kernels.comm_kernels`."""
+    compute = _compute_in_steps(events, windows)
+    return Distributions(
+        collective_kernels=_collective_kernels(kernels),
+        kernel_classes=_kernel_classes(compute),
+        class_kernels=_class_kernels(compute),
+        algorithms=_algorithms(kernels),
+    )

@@ -1,0 +1,199 @@
+"""What differs in shape between two runs: ranks, process groups, collectives and kernel classes that
+appeared or disappeared, NCCL's algorithm/protocol mix, and whether a run was read only in part
+(docs/metrics.md, "Compare and trend").
+
+A partial run does not fail a comparison through the findings its gap can explain (`PARTIAL_RULES`): files
+skipped when parsing (every family), collective kernels not linked to a call (the `collective` family: their
+bytes and size bucket are unknown), collective instances not matched across ranks (the `crossrank` family).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceview.compare.samples import CAUSE_FAMILIES, Samples
+
+ALL_FAMILIES = "*"
+MIX_CHANGE = 0.10
+"""An algorithm/protocol's share of its collective's kernels must move by more than this to be listed."""
+
+
+def _skipped(document: Mapping[str, Any]) -> str | None:
+    skipped = (document.get("run") or {}).get("skipped") or []
+    return f"{len(skipped)} file(s) skipped when parsing" if skipped else None
+
+
+def _unlinked(document: Mapping[str, Any]) -> str | None:
+    share = (document.get("collectives") or {}).get("linked_share")
+    return (
+        None
+        if share is None or share >= 1.0
+        else f"{1 - share:.0%} of collective kernels not linked to a call"
+    )
+
+
+def _unmatched(document: Mapping[str, Any]) -> str | None:
+    mismatches = (document.get("across_ranks") or {}).get("mismatches") or []
+    return f"{len(mismatches)} collective instance(s) not matched across ranks" if mismatches else None
+
+
+PARTIAL_RULES: tuple[tuple[Callable[[Mapping[str, Any]], str | None], str], ...] = (
+    (_skipped, ALL_FAMILIES),
+    (_unlinked, "collective"),
+    (_unmatched, "crossrank"),
+)
+"""(detector of a partial reading, the family of findings it makes unreliable)."""
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Shape differences and partial readings of a comparison."""
+
+    baseline_world_size: int | None
+    candidate_world_size: int | None
+    appeared: list[str]
+    disappeared: list[str]
+    algorithm_mix: pl.DataFrame
+    partial_notes: list[str]
+    partial_families: frozenset[str]
+    setup_changes: list[str] = field(default_factory=list)  # devices, NCCL or PyTorch versions that differ
+    baseline_stragglers: list[int] = field(default_factory=list)  # `across_ranks.stragglers` of each run
+    candidate_stragglers: list[int] = field(default_factory=list)
+
+    @property
+    def world_size_changed(self) -> bool:
+        """Whether both world sizes are known and differ (the comparison becomes a scaling analysis)."""
+        sizes = (self.baseline_world_size, self.candidate_world_size)
+        return None not in sizes and sizes[0] != sizes[1]
+
+    @property
+    def partial(self) -> bool:
+        """Whether either run was read only in part."""
+        return bool(self.partial_notes)
+
+    def is_partial(self, family: str) -> bool:
+        """Whether findings of `family` are unreliable because a run was read only in part."""
+        return ALL_FAMILIES in self.partial_families or family in self.partial_families
+
+
+def _world_size(document: Mapping[str, Any]) -> int | None:
+    run = document.get("run") or {}
+    size = run.get("world_size")
+    return int(size) if size else (len(run["ranks"]) if run.get("ranks") else None)
+
+
+def _subjects(samples: Mapping[tuple[str, str, str], Samples], families: set[str]) -> set[str]:
+    return {subject for family, _, subject in samples if family in families}
+
+
+def _families(samples: Mapping[tuple[str, str, str], Samples]) -> set[str]:
+    return {family for family, _, _ in samples if family in CAUSE_FAMILIES}
+
+
+MIX_SOURCES: tuple[tuple[str, str, dict[str, str]], ...] = (
+    (
+        "nccl",
+        "algorithms",
+        {"op": "collective", "algo": "algorithm", "proto": "protocol", "choices": "kernels"},
+    ),
+    ("distributions", "algorithms", {}),
+)
+"""Where NCCL's algorithm/protocol choices are read, first found in both runs first: the NCCL logs' TUNING
+lines (`nccl.algorithms`, counts of choices), else the kernel names (`distributions.algorithms`)."""
+
+
+def _mix_rows(document: Mapping[str, Any], source: tuple[str, str, dict[str, str]]) -> list[dict[str, Any]]:
+    key, table, renames = source
+    rows = (document.get(key) or {}).get(table) or []
+    return [{renames.get(name, name): value for name, value in row.items()} for row in rows]
+
+
+def _mix(rows: list[dict[str, Any]], name: str) -> pl.DataFrame:
+    schema = {"collective": pl.Utf8, "algorithm": pl.Utf8, "protocol": pl.Utf8, "kernels": pl.Int64}
+    frame = pl.DataFrame([{c: row.get(c) for c in schema} for row in rows], schema=schema)
+    frame = (
+        frame.with_columns(pl.col("algorithm", "protocol", "collective").fill_null("unknown"))
+        .group_by("collective", "algorithm", "protocol")
+        .agg(pl.col("kernels").sum())
+    )
+    share = pl.col("kernels") / pl.col("kernels").sum().over("collective")
+    return frame.select("collective", "algorithm", "protocol", share.alias(name))
+
+
+def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> pl.DataFrame:
+    """Per (collective, algorithm, protocol) its share of the collective's kernels in each run, the rows
+    whose share moved by more than `MIX_CHANGE` (collectives both runs made)."""
+    keys = ["collective", "algorithm", "protocol"]
+    source = next(
+        (src for src in MIX_SOURCES if _mix_rows(baseline, src) and _mix_rows(candidate, src)),
+        MIX_SOURCES[-1],
+    )
+    base_rows, cand_rows = _mix_rows(baseline, source), _mix_rows(candidate, source)
+    joined = _mix(base_rows, "baseline_share").join(_mix(cand_rows, "candidate_share"), on=keys, how="full",
+                                                   coalesce=True)  # fmt: skip
+    both = {r.get("collective") for r in base_rows} & {r.get("collective") for r in cand_rows}
+    return (
+        joined.with_columns(pl.col("baseline_share", "candidate_share").fill_null(0.0))
+        .filter(pl.col("collective").is_in(sorted(str(c) for c in both if c is not None)))
+        .filter((pl.col("candidate_share") - pl.col("baseline_share")).abs() > MIX_CHANGE)
+        .sort(keys)
+    )
+
+
+SETUP_FIELDS: tuple[tuple[str, str], ...] = (
+    ("devices", "devices"),
+    ("nccl_versions", "NCCL"),
+    ("pytorch_versions", "PyTorch"),
+)
+"""Run-header fields whose change is listed: (key of `run`, label)."""
+
+
+def setup_changes(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """`devices: A -> B` for each header field of `SETUP_FIELDS` whose values differ."""
+    runs = [(doc.get("run") or {}) for doc in (baseline, candidate)]
+    found = []
+    for key, label in SETUP_FIELDS:
+        before, after = (", ".join(str(v) for v in run.get(key) or ()) or "unknown" for run in runs)
+        if before != after:
+            found.append(f"{label}: {before} -> {after}")
+    return found
+
+
+def stragglers(document: Mapping[str, Any]) -> list[int]:
+    """The ranks the across-ranks analysis named stragglers."""
+    return sorted(int(rank) for rank in (document.get("across_ranks") or {}).get("stragglers") or ())
+
+
+def structure_changes(
+    baseline: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    base_samples: Mapping[tuple[str, str, str], Samples],
+    cand_samples: Mapping[tuple[str, str, str], Samples],
+) -> Structure:
+    """The shape differences of two summary documents and their partial readings. Subjects appear or
+    disappear only within the families both summaries carry (an older summary has no `distributions`)."""
+    shared = _families(base_samples) & _families(cand_samples)
+    base_subjects, cand_subjects = _subjects(base_samples, shared), _subjects(cand_samples, shared)
+    notes, families = [], set()
+    for side, document in (("baseline", baseline), ("candidate", candidate)):
+        for detect, family in PARTIAL_RULES:
+            found = detect(document)
+            if found:
+                notes.append(f"{side}: {found}")
+                families.add(family)
+    return Structure(
+        baseline_world_size=_world_size(baseline),
+        candidate_world_size=_world_size(candidate),
+        appeared=sorted(cand_subjects - base_subjects),
+        disappeared=sorted(base_subjects - cand_subjects),
+        algorithm_mix=algorithm_mix(baseline, candidate),
+        partial_notes=notes,
+        partial_families=frozenset(families),
+        setup_changes=setup_changes(baseline, candidate),
+        baseline_stragglers=stragglers(baseline),
+        candidate_stragglers=stragglers(candidate),
+    )

@@ -1,0 +1,230 @@
+"""A series of nightly summaries: chosen metrics over the runs, change points, and the latest run judged
+against the history (docs/metrics.md, "Compare and trend").
+
+Order: by each summary's recorded run time (the start of its first step window on the trace clock) when every
+summary has one and they all differ, else as given. Values: each run's median over its (rank, step) samples.
+
+Change points, by binary segmentation: in a segment of runs, the split (leaving at least `min_segment` runs
+on each side) that minimises the summed squared deviations of the run values from each side's mean is a
+change point when the Mann-Whitney p of the pooled step samples before against after, times the number of
+splits scanned (Bonferroni), is below alpha and the median of the run values after differs from the one
+before by more than the threshold (a time: also by `min_step_share` of the median step); both sides are then
+searched again. The latest run is judged against the history since the last change point
+before it: Mann-Whitney of its samples against the history's pooled samples, Holm-adjusted over the metrics;
+a regression is a significant change beyond the threshold the worse way (every trend metric is worse higher).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from traceview.compare.stats import holm, mann_whitney, relative_change
+from traceview.compare.two_runs import TrendSettings
+
+
+@dataclass(frozen=True)
+class RunSeries:
+    """One summary of the series: its file name, recorded start (us, None if unknown) and step samples."""
+
+    name: str
+    started_us: float | None
+    per_step: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A change in `metric` at run `index` (the first run after the change)."""
+
+    metric: str
+    index: int
+    run: str
+    before: float | None
+    after: float | None
+    change_pct: float | None
+    p_value: float
+
+
+@dataclass(frozen=True)
+class LatestJudgement:
+    """The latest run's value of a metric against the history since the last change point."""
+
+    metric: str
+    history_runs: int
+    history: float | None
+    latest: float | None
+    change_pct: float | None
+    p_adjusted: float | None
+    outcome: str  # regression | improvement | not significant | unchanged | not judged
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The series, its change points and the judgement of the latest run."""
+
+    runs: list[RunSeries]
+    ordered_by: str  # run time | as given
+    values: pl.DataFrame  # run, index, metric, value
+    changes: list[ChangePoint]
+    latest: list[LatestJudgement]
+    verdict: str
+
+    @property
+    def latest_regressions(self) -> list[LatestJudgement]:
+        """The metrics whose latest run is a significant regression against the history."""
+        return [j for j in self.latest if j.outcome == "regression"]
+
+
+def run_series(name: str, document: Mapping[str, Any]) -> RunSeries:
+    """A summary document as one run of a series."""
+    rows = (document.get("time_budget") or {}).get("per_step") or []
+    frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    started = frame.get_column("window_start_us").min() if "window_start_us" in frame.columns else None
+    return RunSeries(name, None if started is None else float(started), frame)  # type: ignore[arg-type]
+
+
+def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str]:
+    starts = [r.started_us for r in runs]
+    if None in starts or len(set(starts)) < len(starts):
+        return list(runs), "as given"
+    return sorted(runs, key=lambda r: r.started_us or 0.0), "run time"
+
+
+def _samples(runs: Sequence[RunSeries], metric: str) -> list[float]:
+    return [
+        v for r in runs if metric in r.per_step.columns for v in r.per_step.get_column(metric).drop_nulls()
+    ]
+
+
+def _run_value(run: RunSeries, metric: str) -> float | None:
+    if metric not in run.per_step.columns:
+        return None
+    found = run.per_step.get_column(metric).median()
+    return None if found is None else float(found)  # type: ignore[arg-type]
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    found = pl.Series(known, dtype=pl.Float64).median() if known else None
+    return None if found is None else float(found)  # type: ignore[arg-type]
+
+
+def _material(
+    metric: str, before: float | None, after: float | None, step_us: float | None, settings: TrendSettings
+) -> bool:
+    """Whether a change of a time is at least `min_step_share` of the median step (other metrics: always)."""
+    if not metric.endswith("_us") or before is None or after is None or not step_us:
+        return True
+    return abs(after - before) >= settings.min_step_share * step_us
+
+
+def _step_reference(runs: Sequence[RunSeries]) -> float | None:
+    return _median([_run_value(r, "step_us") for r in runs])
+
+
+def _sse(values: Sequence[float | None]) -> float:
+    """Sum of squared deviations from the mean of the known values."""
+    known = [v for v in values if v is not None]
+    mean = sum(known) / len(known) if known else 0.0
+    return sum((v - mean) ** 2 for v in known)
+
+
+def _best_split(
+    runs: Sequence[RunSeries], metric: str, lo: int, hi: int, settings: TrendSettings
+) -> ChangePoint | None:
+    """The least-squares split of the run values in [lo, hi), kept when significant and large enough."""
+    values = [_run_value(r, metric) for r in runs]
+    splits = list(range(lo + settings.min_segment, hi - settings.min_segment + 1))
+    if not splits:
+        return None
+    k = min(splits, key=lambda split: (_sse(values[lo:split]) + _sse(values[split:hi]), split))
+    test = mann_whitney(_samples(runs[lo:k], metric), _samples(runs[k:hi], metric))
+    before, after = _median(values[lo:k]), _median(values[k:hi])
+    change = relative_change(before, after)
+    if test.p_value is None or change is None:
+        return None
+    p_value = min(1.0, test.p_value * len(splits))
+    if p_value >= settings.alpha or abs(change) * 100 <= settings.threshold_pct:
+        return None
+    if not _material(metric, before, after, _step_reference(runs[lo:hi]), settings):
+        return None
+    return ChangePoint(metric, k, runs[k].name, before, after, change * 100, p_value)
+
+
+def change_points(runs: Sequence[RunSeries], metric: str, settings: TrendSettings) -> list[ChangePoint]:
+    """The change points of `metric` by binary segmentation (see the module docstring), in run order."""
+    found, pending = [], [(0, len(runs))]
+    while pending:
+        lo, hi = pending.pop()
+        point = _best_split(runs, metric, lo, hi, settings)
+        if point is not None:
+            found.append(point)
+            pending += [(lo, point.index), (point.index, hi)]
+    return sorted(found, key=lambda c: c.index)
+
+
+def _judge_latest(
+    runs: Sequence[RunSeries], changes: Sequence[ChangePoint], settings: TrendSettings
+) -> list[LatestJudgement]:
+    last = len(runs) - 1
+    rows = []
+    for metric in settings.metrics:
+        starts = [c.index for c in changes if c.metric == metric and c.index < last]
+        history = runs[max(starts, default=0) : last]
+        test = mann_whitney(_samples(history, metric), _samples(runs[last:], metric))
+        before = _median([_run_value(r, metric) for r in history])
+        latest = _run_value(runs[last], metric)
+        change = relative_change(before, latest)
+        if not _material(metric, before, latest, _step_reference(history), settings):
+            change = 0.0 if change is not None else None  # too small a time to matter: unchanged
+        rows.append(
+            (metric, len(history), before, latest, relative_change(before, latest), change, test.p_value)
+        )
+    adjusted = holm([row[6] for row in rows])
+    return [
+        LatestJudgement(metric, n, before, latest, None if change is None else change * 100, p,
+                        _outcome(n, judged, p, settings))
+        for (metric, n, before, latest, change, judged, _), p in zip(rows, adjusted, strict=True)
+    ]  # fmt: skip
+
+
+def _outcome(history_runs: int, change: float | None, p: float | None, settings: TrendSettings) -> str:
+    if history_runs == 0 or change is None or p is None:
+        return "not judged"
+    if abs(change) * 100 <= settings.threshold_pct:
+        return "unchanged"
+    if p >= settings.alpha:
+        return "not significant"
+    return "regression" if change > 0 else "improvement"
+
+
+def trend(named_documents: Sequence[tuple[str, Mapping[str, Any]]], settings: TrendSettings) -> Trend:
+    """The trend of a series of summary documents (file name, document)."""
+    runs, ordered_by = _ordered([run_series(name, doc) for name, doc in named_documents])
+    changes = sorted(
+        (c for metric in settings.metrics for c in change_points(runs, metric, settings)),
+        key=lambda c: (c.index, c.metric),
+    )
+    values = pl.DataFrame(
+        [{"run": r.name, "index": i, "metric": m, "value": _run_value(r, m)}
+         for m in settings.metrics for i, r in enumerate(runs)],
+        schema={"run": pl.Utf8, "index": pl.Int64, "metric": pl.Utf8, "value": pl.Float64},
+    )  # fmt: skip
+    latest = _judge_latest(runs, changes, settings) if len(runs) > 1 else []
+    return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest))
+
+
+def _verdict(
+    runs: Sequence[RunSeries], changes: Sequence[ChangePoint], latest: Sequence[LatestJudgement]
+) -> str:
+    worse = [j for j in latest if j.outcome == "regression"]
+    if worse:
+        listed = "; ".join(f"{j.metric} {j.change_pct:+.0f}%" for j in worse)
+        return f"The latest run ({runs[-1].name}) is a regression against the history: {listed}."
+    moved = f"; {len(changes)} change point(s) in the series" if changes else ""
+    if not runs:
+        return "No runs."
+    return f"The latest run ({runs[-1].name}) is within the history's spread{moved}."

@@ -1,0 +1,2 @@
+"""Event classes (docs/metrics.md, section 2): every device event is compute, communication or memory, by the
+kernel-name table."""

@@ -1,0 +1,260 @@
+"""The kernel-name grammar as data: one `KernelPattern` row per naming generation of every communication library.
+
+`traceview.events.kernel_names` applies the rows (first match wins) and documents the fields; this module only holds
+them. A row is a regex (Rust/polars syntax) searched in the kernel name, the library it marks, and optionally
+the collective the name implies when it carries no `collective` group (DeepEP's dispatch is an all-to-all).
+A row with `is_comm=False` says a name is compute although a later row would take it for communication.
+
+Order: definite rows of every library, then the catch-all rows of NCCL/RCCL/MSCCL (communication, fields
+unknown), then the `suspected` rows: names that look like communication (`allreduce`, `all_gather`,
+`alltoall`, `nvshmem`, `multimem`, ...) and that no definite row knows. They are classified as communication
+with null fields and listed (`traceview.collectives.tables.suspected_comm_kernels`), never silently counted as
+compute; the user overrides them with `--compute-pattern`.
+
+Where the names come from (every row has example names in `tests/test_kernel_names.py`, with provenance):
+NCCL's generated device sources (`src/device/generate.py`, `src/device/symmetric/`), RCCL, PyTorch's symmetric
+memory (`CUDASymmetricMemoryOps.cu`, `intra_node_comm`), DeepEP (`csrc/kernels/intranode.cu`, `internode.cu`,
+`internode_ll.cu`), NVSHMEM's on-stream collectives, vLLM/SGLang's and TensorRT-LLM/FlashInfer's custom
+all-reduce, and Transformer Engine's userbuffers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_GROUP_NAME = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+@dataclass(frozen=True)
+class KernelPattern:
+    """One row of the kernel-name grammar: a regex (Rust/polars syntax) and the library it marks.
+
+    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups,
+    any of `traceview.events.kernel_names.FIELDS`, capture the fields the name carries. `collective` (a canonical
+    collective) is the collective of a name whose regex captures none. `is_comm=False` marks compute.
+    """
+
+    library: str
+    generation: str
+    regex: str
+    collective: str | None = None
+    is_comm: bool = True
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """Named groups of `regex`, in order."""
+        return tuple(_GROUP_NAME.findall(self.regex))
+
+    @property
+    def bare_regex(self) -> str:
+        """`regex` with its named groups made non-capturing, so several patterns can be joined by `|`."""
+        return _GROUP_NAME.sub("(?:", self.regex)
+
+
+_START = r"^(?:void\s+)?"
+_END = r"(?:\(|$)"  # the argument list, or the end of a name written without one
+_ALGOS = "NVLS_TREE|NVLS|RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|PAT"
+_PROTOS = "LL128|LL|SIMPLE"
+_NS = r"(?:\(anonymous namespace\)::|<unnamed>::|[A-Za-z_][A-Za-z0-9_]*::)*"  # C++ namespaces, any depth
+_TEMPLATE_OR_ARGS = r"(?:<|\(|$)"
+
+NCCL_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern("nccl", "NCCL >= 2.19 generic", _START + r"ncclDevKernel_Generic" + _END),
+    KernelPattern("rccl", "RCCL generic (unroll)", _START + r"ncclDevKernel_Generic_[0-9]+" + _END),
+    KernelPattern(
+        "rccl", "RCCL colltrace generic", _START + r"ncclDevKernelDebug_Generic(?:_[0-9]+)?" + _END
+    ),
+    KernelPattern(
+        "nccl",
+        "NCCL >= 2.19",
+        _START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
+        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?"
+        rf"(?:_(?P<algorithm>{_ALGOS})_(?P<protocol>{_PROTOS}))?" + _END,
+    ),
+    KernelPattern(
+        "nccl",
+        "NCCL >= 2.27 symmetric",
+        _START + r"ncclSymk?DevKernel_(?P<collective>[A-Za-z]+)(?:_[A-Za-z0-9]+)*?"
+        r"(?:_(?P<reduce_op>sum|prod|minmax|min|max|avg|premulsum|sumpostdiv)_(?P<dtype>[a-z][a-z0-9]*))?"
+        + _END,
+    ),
+    KernelPattern(
+        "nccl",
+        "NCCL 2.8-2.18",
+        _START + r"ncclKernel_(?P<collective>[A-Za-z]+)"
+        rf"(?:_(?P<algorithm>{_ALGOS}))?(?:_(?P<protocol>{_PROTOS}))?"
+        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+))?" + _END,
+    ),
+    KernelPattern(
+        "nccl",
+        "NCCL <= 2.7",
+        _START + r"nccl(?P<collective>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll)"
+        r"(?P<algorithm>Ring|Tree|CollNet)?(?P<protocol>LL128|LL)?"
+        r"Kernel_(?P<reduce_op>[a-z]+)_(?P<dtype>[a-z][a-z0-9]*)" + _END,
+    ),
+    KernelPattern(
+        "msccl",
+        "MSCCL",
+        _START + r"mscclKernel_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+?)_(?P<protocol>LL128|LL|Simple|SIMPLE)"
+        r"(?:_\w+)?" + _END,
+    ),
+)
+"""NCCL, RCCL and MSCCL naming generations (see `traceview.events.kernel_names` for the conventions)."""
+
+_SYMM_MEM = (
+    _START + _NS + r"_?(?:multimem_(?:one_shot_)?|one_shot_|two_shot_)"
+    r"(?P<collective>all_reduce|all_gather|reduce_scatter)_kernel(?:_inplace)?" + _TEMPLATE_OR_ARGS
+)  # CUDA kernels of torch.ops.symm_mem, and the Triton ones of its examples (`_multimem_all_gather_kernel`)
+_DEEPEP = (
+    _START + r"(?:deep_ep|dpsk::ep)::(?:intranode|internode|internode_ll)::"
+    r"(?:cached_notify_|notify_)?(?:dispatch|combine)(?:_ll)?" + _TEMPLATE_OR_ARGS
+)
+_NVSHMEM = r"(?:nvshmemi?_|nvshmemx_|rocshmem_)?"
+
+OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern("torch_symm_mem", "PyTorch symmetric memory", _SYMM_MEM),
+    KernelPattern(
+        "torch_intra_node_comm",
+        "PyTorch IntraNodeComm",
+        _START + r"c10d::intra_node_comm::(?:oneShot|twoShot|hybridCube)AllReduceKernel" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "deepep",
+        "DeepEP layout (local counting, no communication)",
+        _START + r"deep_ep::(?:\w+::)?get_dispatch_layout" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern("deepep", "DeepEP dispatch/combine", _DEEPEP, collective="AllToAll"),
+    KernelPattern(
+        "custom_allreduce",
+        "vLLM/SGLang custom all-reduce",
+        _START + _NS + r"cross_device_reduce_[12]stage" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "trtllm_allreduce",
+        "TensorRT-LLM/FlashInfer custom all-reduce",
+        _START
+        + _NS
+        + r"(?:(?:one|two)[Ss]hotAll[Rr]educeKernel|allreduce_fusion_kernel_(?:one|two)shot\w*)"
+        + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "userbuffers",
+        "Transformer Engine userbuffers all-gather",
+        _START + _NS + r"userbuffers_\w*_ag(?:_\w*)?" + _TEMPLATE_OR_ARGS,
+        collective="AllGather",
+    ),
+    KernelPattern(
+        "userbuffers",
+        "Transformer Engine userbuffers reduce-scatter",
+        _START + _NS + r"userbuffers_\w*_rs(?:_\w*)?" + _TEMPLATE_OR_ARGS,
+        collective="ReduceScatter",
+    ),
+    KernelPattern(
+        "userbuffers",
+        "Transformer Engine userbuffers send/recv",
+        _START + _NS + r"kuserbuffers_(?:push|pull)(?:send|recv)\w*" + _TEMPLATE_OR_ARGS,
+        collective="SendRecv",
+    ),
+    KernelPattern(
+        "userbuffers",
+        "Transformer Engine userbuffers (other)",
+        _START + _NS + r"k?userbuffers_\w+" + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "nvshmem",
+        "NVSHMEM on-stream all-to-all",
+        _START + _NVSHMEM + r"alltoall\w*_on_stream_kernel",
+        collective="AllToAll",
+    ),
+    KernelPattern(
+        "nvshmem",
+        "NVSHMEM on-stream barrier",
+        _START + _NVSHMEM + r"(?:barrier|sync)(?:_all)?_on_stream_kernel",
+        collective="Barrier",
+    ),
+    KernelPattern(
+        "nvshmem",
+        "NVSHMEM on-stream broadcast",
+        _START + _NVSHMEM + r"(?:broadcast|bcast)\w*_on_stream_kernel",
+        collective="Broadcast",
+    ),
+    KernelPattern(
+        "nvshmem",
+        "NVSHMEM on-stream fcollect",
+        _START + _NVSHMEM + r"fcollect\w*_on_stream_kernel",
+        collective="AllGather",
+    ),
+    KernelPattern(
+        "nvshmem",
+        "NVSHMEM on-stream reduce-scatter",
+        _START + _NVSHMEM + r"reducescatter\w*_on_stream_kernel",
+        collective="ReduceScatter",
+    ),
+    KernelPattern(
+        "nvshmem",
+        "NVSHMEM on-stream reduction (to all PEs)",
+        _START + _NVSHMEM + r"\w*reduce\w*_on_stream_kernel",
+        collective="AllReduce",
+    ),
+    KernelPattern("nvshmem", "NVSHMEM other", r"(?i)" + _START + _NS + r"(?:nvshmem|rocshmem)\w*"),
+)
+"""Libraries other than NCCL whose kernels do communication (fields: the collective the name says)."""
+
+CATCH_ALL_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern("nccl", "unrecognised NCCL", r"(?i)" + _START + r"nccl\w*kernel"),
+    KernelPattern("rccl", "unrecognised RCCL", r"(?i)" + _START + r"rccl"),
+    KernelPattern("msccl", "unrecognised MSCCL", r"(?i)" + _START + r"msccl\w*kernel"),
+)
+"""Names of a known library that no generation row decodes: communication, every field null."""
+
+SUSPECTED_LIBRARY = "suspected"
+SUSPECT_WORDS: tuple[str, ...] = (
+    r"all_?reduce",
+    r"all_?gather",
+    r"reduce_?scatter",
+    r"all_?to_?all",
+    r"all2all",
+    r"send_?recv",
+    r"p2p",
+    r"ep::\w*(?:dispatch|combine)",
+    r"(?:dispatch|combine)_(?:ll|low_latency)",
+    r"low_latency_(?:dispatch|combine)",
+)
+"""Words (any case) that mark a name as looking like communication where they start a word: after the start,
+a non-letter or `::` (`small_gather` is not `all_gather`)."""
+
+SUSPECT_CAMEL_WORDS: tuple[str, ...] = (
+    "All[Rr]educe",
+    "All[Gg]ather",
+    "Reduce[Ss]catter",
+    "All[Tt]o[Aa]ll",
+    "Send[Rr]ecv",
+)
+"""CamelCase words, matched case-sensitively anywhere (`oneShotAllReduce`)."""
+
+SUSPECT_ANYWHERE: tuple[str, ...] = ("nvshmem", "rocshmem", "multimem", "mscclpp")
+"""Words (any case) that mark a name as looking like communication wherever they stand."""
+
+_SUSPECT_REGEX = (
+    r"(?:^|[^A-Za-z])(?i:" + "|".join(SUSPECT_WORDS) + ")"
+    "|(?:" + "|".join(SUSPECT_CAMEL_WORDS) + ")"
+    "|(?i:" + "|".join(SUSPECT_ANYWHERE) + ")"
+)
+
+SUSPECTED_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern(SUSPECTED_LIBRARY, "suspected communication", _SUSPECT_REGEX),
+)
+"""Last row: a name that looks like communication and that no definite row knows."""
+
+DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
+    *NCCL_PATTERNS,
+    *OTHER_LIBRARY_PATTERNS,
+    *CATCH_ALL_PATTERNS,
+    *SUSPECTED_PATTERNS,
+)
+"""The grammar: specific generations first, catch-all rows (communication, fields unknown), then suspects."""

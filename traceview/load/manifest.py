@@ -1,0 +1,199 @@
+"""`run.json`, the run manifest: what a run folder holds and what no trace says (docs/run-manifest.md).
+
+`traceview record` and `traceview.profile()` write it at the root of a run folder; `traceview report run.json`
+(or a folder that holds one) reads it, and every analysis prefers its facts over defaults, with the source
+`manifest`. Every field is optional; unknown keys are ignored (a newer writer stays readable), a major
+`schema_version` other than ours is refused. Paths are relative to the manifest's folder.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import msgspec
+
+from traceview.core.errors import InputError
+
+MANIFEST_NAME = "run.json"
+SCHEMA_VERSION = "1.0"
+KIND = "traceview-run"
+
+
+class ManifestTrace(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One rank's trace file: its global rank, path (relative to the manifest), host and local rank."""
+
+    rank: int
+    path: str
+    host: str | None = None
+    local_rank: int | None = None
+
+
+class ManifestLog(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One NCCL_DEBUG log file (per rank when `NCCL_DEBUG_FILE` held `%r`/`%p`, else one for the job)."""
+
+    path: str
+    rank: int | None = None
+    host: str | None = None
+
+
+class ManifestGroup(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A process group as the job created it: name (PyTorch's id), description, member ranks, backend."""
+
+    name: str
+    ranks: list[int] = msgspec.field(default_factory=list)
+    desc: str | None = None
+    backend: str | None = None
+
+
+class ManifestModel(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What the user knows of the workload: local batch b (examples, or tokens for a transformer), parameter
+    count P, model FLOPs per sample (forward + backward), compute dtype, global batch."""
+
+    local_batch: float | None = None
+    params: float | None = None
+    flops_per_sample: float | None = None
+    dtype: str | None = None
+    global_batch: float | None = None
+
+
+class ManifestHardware(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The machine as the user or the recorder knows it: device name, GPUs per node, NIC (a hardware-table
+    key such as `ib_ndr`), link bandwidths (bytes/s, one direction per GPU), latencies (us), peak FLOP/s."""
+
+    device: str | None = None
+    gpus_per_node: int | None = None
+    nic: str | None = None
+    intra_bandwidth_Bps: float | None = None  # noqa: N815 - B inside a node
+    inter_bandwidth_Bps: float | None = None  # noqa: N815 - B across nodes
+    intra_alpha_us: float | None = None
+    inter_alpha_us: float | None = None
+    peak_flops: float | None = None
+
+
+class ManifestVersions(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Software versions the recorder saw."""
+
+    torch: str | None = None
+    nccl: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    traceview: str | None = None
+
+
+class ManifestProfiler(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How the traces were recorded: the `torch.profiler.schedule` and the options."""
+
+    wait: int | None = None
+    warmup: int | None = None
+    active: int | None = None
+    repeat: int | None = None
+    record_shapes: bool | None = None
+    with_flops: bool | None = None
+    activities: list[str] = msgspec.field(default_factory=list)
+
+
+class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The whole manifest; see docs/run-manifest.md for every field."""
+
+    schema_version: str = SCHEMA_VERSION
+    kind: str = KIND
+    job: str | None = None
+    created: str | None = None  # ISO 8601, UTC
+    backend: str | None = None
+    world_size: int | None = None
+    ranks_per_host: int | None = None
+    traces: list[ManifestTrace] = msgspec.field(default_factory=list)
+    nccl_logs: list[ManifestLog] = msgspec.field(default_factory=list)
+    process_groups: list[ManifestGroup] = msgspec.field(default_factory=list)
+    devices: list[str] = msgspec.field(default_factory=list)
+    versions: ManifestVersions = msgspec.field(default_factory=ManifestVersions)
+    nccl_env: dict[str, str] = msgspec.field(default_factory=dict)
+    model: ManifestModel = msgspec.field(default_factory=ManifestModel)
+    hardware: ManifestHardware = msgspec.field(default_factory=ManifestHardware)
+    profiler: ManifestProfiler = msgspec.field(default_factory=ManifestProfiler)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+    def hosts_by_rank(self) -> dict[int, str]:
+        """Global rank -> host, from the trace entries that name one."""
+        return {trace.rank: trace.host for trace in self.traces if trace.host}
+
+
+_DECODER = msgspec.json.Decoder(RunManifest)
+_POSITIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("model", ("local_batch", "params", "flops_per_sample", "global_batch")),
+    ("hardware", ("intra_bandwidth_Bps", "inter_bandwidth_Bps", "peak_flops")),
+)
+_NON_NEGATIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("hardware", ("intra_alpha_us", "inter_alpha_us")),
+)
+
+
+def find_manifest(spec: str | Path) -> Path | None:
+    """The manifest `spec` names: `spec` itself when it is a `run.json`, the `run.json` inside a folder, else
+    None (a run without a manifest works as before)."""
+    path = Path(spec)
+    if path.is_file() and path.name == MANIFEST_NAME:
+        return path
+    inside = path / MANIFEST_NAME
+    return inside if path.is_dir() and inside.is_file() else None
+
+
+def _check_numbers(path: Path, manifest: RunManifest) -> None:
+    """Refuse a physically meaningless number (zero, negative, not finite) in one line naming it."""
+    checks = [(part, names, False) for part, names in _POSITIVE_FIELDS]
+    checks += [(part, names, True) for part, names in _NON_NEGATIVE_FIELDS]
+    for part, names, zero_ok in checks:
+        section = getattr(manifest, part)
+        for name in names:
+            value = getattr(section, name)
+            if value is None:
+                continue
+            if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+                raise InputError(
+                    path,
+                    f"{part}.{name} = {value!r} is not a {'non-negative' if zero_ok else 'positive'} finite number",
+                )
+    for name in ("world_size", "ranks_per_host"):
+        value = getattr(manifest, name)
+        if value is not None and not 1 <= value <= 1 << 24:
+            raise InputError(path, f"{name} = {value} is outside 1 .. 16,777,216")
+
+
+def load_manifest(path: str | Path) -> RunManifest:
+    """Read and check a `run.json`. Raises `InputError` naming the file and the problem."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        manifest = _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise InputError(path, f"not a traceview run manifest: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise InputError(path, f"malformed JSON: {exc}") from exc
+    if manifest.kind != KIND:
+        raise InputError(path, f"kind {manifest.kind!r} is not {KIND!r}: not a traceview run manifest")
+    if manifest.schema_version.partition(".")[0] != SCHEMA_VERSION.partition(".")[0]:
+        raise InputError(
+            path,
+            f"schema_version {manifest.schema_version} is not readable by this traceview (reads {SCHEMA_VERSION})",
+        )
+    _check_numbers(path, manifest)
+    return manifest
+
+
+def manifest_files(path: str | Path, manifest: RunManifest) -> tuple[list[Path], list[Path]]:
+    """(trace files, NCCL logs) the manifest lists, resolved against its folder."""
+    folder = Path(path).parent
+    return [folder / t.path for t in manifest.traces], [folder / log.path for log in manifest.nccl_logs]
+
+
+def write_manifest(path: str | Path, manifest: RunManifest) -> Path:
+    """Write `manifest` as indented JSON (keys in schema order, defaults left out); returns the path."""
+    target = Path(path)
+    if target.is_dir():
+        target = target / MANIFEST_NAME
+    target.write_bytes(msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n")
+    return target

@@ -1,0 +1,142 @@
+"""Where the map runs: each rank file parsed and summarised in its own task, only summaries coming back.
+
+- `local` (default): a process pool of `workers` processes (all CPUs by default; one worker is still a pool),
+  started with spawn (polars' thread pool does not survive a fork). Small runs (one file, or under 16 MB of
+  input) run in this process: starting workers costs more than it saves there. A summary made in this process
+  keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary does
+  not, which is what keeps the parent's memory to the summaries alone.
+- `ray`: one Ray task per rank on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
+  reads its rank from a path every node can see. Ray is an optional extra (`pip install 'traceview[ray]'`).
+
+Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows with
+collectives and steps, not events), so peak memory is one parse per worker plus the summaries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traceview.core.errors import TraceviewError, UsageError
+from traceview.model.trace import SkippedInput
+from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+
+EXECUTORS = ("local", "ray")
+PARALLEL_MIN_BYTES = 16_000_000
+"""Below this much input the local executor works in this process (each worker imports polars afresh)."""
+
+Progress = Callable[[int, int, int], None]
+"""progress(ranks done, ranks in all, bytes of the files done)."""
+
+
+@dataclass(frozen=True)
+class MapTask:
+    """One rank file to summarise, with what the map needs to know of the run."""
+
+    path: str
+    comm_patterns: tuple[str, ...] = ()
+    ranks_in_run: int = 1
+    limits: ParseLimits = DEFAULT_LIMITS
+    compute_patterns: tuple[str, ...] = ()
+
+
+def summarize_file(task: MapTask) -> Any:
+    """Parse one rank file and summarise it (`RankSummary`), or say why it could not be read
+    (`SkippedInput`). Runs in a worker: module-level, its argument and result picklable."""
+    from traceview.events.kernel_names import user_patterns
+    from traceview.load.inputs import release_free_heap
+    from traceview.map.rank_summary import summarize
+    from traceview.parsers import kineto
+
+    try:
+        summary = summarize(
+            kineto.parse(task.path, task.limits).validate(),
+            user_patterns(task.comm_patterns, task.compute_patterns),
+            task.ranks_in_run,
+        )
+    except TraceviewError as exc:
+        return SkippedInput(task.path, str(exc))
+    except Exception as exc:  # a defect met on one rank must not lose the others: skipped, and said so
+        reason = f"internal error while reading it ({type(exc).__name__}: {exc}); please report"
+        return SkippedInput(task.path, reason)
+    finally:
+        release_free_heap()  # the parse's freed pages back to the system before the next rank
+    return summary
+
+
+def map_ranks(
+    files: Sequence[Path],
+    comm_patterns: Sequence[str] = (),
+    workers: int | None = None,
+    executor: str = "local",
+    progress: Progress | None = None,
+    ray_address: str | None = None,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    limits: ParseLimits = DEFAULT_LIMITS,
+    compute_patterns: Sequence[str] = (),
+) -> list[Any]:
+    """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`. The local executor works in
+    this process for one file or under `parallel_min_bytes` of input."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}: give at least 1 worker")
+    tasks = [
+        MapTask(str(f), tuple(comm_patterns), len(files), limits, tuple(compute_patterns)) for f in files
+    ]
+    sizes = [_size(f) for f in files]
+    results = (
+        _ray(tasks, ray_address) if executor == "ray" else _local(tasks, sizes, workers, parallel_min_bytes)
+    )
+    return list(_reported(results, sizes, progress))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress | None) -> Iterable[Any]:
+    done_bytes = 0
+    for index, result in enumerate(results):
+        done_bytes += sizes[index]
+        if progress is not None:
+            progress(index + 1, len(sizes), done_bytes)
+        yield result
+
+
+def _local(
+    tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None, parallel_min_bytes: int
+) -> Iterable[Any]:
+    if len(tasks) == 1 or sum(sizes) < parallel_min_bytes:
+        return map(summarize_file, tasks)
+    return _pooled(tasks, min(len(tasks), workers or os.cpu_count() or 1))
+
+
+def _pooled(tasks: Sequence[MapTask], count: int) -> Iterable[Any]:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+        yield from pool.map(summarize_file, tasks)
+
+
+def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
+    try:
+        ray: Any = importlib.import_module("ray")
+    except ImportError as exc:
+        raise UsageError("--executor ray needs Ray: pip install 'traceview[ray]'") from exc
+    if not ray.is_initialized():
+        ray.init(
+            address=address or os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False
+        )
+    remote = ray.remote(summarize_file)
+    pending = [remote.remote(task) for task in tasks]
+    for reference in pending:  # in order: the summaries of finished tasks wait in Ray's object store
+        yield ray.get(reference)

@@ -1,0 +1,184 @@
+"""The map of the pipeline: one rank's parsed trace in, a compact `RankSummary` out, the trace then freed.
+
+A summary holds every per-rank result the cross-rank reduce (`traceview.reduce.reduce`) needs, and nothing whose size
+grows with the trace's events: the per-step time budget, the communication kernels linked to their calls, the
+step windows, one launch mark per communication kernel (the end of the compute before it, for launch gaps),
+the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration sketch of each kernel
+class (for comparisons), and a compact host-side trace (step marks, the
+FLOPs of each step, the first shape-bearing operator of each step) on which the model's inputs are read.
+Times are on the rank's own time base; `shifted` moves a summary onto the run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from traceview.bubbles.gaps import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.collectives.calls import launches
+from traceview.collectives.kernels import comm_kernels
+from traceview.collectives.tables import suspected_comm_kernels
+from traceview.compare.distributions import rank_class_parts
+from traceview.events.kernel_names import KernelPattern
+from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
+from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
+from traceview.steps.windows import StepChoice, choose_steps
+from traceview.timeline.step_view import rank_segments
+
+STEP_MARK = r"^ProfilerStep#\d+$"
+FLOPS_MARK = "traceview::step_flops"
+"""Name of the synthetic host op that carries the FLOPs of one CPU step in a compact trace."""
+
+TIME_COLUMNS: dict[str, tuple[str, ...]] = {
+    "windows": ("window_start_us", "window_end_us"),
+    "per_step": ("window_start_us", "window_end_us"),
+    "kernels": ("start_us", "end_us", "call_start_us", "call_end_us", "launch_us"),
+    "launch_marks": ("end_us",),
+    "top_gaps": ("start_us", "end_us", "next_launch_us"),
+    "segments": ("start_us", "end_us"),
+}
+"""The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded)."""
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """What the reduce needs of one rank (module docstring). `trace` is the compact trace: metadata, steps and
+    the few host rows the model's inputs read; no device events."""
+
+    trace: RankTrace
+    windows: pl.DataFrame
+    per_step: pl.DataFrame
+    kernels: pl.DataFrame
+    launch_marks: pl.DataFrame
+    gap_steps: pl.DataFrame
+    gap_causes: pl.DataFrame
+    top_gaps: pl.DataFrame
+    segments: pl.DataFrame
+    segment_counts: pl.DataFrame
+    kernel_classes: pl.DataFrame
+    class_sketches: pl.DataFrame
+    suspects: pl.DataFrame
+    step_choice: StepChoice
+
+    @property
+    def rank(self) -> int:
+        """The rank summarised."""
+        return self.trace.rank
+
+    def shifted(self, delta_us: float) -> RankSummary:
+        """The same summary with every time moved by `delta_us` (onto the run's time base)."""
+        if delta_us == 0:
+            return self
+        moved = {
+            name: getattr(self, name).with_columns(pl.col(c) + delta_us for c in columns)
+            for name, columns in TIME_COLUMNS.items()
+        }
+        return replace(self, trace=self.trace.shifted(delta_us), **moved)
+
+
+def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per communication kernel: the end of the rank's last compute kernel that ended at or before its start,
+    as a compute row (`rank`, `event_class`, `end_us`). An as-of join over these marks gives every launch gap
+    that one over all compute kernels gives (the latest compute end before a time only grows with the time)."""
+    compute = (
+        events.filter(pl.col("event_class") == "compute")
+        .select("rank", pl.col("end_us").alias("_end"))
+        .sort("_end")
+    )
+    starts = kernels.filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
+    marks = starts.join_asof(compute, left_on="start_us", right_on="_end", by="rank", check_sortedness=False)
+    return (
+        marks.drop_nulls("_end")
+        .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
+        .unique()
+        .sort("end_us")
+    )
+
+
+def _step_of(ops: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
+    """`ops` with the CPU step (`step`, -1 without steps) whose mark contains their start; others dropped."""
+    if marks.height == 0:
+        return ops.with_columns(pl.lit(-1, dtype=pl.Int64).alias("step"))
+    steps = marks.select(
+        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
+        pl.col("start_us").alias("_step_start"),
+        pl.col("end_us").alias("_step_end"),
+    ).sort("_step_start")
+    placed = ops.sort("start_us").join_asof(
+        steps, left_on="start_us", right_on="_step_start", check_sortedness=False
+    )
+    inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_step_end"))
+    return placed.filter(inside).drop("_step_start", "_step_end")
+
+
+def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
+    """The host rows the model's inputs read: step marks, one FLOPs row per step (the sum of its operators'
+    `flops`, at the step's first such operator), and the first operator of each step matching each batch rule."""
+    marks = cpu.filter(pl.col("name").str.contains(STEP_MARK))
+    flops = _step_of(cpu.filter(pl.col("flops").is_not_null() & (pl.col("flops") > 0)), marks)
+    flop_rows = flops.group_by("step").agg(
+        pl.col("start_us").min(), pl.col("start_us").min().alias("end_us"), pl.col("flops").sum()
+    )
+    flop_rows = flop_rows.select(
+        pl.lit("op").alias("kind"), pl.lit(FLOPS_MARK).alias("name"), "start_us", "end_us", "flops"
+    )
+    shaped = [
+        _step_of(cpu.filter(pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()), marks)
+        .sort("start_us")
+        .group_by("step", maintain_order=True)
+        .first()
+        .drop("step")
+        for pattern, _, _ in BATCH_SHAPE_RULES
+    ]
+    schema = dict(CPU_SCHEMA)
+    parts = [marks, *shaped, flop_rows]
+    frames = [
+        part.with_columns(pl.lit(None, t).alias(c) for c, t in schema.items() if c not in part.columns)
+        for part in parts
+    ]
+    return pl.concat([f.select(list(schema)).cast(schema) for f in frames]).sort("start_us")  # type: ignore[arg-type]
+
+
+def compact_trace(trace: RankTrace) -> RankTrace:
+    """The trace without its device events and with only the host rows of `_compact_cpu`."""
+    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=_compact_cpu(trace.cpu))
+
+
+def summarize(
+    trace: RankTrace, comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
+) -> RankSummary:
+    """The map: every per-rank result of `trace` (on its own time base); the trace itself is not kept.
+    `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`)."""
+    one = Run(ranks=(trace,))
+    events = classified_events(one, comm_patterns)
+    choice = choose_steps(trace)
+    windows = all_step_windows(one, (choice,))
+    kernels = comm_kernels(one, events)
+    gaps = idle_gaps(events, windows, launches(one))
+    segments, counts = rank_segments(events, windows, ranks_in_run)
+    kernel_classes, class_sketches = rank_class_parts(events, windows)
+    return RankSummary(
+        trace=compact_trace(trace),
+        windows=windows,
+        per_step=time_budget(events, windows).per_step,
+        kernels=kernels,
+        launch_marks=_launch_marks(events, kernels) if events.height else _empty_marks(),
+        gap_steps=gap_steps(gaps, windows),
+        gap_causes=gap_totals(gaps),
+        top_gaps=gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
+        .sort(["dur_us", "start_us"], descending=[True, False])
+        .head(LARGEST_GAPS),
+        segments=segments,
+        segment_counts=counts,
+        kernel_classes=kernel_classes,
+        class_sketches=class_sketches,
+        suspects=suspected_comm_kernels(events),
+        step_choice=choice,
+    )
+
+
+def _empty_marks() -> pl.DataFrame:
+    return pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})

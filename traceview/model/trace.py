@@ -1,0 +1,248 @@
+"""The trace model: frozen dataclasses holding polars frames, one `RankTrace` per rank and a `Run` of ranks.
+
+Times are microseconds (float64) in the trace's own time base, exactly as Kineto writes them: when the document
+has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.base_time_ns` keeps it. `Run.aligned_ranks`
+puts every rank on one base. Integer-microsecond timestamps up to 2**53 are exact in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import polars as pl
+
+from traceview.core.errors import ParseWarning, RunError, TraceviewError
+
+COMM_ARG_SCHEMA: Mapping[str, pl.DataType] = {
+    "collective_name": pl.Utf8(),
+    "in_nelems": pl.Int64(),
+    "out_nelems": pl.Int64(),
+    "dtype": pl.Utf8(),
+    "group_size": pl.Int64(),
+    "pg_name": pl.Utf8(),
+    "pg_desc": pl.Utf8(),
+    "pg_ranks": pl.Utf8(),
+    "seq": pl.Int64(),
+    "in_split": pl.Utf8(),
+    "out_split": pl.Utf8(),
+}
+"""Collective-call arguments (SPEC section 3) as recorded on `record_param_comms` and, in newer traces, on the
+communication kernel itself. `pg_name` also holds the older `Process Group ID`."""
+
+GPU_SCHEMA: Mapping[str, pl.DataType] = {
+    "kind": pl.Utf8(),  # kernel | memcpy | memset
+    "name": pl.Utf8(),
+    "start_us": pl.Float64(),
+    "end_us": pl.Float64(),
+    "device": pl.Int64(),
+    "stream": pl.Int64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    **COMM_ARG_SCHEMA,
+}
+"""Device activity: kernels and memory operations (SPEC section 2), one row each."""
+
+CPU_SCHEMA: Mapping[str, pl.DataType] = {
+    "kind": pl.Utf8(),  # op | annotation | runtime
+    "name": pl.Utf8(),
+    "start_us": pl.Float64(),
+    "end_us": pl.Float64(),
+    "pid": pl.Utf8(),
+    "tid": pl.Utf8(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "flops": pl.Float64(),
+    "input_dims": pl.Utf8(),
+    "input_types": pl.Utf8(),
+    **COMM_ARG_SCHEMA,
+}
+"""Host events: operators, user annotations and runtime calls (launches carry `correlation`)."""
+
+STEP_SCHEMA: Mapping[str, pl.DataType] = {
+    "step": pl.Int64(),
+    "start_us": pl.Float64(),
+    "end_us": pl.Float64(),
+    "source": pl.Utf8(),  # gpu | cpu
+}
+"""`ProfilerStep#N` windows as written in the trace, every candidate: the GPU-side annotations (`source` gpu)
+and the host ones (`source` cpu). `traceview.steps.windows.choose_steps` picks one set per rank by evidence."""
+
+
+@dataclass(frozen=True)
+class ProcessGroupConfig:
+    """One entry of `distributedInfo.pg_config`: a process group as PyTorch created it."""
+
+    name: str
+    description: str
+    size: int
+    ranks: tuple[int, ...]
+    backend: str = ""
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What a trace says about itself: who wrote it, on what, and how its clock reads."""
+
+    rank: int
+    rank_source: str  # distributedInfo | file name | assumed
+    world_size: int | None = None
+    backend: str = ""
+    hostname: str = ""
+    nccl_version: str = ""
+    pytorch_version: str = ""
+    devices: tuple[str, ...] = ()
+    base_time_ns: int = 0
+    process_groups: tuple[ProcessGroupConfig, ...] = ()
+    events_total: int = 0
+
+
+def empty_frame(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """An empty frame with exactly `schema`."""
+    return pl.DataFrame(schema=dict(schema))
+
+
+def _check_schema(frame: pl.DataFrame, schema: Mapping[str, pl.DataType], what: str) -> None:
+    missing = [name for name in schema if name not in frame.columns]
+    if missing:
+        raise TraceviewError(f"{what}: missing columns {missing}")
+    wrong = [n for n, dtype in schema.items() if frame.schema[n] != dtype]
+    if wrong:
+        raise TraceviewError(f"{what}: wrong column types for {wrong}")
+
+
+def _check_intervals(frame: pl.DataFrame, what: str) -> None:
+    if frame.height == 0:
+        return
+    bad = frame.filter(pl.col("end_us") < pl.col("start_us")).height
+    if bad:
+        raise TraceviewError(f"{what}: {bad} events end before they start")
+    if frame.select(pl.col("start_us").is_null().any()).item():
+        raise TraceviewError(f"{what}: events without a start time")
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """Everything one rank's trace holds that the analyses use."""
+
+    path: str
+    meta: TraceMeta
+    gpu: pl.DataFrame
+    cpu: pl.DataFrame
+    steps: pl.DataFrame
+    step_source: str  # gpu | cpu | none: the candidates present, GPU first (traceview.steps.windows chooses)
+    warnings: tuple[ParseWarning, ...] = ()
+    truncated_at_byte: int | None = None
+
+    @property
+    def rank(self) -> int:
+        """The global rank this trace was recorded on."""
+        return self.meta.rank
+
+    def validate(self) -> RankTrace:
+        """Check schemas and interval sanity; returns self so it chains. Raises `TraceviewError`."""
+        where = f"{self.path} (rank {self.rank})"
+        _check_schema(self.gpu, GPU_SCHEMA, f"{where} gpu")
+        _check_schema(self.cpu, CPU_SCHEMA, f"{where} cpu")
+        _check_schema(self.steps, STEP_SCHEMA, f"{where} steps")
+        for frame, what in ((self.gpu, "gpu"), (self.cpu, "cpu"), (self.steps, "steps")):
+            _check_intervals(frame, f"{where} {what}")
+        if self.step_source not in ("gpu", "cpu", "none"):
+            raise TraceviewError(f"{where}: unknown step source {self.step_source!r}")
+        return self
+
+    def shifted(self, delta_us: float) -> RankTrace:
+        """The same trace with every time moved by `delta_us` (used to put ranks on one time base)."""
+        if delta_us == 0:
+            return self
+        move = [pl.col("start_us") + delta_us, pl.col("end_us") + delta_us]
+        return replace(
+            self,
+            gpu=self.gpu.with_columns(move),
+            cpu=self.cpu.with_columns(move),
+            steps=self.steps.with_columns(move),
+        )
+
+
+@dataclass(frozen=True)
+class SkippedInput:
+    """An input file that could not be used, and why (the run goes on without it)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """The ranks of one job, in rank order, plus what was skipped on the way in."""
+
+    ranks: tuple[RankTrace, ...]
+    skipped: tuple[SkippedInput, ...] = ()
+    source: str = ""
+    extra_warnings: tuple[ParseWarning, ...] = field(default=())
+
+    def __iter__(self) -> Iterator[RankTrace]:
+        return iter(self.ranks)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def rank_ids(self) -> list[int]:
+        """Global rank numbers present in the run."""
+        return [trace.rank for trace in self.ranks]
+
+    @property
+    def warnings(self) -> list[ParseWarning]:
+        """Every parse warning of every rank, then the run's own."""
+        return [w for trace in self.ranks for w in trace.warnings] + list(self.extra_warnings)
+
+    def validate(self) -> Run:
+        """Validate every rank and check that no two files claim the same rank."""
+        seen: dict[int, str] = {}
+        for trace in self.ranks:
+            trace.validate()
+            if trace.rank in seen:
+                raise RunError(f"{trace.path}: rank {trace.rank} is also claimed by {seen[trace.rank]}")
+            seen[trace.rank] = trace.path
+        return self
+
+    def aligned_ranks(self) -> tuple[RankTrace, ...]:
+        """Ranks moved onto one time base: the smallest `baseTimeNanoseconds` among them."""
+        if not self.ranks:
+            return ()
+        base = min(trace.meta.base_time_ns for trace in self.ranks)
+        return tuple(trace.shifted((trace.meta.base_time_ns - base) / 1000.0) for trace in self.ranks)
+
+
+def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), source: str = "") -> Run:
+    """Assemble and validate a run: ranks sorted; of several files, one without a rank is skipped, of two files
+    claiming one rank the first (by path) kept and the other skipped with both named, and traces of another job
+    set apart (`traceview.load.one_job`), each skipped with its reason."""
+    from traceview.load.one_job import one_job  # it reads the model's classes
+
+    ordered = sorted(traces, key=lambda trace: (trace.rank, trace.path))
+    assumed = [trace for trace in ordered if trace.meta.rank_source == "assumed"]
+    if len(ordered) > 1 and len(assumed) == len(ordered):
+        raise RunError(
+            f"{assumed[0].path}: no rank in distributedInfo or in the file name, and the run has "
+            f"{len(ordered)} files (name files rank<N>.json or pass one file)"
+        )
+    unranked = [
+        SkippedInput(trace.path, "no rank in distributedInfo or in the file name (name it rank<N>.json)")
+        for trace in assumed
+        if len(ordered) > 1
+    ]
+    ranked = [trace for trace in ordered if len(ordered) == 1 or trace.meta.rank_source != "assumed"]
+    job, apart, warnings = one_job(ranked, source)
+    kept: dict[int, RankTrace] = {}
+    claimed: list[SkippedInput] = []
+    for trace in job:
+        first = kept.setdefault(trace.rank, trace)
+        if first is not trace:
+            reason = f"rank {trace.rank} is also claimed by {first.path}; that file was kept"
+            claimed.append(SkippedInput(trace.path, reason))
+    every_skipped = (*skipped, *unranked, *apart, *claimed)
+    return Run(
+        ranks=tuple(kept.values()), skipped=every_skipped, source=source, extra_warnings=tuple(warnings)
+    ).validate()

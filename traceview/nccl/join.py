@@ -1,0 +1,399 @@
+"""NCCL_DEBUG logs joined to a run's traces (docs/metrics.md, "NCCL log").
+
+Several logs (one per host, per process or one for the job) are read together: a process is `host:pid`
+(`log<i>:pid` where the poster stripped the host), a rank is one GPU of a process (`host:pid[cudaDev]`), a
+communicator across processes is its `commId` (NCCL 2.16+), else `nranks=N #k`, the k-th communicator of N
+ranks each GPU's process created (`ambiguous` when two of its processes claim one rank: several communicators
+lumped, so its rank set is not used). A GPU's global rank is its rank in the largest communicator (the world), trusted only when that is at least as large as every process
+group of the traces. Each communicator is matched to one process group of the traces, the first method that
+decides winning (`METHODS`): PyTorch's `ProcessGroupNCCL created ncclComm_ 0x...` line naming the group; the
+rank set and size (the communicator's global ranks inside the group's ranks, nranks = group size, exactly one
+such group); the call sequence (the share of the group's (collective, S) signatures that the communicator's
+COLL lines also show, at least `MIN_SEQUENCE_SHARE`, one best group; read from the COLL lines each log kept
+as rows, its first `traceview.parsers.nccl_log.MAX_CALL_ROWS`: a communicator's first calls are the ones that
+identify it, and the call table counts every line). A group whose communicators run over a
+transport of `LINK_OVERRIDES` gets that hardware link's B for the prediction, with provenance "nccl log", and
+every degraded transport is a verdict flag.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import polars as pl
+
+from traceview.collectives.tables import CollectiveAnalysis
+from traceview.model.trace import Run
+from traceview.nccl.foreign import TraceFacts, log_notes, split_foreign
+from traceview.nccl.join_tables import (
+    algorithm_mix,
+    call_summary,
+    call_table,
+    communicator_table,
+    degraded_table,
+    members_frame,
+    merged_settings,
+    stacked,
+    topology,
+    warning_table,
+    with_socket_network,
+)
+from traceview.nccl.log import NcclLog
+from traceview.prediction.hardware import LinkSpec, link
+from traceview.verdict.headline import Verdict
+
+PROVENANCE = "nccl log"
+METHODS = ("ProcessGroupNCCL line", "rank set and size", "call sequence")
+MIN_SEQUENCE_SHARE = 0.5
+"""Least share of a group's (collective, S) signatures a communicator's COLL lines must show to match it."""
+LINK_OVERRIDES: tuple[tuple[str, str, str], ...] = (("uses_socket", "NET/Socket", "tcp_socket"),)
+"""(group flag column, what it means, hardware-table link whose B replaces the table's for a group flagged so).
+`uses_socket`: a `via NET/Socket` connection, or the log's socket network across nodes
+(`traceview.nccl.join_tables.with_socket_network`)."""
+
+
+@dataclass(frozen=True)
+class LinkOverride:
+    """The link a process group's traffic really takes, read from the NCCL log: B for the prediction."""
+
+    group: str
+    group_size: int
+    link: LinkSpec
+    reason: str
+    provenance: str = PROVENANCE
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """B of the alpha-beta model on this link (one direction, per GPU)."""
+        return self.link.bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True)
+class NcclJoin:
+    """NCCL logs read together and joined to the traces; renderers read it and never compute.
+
+    `members`: one row per (process, communicator): comm_key, process, host, pid, comm, comm_id, nranks,
+    comm_rank, global_rank, cuda_dev, bus_id, n_nodes. `communicators`: one row per comm_key (nranks, pointers,
+    global ranks, hosts, GPUs, nodes, transports, degraded reason, ring/tree channels, algo/proto choices, the
+    group matched and how). `groups`: per traced process group its communicators, nodes, hosts, transports,
+    degraded reason and the B override (link, bandwidth_Bps, bandwidth_source; null: the hardware table's). `calls`: COLL lines per (comm_key, op, dtype). `algorithms`: TUNING
+    choices per (op, message size, algo, proto). `topology`: per host its processes and GPUs. `foreign`: (path,
+    reasons) of the logs set apart as another job's (`traceview.nccl.foreign`); `paths` are the logs joined.
+    """
+
+    paths: tuple[str, ...]
+    versions: tuple[str, ...]
+    settings: Mapping[str, str]
+    skipped: tuple[tuple[str, str], ...]
+    members: pl.DataFrame
+    communicators: pl.DataFrame
+    groups: pl.DataFrame
+    calls: pl.DataFrame
+    algorithms: pl.DataFrame
+    topology: pl.DataFrame
+    warnings: pl.DataFrame
+    degraded: pl.DataFrame
+    hosts_by_rank: Mapping[int, str]
+    link_overrides: tuple[LinkOverride, ...]
+    verdict_flags: tuple[str, ...]
+    notes: tuple[str, ...] = field(default=())
+    foreign: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def spans_nodes(self) -> dict[str, bool]:
+        """Process group -> whether its communicators span nodes (nodes > 1), for the groups the logs show."""
+        known = self.groups.filter(pl.col("nodes").is_not_null())
+        return dict(zip(known["group"].to_list(), (known["nodes"] > 1).to_list(), strict=True))
+
+    @property
+    def ranks_per_node(self) -> int | None:
+        """The most common number of ranks per host in `hosts_by_rank` (None without hosts)."""
+        counts = Counter(Counter(self.hosts_by_rank.values()).values())
+        return max(counts, key=lambda k: (counts[k], -k)) if counts else None
+
+    @property
+    def link_override(self) -> LinkOverride | None:
+        """The override of the largest group that has one (the data-parallel closed form's B), else None."""
+        ranked = sorted(self.link_overrides, key=lambda o: (-o.group_size, o.bandwidth_bytes_per_s))
+        return ranked[0] if ranked else None
+
+
+def trace_groups(collectives: CollectiveAnalysis | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(groups, signatures): per process group its name, size and ranks; its distinct (collective, S)."""
+    schema = pl.Schema(
+        {
+            "group": pl.Utf8(),
+            "pg_name": pl.Utf8(),
+            "pg_desc": pl.Utf8(),
+            "size": pl.Int64(),
+            "ranks": pl.List(pl.Int64()),
+        }
+    )
+    sig_schema = pl.Schema({"group": pl.Utf8, "collective": pl.Utf8, "size_bytes": pl.Int64})
+    if collectives is None:
+        return pl.DataFrame(schema=schema), pl.DataFrame(schema=sig_schema)
+    listed = pl.col("pg_ranks").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64))
+    seen = pl.col("ranks_seen").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64))
+    groups = collectives.per_process_group.select(
+        group=pl.col("pg_key"), pg_name=pl.col("pg_name"), pg_desc=pl.col("pg_desc"),
+        size=pl.coalesce("group_size", listed.list.len().cast(pl.Int64)),
+        ranks=pl.when(pl.col("pg_ranks").is_not_null()).then(listed)
+        .when(seen.list.len() == pl.col("group_size")).then(seen),
+    )  # fmt: skip
+    kernels = collectives.kernels.filter(
+        pl.col("first_in_call") & pl.col("collective").is_not_null() & pl.col("size_bytes").is_not_null()
+    )
+    signatures = kernels.select(group=pl.col("pg_key"), collective="collective", size_bytes="size_bytes")
+    return groups.cast(schema), signatures.unique().cast(sig_schema)
+
+
+def _sequence_shares(calls: pl.DataFrame, signatures: pl.DataFrame) -> pl.DataFrame:
+    """Per (comm_key, group): share of the group's distinct signatures the communicator's COLL lines show."""
+    logged = calls.select("comm_key", "collective", "size_bytes").unique()
+    totals = signatures.group_by("group").agg(total=pl.len())
+    shared = (
+        signatures.join(logged, on=["collective", "size_bytes"])
+        .group_by("comm_key", "group")
+        .agg(shared=pl.len())
+    )
+    return shared.join(totals, on="group").select(
+        "comm_key", "group", share=pl.col("shared") / pl.col("total")
+    )
+
+
+def _pg_line_matches(logs: Sequence[NcclLog], members: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+    """comm_key -> group from `ProcessGroupNCCL created ncclComm_ 0x...` lines (pointer, and pid when given)."""
+    lines = stacked(logs, "pg_comms").filter(pl.col("pg").is_not_null()).select("comm", "pg", line_pid="pid")
+    found = members.join(lines, on="comm").filter(
+        pl.col("line_pid").is_null() | (pl.col("line_pid") == pl.col("pid"))
+    )
+    named = found.join(groups.select("group", "pg_name"), left_on="pg", right_on="pg_name")
+    named = named.select("comm_key", "group").unique(maintain_order=True)
+    return named.filter(pl.len().over("comm_key") == 1).with_columns(
+        method=pl.lit(METHODS[0]), share=pl.lit(None, pl.Float64)
+    )
+
+
+def match_groups(comms: pl.DataFrame, groups: pl.DataFrame, shares: pl.DataFrame) -> pl.DataFrame:
+    """comm_key -> group by rank set and size, else by call sequence (module doc): comm_key, group, method,
+    share."""
+    pairs = comms.select("comm_key", "nranks", "global_ranks").join(groups, how="cross")
+    inside = pl.col("global_ranks").list.set_difference(pl.col("ranks")).list.len() == 0
+    pairs = pairs.filter(pl.col("nranks") == pl.col("size")).with_columns(
+        by_ranks=(pl.col("global_ranks").list.len() > 0) & pl.col("ranks").is_not_null() & inside
+    )
+    pairs = pairs.with_columns(rank_hits=pl.col("by_ranks").sum().over("comm_key"))
+    candidates = pairs.filter(pl.col("by_ranks") | (pl.col("rank_hits") == 0)).join(
+        shares, on=["comm_key", "group"], how="left"
+    )
+    candidates = candidates.with_columns(
+        pl.col("share").fill_null(0.0), count=pl.len().over("comm_key")
+    ).with_columns(best=pl.col("share").max().over("comm_key"))
+    ties = ((pl.col("share") == pl.col("best")).sum().over("comm_key")) == 1
+    by_ranks = candidates.filter(pl.col("by_ranks") & (pl.col("count") == 1)).with_columns(
+        method=pl.lit(METHODS[1])
+    )
+    by_sequence = candidates.filter(
+        ((pl.col("count") > 1) | ~pl.col("by_ranks")) & (pl.col("share") == pl.col("best"))
+        & (pl.col("share") >= MIN_SEQUENCE_SHARE) & ties
+    ).with_columns(method=pl.lit(METHODS[2]))  # fmt: skip
+    return pl.concat([by_ranks, by_sequence]).select("comm_key", "group", "method", "share")
+
+
+def group_table(
+    groups: pl.DataFrame, comms: pl.DataFrame, hosts: Mapping[int, str], socket_evidence: str | None = None
+) -> pl.DataFrame:
+    """Per process group: communicators, method, nodes, hosts, transports, degraded reason (comms matched).
+
+    A group no communicator was matched to, spanning nodes, uses sockets when every log names the socket
+    network (`socket_evidence`: the lines that say so, `socket_evidence`; None: not every log does)."""
+    matched = (
+        comms.filter(pl.col("group").is_not_null())
+        .group_by("group")
+        .agg(
+            comm_keys=pl.col("comm_key").sort(),
+            method=pl.col("method").first(),
+            nodes=pl.col("nodes").max(),
+            transports=pl.col("transports")
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .unique()
+            .sort(),
+            degraded=pl.col("degraded").any(),
+            degraded_reason=pl.col("degraded_reason").drop_nulls().first(),
+            uses_socket=pl.col("uses_socket").any(),
+        )
+    )
+    rank_host = pl.DataFrame(
+        {"rank": list(hosts), "host": list(hosts.values())}, schema={"rank": pl.Int64, "host": pl.Utf8}
+    )
+    spans = groups.select("group", rank=pl.col("ranks")).explode("rank").join(rank_host, on="rank")
+    spanned = spans.group_by("group").agg(hosts=pl.col("host").unique().sort())
+    table = groups.join(matched, on="group", how="left").join(spanned, on="group", how="left")
+    table = table.with_columns(
+        pl.col("degraded").fill_null(value=False),
+        nodes=pl.coalesce(pl.col("nodes"), pl.col("hosts").list.len().cast(pl.Int64)),
+    )
+    unmatched = pl.col("comm_keys").is_null()
+    by_log = with_socket_network(
+        table.filter(unmatched).with_columns(
+            networks=pl.lit(["Socket"] if socket_evidence else [], pl.List(pl.Utf8)),
+            network_evidence=pl.lit(socket_evidence, pl.Utf8),
+        )
+    ).drop("networks", "network_evidence")
+    return pl.concat([table.filter(~unmatched), by_log], how="diagonal_relaxed").sort("group")
+
+
+def link_overrides(groups: pl.DataFrame) -> tuple[LinkOverride, ...]:
+    """A `LinkOverride` for every group whose communicators use a transport of `LINK_OVERRIDES`."""
+    found: list[LinkOverride] = []
+    for column, kind, key in LINK_OVERRIDES:
+        using = groups.filter(pl.col(column).fill_null(value=False))
+        found += [
+            LinkOverride(row["group"], row["size"], link(key), row["degraded_reason"] or kind)
+            for row in using.iter_rows(named=True)  # one per group: a handful, not per event
+        ]
+    return tuple(found)
+
+
+def _override_frame(overrides: Sequence[LinkOverride]) -> pl.DataFrame:
+    """group, link (hardware-table key), bandwidth_Bps and bandwidth_source of every override."""
+    return pl.DataFrame(
+        [(o.group, o.link.key, o.bandwidth_bytes_per_s, o.provenance) for o in overrides],
+        schema={"group": pl.Utf8, "link": pl.Utf8, "bandwidth_Bps": pl.Float64, "bandwidth_source": pl.Utf8},
+        orient="row",
+    )
+
+
+def _flags(
+    comms: pl.DataFrame, groups: pl.DataFrame, degraded: pl.DataFrame, overrides: Sequence[LinkOverride]
+) -> tuple[str, ...]:
+    """One verdict flag per degraded group (with the B used), per degraded unmatched communicator, and per
+    reason of degraded connections whose communicator the logs do not show."""
+    by_group = {o.group: o for o in overrides}
+    merged: dict[tuple[str, str], list[str]] = {}
+    for group, reason in groups.filter(pl.col("degraded")).select("group", "degraded_reason").iter_rows():
+        override = by_group.get(group)
+        b_text = (
+            f"; the prediction's B for them is {override.bandwidth_bytes_per_s / 1e9:.2f} GB/s "
+            f"(hardware table row {override.link.key}, provenance: {PROVENANCE})"
+            if override
+            else ""
+        )
+        merged.setdefault((reason, b_text), []).append(group)
+    flags = [
+        f"NCCL log: process group(s) {', '.join(names)} use {reason}{b_text}."
+        for (reason, b_text), names in merged.items()
+    ]
+    for row in comms.filter(pl.col("degraded") & pl.col("group").is_null()).iter_rows(named=True):
+        flags.append(
+            f"NCCL log: communicator {row['comm_key']} ({row['nranks']} ranks) uses {row['degraded_reason']}."
+        )
+    orphans = (
+        degraded.filter(pl.col("comm_key").is_null())
+        .group_by("degraded_reason", maintain_order=True)
+        .agg(pl.col("connections").sum())
+    )
+    for reason, connections in orphans.iter_rows():
+        flags.append(
+            f"NCCL log: {connections} connection(s) of communicators the logs do not show use {reason}."
+        )
+    return tuple(flags)
+
+
+def _hosts(members: pl.DataFrame) -> tuple[dict[int, str], tuple[str, ...]]:
+    """Global rank -> host, and a note for every rank the logs place on two hosts (the first is kept)."""
+    pairs = members.filter(pl.col("global_rank").is_not_null() & pl.col("host").is_not_null())
+    per_rank = pairs.group_by("global_rank").agg(pl.col("host").unique().sort()).sort("global_rank")
+    hosts = dict(
+        zip(per_rank["global_rank"].to_list(), [h[0] for h in per_rank["host"].to_list()], strict=True)
+    )
+    notes = tuple(
+        f"NCCL logs place rank {rank} on several hosts ({', '.join(names)}); using {names[0]}"
+        for rank, names in per_rank.filter(pl.col("host").list.len() > 1).iter_rows()
+    )
+    return hosts, notes
+
+
+def _socket_evidence(logs: Sequence[NcclLog]) -> str | None:
+    """The lines that name the socket network, when every log names that network and only it (else None)."""
+    if not logs or any(log.network_in_use != "Socket" for log in logs):
+        return None
+    labels = {label for log in logs for label in log.networks.get_column("evidence").to_list()}
+    return " / ".join(sorted(labels))
+
+
+def join_nccl(
+    collectives: CollectiveAnalysis | None,
+    logs: Sequence[NcclLog],
+    skipped: Sequence[tuple[str, str]] = (),
+    run: Run | None = None,
+) -> NcclJoin:
+    """Read `logs` together and join them to the run's process groups (`collectives`, None: logs only).
+
+    With the traces (`collectives`), a log another job wrote (`traceview.nccl.foreign`, checked against
+    `run`'s metadata and the traced groups) is set apart with a note, not joined."""
+    groups, signatures = trace_groups(collectives)
+    traces = None
+    if collectives is not None:
+        traces = TraceFacts.of_run(run, groups.get_column("size").drop_nulls().to_list())
+    logs, foreign = split_foreign(logs, traces)
+    sizes = groups.get_column("size").drop_nulls()
+    members = members_frame(logs, int(sizes.max()) if sizes.len() else None)  # type: ignore[arg-type]
+    calls = call_table(logs, members)
+    comms = communicator_table(logs, members)
+    found = pl.concat([
+        _pg_line_matches(logs, members, groups),
+        match_groups(comms, groups, _sequence_shares(calls, signatures)),
+    ]).unique("comm_key", keep="first", maintain_order=True)  # fmt: skip
+    comms = comms.join(found, on="comm_key", how="left")
+    hosts, notes = _hosts(members)
+    notes = log_notes(logs, foreign) + notes
+    table = group_table(groups, comms, hosts, _socket_evidence(logs))
+    overrides = link_overrides(table)
+    table = table.join(_override_frame(overrides), on="group", how="left")
+    degraded = degraded_table(logs, members)
+    unmatched = comms.filter(pl.col("group").is_null()).get_column("comm_key").to_list()
+    lumped = comms.filter(pl.col("ambiguous")).get_column("comm_key").to_list()
+    if lumped:
+        notes += (f"NCCL communicators without commId that cannot be told apart: {', '.join(lumped)}",)
+    notes += tuple(
+        f"NCCL log {log.path}: call-sequence matching read its first {log.collective_rows_kept} of "
+        f"{log.collective_calls_seen} COLL lines; the call table counts them all"
+        for log in logs
+        if log.collective_rows_kept < log.collective_calls_seen
+    )
+    if collectives is not None and unmatched:
+        notes += (f"NCCL communicators matched to no process group: {', '.join(unmatched)}",)
+    return NcclJoin(
+        paths=tuple(log.path for log in logs),
+        versions=tuple(sorted({v for log in logs for v in log.versions.get_column("version").to_list()})),
+        settings=merged_settings(logs),
+        skipped=tuple(skipped),
+        members=members,
+        communicators=comms,
+        groups=table,
+        calls=call_summary(logs, members),
+        algorithms=algorithm_mix(logs),
+        topology=topology(members),
+        warnings=warning_table(logs),
+        degraded=degraded,
+        hosts_by_rank=hosts,
+        link_overrides=overrides,
+        verdict_flags=_flags(comms, table, degraded, overrides),
+        notes=notes,
+        foreign=tuple(foreign),
+    )
+
+
+def log_hosts(rank_hosts: Sequence[tuple[int, str]], nccl: NcclJoin | None) -> dict[int, str]:
+    """Rank -> host for clock alignment: the NCCL logs' hosts, overridden by hosts the user gave."""
+    return {**(dict(nccl.hosts_by_rank) if nccl else {}), **dict(rank_hosts)}
+
+
+def flag_verdict(verdict: Verdict, nccl: NcclJoin | None) -> Verdict:
+    """The verdict with the NCCL log's flags (degraded transports, B overrides) appended to its sentence."""
+    if nccl is None or not nccl.verdict_flags:
+        return verdict
+    return replace(verdict, sentence=" ".join((verdict.sentence, *nccl.verdict_flags)))

@@ -1,0 +1,344 @@
+"""Predicted gamma from the alpha-beta model against the measured one, the gap explained factor by factor
+(SPEC section 5; docs/metrics.md, "Predicted gamma").
+
+Each collective call is priced T_pred = k(n) * alpha + f(n) * S / B (`costmodel.collective_time_expr`) with
+B and alpha of the links its group spans; a step's T_comm_pred is the sum over its calls and T_comp_pred =
+FLOPs / R. Per (rank, step) and pooled over the run (sums of every (rank, step)), exactly:
+
+    gamma / gamma_pred = waiting x latency / bandwidth_eff x compute_eff x residual
+
+with D the summed durations of the step's calls (D_priced: of the priced ones; D_bw: of those the model
+calls bandwidth-bound, f S / B >= k alpha), T_bw the model's T_pred of the bandwidth-bound calls and
+T_transfer the cross-rank transfer time:
+waiting = D / T_transfer (1 when not measured); bandwidth_eff = T_bw * waiting / D_bw (achieved busbw / B,
+exactly so for alpha = 0); latency = (D_priced / D_bw) / (T_comm_pred / T_bw); compute_eff = T_comp_pred / T_comp (achieved FLOP/s / R);
+residual = T_comm / D_priced (communication kernels overlapping each other, calls the model cannot price).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.across_ranks.analysis import CrossRank
+from traceview.budget.time_budget import TimeBudget
+from traceview.model.trace import Run
+from traceview.prediction.costmodel import bus_factor_expr, collective_time_expr, latency_steps_expr
+from traceview.prediction.inputs import ModelInputs, PredictionOptions, resolve_inputs
+from traceview.prediction.trace_facts import step_calls
+from traceview.prediction.whatif import WhatIf, what_if
+
+FACTORS: tuple[tuple[str, str, int], ...] = (
+    # (column, name in the sentence, exponent in the identity)
+    ("waiting", "waiting on peers (T_comm / T_transfer)", 1),
+    ("latency", "latency of small messages", 1),
+    ("bandwidth_eff", "bandwidth efficiency (achieved busbw / B)", -1),
+    ("compute_eff", "compute efficiency (achieved FLOP/s / R)", 1),
+    ("residual", "residual (concurrent or unpriced communication)", 1),
+)
+"""The factors of gamma / gamma_pred: effect on the ratio = value ** exponent."""
+
+AGREEMENT = 1.05
+"""Below this effect (either way) no factor is called dominant: the model and the measurement agree."""
+
+SUMS = (
+    "comm_us",
+    "comp_us",
+    "d_all_us",
+    "d_priced_us",
+    "d_bw_us",
+    "t_pred_us",
+    "t_bw_us",
+    "transfer_us",
+    "comp_pred_us",
+)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The prediction of a run. `calls`: every priced call; `per_step`: per (rank, step) measured and
+    predicted figures and factors; `per_collective`: per (collective, group, n, link); `run`: pooled figures,
+    factors and headline medians; `dominant`: the factor column with the largest effect."""
+
+    inputs: ModelInputs
+    calls: pl.DataFrame
+    per_step: pl.DataFrame
+    per_collective: pl.DataFrame
+    run: dict[str, float | None]
+    waiting_measured: bool
+    dominant: str | None
+    sentence: str
+    what_if: WhatIf | None = None
+
+    @property
+    def factors(self) -> list[tuple[str, str, float | None, float | None]]:
+        """(column, name, run value, effect on gamma / gamma_pred) of every factor, in `FACTORS` order."""
+        return [
+            (column, name, self.run.get(column), _effect(self.run, column)) for column, name, _ in FACTORS
+        ]
+
+    def gate_figures(self) -> dict[str, float | None]:
+        """Figures `--fail-on` can name: `gamma_pred` and `gamma_ratio` (measured / predicted, pooled)."""
+        return {"gamma_pred": self.run.get("gamma_pred"), "gamma_ratio": self.run.get("gamma_ratio")}
+
+
+def spans_nodes(ranks_per_node: int) -> pl.Expr:
+    """Whether a call's group spans nodes: its listed ranks fall on two nodes (rank // ranks per node), else
+    (ranks unknown) its size exceeds a node."""
+    nodes = (
+        pl.col("pg_ranks")
+        .cast(pl.Utf8)
+        .str.extract_all(r"-?\d+")
+        .list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
+    )
+    listed = nodes.list.len() > 0
+    return pl.when(listed).then(nodes.list.n_unique() > 1).otherwise(pl.col("group_size") > ranks_per_node)
+
+
+def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
+    intra = getattr(inputs.intra, field) if inputs.intra else None
+    inter = getattr(inputs.inter, field) if inputs.inter else None
+    return pl.when(pl.col("spans_nodes")).then(pl.lit(inter)).otherwise(pl.lit(intra))
+
+
+def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
+    """`calls` with spans_nodes (unless present), link, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
+    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved: f S / duration). `n` overrides the group size."""
+    size = n if n is not None else pl.col("group_size")
+    frame = (
+        calls
+        if "spans_nodes" in calls.columns
+        else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
+    )
+    frame = frame.with_columns(
+        _link_value(inputs, "name").alias("link"),
+        _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
+        _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
+    )
+    frame = _group_overrides(frame, inputs)
+    collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
+    return frame.with_columns(
+        (
+            collective_time_expr(collective, size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")) * 1e6
+        ).alias("t_pred_us"),
+        (bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6).alias(
+            "t_bw_us"
+        ),
+        (latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6).alias("t_lat_us"),
+        pl.when(pl.col("dur_us") > 0)
+        .then(bus_factor_expr(collective, size) * bytes_ / (pl.col("dur_us") * 1e-6))
+        .alias("busbw_Bps"),
+    ).with_columns((pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"))
+
+
+def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:
+    """The link columns of calls of groups the NCCL log overrides (`ModelInputs.group_links`)."""
+    if not inputs.group_links:
+        return frame
+    links = dict(inputs.group_links)
+    return frame.with_columns(
+        pl.col("pg_key")
+        .replace_strict(
+            {g: getattr(found, field) for g, found in links.items()},
+            default=pl.col(column),
+            return_dtype=dtype,
+        )
+        .alias(column)
+        for field, column, dtype in (
+            ("name", "link", pl.Utf8),
+            ("bandwidth_Bps", "bandwidth_Bps", pl.Float64),
+            ("alpha_s", "alpha_s", pl.Float64),
+        )
+    )
+
+
+def _call_sums() -> list[pl.Expr]:
+    priced, bw = pl.col("t_pred_us").is_not_null(), pl.col("bw_bound").fill_null(False)
+    return [
+        pl.col("dur_us").sum().alias("d_all_us"),
+        pl.col("dur_us").filter(priced).sum().alias("d_priced_us"),
+        pl.col("dur_us").filter(bw).sum().alias("d_bw_us"),
+        pl.col("t_pred_us").sum().alias("t_pred_us"),
+        pl.col("t_pred_us").filter(bw).sum().alias("t_bw_us"),
+        pl.len().cast(pl.Int64).alias("calls"),
+        priced.sum().cast(pl.Int64).alias("priced_calls"),
+    ]
+
+
+def _ratio(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
+    return pl.when(denominator > 0).then(numerator / denominator)
+
+
+def factor_exprs(waiting_measured: bool) -> list[pl.Expr]:
+    """gamma, gamma_pred, their ratio and the factors of the identity from the summed columns of `SUMS`."""
+    waiting = _ratio(pl.col("d_all_us"), pl.col("transfer_us")) if waiting_measured else pl.lit(1.0)
+    has_bw = pl.col("d_bw_us") > 0
+    return [
+        _ratio(pl.col("comm_us"), pl.col("comp_us")).alias("gamma"),
+        _ratio(pl.col("t_pred_us"), pl.col("comp_pred_us")).alias("gamma_pred"),
+        _ratio(pl.col("t_pred_us"), pl.col("comp_us")).alias("gamma_comm_model"),
+        _ratio(pl.col("comm_us"), pl.col("t_pred_us")).alias("comm_ratio"),
+        waiting.alias("waiting"),
+        pl.when(has_bw).then(_ratio(pl.col("t_bw_us") * waiting, pl.col("d_bw_us"))).alias("bandwidth_eff"),
+        pl.when(has_bw)
+        .then(
+            _ratio(pl.col("d_priced_us"), pl.col("d_bw_us")) / _ratio(pl.col("t_pred_us"), pl.col("t_bw_us"))
+        )
+        .otherwise(_ratio(pl.col("d_priced_us"), waiting * pl.col("t_pred_us")))
+        .alias("latency"),
+        _ratio(pl.col("comp_pred_us"), pl.col("comp_us")).alias("compute_eff"),
+        _ratio(pl.col("comm_us"), pl.col("d_priced_us")).alias("residual"),
+    ]
+
+
+def _with_ratio(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(_ratio(pl.col("gamma"), pl.col("gamma_pred")).alias("gamma_ratio"))
+
+
+def per_step_table(
+    priced: pl.DataFrame, budget: TimeBudget, inputs: ModelInputs, waiting_measured: bool
+) -> pl.DataFrame:
+    """Per (rank, step): measured gamma, exposed and transfer gamma, T_comm_pred, T_comp_pred, gamma_pred and
+    the factors (every budget step, also those without calls)."""
+    keys = ["rank", "step"]
+    sums = priced.group_by(keys).agg(_call_sums())
+    steps = budget.per_step.select(
+        *keys, "comm_us", "comp_us", "exposed_gamma",
+        *[pl.col(c) if c in budget.per_step.columns else pl.lit(None, pl.Float64).alias(c) for c in ("transfer_us", "transfer_gamma")],
+    )  # fmt: skip
+    rate = inputs.sustained_flops
+    comp_pred = (pl.col("flops") / rate * 1e6) if rate else pl.lit(None, pl.Float64)
+    table = (
+        steps.join(sums, on=keys, how="left")
+        .join(inputs.flops, on=keys, how="left")
+        .with_columns(
+            pl.col("d_all_us", "d_priced_us", "d_bw_us", "t_pred_us", "t_bw_us").fill_null(0.0),
+            comp_pred.alias("comp_pred_us"),
+        )
+    )
+    return _with_ratio(table.with_columns(factor_exprs(waiting_measured))).sort(keys)
+
+
+def pooled(per_step: pl.DataFrame, waiting_measured: bool) -> dict[str, float | None]:
+    """Run figures: the factors of the pooled sums (identity exact for pooled gammas = sums' ratios) and the
+    medians over (rank, step) of measured, exposed, transfer and predicted gamma."""
+    complete = (
+        per_step.filter(pl.col("comp_pred_us").is_not_null())
+        if per_step["comp_pred_us"].is_not_null().any()
+        else per_step
+    )
+    sums = complete.select(pl.col(c).sum() for c in SUMS)
+    if per_step["comp_pred_us"].is_null().all():
+        sums = sums.with_columns(pl.lit(None, pl.Float64).alias("comp_pred_us"))
+    figures = _with_ratio(sums.with_columns(factor_exprs(waiting_measured))).row(0, named=True)
+    medians = per_step.select(
+        pl.col(c).median().alias(f"median_{c}")
+        for c in ("gamma", "exposed_gamma", "transfer_gamma", "gamma_pred", "t_pred_us", "comp_pred_us")
+    ).row(0, named=True)
+    return {k: (None if v is None else float(v)) for k, v in {**figures, **medians}.items()}
+
+
+def per_collective_table(priced: pl.DataFrame) -> pl.DataFrame:
+    """Per (collective, process group, n, link): calls, summed measured and predicted time, their ratio,
+    median S, median achieved busbw and B."""
+    keys = ["collective", "pg_key", "group_size", "link"]
+    return (
+        priced.group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("calls"),
+            pl.col("size_bytes").median().alias("median_size_bytes"),
+            pl.col("dur_us").sum().alias("measured_us"),
+            pl.col("t_pred_us").sum().alias("predicted_us"),
+            pl.col("busbw_Bps").median().alias("median_busbw_Bps"),
+            pl.col("bandwidth_Bps").first(),
+        )
+        .with_columns(_ratio(pl.col("measured_us"), pl.col("predicted_us")).alias("ratio"))
+        .sort("measured_us", descending=True)
+    )
+
+
+def dominant_factor(run: dict[str, float | None]) -> str | None:
+    """The factor whose effect on gamma / gamma_pred is largest in either direction (|log effect|)."""
+    effects = {c: run.get(c) for c, _, _ in FACTORS}
+    sized = {c: abs(math.log(v)) for c, v in effects.items() if v is not None and v > 0}
+    return max(sized, key=lambda c: sized[c]) if sized else None
+
+
+def _effect(run: dict[str, float | None], column: str) -> float | None:
+    value = run.get(column)
+    exponent = next(e for c, _, e in FACTORS if c == column)
+    return None if value is None or value <= 0 else value**exponent
+
+
+def sentence(run: dict[str, float | None], dominant: str | None, waiting_measured: bool) -> str:
+    """One sentence: measured against predicted gamma and the factor that dominates the gap."""
+    if dominant is None or run.get("t_pred_us") in (None, 0.0):
+        return "No collective could be priced by the alpha-beta model, so there is no predicted gamma."
+    names = {c: name for c, name, _ in FACTORS}
+    effect = _effect(run, dominant) or 1.0
+    if max(effect, 1 / effect) < AGREEMENT:
+        return f"Pooled over the run, the model and the measurement agree: every factor is within {AGREEMENT - 1:.0%} of 1."
+    if run.get("gamma_pred") is not None and run.get("gamma_ratio") is not None:
+        head = f"Pooled over the run, measured gamma {run['gamma']:.3g} is {run['gamma_ratio']:.3g}x the predicted {run['gamma_pred']:.3g}"
+    else:
+        head = f"Pooled over the run, measured T_comm is {run['comm_ratio']:.3g}x the predicted (no predicted T_comp: give --local-batch)"
+    unmeasured = (
+        ""
+        if waiting_measured
+        else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be waiting"
+    )
+    return (
+        f"{head}; the largest factor is {names[dominant]} = {run[dominant]:.3g} (x{effect:.3g} on the ratio)"
+        f"{_opposing(run, dominant, effect)}{unmeasured}."
+    )
+
+
+def _opposing(run: dict[str, float | None], dominant: str, effect: float) -> str:
+    """ ", while <factor> (x e) pulls the other way" for the largest factor acting against the dominant one."""
+    against = [
+        (abs(math.log(e)), c, e)
+        for c, name, _ in FACTORS
+        if c != dominant
+        and (e := _effect(run, c)) is not None
+        and max(e, 1 / e) >= AGREEMENT
+        and (e > 1) != (effect > 1)
+    ]
+    if not against:
+        return ""
+    _, column, other = max(against)
+    name = next(name for c, name, _ in FACTORS if c == column)
+    return f", while {name} = {run[column]:.3g} (x{other:.3g}) pulls the other way"
+
+
+def predict(
+    run: Run,
+    kernels: pl.DataFrame,
+    windows: pl.DataFrame,
+    budget: TimeBudget,
+    crossrank: CrossRank | None,
+    options: PredictionOptions | None = None,
+    ranks_per_host: int | None = None,
+) -> Prediction:
+    """The prediction of a run from its communication kernels (`comm_kernels`), step windows, time budget and
+    cross-rank analysis (None: waiting is not measured)."""
+    options = options or PredictionOptions()
+    calls = step_calls(kernels, windows)
+    inputs = resolve_inputs(run, calls, options, ranks_per_host)
+    priced = price(calls, inputs)
+    waiting_measured = crossrank is not None and crossrank.usable_instances > 0
+    per_step = per_step_table(priced, budget, inputs, waiting_measured)
+    figures = pooled(per_step, waiting_measured)
+    dominant = dominant_factor(figures)
+    return Prediction(
+        inputs=inputs,
+        calls=priced,
+        per_step=per_step,
+        per_collective=per_collective_table(priced),
+        run=figures,
+        waiting_measured=waiting_measured,
+        dominant=dominant,
+        sentence=sentence(figures, dominant, waiting_measured),
+        what_if=what_if(priced, per_step, inputs),
+    )

@@ -1,0 +1,308 @@
+"""What the trace says about the prediction's inputs (docs/metrics.md, "Predicted gamma"): the collective
+calls of each step, the data-parallel gradient all-reduce (P, g, K), the FLOPs recorded per step, the local batch
+from input shapes, the device name. Pure functions of frames and runs; `traceview.prediction.inputs` resolves
+them against the command line, the NCCL log, the hardware table and the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.model.trace import Run
+from traceview.prediction.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
+from traceview.steps.windows import WHOLE_TRACE
+
+SOURCES = ("trace", "nccl log", "hardware table", "command line", "default")
+"""Where an input may come from (`Assumption.source`)."""
+
+FLOATING_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+BATCH_SHAPE_RULES: tuple[tuple[str, int, str], ...] = (
+    # (operator name regex, input argument, how the batch is read from its shape)
+    (r"^aten::embedding$", 1, "all"),  # token ids [b, s]: b * s tokens
+    (r"^aten::conv[123]d$", 0, "first"),  # [b, C, H, W]: b examples
+    (r"^aten::linear$", 0, "all_but_last"),  # [b, s, h]: b * s tokens (6 P b counts tokens)
+)
+"""The first operator of a step matching a rule gives b from its input shape."""
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One input of the prediction: its value, unit and where it came from (one of `SOURCES`)."""
+
+    name: str
+    value: float | str | None
+    unit: str
+    source: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the step computes and all-reduces: P, b, the gradient group (g, K, dtype), FLOPs per (rank, step)
+    and the assumptions (P, b, g, K, FLOPs) with their provenance; `note` says what is missing."""
+
+    params: float | None
+    local_batch: float | None
+    grad_group: str | None
+    grad_bytes_per_param: int | None
+    grad_dtype: str | None
+    workers: int | None
+    flops: pl.DataFrame
+    flops_source: str | None
+    assumptions: tuple[Assumption, ...]
+    note: str
+
+
+def step_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The on-device collective calls of every step: kernels of one call collapsed (durations summed, fields
+    of its first kernel), each in the (rank, step) window that contains its start; calls outside every
+    window are left out. Columns rank, step, start_us, dur_us, kernels, collective, dtype, elem_size,
+    size_bytes, group_size, pg_key, pg_ranks."""
+    fields = ("collective", "dtype", "elem_size", "size_bytes", "group_size", "pg_key", "pg_ranks")
+    linked = pl.col("call_start_us").is_not_null()
+    call = (
+        pl.when(linked)
+        .then(pl.format("{}@{}", "call_name", "call_start_us"))
+        .otherwise(pl.format("k{}", "row"))
+    )
+    calls = (
+        kernels.filter(pl.col("on_device"))
+        .with_row_index("row")
+        .with_columns(call.alias("call"))
+        .group_by("rank", "call")
+        .agg(
+            pl.col("start_us").min(),
+            pl.col("dur_us").sum(),
+            pl.len().cast(pl.Int64).alias("kernels"),
+            *[pl.col(name).sort_by("start_us").first() for name in fields],
+        )
+    )
+    starts = windows.select(
+        pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), "window_start_us", "window_end_us"
+    ).sort("window_start_us")
+    placed = calls.sort("start_us").join_asof(
+        starts, left_on="start_us", right_on="window_start_us", by="rank", check_sortedness=False
+    )
+    return (
+        placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us")))
+        .drop("call", "window_start_us", "window_end_us")
+        .sort("rank", "step", "start_us")
+    )
+
+
+def gradient_allreduce(calls: pl.DataFrame) -> dict[str, float | str | None]:
+    """The data-parallel gradient all-reduce: the group whose floating-point AllReduce bytes are largest;
+    `params` = median over (rank, step) of its elements per step, `elem_size`, `dtype`, `workers` = n."""
+    grads = calls.filter(
+        (pl.col("collective") == "AllReduce")
+        & pl.col("dtype").is_in(FLOATING_DTYPES)
+        & pl.col("size_bytes").is_not_null()
+    )
+    if grads.height == 0:
+        return {
+            "group": None,
+            "params": None,
+            "elem_size": None,
+            "dtype": None,
+            "workers": None,
+            "bytes": None,
+        }
+    group = (
+        grads.group_by("pg_key")
+        .agg(pl.col("size_bytes").sum())
+        .sort("size_bytes", "pg_key", descending=True)
+        .item(0, "pg_key")
+    )
+    mine = grads.filter(pl.col("pg_key") == group)
+    per_step = mine.group_by("rank", "step").agg(
+        pl.col("size_bytes").sum(), (pl.col("size_bytes") / pl.col("elem_size")).sum().alias("elems")
+    )
+    return {
+        "group": group,
+        "params": float(per_step["elems"].median()),  # type: ignore[arg-type]
+        "bytes": float(per_step["size_bytes"].median()),  # type: ignore[arg-type]
+        "elem_size": int(mine["elem_size"].mode().sort()[0]),
+        "dtype": str(mine["dtype"].mode().sort()[0]),
+        "workers": None
+        if mine["group_size"].drop_nulls().len() == 0
+        else int(mine["group_size"].drop_nulls().mode().sort()[0]),
+    }
+
+
+def _cpu_steps(cpu: pl.DataFrame) -> pl.DataFrame:
+    """CPU `ProfilerStep#N` windows of one rank: step, start_us, end_us."""
+    marks = cpu.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
+    return (
+        marks.select(
+            pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
+            "start_us",
+            pl.col("end_us").alias("step_end_us"),
+        )
+        .unique("step")
+        .sort("start_us")
+    )
+
+
+def _in_cpu_steps(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """`ops` with the `step` of the CPU ProfilerStep containing their start (WHOLE_TRACE without steps)."""
+    steps = _cpu_steps(cpu)
+    if steps.height == 0:
+        return ops.with_columns(pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"))
+    placed = ops.sort("start_us").join_asof(steps, on="start_us", check_sortedness=False)
+    return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("step_end_us"))).drop(
+        "step_end_us"
+    )
+
+
+def trace_flops(run: Run) -> pl.DataFrame:
+    """FLOPs per (rank, step) from the operators' `flops` args (columns rank, step, flops); no rows when the
+    trace recorded none."""
+    frames = []
+    for trace in run:  # one frame per rank, no row loop
+        ops = trace.cpu.filter(pl.col("flops").is_not_null() & (pl.col("flops") > 0)).select(
+            "start_us", "flops"
+        )
+        if ops.height:
+            steps = _in_cpu_steps(ops, trace.cpu).group_by("step").agg(pl.col("flops").cast(pl.Float64).sum())
+            frames.append(steps.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")))
+    schema = {"rank": pl.Int64, "step": pl.Int64, "flops": pl.Float64}
+    return pl.concat(frames).select(list(schema)).cast(schema) if frames else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
+
+
+_BATCH_READERS: dict[str, Callable[[pl.Expr], pl.Expr]] = {
+    "first": lambda shape: shape.list.first(),
+    "all": lambda shape: shape.list.eval(pl.element().product()).list.first(),
+    "all_but_last": lambda shape: (
+        shape.list.head(shape.list.len() - 1).list.eval(pl.element().product()).list.first()
+    ),
+}
+
+
+def batch_from_shapes(run: Run) -> tuple[float | None, str]:
+    """b from the input shape of each step's first operator matched by `BATCH_SHAPE_RULES` (median over
+    (rank, step)), and the operator used; (None, "") when the traces recorded no such shape."""
+    found: list[pl.DataFrame] = []
+    for trace in run:
+        for pattern, argument, reading in BATCH_SHAPE_RULES:
+            ops = trace.cpu.filter(pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null())
+            if ops.height == 0:
+                continue
+            try:
+                dims = ops.with_columns(
+                    pl.col("input_dims")
+                    .str.json_decode(pl.List(pl.List(pl.Int64)))
+                    .list.get(argument, null_on_oob=True)
+                    .alias("shape")
+                )
+            except pl.exceptions.PolarsError:
+                continue
+            batch = dims.filter(pl.col("shape").list.len() > 0).with_columns(
+                _BATCH_READERS[reading](pl.col("shape")).alias("batch")
+            )
+            found.append(
+                _in_cpu_steps(
+                    batch.select("start_us", "batch", pl.lit(pattern).alias("rule")), trace.cpu
+                ).with_columns(pl.lit(trace.rank).alias("rank"))
+            )
+    if not found:
+        return None, ""
+    firsts = pl.concat(found).sort("start_us").group_by("rank", "step").agg(pl.all().first())
+    rule = str(firsts["rule"].mode().sort()[0])
+    return float(firsts["batch"].median()), rule.strip("^$").replace("[123]", "N")  # type: ignore[arg-type]
+
+
+def device_name(run: Run) -> str | None:
+    """The commonest device name of the run's ranks."""
+    names = [name for trace in run for name in trace.meta.devices]
+    return max(sorted(set(names)), key=names.count) if names else None
+
+
+def _given_or_trace(
+    name: str, given: float | None, found: float | None, unit: str, option: str, how: str
+) -> Assumption:
+    if given is not None:
+        return Assumption(name, given, unit, "command line", option)
+    if found is not None:
+        return Assumption(name, found, unit, "trace", how)
+    return Assumption(name, None, unit, "default", f"unknown: give {option}")
+
+
+def _flops(
+    run: Run, calls: pl.DataFrame, params: float | None, batch: float | None
+) -> tuple[pl.DataFrame, str | None]:
+    recorded = trace_flops(run)
+    if recorded.height:
+        return recorded, "trace"
+    if params is None or batch is None:
+        return recorded, None
+    steps = calls.select("rank", "step").unique()
+    return steps.with_columns(pl.lit(FLOPS_PER_PARAM_PER_EXAMPLE * params * batch).alias("flops")), "6 P b"
+
+
+def _flops_detail(source: str | None) -> str:
+    return {
+        "trace": "sum of the operators' flops args in each ProfilerStep",
+        "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
+    }.get(source or "", "unknown: give --local-batch (and --params)")
+
+
+def _flops_note(source: str | None) -> str:
+    if source == "6 P b":
+        return "FLOPs are 6 P b: right for dense transformers (b in tokens); a convolutional net reuses its weights at every position, so 6 P b undercounts its FLOPs and the compute-efficiency factor comes out low"
+    if source is None:
+        return "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and --params when the gradient all-reduce is not in the trace)"
+    return ""
+
+
+def _flops_provenance(source: str | None, params: Assumption, batch: Assumption) -> str:
+    """The trace for recorded FLOPs; for 6 P b the command line when it gave P or b, else the trace."""
+    if source != "6 P b":
+        return "trace" if source else "default"
+    return "command line" if "command line" in (params.source, batch.source) else "trace"
+
+
+def _gradient_assumptions(grads: dict[str, float | str | None]) -> tuple[Assumption, Assumption]:
+    group = grads["group"]
+    none = "no gradient all-reduce"
+    return (
+        Assumption("g (gradient bytes per parameter)", grads["elem_size"], "B", "trace" if group else "default", str(grads["dtype"] or none)),
+        Assumption("K (data-parallel workers)", grads["workers"], "", "trace" if grads["workers"] else "default", f"size of group {group}" if group else none),
+    )  # fmt: skip
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def workload(run: Run, calls: pl.DataFrame, params: float | None, local_batch: float | None) -> Workload:
+    """P (given, else the gradient all-reduce), b (given, else input shapes) and FLOPs per step (recorded,
+    else 6 P b), each with its provenance."""
+    grads = gradient_allreduce(calls)
+    shape_batch, shape_op = batch_from_shapes(run) if local_batch is None else (None, "")
+    how = (
+        f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / {grads['elem_size']} B"
+        if grads["group"] is not None
+        else "no gradient AllReduce of known size in the trace"
+    )
+    found_params = _number(grads["params"])
+    params_a = _given_or_trace("P (parameters)", params, found_params, "", "--params", how)
+    batch_a = _given_or_trace(
+        "b (local batch)", local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}"
+    )
+    p, b = _number(params_a.value), _number(batch_a.value)
+    flops, source = _flops(run, calls, p, b)
+    flops_a = Assumption(
+        "FLOPs per step", source, "", _flops_provenance(source, params_a, batch_a), _flops_detail(source)
+    )
+    return Workload(
+        params=p, local_batch=b,
+        grad_group=str(grads["group"]) if grads["group"] else None,
+        grad_bytes_per_param=int(grads["elem_size"]) if grads["elem_size"] else None,
+        grad_dtype=str(grads["dtype"]) if grads["dtype"] else None,
+        workers=int(grads["workers"]) if grads["workers"] else None, flops=flops, flops_source=source,
+        assumptions=(params_a, batch_a, *_gradient_assumptions(grads), flops_a), note=_flops_note(source),
+    )  # fmt: skip

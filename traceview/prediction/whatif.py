@@ -1,0 +1,203 @@
+"""What-ifs from the same alpha-beta model (SPEC section 5; docs/metrics.md, "Predicted gamma"): gamma at
+twice the workers, at twice the local batch, on the next interconnect, and the strong-scaling curve of gamma
+against the worker count K at the run's global batch (the seeds' figure, section 4.1).
+
+Every scenario re-prices the calls of one representative (rank, step) (the lower median of gamma_pred):
+the data-parallel group's calls (`ModelInputs.grad_group`) get n = K and span nodes when K exceeds the GPUs
+per node; other groups keep theirs. Strong scaling at a fixed global batch divides each worker's compute by
+the worker factor; a larger local batch multiplies it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from traceview.prediction.costmodel import gamma_closed_form
+from traceview.prediction.hardware import GpuSpec, table
+from traceview.prediction.inputs import Link, ModelInputs
+
+WORKER_COUNTS = tuple(2**power for power in range(1, 13))
+"""K of the strong-scaling curve: 2 to 4096 (the run's own K is added)."""
+
+NEXT_LINK = {
+    "pcie_gen3": "pcie_gen4",
+    "pcie_gen4": "pcie_gen5",
+    "ib_hdr": "ib_ndr",
+    "ib_ndr": "ib_xdr",
+    "roce_100": "roce_200",
+    "roce_200": "roce_400",
+    "eth_100g": "eth_200g",
+    "eth_200g": "eth_400g",
+    "tcp_socket": "eth_100g",
+}
+"""The next generation of a table link; a scale-up link's next is the same vendor's next faster one."""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """`table`: scenario, detail, gamma_pred, vs_now (ratio to now). `curve`: K, local_batch_factor,
+    spans_nodes, gamma_pred. `closed_form_gamma`: the seeds' 2(K-1)/K g R / (6 b B) when b, R, B, g known."""
+
+    rank: int
+    step: int
+    workers: int
+    table: pl.DataFrame
+    curve: pl.DataFrame
+    closed_form_gamma: float | None
+
+
+def representative_step(per_step: pl.DataFrame) -> tuple[int, int] | None:
+    """(rank, step) of the lower median gamma_pred, None when no step has one."""
+    known = per_step.filter(pl.col("gamma_pred").is_not_null()).sort("gamma_pred", "rank", "step")
+    if known.height == 0:
+        return None
+    row = known.row((known.height - 1) // 2, named=True)
+    return int(row["rank"]), int(row["step"])
+
+
+def gamma_at(
+    calls: pl.DataFrame,
+    inputs: ModelInputs,
+    comp_pred_us: float,
+    workers_factor: float = 1.0,
+    batch_factor: float = 1.0,
+) -> float | None:
+    """gamma_pred of `calls` (one step) with the data-parallel group `workers_factor` times larger at a
+    fixed global batch, the local batch `batch_factor` times larger, on `inputs`' links."""
+    from traceview.prediction.gamma import price, spans_nodes  # prediction imports this module
+
+    data_parallel = pl.col("pg_key") == (inputs.grad_group or "")
+    size = (pl.col("group_size") * workers_factor).round(0).cast(pl.Int64)
+    changed = data_parallel & pl.lit(workers_factor != 1.0)
+    frame = calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("_spans")).with_columns(
+        pl.when(changed).then(size > inputs.ranks_per_node).otherwise(pl.col("_spans")).alias("spans_nodes"),
+        pl.when(changed).then(size).otherwise(pl.col("group_size")).alias("group_size"),
+    )
+    comm = float(price(frame.drop("_spans"), inputs)["t_pred_us"].sum())
+    comp = comp_pred_us * batch_factor / workers_factor
+    return float(comm / comp) if comp > 0 else None
+
+
+def _next_scale_up(gpu: GpuSpec | None, current: Link) -> Link | None:
+    if gpu is None:
+        return None
+    faster = [
+        other for other in table().gpus.values()
+        if other.vendor == gpu.vendor and other.scale_up and (other.scale_up_uni_bytes_per_s or 0) > current.bandwidth_Bps
+    ]  # fmt: skip
+    if not faster:
+        return None
+    best = min(faster, key=lambda other: other.scale_up_uni_bytes_per_s or 0)
+    name = f"{best.scale_up} (as on {best.name})"
+    return Link(
+        "intra",
+        name,
+        best.scale_up_uni_bytes_per_s or 0,
+        best.intra_node_alpha_s,
+        "hardware table",
+        "hardware table",
+        best.source,
+    )
+
+
+def next_link(inputs: ModelInputs, scope: str) -> Link | None:
+    """The next interconnect of `scope` ("intra" or "inter"), None when the table knows none."""
+    current = inputs.intra if scope == "intra" else inputs.inter
+    if current is None:
+        return None
+    following = NEXT_LINK.get(current.key)
+    if following is not None:
+        spec = table().links[following]
+        return Link(
+            scope,
+            spec.name,
+            spec.bandwidth_bytes_per_s,
+            spec.alpha_s,
+            "hardware table",
+            "hardware table",
+            spec.source,
+            spec.key,
+        )
+    return (
+        _next_scale_up(inputs.gpu, current)
+        if scope == "intra" and current.key.endswith(".scale_up")
+        else None
+    )
+
+
+def _busiest_scope(priced: pl.DataFrame) -> str:
+    inter = priced.filter(pl.col("spans_nodes").fill_null(False))["t_pred_us"].sum()
+    intra = priced.filter(~pl.col("spans_nodes").fill_null(False))["t_pred_us"].sum()
+    return "inter" if inter > intra else "intra"
+
+
+def _rows(
+    calls: pl.DataFrame, priced: pl.DataFrame, inputs: ModelInputs, comp: float
+) -> list[dict[str, object]]:
+    now = gamma_at(calls, inputs, comp)
+    rows = [
+        ("now", "the run as traced", now),
+        (
+            "2x workers",
+            "twice the data-parallel workers at the same global batch (b halves)",
+            gamma_at(calls, inputs, comp, 2.0),
+        ),
+        (
+            "2x local batch",
+            "twice the local batch (T_comp doubles, the gradient bytes do not change)",
+            gamma_at(calls, inputs, comp, 1.0, 2.0),
+        ),
+    ]
+    scope = _busiest_scope(priced)
+    upgrade = next_link(inputs, scope)
+    if upgrade is not None:
+        faster = replace(inputs, intra=upgrade) if scope == "intra" else replace(inputs, inter=upgrade)
+        rows.append(
+            (
+                "next interconnect",
+                f"{upgrade.name} ({upgrade.bandwidth_Bps / 1e9:.4g} GB/s per GPU)",
+                gamma_at(calls, faster, comp),
+            )
+        )
+    return [
+        {"scenario": s, "detail": d, "gamma_pred": g, "vs_now": (g / now if g is not None and now else None)}
+        for s, d, g in rows
+    ]
+
+
+def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -> WhatIf | None:
+    """The what-if table and the strong-scaling curve, None when no step has a predicted gamma."""
+    chosen = representative_step(per_step)
+    if chosen is None:
+        return None
+    rank, step = chosen
+    calls = priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)).drop("spans_nodes")
+    comp = float(per_step.filter((pl.col("rank") == rank) & (pl.col("step") == step))["comp_pred_us"][0])
+    workers = inputs.workers or 1
+    counts = sorted({*WORKER_COUNTS, workers})
+    curve = pl.DataFrame(
+        {"K": counts, "gamma_pred": [gamma_at(calls, inputs, comp, k / workers) for k in counts]},
+        schema={"K": pl.Int64, "gamma_pred": pl.Float64},
+    ).with_columns((pl.col("K") > inputs.ranks_per_node).alias("spans_nodes"))
+    table_rows = pl.DataFrame(
+        _rows(calls, priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)), inputs, comp)
+    )
+    return WhatIf(rank, step, workers, table_rows, curve, closed_form(inputs))
+
+
+def closed_form(inputs: ModelInputs) -> float | None:
+    """The seeds' closed form 2(K-1)/K * g * R / (6 b B) for the run's K, g, b, R and the B of its data-
+    parallel group (intra-node when K fits a node), None when any is unknown."""
+    link = inputs.intra if (inputs.workers or 0) <= inputs.ranks_per_node else inputs.inter
+    rate, values = inputs.sustained_flops, (inputs.workers, inputs.grad_bytes_per_param, inputs.local_batch)
+    if rate is None or link is None or any(v is None for v in values) or (inputs.workers or 0) < 2:
+        return None
+    return gamma_closed_form(
+        inputs.workers or 0,
+        inputs.grad_bytes_per_param or 0,
+        rate,
+        inputs.local_batch or 0,
+        link.bandwidth_Bps,
+    )

@@ -1,0 +1,23 @@
+"""One call from a `Run` to every result the renderers show: `analyze(run, options) -> RunAnalysis`.
+
+The pipeline: each rank's trace becomes a compact summary (`traceview.map.rank_summary.summarize`, the map), and
+the summaries become the run's results (`traceview.reduce.reduce.reduce_summaries`, the reduce).
+"""
+
+from __future__ import annotations
+
+from traceview.events.kernel_names import user_patterns
+from traceview.map.rank_summary import summarize
+from traceview.model.trace import Run
+from traceview.reduce.reduce import reduce_summaries
+from traceview.reduce.results import AnalysisOptions, RunAnalysis, RunHeader, run_header
+
+__all__ = ["AnalysisOptions", "RunAnalysis", "RunHeader", "analyze", "run_header"]
+
+
+def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
+    """Run every analysis on `run`: each rank summarised, then the summaries reduced."""
+    options = options or AnalysisOptions()
+    patterns = user_patterns(options.comm_patterns, options.compute_patterns)
+    summaries = [summarize(trace, patterns, len(run)) for trace in run]
+    return reduce_summaries(summaries, options, run.skipped, run.source, run.extra_warnings)

@@ -1,0 +1,160 @@
+"""The reduce of the pipeline: every rank's `RankSummary` in, the run's `RunAnalysis` out.
+
+Summaries are moved onto one time base (the smallest `baseTimeNanoseconds` of the run, as
+`Run.aligned_ranks`), stacked, and handed to the cross-rank analyses: matching, clock alignment, stragglers,
+bubbles, the prediction and the verdict. Nothing here reads a device event: what the reduce needs of one was
+kept by the map (`traceview.map.rank_summary`), so memory grows with the summaries (collectives and steps), not
+with the traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from traceview.across_ranks.analysis import add_transfer, run_cross_rank
+from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
+from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
+from traceview.bubbles.pipeline_bubble import p2p_kernels
+from traceview.budget.time_budget import budget_of
+from traceview.collectives.tables import collective_tables, merged_suspects
+from traceview.compare.distributions import distributions_from_parts
+from traceview.core.errors import ParseWarning
+from traceview.map.rank_summary import RankSummary
+from traceview.model.trace import Run, SkippedInput
+from traceview.nccl.join import flag_verdict, join_nccl, log_hosts
+from traceview.prediction.gamma import predict
+from traceview.prediction.inputs import with_nccl_overrides
+from traceview.reduce.results import AnalysisOptions, RunAnalysis, run_header
+from traceview.timeline.step_view import Timeline, timeline_from_segments
+from traceview.verdict.headline import verdict
+from traceview.verdict.recommend import recommend
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """The frames of every summary, one above the other, on the run's time base."""
+
+    windows: pl.DataFrame
+    per_step: pl.DataFrame
+    kernels: pl.DataFrame
+    launch_marks: pl.DataFrame
+    gap_steps: pl.DataFrame
+    gap_causes: pl.DataFrame
+    top_gaps: pl.DataFrame
+    segments: pl.DataFrame
+    segment_counts: pl.DataFrame
+    kernel_classes: pl.DataFrame
+    class_sketches: pl.DataFrame
+    suspects: pl.DataFrame
+
+
+def on_run_base(summaries: Sequence[RankSummary]) -> list[RankSummary]:
+    """The summaries in rank order, each moved onto the run's time base (the smallest base time)."""
+    ordered = sorted(summaries, key=lambda s: s.rank)
+    if not ordered:
+        return []
+    base = min(s.trace.meta.base_time_ns for s in ordered)
+    return [s.shifted((s.trace.meta.base_time_ns - base) / 1000.0) for s in ordered]
+
+
+def stack(summaries: Sequence[RankSummary]) -> Stacked:
+    """Every frame of `summaries` concatenated (they are already on one time base)."""
+    names = list(Stacked.__dataclass_fields__)
+    frames = {
+        name: pl.concat([getattr(s, name) for s in summaries], how="vertical_relaxed") for name in names
+    }
+    return Stacked(**frames)
+
+
+def compact_run(
+    summaries: Sequence[RankSummary],
+    skipped: Sequence[SkippedInput] = (),
+    source: str = "",
+    extra_warnings: Sequence[ParseWarning] = (),
+) -> Run:
+    """A `Run` of the summaries' compact traces: metadata, steps and the host rows the model reads."""
+    return Run(
+        ranks=tuple(s.trace for s in summaries),
+        skipped=tuple(skipped),
+        source=source,
+        extra_warnings=tuple(extra_warnings),
+    )
+
+
+def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> BubbleAnalysis:
+    """The bubble analysis from the stacked gap parts, |C| per (rank, step) and the P2P kernels."""
+    compute = frames.per_step.select("rank", "step", pl.col("comp_us").alias("compute_us"))
+    return bubbles_from_parts(
+        frames.top_gaps,
+        frames.gap_steps,
+        frames.gap_causes,
+        compute,
+        frames.windows,
+        p2p_kernels(kernels, pl.DataFrame()),
+        virtual_stages,
+    )
+
+
+def _timeline(frames: Stacked, offsets: pl.DataFrame, per_step: pl.DataFrame) -> Timeline:
+    """The timeline from every rank's segments, moved onto the aligned clock."""
+    return timeline_from_segments(
+        shift_to_reference(frames.segments, offsets, ("start_us", "end_us")),
+        frames.segment_counts,
+        shift_to_reference(frames.windows, offsets, ("window_start_us", "window_end_us")),
+        per_step,
+    )
+
+
+def reduce_summaries(
+    summaries: Sequence[RankSummary],
+    options: AnalysisOptions | None = None,
+    skipped: Sequence[SkippedInput] = (),
+    source: str = "",
+    extra_warnings: Sequence[ParseWarning] = (),
+) -> RunAnalysis:
+    """Every cross-rank analysis of the run from its ranks' summaries."""
+    options = options or AnalysisOptions()
+    aligned = on_run_base(summaries)
+    run = compact_run(aligned, skipped, source, extra_warnings)
+    frames = stack(aligned)
+    budget = budget_of(frames.per_step)
+    collectives = replace(
+        collective_tables(frames.kernels), suspected_comm_kernels=merged_suspects(frames.suspects)
+    )
+    nccl = (
+        join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
+        if options.nccl_logs or options.nccl_skipped
+        else None
+    )
+    hosts = log_hosts(options.rank_hosts, nccl)
+    crossrank = run_cross_rank(
+        run, collectives.kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts
+    )
+    budget = add_transfer(budget, crossrank.transfer)
+    analysis = RunAnalysis(
+        header=run_header(run, [s.step_choice for s in aligned], collectives.warnings),
+        budget=budget,
+        verdict=flag_verdict(verdict(budget.run_median), nccl),
+        options=options,
+        timeline=_timeline(frames, rank_offsets(crossrank.hosts, crossrank.clocks), budget.per_step),
+        crossrank=crossrank,
+        collectives=collectives,
+        bubbles=_bubbles(frames, collectives.kernels, options.virtual_stages),
+        nccl=nccl,
+        prediction=predict(
+            run,
+            collectives.kernels,
+            frames.windows,
+            budget,
+            crossrank,
+            with_nccl_overrides(options.prediction, nccl),
+            options.ranks_per_host,
+        ),
+        distributions=distributions_from_parts(
+            frames.kernel_classes, frames.class_sketches, collectives.kernels
+        ),
+    )
+    return replace(analysis, recommendations=recommend(analysis))

@@ -1,0 +1,109 @@
+"""The results of a run's analysis as the renderers read them: the options, the run's header and
+`RunAnalysis`, built by `traceview.reduce.analysis.analyze` (map, then reduce)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from traceview.across_ranks.analysis import CrossRank
+from traceview.bubbles.gaps import BubbleAnalysis
+from traceview.budget.time_budget import TimeBudget
+from traceview.collectives.tables import CollectiveAnalysis
+from traceview.collectives.tables import gate_figures as collective_gate_figures
+from traceview.compare.distributions import Distributions
+from traceview.model.trace import Run
+from traceview.nccl.join import NcclJoin
+from traceview.nccl.log import NcclLog
+from traceview.prediction.gamma import Prediction
+from traceview.prediction.inputs import PredictionOptions
+from traceview.steps.windows import StepChoice
+from traceview.timeline.step_view import Timeline
+from traceview.verdict.headline import Verdict
+from traceview.verdict.recommend import Recommendations
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What the user can set; every field has the default a plain `traceview report RUN` uses."""
+
+    comm_patterns: tuple[str, ...] = ()
+    compute_patterns: tuple[str, ...] = ()  # --compute-pattern: names that are compute (docs/metrics.md 2)
+    ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
+    rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
+    virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
+    nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl.join; docs/metrics.md)
+    nccl_skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of NCCL logs that could not be read
+    prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta model inputs
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """Who and what the run is: the report's header and the JSON summary's `run` object."""
+
+    source: str
+    ranks: tuple[int, ...]
+    world_size: int | None
+    devices: tuple[str, ...]
+    hostnames: tuple[str, ...]
+    pytorch_versions: tuple[str, ...]
+    nccl_versions: tuple[str, ...]
+    backends: tuple[str, ...]
+    files: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    step_sources: tuple[str, ...]
+    base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Every result of one run; renderers read it and never compute."""
+
+    header: RunHeader
+    budget: TimeBudget
+    verdict: Verdict
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    timeline: Timeline | None = None
+    recommendations: Recommendations | None = None
+    crossrank: CrossRank | None = None
+    collectives: CollectiveAnalysis | None = None
+    bubbles: BubbleAnalysis | None = None
+    nccl: NcclJoin | None = None
+    prediction: Prediction | None = None
+    distributions: Distributions | None = None  # samples for `traceview compare` and `trend`
+
+    def gate_figures(self) -> dict[str, float | None]:
+        """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
+        figures = dict(self.budget.run_median)
+        figures.update(self.crossrank.gate_figures() if self.crossrank else {})
+        figures.update(collective_gate_figures(self.collectives))
+        figures.update(self.bubbles.gate_figures() if self.bubbles else {})
+        figures.update(self.prediction.gate_figures() if self.prediction else {})
+        return figures
+
+
+def _distinct(values: list[str]) -> tuple[str, ...]:
+    return tuple(sorted({v for v in values if v}))
+
+
+def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[str] = ()) -> RunHeader:
+    """The run's identity, gathered from every rank's metadata; the step sources are the ones chosen by
+    evidence (`choices`, `traceview.steps.windows.StepChoice`, one per rank) and their warnings join `warnings`."""
+    metas = [trace.meta for trace in run]
+    world_sizes = {m.world_size for m in metas if m.world_size}
+    return RunHeader(
+        source=run.source,
+        ranks=tuple(run.rank_ids),
+        world_size=max(world_sizes) if world_sizes else None,
+        devices=_distinct([d for m in metas for d in m.devices]),
+        hostnames=_distinct([m.hostname for m in metas]),
+        pytorch_versions=_distinct([m.pytorch_version for m in metas]),
+        nccl_versions=_distinct([m.nccl_version for m in metas]),
+        backends=_distinct([m.backend for m in metas]),
+        files=tuple(trace.path for trace in run),
+        skipped=tuple((s.path, s.reason) for s in run.skipped),
+        warnings=(*(str(w) for w in run.warnings), *(c.warning for c in choices if c.warning), *warnings),
+        step_sources=_distinct([choice.source for choice in choices]),
+        base_times_ns=tuple(trace.meta.base_time_ns for trace in run),
+    )

@@ -1,0 +1,1 @@
+"""Step windows on the device clock (docs/metrics.md, section 3)."""

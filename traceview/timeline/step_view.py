@@ -1,0 +1,271 @@
+"""The timeline behind the report's step view: per step and rank, merged segments of each activity class.
+
+For a handful of steps (the median step first among them) every rank's device activity inside its step window
+becomes disjoint segments per lane: `compute` (union of compute kernels), `comm` per collective (union of that
+collective's kernels), `memory` (copies and sets) and `idle` (no device activity at all, as in `budget`).
+Times are on the run's aligned clock and given relative to the step's origin, the earliest window start of
+that step among the ranks, so one axis shows every rank and skew reads directly.
+
+The segment count is bounded (`MAX_SEGMENTS`): when a (rank, step, lane, label) group has more segments than
+its share, the smallest gaps between its segments are bridged (busy lanes; `covered_us` keeps the time really
+busy, so the page draws a bridged segment fainter) or the shortest idle segments dropped, until it fits;
+`Timeline.bridged_gap_us` says how large a bridged gap got, so the page can say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.core.intervals import clip_to_windows, gaps, merge_intervals
+from traceview.core.vocab import canonical_collective_expr
+
+MAX_SEGMENTS = 12_000
+"""Segments drawn in the timeline figure over all offered steps and ranks."""
+MIN_SEGMENTS_PER_GROUP = 8
+"""A (rank, step, lane, label) group always keeps at least this many segments."""
+MAX_STEPS = 9
+"""Steps offered by the step picker (the median, fastest and slowest among them)."""
+MAX_RANKS = 32
+"""Ranks drawn at most: past it, the slowest, the fastest and evenly spaced ones between (`shown_ranks`)."""
+SLOWEST_SHOWN, FASTEST_SHOWN = 12, 4
+LANES = ("compute", "comm", "memory", "idle")
+KEYS = ["rank", "step", "lane", "label"]
+SEGMENT_SCHEMA = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "lane": pl.Utf8,
+    "label": pl.Utf8,
+    "start_us": pl.Float64,
+    "end_us": pl.Float64,
+    "covered_us": pl.Float64,
+    "kernels": pl.Int64,
+    "longest_kernel": pl.Utf8,
+    "process_group": pl.Utf8,
+}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Merged activity segments of the offered steps.
+
+    `segments`: SEGMENT_SCHEMA, times in us since the step's origin; `covered_us` is the time inside the
+    segment that really is of its label (less than its length where gaps were bridged). `steps`: columns
+    `step`, `origin_us` (aligned clock), `median_step_us` (median over ranks of the window length), `ranks`,
+    in step order.
+    `median_step`: the step whose median length is the median over steps (the lower one of an even count).
+    """
+
+    segments: pl.DataFrame
+    steps: pl.DataFrame
+    median_step: int | None
+    raw_segments: int
+    drawn_segments: int
+    bridged_gap_us: float
+    ranks_total: int = 0
+    ranks_shown: tuple[int, ...] = ()
+
+    @property
+    def offered_steps(self) -> list[int]:
+        """The steps the report lets the reader pick, in step order."""
+        return [int(s) for s in self.steps.get_column("step").to_list()]
+
+
+def step_lengths(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per step: `median_step_us` over ranks and the count of ranks, sorted by (length, step)."""
+    return (
+        per_step.group_by("step")
+        .agg(pl.col("step_us").median().alias("median_step_us"), pl.len().alias("ranks"))
+        .sort(["median_step_us", "step"])
+    )
+
+
+def offered_steps(lengths: pl.DataFrame, max_steps: int = MAX_STEPS) -> tuple[int | None, list[int]]:
+    """(median step, steps to offer): evenly spaced in length order, fastest, median and slowest included."""
+    order = [int(s) for s in lengths.get_column("step").to_list()]
+    if not order:
+        return None, []
+    median = order[(len(order) - 1) // 2]
+    count = min(max_steps, len(order))
+    picks = {order[round(i * (len(order) - 1) / max(count - 1, 1))] for i in range(count)}
+    return median, sorted(picks | {median})
+
+
+def _labelled(events: pl.DataFrame) -> pl.DataFrame:
+    collective = pl.coalesce(
+        canonical_collective_expr(pl.col("collective_name")), pl.col("kernel_collective")
+    )
+    group = pl.coalesce(pl.col("pg_desc"), pl.col("pg_name"))
+    return events.select(
+        "rank",
+        "start_us",
+        "end_us",
+        "name",
+        pl.col("event_class").alias("lane"),
+        pl.when(pl.col("event_class") == "comm")
+        .then(collective.fill_null("unknown collective"))
+        .otherwise(pl.col("event_class"))
+        .alias("label"),
+        pl.when(pl.col("event_class") == "comm").then(group).alias("process_group"),
+    )
+
+
+def _merge(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Disjoint segments per group with the count of events merged and the name of the longest one."""
+    longest = pl.col("name").sort_by(pl.col("end_us") - pl.col("start_us"), descending=True).first()
+    return merge_intervals(
+        frame,
+        by,
+        pl.len().cast(pl.Int64).alias("kernels"),
+        longest.alias("longest_kernel"),
+        pl.col("process_group").drop_nulls().first().alias("process_group"),
+    ).with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
+
+
+def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Holes in all device activity inside each window, the edges of the window included."""
+    edges = pl.concat(
+        [
+            windows.select("rank", "step", pl.col(c).alias("start_us"), pl.col(c).alias("end_us"))
+            for c in ("window_start_us", "window_end_us")
+        ]
+    )
+    busy = pl.concat([activity.select("rank", "step", "start_us", "end_us"), edges], how="vertical_relaxed")
+    return gaps(merge_intervals(busy, ["rank", "step"]), ["rank", "step"]).select(
+        "rank",
+        "step",
+        pl.lit("idle").alias("lane"),
+        pl.lit("idle").alias("label"),
+        "start_us",
+        "end_us",
+        (pl.col("end_us") - pl.col("start_us")).alias("covered_us"),
+        pl.lit(0, dtype=pl.Int64).alias("kernels"),
+        pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
+        pl.lit(None, dtype=pl.Utf8).alias("process_group"),
+    )
+
+
+def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, float]:
+    """At most `per_group` segments per group: the smallest gaps bridged (idle: the shortest dropped)."""
+    ordered = segments.sort([*KEYS, "start_us"]).with_columns(
+        (pl.col("start_us") - pl.col("end_us").shift(1).over(KEYS)).alias("_gap"),
+        (pl.col("end_us") - pl.col("start_us")).alias("_length"),
+    )
+    idle = ordered.filter(pl.col("lane") == "idle").filter(
+        pl.col("_length").rank("ordinal", descending=True).over(KEYS) <= per_group
+    )
+    busy = ordered.filter(pl.col("lane") != "idle")
+    boundary = pl.col("_gap").is_null() | (
+        pl.col("_gap").rank("ordinal", descending=True).over(KEYS) < per_group
+    )
+    busy = busy.with_columns(boundary.alias("_boundary"))
+    bridged = busy.filter(~pl.col("_boundary")).get_column("_gap").max()
+    merged = (
+        busy.with_columns(pl.col("_boundary").cast(pl.Int64).cum_sum().over(KEYS).alias("_segment"))
+        .group_by([*KEYS, "_segment"])
+        .agg(
+            pl.col("start_us").min(),
+            pl.col("end_us").max(),
+            pl.col("covered_us").sum(),
+            pl.col("kernels").sum(),
+            pl.col("longest_kernel").sort_by("_length", descending=True).first(),
+            pl.col("process_group").drop_nulls().first(),
+        )
+    )
+    frames = [merged.select(list(SEGMENT_SCHEMA)), idle.select(list(SEGMENT_SCHEMA))]
+    return pl.concat(frames), float(bridged) if isinstance(bridged, int | float) else 0.0
+
+
+def shown_ranks(per_step: pl.DataFrame, median_step: int, max_ranks: int = MAX_RANKS) -> list[int]:
+    """The ranks the timeline draws: all of them up to `max_ranks`; past it, by their length of the median step,
+    the `SLOWEST_SHOWN` slowest, the `FASTEST_SHOWN` fastest and evenly spaced ones between."""
+    ordered = (
+        per_step.filter(pl.col("step") == median_step)
+        .sort(["step_us", "rank"], descending=[True, False])
+        .get_column("rank")
+        .to_list()
+    )
+    if len(ordered) <= max_ranks:
+        return sorted(ordered)
+    middle = ordered[SLOWEST_SHOWN:-FASTEST_SHOWN]
+    between = max_ranks - SLOWEST_SHOWN - FASTEST_SHOWN
+    spaced = [middle[round(i * (len(middle) - 1) / max(between - 1, 1))] for i in range(between)]
+    return sorted({*ordered[:SLOWEST_SHOWN], *spaced, *ordered[-FASTEST_SHOWN:]})
+
+
+def empty_timeline() -> Timeline:
+    """A timeline with no steps (a run without device activity)."""
+    return Timeline(pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(), None, 0, 0, 0.0)
+
+
+COUNT_SCHEMA = {"rank": pl.Int64, "step": pl.Int64, "raw_segments": pl.Int64, "groups": pl.Int64}
+
+
+def rank_segments(
+    events: pl.DataFrame, windows: pl.DataFrame, ranks_in_run: int = 1
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's merged segments of every step (absolute times, `SEGMENT_SCHEMA`), bounded so that the run's
+    timeline (`timeline_from_segments`) can still draw its share, and per (rank, step) the count of merged
+    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`)."""
+    if events.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
+    clipped = clip_to_windows(_labelled(events), windows, ["rank"])
+    segments = pl.concat([_merge(clipped, KEYS).select(list(SEGMENT_SCHEMA)), _idle(clipped, windows)])
+    counts = segments.group_by("rank", "step").agg(
+        pl.len().cast(pl.Int64).alias("raw_segments"),
+        pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
+    )
+    steps = min(counts.height, MAX_STEPS)
+    least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
+    share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
+    bounded, _ = _bounded(segments, share)
+    return bounded.sort([*KEYS, "start_us"]), counts.select(list(COUNT_SCHEMA)).sort("rank", "step")
+
+
+def timeline_from_segments(
+    segments: pl.DataFrame,
+    counts: pl.DataFrame,
+    windows: pl.DataFrame,
+    per_step: pl.DataFrame,
+    max_segments: int = MAX_SEGMENTS,
+    max_steps: int = MAX_STEPS,
+) -> Timeline:
+    """The timeline of the offered steps from every rank's `rank_segments` (on the aligned clock), the step
+    windows (aligned) and the budget's `per_step`."""
+    lengths = step_lengths(per_step)
+    median, picks = offered_steps(lengths, max_steps)
+    if median is None or segments.height == 0:
+        return empty_timeline()
+    ranks = shown_ranks(per_step, median)
+    chosen = windows.filter(pl.col("step").is_in(picks))
+    offered = segments.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
+    offered_counts = counts.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
+    groups = max(int(offered_counts.get_column("groups").sum()), 1)
+    bounded, bridged = _bounded(offered, max(MIN_SEGMENTS_PER_GROUP, max_segments // groups))
+    origins = chosen.group_by("step").agg(pl.col("window_start_us").min().alias("origin_us"))
+    relative = (
+        bounded.join(origins, on="step")
+        .with_columns(pl.col("start_us") - pl.col("origin_us"), pl.col("end_us") - pl.col("origin_us"))
+        .select(list(SEGMENT_SCHEMA))
+        .sort([*KEYS, "start_us"])
+    )
+    steps = (
+        origins.join(lengths, on="step").sort("step").select("step", "origin_us", "median_step_us", "ranks")
+    )
+    raw = int(offered_counts.get_column("raw_segments").sum())
+    total = per_step.get_column("rank").n_unique()
+    return Timeline(relative, steps, median, raw, relative.height, bridged, total, tuple(ranks))
+
+
+def timeline(
+    events: pl.DataFrame,
+    windows: pl.DataFrame,
+    per_step: pl.DataFrame,
+    max_segments: int = MAX_SEGMENTS,
+    max_steps: int = MAX_STEPS,
+) -> Timeline:
+    """The timeline of the offered steps from classified events, step windows and the budget's `per_step`
+    (every rank at once: `rank_segments` then `timeline_from_segments`)."""
+    segments, counts = rank_segments(events, windows, 1)
+    return timeline_from_segments(segments, counts, windows, per_step, max_segments, max_steps)

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from traceview.simulate.engine import write_run
 from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
@@ -26,7 +27,6 @@ from traceview.simulate.scenario import (
     StragglerSpec,
     data_parallel_scenario,
     ground_truth_dict,
-    write_run,
 )
 
 HERE = Path(__file__).resolve().parent

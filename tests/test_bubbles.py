@@ -27,7 +27,8 @@ from traceview.collectives.tables import analyze_collectives
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.load.inputs import load_run
 from traceview.model.trace import Run
-from traceview.simulate.scenario import GroundTruth, write_run
+from traceview.simulate.engine import write_run
+from traceview.simulate.scenario import GroundTruth
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "real" / "kineto"

@@ -23,7 +23,8 @@ from traceview.parsers import kineto
 from tests.shared_data import requires_shared
 from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
 from traceview.core.intervals import union_length
-from traceview.model.trace import RankTrace, make_run
+from traceview.load.one_job import make_run
+from traceview.model.trace import RankTrace
 
 pytestmark = requires_shared
 

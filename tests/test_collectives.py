@@ -402,7 +402,8 @@ def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
 
 def test_simulated_data_parallel_run_gives_back_its_bandwidth(tmp_path: Path) -> None:
     """The simulator times each all-reduce as f(n) * S / B (alpha = 0), so busbw = S / t * f(n) = B exactly."""
-    from traceview.simulate.scenario import data_parallel_scenario, write_run
+    from traceview.simulate.engine import write_run
+    from traceview.simulate.scenario import data_parallel_scenario
 
     bandwidth, params, buckets, workers, steps = 50e9, 1_000_000, 4, 4, 3
     scenario = data_parallel_scenario(workers, params, 8, 100e12, bandwidth, buckets=buckets, steps=steps)

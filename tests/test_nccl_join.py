@@ -37,7 +37,8 @@ from traceview.nccl.foreign import TraceFacts, foreign_reasons
 from traceview.nccl.join import NcclJoin, join_nccl
 from traceview.nccl.log import NcclLog
 from traceview.reduce.analysis import AnalysisOptions, RunAnalysis, analyze
-from traceview.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, write_run
+from traceview.simulate.engine import write_run
+from traceview.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario
 
 RANKS, PER_HOST = 8, 4
 WORLD = tuple(range(RANKS))

@@ -13,7 +13,7 @@ import pytest
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.errors import UsageError
 from traceview.load.inputs import load_run
-from traceview.prediction.gamma import dominant_factor, per_step_table, pooled, price, sentence
+from traceview.prediction.gamma import dominant_factor, per_step_table, pooled, sentence
 from traceview.prediction.inputs import (
     Link,
     LinkOverride,
@@ -22,10 +22,12 @@ from traceview.prediction.inputs import (
     parse_pair,
     parse_quantity,
 )
+from traceview.prediction.pricing import price
 from traceview.prediction.trace_facts import gradient_allreduce, step_calls
 from traceview.prediction.whatif import gamma_at
 from traceview.reduce.analysis import AnalysisOptions, analyze
-from traceview.simulate.scenario import data_parallel_scenario, write_run
+from traceview.simulate.engine import write_run
+from traceview.simulate.scenario import data_parallel_scenario
 
 INTRA = Link("intra", "test NVLink", 100e9, 1e-6, "command line", "command line")
 INTER = Link("inter", "test NIC", 10e9, 5e-6, "command line", "command line")

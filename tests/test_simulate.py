@@ -13,6 +13,7 @@ import pytest
 
 from tests.shared_data import requires_shared
 from traceview.core.errors import UsageError
+from traceview.simulate.engine import write_run
 from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
@@ -22,7 +23,6 @@ from traceview.simulate.scenario import (
     StragglerSpec,
     data_parallel_scenario,
     ground_truth_dict,
-    write_run,
 )
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/real/kineto/hta_nccl_data/nccl_data.json.gz"

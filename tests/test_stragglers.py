@@ -13,6 +13,7 @@ from traceview.across_ranks.clocks import rank_hosts
 from traceview.budget.time_budget import TimeBudget
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.simulate.engine import write_run
 from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
@@ -20,7 +21,6 @@ from traceview.simulate.scenario import (
     ProcessGroupSpec,
     Scenario,
     StragglerSpec,
-    write_run,
 )
 
 RANKS3 = "[0, 1, 2]"

@@ -17,7 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
-from traceview.model.trace import RankTrace, Run, SkippedInput, make_run
+from traceview.load.one_job import make_run
+from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.parsers import kineto
 from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 

@@ -7,7 +7,7 @@ puts every rank on one base. Integer-microsecond timestamps up to 2**53 are exac
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -213,36 +213,3 @@ class Run:
             return ()
         base = min(trace.meta.base_time_ns for trace in self.ranks)
         return tuple(trace.shifted((trace.meta.base_time_ns - base) / 1000.0) for trace in self.ranks)
-
-
-def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), source: str = "") -> Run:
-    """Assemble and validate a run: ranks sorted; of several files, one without a rank is skipped, of two files
-    claiming one rank the first (by path) kept and the other skipped with both named, and traces of another job
-    set apart (`traceview.load.one_job`), each skipped with its reason."""
-    from traceview.load.one_job import one_job  # it reads the model's classes
-
-    ordered = sorted(traces, key=lambda trace: (trace.rank, trace.path))
-    assumed = [trace for trace in ordered if trace.meta.rank_source == "assumed"]
-    if len(ordered) > 1 and len(assumed) == len(ordered):
-        raise RunError(
-            f"{assumed[0].path}: no rank in distributedInfo or in the file name, and the run has "
-            f"{len(ordered)} files (name files rank<N>.json or pass one file)"
-        )
-    unranked = [
-        SkippedInput(trace.path, "no rank in distributedInfo or in the file name (name it rank<N>.json)")
-        for trace in assumed
-        if len(ordered) > 1
-    ]
-    ranked = [trace for trace in ordered if len(ordered) == 1 or trace.meta.rank_source != "assumed"]
-    job, apart, warnings = one_job(ranked, source)
-    kept: dict[int, RankTrace] = {}
-    claimed: list[SkippedInput] = []
-    for trace in job:
-        first = kept.setdefault(trace.rank, trace)
-        if first is not trace:
-            reason = f"rank {trace.rank} is also claimed by {first.path}; that file was kept"
-            claimed.append(SkippedInput(trace.path, reason))
-    every_skipped = (*skipped, *unranked, *apart, *claimed)
-    return Run(
-        ranks=tuple(kept.values()), skipped=every_skipped, source=source, extra_warnings=tuple(warnings)
-    ).validate()

@@ -25,8 +25,8 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
-from traceview.prediction.costmodel import bus_factor_expr, collective_time_expr, latency_steps_expr
 from traceview.prediction.inputs import ModelInputs, PredictionOptions, resolve_inputs
+from traceview.prediction.pricing import price
 from traceview.prediction.trace_facts import step_calls
 from traceview.prediction.whatif import WhatIf, what_if
 
@@ -82,76 +82,6 @@ class Prediction:
     def gate_figures(self) -> dict[str, float | None]:
         """Figures `--fail-on` can name: `gamma_pred` and `gamma_ratio` (measured / predicted, pooled)."""
         return {"gamma_pred": self.run.get("gamma_pred"), "gamma_ratio": self.run.get("gamma_ratio")}
-
-
-def spans_nodes(ranks_per_node: int) -> pl.Expr:
-    """Whether a call's group spans nodes: its listed ranks fall on two nodes (rank // ranks per node), else
-    (ranks unknown) its size exceeds a node."""
-    nodes = (
-        pl.col("pg_ranks")
-        .cast(pl.Utf8)
-        .str.extract_all(r"-?\d+")
-        .list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
-    )
-    listed = nodes.list.len() > 0
-    return pl.when(listed).then(nodes.list.n_unique() > 1).otherwise(pl.col("group_size") > ranks_per_node)
-
-
-def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
-    intra = getattr(inputs.intra, field) if inputs.intra else None
-    inter = getattr(inputs.inter, field) if inputs.inter else None
-    return pl.when(pl.col("spans_nodes")).then(pl.lit(inter)).otherwise(pl.lit(intra))
-
-
-def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
-    """`calls` with spans_nodes (unless present), link, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
-    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved: f S / duration). `n` overrides the group size."""
-    size = n if n is not None else pl.col("group_size")
-    frame = (
-        calls
-        if "spans_nodes" in calls.columns
-        else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
-    )
-    frame = frame.with_columns(
-        _link_value(inputs, "name").alias("link"),
-        _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
-        _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
-    )
-    frame = _group_overrides(frame, inputs)
-    collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
-    return frame.with_columns(
-        (
-            collective_time_expr(collective, size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")) * 1e6
-        ).alias("t_pred_us"),
-        (bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6).alias(
-            "t_bw_us"
-        ),
-        (latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6).alias("t_lat_us"),
-        pl.when(pl.col("dur_us") > 0)
-        .then(bus_factor_expr(collective, size) * bytes_ / (pl.col("dur_us") * 1e-6))
-        .alias("busbw_Bps"),
-    ).with_columns((pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"))
-
-
-def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:
-    """The link columns of calls of groups the NCCL log overrides (`ModelInputs.group_links`)."""
-    if not inputs.group_links:
-        return frame
-    links = dict(inputs.group_links)
-    return frame.with_columns(
-        pl.col("pg_key")
-        .replace_strict(
-            {g: getattr(found, field) for g, found in links.items()},
-            default=pl.col(column),
-            return_dtype=dtype,
-        )
-        .alias(column)
-        for field, column, dtype in (
-            ("name", "link", pl.Utf8),
-            ("bandwidth_Bps", "bandwidth_Bps", pl.Float64),
-            ("alpha_s", "alpha_s", pl.Float64),
-        )
-    )
 
 
 def _call_sums() -> list[pl.Expr]:

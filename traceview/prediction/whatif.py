@@ -17,6 +17,7 @@ import polars as pl
 from traceview.prediction.costmodel import gamma_closed_form
 from traceview.prediction.hardware import GpuSpec, table
 from traceview.prediction.inputs import Link, ModelInputs
+from traceview.prediction.pricing import price, spans_nodes
 
 WORKER_COUNTS = tuple(2**power for power in range(1, 13))
 """K of the strong-scaling curve: 2 to 4096 (the run's own K is added)."""
@@ -66,7 +67,6 @@ def gamma_at(
 ) -> float | None:
     """gamma_pred of `calls` (one step) with the data-parallel group `workers_factor` times larger at a
     fixed global batch, the local batch `batch_factor` times larger, on `inputs`' links."""
-    from traceview.prediction.gamma import price, spans_nodes  # prediction imports this module
 
     data_parallel = pl.col("pg_key") == (inputs.grad_group or "")
     size = (pl.col("group_size") * workers_factor).round(0).cast(pl.Int64)

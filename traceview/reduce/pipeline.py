@@ -1,7 +1,7 @@
 """From what the user typed to the run's results in bounded memory: files -> map (in workers) -> reduce.
 
 `analyze_files(spec, options)` resolves the rank files, summarises each in an executor
-(`traceview.map.executors`), checks the ranks as one run (`traceview.model.trace.make_run` on the compact traces) and
+(`traceview.map.executors`), checks the ranks as one run (`traceview.load.one_job.make_run` on the compact traces) and
 reduces the summaries (`traceview.reduce.reduce`). Only summaries are ever held together, never two parsed traces per
 worker. `traceview.reduce.analysis.analyze` does the same for a `Run` already in memory.
 """
@@ -13,9 +13,10 @@ from pathlib import Path
 
 from traceview.core.errors import InputError
 from traceview.load.inputs import resolve_trace_files
+from traceview.load.one_job import make_run
 from traceview.map.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.map.rank_summary import RankSummary
-from traceview.model.trace import SkippedInput, make_run
+from traceview.model.trace import SkippedInput
 from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 from traceview.reduce.reduce import reduce_summaries
 from traceview.reduce.results import AnalysisOptions, RunAnalysis

@@ -23,6 +23,7 @@ from traceview.simulate.scenario import (
     StepTruth,
     message_nelems,
     transfer_s,
+    validate_scenario,
 )
 
 _LAUNCH_OFFSET_NS: Final = 3_000  # a launch starts this long after its op starts
@@ -368,3 +369,14 @@ def run(scenario: Scenario, out_dir: Path, compress: bool) -> GroundTruth:
         instances=tuple(instances),
         pytorch_version=scenario.pytorch_version,
     )
+
+
+def write_run(scenario: Scenario, out_dir: Path, gzip: bool = False) -> GroundTruth:
+    """Simulate `scenario` and write one Kineto trace per rank into `out_dir` (`rank{r}.json`, or
+    `rank-{r}.pt.trace.json.gz` with `gzip`); return what a correct analysis of those files must find.
+
+    Raises `UsageError` for an inconsistent scenario before writing anything.
+    """
+    validate_scenario(scenario)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return run(scenario, out_dir, gzip)

@@ -257,19 +257,6 @@ def message_nelems(spec: CollectiveSpec) -> tuple[int, int]:
     return total, total
 
 
-def write_run(scenario: Scenario, out_dir: Path, gzip: bool = False) -> GroundTruth:
-    """Simulate `scenario` and write one Kineto trace per rank into `out_dir` (`rank{r}.json`, or
-    `rank-{r}.pt.trace.json.gz` with `gzip`); return what a correct analysis of those files must find.
-
-    Raises `UsageError` for an inconsistent scenario before writing anything.
-    """
-    from traceview.simulate.engine import run
-
-    validate_scenario(scenario)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return run(scenario, out_dir, gzip)
-
-
 def _problems(scenario: Scenario) -> list[str]:
     checks = [
         (scenario.ranks >= 1 and scenario.ranks_per_host >= 1 and scenario.steps >= 1, "ranks, steps >= 1"),

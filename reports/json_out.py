@@ -24,7 +24,7 @@ from traceview.collectives.tables import CollectiveAnalysis
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 

@@ -22,6 +22,7 @@ from tests import report_factory as rf
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunAnalysis, analyze
 from traceview.timeline.step_view import offered_steps, step_lengths, timeline
+from traceview.verdict.facts import Facts
 from traceview.verdict.recommend import recommendations
 
 
@@ -174,7 +175,7 @@ def test_rules_fire_on_facts_and_cite_them() -> None:
         "gamma": 0.75,
         "comp_us": 400.0,
     }
-    fired = recommendations(facts)
+    fired = recommendations(Facts(facts))
     assert [r.rule for r in fired] == [
         "exposed-communication",
         "low-overlap",
@@ -186,9 +187,9 @@ def test_rules_fire_on_facts_and_cite_them() -> None:
 
 def test_rules_without_their_facts_stay_silent() -> None:
     assert (
-        recommendations({"gamma": 3.0}) == ()
+        recommendations(Facts({"gamma": 3.0})) == ()
     )  # communication-bound also needs comm_us, comp_us, comm_share
-    assert recommendations({}) == ()
+    assert recommendations(Facts()) == ()
 
 
 def test_small_run_recommendations(small: RunAnalysis) -> None:

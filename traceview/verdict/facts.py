@@ -53,6 +53,12 @@ class Facts:
 Found = tuple[dict[str, float], dict[str, str]]
 
 
+def duration_text(facts: Facts, name: str) -> str:
+    """The named duration (us) for a sentence: milliseconds from 1 ms up, else microseconds."""
+    value = facts[name]
+    return f"{value / 1000:.2f} ms" if abs(value) >= 1000 or value == 0 else f"{value:.1f} us"
+
+
 def finite(values: Mapping[str, object]) -> dict[str, float]:
     """The entries of `values` that are finite numbers, as floats (bools are not numbers here)."""
     return {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traceview.verdict.facts import Facts
+from traceview.verdict.facts import Facts, duration_text
 
 STRAGGLER_COST_MIN = 0.05
 """A straggler whose lateness costs at least this share of the median step sets the pace of the run."""
@@ -42,8 +42,7 @@ class HeadlineRule:
     sentence: Callable[[Facts], str]
 
 
-def _ms(facts: Facts, name: str) -> str:
-    return f"{facts[name] / 1000:.2f} ms"
+_ms = duration_text
 
 
 def _bound_clause(f: Facts) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from traceview.verdict.facts import Facts
+from traceview.verdict.facts import Facts, duration_text
 
 EXPOSED_SHARE_MIN = 0.10
 """Exposed communication above this share of the median step is worth acting on."""
@@ -48,8 +48,7 @@ class Rule:
     score: Callable[[Facts], float]
 
 
-def _ms(facts: Facts, name: str) -> str:
-    return f"{facts[name] / 1000:.2f} ms"
+_ms = duration_text
 
 
 def _waiting_share(f: Facts) -> float:

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from tests.crossrank_factory import comm, kernels, windows
+from tests.kineto_factory import cpu_op, kernel, launch, write
 from traceview.across_ranks.analysis import CrossRank, add_transfer, cross_rank
 from traceview.across_ranks.clocks import rank_hosts
 from traceview.budget.time_budget import TimeBudget
@@ -315,3 +316,52 @@ def test_disjoint_pairs_are_mismatches_and_leave_the_clock_alone() -> None:
     assert "starts 0.2 ms after rank 0's call ended" in result.mismatches.item(0, "detail")
     assert result.usable_instances == 4
     assert result.clocks.offsets.get_column("offset_us").to_list() == [0.0, 0.0]
+
+
+def _pytorch1_rank(rank: int, late_rank: int, late_us: float) -> dict[str, object]:
+    """One rank of an 8-rank PyTorch 1.x job on one host: no `distributedInfo`, no hostname, the collective only
+    in a `nccl:all_reduce` annotation with `Input Dims`. Four steps of 20 ms: an 8 ms GEMM, then a 4 MiB
+    all-reduce launched right after it; `late_rank` enters every step `late_us` late on the host (its data
+    loading), and the all-reduce ends at the same instant on every rank (the others wait for it)."""
+    events: list[dict[str, object]] = []
+    for step in range(1, 5):
+        t0 = 20_000.0 * step
+        host = t0 + (late_us if rank == late_rank else 0.0)
+        events += [
+            cpu_op(f"ProfilerStep#{step}", host, 19_000.0),
+            launch(host + 50, correlation=10 * step),
+            kernel("volta_sgemm_128x64_nn", host + 100, 8000.0, correlation=10 * step),
+            cpu_op("nccl:all_reduce", host + 8100, 50.0, args={"Input Dims": [[1048576]], "Input type": ["float"]}),
+            launch(host + 8110, correlation=10 * step + 1),
+            kernel(
+                "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", host + 8120,
+                t0 + late_us + 9120.0 - (host + 8120), correlation=10 * step + 1, stream=13,
+            ),
+        ]  # fmt: skip
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
+        "traceEvents": events,
+    }
+
+
+def test_pytorch1_single_host_late_host_entry_is_not_the_network(tmp_path: Path) -> None:
+    """Rank 3 enters each step 3 ms late on the host: last in all 4 all-reduces, 3 ms after the median start,
+    its compute and launch gaps like everyone's. The cause is the late host step entry (not the network: the
+    ranks share a clock and nothing says their group spans hosts); the cost: 3 ms per step over a 20 ms step
+    less what the others' exposed communication allows."""
+    for rank in range(8):
+        write(_pytorch1_rank(rank, 3, 3000.0), tmp_path / f"rank-{rank}.pt.trace.json")
+    result = analyze(load_run(str(tmp_path)))
+    assert result.crossrank is not None
+    row = result.crossrank.per_rank.filter(pl.col("rank") == 3).row(0, named=True)
+    assert (row["instances"], row["times_last"], row["median_lateness_us"]) == (4, 4, 3000.0)
+    assert row["host_entry_excess_us"] == pytest.approx(3000.0)
+    assert (row["comp_excess_us"], row["launch_gap_excess_us"]) == (0.0, 0.0)
+    assert (row["straggler"], row["cause"], row["clock_uncertainty_us"]) == (
+        True,
+        "late host step entry",
+        0.0,
+    )
+    assert row["lateness_cost_us"] == pytest.approx(3000.0)  # the others wait 3 ms, all of it exposed
+    assert "late host-side step entry" in result.crossrank.sentence

@@ -41,14 +41,13 @@ Signature = tuple[int, int, int]
 
 def signature_columns() -> list[pl.Expr]:
     """`sig_collective`, `sig_size`, `sig_dtype` of each call (module docstring)."""
-    collective = pl.col("collective").replace(PAIRED)
-    uneven = collective.is_in(list(UNEVEN_SIZES)) & (pl.col("in_bytes") != pl.col("out_bytes")).fill_null(
-        False
-    )
+    collective = pl.col("collective").cast(pl.Utf8).replace(PAIRED)
+    in_bytes, out_bytes = pl.col("in_bytes").cast(pl.Int64), pl.col("out_bytes").cast(pl.Int64)
+    uneven = collective.is_in(list(UNEVEN_SIZES)) & (in_bytes != out_bytes).fill_null(False)
     return [
         collective.alias("sig_collective"),
-        pl.when(~uneven).then(pl.col("size_bytes")).alias("sig_size"),
-        pl.col("dtype").alias("sig_dtype"),
+        pl.when(~uneven).then(pl.col("size_bytes").cast(pl.Int64)).alias("sig_size"),
+        pl.col("dtype").cast(pl.Utf8).alias("sig_dtype"),
     ]
 
 

@@ -195,7 +195,10 @@ def test_even_alltoall_sizes_are_part_of_the_signature() -> None:
     ]
     result = match_instances(kernels(rows), ONE_STEP, [0, 1])
     assert result.instances.get_column("consistent").to_list() == [False, False]
-    assert result.mismatches.select("position", "rank", "kind").rows() == [(0, 1, "unmatched"), (1, 1, "missing")]
+    assert result.mismatches.select("position", "rank", "kind").rows() == [
+        (0, 1, "unmatched"),
+        (1, 1, "missing"),
+    ]
     assert _pairs(result) == [(0.0, 20.0)]
 
 

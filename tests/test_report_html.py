@@ -180,7 +180,9 @@ def test_rules_fire_on_facts_and_cite_them() -> None:
         "exposed-communication",
         "low-overlap",
     ]  # 0.22 > 0.3 * (1 - 0.267) * 0.9
-    assert fired[0].sentence.startswith("22% of the median step is exposed communication (220.0 us of 1.00 ms")
+    assert fired[0].sentence.startswith(
+        "22% of the median step is exposed communication (220.0 us of 1.00 ms"
+    )
     assert dict(fired[0].facts)["exposed_comm_share"] == 0.22
     assert "overlap ratio 0.27" in fired[1].sentence
 

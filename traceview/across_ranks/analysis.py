@@ -29,8 +29,6 @@ from traceview.across_ranks.stragglers import (
 from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
 
-TRANSFER_COLUMNS = ("transfer_us", "transfer_gamma")
-
 
 @dataclass(frozen=True)
 class CrossRank:
@@ -163,23 +161,6 @@ def host_steps_of(run: Run) -> pl.DataFrame:
         for trace in run
     ]
     return pl.concat(frames) if frames else _no_host_steps()
-
-
-def add_transfer(budget: TimeBudget, transfer: pl.DataFrame) -> TimeBudget:
-    """The budget with `transfer_us` and `transfer_gamma` = transfer_us / comp_us (SPEC section 4) per step,
-    their per-rank medians and their run medians."""
-    if budget.per_step.height == 0:
-        return budget
-    per_step = budget.per_step.drop(TRANSFER_COLUMNS, strict=False).join(
-        transfer, on=["rank", "step"], how="left"
-    )
-    per_step = per_step.with_columns(pl.col("transfer_us").fill_null(0.0)).with_columns(
-        pl.when(pl.col("comp_us") > 0).then(pl.col("transfer_us") / pl.col("comp_us")).alias("transfer_gamma")
-    )
-    medians = per_step.group_by("rank").agg(pl.col(c).median() for c in TRANSFER_COLUMNS)
-    per_rank = budget.per_rank.drop(TRANSFER_COLUMNS, strict=False).join(medians, on="rank", how="left")
-    run = per_step.select(pl.col(c).median() for c in TRANSFER_COLUMNS).row(0, named=True)
-    return replace(budget, per_step=per_step, per_rank=per_rank, run_median={**budget.run_median, **run})
 
 
 def run_cross_rank(

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from traceview.reports.compare_terminal import change_text, p_text, value_text
 
-from traceview.compare import Comparison, Finding
+from traceview.compare import Comparison
+from traceview.compare_findings import Finding
 from traceview.sanitize import printable
 
 TOP = 5

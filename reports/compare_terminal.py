@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from traceview.compare import Comparison, Finding
+from traceview.compare import Comparison
+from traceview.compare_findings import Finding
 from traceview.sanitize import printable
 from traceview.trend import Trend
 

@@ -24,7 +24,7 @@ from traceview.collective_tables import CollectiveAnalysis
 from traceview.crossrank import CrossRank
 from traceview.nccl_join import LinkOverride, NcclJoin
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 
@@ -212,6 +212,7 @@ def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "kernel_classes": records(found.kernel_classes),
         "class_kernels": [{k: clean(v) for k, v in row.items()} for row in found.class_kernels],
         "algorithms": records(found.algorithms),
+        "collective_calls": records(found.collective_calls),
     }
 
 

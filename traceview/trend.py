@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from traceview.compare import TrendSettings
+from traceview.compare_findings import TrendSettings
 from traceview.compare_stats import holm, mann_whitney, relative_change
 
 

@@ -107,6 +107,11 @@ class Comparison:
         return _ranked([f for f in self.findings if f.outcome == "not significant"])
 
     @property
+    def explained(self) -> list[Finding]:
+        """Kernel-class changes that the ranks which moved explain, largest first."""
+        return _ranked([f for f in self.findings if f.outcome == "explained"])
+
+    @property
     def scaling_shortfall_pct(self) -> float | None:
         """How far the measured scaling efficiency falls short of the model's, in percent of the model's."""
         scaling = self.scaling
@@ -138,7 +143,8 @@ class Comparison:
 
 
 def _ranked(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (not f.is_cause, -abs(f.change_pct or 0.0)))
+    """Causes first, then effects; within each, fully read before partial, then the largest change."""
+    return sorted(findings, key=lambda f: (not f.is_cause, f.partial, -abs(f.change_pct or 0.0)))
 
 
 def _statistic(values: tuple[float, ...], statistic: str, median: float | None) -> float | None:
@@ -315,7 +321,14 @@ def _describe(finding: Finding) -> str:
 
 
 def verdict_sentence(comparison: Comparison) -> str:
-    """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said."""
+    """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said;
+    a changed setup (devices, NCCL, PyTorch) named, as the first suspect of whatever changed."""
+    sentence = _core_verdict(comparison)
+    setup = comparison.structure.setup_changes
+    return f"{sentence[:-1]}, with the setup changed ({'; '.join(setup)})." if setup else sentence
+
+
+def _core_verdict(comparison: Comparison) -> str:
     failing, improvements = comparison.failing, comparison.improvements
     if comparison.scaling is not None:
         if comparison.scaling_shortfall_pct is not None:
@@ -329,7 +342,7 @@ def verdict_sentence(comparison: Comparison) -> str:
         more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
         return f"Regression: {top}{more}."
     if comparison.regressions:
-        return f"Changes found but not judged{partial}: {_describe(comparison.regressions[0])}."
+        return f"No failing regression: changes found where a run was read only in part, e.g. {_describe(comparison.regressions[0])}."
     within_noise = comparison.not_significant
     if within_noise:
         return (

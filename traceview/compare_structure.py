@@ -118,6 +118,19 @@ def _subjects(
     }
 
 
+def _listed(subjects: set[str]) -> list[str]:
+    """`subjects` sorted, the ranks among them last and joined into runs: `rank 3`, `ranks 8-63`."""
+    ranks = sorted(int(s.split(" ", 1)[1]) for s in subjects if s.startswith("rank "))
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    joined = [f"rank {run[0]}" if len(run) == 1 else f"ranks {run[0]}-{run[-1]}" for run in runs]
+    return sorted(s for s in subjects if not s.startswith("rank ")) + joined
+
+
 def _families(samples: Mapping[tuple[str, str, str], Samples]) -> set[str]:
     return {family for family, _, _ in samples if family in CAUSE_FAMILIES}
 
@@ -222,8 +235,8 @@ def structure_changes(
     return Structure(
         baseline_world_size=_world_size(baseline),
         candidate_world_size=_world_size(candidate),
-        appeared=sorted(cand_subjects - base_subjects),
-        disappeared=sorted(base_subjects - cand_subjects),
+        appeared=_listed(cand_subjects - base_subjects),
+        disappeared=_listed(base_subjects - cand_subjects),
         algorithm_mix=algorithm_mix(baseline, candidate),
         partial_notes=notes,
         partial_families=frozenset(families),

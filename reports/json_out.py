@@ -212,6 +212,7 @@ def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "kernel_classes": records(found.kernel_classes),
         "class_kernels": [{k: clean(v) for k, v in row.items()} for row in found.class_kernels],
         "algorithms": records(found.algorithms),
+        "collective_calls": records(found.collective_calls),
     }
 
 

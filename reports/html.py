@@ -25,6 +25,8 @@ import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from traceview.reports import drilldown, figures
+from traceview.reports.evidence import evidence_links
+from traceview.reports.page_filters import rank_ranges
 from traceview.reports.sections import SECTIONS
 
 from traceview import __version__
@@ -72,8 +74,9 @@ def drill_json(analysis: RunAnalysis) -> str:
 
 
 _ENVIRONMENT.globals["drill_json"] = drill_json
-_ENVIRONMENT.globals["evidence"] = {"cross-rank": "across-ranks", "time-budget": "drilldown"}
-"""Recommendation section -> the page section that shows its evidence (`Recommendation.section`)."""
+_ENVIRONMENT.globals["evidence_links"] = evidence_links
+_ENVIRONMENT.globals["fold_rows"] = figures.MAX_RANK_BARS
+_ENVIRONMENT.filters["rank_ranges"] = rank_ranges
 _ENVIRONMENT.globals["collectives_by_cost"] = drilldown.collectives_by_cost
 _ENVIRONMENT.filters["ms"] = _ms
 _ENVIRONMENT.filters["ratio"] = _ratio

@@ -131,16 +131,25 @@ def _cause_text(row: Mapping[str, object]) -> str:
     return "the network or a peer's link (neither its compute nor its launches explain it)"
 
 
+SENTENCE_STRAGGLERS = 3
+"""Stragglers the sentence describes one by one; the others are listed by rank."""
+
+
 def straggler_sentence(per_rank: pl.DataFrame, instances: pl.DataFrame) -> str:
     """One plain sentence: the straggler(s) and likely cause, or why there is none."""
     usable = instances.filter(pl.col("skew_us").is_not_null())
     if usable.height == 0:
         return "No collective was matched on two or more ranks, so there are no straggler figures."
+    flagged = per_rank.filter(pl.col("straggler"))
     parts = [
         f"rank {row['rank']} is a straggler: last in {row['times_last']} of its {row['instances']} collectives, "
         f"median {_ms(row['median_lateness_us'])} late; likely cause: {_cause_text(row)}"
-        for row in per_rank.filter(pl.col("straggler")).iter_rows(named=True)
+        for row in flagged.head(SENTENCE_STRAGGLERS).iter_rows(named=True)
     ]
+    if flagged.height > SENTENCE_STRAGGLERS:
+        more = flagged.get_column("rank").slice(SENTENCE_STRAGGLERS).to_list()
+        listed = ", ".join(str(r) for r in more[:10]) + (", ..." if len(more) > 10 else "")
+        parts.append(f"and {len(more)} more stragglers (ranks {listed}; the per-rank table has them all)")
     if parts:
         text = "; ".join(parts) + "."
         return text[0].upper() + text[1:]

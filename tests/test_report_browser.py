@@ -328,3 +328,45 @@ def test_1024_ranks_stay_small_and_load_fast(browser: Browser, tmp_path: Path) -
     assert load_s < MAX_LOAD_S
     rows = browser.evaluate("document.getElementById('fig-heatmap').data[0].y.length")
     assert rows == 1024  # every rank in the heatmap
+
+
+def _kernel_ms_by_group(run: Path) -> dict[str, float]:
+    """Kernel time per process group over every rank, by a plain pass over the trace files (ms)."""
+    import gzip
+
+    totals: dict[str, float] = {}
+    for path in run.glob("*.json.gz"):
+        for event in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
+            group = event.get("args", {}).get("Process Group Name") if event.get("cat") == "kernel" else None
+            if group is not None:
+                totals[str(group)] = totals.get(str(group), 0.0) + event["dur"] / 1000
+    return totals
+
+
+def test_collectives_by_cost_open_their_instances(browser: Browser, tmp_path: Path) -> None:
+    """sample_traces/pp4_mismatch: all-reduces and point-to-point transfers in four process groups."""
+    run = SAMPLES / "pp4_mismatch"
+    open_report(browser, written(tmp_path, analyze(load_run(run, workers=1))))
+    rows = browser.evaluate(
+        "Array.prototype.map.call(document.querySelectorAll('#table-collectives-cost > tbody > tr'), function (tr) {"
+        " return [tr.cells[0].textContent, parseFloat(tr.cells[5].textContent),"
+        " tr.querySelectorAll('details tbody tr').length]; })"
+    )
+    costs = [cost for _, cost, _ in rows]
+    assert costs == sorted(costs, reverse=True)  # costliest first
+    by_group: dict[str, float] = {}
+    for group, cost, _ in rows:
+        by_group[group] = by_group.get(group, 0.0) + cost
+    expected = _kernel_ms_by_group(run)
+    assert by_group.keys() == expected.keys()
+    assert all(by_group[g] == pytest.approx(expected[g], abs=0.002 * len(rows)) for g in expected)
+    assert all(instances > 0 for _, _, instances in rows)
+    browser.click(*_centre(browser, "#table-collectives-cost details summary"))  # open the costliest row
+    link = browser.wait_for(
+        "(function () { var a = document.querySelector('#table-collectives-cost details[open] tbody a');"
+        " return a && a.getBoundingClientRect().height > 0 ? a.getAttribute('href') : null; })()"
+    )
+    browser.click(*_centre(browser, "#table-collectives-cost details[open] tbody a"))
+    cell = link.removeprefix("#cell=")
+    browser.wait_for(f"document.getElementById('drill-detail').dataset.cell === '{cell}'")
+    assert_clean(page_state(browser))

@@ -85,12 +85,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 1024])
     parser.add_argument("--loads", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="keep the runs and reports in this folder")
     args = parser.parse_args()
     plotly_mb = len(get_plotlyjs().encode()) / 1e6
     with tempfile.TemporaryDirectory() as folder:
+        work = args.keep or Path(folder)
+        work.mkdir(parents=True, exist_ok=True)
         browser = Browser(CHROMIUM, Path(folder) / "profile")
         try:
-            rows = [measure(n, Path(folder), browser, args.loads) for n in sorted(args.ranks)]
+            rows = [measure(n, work, browser, args.loads) for n in sorted(args.ranks)]
         finally:
             browser.close()
     base = rows[0]

@@ -17,7 +17,9 @@ from traceview.timeline import Timeline
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 """The Okabe-Ito palette: eight colours told apart with every common colour-vision deficiency; every figure
-draws from it (greys for idle and unknowns)."""
+draws from it, from `TINTS` and from greys (idle, unknowns); heatmaps use Viridis and RdBu."""
+TINTS = ("#80CFB9", "#2B7A9E")
+"""Lighter bluish green (compute overlapped with communication) and darker blue (Recv beside Send)."""
 NOISE_FLOOR_MS = 0.001
 """Chart values below 1 us are float rounding of `ts + dur`, not time: drawn as 0 (tables keep the figures)."""
 
@@ -254,8 +256,8 @@ def _step_traces(segments: pl.DataFrame, step: int, labels: list[str], visible: 
                 legendgroup=label,
                 orientation="h",
                 y=[f"rank {r}" for r in rows.get_column("rank").to_list()],
-                base=(rows.get_column("start_us") / 1000).round(4).to_list(),
-                x=(rows.get_column("length_us") / 1000).round(4).to_list(),
+                base=rows.select(chart_ms("start_us").round(4)).to_series().to_list(),
+                x=rows.select(chart_ms("length_us").round(4)).to_series().to_list(),
                 offset=offset,
                 width=width,
                 marker={

@@ -46,3 +46,20 @@ def median_step(analysis: RunAnalysis) -> int | None:
         return int(analysis.timeline.median_step)
     steps = analysis.budget.per_step.get_column("step")
     return int(steps.min()) if steps.len() else None  # type: ignore[arg-type]
+
+
+FACT_FIGURES: Mapping[str, str] = {
+    "gamma": "fig-gamma",
+    "gamma_pred": "fig-gamma-scaling",
+    "exposed_comm_share": "fig-budget",
+    "exposed_gamma": "fig-gamma",
+    "idle_share": "fig-idle-causes",
+    "straggler_rank": "fig-lateness",
+}
+"""Per figure of the verdict panel (a fact's name), the figure that shows it across ranks."""
+
+
+def fact_figure(fact: str, drawn: Collection[str]) -> str | None:
+    """`#fig-...` for the verdict panel's `fact` when the page draws that figure."""
+    figure = FACT_FIGURES.get(fact)
+    return f"#{figure}" if figure in drawn else None

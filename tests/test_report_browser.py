@@ -231,6 +231,13 @@ def test_each_recommendation_links_to_the_figure_that_proves_it(
         assert figure.startswith("#fig-"), link
         drawn = browser.evaluate(f"document.querySelector('{figure}').classList.contains('js-plotly-plot')")
         assert drawn, link
+    facts = browser.evaluate(
+        "Array.prototype.map.call(document.querySelectorAll('#verdict-figures a.fact'), function (a) {"
+        " var target = document.querySelector(a.getAttribute('href'));"
+        " return [a.querySelector('.label').textContent, target !== null && target.classList.contains('js-plotly-plot')]; })"
+    )
+    assert dict(facts) == {"measured gamma": True, "exposed communication": True, "exposed gamma": True,
+                           "GPU idle": True, "top straggler": True}  # fmt: skip
     by_rule = {x["rule"]: x for x in links}
     assert by_rule["rec-straggler"]["figure"] == "#fig-lateness"  # rank 5's row is late in every instance
     assert by_rule["rec-straggler"]["cell"] == "#cell=5-6"  # rank 5 in the median step (6)

@@ -136,3 +136,16 @@ def test_the_straggler_sentence_describes_three_and_lists_the_rest() -> None:
     assert sentence.count("is a straggler") == 3
     assert sentence.startswith("Rank 2 is a straggler")
     assert "and 2 more stragglers (ranks 20, 31;" in sentence
+
+
+def test_the_drill_down_names_each_segments_longest_kernel(sample: RunAnalysis) -> None:
+    """Every kept segment with kernels points at its longest kernel's name: rank 5's step 3 holds the
+    all-reduce kernel the sample's traces name."""
+    data = drill_data(sample)
+    names = data["kernel_names"]
+    segments = data["segments"]["3"]["5"]
+    assert all(-1 <= s[5] < len(names) for s in segments)
+    assert all((s[5] >= 0) == (s[4] > 0) for s in segments)
+    comm = [names[s[5]] for s in segments if s[1] == "AllReduce"]
+    assert comm
+    assert all(name.startswith("ncclKernel_AllReduce_RING_LL_Sum") for name in comm)

@@ -38,6 +38,7 @@
   if (!island || !heat || !window.Plotly) { return; }
   var data = JSON.parse(island.textContent);
   var colours = data.colours;
+  function esc(text) { return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
   function row(label, values) {
     var tr = document.createElement("tr");
     [label].concat(values.map(function (v) { return v === null ? "-" : v.toFixed(3); })).forEach(function (text, i) {
@@ -52,7 +53,9 @@
       return {type: "bar", orientation: "h", y: [y], base: [s[2]], x: [s[3] - s[2]], name: s[1], showlegend: first, legendgroup: s[1],
         marker: {color: colours[s[1]] || colours.other, line: {width: 0}},
         offset: (data.lanes[s[0]] || data.lanes.comm)[0], width: (data.lanes[s[0]] || data.lanes.comm)[1],
-        hovertemplate: s[1] + ": " + s[2].toFixed(3) + " to " + s[3].toFixed(3) + " ms<extra>" + y + "</extra>"};
+        hovertext: esc(s[1]) + ": " + s[2].toFixed(3) + " to " + s[3].toFixed(3) + " ms" +
+          (s[4] > 0 && s[5] >= 0 ? "<br>" + s[4] + " event(s); longest: " + esc(data.kernel_names[s[5]].slice(0, 120)) : ""),
+        hovertemplate: "%{hovertext}<extra>" + y + "</extra>"};
     });
   }
   function show(rank, step) {

@@ -166,6 +166,7 @@ class Browser:
     def screenshot(self, target: Path, selector: str | None = None) -> Path:
         """A PNG of the viewport, or of the element `selector` (scrolled to) when given."""
         params: dict[str, Any] = {"format": "png"}
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=0, y=0)  # no hover label left behind
         if selector:
             box = self.evaluate(
                 f"(function () {{ var el = document.querySelector({json.dumps(selector)}); el.scrollIntoView();"

@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.shared_data import REAL_KINETO, requires_shared
+
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 PLANTED_OFFSET_US = 25_000.0  # host 1 (ranks 4-7) records 25 ms ahead (sample_traces/README.md)
 
@@ -214,3 +216,13 @@ def test_bounds_keep_the_chosen_ranks_steps_window_and_count(checker: ModuleType
     assert all(e["ts"] < high and e["ts"] + e["dur"] > low for e in slices)
     assert document["otherData"]["truncated"] is True
     assert sum(e["ph"] == "X" and e.get("cat") != "bubble" for e in events) == 300
+
+
+@requires_shared
+def test_a_real_pair_of_ranks_passes_the_independent_checks(checker: ModuleType, tmp_path: Path) -> None:
+    """Two real ranks recorded by an older PyTorch (NCCL kernels without process-group args)."""
+    run = REAL_KINETO / "hta_sampled_2rank"
+    trace, summary = export_and_summary(run, tmp_path)
+    assert checker.check(trace, run, summary) == {"format": [], "offsets": [], "flows": []}
+    flows = [e for e in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"] if e["ph"] == "s"]
+    assert flows

@@ -13,7 +13,8 @@
    offset of the rank's host that the alignment reported (`across_ranks.clock_offsets` of the summary).
 3. Flows: both ends lie inside an exported kernel slice on their process and thread, and the two kernels are one
    collective instance: the same process group, collective and element count, and the same ordinal among their
-   rank's kernels of that group in issue order (one kernel per collective call, as NCCL launches them).
+   rank's kernels of that group in issue order (one kernel per collective call, as NCCL launches them); a trace
+   without process-group args (older PyTorch) groups NCCL kernels by the collective in their name.
 
 Prints one line per check and exits 1 when any fails.
 """
@@ -24,6 +25,7 @@ import bisect
 import gzip
 import json
 import math
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -99,22 +101,29 @@ def expected_shifts(documents: dict[int, Any], summary: Any) -> dict[int, float]
     }
 
 
+NCCL_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
+
+
+def _group(event: Any) -> str | None:
+    """A collective kernel's group: its process group where the trace records one, else (older traces) the
+    collective in its NCCL kernel name; None for any other kernel."""
+    if "Process Group Name" in event.get("args", {}):
+        return f"group {event['args']['Process Group Name']}"
+    found = NCCL_KERNEL.match(event.get("name", ""))
+    return f"kernels {found.group(1)}" if found else None
+
+
 def collective_identity(document: Any) -> dict[Kernel, tuple[str, str, int, int]]:
-    """(name, correlation) -> (process group, collective, elements, ordinal in the group) of every kernel of
-    a rank's file that belongs to a process group, ordinals by start time."""
+    """(name, correlation) -> (group, collective, elements, ordinal in the group) of every collective kernel of
+    a rank's file, ordinals by start time."""
     kernels = sorted(
-        (
-            e
-            for e in document["traceEvents"]
-            if e.get("cat") == "kernel" and "Process Group Name" in e.get("args", {})
-        ),
+        (e for e in document["traceEvents"] if e.get("cat") == "kernel" and _group(e) is not None),
         key=lambda e: e["ts"],
     )
     ordinal: dict[str, int] = defaultdict(int)
     found = {}
     for event in kernels:
-        args = event["args"]
-        group = str(args["Process Group Name"])
+        args, group = event["args"], str(_group(event))
         found[(event["name"], args["correlation"])] = (
             group,
             args.get("Collective name"),

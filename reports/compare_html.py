@@ -20,7 +20,7 @@ from traceview import __version__
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
 
-BASELINE_COLOUR, CANDIDATE_COLOUR = "#1f77b4", "#ff7f0e"
+BASELINE_COLOUR, CANDIDATE_COLOUR = "#0072B2", "#E69F00"  # Okabe-Ito (reports/figures.py)
 _ENVIRONMENT.filters["value_text"] = lambda value, metric: value_text(metric, value)
 _ENVIRONMENT.filters["change_text"] = change_text
 _ENVIRONMENT.filters["p_text"] = p_text
@@ -53,7 +53,7 @@ def busbw_figure(comparison: Comparison) -> go.Figure:
 
 def changes_figure(comparison: Comparison) -> go.Figure:
     """The relative change of every judged finding, regressions red, improvements green."""
-    colours = {"regression": "#d62728", "improvement": "#2ca02c", "not significant": "#bbbbbb"}
+    colours = {"regression": "#D55E00", "improvement": "#0072B2", "not significant": "#bbbbbb"}
     rows = [f for f in comparison.findings if f.outcome in colours and f.change_pct is not None][:40]
     figure = go.Figure(go.Bar(
         x=[f.change_pct for f in rows], y=[f"{f.metric} · {f.subject}" for f in rows], orientation="h",
@@ -91,7 +91,7 @@ def trend_figure(found: Trend, metric: str) -> go.Figure:
     figure = go.Figure(go.Scatter(x=frame.get_column("run").to_list(), y=frame.get_column("value").to_list(),
                                   mode="lines+markers", name=metric))  # fmt: skip
     for change in (c for c in found.changes if c.metric == metric):
-        figure.add_vline(x=change.index - 0.5, line_dash="dash", line_color="#d62728")
+        figure.add_vline(x=change.index - 0.5, line_dash="dash", line_color="#D55E00")
     figure.update_layout(title=metric, xaxis_title="run", yaxis_title=metric, xaxis_type="category")
     return figure
 

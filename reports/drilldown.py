@@ -16,7 +16,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
-from traceview.reports.figures import LAYOUT
+from traceview.reports.figures import LABEL_COLOURS, LANE_GEOMETRY, LAYOUT, OTHER_COLOUR, chart_ms
 
 from traceview.collectives.tables import size_bucket_exprs
 from traceview.reduce.results import RunAnalysis
@@ -49,7 +49,7 @@ def heatmap(table: pl.DataFrame) -> go.Figure:
     ranks = sorted(table.get_column("rank").unique().to_list())
     figure = go.Figure()
     for index, (column, name) in enumerate(HEATMAP_METRICS):
-        wide = table.select("rank", "step", (pl.col(column) / 1000).alias("ms")).pivot(
+        wide = table.select("rank", "step", chart_ms(column).alias("ms")).pivot(
             on="step", index="rank", values="ms", sort_columns=True
         )
         wide = pl.DataFrame({"rank": ranks}).join(wide, on="rank", how="left")
@@ -72,23 +72,22 @@ def heatmap(table: pl.DataFrame) -> go.Figure:
     return figure
 
 
-def _timeline_segments(analysis: RunAnalysis) -> dict[str, Any]:
-    """The timeline's kept segments as {step: {rank: [[lane, label, start_ms, end_ms], ...]}}."""
+def _timeline_segments(analysis: RunAnalysis) -> tuple[dict[str, Any], list[str]]:
+    """The timeline's kept segments as {step: {rank: [[lane, label, start_ms, end_ms, kernels, longest], ...]}}
+    (`longest`: index of the segment's longest kernel name in the second value, -1 for none)."""
     timeline = analysis.timeline
     if timeline is None or timeline.segments.height == 0:
-        return {}
-    rows = timeline.segments.select(
-        "step",
-        "rank",
-        "lane",
-        "label",
-        (pl.col("start_us") / 1000).round(4),
-        (pl.col("end_us") / 1000).round(4),
-    )
+        return {}, []
+    names = timeline.segments.get_column("longest_kernel").drop_nulls().unique().sort().to_list()
+    index = pl.DataFrame({"longest_kernel": names, "longest": list(range(len(names)))})
+    rows = timeline.segments.join(index, on="longest_kernel", how="left").select(
+        "step", "rank", "lane", "label", chart_ms("start_us").round(4), chart_ms("end_us").round(4),
+        "kernels", pl.col("longest").fill_null(-1),
+    )  # fmt: skip
     found: dict[str, Any] = {}
-    for step, rank, lane, label, start, end in rows.iter_rows():  # bounded: the timeline's drawn segments
-        found.setdefault(str(step), {}).setdefault(str(rank), []).append([lane, label, start, end])
-    return found
+    for step, rank, *segment in rows.iter_rows():  # bounded: the timeline's drawn segments
+        found.setdefault(str(step), {}).setdefault(str(rank), []).append(segment)
+    return found, names
 
 
 def drill_data(analysis: RunAnalysis) -> dict[str, Any]:
@@ -100,15 +99,18 @@ def drill_data(analysis: RunAnalysis) -> dict[str, Any]:
         .group_by("step", maintain_order=True)
         .agg(pl.col("rank").get((pl.len() - 1) // 2).alias("median_rank"))
     )
-    figures = {
-        f"{rank}-{step}": [None if v is None else round(v / 1000, 4) for v in values]
-        for rank, step, *values in table.select("rank", "step", *CELL_FIGURES).iter_rows()
-    }
+    segments, kernel_names = _timeline_segments(analysis)
+    shown = table.select("rank", "step", *(chart_ms(name).round(4) for name in CELL_FIGURES))
+    figures = {f"{rank}-{step}": values for rank, step, *values in shown.iter_rows()}
     return {
+        "metrics": [column for column, _ in HEATMAP_METRICS],
+        "colours": {**LABEL_COLOURS, "other": OTHER_COLOUR},
+        "lanes": {lane: list(geometry) for lane, geometry in LANE_GEOMETRY.items()},
         "columns": [name.removesuffix("_us").replace("_", " ") for name in CELL_FIGURES],
         "cells": figures,
         "median_rank": {str(step): rank for step, rank in medians.iter_rows()},
-        "segments": _timeline_segments(analysis),
+        "segments": segments,
+        "kernel_names": kernel_names,
     }
 
 

@@ -17,9 +17,18 @@ from traceview.timeline.step_view import Timeline
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 """The Okabe-Ito palette: eight colours told apart with every common colour-vision deficiency; every figure
-draws from it (greys for idle and unknowns)."""
+draws from it, from `TINTS` and from greys (idle, unknowns); heatmaps use Viridis and RdBu."""
+TINTS = ("#80CFB9", "#2B7A9E")
+"""Lighter bluish green (compute overlapped with communication) and darker blue (Recv beside Send)."""
 NOISE_FLOOR_MS = 0.001
 """Chart values below 1 us are float rounding of `ts + dur`, not time: drawn as 0 (tables keep the figures)."""
+
+
+def chart_ms(column: str) -> pl.Expr:
+    """A time column in us as a chart draws it: in ms, values below `NOISE_FLOOR_MS` drawn as 0."""
+    ms = pl.col(column) / 1000
+    return pl.when(ms.abs() < NOISE_FLOOR_MS).then(0.0).otherwise(ms).alias(column)
+
 
 BUDGET_PARTS = (
     ("compute only", "#009E73"),
@@ -27,7 +36,8 @@ BUDGET_PARTS = (
     ("exposed comm", "#E69F00"),
     ("idle", "#c7c7c7"),
 )
-LAYOUT = {"margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 360}
+LAYOUT = {"margin": {"l": 60, "r": 20, "t": 64, "b": 50}, "height": 360}
+"""Every figure's top margin holds, from the top: the mode bar (its own strip, 0-26 px), then the title."""
 THEME: Mapping[str, Any] = {
     "layout": {
         "font": {
@@ -38,11 +48,20 @@ THEME: Mapping[str, Any] = {
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "colorway": list(OKABE_ITO),
-        "modebar": {"orientation": "v"},
+        "modebar": {"orientation": "h"},
         "xaxis": {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
         "yaxis": {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
         "hoverlabel": {"align": "left"},
-        "title": {"x": 0.0, "xanchor": "left", "font": {"size": 14}},
+        "title": {
+            "x": 0.01,
+            "xanchor": "left",
+            "xref": "container",
+            "yref": "container",
+            "y": 1.0,
+            "yanchor": "top",
+            "pad": {"t": 30},
+            "font": {"size": 14},
+        },
     }
 }
 """The page's own small plotly template (replaces plotly's, which is large and changes between versions)."""
@@ -103,17 +122,32 @@ def rank_bars(
     return figure
 
 
-def _outliers(per_rank: pl.DataFrame, column: str) -> list[tuple[int, float]]:
-    """(rank, value) of the values beyond 1.5 interquartile ranges, the farthest first (`NAMED_OUTLIERS`)."""
+def _outliers(per_rank: pl.DataFrame, column: str) -> list[tuple[float, list[int]]]:
+    """The values beyond 1.5 interquartile ranges, the farthest first (`NAMED_OUTLIERS` distinct values, to
+    3 significant digits), each with the ranks at it: ranks at one value share one label."""
     values = per_rank.get_column(column).drop_nulls()
     if values.len() < 4:
         return []
-    low, high = values.quantile(0.25, "linear"), values.quantile(0.75, "linear")
-    fence = 1.5 * ((high or 0.0) - (low or 0.0))
-    far = per_rank.filter((pl.col(column) > (high or 0.0) + fence) | (pl.col(column) < (low or 0.0) - fence))
+    low, high = values.quantile(0.25, "linear") or 0.0, values.quantile(0.75, "linear") or 0.0
+    fence = 1.5 * (high - low)
+    far = per_rank.filter((pl.col(column) > high + fence) | (pl.col(column) < low - fence))
     median = float(values.median() or 0.0)  # type: ignore[arg-type]
-    ordered = far.sort((pl.col(column) - median).abs(), descending=True).head(NAMED_OUTLIERS)
-    return [(int(r), float(v)) for r, v in ordered.select("rank", column).iter_rows()]
+    grouped = (
+        far.with_columns(pl.col(column).round_sig_figs(3).alias("shown"))
+        .group_by("shown")
+        .agg(pl.col("rank").sort())
+        .sort((pl.col("shown") - median).abs(), "shown", descending=[True, False])
+        .head(NAMED_OUTLIERS)
+    )
+    return [(float(v), list(ranks)) for v, ranks in grouped.iter_rows()]
+
+
+def outlier_label(ranks: Sequence[int], shown: int = 4) -> str:
+    """ "rank 5", or "ranks 5, 13, 21, 29 (+124)"."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    more = f" (+{len(ranks) - shown})" if len(ranks) > shown else ""
+    return "ranks " + ", ".join(str(r) for r in ranks[:shown]) + more
 
 
 def rank_distribution(
@@ -135,12 +169,13 @@ def rank_distribution(
             text=[f"rank {r}" for r in values.get_column("rank").to_list()],
             boxpoints="outliers", marker_color=colour, hovertemplate="%{text}: %{y:.4g}<extra></extra>",
         )  # fmt: skip
-        for rank, value in _outliers(values, column):
+        for value, ranks in _outliers(values, column):
             figure.add_annotation(
-                x=name, y=value, text=f"rank {rank}", showarrow=False, xshift=40, font={"size": 10}
-            )
+                x=name, y=value, text=outlier_label(ranks), showarrow=False, xanchor="left", xshift=12,
+                font={"size": 10},
+            )  # fmt: skip
     figure.update_layout(
-        title=f"{title} ({per_rank.height} ranks: distribution, outliers named)",
+        title=f"{title}: {per_rank.height} ranks, outliers named",
         showlegend=False, yaxis_title=yaxis_title or "", **LAYOUT,
     )  # fmt: skip
     return figure
@@ -221,8 +256,8 @@ def _step_traces(segments: pl.DataFrame, step: int, labels: list[str], visible: 
                 legendgroup=label,
                 orientation="h",
                 y=[f"rank {r}" for r in rows.get_column("rank").to_list()],
-                base=(rows.get_column("start_us") / 1000).round(4).to_list(),
-                x=(rows.get_column("length_us") / 1000).round(4).to_list(),
+                base=rows.select(chart_ms("start_us").round(4)).to_series().to_list(),
+                x=rows.select(chart_ms("length_us").round(4)).to_series().to_list(),
                 offset=offset,
                 width=width,
                 marker={
@@ -294,7 +329,7 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
                 "showactive": True,
             }
         ],
-        margin={"l": 70, "r": 20, "t": 80, "b": 50},
+        margin={"l": 70, "r": 20, "t": 92, "b": 50},
         height=min(max(330, 150 + 40 * len(ranks)), 1400),
     )
     return figure

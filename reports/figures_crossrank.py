@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
-from traceview.reports.figures import LAYOUT
+from traceview.reports.figures import LAYOUT, MAX_RANK_BARS, NOISE_FLOOR_MS, chart_ms, rank_distribution
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.reduce.analysis import RunAnalysis
@@ -24,7 +24,7 @@ def _heatmap_rows(crossrank: CrossRank) -> tuple[pl.DataFrame, int]:
     stride = max(1, -(-instances.len() // MAX_INSTANCES))
     kept = instances.gather_every(stride)
     calls = crossrank.calls.filter(pl.col("instance").is_in(kept.implode()))
-    table = calls.select("rank", "instance", (pl.col("lateness_us") / 1000).alias("lateness_ms")).pivot(
+    table = calls.select("rank", "instance", chart_ms("lateness_us").alias("lateness_ms")).pivot(
         on="instance", index="rank", values="lateness_ms", sort_columns=True
     )
     return table.sort("rank"), stride
@@ -55,20 +55,23 @@ def lateness_heatmap(crossrank: CrossRank) -> go.Figure:
 
 
 def wait_bars(crossrank: CrossRank) -> go.Figure:
-    """Total wait per rank (ms), stragglers in red."""
-    per_rank = crossrank.per_rank
+    """Total wait per rank (ms), stragglers in red; past `MAX_RANK_BARS` ranks its distribution, outliers
+    named."""
+    per_rank = crossrank.per_rank.with_columns(chart_ms("wait_us"))
+    title = "Time each rank waited for later peers"
+    if per_rank.height > MAX_RANK_BARS:
+        series = [("wait for later peers", "wait_us", "#0072B2")]
+        return rank_distribution(per_rank, series, title, "ms", NOISE_FLOOR_MS)
     colours = ["#D55E00" if flag else "#0072B2" for flag in per_rank.get_column("straggler").to_list()]
     figure = go.Figure(
         go.Bar(
             x=[f"rank {r}" for r in per_rank.get_column("rank").to_list()],
-            y=(per_rank.get_column("wait_us") / 1000).to_list(),
+            y=per_rank.get_column("wait_us").to_list(),
             marker_color=colours,
             hovertemplate="%{x}: %{y:.3f} ms waiting for peers<extra></extra>",
         )
     )
-    figure.update_layout(
-        title="Time each rank waited for later peers (stragglers in red)", yaxis_title="ms", **LAYOUT
-    )
+    figure.update_layout(title=f"{title} (stragglers in red)", yaxis_title="ms", **LAYOUT)
     return figure
 
 

@@ -18,13 +18,15 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from traceview.reports import drilldown, figures
+from traceview.reports.evidence import evidence_links, fact_figure
+from traceview.reports.page_filters import rank_ranges
 from traceview.reports.sections import SECTIONS
 
 from traceview import __version__
@@ -72,8 +74,9 @@ def drill_json(analysis: RunAnalysis) -> str:
 
 
 _ENVIRONMENT.globals["drill_json"] = drill_json
-_ENVIRONMENT.globals["evidence"] = {"cross-rank": "across-ranks", "time-budget": "drilldown"}
-"""Recommendation section -> the page section that shows its evidence (`Recommendation.section`)."""
+_ENVIRONMENT.globals["evidence_links"] = evidence_links
+_ENVIRONMENT.globals["fold_rows"] = figures.MAX_RANK_BARS
+_ENVIRONMENT.filters["rank_ranges"] = rank_ranges
 _ENVIRONMENT.globals["collectives_by_cost"] = drilldown.collectives_by_cost
 _ENVIRONMENT.filters["ms"] = _ms
 _ENVIRONMENT.filters["ratio"] = _ratio
@@ -127,11 +130,19 @@ def plotly_script(mode: str) -> tuple[str, str]:
     return get_plotlyjs().replace("</script", "<\\/script"), ""
 
 
-def verdict_figures(analysis: RunAnalysis) -> list[tuple[str, str | None, str]]:
-    """(label, formatted value or None when not measured, note) for each row of `VERDICT_FIGURES`."""
+def verdict_figures(
+    analysis: RunAnalysis, drawn: Collection[str]
+) -> list[tuple[str, str | None, str, str | None]]:
+    """(label, formatted value or None when not measured, note, the figure showing it or None) for each row of
+    `VERDICT_FIGURES`."""
     facts = analysis.recommendations.facts if analysis.recommendations else {}
     return [
-        (label, fmt(facts[name]) if name in facts else None, note)
+        (
+            label,
+            fmt(facts[name]) if name in facts else None,
+            note,
+            fact_figure(name, drawn) if name in facts else None,
+        )
         for label, name, fmt, note in VERDICT_FIGURES
     ]
 
@@ -183,11 +194,12 @@ def render_html(analysis: RunAnalysis, plotlyjs: str = "inline", generated: dt.d
     """The whole report page as one string."""
     inline_js, cdn_url = plotly_script(plotlyjs)
     template = _ENVIRONMENT.get_template("report.html.j2")
+    drawn = {figure_id: figure_json(f) for figure_id, f in page_figures(analysis).items()}
     page = template.render(
         analysis=analysis,
-        figures={figure_id: figure_json(f) for figure_id, f in page_figures(analysis).items()},
+        figures=drawn,
         sections=[section for section in SECTIONS if section.shown(analysis)],
-        verdict_figures=verdict_figures(analysis),
+        verdict_figures=verdict_figures(analysis, drawn),
         plotly_inline=inline_js,
         plotly_cdn=cdn_url,
         page_js=page_script(),

@@ -102,3 +102,27 @@ def test_report_writes_a_self_contained_page(small_run: Path, tmp_path: Path) ->
     cdn = traceview("report", str(small_run), "-o", str(tmp_path / "cdn.html"), "--plotlyjs", "cdn")
     assert cdn.returncode == 0
     assert (tmp_path / "cdn.html").stat().st_size < out.stat().st_size / 5
+
+
+def test_report_open_hands_the_page_to_the_default_browser(small_run: Path, tmp_path: Path) -> None:
+    """`--open` opens the written page with the user's browser: $BROWSER (Python's `webbrowser` reads it)
+    here names a command that records the address it is given."""
+    import os
+    import shlex
+
+    out, seen = tmp_path / "report.html", tmp_path / "opened.txt"
+    recorder = f"import sys; open({str(seen)!r}, 'w').write(sys.argv[1])"
+    environment = {**os.environ, "BROWSER": f"{shlex.quote(sys.executable)} -c {shlex.quote(recorder)} %s"}
+    done = subprocess.run(
+        [sys.executable, "-m", "traceview", "report", str(small_run), "-o", str(out), "--open"],
+        capture_output=True, text=True, timeout=120, env=environment, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text(encoding="utf-8") == out.resolve().as_uri()
+    seen.unlink()
+    without = subprocess.run(
+        [sys.executable, "-m", "traceview", "report", str(small_run), "-o", str(tmp_path / "b.html")],
+        capture_output=True, text=True, timeout=120, env=environment, check=False,
+    )  # fmt: skip
+    assert without.returncode == 0
+    assert not seen.exists()  # without --open, nothing is opened

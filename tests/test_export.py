@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+from tests.shared_data import REAL_KINETO, requires_shared
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 PLANTED_OFFSET_US = 25_000.0  # host 1 (ranks 4-7) records 25 ms ahead (sample_traces/README.md)
@@ -93,3 +97,132 @@ def test_bounds_are_stated(exported: dict[str, object]) -> None:
     other = exported["otherData"]
     assert other["bounds"]["steps"] == [1, 2, 3]  # type: ignore[index]
     assert other["truncated"] is False  # type: ignore[index]
+
+
+# ------------------------------------------------- the independent checker (tools/check_export.py)
+
+
+@pytest.fixture(scope="module")
+def checker() -> ModuleType:
+    script = Path(__file__).resolve().parents[1] / "tools" / "check_export.py"
+    spec = importlib.util.spec_from_file_location("check_export", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def export_and_summary(run: Path, out: Path, *bounds: str) -> tuple[Path, Path]:
+    """`traceview export RUN` (with `bounds`) and `traceview summary RUN --json`, as files."""
+    trace, summary = out / "run.perfetto.json.gz", out / "summary.json"
+    done = traceview("export", str(run), "-o", str(trace), "--quiet", *bounds)
+    assert done.returncode == 0, done.stderr
+    described = traceview("summary", str(run), "--json", "--quiet")
+    assert described.returncode == 0, described.stderr
+    summary.write_text(described.stdout, encoding="utf-8")
+    return trace, summary
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return export_and_summary(SAMPLES / "dp8_straggler", tmp_path_factory.mktemp("whole"))
+
+
+def test_the_whole_run_passes_the_independent_checks(checker: ModuleType, whole: tuple[Path, Path]) -> None:
+    problems = checker.check(whole[0], SAMPLES / "dp8_straggler", whole[1])
+    assert problems == {"format": [], "offsets": [], "flows": []}
+    document = json.loads(gzip.decompress(whole[0].read_bytes()))
+    flows = [e for e in document["traceEvents"] if e["ph"] == "s"]
+    collectives = len(
+        checker.collective_identity(checker.load(SAMPLES / "dp8_straggler" / "rank-0.pt.trace.json.gz"))
+    )
+    assert len(flows) == collectives * (8 - 1)  # every instance: the first arrival to each of the 7 others
+    # rank 5, the planted straggler (sample_traces/README.md), is last in every instance: never a flow's start,
+    # the end of one flow per instance
+    assert 5 not in {e["pid"] for e in flows}
+    assert sum(e["ph"] == "f" and e["pid"] == 5 for e in document["traceEvents"]) == collectives
+
+
+def test_the_checker_catches_a_wrong_shift_and_a_flow_between_instances(
+    checker: ModuleType, whole: tuple[Path, Path], tmp_path: Path
+) -> None:
+    document = json.loads(gzip.decompress(whole[0].read_bytes()))
+    events = document["traceEvents"]
+    for event in events:
+        if event["ph"] == "X" and event["pid"] == 6:
+            event["ts"] += 1.0  # rank 6 one microsecond off
+    ends = [e for e in events if e["ph"] == "f"]
+    ends[0]["ts"], ends[1]["ts"] = ends[1]["ts"], ends[0]["ts"]  # two flows end on each other's kernel
+    ends[0]["pid"], ends[1]["pid"] = ends[1]["pid"], ends[0]["pid"]
+    ends[0]["tid"], ends[1]["tid"] = ends[1]["tid"], ends[0]["tid"]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(document), encoding="utf-8")
+    problems = checker.check(broken, SAMPLES / "dp8_straggler", whole[1])
+    assert [p.split(":")[0] for p in problems["offsets"]] == ["rank 6"]
+    assert len(problems["flows"]) >= 1
+    ends[0]["bp"] = "s"
+    broken.write_text(json.dumps(document), encoding="utf-8")
+    assert checker.check(broken, SAMPLES / "dp8_straggler", whole[1])["format"]
+
+
+def _rebased(source: Path, target: Path, moved: dict[int, int]) -> Path:
+    """A copy of a run whose rank r records `moved[r]` seconds later base time and earlier `ts`: the same
+    instants on another time base."""
+    target.mkdir()
+    for path in sorted(source.glob("rank-*.pt.trace.json.gz")):
+        document = json.loads(gzip.decompress(path.read_bytes()))
+        seconds = moved.get(int(document["distributedInfo"]["rank"]), 0)
+        document["baseTimeNanoseconds"] += seconds * 1_000_000_000
+        for event in document["traceEvents"]:
+            if "ts" in event:
+                event["ts"] -= seconds * 1_000_000
+        (target / path.name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    return target
+
+
+def test_ranks_on_another_time_base_land_on_the_same_instants(
+    checker: ModuleType, whole: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run = _rebased(SAMPLES / "dp8_straggler", tmp_path / "run", {3: 1, 6: 2})
+    trace, summary = export_and_summary(run, tmp_path)
+    assert checker.check(trace, run, summary) == {"format": [], "offsets": [], "flows": []}
+
+    def kernels(path: Path) -> dict[tuple[int, str, int], float]:
+        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        return {
+            (e["pid"], e["name"], e["args"]["correlation"]): e["ts"]
+            for e in events
+            if e.get("cat") == "kernel"
+        }
+
+    before, after = kernels(whole[0]), kernels(trace)
+    assert before.keys() == after.keys()
+    assert max(abs(before[k] - after[k]) for k in before) < 1e-3
+
+
+def test_bounds_keep_the_chosen_ranks_steps_window_and_count(checker: ModuleType, tmp_path: Path) -> None:
+    run = SAMPLES / "dp8_straggler"
+    trace, summary = export_and_summary(
+        run, tmp_path, "--ranks", "2-5", "--window", "20:120", "--max-events", "300"
+    )
+    document = json.loads(gzip.decompress(trace.read_bytes()))
+    assert checker.check(trace, run, summary) == {"format": [], "offsets": [], "flows": []}
+    events = document["traceEvents"]
+    assert {e["pid"] for e in events} == {2, 3, 4, 5}
+    low, high = document["otherData"]["window_us"]
+    assert high - low == pytest.approx(100_000)
+    slices = [e for e in events if e["ph"] == "X"]
+    assert all(e["ts"] < high and e["ts"] + e["dur"] > low for e in slices)
+    assert document["otherData"]["truncated"] is True
+    assert sum(e["ph"] == "X" and e.get("cat") != "bubble" for e in events) == 300
+
+
+@requires_shared
+def test_a_real_pair_of_ranks_passes_the_independent_checks(checker: ModuleType, tmp_path: Path) -> None:
+    """Two real ranks recorded by an older PyTorch (NCCL kernels without process-group args)."""
+    run = REAL_KINETO / "hta_sampled_2rank"
+    trace, summary = export_and_summary(run, tmp_path)
+    assert checker.check(trace, run, summary) == {"format": [], "offsets": [], "flows": []}
+    flows = [e for e in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"] if e["ph"] == "s"]
+    assert flows

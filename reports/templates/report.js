@@ -1,9 +1,18 @@
 (function () {
+  var drawing = [];
+  var config = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]};
   document.querySelectorAll("script[type='application/json'][id$='-data']").forEach(function (island) {
     var target = document.getElementById(island.id.slice(0, -5));
     if (!target) { console.error("traceview: no element for " + island.id); return; }
     var figure = JSON.parse(island.textContent);
-    Plotly.newPlot(target, figure.data, figure.layout, {responsive: true, displaylogo: false});
+    drawing.push(Plotly.newPlot(target, figure.data, figure.layout, config));
+  });
+  // every figure drawn and painted: the mark a reader (or a test) takes the page's load time from
+  Promise.all(drawing).then(function () {
+    requestAnimationFrame(function () {
+      performance.mark("traceview-drawn");
+      document.documentElement.dataset.drawn = "true";
+    });
   });
   document.querySelectorAll("table.sortable th").forEach(function (th) {
     th.addEventListener("click", function () {
@@ -28,7 +37,8 @@
   var heat = document.getElementById("fig-heatmap");
   if (!island || !heat || !window.Plotly) { return; }
   var data = JSON.parse(island.textContent);
-  var colours = {idle: "#dfe3e8", memory: "#CC79A7", compute: "#009E73"};
+  var colours = data.colours;
+  function esc(text) { return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
   function row(label, values) {
     var tr = document.createElement("tr");
     [label].concat(values.map(function (v) { return v === null ? "-" : v.toFixed(3); })).forEach(function (text, i) {
@@ -36,12 +46,16 @@
     });
     return tr;
   }
-  function bars(rank, step, y) {
+  function bars(rank, step, y, legend) {
     var kept = (data.segments[String(step)] || {})[String(rank)] || [];
     return kept.map(function (s) {
-      return {type: "bar", orientation: "h", y: [y], base: [s[2]], x: [s[3] - s[2]], name: s[1], showlegend: false,
-        marker: {color: colours[s[1]] || "#E69F00"}, width: s[0] === "comm" ? 0.35 : 0.8,
-        hovertemplate: s[1] + ": %{base:.3f} to %{x:.3f} ms<extra>" + y + "</extra>"};
+      var first = !legend[s[1]]; legend[s[1]] = true;
+      return {type: "bar", orientation: "h", y: [y], base: [s[2]], x: [s[3] - s[2]], name: s[1], showlegend: first, legendgroup: s[1],
+        marker: {color: colours[s[1]] || colours.other, line: {width: 0}},
+        offset: (data.lanes[s[0]] || data.lanes.comm)[0], width: (data.lanes[s[0]] || data.lanes.comm)[1],
+        hovertext: esc(s[1]) + ": " + s[2].toFixed(3) + " to " + s[3].toFixed(3) + " ms" +
+          (s[4] > 0 && s[5] >= 0 ? "<br>" + s[4] + " event(s); longest: " + esc(data.kernel_names[s[5]].slice(0, 120)) : ""),
+        hovertemplate: "%{hovertext}<extra>" + y + "</extra>"};
     });
   }
   function show(rank, step) {
@@ -56,13 +70,16 @@
     var head = table.rows[0]; data.columns.forEach(function (name) { var th = document.createElement("th"); th.textContent = name; head.appendChild(th); });
     table.appendChild(row("rank " + rank, figures));
     table.appendChild(row("rank " + median + " (median)", data.cells[median + "-" + step] || []));
-    var traces = bars(rank, step, "rank " + rank).concat(bars(median, step, "rank " + median + " (median)"));
+    var legend = {};
+    var traces = bars(rank, step, "rank " + rank, legend).concat(bars(median, step, "rank " + median + " (median)", legend));
     var target = document.getElementById("drill-timeline");
     if (traces.length) {
-      Plotly.react(target, traces, {barmode: "overlay", height: 220, margin: {l: 130, r: 20, t: 30, b: 40},
-        title: {text: "Step " + step + ": rank " + rank + " against the median rank", x: 0, font: {size: 13}},
+      Plotly.react(target, traces, {barmode: "overlay", height: 280, margin: {l: 130, r: 20, t: 64, b: 40},
+        legend: {orientation: "h", x: 0, y: -0.35},
+        title: {text: "Step " + step + ": rank " + rank + " against the median rank", x: 0, xanchor: "left",
+                yref: "container", y: 1, yanchor: "top", pad: {t: 30}, font: {size: 13}},
         xaxis: {title: {text: "ms since the step began (aligned clocks)"}}, yaxis: {type: "category", autorange: "reversed"}},
-        {responsive: true, displaylogo: false});
+        {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]});
     } else {
       Plotly.purge(target);
       target.textContent = "The timeline kept other steps or ranks: the figures above are this cell's.";
@@ -72,9 +89,18 @@
   heat.on("plotly_click", function (event) {
     var point = event.points[0]; show(point.y, point.x);
   });
+  function pickMetric(name) {
+    var buttons = heat.layout.updatemenus[0].buttons;
+    var index = data.metrics.indexOf(name);
+    if (index < 0) { return; }
+    Plotly.update(heat, buttons[index].args[0], Object.assign({"updatemenus[0].active": index}, buttons[index].args[1]));
+  }
   function fromHash() {
-    var found = /cell=(-?\d+)-(-?\d+)/.exec(window.location.hash);
-    if (found) { show(Number(found[1]), Number(found[2])); document.getElementById("drilldown").scrollIntoView(); }
+    var cell = /cell=(-?\d+)-(-?\d+)/.exec(window.location.hash);
+    var metric = /heatmap=(\w+)/.exec(window.location.hash);
+    if (metric) { pickMetric(metric[1]); }
+    if (cell) { show(Number(cell[1]), Number(cell[2])); }
+    if (cell || metric) { document.getElementById(cell ? "drill-detail" : "fig-heatmap").scrollIntoView(); }
   }
   window.addEventListener("hashchange", fromHash);
   fromHash();

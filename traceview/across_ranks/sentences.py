@@ -44,15 +44,30 @@ def _unresolvable_text(row: Mapping[str, object]) -> str:
     )
 
 
+SENTENCE_STRAGGLERS = 3
+"""Stragglers (and ranks not resolvable) the sentence describes one by one; the others are listed by rank."""
+
+
+def _more(kind: str, ranks: list[int]) -> list[str]:
+    """One clause listing the ranks past `SENTENCE_STRAGGLERS` (none when there are none)."""
+    if not ranks:
+        return []
+    listed = ", ".join(str(r) for r in ranks[:10]) + (", ..." if len(ranks) > 10 else "")
+    return [f"and {len(ranks)} more {kind} (ranks {listed}; the per-rank table has them all)"]
+
+
 def straggler_sentence(per_rank: pl.DataFrame, instances: pl.DataFrame) -> str:
     """One plain sentence: the straggler(s) with cost and likely cause, the ranks not resolvable, or why there is
     no straggler."""
     usable = instances.filter(pl.col("skew_us").is_not_null())
     if usable.height == 0:
         return "No collective was matched on two or more ranks, so there are no straggler figures."
-    parts = [_straggler_text(row) for row in per_rank.filter(pl.col("straggler")).iter_rows(named=True)]
+    flagged = per_rank.filter(pl.col("straggler"))
+    parts = [_straggler_text(row) for row in flagged.head(SENTENCE_STRAGGLERS).iter_rows(named=True)]
+    parts += _more("stragglers", flagged.get_column("rank").slice(SENTENCE_STRAGGLERS).to_list())
     unsure = per_rank.filter(pl.col("cause") == NOT_RESOLVABLE)
-    parts += [_unresolvable_text(row) for row in unsure.iter_rows(named=True)]
+    parts += [_unresolvable_text(row) for row in unsure.head(SENTENCE_STRAGGLERS).iter_rows(named=True)]
+    parts += _more("ranks not resolvable", unsure.get_column("rank").slice(SENTENCE_STRAGGLERS).to_list())
     if parts:
         text = "; ".join(parts) + "."
         return text[0].upper() + text[1:]

@@ -13,6 +13,7 @@ is stated in the file's `otherData`. Ranks are read one at a time and written as
 
 from __future__ import annotations
 
+import bisect
 import gzip
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ class ExportStats:
     flows: int = 0
     dropped_by_bound: int = 0
     truncated: bool = False
+    window_us: tuple[float, float] | None = None
+    """`--window` on the aligned clock (us), as applied."""
 
 
 def parse_ranges(text: str, what: str) -> frozenset[int]:
@@ -110,11 +113,43 @@ def rank_clocks(analysis: RunAnalysis) -> dict[int, RankClock]:
     }
 
 
+@dataclass
+class RankThreads:
+    """One rank's threads in the export: thread label -> integer `tid` (Chrome trace format), and per tid the
+    sorted start times of the kernels written (flows bind only to those; filled as they are written)."""
+
+    tids: dict[str, int]
+    kernel_starts: dict[int, list[float]] = field(default_factory=dict)
+
+    def kernel_at(self, label: str, ts: float, tolerance_us: float = 1e-3) -> tuple[int, float] | None:
+        """(tid, exact start) of the kernel written on thread `label` that starts at `ts`, if any."""
+        tid = self.tids.get(label)
+        starts = self.kernel_starts.get(tid, []) if tid is not None else []
+        index = bisect.bisect_left(starts, ts - tolerance_us)
+        if tid is None or index == len(starts) or starts[index] > ts + tolerance_us:
+            return None
+        return tid, starts[index]
+
+
+def _window_us(
+    analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds
+) -> tuple[float, float]:
+    """The `--window` on the aligned clock (us), from the run's first step window there."""
+    assert bounds.window_ms is not None
+    windows = analysis.budget.per_step.select("rank", "window_start_us")
+    aligned = [start - clocks[rank].offset_us for rank, start in windows.iter_rows() if rank in clocks]
+    origin = min(aligned) if aligned else 0.0
+    return origin + bounds.window_ms[0] * 1000, origin + bounds.window_ms[1] * 1000
+
+
 def _kept(
-    frame: pl.DataFrame, rank: int, analysis: RunAnalysis, clock: RankClock, bounds: ExportBounds
+    frame: pl.DataFrame, rank: int, analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds
 ) -> pl.DataFrame:
     """Rows of `frame` (own clock) moved onto the aligned clock, those inside the chosen steps and window."""
-    moved = frame.with_columns(pl.col("start_us") + clock.shift_us, pl.col("end_us") + clock.shift_us)
+    clock = clocks[rank]
+    moved = frame.drop_nulls(["start_us", "end_us"]).with_columns(
+        pl.col("start_us") + clock.shift_us, pl.col("end_us") + clock.shift_us
+    )
     keep = pl.lit(value=True)
     if bounds.steps is not None:
         steps = analysis.budget.per_step.filter(
@@ -126,25 +161,19 @@ def _kept(
         ]
         keep = keep & (pl.any_horizontal(inside) if inside else pl.lit(value=False))
     if bounds.window_ms is not None:
-        origin = _origin(analysis)
-        low, high = (origin + bounds.window_ms[0] * 1000, origin + bounds.window_ms[1] * 1000)
+        low, high = _window_us(analysis, clocks, bounds)
         keep = keep & (pl.col("end_us") > low) & (pl.col("start_us") < high)
     return moved.filter(keep)
 
 
-def _origin(analysis: RunAnalysis) -> float:
-    windows = analysis.budget.per_step.get_column("window_start_us")
-    return float(windows.min()) if windows.len() else 0.0  # type: ignore[arg-type]
-
-
-def _slices(frame: pl.DataFrame, pid: int, tid: pl.Expr, category: pl.Expr) -> list[dict[str, Any]]:
-    """Complete events ("X") of `frame`; `args` carry the fields a reader wants (correlation, collective)."""
+def _slices(frame: pl.DataFrame, pid: int, category: pl.Expr) -> list[dict[str, Any]]:
+    """Complete events ("X") of `frame` (its `tid` already an integer); `args` carry the correlation id."""
     rows = frame.select(
         pl.col("name").fill_null(""),
         category.alias("cat"),
         pl.col("start_us").alias("ts"),
         (pl.col("end_us") - pl.col("start_us")).alias("dur"),
-        tid.alias("tid"),
+        pl.col("tid"),
         pl.col("correlation"),
     )
     return [
@@ -153,34 +182,64 @@ def _slices(frame: pl.DataFrame, pid: int, tid: pl.Expr, category: pl.Expr) -> l
     ]
 
 
-def rank_events(
-    path: str, rank: int, analysis: RunAnalysis, clock: RankClock, bounds: ExportBounds
-) -> list[dict[str, Any]]:
-    """One rank's kernels, memory operations, operators and annotations on the aligned clock."""
-    trace = kineto.parse(path)
-    gpu = _kept(trace.gpu, rank, analysis, clock, bounds)
-    cpu = _kept(trace.cpu.filter(pl.col("kind") != "runtime"), rank, analysis, clock, bounds)
-    device_tid = pl.format("stream {}", pl.col("stream").cast(pl.Utf8).fill_null("?"))
-    host_tid = pl.format("host thread {}", pl.col("tid").fill_null("?"))
+DEVICE_LABEL = pl.format("stream {}", pl.col("stream").cast(pl.Utf8).fill_null("?"))
+HOST_LABEL = pl.format("host thread {}", pl.col("tid").fill_null("?"))
+
+
+def _threads(gpu: pl.DataFrame, cpu: pl.DataFrame) -> RankThreads:
+    """Integer tids: the device streams by number, then the host threads, then traceview's own marks."""
+    streams = gpu.select(pl.col("stream").unique().sort(nulls_last=True)).select(DEVICE_LABEL).to_series()
+    hosts = cpu.select(HOST_LABEL.alias("label")).get_column("label").unique().sort()
+    labels = [*streams.to_list(), *hosts.to_list(), MARK_TID]
+    return RankThreads({label: index for index, label in enumerate(labels, start=1)})
+
+
+def _with_tid(frame: pl.DataFrame, label: pl.Expr, threads: RankThreads) -> pl.DataFrame:
+    table = pl.DataFrame({"label": list(threads.tids), "thread": list(threads.tids.values())})
+    joined = frame.with_columns(label.alias("label")).join(table, on="label", how="left")
+    return joined.drop("tid", strict=False).rename({"thread": "tid"})
+
+
+def _thread_names(rank: int, threads: RankThreads) -> list[dict[str, Any]]:
     return [
-        *_slices(gpu, rank, device_tid, pl.col("kind")),
-        *_slices(cpu, rank, host_tid, pl.col("kind")),
+        event
+        for label, tid in threads.tids.items()  # one pair of metadata events per thread
+        for event in (
+            {"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": label}},
+            {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid, "args": {"sort_index": tid}},
+        )
     ]
 
 
-def _flows(analysis: RunAnalysis, bounds: ExportBounds) -> list[dict[str, Any]]:
-    """Per matched instance, a flow from the first rank to arrive to each other member, bound to their kernels
-    (aligned times of the cross-rank analysis), within the bounds."""
-    if analysis.crossrank is None or analysis.collectives is None:
-        return []
+def rank_events(
+    path: str, rank: int, analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds
+) -> tuple[list[dict[str, Any]], RankThreads]:
+    """One rank's kernels, memory operations, operators and annotations on the aligned clock, its threads
+    named; and its `RankThreads`."""
+    trace = kineto.parse(path)
+    gpu = _kept(trace.gpu, rank, analysis, clocks, bounds)
+    cpu = _kept(trace.cpu.filter(pl.col("kind") != "runtime"), rank, analysis, clocks, bounds)
+    threads = _threads(gpu, cpu)
+    gpu, cpu = _with_tid(gpu, DEVICE_LABEL, threads), _with_tid(cpu, HOST_LABEL, threads)
+    events = [*_slices(gpu, rank, pl.col("kind")), *_slices(cpu, rank, pl.col("kind"))]
+    return [*_thread_names(rank, threads), *events], threads
+
+
+def _instance_pairs(
+    analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds
+) -> pl.DataFrame:
+    """Per matched instance within the bounds, one row per member after the first to arrive: `instance`,
+    `collective`, the first arrival's (`from_rank`, `from_stream`, `from_start`) and the member's (`rank`,
+    `stream`, `aligned_start_us`)."""
+    assert analysis.crossrank is not None
+    assert analysis.collectives is not None
     calls = analysis.crossrank.calls
     if bounds.ranks is not None:
         calls = calls.filter(pl.col("rank").is_in(list(bounds.ranks)))
     if bounds.steps is not None:
         calls = calls.filter(pl.col("step").is_in(list(bounds.steps)))
     if bounds.window_ms is not None:
-        origin = _origin(analysis)
-        low, high = (origin + bounds.window_ms[0] * 1000, origin + bounds.window_ms[1] * 1000)
+        low, high = _window_us(analysis, clocks, bounds)
         calls = calls.filter(pl.col("aligned_start_us").is_between(low, high))
     streams = analysis.collectives.kernels.select("rank", "start_us", "stream").unique(["rank", "start_us"])
     located = calls.join(streams, on=["rank", "start_us"], how="left").sort(
@@ -190,34 +249,45 @@ def _flows(analysis: RunAnalysis, bounds: ExportBounds) -> list[dict[str, Any]]:
         "instance", pl.col("rank").alias("from_rank"), pl.col("aligned_start_us").alias("from_start"),
         pl.col("stream").alias("from_stream"),
     )  # fmt: skip
-    pairs = located.join(first, on="instance").filter(pl.col("rank") != pl.col("from_rank"))
+    return located.join(first, on="instance").filter(pl.col("rank") != pl.col("from_rank"))
+
+
+def _flows(
+    analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds, threads: dict[int, RankThreads]
+) -> list[dict[str, Any]]:
+    """Per matched instance, a flow from the first rank to arrive to each other member, each end on the very
+    kernel written for it (a member whose kernel was not written has no flow)."""
+    if analysis.crossrank is None or analysis.collectives is None:
+        return []
     events: list[dict[str, Any]] = []
-    for index, row in enumerate(pairs.iter_rows(named=True)):  # one pair per member of a matched collective
-        common = {
-            "name": f"{row['collective'] or 'collective'} instance {row['instance']}",
-            "cat": FLOW_CATEGORY,
-        }
-        events.append({"ph": "s", "id": index + 1, "pid": row["from_rank"], "tid": f"stream {row['from_stream']}",
-                       "ts": row["from_start"], **common})  # fmt: skip
-        events.append({"ph": "f", "bp": "e", "id": index + 1, "pid": row["rank"], "tid": f"stream {row['stream']}",
-                       "ts": row["aligned_start_us"], **common})  # fmt: skip
+    for row in _instance_pairs(analysis, clocks, bounds).iter_rows(named=True):  # one pair per member
+        source, target = threads.get(row["from_rank"]), threads.get(row["rank"])
+        begin = source.kernel_at(f"stream {row['from_stream']}", row["from_start"]) if source else None
+        end = target.kernel_at(f"stream {row['stream']}", row["aligned_start_us"]) if target else None
+        if begin is None or end is None:
+            continue
+        flow = {"id": len(events) // 2 + 1, "cat": FLOW_CATEGORY,
+                "name": f"{row['collective'] or 'collective'} instance {row['instance']}"}  # fmt: skip
+        events.append({"ph": "s", "pid": row["from_rank"], "tid": begin[0], "ts": begin[1], **flow})
+        events.append({"ph": "f", "bp": "e", "pid": row["rank"], "tid": end[0], "ts": end[1], **flow})
     return events
 
 
 def _marks(
-    analysis: RunAnalysis, clocks: dict[int, RankClock], ranks: frozenset[int] | None
+    analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds, threads: dict[int, RankThreads]
 ) -> list[dict[str, Any]]:
-    """The largest idle gaps as slices on each rank's "traceview" thread (gaps are on the run's time base)."""
+    """The largest idle gaps within the bounds as slices on each rank's "traceview" thread (gaps are on the
+    run's time base)."""
     if analysis.bubbles is None:
         return []
-    gaps = analysis.bubbles.largest_gaps()
-    if ranks is not None:
-        gaps = gaps.filter(pl.col("rank").is_in(list(ranks)))
-    return [
+    gaps = analysis.bubbles.largest_gaps().filter(pl.col("rank").is_in(list(threads)))
+    if bounds.steps is not None:
+        gaps = gaps.filter(pl.col("step").is_in(list(bounds.steps)))
+    marks = [
         {
             "ph": "X",
             "pid": row["rank"],
-            "tid": MARK_TID,
+            "tid": threads[row["rank"]].tids[MARK_TID],
             "cat": "bubble",
             "name": f"idle {row['dur_us'] / 1000:.3f} ms ({row['cause']})",
             "ts": row["start_us"] - clocks[row["rank"]].offset_us,
@@ -225,6 +295,10 @@ def _marks(
         }
         for row in gaps.iter_rows(named=True)  # at most LARGEST_GAPS rows
     ]
+    if bounds.window_ms is None:
+        return marks
+    low, high = _window_us(analysis, clocks, bounds)
+    return [mark for mark in marks if mark["ts"] < high and mark["ts"] + mark["dur"] > low]
 
 
 def _process_names(analysis: RunAnalysis, ranks: Sequence[int]) -> list[dict[str, Any]]:
@@ -248,20 +322,29 @@ def _events(analysis: RunAnalysis, bounds: ExportBounds, stats: ExportStats) -> 
     clocks = rank_clocks(analysis)
     chosen = [r for r in analysis.header.ranks if bounds.ranks is None or r in bounds.ranks]
     stats.ranks = chosen
+    stats.window_us = _window_us(analysis, clocks, bounds) if bounds.window_ms is not None else None
     yield from _process_names(analysis, chosen)
     paths = dict(zip(analysis.header.ranks, analysis.header.files, strict=True))
+    threads: dict[int, RankThreads] = {}
     for rank in chosen:
-        for event in rank_events(paths[rank], rank, analysis, clocks[rank], bounds):
-            if stats.events >= bounds.max_events:
+        events, threads[rank] = rank_events(paths[rank], rank, analysis, clocks, bounds)
+        for event in events:
+            if event["ph"] == "M":  # thread names
+                yield event
+            elif stats.events >= bounds.max_events:
                 stats.truncated = True
                 stats.dropped_by_bound += 1
-                continue
-            stats.events += 1
-            yield event
-    flows = _flows(analysis, bounds)
+            else:
+                stats.events += 1
+                if event["cat"] == "kernel":  # flows bind only to kernels written
+                    threads[rank].kernel_starts.setdefault(event["tid"], []).append(event["ts"])
+                yield event
+        for starts in threads[rank].kernel_starts.values():
+            starts.sort()
+    flows = _flows(analysis, clocks, bounds, threads)
     stats.flows = len(flows) // 2
     yield from flows
-    yield from _marks(analysis, clocks, bounds.ranks)
+    yield from _marks(analysis, clocks, bounds, threads)
 
 
 def export_run(analysis: RunAnalysis, out: str | Path, bounds: ExportBounds | None = None) -> ExportStats:

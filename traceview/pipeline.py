@@ -14,6 +14,7 @@ from pathlib import Path
 from traceview.errors import InputError
 from traceview.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.inputs import resolve_trace_files
+from traceview.manifest_inputs import run_manifest, with_manifest
 from traceview.model import SkippedInput, make_run
 from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 from traceview.rank_summary import RankSummary
@@ -33,8 +34,12 @@ def analyze_files(
 ) -> RunAnalysis:
     """Every analysis of the run `spec` names (a file, a folder or a glob). A single file that cannot be read
     raises its `InputError`; of several, the unreadable are skipped and listed, and an error is raised only
-    when none could be read."""
+    when none could be read. A `run.json` (or a folder holding one) supplies the traces it lists and the
+    model inputs the options leave unset (`traceview.manifest_inputs`)."""
     options = options or AnalysisOptions()
+    manifest = run_manifest(spec)
+    if manifest is not None:
+        options = with_manifest(options, *manifest)
     files = resolve_trace_files(spec)
     results = map_ranks(
         files,

@@ -22,6 +22,7 @@ from traceview.collective_calls import launches
 from traceview.collective_tables import suspected_comm_kernels
 from traceview.collectives import comm_kernels
 from traceview.compare_distributions import rank_class_parts
+from traceview.host_timeline import on_host_timeline
 from traceview.kernel_names import KernelPattern
 from traceview.model import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction_trace import BATCH_SHAPE_RULES
@@ -151,7 +152,9 @@ def summarize(
     trace: RankTrace, comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
 ) -> RankSummary:
     """The map: every per-rank result of `trace` (on its own time base); the trace itself is not kept.
-    `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`)."""
+    `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`). A rank
+    without device activity is summarised on its host timeline (`traceview.host_timeline`)."""
+    trace = on_host_timeline(trace)
     one = Run(ranks=(trace,))
     events = classified_events(one, comm_patterns)
     choice = choose_steps(trace)

@@ -135,7 +135,9 @@ def reduce_summaries(
     )
     budget = add_transfer(budget, crossrank.transfer)
     analysis = RunAnalysis(
-        header=run_header(run, [s.step_choice for s in aligned], collectives.warnings),
+        header=replace(
+            run_header(run, [s.step_choice for s in aligned], collectives.warnings), manifest=options.manifest
+        ),
         budget=budget,
         verdict=flag_verdict(verdict(budget.run_median), nccl),
         options=options,

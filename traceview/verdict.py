@@ -33,6 +33,18 @@ def _comm_bound(f: Figures) -> bool:
     return _value(f, "gamma") > 1.0
 
 
+def _comm_only(f: Figures) -> bool:
+    return _value(f, "comp_us") <= 0.0 < _value(f, "comm_us")
+
+
+def _comm_only_sentence(f: Figures) -> str:
+    share = _value(f, "exposed_comm_us") / _value(f, "step_us")
+    return (
+        f"Communication-bound: the median step holds {_value(f, 'comm_us') / 1000:.2f} ms of communication and "
+        f"no compute (gamma is unbounded); {share:.0%} of the step is communication nothing hides."
+    )
+
+
 def _no_activity(f: Figures) -> bool:
     return _value(f, "step_us") <= 0.0
 
@@ -58,6 +70,7 @@ def _bound_sentence(f: Figures, label: str) -> str:
 
 RULES: tuple[tuple[str, Callable[[Figures], bool], Callable[[Figures], str]], ...] = (
     ("no-device-activity", _no_activity, lambda f: "The trace holds no device activity inside any step."),
+    ("communication-bound", _comm_only, _comm_only_sentence),
     ("idle-bound", _idle_bound, _idle_sentence),
     ("communication-bound", _comm_bound, lambda f: _bound_sentence(f, "communication-bound")),
     ("compute-bound", lambda f: True, lambda f: _bound_sentence(f, "compute-bound")),

@@ -92,6 +92,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     # Modules whose commands join `traceview.cli_app.app` when imported; one line each.
     "traceview.cli_export",
     "traceview.cli_compare",
+    "traceview.cli_record",
 )
 
 

@@ -15,9 +15,11 @@ merges again when the command has exited, at once; otherwise after waiting up to
 from __future__ import annotations
 
 import contextlib
+import gzip
 import importlib
 import os
 import platform
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -79,10 +81,20 @@ class Profile:
         self.profiler.step()
 
     def _save(self, finished: Any) -> None:
-        """`on_trace_ready`: write the rank's trace, gzip, named with its rank."""
+        """`on_trace_ready`: write the rank's trace, gzip, named with its rank. The profiler exports to a
+        temporary file named relative to the working folder (its name is the trace's `traceName`), which is
+        then compressed (no name, no time in the gzip header) and removed."""
         self._rank = _rank_of(_torch())
         self.trace = self.run_dir / trace_name(self._rank)
-        finished.export_chrome_trace(str(self.trace))
+        plain = self.run_dir / f".rank{self._rank}.{os.getpid()}.json"
+        finished.export_chrome_trace(os.path.relpath(plain))
+        with (
+            plain.open("rb") as source,
+            self.trace.open("wb") as target,
+            gzip.GzipFile(filename="", mode="wb", fileobj=target, mtime=0) as compressed,
+        ):
+            shutil.copyfileobj(source, compressed)
+        plain.unlink()
 
 
 def _rank_of(torch: Any) -> int:

@@ -35,7 +35,7 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
         f"run [bold]{text(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
         f"{header.world_size or '?'}; devices: {text(', '.join(header.devices)) or 'unknown'}; "
         f"steps from {', '.join(header.step_sources) or 'none'} annotations; "
-        f"{analysis.budget.steps_analysed} (rank, step) windows analysed",
+        f"{analysis.budget.steps_analysed} (rank, step) windows analysed{_host_note(header.timelines)}",
         highlight=False,
         markup=True,
     )
@@ -44,6 +44,13 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     for warning in header.warnings:
         console.print(f"[yellow]warning[/yellow] {text(warning)}", markup=True, highlight=False)
     console.print(_budget_table(analysis))
+
+
+def _host_note(timelines: tuple[str, ...]) -> str:
+    """The timeline fact when some rank was analysed on its host operators (docs/metrics.md, "Host timeline")."""
+    if "host" not in timelines:
+        return ""
+    return "; timeline: host (no device activity: host operators are the compute, host collective ops the communication)"
 
 
 def _print_recommendations(analysis: RunAnalysis, console: Console) -> None:

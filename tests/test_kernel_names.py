@@ -297,6 +297,13 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     "ncclKernelAllToAllvDynamic<__nv_bfloat16>": ("nccl", "AllToAll", None, None, None, None),
     "ncclKernelDeviceAllToAllvPipes": ("nccl", "AllToAll", None, None, None, None),
     "ncclKernelAllGatherPInit": ("nccl", "AllGather", None, None, None, None),
+    # Host collective ops, the communication rows of a CPU-only rank (traceview.events.host_timeline): names as
+    # PyTorch 2.13 records them on CPU tensors with the gloo backend (sample_traces/gloo_dp2).
+    "gloo:all_reduce": ("gloo", "AllReduce", None, None, None, None),
+    "gloo:recv": ("gloo", "Recv", None, None, None, None),
+    "record_param_comms:all_gather": ("c10d", "AllGather", None, None, None, None),
+    "c10d::allreduce_": ("c10d", "AllReduce", None, None, None, None),
+    "c10d::_allgather_base_": ("c10d", "AllGather", None, None, None, None),
 }  # fmt: skip
 """One or more names per row of the other libraries, with where they were seen."""
 

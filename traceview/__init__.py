@@ -1,6 +1,7 @@
 """traceview: where the time went in a distributed training job.
 
-The public API (see the README): `analyze(run, **model_inputs) -> Analysis`, `load_rank(path) -> RankTrace`.
+The public API (see the README): `analyze(run, **model_inputs) -> Analysis`, `load_rank(path) -> RankTrace`,
+`profile(run_dir=None, **settings)` (records a rank of a training job: `pip install 'traceview[record]'`).
 Names are imported on first use, so `import traceview` stays cheap.
 """
 
@@ -9,12 +10,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Analysis", "__version__", "analyze", "load_rank"]
+__all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "load_rank", "profile"]
 
 if TYPE_CHECKING:
     from traceview.api import Analysis, analyze, load_rank
+    from traceview.core.errors import TraceviewError
+    from traceview.record.profile import profile
 
-_LAZY = {"Analysis": "traceview.api", "analyze": "traceview.api", "load_rank": "traceview.api"}
+_LAZY = {
+    "Analysis": "traceview.api",
+    "analyze": "traceview.api",
+    "load_rank": "traceview.api",
+    "profile": "traceview.record.profile",
+    "TraceviewError": "traceview.core.errors",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -92,6 +92,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     # Modules whose commands join `traceview.cli.app.app` when imported; one line each.
     "traceview.cli.export",
     "traceview.cli.compare",
+    "traceview.cli.record",
 )
 
 

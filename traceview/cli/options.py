@@ -209,9 +209,16 @@ def _given_logs(given: Sequence[Path]) -> list[Path]:
 
 
 def nccl_log_paths(run: str | Sequence[str], given: Sequence[Path] | None) -> list[Path]:
-    """The logs given, then those of the run folder (ending .log/.txt/.out, saying `NCCL INFO`), each once."""
+    """The logs given, then those a run manifest lists, then those of the run folder (ending .log/.txt/.out,
+    saying `NCCL INFO`; the manifest's folder for a `run.json`), each once."""
+    from traceview.load.manifest import MANIFEST_NAME
+    from traceview.load.manifest_inputs import manifest_logs
+
     found = _given_logs(given or ())
+    found += [path for path in manifest_logs(run) if path not in found]
     folder = Path(run) if isinstance(run, str) else None
+    if folder is not None and folder.name == MANIFEST_NAME and folder.is_file():
+        folder = folder.parent
     if folder is not None and folder.is_dir():
         found += [path for path in _logs_in(folder) if path not in found]
     return found

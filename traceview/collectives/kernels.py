@@ -91,9 +91,12 @@ LINKED_BY = ("kernel args", "correlation", "external id", "unlinked", "cpu call"
 call)."""
 
 
-def _anchors(events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+def _anchors(
+    events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame, host_ranks: list[int]
+) -> pl.DataFrame:
     """One row per result row: each communication kernel (its own args prefixed `k_`, anchored at its launch)
-    and each CPU-only call (anchored at its own start). `anchor_id` numbers them."""
+    and each CPU-only call (anchored at its own start) of a rank not on its host timeline (`host_ranks`, whose
+    CPU-only calls are already kernels there). `anchor_id` numbers them."""
     kernels = (
         events.filter(pl.col("event_class") == "comm")
         .select(
@@ -116,7 +119,11 @@ def _anchors(events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame) 
         .join(launches, on=["rank", "correlation"], how="left")
         .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
     )
-    cpu_only = calls.filter((pl.col("family") == "backend") & pl.col("name").str.contains(CPU_ONLY_CALL))
+    cpu_only = calls.filter(
+        (pl.col("family") == "backend")
+        & pl.col("name").str.contains(CPU_ONLY_CALL)
+        & ~pl.col("rank").is_in(host_ranks)
+    )
     cpu_only = cpu_only.select(
         "rank", "name", "start_us", "end_us", "pid", "tid", pl.col("start_us").alias("anchor_us"),
         pl.lit(False).alias("on_device"), pl.lit(False).alias("has_args"),
@@ -318,7 +325,8 @@ def comm_kernels(run: Run, events: pl.DataFrame) -> pl.DataFrame:
     if not run.ranks:
         return empty_comm_kernels()
     calls = collective_calls(run)
-    anchors = _anchors(_with_event_columns(events), calls, launches(run))
+    host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
+    anchors = _anchors(_with_event_columns(events), calls, launches(run), host_ranks)
     if anchors.height == 0:
         return empty_comm_kernels()
     merged = _merged_fields(_linked(anchors, calls))

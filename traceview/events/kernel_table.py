@@ -218,6 +218,15 @@ CATCH_ALL_PATTERNS: tuple[KernelPattern, ...] = (
 )
 """Names of a known library that no generation row decodes: communication, every field null."""
 
+HOST_COLLECTIVE_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern("gloo", "gloo op (host timeline)", r"^(?P<collective>gloo:\w+)$"),
+    KernelPattern("c10d", "record_param_comms (host timeline)", r"^record_param_comms:(?P<collective>\w+)$"),
+    KernelPattern("c10d", "c10d collective op (host timeline)", r"^(?P<collective>c10d::\w+)$"),
+)
+"""Host collective ops, which are the communication rows of a rank analysed on its host timeline
+(`traceview.events.host_timeline`; a `record_param_comms` row is named after its collective there, since the bare
+name also marks GPU-side annotations); they never name a device kernel."""
+
 SUSPECTED_LIBRARY = "suspected"
 SUSPECT_WORDS: tuple[str, ...] = (
     r"all_?reduce",
@@ -261,6 +270,7 @@ SUSPECTED_PATTERNS: tuple[KernelPattern, ...] = (
 DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     *NCCL_PATTERNS,
     *OTHER_LIBRARY_PATTERNS,
+    *HOST_COLLECTIVE_PATTERNS,
     *CATCH_ALL_PATTERNS,
     *SUSPECTED_PATTERNS,
 )

@@ -17,6 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
+from traceview.events.host_timeline import on_host_timeline
+from traceview.load.manifest_inputs import is_manifest_file, manifest_traces, run_manifest
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.parsers import kineto
@@ -32,15 +34,23 @@ PARALLEL_MIN_BYTES = 16_000_000
 
 def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
     """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches; several
-    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each."""
+    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each. A
+    `run.json`, or a folder holding one, names the traces that manifest lists (docs/run-manifest.md)."""
     if not isinstance(spec, str | Path):
         found = [path for one in spec for path in resolve_trace_files(one)]
         return list(dict.fromkeys(found))
+    manifest = run_manifest(spec)
+    if manifest is not None:
+        return manifest_traces(*manifest)
     path = Path(spec)
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        files = sorted(
+            p
+            for p in path.iterdir()
+            if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p)
+        )
         if not files:
             raise RunError(f"{path}: no .json or .json.gz traces in this folder")
         return files
@@ -52,7 +62,7 @@ def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
 
 def _parse_or_skip(path: Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace | SkippedInput:
     try:
-        return kineto.parse(path, limits)
+        return on_host_timeline(kineto.parse(path, limits))
     except TraceviewError as exc:
         return SkippedInput(str(path), str(exc))
 
@@ -66,11 +76,12 @@ def load_run(
     """Parse every rank `spec` names into a validated `Run`, each file within `limits` (docs/metrics.md).
 
     A single file that fails raises its `InputError`; with several files, failures are skipped and listed in
-    `Run.skipped`, and an error is raised only when no rank could be read.
+    `Run.skipped`, and an error is raised only when no rank could be read. A rank without device activity is
+    put on its host timeline (`traceview.events.host_timeline`).
     """
     files = resolve_trace_files(spec)
     if len(files) == 1:
-        trace = kineto.parse(files[0], limits)
+        trace = on_host_timeline(kineto.parse(files[0], limits))
         release_free_heap()
         return make_run([trace], source=str(spec))
     results = _parse_all(files, workers, progress, limits)

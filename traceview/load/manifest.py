@@ -191,9 +191,12 @@ def manifest_files(path: str | Path, manifest: RunManifest) -> tuple[list[Path],
 
 
 def write_manifest(path: str | Path, manifest: RunManifest) -> Path:
-    """Write `manifest` as indented JSON (keys in schema order, defaults left out); returns the path."""
+    """Write `manifest` as indented JSON (keys in schema order; `schema_version` and `kind` always, other
+    defaults left out); returns the path."""
     target = Path(path)
     if target.is_dir():
         target = target / MANIFEST_NAME
-    target.write_bytes(msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n")
+    document = {"schema_version": manifest.schema_version, "kind": manifest.kind}
+    document.update(msgspec.to_builtins(manifest))
+    target.write_bytes(msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n")
     return target

@@ -22,6 +22,7 @@ from traceview.collectives.calls import launches
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.compare.distributions import rank_class_parts
+from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
@@ -151,7 +152,9 @@ def summarize(
     trace: RankTrace, comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
 ) -> RankSummary:
     """The map: every per-rank result of `trace` (on its own time base); the trace itself is not kept.
-    `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`)."""
+    `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`). A rank
+    without device activity is summarised on its host timeline (`traceview.events.host_timeline`)."""
+    trace = on_host_timeline(trace)
     one = Run(ranks=(trace,))
     events = classified_events(one, comm_patterns)
     choice = choose_steps(trace)

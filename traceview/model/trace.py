@@ -95,6 +95,7 @@ class TraceMeta:
     base_time_ns: int = 0
     process_groups: tuple[ProcessGroupConfig, ...] = ()
     events_total: int = 0
+    timeline: str = "device"  # device | host: what the analysis reads as the rank's timeline (host_timeline)
 
 
 def empty_frame(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:

@@ -88,6 +88,13 @@ class PredictionOptions:
     nic: str | None = None
     dtype: str | None = None
     link_overrides: tuple[LinkOverride, ...] = ()
+    flops_per_sample: float | None = None  # model FLOPs per sample, forward + backward (a manifest states it)
+    device: str | None = None  # the device name, before the traces' (a manifest states it)
+    sources: tuple[tuple[str, str], ...] = ()  # (field, source) of values not from the command line
+
+    def source_of(self, name: str) -> str:
+        """Where the value of field `name` came from: `command line` unless `sources` says otherwise."""
+        return dict(self.sources).get(name, "command line")
 
 
 @dataclass(frozen=True)
@@ -139,10 +146,11 @@ def parse_pair(text: str, what: str, scale: float = 1.0) -> tuple[float, float |
     return values[0], (values[1] if len(values) == 2 else None)
 
 
-def ranks_per_node(run: Run, given: int | None) -> tuple[int, str, str]:
-    """GPUs per node: given (command line), else the most ranks sharing one trace hostname, else the default."""
+def ranks_per_node(run: Run, given: int | None, given_source: str = "command line") -> tuple[int, str, str]:
+    """GPUs per node: given (command line or manifest, `given_source`), else the most ranks sharing one trace
+    hostname, else the default."""
     if given:
-        return given, "command line", ""
+        return given, given_source, ""
     hosts = [trace.meta.hostname for trace in run]
     if hosts and all(hosts) and len(set(hosts)) > 1:
         return max(hosts.count(h) for h in set(hosts)), "trace", "ranks per hostname"
@@ -154,7 +162,9 @@ def _override(options: PredictionOptions, scope: str) -> LinkOverride | None:
     return found[-1] if found else None
 
 
-def _table_link(gpu: GpuSpec | None, scope: str, rpn: int, nic: str | None) -> tuple[Link | None, str]:
+def _table_link(
+    gpu: GpuSpec | None, scope: str, rpn: int, nic: str | None, nic_source: str = "command line"
+) -> tuple[Link | None, str]:
     """The hardware table's link of `scope` (source "hardware table"), or None and a note."""
     try:
         if scope == "inter":
@@ -168,7 +178,7 @@ def _table_link(gpu: GpuSpec | None, scope: str, rpn: int, nic: str | None) -> t
             raise  # the user's --nic names no link: an error, not a note
         return None, str(error)
     detail = spec.source + ("" if scope == "intra" or nic else f" (default NIC {DEFAULT_NIC}; give --nic)")
-    source = "command line" if scope == "inter" and nic else "hardware table"
+    source = nic_source if scope == "inter" and nic else "hardware table"
     return Link(
         scope, spec.name, spec.bandwidth_bytes_per_s, spec.alpha_s, source, source, detail, spec.key
     ), ""
@@ -178,12 +188,16 @@ def resolve_link(
     options: PredictionOptions, gpu: GpuSpec | None, scope: str, rpn: int
 ) -> tuple[Link | None, str]:
     """B and alpha of `scope` ("intra" or "inter"): command line, then NCCL log override, then the table."""
-    given_b = options.bandwidth_Bps if scope == "intra" else options.inter_bandwidth_Bps
-    given_alpha = options.alpha_s if scope == "intra" else options.inter_alpha_s
-    table, note = _table_link(gpu, scope, rpn, options.nic)
+    b_field, alpha_field = (
+        ("bandwidth_Bps", "alpha_s") if scope == "intra" else ("inter_bandwidth_Bps", "inter_alpha_s")
+    )
+    given_b, given_alpha = getattr(options, b_field), getattr(options, alpha_field)
+    table, note = _table_link(gpu, scope, rpn, options.nic, options.source_of("nic"))
     override = _override(options, scope)
     if given_b is not None:
-        base = Link(scope, "given", given_b, DEFAULT_ALPHA_S[scope], "command line", "default", "--bandwidth")
+        b_source = options.source_of(b_field)
+        detail = "--bandwidth" if b_source == "command line" else "run.json"
+        base = Link(scope, "given", given_b, DEFAULT_ALPHA_S[scope], b_source, "default", detail)
     elif override is not None:
         alpha = (
             override.alpha_s
@@ -204,7 +218,7 @@ def resolve_link(
     else:
         return None, note
     if given_alpha is not None:
-        return replace(base, alpha_s=given_alpha, alpha_source="command line"), ""
+        return replace(base, alpha_s=given_alpha, alpha_source=options.source_of(alpha_field)), ""
     if given_b is not None and table is not None:
         return replace(base, alpha_s=table.alpha_s, alpha_source=table.alpha_source), ""
     return base, ""
@@ -214,9 +228,12 @@ def _peak(
     gpu: GpuSpec | None, dtype: str, options: PredictionOptions, device: str | None
 ) -> tuple[float | None, Assumption, str]:
     if options.peak_flops is not None:
+        source = options.source_of("peak_flops")
         return (
             options.peak_flops,
-            Assumption("peak FLOP/s", options.peak_flops, "FLOP/s", "command line", "--peak-flops"),
+            Assumption(
+                "peak FLOP/s", options.peak_flops, "FLOP/s", source, _given_how(source, "--peak-flops")
+            ),
             "",
         )
     if gpu is None:
@@ -245,13 +262,19 @@ def _peak(
 
 def _dtype(options: PredictionOptions, grad_dtype: str | None) -> tuple[str, Assumption]:
     if options.dtype is not None:
+        source = options.source_of("dtype")
         return normalise_dtype(options.dtype), Assumption(
-            "compute dtype", normalise_dtype(options.dtype), "", "command line", "--dtype"
+            "compute dtype", normalise_dtype(options.dtype), "", source, _given_how(source, "--dtype")
         )
     if grad_dtype is not None:
         value = normalise_dtype(grad_dtype)
         return value, Assumption("compute dtype", value, "", "trace", "dtype of the gradient all-reduce")
     return DEFAULT_DTYPE, Assumption("compute dtype", DEFAULT_DTYPE, "", "default", "give --dtype")
+
+
+def _given_how(source: str, option: str) -> str:
+    """The detail of a given value: its option when the command line gave it, else its source's file."""
+    return option if source == "command line" else "run.json" if source == "manifest" else source
 
 
 def _link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
@@ -279,8 +302,9 @@ def _link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
 def _hardware_assumptions(
     device: str | None, gpu: GpuSpec | None, efficiency: float, options: PredictionOptions
 ) -> list[Assumption]:
+    found = options.source_of("device") if options.device else "trace" if device else "default"
     return [
-        Assumption("device", device, "", "trace" if device else "default", gpu.name if gpu else "not in the hardware table"),
+        Assumption("device", device, "", found, gpu.name if gpu else "not in the hardware table"),
         Assumption("efficiency", efficiency, "", "command line" if options.efficiency is not None else "default", "R = peak x efficiency"),
     ]  # fmt: skip
 
@@ -289,13 +313,13 @@ def resolve_inputs(
     run: Run, calls: pl.DataFrame, options: PredictionOptions, ranks_per_host: int | None = None
 ) -> ModelInputs:
     """Every input of the prediction with its provenance (`step_calls` gives `calls`)."""
-    device = device_name(run)
+    device = options.device or device_name(run)
     gpu = match_device(device) if device else None
-    work = workload(run, calls, options.params, options.local_batch)
+    work = workload(run, calls, options)
     dtype, dtype_assumption = _dtype(options, work.grad_dtype)
     peak, peak_assumption, peak_note = _peak(gpu, dtype, options, device)
     efficiency = options.efficiency if options.efficiency is not None else DEFAULT_EFFICIENCY
-    rpn, rpn_source, rpn_detail = ranks_per_node(run, ranks_per_host)
+    rpn, rpn_source, rpn_detail = ranks_per_node(run, ranks_per_host, options.source_of("ranks_per_host"))
     intra, intra_note = resolve_link(options, gpu, "intra", rpn)
     inter, inter_note = resolve_link(options, gpu, "inter", rpn)
     groups = group_links(options, intra if intra else inter)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -15,7 +16,10 @@ from traceview.model.trace import Run
 from traceview.prediction.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.steps.windows import WHOLE_TRACE
 
-SOURCES = ("trace", "nccl log", "hardware table", "command line", "default")
+if TYPE_CHECKING:
+    from traceview.prediction.inputs import PredictionOptions
+
+SOURCES = ("trace", "nccl log", "hardware table", "command line", "manifest", "default")
 """Where an input may come from (`Assumption.source`)."""
 
 FLOATING_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -222,29 +226,32 @@ def device_name(run: Run) -> str | None:
 
 
 def _given_or_trace(
-    name: str, given: float | None, found: float | None, unit: str, option: str, how: str
+    name: str, given: float | None, found: float | None, unit: str, option: str, how: str, source: str
 ) -> Assumption:
     if given is not None:
-        return Assumption(name, given, unit, "command line", option)
+        return Assumption(name, given, unit, source, option if source == "command line" else "run.json")
     if found is not None:
         return Assumption(name, found, unit, "trace", how)
     return Assumption(name, None, unit, "default", f"unknown: give {option}")
 
 
 def _flops(
-    run: Run, calls: pl.DataFrame, params: float | None, batch: float | None
+    run: Run, calls: pl.DataFrame, params: float | None, batch: float | None, per_sample: float | None
 ) -> tuple[pl.DataFrame, str | None]:
+    steps = calls.select("rank", "step").unique()
+    if per_sample is not None and batch is not None:
+        return steps.with_columns(pl.lit(per_sample * batch).alias("flops")), "F b"
     recorded = trace_flops(run)
     if recorded.height:
         return recorded, "trace"
     if params is None or batch is None:
         return recorded, None
-    steps = calls.select("rank", "step").unique()
     return steps.with_columns(pl.lit(FLOPS_PER_PARAM_PER_EXAMPLE * params * batch).alias("flops")), "6 P b"
 
 
 def _flops_detail(source: str | None) -> str:
     return {
+        "F b": "model FLOPs per sample x b (the run's stated FLOPs per sample, forward and backward)",
         "trace": "sum of the operators' flops args in each ProfilerStep",
         "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
     }.get(source or "", "unknown: give --local-batch (and --params)")
@@ -258,11 +265,15 @@ def _flops_note(source: str | None) -> str:
     return ""
 
 
-def _flops_provenance(source: str | None, params: Assumption, batch: Assumption) -> str:
-    """The trace for recorded FLOPs; for 6 P b the command line when it gave P or b, else the trace."""
+def _flops_provenance(source: str | None, params: Assumption, batch: Assumption, per_sample: str) -> str:
+    """The trace for recorded FLOPs; for F b where F came from (`per_sample`); for 6 P b the command line when
+    it gave P or b, else the manifest when it did, else the trace."""
+    if source == "F b":
+        return per_sample
     if source != "6 P b":
         return "trace" if source else "default"
-    return "command line" if "command line" in (params.source, batch.source) else "trace"
+    given = [s for s in ("command line", "manifest") if s in (params.source, batch.source)]
+    return given[0] if given else "trace"
 
 
 def _gradient_assumptions(grads: dict[str, float | str | None]) -> tuple[Assumption, Assumption]:
@@ -274,13 +285,23 @@ def _gradient_assumptions(grads: dict[str, float | str | None]) -> tuple[Assumpt
     )  # fmt: skip
 
 
+def _per_sample_assumption(options: PredictionOptions) -> tuple[Assumption, ...]:
+    """The model FLOPs per sample when given (a manifest states them), else nothing."""
+    if options.flops_per_sample is None:
+        return ()
+    source = options.source_of("flops_per_sample")
+    how = "forward + backward, per example" + ("" if source == "command line" else ": run.json")
+    return (Assumption("F (model FLOPs per sample)", options.flops_per_sample, "FLOP", source, how),)
+
+
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def workload(run: Run, calls: pl.DataFrame, params: float | None, local_batch: float | None) -> Workload:
-    """P (given, else the gradient all-reduce), b (given, else input shapes) and FLOPs per step (recorded,
-    else 6 P b), each with its provenance."""
+def workload(run: Run, calls: pl.DataFrame, options: PredictionOptions) -> Workload:
+    """P (given, else the gradient all-reduce), b (given, else input shapes) and FLOPs per step (the given
+    FLOPs per sample x b, else recorded, else 6 P b), each with its provenance (`options.source_of`)."""
+    params, local_batch = options.params, options.local_batch
     grads = gradient_allreduce(calls)
     shape_batch, shape_op = batch_from_shapes(run) if local_batch is None else (None, "")
     how = (
@@ -289,20 +310,23 @@ def workload(run: Run, calls: pl.DataFrame, params: float | None, local_batch: f
         else "no gradient AllReduce of known size in the trace"
     )
     found_params = _number(grads["params"])
-    params_a = _given_or_trace("P (parameters)", params, found_params, "", "--params", how)
+    params_a = _given_or_trace(
+        "P (parameters)", params, found_params, "", "--params", how, options.source_of("params")
+    )
     batch_a = _given_or_trace(
-        "b (local batch)", local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}"
-    )
+        "b (local batch)", local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}",
+        options.source_of("local_batch"),
+    )  # fmt: skip
     p, b = _number(params_a.value), _number(batch_a.value)
-    flops, source = _flops(run, calls, p, b)
-    flops_a = Assumption(
-        "FLOPs per step", source, "", _flops_provenance(source, params_a, batch_a), _flops_detail(source)
-    )
+    flops, source = _flops(run, calls, p, b, options.flops_per_sample)
+    provenance = _flops_provenance(source, params_a, batch_a, options.source_of("flops_per_sample"))
+    flops_a = Assumption("FLOPs per step", source, "", provenance, _flops_detail(source))
+    per_sample = _per_sample_assumption(options)
     return Workload(
         params=p, local_batch=b,
         grad_group=str(grads["group"]) if grads["group"] else None,
         grad_bytes_per_param=int(grads["elem_size"]) if grads["elem_size"] else None,
         grad_dtype=str(grads["dtype"]) if grads["dtype"] else None,
         workers=int(grads["workers"]) if grads["workers"] else None, flops=flops, flops_source=source,
-        assumptions=(params_a, batch_a, *_gradient_assumptions(grads), flops_a), note=_flops_note(source),
+        assumptions=(params_a, batch_a, *per_sample, *_gradient_assumptions(grads), flops_a), note=_flops_note(source),
     )  # fmt: skip

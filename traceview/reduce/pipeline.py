@@ -13,6 +13,7 @@ from pathlib import Path
 
 from traceview.core.errors import InputError
 from traceview.load.inputs import resolve_trace_files
+from traceview.load.manifest_inputs import run_manifest, with_manifest
 from traceview.load.one_job import make_run
 from traceview.map.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.map.rank_summary import RankSummary
@@ -34,8 +35,12 @@ def analyze_files(
 ) -> RunAnalysis:
     """Every analysis of the run `spec` names (a file, a folder or a glob). A single file that cannot be read
     raises its `InputError`; of several, the unreadable are skipped and listed, and an error is raised only
-    when none could be read."""
+    when none could be read. A `run.json` (or a folder holding one) supplies the traces it lists and the
+    model inputs the options leave unset (`traceview.load.manifest_inputs`)."""
     options = options or AnalysisOptions()
+    manifest = run_manifest(spec)
+    if manifest is not None:
+        options = with_manifest(options, *manifest)
     files = resolve_trace_files(spec)
     results = map_ranks(
         files,

@@ -146,7 +146,9 @@ def reduce_summaries(
     )
     facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl))
     return RunAnalysis(
-        header=run_header(run, [s.step_choice for s in aligned], collectives.warnings),
+        header=replace(
+            run_header(run, [s.step_choice for s in aligned], collectives.warnings), manifest=options.manifest
+        ),
         budget=budget,
         verdict=verdict(facts),
         options=options,

@@ -35,6 +35,7 @@ class AnalysisOptions:
     nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl.join; docs/metrics.md)
     nccl_skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of NCCL logs that could not be read
     prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta model inputs
+    manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class RunHeader:
     warnings: tuple[str, ...]
     step_sources: tuple[str, ...]
     base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
+    timelines: tuple[str, ...] = ()  # device | host: the timelines analysed (traceview.events.host_timeline)
+    manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
 
 
 @dataclass(frozen=True)
@@ -106,4 +109,5 @@ def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[
         warnings=(*(str(w) for w in run.warnings), *(c.warning for c in choices if c.warning), *warnings),
         step_sources=_distinct([choice.source for choice in choices]),
         base_times_ns=tuple(trace.meta.base_time_ns for trace in run),
+        timelines=_distinct([trace.meta.timeline for trace in run]),
     )

@@ -1,0 +1,105 @@
+"""What the analysis takes from a run's `run.json` (docs/run-manifest.md): the files it lists and the model's
+inputs it states, each filled only where the command line left it unset and marked with the source
+`manifest`.
+
+Precedence of a model input: the command line, then the manifest, then the NCCL log, then the traces, then
+the hardware table, then a stated default (`traceview.prediction.inputs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traceview.load.manifest import MANIFEST_NAME, RunManifest, find_manifest, load_manifest, manifest_files
+
+if TYPE_CHECKING:  # the analysis' modules are imported when options are made, not when files are listed
+    from traceview.reduce.results import AnalysisOptions
+
+MANIFEST_SOURCE = "manifest"
+PART_PREFIX = "run.rank"
+"""Per-rank parts of a manifest (`run.rank<N>.json`), which `traceview record` merges into `run.json`: never
+traces."""
+
+_US = 1e-6
+MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
+    # (PredictionOptions field, manifest section, manifest key, scale to the option's unit)
+    ("params", "model", "params", 1.0),
+    ("local_batch", "model", "local_batch", 1.0),
+    ("flops_per_sample", "model", "flops_per_sample", 1.0),
+    ("dtype", "model", "dtype", 1.0),
+    ("device", "hardware", "device", 1.0),
+    ("nic", "hardware", "nic", 1.0),
+    ("peak_flops", "hardware", "peak_flops", 1.0),
+    ("bandwidth_Bps", "hardware", "intra_bandwidth_Bps", 1.0),
+    ("inter_bandwidth_Bps", "hardware", "inter_bandwidth_Bps", 1.0),
+    ("alpha_s", "hardware", "intra_alpha_us", _US),
+    ("inter_alpha_s", "hardware", "inter_alpha_us", _US),
+)
+"""The model inputs a manifest may state, as rows: where each is read and how it is scaled."""
+
+
+def is_manifest_file(path: Path) -> bool:
+    """A manifest or one of its per-rank parts: a folder's JSON that is never a trace."""
+    return path.name == MANIFEST_NAME or (path.name.startswith(PART_PREFIX) and path.suffix == ".json")
+
+
+def run_manifest(spec: str | Path | Sequence[str | Path]) -> tuple[Path, RunManifest] | None:
+    """The manifest `spec` names (a `run.json`, or a folder holding one) and its contents; None without one.
+    A manifest that breaks its rules raises `InputError` naming it."""
+    if not isinstance(spec, str | Path):
+        return None
+    path = find_manifest(spec)
+    return None if path is None else (path, load_manifest(path))
+
+
+def manifest_traces(path: Path, manifest: RunManifest) -> list[Path]:
+    """The trace files of a manifest: those it lists, else the traces of its folder (manifests left out)."""
+    listed, _ = manifest_files(path, manifest)
+    if listed:
+        return listed
+    folder = path.parent
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and p.name.endswith((".json", ".json.gz")) and not is_manifest_file(p)
+    )
+
+
+def manifest_logs(spec: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The NCCL logs a manifest lists (none without one)."""
+    found = run_manifest(spec)
+    return [] if found is None else manifest_files(*found)[1]
+
+
+def _stated(manifest: RunManifest) -> dict[str, Any]:
+    """Every model input the manifest states, in the option's unit."""
+    stated: dict[str, Any] = {}
+    for option, section, key, scale in MODEL_FIELDS:
+        value = getattr(getattr(manifest, section), key)
+        if value is not None:
+            stated[option] = value * scale if isinstance(value, float | int) and scale != 1.0 else value
+    return stated
+
+
+def with_manifest(options: AnalysisOptions, path: Path, manifest: RunManifest) -> AnalysisOptions:
+    """`options` with every model input the manifest states and the command line left unset, each marked
+    `manifest`, and the ranks per host (`ranks_per_host`, else `hardware.gpus_per_node`)."""
+    from traceview.prediction.inputs import PredictionOptions
+
+    model = options.prediction
+    given = {f.name for f in fields(PredictionOptions) if getattr(model, f.name) is not None}
+    filled = {name: value for name, value in _stated(manifest).items() if name not in given}
+    sources = (*model.sources, *((name, MANIFEST_SOURCE) for name in filled))
+    per_host = manifest.ranks_per_host or manifest.hardware.gpus_per_node
+    use_per_host = options.ranks_per_host is None and per_host is not None
+    if use_per_host:
+        sources = (*sources, ("ranks_per_host", MANIFEST_SOURCE))
+    return replace(
+        options,
+        prediction=replace(model, **filled, sources=sources),
+        ranks_per_host=per_host if use_per_host else options.ranks_per_host,
+        manifest=str(path),
+    )

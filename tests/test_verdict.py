@@ -145,3 +145,9 @@ def test_the_mismatch_sample_says_its_planted_mismatch_first() -> None:
     top = analysis.recommendations.top
     assert top is not None
     assert top.rule == "call-mismatch"
+
+
+def test_a_host_timeline_run_says_the_host_is_idle() -> None:
+    numbers = BUDGET | {"idle_us": 90_000.0, "idle_share": 0.9}
+    found = verdict(Facts(numbers, {"worker": "host"}))
+    assert found.sentence.startswith("The host is idle 90% of the median step")

@@ -144,11 +144,12 @@ def reduce_summaries(
         with_nccl_overrides(options.prediction, nccl),
         options.ranks_per_host,
     )
-    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl))
+    header = replace(
+        run_header(run, [s.step_choice for s in aligned], collectives.warnings), manifest=options.manifest
+    )
+    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
     return RunAnalysis(
-        header=replace(
-            run_header(run, [s.step_choice for s in aligned], collectives.warnings), manifest=options.manifest
-        ),
+        header=header,
         budget=budget,
         verdict=verdict(facts),
         options=options,

@@ -30,6 +30,7 @@ class Measured:
     collectives: CollectiveAnalysis | None = None
     prediction: Prediction | None = None
     nccl: NcclJoin | None = None
+    timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def budget_facts(measured: Measured) -> Found:
         for name in ("exposed_comm_us", "idle_us", "comm_us", "comp_us"):
             if name in facts:
                 facts[name.replace("_us", "_share")] = facts[name] / step
-    return facts | _slow_rank_facts(measured.budget.per_rank), {}
+    worker = "GPU" if "device" in measured.timelines or not measured.timelines else "host"
+    return facts | _slow_rank_facts(measured.budget.per_rank), {"worker": worker}
 
 
 def _slow_rank_facts(per_rank: pl.DataFrame) -> dict[str, float]:

@@ -74,7 +74,7 @@ def _mismatch_sentence(f: Facts) -> str:
 
 def _idle_sentence(f: Facts) -> str:
     return (
-        f"The GPU is idle {f['idle_share']:.0%} of the median step: neither compute nor communication sets the "
+        f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median step: neither compute nor communication sets the "
         f"pace; look at the host (input pipeline, launches, synchronisation)."
     )
 

@@ -88,7 +88,7 @@ def _overlap_sentence(f: Facts) -> str:
 
 def _idle_sentence(f: Facts) -> str:
     return (
-        f"The GPU is idle {f['idle_share']:.0%} of the median step "
+        f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median step "
         f"({_ms(f, 'idle_us')} of {_ms(f, 'step_us')}): the host does not keep it fed; look at the input "
         f"pipeline (DataLoader workers, pinned memory), kernel launch overhead (CUDA graphs) and "
         f"synchronisations."

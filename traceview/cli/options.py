@@ -112,7 +112,9 @@ BandwidthOpt = Annotated[
 ]
 AlphaOpt = Annotated[
     str | None,
-    typer.Option("--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5."),
+    typer.Option(
+        "--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5 (0 allowed)."
+    ),
 ]
 NicOpt = Annotated[
     str | None,
@@ -151,7 +153,7 @@ def with_model(
     from traceview.prediction.inputs import PredictionOptions, parse_pair, parse_quantity
 
     intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth else (None, None)
-    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6) if alpha else (None, None)
+    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6, zero_ok=True) if alpha else (None, None)
     for value, name in ((params, "--params"), (local_batch, "--local-batch")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"{name} must be a positive finite number, got {value}")

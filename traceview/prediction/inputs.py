@@ -10,6 +10,7 @@ else 6 * P * b.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
@@ -122,20 +123,24 @@ class ModelInputs:
 _SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
-def parse_quantity(text: str, what: str) -> float:
-    """A positive number with an optional decimal SI suffix: "300e9", "300G", "312T", "25 g" -> float."""
+def parse_quantity(text: str, what: str, zero_ok: bool = False) -> float:
+    """A positive number (or zero, with `zero_ok`) with an optional decimal SI suffix: "300e9", "300G", "312T",
+    "25 g" -> float."""
     found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtTpP]?)\s*", text)
-    if found is None or float(found.group(1)) <= 0:
-        raise UsageError(f"{what}: {text!r} is not a positive number (e.g. 300e9, 300G)")
-    return float(found.group(1)) * _SI[found.group(2).lower()]
+    value = float(found.group(1)) if found else math.nan
+    if found is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        kind = "a non-negative" if zero_ok else "a positive"
+        raise UsageError(f"{what}: {text!r} is not {kind} number (e.g. 300e9, 300G)")
+    return value * _SI[found.group(2).lower()]
 
 
-def parse_pair(text: str, what: str, scale: float = 1.0) -> tuple[float, float | None]:
-    """ "INTRA[,INTER]" as two quantities times `scale`; the second None when not given."""
+def parse_pair(text: str, what: str, scale: float = 1.0, zero_ok: bool = False) -> tuple[float, float | None]:
+    """ "INTRA[,INTER]" as two quantities times `scale`; the second None when not given. `zero_ok`: 0 is a
+    value (a latency; not a bandwidth)."""
     parts = text.split(",")
     if len(parts) > 2:
         raise UsageError(f"{what}: {text!r} takes at most two values, INTRA,INTER")
-    values = [parse_quantity(part, what) * scale for part in parts]
+    values = [parse_quantity(part, what, zero_ok) * scale for part in parts]
     return values[0], (values[1] if len(values) == 2 else None)
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceview.prediction.costmodel import bus_factor_expr, collective_time_expr, latency_steps_expr
+from traceview.prediction.costmodel import (
+    bandwidth_exprs,
+    bus_factor_expr,
+    collective_time_expr,
+    latency_steps_expr,
+)
 from traceview.prediction.inputs import ModelInputs
 
 
@@ -31,7 +36,7 @@ def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
 
 def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
     """`calls` with spans_nodes (unless present), link, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
-    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved: f S / duration). `n` overrides the group size."""
+    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n` overrides the group size."""
     size = n if n is not None else pl.col("group_size")
     frame = (
         calls
@@ -53,9 +58,7 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
             "t_bw_us"
         ),
         (latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6).alias("t_lat_us"),
-        pl.when(pl.col("dur_us") > 0)
-        .then(bus_factor_expr(collective, size) * bytes_ / (pl.col("dur_us") * 1e-6))
-        .alias("busbw_Bps"),
+        bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),
     ).with_columns((pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"))
 
 

@@ -167,9 +167,14 @@ def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
 def with_nccl_logs(
     options: AnalysisOptions, spec: str | Sequence[str], given: list[Path] | None
 ) -> AnalysisOptions:
-    """`options` with the NCCL logs parsed one by one; a log that cannot be read is skipped and named."""
+    """`options` with the run manifest's inputs (`traceview.load.manifest_inputs`) and the NCCL logs parsed one
+    by one (those given, those the manifest lists, those of the run folder); a log that cannot be read is
+    skipped and named."""
+    from traceview.load.manifest_inputs import manifest_logs, with_manifest
+
+    options = with_manifest(options, spec)
     logs, skipped = [], []
-    for path in nccl_log_paths(spec, given):
+    for path in nccl_log_paths(spec, [*(given or ()), *manifest_logs(spec)]):
         from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
 
         try:

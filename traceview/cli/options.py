@@ -162,7 +162,7 @@ def with_model(
     model = PredictionOptions(
         params=params, local_batch=local_batch, peak_flops=parse_quantity(peak_flops, "--peak-flops") if peak_flops else None,
         efficiency=efficiency, bandwidth_Bps=intra_b, inter_bandwidth_Bps=inter_b, alpha_s=intra_a, inter_alpha_s=inter_a,
-        nic=nic, dtype=dtype, link_overrides=options.prediction.link_overrides,
+        nic=nic, dtype=dtype, link_overrides=options.prediction.link_overrides, gpus_per_node=gpus_per_node,
     )  # fmt: skip
     return replace(options, prediction=model, ranks_per_host=gpus_per_node or options.ranks_per_host)
 
@@ -211,9 +211,12 @@ def _given_logs(given: Sequence[Path]) -> list[Path]:
 
 
 def nccl_log_paths(run: str | Sequence[str], given: Sequence[Path] | None) -> list[Path]:
-    """The logs given, then those of the run folder (ending .log/.txt/.out, saying `NCCL INFO`), each once."""
+    """The logs given, then those of the run folder (or of the `run.json` named; ending .log/.txt/.out, saying
+    `NCCL INFO`), each once."""
     found = _given_logs(given or ())
     folder = Path(run) if isinstance(run, str) else None
+    if folder is not None and folder.is_file() and folder.name == "run.json":
+        folder = folder.parent  # the manifest's folder
     if folder is not None and folder.is_dir():
         found += [path for path in _logs_in(folder) if path not in found]
     return found

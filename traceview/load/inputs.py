@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
+from traceview.load.manifest import find_manifest, is_manifest_file, load_manifest, manifest_files
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.parsers import kineto
@@ -32,15 +33,25 @@ PARALLEL_MIN_BYTES = 16_000_000
 
 def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
     """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches; several
-    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each."""
+    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each. A
+    `run.json` (or a folder holding one) names the traces it lists, else those of its folder; a folder's
+    `run.json` is never read as a trace (docs/run-manifest.md)."""
     if not isinstance(spec, str | Path):
         found = [path for one in spec for path in resolve_trace_files(one)]
         return list(dict.fromkeys(found))
-    path = Path(spec)
+    manifest = find_manifest(spec)
+    listed = manifest_files(manifest, load_manifest(manifest))[0] if manifest else []
+    if listed:
+        return listed
+    path = manifest.parent if manifest else Path(spec)
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        files = sorted(
+            p
+            for p in path.iterdir()
+            if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p)
+        )
         if not files:
             raise RunError(f"{path}: no .json or .json.gz traces in this folder")
         return files

@@ -35,7 +35,7 @@ def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
 
 
 def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
-    """`calls` with spans_nodes (unless present), link, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
+    """`calls` with spans_nodes (unless present), link, link_source, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
     bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n` overrides the group size."""
     size = n if n is not None else pl.col("group_size")
     frame = (
@@ -45,6 +45,7 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     )
     frame = frame.with_columns(
         _link_value(inputs, "name").alias("link"),
+        _link_value(inputs, "source").cast(pl.Utf8).alias("link_source"),
         _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
         _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
     )
@@ -77,6 +78,7 @@ def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:
         .alias(column)
         for field, column, dtype in (
             ("name", "link", pl.Utf8),
+            ("source", "link_source", pl.Utf8),
             ("bandwidth_Bps", "bandwidth_Bps", pl.Float64),
             ("alpha_s", "alpha_s", pl.Float64),
         )

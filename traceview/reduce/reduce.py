@@ -152,6 +152,7 @@ def reduce_summaries(
             crossrank,
             with_nccl_overrides(options.prediction, nccl),
             options.ranks_per_host,
+            nccl.hosts_by_rank if nccl else None,
         ),
         distributions=distributions_from_parts(
             frames.kernel_classes, frames.class_sketches, collectives.kernels

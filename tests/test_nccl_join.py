@@ -266,6 +266,29 @@ def test_socket_fallback_reaches_the_prediction(with_ib: RunAnalysis, with_socke
     assert all(ib[g] != pytest.approx(10e9 / 8) for g in GROUPS)
 
 
+def test_nccl_log_hosts_and_socket_links_feed_the_model(with_socket: RunAnalysis) -> None:
+    """The logs' hosts place 4 ranks per node (source nccl log); the socket groups' B is the log's, so known;
+    group 2 (ranks 1, 2 on one host) stays on the hardware table's link, so the run's links are not all known."""
+    prediction = with_socket.prediction
+    assert prediction is not None
+    assert prediction.inputs.topology is not None
+    assert (prediction.inputs.topology.ranks_per_node, prediction.inputs.topology.source) == (
+        PER_HOST,
+        "nccl log",
+    )
+    sources = prediction.calls.group_by("pg_key").agg(pl.col("link_source").unique()).sort("pg_key").rows()
+    assert sources == [
+        ("0", ["nccl log"]),
+        ("1", ["nccl log"]),
+        ("2", ["hardware table"]),
+        ("3", ["nccl log"]),
+    ]
+    assert prediction.link_known is False
+    assert prediction.trust is not None
+    assert len(prediction.trust.assumed_links) == 1
+    assert "from the hardware table, assumed" in prediction.trust.assumed_links[0]
+
+
 def test_processgroupnccl_lines_name_the_group(run_dir: Path, logs_dir: Path, with_ib: RunAnalysis) -> None:
     logs = write_logs(logs_dir / "pg", "NET/IB/0/GDRDMA", pg_lines=True)
     assert with_ib.collectives is not None

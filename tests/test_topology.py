@@ -5,6 +5,7 @@ samples and simulated runs whose placement is known from their settings."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -108,16 +109,24 @@ def test_hostnames_in_file_names() -> None:
     assert file_host("rank-3.pt.trace.json.gz") is None
 
 
-def test_dp8_straggler_two_hosts_of_four() -> None:
+def test_dp8_straggler_two_hosts_of_four_from_its_traces_alone(tmp_path: Path) -> None:
+    """The traces without their run.json: device ids, clocks and deviceProperties all say 2 hosts of 4."""
     truth = json.loads((SAMPLES / "dp8_straggler.ground_truth.json").read_text(encoding="utf-8"))
-    found = analyze(load_run(str(SAMPLES / "dp8_straggler"), workers=1)).prediction
+    for path in (SAMPLES / "dp8_straggler").glob("*.pt.trace.json.gz"):
+        shutil.copy(path, tmp_path / path.name)
+    found = analyze(load_run(str(tmp_path), workers=1)).prediction
     assert found is not None
     assert found.inputs.topology is not None
     topology = found.inputs.topology
     assert topology.ranks_per_node == truth["ranks_per_host"] == 4
     assert topology.hosts == len(truth["host_offsets_us"]) == 2
-    assert topology.source in ("trace", "manifest")
-    assert "clock alignment finds 2 clocks (ranks 0-3; 4-7)" in " ".join(e.detail for e in topology.evidence)
+    assert topology.source == "trace"
+    details = [e.detail for e in topology.evidence if e.ranks_per_node == 4]
+    assert details == [
+        "device ids in the traces: ranks reuse devices 0-3 every 4 ranks",
+        "the clock alignment finds 2 clocks (ranks 0-3; 4-7)",
+        "deviceProperties lists 4 GPUs on the node",
+    ]
     assert topology.conflicts == ()
     # the world's all-reduce spans the two hosts: priced on the link across nodes
     assert set(found.calls["spans_nodes"].to_list()) == {True}

@@ -201,9 +201,12 @@ def manifest_files(path: str | Path, manifest: RunManifest) -> tuple[list[Path],
 
 
 def write_manifest(path: str | Path, manifest: RunManifest) -> Path:
-    """Write `manifest` as indented JSON (keys in schema order, defaults left out); returns the path."""
+    """Write `manifest` as indented JSON (keys in schema order; defaults left out, except `schema_version` and
+    `kind`, always written); returns the path."""
     target = Path(path)
     if target.is_dir():
         target = target / MANIFEST_NAME
-    target.write_bytes(msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n")
+    fields = msgspec.json.decode(msgspec.json.encode(manifest))
+    stated = {"schema_version": manifest.schema_version, "kind": manifest.kind, **fields}  # always written
+    target.write_bytes(msgspec.json.format(msgspec.json.encode(stated), indent=2) + b"\n")
     return target

@@ -1,6 +1,6 @@
 """What the analysis takes from a run's `run.json` (docs/run-manifest.md): the model's inputs it states and the
-hosts of its ranks, each filled only where the command line left it unset and marked with the source
-`manifest`, and the NCCL logs it lists.
+hosts of its ranks (for the prediction's topology), each filled only where the command line left it unset and
+marked with the source `manifest`, and the NCCL logs it lists.
 
 Precedence of a model input: the command line, then the manifest, then the NCCL log, then the traces, then
 the hardware table, then a stated default (docs/metrics.md, "Predicted gamma").
@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # the analysis' modules are imported when options are made, n
 
 MANIFEST_SOURCE = "manifest"
 
-_US = 1e-6
+_US = 1e6
 MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
-    # (PredictionOptions field, manifest section, manifest key, scale to the option's unit)
+    # (PredictionOptions field, manifest section, manifest key, divisor to the option's unit)
     ("params", "model", "params", 1.0),
     ("local_batch", "model", "local_batch", 1.0),
     ("flops_per_sample", "model", "flops_per_sample", 1.0),
@@ -37,7 +37,7 @@ MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     ("alpha_s", "hardware", "intra_alpha_us", _US),
     ("inter_alpha_s", "hardware", "inter_alpha_us", _US),
 )
-"""The model inputs a manifest may state, as rows: where each is read and how it is scaled."""
+"""The model inputs a manifest may state, as rows: where each is read and what it is divided by (us -> s)."""
 
 
 def run_manifest(spec: str | Path | Sequence[str | Path]) -> tuple[Path, RunManifest] | None:
@@ -59,10 +59,10 @@ def stated_inputs(manifest: RunManifest) -> dict[str, Any]:
     """Every model input the manifest states, in the option's unit (GPUs per node: `ranks_per_host`, else
     `hardware.gpus_per_node`)."""
     stated: dict[str, Any] = {}
-    for option, section, key, scale in MODEL_FIELDS:
+    for option, section, key, divisor in MODEL_FIELDS:
         value = getattr(getattr(manifest, section), key)
         if value is not None:
-            stated[option] = value * scale if scale != 1.0 else value
+            stated[option] = value / divisor if divisor != 1.0 else value
     if manifest.ranks_per_host is not None:
         stated["gpus_per_node"] = manifest.ranks_per_host
     hosts = manifest.hosts_by_rank()
@@ -73,7 +73,9 @@ def stated_inputs(manifest: RunManifest) -> dict[str, Any]:
 
 def with_manifest(options: AnalysisOptions, spec: str | Path | Sequence[str | Path]) -> AnalysisOptions:
     """`options` with every model input the run's manifest states and the command line left unset, each
-    marked `manifest`; its hosts also feed clock alignment. `options` as they are without a manifest."""
+    marked `manifest` (its hosts reach the prediction's topology, `PredictionOptions.rank_hosts`; the clock
+    alignment labels every host mapping it is given `nccl log`, so they are not passed to it). `options` as
+    they are without a manifest."""
     found = run_manifest(spec)
     if found is None:
         return options
@@ -81,5 +83,4 @@ def with_manifest(options: AnalysisOptions, spec: str | Path | Sequence[str | Pa
     given = {f.name for f in fields(model) if getattr(model, f.name) not in (None, ())}
     filled = {name: value for name, value in stated_inputs(found[1]).items() if name not in given}
     sources = (*model.sources, *((name, MANIFEST_SOURCE) for name in filled))
-    hosts = options.rank_hosts or filled.get("rank_hosts", ())
-    return replace(options, prediction=replace(model, **filled, sources=sources), rank_hosts=hosts)
+    return replace(options, prediction=replace(model, **filled, sources=sources))

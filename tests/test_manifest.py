@@ -157,3 +157,27 @@ def test_the_samples_manifests_are_what_make_samples_writes() -> None:
         )
         expected = scenario_manifest(name, build(), files)
         assert load_manifest(folder / "run.json") == expected, name
+
+
+def test_a_folder_holding_two_runs_is_not_analysed_as_one(tmp_path: Path) -> None:
+    """A 4-rank run and a 2-rank run written into one folder: the larger job is analysed, the other's files
+    are set apart by their world size (load.one_job), each named, exit 4."""
+    four = write_run(data_parallel_scenario(4, 1_000_000, 8, 10e12, 10e9, steps=1), tmp_path / "four")
+    two = write_run(data_parallel_scenario(2, 1_000_000, 8, 10e12, 10e9, steps=1), tmp_path / "two")
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for prefix, truth in (("a", four), ("b", two)):
+        for path in truth.files:
+            shutil.copy(path, mixed / f"{prefix}-{path.name}")
+    run = load_run(mixed, workers=1)
+    assert run.rank_ids == [0, 1, 2, 3]
+    assert sorted(Path(s.path).name for s in run.skipped) == sorted(f"b-{p.name}" for p in two.files)
+    assert all("another job (world size)" in s.reason and "world size 2" in s.reason for s in run.skipped)
+    done = subprocess.run(
+        [sys.executable, "-m", "traceview", "summary", str(mixed), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 4
+    assert sum("another job" in line for line in done.stderr.splitlines()) == len(two.files)

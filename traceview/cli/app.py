@@ -159,7 +159,8 @@ def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None
 def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
     """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
     gate(analysis.gate_figures(), fail_on)
-    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ())]
+    foreign = analysis.nccl.foreign if analysis.nccl else ()
+    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ()), *foreign]
     if skipped:
         raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
 
@@ -186,13 +187,17 @@ def with_nccl_logs(
 
 
 def report_skipped(analysis: RunAnalysis | Run) -> None:
-    """Name every input the run was analysed without, one line each, on stderr."""
+    """Name every input the run was analysed without, one line each, on stderr (NCCL logs of another job
+    included)."""
     if isinstance(analysis, Run):
         skipped = [(s.path, s.reason) for s in analysis.skipped]
     else:
         skipped = list(analysis.header.skipped)
     for path, reason in skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
+    foreign = analysis.nccl.foreign if isinstance(analysis, RunAnalysis) and analysis.nccl else ()
+    for path, reasons in foreign:
+        say(f"traceview: warning: NCCL log set apart, another job's: {printable(path)}: {printable(reasons)}")
 
 
 def partial(run: Run) -> None:

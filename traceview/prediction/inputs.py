@@ -24,6 +24,7 @@ from traceview.model.trace import Run
 from traceview.prediction.hardware import (
     GpuSpec,
     HardwareLookupError,
+    link,
     match_device,
     normalise_dtype,
     peak_flops,
@@ -49,6 +50,8 @@ DEFAULT_EFFICIENCY = 0.5
 """R = peak x efficiency. 0.5: the model FLOPs utilisation reported for well-tuned large-model training on
 A100-class GPUs (about 46% for PaLM, 52% for Megatron-LM's trillion-parameter run); docs/metrics.md."""
 DEFAULT_DTYPE = "fp32"
+SOCKET_LINK = "tcp_socket"
+"""The hardware table's row of NCCL's socket transport (10 GbE): the link across nodes when a log says so."""
 
 
 @dataclass(frozen=True)
@@ -232,11 +235,16 @@ def resolve_inputs(
 
 def with_nccl_overrides(options: PredictionOptions, nccl: NcclJoin | None) -> PredictionOptions:
     """`options` plus one per-group `LinkOverride` for every link override of the NCCL-log join (a socket
-    fallback): the group's B becomes that link's, with provenance "nccl log"."""
-    if nccl is None or not nccl.link_overrides:
+    fallback): the group's B becomes that link's, with provenance "nccl log"; and when the logs say NCCL
+    crosses nodes over sockets, the link across nodes itself (`SOCKET_LINK`), with the same provenance."""
+    if nccl is None:
         return options
     found = tuple(
         LinkOverride("inter", o.link.name, o.bandwidth_bytes_per_s, o.link.alpha_s, o.reason, o.group)
         for o in nccl.link_overrides
     )
-    return replace(options, link_overrides=(*options.link_overrides, *found))
+    if nccl.inter_network == "Socket":  # the link across nodes of every group, what-ifs included
+        socket = link(SOCKET_LINK)
+        reason = f"the NCCL log says NCCL crosses nodes over TCP sockets ({nccl.inter_network_evidence})"
+        found += (LinkOverride("inter", socket.name, socket.bandwidth_bytes_per_s, socket.alpha_s, reason),)
+    return replace(options, link_overrides=(*options.link_overrides, *found)) if found else options

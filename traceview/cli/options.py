@@ -125,7 +125,7 @@ GpusPerNodeOpt = Annotated[
     typer.Option(
         "--gpus-per-node",
         min=1,
-        help="GPUs per node: which groups span nodes (default: trace hostnames, else 8).",
+        help="GPUs per node: which groups span nodes (default: what the run shows, else 8).",
     ),
 ]
 DtypeOpt = Annotated[

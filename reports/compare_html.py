@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 
 import plotly.graph_objects as go
-from traceview.reports.compare_terminal import change_text, p_text, value_text
+from traceview.reports.compare_terminal import change_text, note_text, p_text, value_text
 from traceview.reports.html import (
     _ENVIRONMENT,
     content_policy,
@@ -24,6 +24,7 @@ BASELINE_COLOUR, CANDIDATE_COLOUR = "#1f77b4", "#ff7f0e"
 _ENVIRONMENT.filters["value_text"] = lambda value, metric: value_text(metric, value)
 _ENVIRONMENT.filters["change_text"] = change_text
 _ENVIRONMENT.filters["p_text"] = p_text
+_ENVIRONMENT.filters["note_text"] = note_text
 
 
 def budget_figure(comparison: Comparison) -> go.Figure:
@@ -40,7 +41,7 @@ def budget_figure(comparison: Comparison) -> go.Figure:
 
 def busbw_figure(comparison: Comparison) -> go.Figure:
     """Median bus bandwidth of each (collective, group, bucket) compared, baseline beside candidate."""
-    rows = [f for f in comparison.findings if f.metric == "busbw_Bps"]
+    rows = [f for f in comparison.findings if f.metric == "busbw_Bps" and (f.baseline or f.candidate)]
     figure = go.Figure()
     for attribute, name, colour in (("baseline", "baseline", BASELINE_COLOUR),
                                     ("candidate", "candidate", CANDIDATE_COLOUR)):  # fmt: skip
@@ -78,7 +79,7 @@ def _page(
 def render_compare_html(comparison: Comparison, generated: dt.datetime | None = None) -> str:
     """The diff report page: verdict first, top findings with their subject, budgets, busbw, scaling."""
     figures = {"fig-changes": changes_figure(comparison), "fig-budget": budget_figure(comparison)}
-    if any(f.metric == "busbw_Bps" for f in comparison.findings):
+    if any(f.metric == "busbw_Bps" and (f.baseline or f.candidate) for f in comparison.findings):
         figures["fig-busbw"] = busbw_figure(comparison)
     noise = comparison.not_significant
     return _page("compare.html.j2", figures, generated, comparison=comparison, noise=noise)

@@ -7,8 +7,9 @@ from typing import Any
 
 from traceview.reports.json_out import SCHEMA_VERSION, clean, records
 
+from traceview.compare.findings import Finding
 from traceview.compare.trend import Trend
-from traceview.compare.two_runs import Comparison, Finding
+from traceview.compare.two_runs import Comparison
 
 SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "rank")
 
@@ -25,14 +26,16 @@ def finding_object(finding: Finding) -> dict[str, Any]:
         "baseline": clean(finding.baseline),
         "candidate": clean(finding.candidate),
         "change_pct": clean(finding.change_pct),
-        "test": "mann-whitney-u",
-        "u_statistic": clean(finding.test.u_statistic),
+        "test": finding.test.name,
+        "test_statistic": clean(finding.test.statistic),
         "p_value": clean(finding.test.p_value),
         "p_adjusted": clean(finding.p_adjusted),
         "baseline_n": finding.test.baseline_n,
         "candidate_n": finding.test.candidate_n,
         "outcome": finding.outcome,
         "likely_cause": finding.likely_cause,
+        "beyond_peers_pct": clean(finding.beyond_peers_pct),
+        "explained_by": finding.explained_by,
         "partial": finding.partial,
     }
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traceview.reports.compare_terminal import change_text, p_text, value_text
+from traceview.reports.compare_terminal import change_text, note_text, p_text, value_text
 
-from traceview.compare.two_runs import Comparison, Finding
+from traceview.compare.findings import Finding
+from traceview.compare.two_runs import Comparison
 from traceview.core.sanitize import printable
 
 TOP = 5
@@ -20,13 +21,13 @@ def _cell(text: object) -> str:
 
 def _rows(findings: Sequence[Finding]) -> list[str]:
     lines = [
-        "| subject | metric | baseline | candidate | change | p (Holm) | likely cause |",
+        "| subject | metric | baseline | candidate | change | p (Holm) | note |",
         "|---|---|---|---|---|---|---|",
     ]
     for f in findings[:TOP]:
         lines.append(
             f"| {_cell(f.subject)} | {f.metric} | {value_text(f.metric, f.baseline)} | "
-            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} | {_cell(f.likely_cause or '')} |"
+            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} | {_cell(note_text(f))} |"
         )
     if len(findings) > TOP:
         lines.append(f"\n{len(findings) - TOP} more: see the HTML report or `--json`.")
@@ -55,5 +56,11 @@ def render_markdown(comparison: Comparison) -> str:
     lines += [f"- setup changed: {_cell(change)}" for change in structure.setup_changes]
     lines += [f"- partial: {_cell(note)}" for note in structure.partial_notes]
     if comparison.scaling is not None:
-        lines.append(_cell(comparison.scaling.sentence))
+        lines.append(f"- {_cell(comparison.scaling.sentence)}")
+        factors = [
+            f"{row['factor']} {row['efficiency_points'] * 100:+.1f}"
+            for row in comparison.scaling.factors.iter_rows(named=True)
+            if abs(row["efficiency_points"]) >= 0.0005
+        ]
+        lines.append(f"- efficiency points lost by factor: {'; '.join(factors) or 'none'}")
     return "\n".join(lines).rstrip() + "\n"

@@ -9,8 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from traceview.compare.findings import Finding
+from traceview.compare.scaling import Scaling
 from traceview.compare.trend import Trend
-from traceview.compare.two_runs import Comparison, Finding
+from traceview.compare.two_runs import Comparison
 from traceview.core.sanitize import printable
 
 MAX_ROWS = 15
@@ -39,11 +41,20 @@ def p_text(p_value: float | None) -> str:
     return "-" if p_value is None else f"{p_value:.2g}"
 
 
-def _note(finding: Finding) -> str:
+def note_text(finding: Finding) -> str:
+    """What a finding's row says beside its figures: partial, beyond its peers, explained, its likely cause."""
     parts = ["partial run"] if finding.partial else []
+    if finding.beyond_peers_pct is not None:
+        parts.append(f"beyond its peers {change_text(finding.beyond_peers_pct)}")
+    if finding.explained_by:
+        parts.append(f"explained by {finding.explained_by}")
     if finding.likely_cause:
         parts.append(f"likely cause: {finding.likely_cause}")
-    return escape(printable("; ".join(parts)))
+    return "; ".join(parts)
+
+
+def _note(finding: Finding) -> str:
+    return escape(printable(note_text(finding)))
 
 
 def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
@@ -84,6 +95,19 @@ def _scaling(comparison: Comparison, console: Console) -> None:
     for row in scaling.factors.iter_rows(named=True):
         table.add_row(row["factor"], f"{row['delta_us'] / 1000:+.3f} ms", f"{row['efficiency_points']:+.1%}")
     console.print(table)
+    if scaling.busbw.height == 0:
+        console.print(
+            "Bus bandwidth per collective and group: unknown in both runs (no group sizes or bytes)"
+        )
+    else:
+        console.print(_busbw_table(scaling))
+    if scaling.new_stragglers:
+        console.print(f"New stragglers: {', '.join(f'rank {r}' for r in scaling.new_stragglers)}")
+    for note in scaling.notes:
+        console.print(f"note: {escape(note)}")
+
+
+def _busbw_table(scaling: Scaling) -> Table:
     bandwidth = Table(title="Bus bandwidth per collective and group", title_justify="left")
     for header in ("collective", "group", "baseline", "candidate", "ratio"):
         bandwidth.add_column(header)
@@ -93,11 +117,7 @@ def _scaling(comparison: Comparison, console: Console) -> None:
             value_text("_Bps", row["baseline_busbw_Bps"]), value_text("_Bps", row["candidate_busbw_Bps"]),
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
         )  # fmt: skip
-    console.print(bandwidth)
-    if scaling.new_stragglers:
-        console.print(f"New stragglers: {', '.join(f'rank {r}' for r in scaling.new_stragglers)}")
-    for note in scaling.notes:
-        console.print(f"note: {escape(note)}")
+    return bandwidth
 
 
 def _structure(comparison: Comparison, console: Console) -> None:
@@ -135,6 +155,8 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
     noise = comparison.not_significant
     if noise:
         console.print(_findings_table("Beyond the threshold but within the runs' spread", noise))
+    if comparison.explained:
+        console.print(_findings_table("Explained by the ranks that moved", comparison.explained))
     _structure(comparison, console)
     console.print(_budgets(comparison))
     _scaling(comparison, console)

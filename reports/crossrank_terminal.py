@@ -48,7 +48,9 @@ RANK_COLUMNS = {
     "rank": ("rank", 1.0), "instances": ("instances", 1.0), "wait_us": ("wait ms", 1000.0),
     "wait_share": ("wait share", 1.0), "times_last": ("times last", 1.0),
     "median_lateness_us": ("median lateness ms", 1000.0), "comp_excess_us": ("T_comp excess ms", 1000.0),
-    "launch_gap_excess_us": ("launch gap excess ms", 1000.0), "straggler": ("straggler", 1.0), "cause": ("cause", 1.0),
+    "launch_gap_excess_us": ("launch gap excess ms", 1000.0), "host_entry_excess_us": ("host entry late ms", 1000.0),
+    "clock_uncertainty_us": ("clock ± ms", 1000.0), "lateness_cost_us": ("cost per step ms", 1000.0),
+    "straggler": ("straggler", 1.0), "cause": ("cause", 1.0),
 }  # fmt: skip
 MISMATCH_COLUMNS = {
     "rank": ("rank", 1.0), "group": ("group", 1.0), "step": ("step", 1.0), "seq": ("seq", 1.0),

@@ -83,6 +83,7 @@ Format = Callable[[float], str]
 VERDICT_FIGURES: tuple[tuple[str, str, Format, str], ...] = (
     ("measured gamma", "gamma", "{:.2f}".format, "T_comm / T_comp, median over steps and ranks"),
     ("predicted gamma", "gamma_pred", "{:.2f}".format, "alpha-beta model (gamma model section)"),
+    ("measured / predicted", "gamma_ratio", "{:.2f}x".format, "pooled over the run (gamma model section)"),
     ("exposed communication", "exposed_comm_share", "{:.0%}".format, "share of the median step"),
     ("exposed gamma", "exposed_gamma", "{:.2f}".format, "exposed comm / T_comp"),
     ("GPU idle", "idle_share", "{:.0%}".format, "share of the median step"),

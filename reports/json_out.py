@@ -24,7 +24,7 @@ from traceview.collectives.tables import CollectiveAnalysis
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 
@@ -225,6 +225,7 @@ def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "kernel_classes": records(found.kernel_classes),
         "class_kernels": [{k: clean(v) for k, v in row.items()} for row in found.class_kernels],
         "algorithms": records(found.algorithms),
+        "collective_calls": records(found.collective_calls),
     }
 
 

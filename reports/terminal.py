@@ -26,9 +26,9 @@ def text(value: object) -> str:
 
 def render_summary(analysis: RunAnalysis, console: Console) -> None:
     """Print the verdict panel, the recommendations, the run header and the per-rank time budget."""
-    console.print(
-        Panel(text(analysis.verdict.sentence), title=f"verdict: {analysis.verdict.label}", expand=False)
-    )
+    lines = (analysis.verdict.sentence, analysis.verdict.prediction, *analysis.verdict.notes)
+    body = "\n".join(text(line) for line in lines if line)
+    console.print(Panel(body, title=f"verdict: {analysis.verdict.label}", expand=False))
     _print_recommendations(analysis, console)
     header = analysis.header
     console.print(

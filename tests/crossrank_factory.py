@@ -28,13 +28,16 @@ def comm(
     seq: int | None = None,
     launch: float | None = None,
     stream: int = 20,
+    out: int | None = None,
+    dtype: str | None = None,
 ) -> dict[str, Any]:
-    """One communication kernel row; every other contract column is null."""
+    """One communication kernel row: `size` bytes in (and out, unless `out` says otherwise); every other
+    contract column is null."""
     row: dict[str, Any] = dict.fromkeys(KERNEL_SCHEMA)
     row.update(
         rank=rank, name=f"ncclKernel_{collective}", start_us=start, end_us=end, dur_us=end - start, stream=stream,
         on_device=True, collective=collective, size_bytes=size, pg_key=pg, pg_name=pg, pg_ranks=ranks, seq=seq,
-        launch_us=launch, call_start_us=launch,
+        launch_us=launch, call_start_us=launch, in_bytes=size, out_bytes=size if out is None else out, dtype=dtype,
     )  # fmt: skip
     return row
 

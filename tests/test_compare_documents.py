@@ -4,6 +4,7 @@ algorithm mix, thresholds, bad input and the HTML's escaping."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def test_slower_collective_against_hand_arithmetic() -> None:
     assert kernel.subject == "AllReduce pg=0 4 MiB - 64 MiB"
     assert kernel.change_pct == pytest.approx((15 - 10) / 10 * 100)
     assert (kernel.test.baseline_n, kernel.test.candidate_n) == (24, 24)
-    assert kernel.test.u_statistic == 24 * 24  # every candidate kernel is longer than every baseline one
+    assert kernel.test.statistic == 24 * 24  # every candidate kernel is longer than every baseline one
 
 
 def test_structure_changes_are_listed_not_judged() -> None:
@@ -174,3 +175,71 @@ def test_algorithm_mix_prefers_the_nccl_logs() -> None:
         ("Ring", 3 / 4, 1 / 4),
         ("Tree", 1 / 4, 3 / 4),
     }
+
+
+def with_calls(doc: dict[str, Any], factor: float, only_rank: int | None = None) -> dict[str, Any]:
+    """`doc` with paired samples: per rank (0, 1) four AllReduce sizes (median 10 us x size index), and per
+    rank, step and class (gemm, softmax) a compute time; `factor` scales the calls, or with `only_rank` that
+    rank's compute only."""
+    calls = [
+        {"rank": rank, "pg_key": "0", "collective": "AllReduce", "size_bytes": size << 20, "kernels": 6,
+         "median_us": 10.0 * size * (factor if only_rank is None else 1.0)}
+        for rank in (0, 1) for size in (1, 2, 3, 4)
+    ]  # fmt: skip
+    classes = [
+        {"rank": rank, "step": step, "kernel_class": kernel_class,
+         "time_us": (30.0 + step) * (factor if rank == only_rank else 1.0)}
+        for rank in (0, 1) for step in range(6) for kernel_class in ("gemm", "softmax")
+    ]  # fmt: skip
+    doc["distributions"] |= {"collective_calls": calls, "kernel_classes": classes}
+    return doc
+
+
+def test_paired_calls_by_hand() -> None:
+    settings, _ = load_settings()
+    comparison = compare(with_calls(document(), 1.0), with_calls(document(), 1.5), settings)
+    (calls,) = [f for f in comparison.findings if f.family == "collective_calls"]
+    assert calls.subject == "AllReduce pg=0 all sizes"
+    assert calls.baseline == pytest.approx(2 * 10 * (1 + 2 + 3 + 4))  # the medians summed over the 8 pairs
+    assert calls.change_pct == pytest.approx(50.0)
+    assert calls.test.baseline_n == 8
+    assert calls.p_adjusted == pytest.approx(2 / 2**8)  # 8 pairs, all longer: exact, one collective
+    assert calls.outcome == "regression"
+
+
+def test_paired_rank_stands_out_beyond_its_peers() -> None:
+    settings, _ = load_settings()
+    comparison = compare(with_calls(document(), 1.0), with_calls(document(), 1.3, only_rank=1), settings)
+    ranks = {f.subject: f for f in comparison.findings if f.family == "rank"}
+    assert ranks["rank 1"].change_pct == pytest.approx(30.0)
+    # the median log ratio of each (step, class) over two ranks is log(1.3) / 2
+    assert ranks["rank 1"].beyond_peers_pct == pytest.approx((math.sqrt(1.3) - 1) * 100)
+    # 12 pairs all longer, on both tests: 2 / 2^12; Holm over the two ranks
+    assert ranks["rank 1"].p_adjusted == pytest.approx(2 * 2 / 2**12)
+    assert ranks["rank 1"].outcome == "regression"
+    assert ranks["rank 0"].outcome == "unchanged"  # its own compute did not move
+
+
+def test_every_rank_slower_is_no_rank_subject() -> None:
+    settings, _ = load_settings()
+    base, cand = with_calls(document(), 1.0), with_calls(document(), 1.0)
+    for row in cand["distributions"]["kernel_classes"]:
+        row["time_us"] *= 1.3
+    ranks = [f for f in compare(base, cand, settings).findings if f.family == "rank"]
+    assert [f.change_pct for f in ranks] == pytest.approx([30.0, 30.0])
+    assert {f.outcome for f in ranks} == {"unchanged"}  # each moved with its peers: nothing beyond them
+
+
+def test_ranks_read_differ_is_partial() -> None:
+    """Same world size, but the candidate read one rank of two: its run figures pool other ranks."""
+    settings, _ = load_settings()
+    candidate = document(step_us=150.0)
+    candidate["run"]["ranks"] = [0]
+    candidate["time_budget"]["per_step"] = [r for r in candidate["time_budget"]["per_step"] if r["rank"] == 0]
+    comparison = compare(document(), candidate, settings)
+    assert comparison.structure.partial_notes == [
+        "ranks read differ at world size 2: baseline 2, candidate 1, 1 in both"
+    ]
+    assert comparison.regressions
+    assert comparison.failing == []
+    assert comparison.structure.disappeared == ["rank 1"]

@@ -3,6 +3,7 @@ known from the simulator's alpha-beta costs, so both efficiencies follow by hand
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -51,3 +52,47 @@ def test_measured_and_predicted_efficiency(runs: dict[int, dict[str, object]]) -
     assert abs(factors["compute change"]) < 1.0
     assert comparison.failing == []  # as the model expects: exit 0
     assert comparison.verdict.startswith("Scaling 8 -> 64 GPUs")
+
+
+def test_slower_network_than_the_model_is_a_shortfall(
+    runs: dict[int, dict[str, object]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The 64-GPU run on a 12.5 GB/s network while the model assumes the table's 25 GB/s: the measured
+    efficiency falls short of the predicted one by more than the threshold, the loss is the exposed transfer,
+    and the comparison fails (exit 1)."""
+    from tests.test_cli import traceview
+    from tests.test_compare_planted import summary as summary_of
+
+    root = tmp_path_factory.mktemp("slow-network")
+    scenario = data_parallel_scenario(64, PARAMS, LOCAL_BATCH, FLOPS, 12.5e9, alpha_s=5e-6, steps=6)
+    write_run(replace(scenario, intra_host_bandwidth_Bps=300e9, intra_host_alpha_s=1e-6), root / "64")
+    slow = summary_of(root / "64")
+    settings, _ = load_settings()
+    comparison = compare(runs[8], slow, settings)  # type: ignore[arg-type]
+    scaling = comparison.scaling
+    assert scaling is not None
+    step_8 = COMPUTE_US + BUCKETS * allreduce_us(8, 1e-6, 300e9)
+    assert scaling.measured_efficiency == pytest.approx(
+        step_8 / (COMPUTE_US + BUCKETS * allreduce_us(64, 5e-6, 12.5e9)), rel=1e-4
+    )
+    assert scaling.predicted_efficiency == pytest.approx(
+        step_8 / (COMPUTE_US + BUCKETS * allreduce_us(64, 5e-6, 25e9)), rel=1e-3
+    )
+    shortfall = comparison.scaling_shortfall_pct
+    assert shortfall is not None
+    assert shortfall == pytest.approx(
+        (1 - scaling.measured_efficiency / scaling.predicted_efficiency) * 100  # type: ignore[operator]
+    )
+    assert shortfall > settings.threshold_pct
+    largest = scaling.factors.sort("delta_us", descending=True).row(0, named=True)
+    assert largest["factor"] == "exposed transfer (bandwidth)"
+    assert comparison.failing
+    assert "loss beyond the model" in comparison.verdict
+    saved = [tmp_path_factory.mktemp("saved") / name for name in ("8.json", "64.json")]
+    for path, document in zip(saved, (runs[8], slow), strict=True):
+        path.write_text(json.dumps(document), encoding="utf-8")
+    result = traceview("compare", *map(str, saved), "--json")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["scaling"]["predicted_efficiency"] == pytest.approx(
+        scaling.predicted_efficiency
+    )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 
-from traceview.compare.stats import holm, mann_whitney, relative_change
+from traceview.compare.stats import EXACT_MAX, holm, mann_whitney, relative_change, signed_rank
 
 
 def pairwise_u(baseline: list[float], candidate: list[float]) -> float:
@@ -24,13 +25,86 @@ def pairwise_u(baseline: list[float], candidate: list[float]) -> float:
     ],
 )
 def test_u_statistic_matches_pair_counting(baseline: list[float], candidate: list[float]) -> None:
-    assert mann_whitney(baseline, candidate).u_statistic == pytest.approx(pairwise_u(baseline, candidate))
+    assert mann_whitney(baseline, candidate).statistic == pytest.approx(pairwise_u(baseline, candidate))
 
 
-def test_p_value_by_hand() -> None:
-    # n = 3 and 3, no ties, U = 9: mean 4.5, variance 3 * 3 * 7 / 12 = 5.25, continuity 1/2
-    z = (9 - 4.5 - 0.5) / math.sqrt(5.25)
-    assert mann_whitney([1, 2, 3], [4, 5, 6]).p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
+def test_exact_p_value_by_hand() -> None:
+    # n = 3 and 3, no ties, U = 9: the candidate is the top three of six in 1 of C(6, 3) = 20 orderings;
+    # two-sided: 2 / 20
+    assert mann_whitney([1, 2, 3], [4, 5, 6]).p_value == pytest.approx(2 / 20)
+    # 6 and 6 completely separated: 2 / C(12, 6)
+    assert mann_whitney(list(range(6)), list(range(10, 16))).p_value == pytest.approx(2 / math.comb(12, 6))
+
+
+def enumerated_u_p(baseline: list[float], candidate: list[float]) -> float:
+    """Two-sided p by enumerating every split of the pooled values into samples of the two sizes."""
+    pooled, n_c = baseline + candidate, len(candidate)
+    observed = pairwise_u(baseline, candidate)
+    splits = list(itertools.combinations(range(len(pooled)), n_c))
+    us = [
+        pairwise_u([v for i, v in enumerate(pooled) if i not in chosen], [pooled[i] for i in chosen])
+        for chosen in splits
+    ]
+    lower = sum(u <= observed for u in us) / len(us)
+    upper = sum(u >= observed for u in us) / len(us)
+    return min(1.0, 2 * min(lower, upper))
+
+
+@pytest.mark.parametrize(
+    ("baseline", "candidate"),
+    [([1.5, 2.5, 9.0, 4.0], [3.0, 5.0, 6.0]), ([10.0, 8.0, 6.0, 4.0, 2.0], [1.0, 9.0, 7.0, 11.0, 12.0])],
+)
+def test_exact_p_matches_enumeration(baseline: list[float], candidate: list[float]) -> None:
+    assert mann_whitney(baseline, candidate).p_value == pytest.approx(enumerated_u_p(baseline, candidate))
+
+
+def test_normal_p_value_beyond_exact_sizes() -> None:
+    # n = 21 and 21, no ties, completely separated: U = 441, mean 220.5, variance 21 * 21 * 43 / 12
+    n = EXACT_MAX + 1
+    z = (n * n - n * n / 2 - 0.5) / math.sqrt(n * n * (2 * n + 1) / 12)
+    result = mann_whitney(list(range(n)), list(range(100, 100 + n)))
+    assert result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
+
+
+def enumerated_signed_rank_p(differences: list[float]) -> float:
+    """Two-sided p by enumerating every sign assignment of the non-zero differences' magnitudes."""
+    nonzero = [d for d in differences if d != 0]
+    magnitudes = sorted(abs(d) for d in nonzero)
+    ranks = {
+        m: sum(i + 1 for i, x in enumerate(magnitudes) if x == m) / magnitudes.count(m) for m in magnitudes
+    }
+    observed = sum(ranks[abs(d)] for d in nonzero if d > 0)
+    sums = [
+        sum(ranks[abs(d)] for d, sign in zip(nonzero, signs, strict=True) if sign)
+        for signs in itertools.product((False, True), repeat=len(nonzero))
+    ]
+    lower = sum(s <= observed + 1e-9 for s in sums) / len(sums)
+    upper = sum(s >= observed - 1e-9 for s in sums) / len(sums)
+    return min(1.0, 2 * min(lower, upper))
+
+
+@pytest.mark.parametrize(
+    "differences",
+    [[0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4], [0.3, -0.1, 0.2, 0.2, 0.5, -0.4, 0.0, 0.6], [1.0, -2.0, 3.0, 2.0]],
+)
+def test_signed_rank_matches_enumeration(differences: list[float]) -> None:
+    pairs, _, p_value = signed_rank(differences)
+    assert pairs == len(differences)
+    assert p_value == pytest.approx(enumerated_signed_rank_p(differences))
+
+
+def test_signed_rank_by_hand() -> None:
+    # 7 positive differences: W+ = 1 + ... + 7 = 28, reached by 1 of 2^7 sign assignments; two-sided 2 / 128
+    assert signed_rank([0.1 * i for i in range(1, 8)]) == (7, 28.0, pytest.approx(2 / 128))
+    assert signed_rank([0.0, 0.0, 0.0]) == (3, 0.0, 1.0)
+    assert signed_rank([]) == (0, None, None)
+
+
+def test_signed_rank_normal_beyond_exact_sizes() -> None:
+    # 60 distinct positive differences: W+ = 60 x 61 / 2, mean 60 x 61 / 4, variance 60 x 61 x 121 / 24
+    n = 60
+    z = (n * (n + 1) / 4 - 0.5) / math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    assert signed_rank([float(i) for i in range(1, n + 1)])[2] == pytest.approx(math.erfc(z / math.sqrt(2)))
 
 
 def test_identical_samples_are_not_different() -> None:

@@ -287,6 +287,16 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         "nvshmem", "AllReduce", None, None, None, None
     ),
     "nvshmemi_transfer_rma_kernel": ("nvshmem", None, None, None, None, None),
+    # NCCLX (Meta's NCCL with ctran algorithms): `__global__ void ncclKernel<Collective><Algo>` in its
+    # comms/ctran/algos sources (ncclKernelAllReduceCtranDirect, ncclKernelAllGatherCtranStreamedRd,
+    # ncclKernelAllToAllvDynamic, ncclKernelDeviceAllToAllvPipes, ncclKernelAllGatherPInit)
+    "ncclKernelAllReduceCtranDirect": ("nccl", "AllReduce", None, None, None, None),
+    "ncclKernelAllGatherCtranStreamedRd(ctran::gpe::KernelFlagDev*, CtranAlgoDeviceState*)": (
+        "nccl", "AllGather", None, None, None, None
+    ),
+    "ncclKernelAllToAllvDynamic<__nv_bfloat16>": ("nccl", "AllToAll", None, None, None, None),
+    "ncclKernelDeviceAllToAllvPipes": ("nccl", "AllToAll", None, None, None, None),
+    "ncclKernelAllGatherPInit": ("nccl", "AllGather", None, None, None, None),
 }  # fmt: skip
 """One or more names per row of the other libraries, with where they were seen."""
 
@@ -303,6 +313,9 @@ SUSPECTED_EXPECTED: tuple[str, ...] = (
     "void foo::customAllReduceKernel<float>(float*)",
     "sendrecv_p2p_kernel",
     "void deep_ep::alltoall_bf16_kernel()",
+    # pplx-kernels style expert-parallel all-to-all halves
+    "a2a_dispatch_send_kernel",
+    "void a2a_combine_recv_kernel<__nv_bfloat16>(int)",
 )
 """Names that look like communication and no definite row knows: communication, library `suspected`."""
 

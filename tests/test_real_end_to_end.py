@@ -12,14 +12,16 @@ from traceview.reports.html import render_html
 from traceview.reports.json_out import render_json
 
 from tests.shared_data import requires_shared
+from tests.test_cli import documented_schema_version
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import analyze
+from traceview.verdict.headline import RULES
 
 pytestmark = requires_shared
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 FOLDERS = sorted(p.name for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []
-VERDICTS = {"compute-bound", "communication-bound", "idle-bound", "no-device-activity"}
+VERDICTS = {rule.label for rule in RULES}
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
@@ -42,7 +44,7 @@ def test_every_analysis_and_renderer_on_real_traces(folder: str) -> None:
         assert identities["overlap_bound"] <= 1e-6  # |C ∩ M| never exceeds |C| or |M|
         assert identities["busy_bound"] <= 1e-6  # the device is never busier than the window is long
     document = json.loads(render_json(analysis))
-    assert document["schema_version"] == "1.4"
+    assert document["schema_version"] == documented_schema_version()
     assert document["verdict"]["label"] == analysis.verdict.label
     page = render_html(analysis, plotlyjs="cdn")
     assert page.count('id="verdict"') == 1

@@ -22,6 +22,7 @@ from tests import report_factory as rf
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunAnalysis, analyze
 from traceview.timeline.step_view import offered_steps, step_lengths, timeline
+from traceview.verdict.facts import Facts
 from traceview.verdict.recommend import recommendations
 
 
@@ -174,21 +175,23 @@ def test_rules_fire_on_facts_and_cite_them() -> None:
         "gamma": 0.75,
         "comp_us": 400.0,
     }
-    fired = recommendations(facts)
+    fired = recommendations(Facts(facts))
     assert [r.rule for r in fired] == [
         "exposed-communication",
         "low-overlap",
     ]  # 0.22 > 0.3 * (1 - 0.267) * 0.9
-    assert fired[0].sentence.startswith("22% of the median step is exposed communication (0.22 ms of 1.00 ms")
+    assert fired[0].sentence.startswith(
+        "22% of the median step is exposed communication (220.0 us of 1.00 ms"
+    )
     assert dict(fired[0].facts)["exposed_comm_share"] == 0.22
     assert "overlap ratio 0.27" in fired[1].sentence
 
 
 def test_rules_without_their_facts_stay_silent() -> None:
     assert (
-        recommendations({"gamma": 3.0}) == ()
+        recommendations(Facts({"gamma": 3.0})) == ()
     )  # communication-bound also needs comm_us, comp_us, comm_share
-    assert recommendations({}) == ()
+    assert recommendations(Facts()) == ()
 
 
 def test_small_run_recommendations(small: RunAnalysis) -> None:

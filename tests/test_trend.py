@@ -60,3 +60,31 @@ def test_latest_regression_is_exit_1(series: list[Path]) -> None:
     assert any(j["metric"] == "comp_us" and j["outcome"] == "regression" for j in document["latest"])
     calm = traceview("trend", *map(str, series[:CHANGE_AT]))
     assert calm.returncode == 0, calm.stdout
+
+
+def test_ordered_by_recorded_run_time(series: list[Path], tmp_path: Path) -> None:
+    """Nights recorded a day apart (each summary's time base), given shuffled: ordered by run time, and the
+    change is still found at the planted night."""
+    from tests.test_cli import traceview
+
+    day_ns = 86_400 * 10**9
+    dated = []
+    for night, path in enumerate(series):
+        document = json.loads(path.read_text())
+        document["run"]["base_times_ns"] = [1_700_000_000 * 10**9 + night * day_ns] * len(
+            document["run"]["ranks"]
+        )
+        copy = tmp_path / path.name
+        copy.write_text(json.dumps(document), encoding="utf-8")
+        dated.append(copy)
+    shuffled = [dated[i] for i in (3, 6, 0, 5, 1, 4, 2)]
+    result = traceview("trend", *map(str, shuffled), "--json")
+    document = json.loads(result.stdout)
+    assert document["ordered_by"] == "run time"
+    assert document["runs"] == [f"night-{night}.json" for night in range(NIGHTS)]
+    assert {c["run"] for c in document["changes"]} == {f"night-{CHANGE_AT}.json"}
+    for change in document["changes"]:
+        assert {"metric", "run", "before", "after", "change_pct"} <= set(change)
+    assert result.returncode == 0  # the latest night is judged against the slow nights since the change
+    as_given = traceview("trend", *map(str, [series[i] for i in (3, 6, 0, 5, 1, 4, 2)]), "--json")
+    assert json.loads(as_given.stdout)["ordered_by"] == "as given"  # one time base for every night

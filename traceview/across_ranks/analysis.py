@@ -1,6 +1,7 @@
-"""Across ranks (SPEC section 6): match instances, align host clocks, measure skew, wait and transfer, name
-stragglers; and the transfer gamma of SPEC section 4. `cross_rank(...) -> CrossRank` is the pure core (frames
-in, result out); `run_cross_rank(run, events, windows, budget, ...)` gathers its inputs from a run.
+"""Across ranks (docs/metrics.md, "Across ranks"): match instances, align host clocks, drop pairs that cannot
+be one call, measure skew, wait, transfer and lateness cost, name stragglers and their cause; and the transfer
+gamma of the time budget. `cross_rank(...) -> CrossRank` is the pure core (frames in, result out);
+`run_cross_rank(run, events, windows, budget, ...)` gathers its inputs from a run.
 """
 
 from __future__ import annotations
@@ -11,18 +12,22 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from traceview.across_ranks.clocks import ClockOffsets, align, clock_offsets, rank_hosts
-from traceview.across_ranks.matching import Matching, match_instances
+from traceview.across_ranks.matching import MISMATCH_SCHEMA, Matching, match_instances
+from traceview.across_ranks.overlap import disjoint_instances, disjoint_mismatches
+from traceview.across_ranks.sentences import straggler_sentence, warnings
 from traceview.across_ranks.stragglers import (
+    clock_uncertainty,
+    host_entry,
     instance_figures,
+    lateness_cost,
     launch_gaps,
     rank_figures,
+    spans_hosts,
     transfer_per_step,
     verdicts,
 )
 from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
-
-TRANSFER_COLUMNS = ("transfer_us", "transfer_gamma")
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,11 @@ class CrossRank:
     """Every cross-rank result; renderers read it and never compute.
 
     `instances`: one row per key (matching columns + members, skew_us, last_rank, transfer_us for usable ones).
-    `calls`: one row per (usable instance, rank): aligned times, lateness_us, wait_us, is_last.
-    `per_rank`: instances, wait_us, wait_share, times_last, last_share, median_lateness_us, comp_us,
-    comp_excess_us, launch_gap_us, launch_gap_excess_us, straggler, cause.
+    `calls`: one row per (usable instance, rank): aligned times, lateness_us, wait_us, is_last, cost_us.
+    `per_rank`: instances, wait_us, wait_share, times_last, last_share, group_size, median_lateness_us, comp_us,
+    comp_excess_us, launch_gap_us, launch_gap_excess_us, host_entry_excess_us, clock_uncertainty_us,
+    resolvable, spans_hosts, lateness_cost_us, lateness_cost_share, straggler, cause (docs/metrics.md).
+    `mismatches`: one row per mismatch (group, step, position, seq, rank, kind, detail).
     """
 
     groups: pl.DataFrame
@@ -70,26 +77,32 @@ def cross_rank(
     windows: pl.DataFrame,
     per_step: pl.DataFrame,
     hosts: pl.DataFrame,
+    host_steps: pl.DataFrame | None = None,
 ) -> CrossRank:
-    """The cross-rank analysis from communication kernels (`traceview.across_ranks.matching.KERNEL_COLUMNS`), classified
-    device events, step windows, the budget's per-step frame and the rank -> host table."""
+    """The cross-rank analysis from communication kernels (`traceview.across_ranks.matching.KERNEL_COLUMNS`),
+    classified device events, step windows, the budget's per-step frame, the rank -> host table and the CPU
+    ProfilerStep starts (`host_steps`: rank, step, host_start_us; on the run's time base)."""
     ranks = hosts.get_column("rank").to_list()
-    matching = match_instances(kernels, windows, ranks)
-    usable = matching.instances.filter(pl.col("consistent") & (pl.col("matched") >= 2))
-    usable_calls = matching.calls.join(usable.select("instance"), on="instance", how="semi")
-    clocks = clock_offsets(usable_calls, hosts)
-    figures, per_call = instance_figures(align(matching.calls, hosts, clocks), usable)
+    matching, clocks, aligned = _checked(match_instances(kernels, windows, ranks), hosts)
+    usable = _usable(matching)
+    figures, per_call = instance_figures(aligned, usable)
     instances = matching.instances.join(
         figures.select("instance", "members", "skew_us", "last_rank", "transfer_us"),
         on="instance",
         how="left",
     )
     steps = per_step.get_column("step_us") if per_step.height else pl.Series([], dtype=pl.Float64)
-    per_rank = verdicts(
-        rank_figures(per_call, launch_gaps(usable_calls, events), per_step, ranks),
-        float(steps.median()) if steps.len() else None,  # type: ignore[arg-type]
-    )
-    stragglers = tuple(per_rank.filter(pl.col("straggler")).get_column("rank").to_list())
+    usable_calls = matching.calls.join(usable.select("instance"), on="instance", how="semi")
+    parts = [
+        clock_uncertainty(per_call, hosts, clocks),
+        host_entry(host_steps if host_steps is not None else _no_host_steps(), hosts, clocks),
+        lateness_cost(per_call, per_step),
+        spans_hosts(per_call, hosts),
+    ]
+    figures_by_rank = rank_figures(per_call, launch_gaps(usable_calls, events), per_step, ranks)
+    for part in parts:
+        figures_by_rank = figures_by_rank.join(part.cast({"rank": pl.Int64}), on="rank", how="left")
+    per_rank = verdicts(figures_by_rank, float(steps.median()) if steps.len() else None)  # type: ignore[arg-type]
     return CrossRank(
         groups=matching.groups,
         instances=instances,
@@ -99,76 +112,55 @@ def cross_rank(
         clocks=clocks,
         per_rank=per_rank,
         transfer=transfer_per_step(matching.calls),
-        stragglers=stragglers,
+        stragglers=tuple(per_rank.filter(pl.col("straggler")).get_column("rank").to_list()),
         sentence=straggler_sentence(per_rank, instances),
-        warnings=_warnings(matching, clocks),
+        warnings=warnings(matching, clocks),
     )
 
 
-def _warnings(matching: Matching, clocks: ClockOffsets) -> tuple[str, ...]:
-    absent = matching.groups.filter(pl.col("absent").list.len() > 0)
-    notes = [
-        f"group {row['group']}: {len(row['absent'])} of {row['members']} members have no trace in the run; "
-        f"figures use the {row['present']} present"
-        for row in absent.iter_rows(named=True)
-    ]
-    if matching.mismatches.height:
-        first = matching.mismatches.row(0, named=True)
-        notes.append(
-            f"{matching.mismatches.height} mismatched calls, first: rank {first['rank']} group {first['group']} "
-            f"seq {first['seq']}: {first['kind']} ({first['detail']})"
+def _usable(matching: Matching) -> pl.DataFrame:
+    return matching.instances.filter(pl.col("consistent") & (pl.col("matched") >= 2))
+
+
+def _clocks(matching: Matching, hosts: pl.DataFrame) -> tuple[ClockOffsets, pl.DataFrame]:
+    """Clock offsets from the usable instances, and every placed call on the aligned clock."""
+    usable_calls = matching.calls.join(_usable(matching).select("instance"), on="instance", how="semi")
+    clocks = clock_offsets(usable_calls, hosts)
+    return clocks, align(matching.calls, hosts, clocks)
+
+
+def _checked(matching: Matching, hosts: pl.DataFrame) -> tuple[Matching, ClockOffsets, pl.DataFrame]:
+    """The matching without the instances whose members do not overlap on the aligned clock (each listed as a
+    `disjoint` mismatch), and the clocks aligned again without them (`traceview.across_ranks.overlap`)."""
+    clocks, aligned = _clocks(matching, hosts)
+    disjoint = disjoint_instances(aligned, _usable(matching), hosts, clocks)
+    if disjoint.height == 0:
+        return matching, clocks, aligned
+    dropped = pl.col("instance").is_in(disjoint.get_column("instance").implode())
+    found = disjoint_mismatches(disjoint, matching.instances).cast(MISMATCH_SCHEMA)  # type: ignore[arg-type]
+    checked = replace(
+        matching,
+        instances=matching.instances.with_columns((pl.col("consistent") & ~dropped).alias("consistent")),
+        mismatches=pl.concat([matching.mismatches, found]).sort("group", "step", "position", "rank"),
+    )
+    return checked, *_clocks(checked, hosts)
+
+
+def _no_host_steps() -> pl.DataFrame:
+    return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "host_start_us": pl.Float64})
+
+
+def host_steps_of(run: Run) -> pl.DataFrame:
+    """Per rank and step, the start of its CPU `ProfilerStep#N` (one row per step; none without CPU steps)."""
+    frames = [
+        trace.steps.filter(pl.col("source") == "cpu").select(
+            pl.lit(trace.rank, dtype=pl.Int64).alias("rank"),
+            "step",
+            pl.col("start_us").alias("host_start_us"),
         )
-    return (*notes, *clocks.warnings)
-
-
-def _ms(value: float | None) -> str:
-    return "?" if value is None else f"{value / 1000:.3f} ms"
-
-
-def _cause_text(row: Mapping[str, object]) -> str:
-    cause = row["cause"]
-    if cause == "slow compute":
-        return f"slow compute (T_comp per step {_ms(row['comp_excess_us'])} above the median rank)"  # type: ignore[arg-type]
-    if cause == "late launch":
-        gap = _ms(row["launch_gap_excess_us"])  # type: ignore[arg-type]
-        return (
-            f"late launch (its collectives are launched {gap} later after its compute than the median rank's)"
-        )
-    return "the network or a peer's link (neither its compute nor its launches explain it)"
-
-
-def straggler_sentence(per_rank: pl.DataFrame, instances: pl.DataFrame) -> str:
-    """One plain sentence: the straggler(s) and likely cause, or why there is none."""
-    usable = instances.filter(pl.col("skew_us").is_not_null())
-    if usable.height == 0:
-        return "No collective was matched on two or more ranks, so there are no straggler figures."
-    parts = [
-        f"rank {row['rank']} is a straggler: last in {row['times_last']} of its {row['instances']} collectives, "
-        f"median {_ms(row['median_lateness_us'])} late; likely cause: {_cause_text(row)}"
-        for row in per_rank.filter(pl.col("straggler")).iter_rows(named=True)
+        for trace in run
     ]
-    if parts:
-        text = "; ".join(parts) + "."
-        return text[0].upper() + text[1:]
-    skew = usable.get_column("skew_us").median()
-    return f"No straggler: the median arrival skew is {_ms(skew)} over {usable.height} matched collectives."  # type: ignore[arg-type]
-
-
-def add_transfer(budget: TimeBudget, transfer: pl.DataFrame) -> TimeBudget:
-    """The budget with `transfer_us` and `transfer_gamma` = transfer_us / comp_us (SPEC section 4) per step,
-    their per-rank medians and their run medians."""
-    if budget.per_step.height == 0:
-        return budget
-    per_step = budget.per_step.drop(TRANSFER_COLUMNS, strict=False).join(
-        transfer, on=["rank", "step"], how="left"
-    )
-    per_step = per_step.with_columns(pl.col("transfer_us").fill_null(0.0)).with_columns(
-        pl.when(pl.col("comp_us") > 0).then(pl.col("transfer_us") / pl.col("comp_us")).alias("transfer_gamma")
-    )
-    medians = per_step.group_by("rank").agg(pl.col(c).median() for c in TRANSFER_COLUMNS)
-    per_rank = budget.per_rank.drop(TRANSFER_COLUMNS, strict=False).join(medians, on="rank", how="left")
-    run = per_step.select(pl.col(c).median() for c in TRANSFER_COLUMNS).row(0, named=True)
-    return replace(budget, per_step=per_step, per_rank=per_rank, run_median={**budget.run_median, **run})
+    return pl.concat(frames) if frames else _no_host_steps()
 
 
 def run_cross_rank(
@@ -183,4 +175,4 @@ def run_cross_rank(
     """`cross_rank` on a run: hosts from the traces, then `log_hosts` (NCCL logs), then `ranks_per_host`."""
     hostnames = {trace.rank: trace.meta.hostname for trace in run}
     hosts = rank_hosts(run.rank_ids, hostnames, log_hosts, ranks_per_host)
-    return cross_rank(kernels, events, windows, budget.per_step, hosts)
+    return cross_rank(kernels, events, windows, budget.per_step, hosts, host_steps_of(run))

@@ -22,6 +22,9 @@ import polars as pl
 SPREAD_WARN_US = 100.0
 """Interquartile range of a host's end-time differences above which its offset is flagged (docs/metrics.md)."""
 
+ASSUMED_HOSTS = "one rank per host (assumed)"
+"""`host_source` of a rank whose host nothing in the run names."""
+
 OFFSET_SCHEMA: dict[str, pl.DataType] = {
     "host": pl.Utf8(), "host_source": pl.Utf8(), "ranks": pl.List(pl.Int64()), "offset_us": pl.Float64(),
     "spread_us": pl.Float64(), "samples": pl.Int64(), "via": pl.Utf8(),
@@ -63,7 +66,7 @@ def rank_hosts(
         ("nccl log", pl.col("log_host")),
         ("--ranks-per-host", per_host),
     ]
-    source = pl.lit("one rank per host (assumed)")
+    source = pl.lit(ASSUMED_HOSTS)
     for name, column in reversed(sources):
         source = pl.when(column.is_not_null()).then(pl.lit(name)).otherwise(source)
     joined = frame.join(trace, on="rank", how="left").join(log, on="rank", how="left")

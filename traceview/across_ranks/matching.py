@@ -1,32 +1,25 @@
-"""Matching collective instances across the members of each process group (SPEC section 6, "Matching").
+"""Matching collective instances across the members of each process group (docs/metrics.md, "Across ranks").
 
 Input: the communication kernels of every rank (`traceview.collectives.kernels.comm_kernels`, columns
 `KERNEL_COLUMNS`) and the step windows. A rank's *calls* are its kernels collapsed by trace `seq` (one call may
-launch several kernels); a call without `seq` is one kernel. The group is `pg_key`; a kernel without one falls
-back to its CUDA stream (`stream N`: each NCCL communicator runs on a stream of its own, numbered in creation
-order, so SPMD ranks agree).
+launch several kernels); a call without `seq` is one kernel. The group is `pg_key`; a kernel without a known
+process group falls back to its CUDA stream (`stream N`: each NCCL communicator runs on a stream of its own,
+numbered in creation order, so SPMD ranks agree).
 
-The method, without a Python loop over instances:
-
-1. Each call gets its step (the rank's last step window starting at or before the kernel) and its ordinal
-   `fwd` inside its (group, step) *cell* on its rank, in issue order (trace `seq`, then start time).
+1. Each call gets its step: the rank's step window that contains its start (a window ends where it ends); a
+   call outside every window of its rank belongs to no step and is not matched (`outside`, counted per rank
+   and group). Inside its (group, step) *cell* each call gets its ordinal `fwd` in issue order (trace `seq`,
+   then start time).
 2. The cell's reference count c* is the commonest call count among the ranks that have calls there (ties: the
    smaller); the reference signature of position p is the commonest among the ranks with c* calls (ties: the
-   lowest rank's). A signature is (collective, size_bytes), Send and Recv counting as SendRecv and the bytes
-   left out for AllToAll and SendRecv, whose members legitimately move different amounts.
-3. A rank with c* calls keeps `position = fwd`. A rank with another count is aligned from both ends: the
-   longest prefix whose signatures agree with the reference keeps `fwd`, the longest suffix keeps
-   `c* - count + fwd`; when both ends claim one position the end nearer the cell's *later* calls wins for a
-   rank with more calls (an extra call is a copy issued just before the real one), the front otherwise.
-   What neither end places is an *extra* (more calls) or *unmatched* call. So a mismatch never shifts the
-   calls after it, and the next step starts afresh.
-4. Mismatches: `extra`/`unmatched` (an unplaced call; its location is the position of the next placed call),
-   `different` (a placed call whose collective or bytes differ from the reference) and `missing` (a member
-   whose trace covers the step has no call at a position).
-5. The key reported is (group, seq): `seq` is the trace's own sequence number where the trace records one
+   lowest rank's). Signatures and their alignment: `traceview.across_ranks.alignment`.
+3. Mismatches: `extra`/`unmatched` (an unplaced call on a rank with more / not more calls than c*; its
+   location is the position of the next placed call), `different` (a placed call whose signature differs from
+   the reference) and `missing` (a member whose trace covers the step has no call at a position).
+4. The key reported is (group, seq): `seq` is the trace's own sequence number where the trace records one
    (the commonest among the members at that key), else the group's ordinal (0-based, counted over steps in
-   order). An instance is `consistent` when every expected member is placed, none differs and no extra call
-   sits at its key; only consistent instances with two or more members enter skew and clock figures.
+   order). An instance is `consistent` when every expected member is placed, none differs and its key is not
+   ambiguous; only consistent instances with two or more members enter skew and clock figures.
 
 Members absent from the run (a 128-rank job with 2 traces) are listed per group and never counted missing.
 """
@@ -38,6 +31,16 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.across_ranks.alignment import (
+    CELL,
+    CELL_RANK,
+    KEY,
+    REFERENCE,
+    SIGNATURE,
+    agrees,
+    aligned_positions,
+    signature_columns,
+)
 from traceview.steps.windows import WHOLE_TRACE
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -48,15 +51,11 @@ KERNEL_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 """The input contract: `traceview.collectives.kernels.comm_kernels(run, events)` columns."""
 
-CELL = ["group", "step"]
-CELL_RANK = ["group", "step", "rank"]
-KEY = ["group", "step", "position"]
-SIGNATURE = ["sig_collective", "sig_size"]
-UNEVEN_SIZES = frozenset({"AllToAll", "SendRecv"})
-"""Collectives whose bytes legitimately differ across members (uneven splits, a send paired with a receive):
-their bytes are not part of the signature."""
-PAIRED = {"Send": "SendRecv", "Recv": "SendRecv"}
-"""A send and its receive are one instance: their signature collective is SendRecv."""
+UNKNOWN_GROUP = "unknown"
+"""The `pg_key` that `comm_kernels` writes when a kernel's process group is not known."""
+KEY_KINDS = frozenset({"different", "missing"})
+"""Mismatch kinds that make the instance at their key inconsistent (an extra or unmatched call sits between
+keys, and is paired with none)."""
 MISMATCH_SCHEMA = {
     "group": pl.Utf8, "step": pl.Int64, "position": pl.Int64, "seq": pl.Int64, "rank": pl.Int64,
     "kind": pl.Utf8, "detail": pl.Utf8,
@@ -69,67 +68,75 @@ class Matching:
 
     `calls`: one row per placed call (instance, group, step, position, seq, rank, collective, size_bytes,
     start_us, end_us, dur_us, launch_us, call_start_us, kernels). `instances`: one row per key (instance,
-    group, pg_name, step, position, seq, collective, size_bytes, expected, matched, consistent).
+    group, pg_name, step, position, seq, collective, size_bytes, dtype, expected, matched, consistent).
     `mismatches`: MISMATCH_SCHEMA rows. `groups`: group, pg_name, pg_desc, members, present, absent (list),
-    instances.
+    instances. `outside`: per (rank, group) the calls outside every step window of the rank (not matched).
     """
 
     calls: pl.DataFrame
     instances: pl.DataFrame
     mismatches: pl.DataFrame
     groups: pl.DataFrame
+    outside: pl.DataFrame
 
 
 def group_expr() -> pl.Expr:
-    """The group of a kernel: `pg_key`, else its stream (`stream N`), else `unknown`."""
-    return pl.coalesce(
-        pl.col("pg_key"), pl.lit("stream ") + pl.col("stream").cast(pl.Utf8), pl.lit("unknown")
-    )
+    """The group of a kernel: its process group (`pg_key`) where known, else its stream (`stream N`), else
+    `unknown`."""
+    known = pl.when(pl.col("pg_key") != UNKNOWN_GROUP).then(pl.col("pg_key"))
+    return pl.coalesce(known, pl.lit("stream ") + pl.col("stream").cast(pl.Utf8), pl.lit(UNKNOWN_GROUP))
 
 
 def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present: Sequence[int]) -> Matching:
     """Match the collective calls of every rank into instances (module docstring for the method)."""
-    calls = _ordered_calls(kernels, windows)
+    stepped = _ordered_calls(kernels, windows)
+    calls = stepped.filter(pl.col("step").is_not_null())
     reference = _reference_count(calls)
     signatures = _reference_signatures(calls, reference)
-    placed_all = _place(calls, reference, signatures)
+    placed_all, ambiguous = _place(calls, reference, signatures)
     placed = placed_all.filter(pl.col("placed"))
     members = _members(kernels, ranks_present)
     expected = _expected(members, calls, windows, reference)
     seqs = _key_seqs(reference, placed)
-    ambiguous = _ambiguous(placed_all)
     mismatches = _mismatches(placed_all, expected, placed, seqs, ambiguous)
-    instances = _instances(
-        expected, signatures, placed, pl.concat([mismatches.select(KEY), ambiguous.select(KEY)]), seqs
-    )
+    at_key = mismatches.filter(pl.col("kind").is_in(list(KEY_KINDS))).select(KEY)
+    instances = _instances(expected, signatures, placed, pl.concat([at_key, ambiguous.select(KEY)]), seqs)
     ids = instances.select(*KEY, "instance", "seq")
     out_calls = placed.drop("seq").join(ids, on=KEY).select(
         "instance", *KEY, "seq", "rank", "collective", "size_bytes", "start_us", "end_us", "dur_us", "launch_us",
         "call_start_us", "kernels",
     )  # fmt: skip
+    outside = (
+        stepped.filter(pl.col("step").is_null())
+        .group_by("rank", "group")
+        .agg(pl.len().cast(pl.Int64).alias("calls"))
+        .sort("rank", "group")
+    )
     return Matching(
-        out_calls.sort("instance", "rank"), instances, mismatches, _groups(kernels, members, instances)
+        out_calls.sort("instance", "rank"),
+        instances,
+        mismatches,
+        _groups(kernels, members, instances),
+        outside,
     )
 
 
 def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Calls (kernels collapsed by seq) with their step, `fwd` ordinal and per-cell `count`."""
-    group = group_expr()
+    """Calls (kernels collapsed by seq) with their step (null: outside every window), signature, `fwd` ordinal
+    and per-cell `count`."""
     frame = kernels.with_row_index("row").with_columns(
-        group.alias("group"),
+        group_expr().alias("group"),
         pl.col("collective").fill_null("unknown"),
         pl.coalesce(pl.col("seq"), -pl.col("row").cast(pl.Int64) - 1).alias("call_key"),
     )
     calls = frame.group_by("rank", "group", "call_key").agg(
         pl.col("start_us").min(), pl.col("end_us").max(), pl.col("seq").first(),
-        pl.col("collective").first(), pl.col("size_bytes").first(), pl.col("launch_us").min(),
+        pl.col("collective").first(), pl.col("size_bytes").first(), pl.col("in_bytes").first(),
+        pl.col("out_bytes").first(), pl.col("dtype").first(), pl.col("launch_us").min(),
         pl.col("call_start_us").min(), pl.len().alias("kernels"),
     )  # fmt: skip
-    sig_collective = pl.col("collective").replace(PAIRED)
     calls = _with_steps(calls, windows).with_columns(
-        (pl.col("end_us") - pl.col("start_us")).alias("dur_us"),
-        sig_collective.alias("sig_collective"),
-        pl.when(~sig_collective.is_in(list(UNEVEN_SIZES))).then(pl.col("size_bytes")).alias("sig_size"),
+        (pl.col("end_us") - pl.col("start_us")).alias("dur_us"), *signature_columns()
     )
     return calls.sort(*CELL_RANK, "seq", "start_us", "end_us", "call_key", nulls_last=True).with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).over(CELL_RANK).alias("fwd"),
@@ -138,17 +145,25 @@ def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame
 
 
 def _with_steps(calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The step of each call: the rank's last window starting at or before it, else the rank's first."""
+    """The step of each call: the rank's window that contains its start; null outside every window of a rank
+    that has windows; `WHOLE_TRACE` for a rank without any."""
     if windows.height == 0:
         return calls.with_columns(pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"))
-    starts = windows.select("rank", "step", "window_start_us").sort("window_start_us")
-    first = starts.group_by("rank").agg(pl.col("step").sort_by("window_start_us").first().alias("first_step"))
+    starts = windows.select(
+        pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), "window_start_us", "window_end_us"
+    ).sort("window_start_us")
+    with_windows = starts.select("rank").unique()
+    inside = pl.col("start_us") <= pl.col("window_end_us")
     return (
         calls.sort("start_us")
         .join_asof(starts, left_on="start_us", right_on="window_start_us", by="rank", check_sortedness=False)
-        .join(first, on="rank", how="left")
-        .with_columns(pl.coalesce("step", "first_step", pl.lit(WHOLE_TRACE, dtype=pl.Int64)).alias("step"))
-        .drop("window_start_us", "first_step")
+        .with_columns(
+            pl.when(pl.col("rank").is_in(with_windows.get_column("rank").implode()))
+            .then(pl.when(inside).then(pl.col("step")))
+            .otherwise(pl.lit(WHOLE_TRACE, dtype=pl.Int64))
+            .alias("step")
+        )
+        .drop("window_start_us", "window_end_us")
     )
 
 
@@ -163,78 +178,44 @@ def _reference_count(calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def _reference_signatures(calls: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:
-    """Per key, the commonest signature among ranks with c* calls; columns group, step, position, ref_*."""
+    """Per key, the commonest signature among ranks with c* calls (ties: the lowest rank's); columns group, step,
+    position, ref_collective, ref_size_bytes, ref_dtype."""
     agreeing = calls.join(reference, on=CELL).filter(pl.col("count") == pl.col("ref_count"))
     votes = agreeing.group_by(*CELL, "fwd", *SIGNATURE).agg(pl.len().alias("votes"), pl.col("rank").min())
-    ordered = votes.sort(["votes", "rank"], descending=[True, False])  # ties: the lowest rank's signature
+    ordered = votes.sort(["votes", "rank"], descending=[True, False])
     best = ordered.group_by(*CELL, "fwd", maintain_order=True).first()
     return best.select(
         *CELL,
         pl.col("fwd").alias("position"),
-        pl.col("sig_collective").alias("ref_collective"),
-        pl.col("sig_size").alias("ref_size_bytes"),
+        *[pl.col(s).alias(r) for s, r in zip(SIGNATURE, REFERENCE, strict=True)],
     )
 
 
-def _agrees(prefix: str) -> pl.Expr:
-    hit = pl.col(f"{prefix}_collective").is_not_null()
-    same = pl.col("sig_collective").eq_missing(pl.col(f"{prefix}_collective")) & pl.col(
-        "sig_size"
-    ).eq_missing(pl.col(f"{prefix}_size_bytes"))
-    return (hit & same).cast(pl.Int8)
-
-
-def _claims(calls: pl.DataFrame, reference: pl.DataFrame, signatures: pl.DataFrame) -> pl.DataFrame:
-    """Each call with `front_ok` / `back_ok`: its rank's prefix / suffix up to it agrees with the reference."""
-
-    def ref(prefix: str, on: str) -> pl.DataFrame:
-        return signatures.rename(
-            {
-                "position": on,
-                "ref_collective": f"{prefix}_collective",
-                "ref_size_bytes": f"{prefix}_size_bytes",
-            }
+def _place(
+    calls: pl.DataFrame, reference: pl.DataFrame, signatures: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(every call with its `position` (null: unplaced), `placed`, `next_position` and the reference signature
+    at its position; the ambiguous keys with their rank). Ranks agreeing with the reference everywhere keep
+    their ordinals; the others are aligned (`traceview.across_ranks.alignment`)."""
+    at_fwd = signatures.rename({"position": "fwd"})
+    checked = calls.join(reference, on=CELL, how="left").join(at_fwd, on=[*CELL, "fwd"], how="left")
+    checked = checked.with_columns(
+        ((pl.col("count") == pl.col("ref_count")) & agrees(SIGNATURE, REFERENCE).all().over(CELL_RANK)).alias(
+            "_agrees"
         )
-
-    joined = (
-        calls.join(reference, on=CELL, how="left")
-        .with_columns((pl.col("ref_count") - pl.col("count") + pl.col("fwd")).alias("bpos"))
-        .join(ref("front", "fwd"), on=[*CELL, "fwd"], how="left")
-        .join(ref("back", "bpos"), on=[*CELL, "bpos"], how="left")
-        .sort(*CELL_RANK, "fwd")
+    ).drop(REFERENCE)
+    easy = checked.filter(pl.col("_agrees")).select(*CELL_RANK, "fwd", pl.col("fwd").alias("position"))
+    placements, ambiguous = aligned_positions(checked.filter(~pl.col("_agrees")), signatures)
+    placed = checked.drop("_agrees").join(pl.concat([easy, placements]), on=[*CELL_RANK, "fwd"], how="left")
+    placed = placed.sort(*CELL_RANK, "fwd").with_columns(
+        pl.col("position").is_not_null().alias("placed"),
+        pl.col("position")
+        .backward_fill()
+        .over(CELL_RANK)
+        .fill_null(pl.col("ref_count"))
+        .alias("next_position"),
     )
-    return joined.with_columns(
-        (_agrees("front").cum_min().over(CELL_RANK) == 1).alias("front_ok"),
-        (_agrees("back").cum_min(reverse=True).over(CELL_RANK) == 1).alias("back_ok"),
-    )
-
-
-def _place(calls: pl.DataFrame, reference: pl.DataFrame, signatures: pl.DataFrame) -> pl.DataFrame:
-    """Every call with its `position` (null: unplaced), `placed`, and the reference signature there."""
-    claimed = _claims(calls, reference, signatures)
-    more, equal = pl.col("count") > pl.col("ref_count"), pl.col("count") == pl.col("ref_count")
-    front, back = pl.col("front_ok"), pl.col("back_ok")
-    position = (
-        pl.when(equal).then(pl.col("fwd")).when(more & back).then(pl.col("bpos"))
-        .when(front).then(pl.col("fwd")).when(back).then(pl.col("bpos"))
-    )  # fmt: skip
-    via_back = ~equal & ((more & back) | (~front & back))
-    priority = pl.when(more).then(~via_back).otherwise(via_back).cast(pl.Int8)
-    placed = (
-        claimed.with_columns(position.alias("position"), priority.alias("priority"))
-        .sort(*CELL_RANK, "position", "priority", nulls_last=True)
-        .with_columns(
-            (pl.col("position").is_not_null() & pl.struct(*CELL_RANK, "position").is_first_distinct()).alias(
-                "placed"
-            )
-        )
-        .sort(*CELL_RANK, "fwd")
-    )
-    return placed.with_columns(
-        (pl.col("placed").cast(pl.Int64).cum_sum().over(CELL_RANK) - pl.col("placed").cast(pl.Int64)).alias(
-            "before"
-        )
-    ).join(signatures, on=KEY, how="left")
+    return placed.join(signatures, on=KEY, how="left"), ambiguous
 
 
 def _members(kernels: pl.DataFrame, ranks_present: Sequence[int]) -> pl.DataFrame:
@@ -294,18 +275,6 @@ def _key_seqs(reference: pl.DataFrame, placed: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _ambiguous(placed_all: pl.DataFrame) -> pl.DataFrame:
-    """Keys (with the rank) where a rank with another count than c* can be aligned both from the front and from
-    the back by different calls: neighbours with one signature, so where the extra or missing call sits is not
-    known from the signatures. Columns group, step, rank, position."""
-    uneven = placed_all.filter(pl.col("count") != pl.col("ref_count"))
-    front = uneven.filter(pl.col("front_ok") & (pl.col("fwd") < pl.col("ref_count"))).select(
-        *CELL_RANK, position="fwd"
-    )
-    back = uneven.filter(pl.col("back_ok") & (pl.col("bpos") >= 0)).select(*CELL_RANK, position="bpos")
-    return front.join(back, on=[*CELL_RANK, "position"]).unique().select(*KEY, "rank")
-
-
 def _ambiguity_note(ambiguous: pl.DataFrame, seqs: pl.DataFrame) -> pl.DataFrame:
     """Per (group, step, rank) with ambiguous keys: a note naming the seq range the mismatch may sit in."""
     ranges = ambiguous.group_by(CELL_RANK).agg(
@@ -324,6 +293,12 @@ def _ambiguity_note(ambiguous: pl.DataFrame, seqs: pl.DataFrame) -> pl.DataFrame
     )
 
 
+def _signature_text(collective: str, size: str, dtype: str) -> pl.Expr:
+    """`AllReduce 1024 B bfloat16`; `?` for an unknown size, nothing for an unknown dtype."""
+    bytes_text = pl.col(size).cast(pl.Utf8).fill_null("?")
+    return pl.format("{} {} B{}", pl.col(collective), bytes_text, (pl.lit(" ") + pl.col(dtype)).fill_null(""))
+
+
 def _mismatches(
     placed_all: pl.DataFrame,
     expected: pl.DataFrame,
@@ -332,19 +307,16 @@ def _mismatches(
     ambiguous: pl.DataFrame,
 ) -> pl.DataFrame:
     """Every mismatch with its rank and key: extra/unmatched, different and missing calls."""
-    sig = pl.format("{} {} B", pl.col("collective"), pl.col("size_bytes").cast(pl.Utf8).fill_null("?"))
+    sig = _signature_text("collective", "size_bytes", "dtype")
     unplaced = placed_all.filter(~pl.col("placed")).join(_ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left").select(
-        *CELL, pl.col("before").alias("position"), "rank",
+        *CELL, pl.col("next_position").alias("position"), "rank",
         pl.when(pl.col("count") > pl.col("ref_count")).then(pl.lit("extra")).otherwise(pl.lit("unmatched")).alias("kind"),
         pl.format("call {} ({} calls here, peers {}){}", sig, pl.col("count"), pl.col("ref_count"), pl.col("note").fill_null("")).alias("detail"),
     )  # fmt: skip
-    ref_sig = pl.format(
-        "{} {} B", pl.col("ref_collective"), pl.col("ref_size_bytes").cast(pl.Utf8).fill_null("?")
-    )
-    different = placed_all.filter(
-        pl.col("placed") & ~(pl.col("sig_collective").eq_missing(pl.col("ref_collective"))
-        & pl.col("sig_size").eq_missing(pl.col("ref_size_bytes")))
-    ).select(*KEY, "rank", pl.lit("different").alias("kind"), pl.format("{} where peers have {}", sig, ref_sig).alias("detail"))  # fmt: skip
+    ref_sig = _signature_text(*REFERENCE)
+    different = placed_all.filter(pl.col("placed") & ~agrees(SIGNATURE, REFERENCE)).select(
+        *KEY, "rank", pl.lit("different").alias("kind"), pl.format("{} where peers have {}", sig, ref_sig).alias("detail")
+    )  # fmt: skip
     missing = expected.join(placed.select(*KEY, "rank"), on=[*KEY, "rank"], how="anti").join(
         _ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left"
     ).select(
@@ -377,6 +349,7 @@ def _instances(
     return table.with_row_index("instance").select(
         pl.col("instance").cast(pl.Int64), *KEY, "seq", "ordinal",
         pl.col("ref_collective").alias("collective"), pl.col("ref_size_bytes").alias("size_bytes"),
+        pl.col("ref_dtype").alias("dtype"),
         "expected", "matched",
         ((pl.col("matched") == pl.col("expected")) & ~pl.col("flagged")).alias("consistent"),
     )  # fmt: skip

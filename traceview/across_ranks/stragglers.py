@@ -1,38 +1,70 @@
-"""Straggler figures (SPEC section 6, "Per instance" and "Per rank"), after clock alignment.
+"""Straggler figures (docs/metrics.md, "Across ranks": "Per instance", "Per rank", "Straggler"), after clock
+alignment.
 
 Per usable instance (consistent, two or more members): arrival skew = max - min aligned start; the last
 arrival (none when the skew is 0); transfer time = the shortest member's duration (a lower bound: the members
 that waited least still waited a little); a member's wait = its duration - the transfer time; its lateness =
-its aligned start - the median aligned start of the members.
+its aligned start - the median aligned start of the members; the last arrival's cost = its aligned start -
+the second-latest member's (what the instance would save had it arrived with the others).
 
-Per rank: total wait and its share of the rank's step time, times last, median lateness, and the straggler rule
-of docs/metrics.md ("Across ranks"): a rank is a straggler when it is last in at least (1 + 1/n) / 2 of its
-instances (halfway between chance, 1/n, and always) with a median lateness of at least `LATENESS_FLOOR_US`, or
-when its median lateness reaches max(`LATENESS_THRESHOLD_US`, `LATENESS_STEP_SHARE` x median step). Its likely
-cause, from its own timeline, is the larger of two excesses over the median of all ranks, if it is at least
-`CAUSE_SHARE` of its median lateness: its median T_comp per step (slow compute), its median launch gap per
-step (late launch: the sum over the step's collectives of how long after the GPU finished the compute before a
-collective its launch came); else the network (or a peer's link). Per step, because a delay early in a step
-makes every later collective of the step late too.
+Per rank: total wait and its share of the rank's step time, times last, median lateness, the lateness cost
+per step, the clock uncertainty of its lateness, and the straggler rule: last in at least (1 + 1/n) / 2 of its
+instances (halfway between chance, 1/n, and always) with a median lateness of at least `LATENESS_FLOOR_US`,
+or a median lateness of at least max(`LATENESS_THRESHOLD_US`, `LATENESS_STEP_SHARE` x median step); named
+only when the lateness exceeds the clock uncertainty (else `not resolvable`). Its cause: the rule of `CAUSES`
+whose figure (an excess over the other ranks, per step: a delay early in a step makes every later collective
+of the step late too) is the largest of those reaching `CAUSE_SHARE` of the median lateness; none: `network`
+when its groups span hosts known to differ, else `unexplained`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
+
+from traceview.across_ranks.clocks import ASSUMED_HOSTS, ClockOffsets
 
 MIN_INSTANCES = 3
 LATENESS_FLOOR_US = 20.0
 LATENESS_THRESHOLD_US = 200.0
 LATENESS_STEP_SHARE = 0.02
 CAUSE_SHARE = 0.5
-CAUSES: tuple[tuple[str, str], ...] = (
-    ("slow compute", "comp_excess_us"),
-    ("late launch", "launch_gap_excess_us"),
+
+
+@dataclass(frozen=True)
+class CauseRule:
+    """A straggler cause: its name, the per-rank figure (us) that supports it and the sentence that names it
+    (`{value}`: the figure)."""
+
+    cause: str
+    figure: str
+    sentence: str
+
+
+CAUSES: tuple[CauseRule, ...] = (
+    CauseRule(
+        "slow compute", "comp_excess_us", "slow compute (T_comp per step {value} above the median rank)"
+    ),
+    CauseRule(
+        "late host step entry",
+        "host_entry_excess_us",
+        "late host-side step entry (its CPU ProfilerStep starts {value} after the other ranks' on the aligned "
+        "clock: the step's host work, e.g. data loading, begins late)",
+    ),
+    CauseRule(
+        "late launch",
+        "launch_gap_excess_us",
+        "late launch (its collectives are launched {value} later after its compute than the median rank's)",
+    ),
 )
-"""Cause rules as data: (cause, the per-rank excess that supports it); the larger supported excess wins."""
-NETWORK = "network"
+"""The causes a rank's own timeline can show; the largest supported figure wins."""
+NETWORK, UNEXPLAINED, NOT_RESOLVABLE = "network", "unexplained", "not resolvable"
+FALLBACK_SENTENCES = {
+    NETWORK: "the network or a peer's link (nothing on its own timeline explains it, and its groups span hosts)",
+    UNEXPLAINED: "unexplained (nothing on its own timeline explains it, and no group of it is known to span hosts)",
+}
 
 
 def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -47,6 +79,7 @@ def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.Da
             pl.col("rank").sort_by([start, "rank"], descending=[False, True]).last().alias("latest_rank"),
             pl.col("dur_us").min().alias("transfer_us"),
             start.median().alias("median_start_us"),
+            start.sort(descending=True).get(1).alias("second_start_us"),
         )
         .with_columns(pl.when(pl.col("skew_us") > 0).then(pl.col("latest_rank")).alias("last_rank"))
     )
@@ -55,8 +88,12 @@ def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.Da
         (pl.col("dur_us") - pl.col("transfer_us")).alias("wait_us"),
         (pl.col("rank") == pl.col("last_rank")).fill_null(False).alias("is_last"),
     )
-    figures = usable.join(per_instance.drop("latest_rank", "median_start_us"), on="instance").sort("instance")
-    return figures, per_call.drop("latest_rank", "median_start_us")
+    per_call = per_call.with_columns(
+        pl.when(pl.col("is_last")).then(start - pl.col("second_start_us")).otherwise(0.0).alias("cost_us")
+    )
+    dropped = ["latest_rank", "median_start_us", "second_start_us"]
+    figures = usable.join(per_instance.drop(dropped), on="instance").sort("instance")
+    return figures, per_call.drop(dropped)
 
 
 def launch_gaps(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -126,31 +163,113 @@ def rank_figures(
     ).sort("rank")
 
 
+def clock_uncertainty(per_call: pl.DataFrame, hosts: pl.DataFrame, clocks: ClockOffsets) -> pl.DataFrame:
+    """Per rank, `clock_uncertainty_us`: how far its lateness may be off because clocks were aligned. The spread
+    of its host's offset (0 on the reference host, null where the host is not aligned) or, when larger, the
+    typical spread of the clocks it is compared with (median over its instances of the members' median spread;
+    0 when every member shares the reference host's clock)."""
+    spread = hosts.select("rank", "host").join(
+        clocks.offsets.select("host", "spread_us"), on="host", how="left"
+    )
+    own = pl.DataFrame({"rank": hosts.get_column("rank")}).join(spread, on="rank", how="left")
+    peers = (
+        per_call.select("instance", "rank")
+        .join(spread.select("rank", "spread_us"), on="rank", how="left")
+        .with_columns(pl.col("spread_us").median().over("instance").alias("peer_spread_us"))
+        .group_by("rank")
+        .agg(pl.col("peer_spread_us").median())
+    )
+    uncertainty = pl.max_horizontal("spread_us", pl.col("peer_spread_us").fill_null(0.0))
+    return own.join(peers, on="rank", how="left").select(
+        "rank", pl.when(pl.col("spread_us").is_not_null()).then(uncertainty).alias("clock_uncertainty_us")
+    )
+
+
+def host_entry(host_steps: pl.DataFrame, hosts: pl.DataFrame, clocks: ClockOffsets) -> pl.DataFrame:
+    """Per rank, `host_entry_excess_us`: the median over steps of its CPU ProfilerStep start on the aligned clock
+    minus the median of all ranks' start of that step (`host_steps`: rank, step, host_start_us)."""
+    offsets = hosts.select("rank", "host").join(
+        clocks.offsets.select("host", "offset_us"), on="host", how="left"
+    )
+    aligned = host_steps.join(offsets.select("rank", "offset_us"), on="rank", how="inner").with_columns(
+        (pl.col("host_start_us") - pl.col("offset_us").fill_null(0.0)).alias("aligned")
+    )
+    late = aligned.with_columns((pl.col("aligned") - pl.col("aligned").median().over("step")).alias("late"))
+    return late.group_by("rank").agg(pl.col("late").median().alias("host_entry_excess_us"))
+
+
+def lateness_cost(per_call: pl.DataFrame, per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, `lateness_cost_us`: the median over the steps it took part in of the per-step sum of its costs
+    as last arrival (aligned start - the second-latest member's; 0 in a step where it was never last), each
+    step's sum capped at the median over ranks of the step's exposed communication (`exposed_comm_us` of
+    `per_step`, where given): only waiting the others leave exposed can come off the step."""
+    sums = per_call.group_by("rank", "step").agg(pl.col("cost_us").sum())
+    if "exposed_comm_us" in per_step.columns:
+        exposed = per_step.group_by("step").agg(pl.col("exposed_comm_us").median().alias("_cap"))
+        sums = sums.join(exposed.cast({"step": pl.Int64}), on="step", how="left").with_columns(
+            pl.min_horizontal("cost_us", pl.col("_cap").fill_null(float("inf"))).alias("cost_us")
+        )
+    return sums.group_by("rank").agg(pl.col("cost_us").median().alias("lateness_cost_us"))
+
+
+def spans_hosts(per_call: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, `spans_hosts`: one of its instances has members on two hosts, every one of them known (not
+    assumed one rank per host)."""
+    known = hosts.select("rank", "host", (pl.col("host_source") != ASSUMED_HOSTS).alias("known"))
+    per_instance = (
+        per_call.select("instance", "rank")
+        .join(known, on="rank", how="left")
+        .group_by("instance")
+        .agg(((pl.col("host").n_unique() > 1) & pl.col("known").fill_null(False).all()).alias("spans"))
+    )
+    return (
+        per_call.select("instance", "rank")
+        .join(per_instance, on="instance")
+        .group_by("rank")
+        .agg(pl.col("spans").any().alias("spans_hosts"))
+    )
+
+
 def verdicts(figures: pl.DataFrame, median_step_us: float | None) -> pl.DataFrame:
-    """`figures` with `straggler` (bool) and `cause` (null for non-stragglers), by the module's rules."""
+    """`figures` with `lateness_cost_share`, `resolvable`, `straggler` and `cause` (module docstring): a rank
+    the rule names whose lateness is within its clock uncertainty gets `not resolvable` and no straggler flag;
+    `cause` is null for the others."""
     threshold = max(LATENESS_THRESHOLD_US, LATENESS_STEP_SHARE * (median_step_us or 0.0))
     lateness = pl.col("median_lateness_us").fill_null(0.0)
     expected_share = 1.0 / pl.col("group_size").fill_null(2.0).clip(lower_bound=2.0)
     often_last = (pl.col("last_share").fill_null(0.0) >= (1.0 + expected_share) / 2) & (
         lateness >= LATENESS_FLOOR_US
     )
-    straggler = (pl.col("instances") >= MIN_INSTANCES) & (often_last | (lateness >= threshold))
-    supported = [
-        pl.when(pl.col(column).fill_null(0.0) >= pl.max_horizontal(CAUSE_SHARE * lateness, pl.lit(1e-9)))
-        .then(pl.col(column))
-        .alias(f"_{column}")
-        for _, column in CAUSES
-    ]
-    best = pl.max_horizontal([pl.col(f"_{column}") for _, column in CAUSES])
-    cause: pl.Expr = pl.lit(NETWORK)
-    for name, column in reversed(CAUSES):
-        cause = (
-            pl.when(pl.col(f"_{column}").is_not_null() & (pl.col(f"_{column}") == best))
-            .then(pl.lit(name))
-            .otherwise(cause)
-        )
-    return (
-        figures.with_columns(straggler.alias("straggler"), *supported)
-        .with_columns(pl.when(pl.col("straggler")).then(cause).alias("cause"))
-        .drop([f"_{column}" for _, column in CAUSES])
+    named = (pl.col("instances") >= MIN_INSTANCES) & (often_last | (lateness >= threshold))
+    resolvable = pl.col("median_lateness_us") > pl.col("clock_uncertainty_us")
+    step = median_step_us if median_step_us else None
+    return figures.with_columns(
+        (pl.col("lateness_cost_us") / step if step else pl.lit(None, pl.Float64)).alias(
+            "lateness_cost_share"
+        ),
+        resolvable.alias("resolvable"),
+        (named & resolvable.fill_null(False)).alias("straggler"),
+        pl.when(named & resolvable.fill_null(False))
+        .then(_cause(lateness))
+        .when(named)
+        .then(pl.lit(NOT_RESOLVABLE))
+        .alias("cause"),
     )
+
+
+def _cause(lateness: pl.Expr) -> pl.Expr:
+    """The rule of `CAUSES` with the largest figure among those reaching `CAUSE_SHARE` of the lateness; else
+    network when the rank's groups span hosts, else unexplained."""
+    floor = pl.max_horizontal(CAUSE_SHARE * lateness, pl.lit(1e-9))
+    supported = {
+        rule.cause: pl.when(pl.col(rule.figure).fill_null(0.0) >= floor).then(pl.col(rule.figure))
+        for rule in CAUSES
+    }
+    best = pl.max_horizontal(list(supported.values()))
+    fallback = (
+        pl.when(pl.col("spans_hosts").fill_null(False)).then(pl.lit(NETWORK)).otherwise(pl.lit(UNEXPLAINED))
+    )
+    cause: pl.Expr = fallback
+    for name, figure in reversed(supported.items()):
+        cause = pl.when(figure.is_not_null() & (figure == best)).then(pl.lit(name)).otherwise(cause)
+    return cause

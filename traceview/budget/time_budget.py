@@ -87,15 +87,33 @@ def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
     return budget_of(_per_step(events, windows))
 
 
-def budget_of(per_step: pl.DataFrame) -> TimeBudget:
-    """The budget of per-(rank, step) rows (`BUDGET_COLUMNS`): their per-rank and run medians."""
+TRANSFER_COLUMNS = ("transfer_us", "transfer_gamma")
+
+
+def with_transfer(per_step: pl.DataFrame, transfer: pl.DataFrame) -> pl.DataFrame:
+    """`per_step` with `transfer_us` (per (rank, step), from the matched collectives: `transfer` has columns
+    rank, step, transfer_us; 0 where the rank took part in none; null throughout when no collective was matched
+    across ranks, so nothing was measured) and `transfer_gamma` = transfer_us / comp_us."""
+    joined = per_step.drop(TRANSFER_COLUMNS, strict=False).join(transfer, on=["rank", "step"], how="left")
+    measured = pl.lit(0.0) if transfer.height else pl.lit(None, dtype=pl.Float64)
+    return joined.with_columns(pl.col("transfer_us").fill_null(measured)).with_columns(
+        pl.when(pl.col("comp_us") > 0).then(pl.col("transfer_us") / pl.col("comp_us")).alias("transfer_gamma")
+    )
+
+
+def budget_of(per_step: pl.DataFrame, transfer: pl.DataFrame | None = None) -> TimeBudget:
+    """The budget of per-(rank, step) rows (`BUDGET_COLUMNS`): their per-rank and run medians; with the
+    cross-rank `transfer` per (rank, step), also transfer_us and transfer_gamma (docs/metrics.md section 4)."""
+    columns: tuple[str, ...] = MEDIAN_COLUMNS
+    if transfer is not None and per_step.height:
+        per_step, columns = with_transfer(per_step, transfer), (*MEDIAN_COLUMNS, *TRANSFER_COLUMNS)
     per_rank = (
         per_step.group_by("rank")
-        .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in MEDIAN_COLUMNS])
+        .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in columns])
         .sort("rank")
     )
-    medians = per_step.select([pl.col(c).median() for c in MEDIAN_COLUMNS]) if per_step.height else None
-    run_median = {c: (medians.item(0, c) if medians is not None else None) for c in MEDIAN_COLUMNS}
+    medians = per_step.select([pl.col(c).median() for c in columns]) if per_step.height else None
+    run_median = {c: (medians.item(0, c) if medians is not None else None) for c in columns}
     return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
 
 

@@ -13,7 +13,17 @@ from typing import Annotated, Any
 
 import typer
 
-from traceview.cli.app import app, check_thresholds, gate, load, print_json, stderr, stdout_console
+from traceview.cli.app import (
+    analyse,
+    app,
+    check_thresholds,
+    gate,
+    print_json,
+    report_skipped,
+    stderr,
+    stdout_console,
+    with_nccl_logs,
+)
 from traceview.cli.options import FailOnOpt, WorkersOpt
 from traceview.core.errors import InputError, ThresholdCrossed
 
@@ -50,20 +60,30 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
     return document
 
 
+def _run_inputs(spec: str) -> tuple[str | list[str], list[Path]]:
+    """(the traces, the NCCL logs) of a run spec. A `run.json` (or a folder holding one) is passed on as it
+    is: the loader reads the traces it lists (`resolve_trace_files`) and `with_nccl_logs` its logs and model
+    inputs; anything else is a trace file, folder or glob whose logs are found beside it."""
+    return spec, []
+
+
 def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
-    """The summary document of a run spec or a saved summary."""
+    """The summary document of a run spec or a saved summary: a run is analysed as `traceview summary RUN
+    --json` would (the map/reduce pipeline, its NCCL logs), quietly."""
     found = summary_from_file(Path(spec))
     if found is not None:
         found.setdefault("run", {}).setdefault("source", spec)
         return found
     import msgspec
 
-    from traceview.reduce.analysis import analyze
+    from traceview.reduce.results import AnalysisOptions
     from traceview.reports.json_out import summary_document
 
-    document: dict[str, Any] = msgspec.json.decode(
-        msgspec.json.encode(summary_document(analyze(load(spec, workers))))
-    )
+    traces, logs = _run_inputs(spec)
+    analysis = analyse(traces, with_nccl_logs(AnalysisOptions(), traces, logs), workers, "local", None, True)
+    report_skipped(analysis)
+    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis)))
+    document["run"]["source"] = spec  # as given (a run.json, not the files it lists)
     return document
 
 

@@ -213,7 +213,7 @@ def _given_logs(given: Sequence[Path]) -> list[Path]:
 def nccl_log_paths(run: str | Sequence[str], given: Sequence[Path] | None) -> list[Path]:
     """The logs given, then those of the run folder (or of the `run.json` named; ending .log/.txt/.out, saying
     `NCCL INFO`), each once."""
-    found = _given_logs(given or ())
+    found = list(dict.fromkeys(_given_logs(given or ())))
     folder = Path(run) if isinstance(run, str) else None
     if folder is not None and folder.is_file() and folder.name == "run.json":
         folder = folder.parent  # the manifest's folder

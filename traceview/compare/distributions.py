@@ -11,7 +11,10 @@ change against the run's own spread, so the summary carries samples, not just me
 - `class_kernels`: per kernel class the durations of its compute kernels inside step windows (sketched as
   above);
 - `algorithms`: per (collective, algorithm, protocol) the number of communication kernels (NCCL's choice as
-  the kernel name spells it).
+  the kernel name spells it);
+- `collective_calls`: per (rank, process group, collective, message size in bytes) the number of on-device
+  kernels and their median duration: the same call of the same rank in two runs of one job pairs up
+  (`traceview.compare.paired`); at most `CALL_SIGNATURES` per rank, those of the largest total time.
 
 The per-step budget values (step, compute, communication, exposed, idle per rank and step) are already in
 `time_budget.per_step`, and the per-instance arrival skew in `across_ranks.instances`.
@@ -45,6 +48,9 @@ is `other`."""
 
 OTHER_CLASS = "other"
 
+CALL_SIGNATURES = 256
+"""(process group, collective, size) signatures kept per rank in `collective_calls`, the largest total first."""
+
 
 @dataclass(frozen=True)
 class Distributions:
@@ -54,6 +60,7 @@ class Distributions:
     kernel_classes: pl.DataFrame
     class_kernels: list[dict[str, object]]
     algorithms: pl.DataFrame
+    collective_calls: pl.DataFrame
 
 
 def kernel_class_expr(name: pl.Expr) -> pl.Expr:
@@ -93,6 +100,24 @@ def _collective_kernels(kernels: pl.DataFrame) -> list[dict[str, object]]:
         }
         for row in grouped.to_dicts()
     ]
+
+
+def _collective_calls(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, pg_key, collective, size_bytes; -1 unknown): kernels and their median duration."""
+    keys = ["rank", "pg_key", "collective", "size_bytes"]
+    return (
+        kernels.filter(pl.col("on_device") & pl.col("dur_us").is_not_null())
+        .with_columns(pl.col("collective").fill_null("unknown"), pl.col("size_bytes").fill_null(-1))
+        .group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("kernels"),
+            pl.col("dur_us").median().alias("median_us"),
+            pl.col("dur_us").sum().alias("_total"),
+        )
+        .filter(pl.col("_total").rank("ordinal", descending=True).over("rank") <= CALL_SIGNATURES)
+        .drop("_total")
+        .sort(keys)
+    )
 
 
 def _compute_in_steps(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -193,16 +218,5 @@ def distributions_from_parts(
         kernel_classes=kernel_classes.sort("rank", "step", "kernel_class"),
         class_kernels=merge_sketches(class_sketches),
         algorithms=_algorithms(kernels),
-    )
-
-
-def sample_distributions(events: pl.DataFrame, windows: pl.DataFrame, kernels: pl.DataFrame) -> Distributions:
-    """The samples of one run: `events` are classified device events, `windows` the step windows, `kernels`
-    the per-kernel frame of `traceview.collectives.kernels.comm_kernels`."""
-    compute = _compute_in_steps(events, windows)
-    return Distributions(
-        collective_kernels=_collective_kernels(kernels),
-        kernel_classes=_kernel_classes(compute),
-        class_kernels=_class_kernels(compute),
-        algorithms=_algorithms(kernels),
+        collective_calls=_collective_calls(kernels),
     )

@@ -5,8 +5,9 @@ schema, an analysis that did not run) gives no samples for its rows.
 Families: `step` (run-level budget figures, one sample per rank and step), `budget` (their shares of the
 step), `crossrank` (arrival skew per matched collective instance), `idle` (idle time per step by cause),
 `collective` (per process group, collective and size bucket: kernel durations and bus bandwidths),
-`kernel_class` (per class: time per rank and step), `rank` (per rank: compute time per step). The first
-four describe effects; `collective`, `kernel_class` and `rank` name a cause.
+`kernel_class` (per class: the durations of its kernels). The first four describe effects; `collective` and
+`kernel_class` name a cause, as do the paired families `collective_calls` and `rank`
+(`traceview.compare.paired`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-CAUSE_FAMILIES = ("collective", "kernel_class", "rank")
+CAUSE_FAMILIES = ("collective", "collective_calls", "kernel_class", "rank")
 
 
 @dataclass(frozen=True)
@@ -136,30 +137,12 @@ def kernel_class_samples(document: Mapping[str, Any]) -> list[Samples]:
     ]  # fmt: skip
 
 
-def rank_samples(document: Mapping[str, Any]) -> list[Samples]:
-    """Per rank: its compute kernel time in each step over the median rank's in that step (a rank slower than
-    its peers stands out; a slowdown of every rank does not)."""
-    frame = _frame((document.get("distributions") or {}).get("kernel_classes"))
-    if frame.height == 0:
-        return []
-    ratios = (
-        frame.group_by("rank", "step").agg(pl.col("time_us").sum())
-        .with_columns((pl.col("time_us") / pl.col("time_us").median().over("step")).alias("ratio"))
-    )  # fmt: skip
-    return [
-        Samples("rank", "rank_compute_ratio", f"rank {rank}", "median", "higher",
-                _column(ratios.filter(pl.col("rank") == rank), "ratio"), (("rank", rank),))
-        for rank in sorted(ratios.get_column("rank").unique().to_list())
-    ]  # fmt: skip
-
-
 SAMPLERS: tuple[Callable[[Mapping[str, Any]], list[Samples]], ...] = (
     step_samples,
     crossrank_samples,
     idle_samples,
     collective_samples,
     kernel_class_samples,
-    rank_samples,
 )
 """Every family's reader, in the order findings are listed."""
 

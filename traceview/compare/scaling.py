@@ -131,6 +131,11 @@ def _efficiencies(
 def scaling_analysis(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Scaling:
     """The scale-up post-mortem of two summary documents of different world sizes."""
     notes: list[str] = []
+    devices = [
+        sorted(str(d) for d in (doc.get("run") or {}).get("devices") or ()) for doc in (baseline, candidate)
+    ]
+    if devices[0] != devices[1]:
+        notes.append("the devices differ too: the efficiency mixes the new size with the new hardware")
     measured, predicted = _efficiencies(baseline, candidate, notes)
     step_cand = _median(candidate, "step_us") or 1.0
     factors = _factors(baseline, candidate, step_cand)

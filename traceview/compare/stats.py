@@ -1,8 +1,14 @@
 """The tests behind `traceview compare` and `traceview trend` (docs/metrics.md, "Compare and trend").
 
-- `mann_whitney`: the two-sided Mann-Whitney U test of two samples, ranks by polars (average ranks for ties),
-  the normal approximation with the tie correction and a continuity correction of 1/2. Two samples of one
-  and the same value give p = 1.
+- `mann_whitney`: the two-sided Mann-Whitney U test of two samples, ranks by polars (average ranks for ties).
+  Without ties and both samples at most `EXACT_MAX` long, p is exact (the null distribution of U counted by
+  the recurrence of Mann and Whitney); otherwise the normal approximation with the tie correction and a
+  continuity correction of 1/2. Two samples of one and the same value give p = 1.
+- `signed_rank`: the two-sided Wilcoxon signed-rank test of paired differences (zeros dropped, average ranks
+  for tied magnitudes). Up to `EXACT_MAX_PAIRS` non-zero differences p is exact (the distribution of the
+  positive rank sum over every sign assignment, counted on doubled ranks so tied half-ranks stay integers);
+  beyond, the normal approximation with the tie correction and a continuity correction of 1/2. Only zero
+  differences give p = 1.
 - `holm`: Holm's step-down adjustment of a family of p-values (family-wise error rate).
 - `relative_change`: (candidate - baseline) / |baseline|, None when the baseline is 0 or unknown.
 """
@@ -12,20 +18,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
+
+EXACT_MAX = 20
+"""Samples up to this long (each side, no ties) get the exact Mann-Whitney p."""
+EXACT_MAX_PAIRS = 50
+"""Up to this many non-zero paired differences get the exact signed-rank p."""
 
 
 @dataclass(frozen=True)
 class TestResult:
-    """A two-sample comparison: sizes, medians, U of the candidate and the two-sided p-value."""
+    """A two-sample comparison: sizes, medians, the statistic (U of the candidate, or the positive rank sum
+    W+ of a paired test) and the two-sided p-value."""
 
     baseline_n: int
     candidate_n: int
     baseline_median: float | None
     candidate_median: float | None
-    u_statistic: float | None
+    statistic: float | None
     p_value: float | None
+    name: str = "mann-whitney-u"
 
 
 def _median(values: pl.Series) -> float | None:
@@ -48,8 +62,34 @@ def mann_whitney(baseline: Sequence[float], candidate: Sequence[float]) -> TestR
     tie_term = float((ties**3 - ties).sum())
     total = n_a + n_b
     variance = n_a * n_b / 12 * ((total + 1) - tie_term / (total * (total - 1)))
-    p_value = _two_sided_p(u_candidate - n_a * n_b / 2, variance)
+    if tie_term == 0 and max(n_a, n_b) <= EXACT_MAX:
+        p_value = _tail_p(_u_counts(min(n_a, n_b), max(n_a, n_b)), round(u_candidate))
+    else:
+        p_value = _two_sided_p(u_candidate - n_a * n_b / 2, variance)
     return TestResult(n_a, n_b, _median(a), _median(b), u_candidate, p_value)
+
+
+@cache
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many orderings of m and n distinct values give each U = 0 .. m n (symmetric in m and n)."""
+    if m == 0 or n == 0:
+        return (1,)
+    with_last_of_n = _u_counts(m, n - 1)  # the largest value is of the n-sample: it beats all m
+    with_last_of_m = _u_counts(m - 1, n)  # the largest value is of the m-sample
+    counts = [0] * (m * n + 1)
+    for u, count in enumerate(with_last_of_n):
+        counts[u + m] += count
+    for u, count in enumerate(with_last_of_m):
+        counts[u] += count
+    return tuple(counts)
+
+
+def _tail_p(counts: Sequence[int], observed: int) -> float:
+    """Two-sided p of `observed` under the null distribution given as counts per statistic value."""
+    total = sum(counts)
+    lower = sum(counts[: observed + 1]) / total
+    upper = sum(counts[observed:]) / total
+    return min(1.0, 2 * min(lower, upper))
 
 
 def _two_sided_p(deviation: float, variance: float) -> float:
@@ -57,6 +97,38 @@ def _two_sided_p(deviation: float, variance: float) -> float:
         return 1.0 if deviation == 0 else 0.0
     z = max(abs(deviation) - 0.5, 0.0) / math.sqrt(variance)
     return math.erfc(z / math.sqrt(2))
+
+
+def signed_rank(differences: Sequence[float]) -> tuple[int, float | None, float | None]:
+    """(pairs, W+, two-sided p) of the Wilcoxon signed-rank test of paired `differences` (module docstring).
+    No pairs: (0, None, None); only zero differences: W+ = 0 and p = 1."""
+    values = pl.Series("d", list(differences), dtype=pl.Float64).drop_nulls().drop_nans()
+    if values.len() == 0:
+        return 0, None, None
+    nonzero = values.filter(values != 0)
+    if nonzero.len() == 0:
+        return values.len(), 0.0, 1.0
+    frame = pl.DataFrame({"d": nonzero}).with_columns(pl.col("d").abs().rank("average").alias("rank"))
+    w_plus = float(frame.filter(pl.col("d") > 0).get_column("rank").sum())
+    n = frame.height
+    if n <= EXACT_MAX_PAIRS:
+        doubled = tuple(sorted(round(2 * r) for r in frame.get_column("rank").to_list()))
+        return values.len(), w_plus, _tail_p(_signed_rank_counts(doubled), round(2 * w_plus))
+    ties = frame.group_by("rank").agg(pl.len().alias("t")).get_column("t").cast(pl.Float64)
+    variance = n * (n + 1) * (2 * n + 1) / 24 - float((ties**3 - ties).sum()) / 48
+    return values.len(), w_plus, _two_sided_p(w_plus - n * (n + 1) / 4, variance)
+
+
+@cache
+def _signed_rank_counts(doubled_ranks: tuple[int, ...]) -> tuple[int, ...]:
+    """How many of the 2^n sign assignments give each doubled positive rank sum 0 .. sum(doubled_ranks)."""
+    counts = [1] + [0] * sum(doubled_ranks)
+    reached = 0
+    for rank in doubled_ranks:
+        reached += rank
+        for total in range(reached, rank - 1, -1):
+            counts[total] += counts[total - rank]
+    return tuple(counts)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

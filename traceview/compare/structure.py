@@ -3,8 +3,10 @@ appeared or disappeared, NCCL's algorithm/protocol mix, and whether a run was re
 (docs/metrics.md, "Compare and trend").
 
 A partial run does not fail a comparison through the findings its gap can explain (`PARTIAL_RULES`): files
-skipped when parsing (every family), collective kernels not linked to a call (the `collective` family: their
-bytes and size bucket are unknown), collective instances not matched across ranks (the `crossrank` family).
+skipped when parsing (every family), collective kernels not linked to a call (the `collective` and
+`collective_calls` families: their bytes and size bucket are unknown), collective instances not matched
+across ranks (the `crossrank` family); and, between the two runs, ranks of one job that only one run read
+(`RANK_COVERAGE`: every figure that pools ranks or depends on the ranks absent).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import polars as pl
 
 from traceview.compare.samples import CAUSE_FAMILIES, Samples
 
-ALL_FAMILIES = "*"
+ALL_FAMILIES = ("*",)
 MIX_CHANGE = 0.10
 """An algorithm/protocol's share of its collective's kernels must move by more than this to be listed."""
 
@@ -41,12 +43,33 @@ def _unmatched(document: Mapping[str, Any]) -> str | None:
     return f"{len(mismatches)} collective instance(s) not matched across ranks" if mismatches else None
 
 
-PARTIAL_RULES: tuple[tuple[Callable[[Mapping[str, Any]], str | None], str], ...] = (
+PARTIAL_RULES: tuple[tuple[Callable[[Mapping[str, Any]], str | None], tuple[str, ...]], ...] = (
     (_skipped, ALL_FAMILIES),
-    (_unlinked, "collective"),
-    (_unmatched, "crossrank"),
+    (_unlinked, ("collective", "collective_calls")),
+    (_unmatched, ("crossrank",)),
 )
-"""(detector of a partial reading, the family of findings it makes unreliable)."""
+"""(detector of a partial reading, the families of findings it makes unreliable)."""
+
+
+def _ranks(document: Mapping[str, Any]) -> set[int]:
+    return {int(rank) for rank in (document.get("run") or {}).get("ranks") or ()}
+
+
+def rank_coverage(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> str | None:
+    """`ranks read differ at world size N: ...` when both runs have one world size and each read ranks the
+    other did not (a rank missing from one side, not a new job size)."""
+    sizes = {(doc.get("run") or {}).get("world_size") for doc in (baseline, candidate)}
+    base, cand = _ranks(baseline), _ranks(candidate)
+    if len(sizes) != 1 or None in sizes or not base or not cand or base == cand:
+        return None
+    return (
+        f"ranks read differ at world size {sizes.pop()}: baseline {len(base)}, candidate {len(cand)}, "
+        f"{len(base & cand)} in both"
+    )
+
+
+RANK_COVERAGE = ("step", "budget", "crossrank", "idle", "collective", "collective_calls", "kernel_class")
+"""The families a difference in the ranks read makes unreliable: all but the per-rank `rank` family."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +100,7 @@ class Structure:
 
     def is_partial(self, family: str) -> bool:
         """Whether findings of `family` are unreliable because a run was read only in part."""
-        return ALL_FAMILIES in self.partial_families or family in self.partial_families
+        return ALL_FAMILIES[0] in self.partial_families or family in self.partial_families
 
 
 def _world_size(document: Mapping[str, Any]) -> int | None:
@@ -86,8 +109,26 @@ def _world_size(document: Mapping[str, Any]) -> int | None:
     return int(size) if size else (len(run["ranks"]) if run.get("ranks") else None)
 
 
-def _subjects(samples: Mapping[tuple[str, str, str], Samples], families: set[str]) -> set[str]:
-    return {subject for family, _, subject in samples if family in families}
+def _subjects(
+    samples: Mapping[tuple[str, str, str], Samples], families: set[str], document: Mapping[str, Any]
+) -> set[str]:
+    """The cause subjects of `families`, and the ranks the run read."""
+    return {subject for family, _, subject in samples if family in families} | {
+        f"rank {rank}" for rank in _ranks(document)
+    }
+
+
+def _listed(subjects: set[str]) -> list[str]:
+    """`subjects` sorted, the ranks among them last and joined into runs: `rank 3`, `ranks 8-63`."""
+    ranks = sorted(int(s.split(" ", 1)[1]) for s in subjects if s.startswith("rank "))
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    joined = [f"rank {run[0]}" if len(run) == 1 else f"ranks {run[0]}-{run[-1]}" for run in runs]
+    return sorted(s for s in subjects if not s.startswith("rank ")) + joined
 
 
 def _families(samples: Mapping[tuple[str, str, str], Samples]) -> set[str]:
@@ -177,19 +218,25 @@ def structure_changes(
     """The shape differences of two summary documents and their partial readings. Subjects appear or
     disappear only within the families both summaries carry (an older summary has no `distributions`)."""
     shared = _families(base_samples) & _families(cand_samples)
-    base_subjects, cand_subjects = _subjects(base_samples, shared), _subjects(cand_samples, shared)
-    notes, families = [], set()
+    base_subjects = _subjects(base_samples, shared, baseline)
+    cand_subjects = _subjects(cand_samples, shared, candidate)
+    notes: list[str] = []
+    families: set[str] = set()
     for side, document in (("baseline", baseline), ("candidate", candidate)):
-        for detect, family in PARTIAL_RULES:
+        for detect, unreliable in PARTIAL_RULES:
             found = detect(document)
             if found:
                 notes.append(f"{side}: {found}")
-                families.add(family)
+                families.update(unreliable)
+    coverage = rank_coverage(baseline, candidate)
+    if coverage:
+        notes.append(coverage)
+        families.update(RANK_COVERAGE)
     return Structure(
         baseline_world_size=_world_size(baseline),
         candidate_world_size=_world_size(candidate),
-        appeared=sorted(cand_subjects - base_subjects),
-        disappeared=sorted(base_subjects - cand_subjects),
+        appeared=_listed(cand_subjects - base_subjects),
+        disappeared=_listed(base_subjects - cand_subjects),
         algorithm_mix=algorithm_mix(baseline, candidate),
         partial_notes=notes,
         partial_families=frozenset(families),

@@ -1,8 +1,10 @@
 """A series of nightly summaries: chosen metrics over the runs, change points, and the latest run judged
 against the history (docs/metrics.md, "Compare and trend").
 
-Order: by each summary's recorded run time (the start of its first step window on the trace clock) when every
-summary has one and they all differ, else as given. Values: each run's median over its (rank, step) samples.
+Order: by each summary's recorded run time when every summary has one and they all differ, else as given. The
+recorded time is the run's time base (the smallest `baseTimeNanoseconds` of its ranks, `run.base_times_ns`)
+plus the start of its first step window on that base; a trace without a time base whose clock is already a
+date (a window starting after `EPOCH_FLOOR_US`) needs none; any other has no recorded time. Values: each run's median over its (rank, step) samples.
 
 Change points, by binary segmentation: in a segment of runs, the split (leaving at least `min_segment` runs
 on each side) that minimises the summed squared deviations of the run values from each side's mean is a
@@ -22,8 +24,8 @@ from typing import Any
 
 import polars as pl
 
+from traceview.compare.findings import TrendSettings
 from traceview.compare.stats import holm, mann_whitney, relative_change
-from traceview.compare.two_runs import TrendSettings
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,25 @@ class Trend:
         return [j for j in self.latest if j.outcome == "regression"]
 
 
+EPOCH_FLOOR_US = 946_684_800_000_000.0
+"""2000-01-01 UTC in microseconds since the epoch: a recorded time before it is not a date."""
+
+
+def recorded_start_us(document: Mapping[str, Any], per_step: pl.DataFrame) -> float | None:
+    """The run's recorded start in microseconds since the epoch (module docstring), None when unknown."""
+    if "window_start_us" not in per_step.columns or per_step.height == 0:
+        return None
+    first = per_step.get_column("window_start_us").min()
+    bases = [int(b) for b in (document.get("run") or {}).get("base_times_ns") or ()]
+    started = float(first) + (min(bases) / 1000 if bases else 0.0)  # type: ignore[arg-type]
+    return started if started >= EPOCH_FLOOR_US else None
+
+
 def run_series(name: str, document: Mapping[str, Any]) -> RunSeries:
     """A summary document as one run of a series."""
     rows = (document.get("time_budget") or {}).get("per_step") or []
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    started = frame.get_column("window_start_us").min() if "window_start_us" in frame.columns else None
-    return RunSeries(name, None if started is None else float(started), frame)  # type: ignore[arg-type]
+    return RunSeries(name, recorded_start_us(document, frame), frame)
 
 
 def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str]:

@@ -1,8 +1,9 @@
 """Two runs compared, noise-aware (docs/metrics.md, "Compare and trend"; docs/compare.md).
 
 Input: two JSON summary documents (`traceview summary --json`, or built from a run). Every (family, metric,
-subject) both have samples for is tested (`traceview.compare.stats.mann_whitney`); within each family the
-p-values are Holm-adjusted. A change is a regression when it goes the worse way, its size passes the
+subject) both have samples for is tested (`traceview.compare.stats.mann_whitney`), and the work both runs
+did on the same rank is paired (`traceview.compare.paired`: collectives per process group, ranks); within
+each family the p-values are Holm-adjusted. A change is a regression when it goes the worse way, its size passes the
 relative threshold (and, for a time, `min_step_share` of the baseline's median step), and the adjusted
 p-value is below alpha. A subject only one run has is a structure change, listed, never a regression; when a
 run was read only in part (skipped files, unlinked kernels, mismatched collectives) its findings are marked
@@ -20,37 +21,13 @@ from typing import Any
 
 import polars as pl
 
-from traceview.compare.samples import CAUSE_FAMILIES, Samples, all_samples
+from traceview.compare.findings import CompareSettings, Finding, TrendSettings
+from traceview.compare.paired import explained_by_ranks, paired_findings
+from traceview.compare.samples import Samples, all_samples
 from traceview.compare.scaling import Scaling, scaling_analysis
-from traceview.compare.stats import TestResult, holm, mann_whitney, relative_change
+from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
 from traceview.core.errors import UsageError
-
-
-@dataclass(frozen=True)
-class CompareSettings:
-    """The thresholds of `traceview compare` (defaults: `traceview/compare/thresholds.toml`)."""
-
-    threshold_pct: float = 5.0
-    alpha: float = 0.05
-    min_step_share: float = 0.01
-    min_samples: int = 3
-    metric_threshold_pct: tuple[tuple[str, float], ...] = ()
-
-    def threshold_for(self, metric: str) -> float:
-        """The relative threshold (percent) that applies to `metric`."""
-        return dict(self.metric_threshold_pct).get(metric, self.threshold_pct)
-
-
-@dataclass(frozen=True)
-class TrendSettings:
-    """The thresholds of `traceview trend`."""
-
-    threshold_pct: float = 5.0
-    alpha: float = 0.05
-    metrics: tuple[str, ...] = ("step_us", "comp_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
-    min_segment: int = 1
-    min_step_share: float = 0.01
 
 
 def _table(text: str, source: str) -> dict[str, Any]:
@@ -101,31 +78,6 @@ def _read(path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One tested (family, metric, subject): medians (p90 for `statistic` p90), the change and the test."""
-
-    family: str
-    metric: str
-    subject: str
-    statistic: str
-    worse: str
-    baseline: float | None
-    candidate: float | None
-    change_pct: float | None
-    test: TestResult
-    p_adjusted: float | None = None
-    outcome: str = "unchanged"  # regression | improvement | not significant | unchanged | not judged
-    partial: bool = False
-    fields: tuple[tuple[str, Any], ...] = ()
-    likely_cause: str | None = None  # for a run-level change: the cause finding that best explains it
-
-    @property
-    def is_cause(self) -> bool:
-        """Whether the subject names a cause (a collective, a kernel class, a rank)."""
-        return self.family in CAUSE_FAMILIES
-
-
-@dataclass(frozen=True)
 class Comparison:
     """The result of `compare`: every finding, structure changes, the scaling analysis when world sizes
     differ, and the one-sentence verdict."""
@@ -153,6 +105,11 @@ class Comparison:
     def not_significant(self) -> list[Finding]:
         """Changes beyond the threshold but within the runs' spread, causes first, largest first."""
         return _ranked([f for f in self.findings if f.outcome == "not significant"])
+
+    @property
+    def explained(self) -> list[Finding]:
+        """Kernel-class changes that the ranks which moved explain, largest first."""
+        return _ranked([f for f in self.findings if f.outcome == "explained"])
 
     @property
     def scaling_shortfall_pct(self) -> float | None:
@@ -186,7 +143,8 @@ class Comparison:
 
 
 def _ranked(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (not f.is_cause, -abs(f.change_pct or 0.0)))
+    """Causes first, then effects; within each, fully read before partial, then the largest change."""
+    return sorted(findings, key=lambda f: (not f.is_cause, f.partial, -abs(f.change_pct or 0.0)))
 
 
 def _statistic(values: tuple[float, ...], statistic: str, median: float | None) -> float | None:
@@ -216,10 +174,20 @@ def _outcome(finding: Finding, settings: CompareSettings, step_us: float | None)
         return "unchanged"
     if _too_small(finding, settings, step_us):
         return "unchanged"
+    if not _beyond_peers(finding, change, settings):
+        return "unchanged"
     if finding.p_adjusted >= settings.alpha:
         return "not significant"
     worse = change > 0 if finding.worse == "higher" else change < 0
     return "regression" if worse else "improvement"
+
+
+def _beyond_peers(finding: Finding, change: float, settings: CompareSettings) -> bool:
+    """A rank's change must also exceed its peers' by the threshold, the same way (others: always true)."""
+    beyond = finding.beyond_peers_pct
+    if beyond is None:
+        return True
+    return beyond * change > 0 and abs(beyond) > settings.threshold_for(finding.metric)
 
 
 def _too_small(finding: Finding, settings: CompareSettings, step_us: float | None) -> bool:
@@ -265,12 +233,18 @@ def compare(
     base_samples, cand_samples = all_samples(baseline), all_samples(candidate)
     shared = [key for key in base_samples if key in cand_samples]
     structure = structure_changes(baseline, candidate, base_samples, cand_samples)
-    tested = _adjusted([_test(base_samples[key], cand_samples[key]) for key in shared], settings)
+    unpaired = [_test(base_samples[key], cand_samples[key]) for key in shared]
+    tested = _adjusted(unpaired + paired_findings(baseline, candidate), settings)
     step_us = _run_step(baseline)
-    findings = [
-        replace(f, outcome=_outcome(f, settings, step_us), partial=structure.is_partial(f.family))
-        for f in tested
-    ]
+    findings = explained_by_ranks(
+        [
+            replace(f, outcome=_outcome(f, settings, step_us), partial=structure.is_partial(f.family))
+            for f in tested
+        ],
+        baseline,
+        candidate,
+        settings,
+    )
     comparison = Comparison(
         baseline_source=str((baseline.get("run") or {}).get("source", "")),
         candidate_source=str((candidate.get("run") or {}).get("source", "")),
@@ -286,9 +260,9 @@ def compare(
 CAUSE_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("comp_us", "comp_share"), ("kernel_class", "rank")),
     (("comm_us", "exposed_comm_us", "exposed_comm_share", "gamma", "exposed_gamma", "transfer_gamma",
-      "overlap_ratio"), ("collective", "rank")),
+      "overlap_ratio"), ("collective", "collective_calls", "rank")),
     (("skew_us", "comm_wait_us", "idle_us", "idle_share", "dependency_bound_us", "host_bound_us"),
-     ("rank", "collective")),
+     ("rank", "collective", "collective_calls")),
 )  # fmt: skip
 """(run-level metrics, the cause families that can explain them, in order); any other metric: every family."""
 
@@ -297,7 +271,7 @@ def _cause_families(metric: str) -> tuple[str, ...]:
     for metrics, families in CAUSE_RULES:
         if metric in metrics:
             return families
-    return ("collective", "kernel_class", "rank")
+    return ("collective", "collective_calls", "kernel_class", "rank")
 
 
 def with_likely_causes(findings: list[Finding]) -> list[Finding]:
@@ -347,7 +321,14 @@ def _describe(finding: Finding) -> str:
 
 
 def verdict_sentence(comparison: Comparison) -> str:
-    """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said."""
+    """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said;
+    a changed setup (devices, NCCL, PyTorch) named, as the first suspect of whatever changed."""
+    sentence = _core_verdict(comparison)
+    setup = comparison.structure.setup_changes
+    return f"{sentence[:-1]}, with the setup changed ({'; '.join(setup)})." if setup else sentence
+
+
+def _core_verdict(comparison: Comparison) -> str:
     failing, improvements = comparison.failing, comparison.improvements
     if comparison.scaling is not None:
         if comparison.scaling_shortfall_pct is not None:
@@ -361,7 +342,7 @@ def verdict_sentence(comparison: Comparison) -> str:
         more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
         return f"Regression: {top}{more}."
     if comparison.regressions:
-        return f"Changes found but not judged{partial}: {_describe(comparison.regressions[0])}."
+        return f"No failing regression: changes found where a run was read only in part, e.g. {_describe(comparison.regressions[0])}."
     within_noise = comparison.not_significant
     if within_noise:
         return (

@@ -94,6 +94,12 @@ NCCL_PATTERNS: tuple[KernelPattern, ...] = (
         r"Kernel_(?P<reduce_op>[a-z]+)_(?P<dtype>[a-z][a-z0-9]*)" + _END,
     ),
     KernelPattern(
+        "nccl",
+        "NCCLX ctran",
+        _START + r"ncclKernel(?:Device)?(?P<collective>AllReduce|AllGather|ReduceScatter|AllToAllv|AllToAll"
+        r"|Broadcast|SendRecv|Send|Recv)\w*" + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
         "msccl",
         "MSCCL",
         _START + r"mscclKernel_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+?)_(?P<protocol>LL128|LL|Simple|SIMPLE)"
@@ -219,6 +225,7 @@ SUSPECT_WORDS: tuple[str, ...] = (
     r"reduce_?scatter",
     r"all_?to_?all",
     r"all2all",
+    r"a2a",
     r"send_?recv",
     r"p2p",
     r"ep::\w*(?:dispatch|combine)",

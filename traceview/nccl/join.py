@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -44,7 +44,6 @@ from traceview.nccl.join_tables import (
 )
 from traceview.nccl.log import NcclLog
 from traceview.prediction.hardware import LinkSpec, link
-from traceview.verdict.headline import Verdict
 
 PROVENANCE = "nccl log"
 METHODS = ("ProcessGroupNCCL line", "rank set and size", "call sequence")
@@ -389,10 +388,3 @@ def join_nccl(
 def log_hosts(rank_hosts: Sequence[tuple[int, str]], nccl: NcclJoin | None) -> dict[int, str]:
     """Rank -> host for clock alignment: the NCCL logs' hosts, overridden by hosts the user gave."""
     return {**(dict(nccl.hosts_by_rank) if nccl else {}), **dict(rank_hosts)}
-
-
-def flag_verdict(verdict: Verdict, nccl: NcclJoin | None) -> Verdict:
-    """The verdict with the NCCL log's flags (degraded transports, B overrides) appended to its sentence."""
-    if nccl is None or not nccl.verdict_flags:
-        return verdict
-    return replace(verdict, sentence=" ".join((verdict.sentence, *nccl.verdict_flags)))

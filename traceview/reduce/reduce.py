@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from traceview.across_ranks.analysis import add_transfer, run_cross_rank
+from traceview.across_ranks.analysis import run_cross_rank
 from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
@@ -24,11 +24,12 @@ from traceview.compare.distributions import distributions_from_parts
 from traceview.core.errors import ParseWarning
 from traceview.map.rank_summary import RankSummary
 from traceview.model.trace import Run, SkippedInput
-from traceview.nccl.join import flag_verdict, join_nccl, log_hosts
+from traceview.nccl.join import join_nccl, log_hosts
 from traceview.prediction.gamma import predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.results import AnalysisOptions, RunAnalysis, run_header
 from traceview.timeline.step_view import Timeline, timeline_from_segments
+from traceview.verdict.facts import Measured, facts_of
 from traceview.verdict.headline import verdict
 from traceview.verdict.recommend import recommend
 
@@ -133,29 +134,31 @@ def reduce_summaries(
     crossrank = run_cross_rank(
         run, collectives.kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts
     )
-    budget = add_transfer(budget, crossrank.transfer)
-    analysis = RunAnalysis(
+    budget = budget_of(frames.per_step, crossrank.transfer)
+    prediction = predict(
+        run,
+        collectives.kernels,
+        frames.windows,
+        budget,
+        crossrank,
+        with_nccl_overrides(options.prediction, nccl),
+        options.ranks_per_host,
+        nccl.hosts_by_rank if nccl else None,
+    )
+    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl))
+    return RunAnalysis(
         header=run_header(run, [s.step_choice for s in aligned], collectives.warnings),
         budget=budget,
-        verdict=flag_verdict(verdict(budget.run_median), nccl),
+        verdict=verdict(facts),
         options=options,
         timeline=_timeline(frames, rank_offsets(crossrank.hosts, crossrank.clocks), budget.per_step),
+        recommendations=recommend(facts),
         crossrank=crossrank,
         collectives=collectives,
         bubbles=_bubbles(frames, collectives.kernels, options.virtual_stages),
         nccl=nccl,
-        prediction=predict(
-            run,
-            collectives.kernels,
-            frames.windows,
-            budget,
-            crossrank,
-            with_nccl_overrides(options.prediction, nccl),
-            options.ranks_per_host,
-            nccl.hosts_by_rank if nccl else None,
-        ),
+        prediction=prediction,
         distributions=distributions_from_parts(
             frames.kernel_classes, frames.class_sketches, collectives.kernels
         ),
     )
-    return replace(analysis, recommendations=recommend(analysis))

@@ -1,72 +1,187 @@
-"""The headline: compute-bound or communication-bound, and by how much (docs/metrics.md, "Verdict").
+"""The headline: what sets the pace of the run, and by how much (docs/metrics.md, "Verdict").
 
-Rules are data: each row names a condition over the run's median figures and the sentence it produces; the first
-row whose condition holds is the verdict.
+Rules are data: each row of `RULES` names a label, the facts it needs, a condition and a sentence; the first row
+whose facts are known and whose condition holds is the verdict. Beside the sentence, the verdict always carries
+measured gamma against the alpha-beta prediction, or the one input the prediction misses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-Figures = Mapping[str, float | None]
+from traceview.verdict.facts import Facts, duration_text
+
+STRAGGLER_COST_MIN = 0.05
+"""A straggler whose lateness costs at least this share of the median step sets the pace of the run."""
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One of `compute-bound`, `communication-bound`, `idle-bound`, `no-device-activity`, and a sentence."""
+    """The label of the first rule that holds, its sentence, and measured against predicted gamma.
+
+    `prediction`: one line, measured gamma against the prediction, or which input the prediction misses;
+    `notes`: what the NCCL logs flag (degraded transports, a slower link than the model's)."""
 
     label: str
     sentence: str
+    prediction: str = ""
+    gamma: float | None = None
+    gamma_pred: float | None = None
+    gamma_ratio: float | None = None
+    notes: tuple[str, ...] = ()
 
 
-def _value(figures: Figures, name: str) -> float:
-    value = figures.get(name)
-    return float(value) if value is not None else 0.0
+@dataclass(frozen=True)
+class HeadlineRule:
+    """A verdict rule: `label` when every fact in `needs` is known and `holds` is true."""
+
+    label: str
+    needs: tuple[str, ...]
+    holds: Callable[[Facts], bool]
+    sentence: Callable[[Facts], str]
 
 
-def _idle_bound(f: Figures) -> bool:
-    return _value(f, "idle_us") > _value(f, "comp_us") + _value(f, "exposed_comm_us")
+_ms = duration_text
 
 
-def _comm_bound(f: Figures) -> bool:
-    return _value(f, "gamma") > 1.0
-
-
-def _no_activity(f: Figures) -> bool:
-    return _value(f, "step_us") <= 0.0
-
-
-def _idle_sentence(f: Figures) -> str:
-    share = _value(f, "idle_us") / _value(f, "step_us")
+def _bound_clause(f: Facts) -> str:
+    side = "communication-bound" if f["gamma"] > 1 else "compute-bound"
     return (
-        f"The GPU is idle {share:.0%} of the median step: neither compute nor communication sets the pace; "
-        f"look at the host (input pipeline, launches, synchronisation)."
+        f"the run is {side}: communication takes {f['gamma']:.2f}x the compute time (measured gamma = "
+        f"T_comm / T_comp, median over steps and ranks) and {f['exposed_comm_share']:.0%} of the step is "
+        f"communication nothing hides (exposed gamma {f['exposed_gamma']:.2f})"
     )
 
 
-def _bound_sentence(f: Figures, label: str) -> str:
-    gamma, exposed = _value(f, "gamma"), _value(f, "exposed_gamma")
-    exposed_share = _value(f, "exposed_comm_us") / _value(f, "step_us")
-    side = "communication takes" if gamma > 1 else "communication takes only"
+def _bound_sentence(f: Facts) -> str:
+    clause = _bound_clause(f)
+    return clause[len("the run is ") :][0].upper() + clause[len("the run is ") + 1 :] + "."
+
+
+def _mismatch_sentence(f: Facts) -> str:
+    where = f"in process group {f.word('mismatch_group')}" if "mismatch_group" in f else ""
+    step = f", step {f['mismatch_step']:.0f}" if "mismatch_step" in f else ""
+    rank = f", rank {f['mismatch_rank']:.0f}" if "mismatch_rank" in f else ""
+    detail = f" ({f.word('mismatch_detail')})" if "mismatch_detail" in f else ""
+    bound = f" Apart from that, {_bound_clause(f)}." if "gamma" in f and "exposed_comm_share" in f else ""
     return (
-        f"{label.capitalize()}: {side} {gamma:.2f}x the compute time (measured gamma = T_comm / T_comp, median "
-        f"over steps and ranks); {exposed_share:.0%} of the step is communication nothing hides "
-        f"(exposed gamma {exposed:.2f})."
+        f"Ranks disagree on the collectives they call: {f['mismatches']:.0f} mismatch(es), the first {where}"
+        f"{step}{rank}{detail}. A job like this hangs or times out; the skew and wait figures leave the "
+        f"mismatched calls out.{bound}"
     )
 
 
-RULES: tuple[tuple[str, Callable[[Figures], bool], Callable[[Figures], str]], ...] = (
-    ("no-device-activity", _no_activity, lambda f: "The trace holds no device activity inside any step."),
-    ("idle-bound", _idle_bound, _idle_sentence),
-    ("communication-bound", _comm_bound, lambda f: _bound_sentence(f, "communication-bound")),
-    ("compute-bound", lambda f: True, lambda f: _bound_sentence(f, "compute-bound")),
+def _idle_sentence(f: Facts) -> str:
+    return (
+        f"The GPU is idle {f['idle_share']:.0%} of the median step: neither compute nor communication sets the "
+        f"pace; look at the host (input pipeline, launches, synchronisation)."
+    )
+
+
+def _straggler_sentence(f: Facts) -> str:
+    cause = f.word("straggler_cause") if "straggler_cause" in f else "unexplained"
+    return (
+        f"Rank {f['straggler_rank']:.0f} sets the pace: it arrives last at {f['straggler_last_share']:.0%} of "
+        f"its {f['straggler_instances']:.0f} collectives, and its lateness costs {_ms(f, 'straggler_cost_us')} "
+        f"per step ({f['straggler_cost_share']:.0%} of the step) that its peers spend waiting; likely cause: "
+        f"{cause}. Otherwise {_bound_clause(f)}."
+    )
+
+
+def _waiting_sentence(f: Facts) -> str:
+    return (
+        f"Waiting-bound: communication takes {f['gamma']:.2f}x the compute time, but only "
+        f"{f['transfer_gamma']:.2f}x is transfer (transfer gamma): most of it is waiting at collectives for "
+        f"peers that arrive late (load imbalance, host delays), not the network."
+    )
+
+
+def _no_compute_sentence(f: Facts) -> str:
+    return (
+        f"The steps hold {_ms(f, 'comm_us')} of communication and no compute (T_comp = 0), so gamma is "
+        f"undefined: the trace holds only communication (a benchmark such as nccl-tests), or its compute "
+        f"kernels were not recorded."
+    )
+
+
+def _no_comm_sentence(f: Facts) -> str:
+    return (
+        f"Compute only: no communication kernel runs in any step (T_comm = 0 of {_ms(f, 'comp_us')} of compute "
+        f"per median step); nothing waits on the network."
+    )
+
+
+BOUND = ("gamma", "exposed_comm_share", "exposed_gamma")
+RULES: tuple[HeadlineRule, ...] = (
+    HeadlineRule(
+        "no-device-activity",
+        (),
+        lambda f: f.numbers.get("step_us", 0.0) <= 0.0,
+        lambda f: "The trace holds no device activity inside any step.",
+    ),
+    HeadlineRule(
+        "no-compute", ("comp_us", "comm_us"), lambda f: f["comp_us"] <= 0 < f["comm_us"], _no_compute_sentence
+    ),
+    HeadlineRule("call-mismatch", ("mismatches",), lambda f: f["mismatches"] > 0, _mismatch_sentence),
+    HeadlineRule(
+        "idle-bound",
+        ("idle_us", "comp_us", "exposed_comm_us", "idle_share"),
+        lambda f: f["idle_us"] > f["comp_us"] + f["exposed_comm_us"],
+        _idle_sentence,
+    ),
+    HeadlineRule(
+        "straggler-bound",
+        ("straggler_rank", "straggler_cost_share", "straggler_cost_us", "straggler_last_share", *BOUND),
+        lambda f: f["straggler_rank"] >= 0 and f["straggler_cost_share"] >= STRAGGLER_COST_MIN,
+        _straggler_sentence,
+    ),
+    HeadlineRule(
+        "no-communication",
+        ("comm_us", "comp_us"),
+        lambda f: f["comm_us"] <= 0 < f["comp_us"],
+        _no_comm_sentence,
+    ),
+    HeadlineRule(
+        "waiting-bound",
+        ("gamma", "transfer_gamma"),
+        lambda f: f["gamma"] > 1.0 >= f["transfer_gamma"],
+        _waiting_sentence,
+    ),
+    HeadlineRule("communication-bound", BOUND, lambda f: f["gamma"] > 1.0, _bound_sentence),
+    HeadlineRule("compute-bound", BOUND, lambda f: True, _bound_sentence),
+    HeadlineRule(
+        "undetermined",
+        (),
+        lambda f: True,
+        lambda f: "The steps hold device activity the budget cannot split.",
+    ),
 )
+"""The verdict rules, first match wins; `compute-bound` needs only the budget's figures, the last row none."""
 
 
-def verdict(run_median: Figures) -> Verdict:
-    """The first rule of `RULES` that holds for the run's median figures."""
-    for label, holds, sentence in RULES:
-        if holds(run_median):
-            return Verdict(label, sentence(run_median))
-    raise AssertionError("the last rule always holds")  # pragma: no cover
+def prediction_line(f: Facts) -> str:
+    """Measured gamma against the alpha-beta prediction, or which input the prediction misses."""
+    if "gamma" in f and "gamma_pred" in f and "gamma_ratio" in f:
+        gap = f"; the gap is mostly {f.word('dominant_factor')}" if "dominant_factor" in f else ""
+        return (
+            f"Measured gamma {f['gamma']:.2f} against {f['gamma_pred']:.2f} predicted by the alpha-beta model "
+            f"(measured / predicted {f['gamma_ratio']:.2f}x{gap})."
+        )
+    if "prediction_missing" in f:
+        return f"Predicted gamma not computed: {f.word('prediction_missing')}."
+    return "Predicted gamma not computed: the run gives the model nothing to price."
+
+
+def verdict(facts: Facts) -> Verdict:
+    """The first rule of `RULES` that holds on `facts`, with the prediction's line and the NCCL logs' notes."""
+    rule = next(r for r in RULES if all(n in facts for n in r.needs) and r.holds(facts))
+    return Verdict(
+        label=rule.label,
+        sentence=rule.sentence(facts),
+        prediction=prediction_line(facts),
+        gamma=facts.numbers.get("gamma"),
+        gamma_pred=facts.numbers.get("gamma_pred"),
+        gamma_ratio=facts.numbers.get("gamma_ratio"),
+        notes=(facts.word("nccl_note"),) if "nccl_note" in facts else (),
+    )

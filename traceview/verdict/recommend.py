@@ -1,25 +1,17 @@
-"""Recommendations: rules over measured facts, each sentence citing the numbers that fired it.
+"""Recommendations: rules over the run's facts (`traceview.verdict.facts`), each sentence citing the numbers
+that fired it and what fixing it would save.
 
-Facts are a flat mapping of named numbers taken from a `RunAnalysis` by the `FACT_SOURCES` table (one function
-per analysis; a source whose analysis is absent gives no facts). `RULES` is a table: a rule names the facts it
-needs, a condition, a sentence and a score (the share of the step at stake, used to rank). A rule whose facts
-are missing does not fire, so rules for sections not yet computed stay silent. The first recommendation
-(highest score) is the report's top recommendation; the facts also feed the report's verdict panel.
+`RULES` is a table: a rule names the facts it needs, a condition, a sentence and a score (the share of the step
+at stake, used to rank). A rule whose facts are missing does not fire, so rules for analyses that did not run
+stay silent. The first recommendation (highest score) is the report's top recommendation.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import polars as pl
-
-if TYPE_CHECKING:
-    from traceview.reduce.analysis import RunAnalysis
-
-Facts = Mapping[str, float]
+from traceview.verdict.facts import Facts, duration_text
 
 EXPOSED_SHARE_MIN = 0.10
 """Exposed communication above this share of the median step is worth acting on."""
@@ -56,82 +48,34 @@ class Rule:
     score: Callable[[Facts], float]
 
 
-def _finite(values: Mapping[str, float | int | None]) -> dict[str, float]:
-    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(v)}
+_ms = duration_text
 
 
-def budget_facts(analysis: RunAnalysis) -> dict[str, float]:
-    """Run medians of the time budget, shares of the median step, and the slowest rank's compute."""
-    median = analysis.budget.run_median
-    facts = _finite(median)
-    step = facts.get("step_us", 0.0)
-    if step > 0:
-        for name in ("exposed_comm_us", "idle_us", "comm_us"):
-            if name in facts:
-                facts[name.replace("_us", "_share")] = facts[name] / step
-    return facts | _slow_rank_facts(analysis.budget.per_rank)
+def _waiting_share(f: Facts) -> float:
+    """The share of the median step a median rank spends waiting at collectives (0 when not measured)."""
+    return min(f.numbers.get("median_wait_share", 0.0), f["exposed_comm_share"])
 
 
-def _slow_rank_facts(per_rank: pl.DataFrame) -> dict[str, float]:
-    if per_rank.height < 2:
-        return {}
-    ranked = per_rank.drop_nulls("comp_us").sort(["comp_us", "rank"], descending=[True, False])
-    if ranked.height < 2:
-        return {}
-    return _finite(
-        {
-            "slow_rank": ranked.item(0, "rank"),
-            "slow_rank_comp_us": ranked.item(0, "comp_us"),
-            "median_rank_comp_us": ranked.get_column("comp_us").median(),  # type: ignore[dict-item]
-            "ranks": ranked.height,
-        }
-    )
-
-
-def crossrank_facts(analysis: RunAnalysis) -> dict[str, float]:
-    """The straggler most often last (`straggler_rank`, -1 when no rank is a straggler) and its figures."""
-    cross = analysis.crossrank
-    if cross is None or cross.per_rank.height == 0:
-        return {}
-    flagged = cross.per_rank.filter(pl.col("straggler").fill_null(False))
-    if flagged.height == 0:
-        return {"stragglers": 0.0, "straggler_rank": -1.0}
-    top = flagged.sort(["last_share", "rank"], descending=[True, False], nulls_last=True).row(0, named=True)
-    return {"stragglers": float(flagged.height)} | _finite(
-        {
-            "straggler_rank": top["rank"],
-            "straggler_last_share": top["last_share"],
-            "straggler_times_last": top["times_last"],
-            "straggler_instances": top["instances"],
-            "straggler_group_size": top["group_size"],
-            "straggler_median_lateness_us": top["median_lateness_us"],
-        }
-    )
-
-
-FACT_SOURCES: tuple[Callable[[RunAnalysis], dict[str, float]], ...] = (budget_facts, crossrank_facts)
-"""One function per analysis; an analysis adds its own row (returning {} when its field is None)."""
-
-
-def facts_of(analysis: RunAnalysis) -> dict[str, float]:
-    """Every fact every source knows about the run."""
-    facts: dict[str, float] = {}
-    for source in FACT_SOURCES:
-        facts |= source(analysis)
-    return facts
-
-
-def _ms(facts: Facts, name: str) -> str:
-    return f"{facts[name] / 1000:.2f} ms"
+def _exposed_transfer_share(f: Facts) -> float:
+    """Exposed communication that is not waiting for late peers: what overlap could still hide."""
+    return f["exposed_comm_share"] - _waiting_share(f)
 
 
 def _exposed_sentence(f: Facts) -> str:
+    waiting = _waiting_share(f)
+    of_which = f", of which {waiting:.0%} of the step is waiting for late peers" if waiting >= 0.005 else ""
     return (
         f"{f['exposed_comm_share']:.0%} of the median step is exposed communication "
-        f"({_ms(f, 'exposed_comm_us')} of {_ms(f, 'step_us')}; exposed gamma {f['exposed_gamma']:.2f}): "
+        f"({_ms(f, 'exposed_comm_us')} of {_ms(f, 'step_us')}; exposed gamma {f['exposed_gamma']:.2f}{of_which}): "
         f"start collectives earlier under the backward pass (DDP bucket order, `bucket_cap_mb`) "
-        f"or raise the local batch so compute covers them."
+        f"or raise the local batch so compute covers them; hiding it all would save up to "
+        f"{_exposed_transfer_share(f):.0%} of the step."
     )
+
+
+def _unhidden_transfer_share(f: Facts) -> float:
+    """Communication outside compute, less the time spent waiting for late peers, as a share of the step."""
+    return f["comm_share"] * (1.0 - f["overlap_ratio"]) - f.numbers.get("median_wait_share", 0.0)
 
 
 def _overlap_sentence(f: Facts) -> str:
@@ -172,11 +116,40 @@ def _slow_rank_sentence(f: Facts) -> str:
 
 
 def _straggler_sentence(f: Facts) -> str:
+    cause = f.word("straggler_cause") if "straggler_cause" in f else "unexplained"
     return (
-        f"Rank {f['straggler_rank']:.0f} arrives last in {f['straggler_last_share']:.0%} of the "
+        f"Rank {f['straggler_rank']:.0f}'s late arrival costs {_ms(f, 'straggler_cost_us')} per step "
+        f"({f['straggler_cost_share']:.0%} of the step): it arrives last at {f['straggler_last_share']:.0%} of the "
         f"{f['straggler_instances']:.0f} collectives it joins (1 in {f['straggler_group_size']:.0f} would be "
-        f"chance; median lateness {_ms(f, 'straggler_median_lateness_us')}): its peers wait for it; see the "
-        f"cross-rank skew section for the likely cause."
+        f"chance; median lateness {_ms(f, 'straggler_median_lateness_us')}); likely cause: {cause}. "
+        f"{CAUSE_ADVICE.get(cause, CAUSE_ADVICE['unexplained'])}"
+    )
+
+
+CAUSE_ADVICE: Mapping[str, str] = {
+    "slow compute": "Check its GPU (clocks, thermals, ECC) and its share of the data.",
+    "late host step entry": "Its host starts each step late: look at its input pipeline and CPU contention.",
+    "late launch": "Its host launches the collective late: look for synchronisations and CPU work before it.",
+    "network": "Its link is slower than its peers': check its NIC, cabling and switch port.",
+    "unexplained": "Nothing on its own timeline explains it: compare its host and devices with its peers'.",
+}
+"""One line of advice per straggler cause (`traceview.across_ranks.stragglers`)."""
+
+
+def _mismatch_sentence(f: Facts) -> str:
+    where = f" in process group {f.word('mismatch_group')}" if "mismatch_group" in f else ""
+    step = f" at step {f['mismatch_step']:.0f}" if "mismatch_step" in f else ""
+    return (
+        f"Make every rank call the same collectives in the same order: {f['mismatches']:.0f} call(s) differ"
+        f"{where}{step}. A mismatch hangs the job at scale and pairs unrelated calls in every figure across ranks."
+    )
+
+
+def _suspected_sentence(f: Facts) -> str:
+    return (
+        f"{f['suspected_kernels']:.0f} kernel name(s) count as communication only because they look like it "
+        f"({f.word('suspected_names')}): confirm them with --comm-pattern, or say they are compute with "
+        f"--compute-pattern."
     )
 
 
@@ -185,17 +158,17 @@ RULES: tuple[Rule, ...] = (
         "exposed-communication",
         "time-budget",
         ("exposed_comm_share", "exposed_comm_us", "step_us", "exposed_gamma"),
-        lambda f: f["exposed_comm_share"] >= EXPOSED_SHARE_MIN,
+        lambda f: _exposed_transfer_share(f) >= EXPOSED_SHARE_MIN,
         _exposed_sentence,
-        lambda f: f["exposed_comm_share"],
+        _exposed_transfer_share,
     ),
     Rule(
         "low-overlap",
         "time-budget",
         ("overlap_ratio", "comm_us", "comm_share"),
-        lambda f: f["overlap_ratio"] < OVERLAP_RATIO_MAX and f["comm_share"] >= COMM_SHARE_MIN,
+        lambda f: f["overlap_ratio"] < OVERLAP_RATIO_MAX and _unhidden_transfer_share(f) >= COMM_SHARE_MIN,
         _overlap_sentence,
-        lambda f: f["comm_share"] * (1.0 - f["overlap_ratio"]) * 0.9,
+        lambda f: _unhidden_transfer_share(f) * 0.9,
     ),
     Rule(
         "idle-gpu",
@@ -217,7 +190,11 @@ RULES: tuple[Rule, ...] = (
         "slow-rank-compute",
         "time-budget",
         ("slow_rank", "slow_rank_comp_us", "median_rank_comp_us"),
-        lambda f: f["median_rank_comp_us"] > 0 and _slow_rank_excess(f) >= SLOW_RANK_EXCESS_MIN,
+        lambda f: (
+            f["median_rank_comp_us"] > 0
+            and _slow_rank_excess(f) >= SLOW_RANK_EXCESS_MIN
+            and f.numbers.get("straggler_rank") != f["slow_rank"]
+        ),
         _slow_rank_sentence,
         lambda f: _slow_rank_excess(f) * 0.5,
     ),
@@ -226,6 +203,8 @@ RULES: tuple[Rule, ...] = (
         "cross-rank",
         (
             "straggler_rank",
+            "straggler_cost_us",
+            "straggler_cost_share",
             "straggler_last_share",
             "straggler_instances",
             "straggler_group_size",
@@ -233,7 +212,23 @@ RULES: tuple[Rule, ...] = (
         ),
         lambda f: f["straggler_rank"] >= 0,
         _straggler_sentence,
-        lambda f: f["straggler_last_share"] * 0.5,
+        lambda f: f["straggler_cost_share"],
+    ),
+    Rule(
+        "call-mismatch",
+        "cross-rank",
+        ("mismatches",),
+        lambda f: f["mismatches"] > 0,
+        _mismatch_sentence,
+        lambda f: 1.0,
+    ),
+    Rule(
+        "suspected-communication",
+        "collectives",
+        ("suspected_kernels",),
+        lambda f: f["suspected_kernels"] > 0 and "suspected_names" in f,
+        _suspected_sentence,
+        lambda f: 0.01,
     ),
 )
 """The rules, each a row; an analysis adds rows for its own facts."""
@@ -268,7 +263,6 @@ class Recommendations:
         return self.items[0] if self.items else None
 
 
-def recommend(analysis: RunAnalysis) -> Recommendations:
-    """The facts of a run and the recommendations they fire."""
-    facts = facts_of(analysis)
-    return Recommendations(dict(sorted(facts.items())), recommendations(facts))
+def recommend(facts: Facts) -> Recommendations:
+    """The recommendations the run's facts fire, with the facts' numbers."""
+    return Recommendations(facts.numbers, recommendations(facts))

@@ -132,6 +132,7 @@ def test_dp8_ideal_with_no_flags_predicts_its_gamma() -> None:
     assert prediction["missing_input"] is None
     assert prediction["defaulted_inputs"] == []
     assert "agree" in prediction["sentence"]
+    assert prediction["dominant_factor"] is None  # no gap to explain
     sources = {a["name"]: a["source"] for a in prediction["assumptions"]}
     assert sources["B inside a node"] == sources["b (local batch)"] == sources["GPUs per node"] == "manifest"
 

@@ -63,7 +63,8 @@ SUMS = (
 class Prediction:
     """The prediction of a run. `calls`: every priced call; `per_step`: per (rank, step) measured and
     predicted figures and factors; `per_collective`: per (collective, group, n, link); `run`: pooled figures,
-    factors and headline medians; `dominant`: the factor column with the largest effect; `trust`: the input
+    factors and headline medians; `dominant`: the factor column with the largest effect (None when no call
+    was priced or the model and the measurement agree, `gap_factor`); `trust`: the input
     it lacks, whether its links are known, the inputs from defaults, its caveats (`traceview.prediction.trust`)."""
 
     inputs: ModelInputs
@@ -214,6 +215,15 @@ def dominant_factor(run: dict[str, float | None]) -> str | None:
     return max(sized, key=lambda c: sized[c]) if sized else None
 
 
+def gap_factor(run: dict[str, float | None], dominant: str | None) -> str | None:
+    """`dominant` as the factor the gap is due to: None when no call was priced or every factor is within
+    `AGREEMENT` of 1 (the model and the measurement agree: no gap to explain)."""
+    if dominant is None or run.get("t_pred_us") in (None, 0.0):
+        return None
+    effect = _effect(run, dominant) or 1.0
+    return dominant if max(effect, 1 / effect) >= AGREEMENT else None
+
+
 def _effect(run: dict[str, float | None], column: str) -> float | None:
     value = run.get(column)
     exponent = next(e for c, _, e in FACTORS if c == column)
@@ -310,7 +320,7 @@ def predict(
         per_collective=per_collective_table(priced),
         run=figures,
         waiting_measured=waiting_measured,
-        dominant=dominant,
+        dominant=gap_factor(figures, dominant),
         sentence=sentence(figures, dominant, waiting_measured, found),
         what_if=what_if(priced, per_step, inputs),
         trust=found,

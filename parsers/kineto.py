@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import add, attrgetter
 from pathlib import Path
@@ -137,6 +137,7 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     )
     steps, step_source = _steps(read.frames.gpu_annotations, cpu)
     meta, meta_warnings = _meta(path, read.header, read.events_total, limits, notes)
+    meta = replace(meta, local_device=_local_device(gpu))
     return RankTrace(
         path=str(path),
         meta=meta,
@@ -392,5 +393,15 @@ def _meta(
         base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
         process_groups=checks.process_groups(info.pg_config),
         events_total=events_total,
+        device_count=len(devices),
     )
     return meta, checks.warnings()
+
+
+def _local_device(gpu: pl.DataFrame) -> int | None:
+    """The device id most of the rank's device events ran on (the lowest among equals); None without any."""
+    ids = gpu.get_column("device").drop_nulls()
+    if ids.len() == 0:
+        return None
+    counts = ids.value_counts(name="events").sort(["events", "device"], descending=[True, False])
+    return int(counts.item(0, "device"))

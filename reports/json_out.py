@@ -24,7 +24,7 @@ from traceview.collectives.tables import CollectiveAnalysis
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 
@@ -185,10 +185,23 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
     if found is None:
         return None
     what_if = found.what_if
+    trust, topology = found.trust, found.inputs.topology
     return {
         "sentence": found.sentence,
         "dominant_factor": found.dominant,
         "waiting_measured": found.waiting_measured,
+        "gamma_pred": clean(found.run.get("gamma_pred")),
+        "gamma_ratio": clean(found.run.get("gamma_ratio")),
+        "missing_input": found.missing_input,
+        "link_known": found.link_known,
+        "assumed_links": list(trust.assumed_links) if trust else [],
+        "defaulted_inputs": list(trust.defaulted) if trust else [],
+        "caveats": list(trust.caveats) if trust else [],
+        "topology": None if topology is None else {
+            "gpus_per_node": topology.ranks_per_node, "source": topology.source, "detail": topology.detail,
+            "hosts": topology.hosts, "conflicts": list(topology.conflicts),
+            "evidence": [{k: clean(v) for k, v in asdict(e).items()} for e in topology.evidence],
+        },
         "assumptions": [{k: clean(v) for k, v in asdict(a).items()} for a in found.inputs.assumptions],
         "notes": list(found.inputs.notes),
         "run": {k: clean(v) for k, v in found.run.items()},

@@ -4,8 +4,9 @@
     python sample_traces/make_samples.py --out DIR       # write them somewhere else
     python sample_traces/make_samples.py --benchmark 256 2000   # time/size: 256 ranks x 2,000 collectives
 
-Each sample is a folder of per-rank Kineto traces with `<name>.ground_truth.json` beside the folder (what a correct analysis must find;
-see `sample_traces/README.md` and `traceview.simulate.scenario`).
+Each sample is a folder of per-rank Kineto traces and its `run.json` manifest (what the simulator used), with
+`<name>.ground_truth.json` beside the folder (what a correct analysis must find; see `sample_traces/README.md`,
+`traceview.simulate.scenario` and `traceview.simulate.manifest`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from traceview.load.manifest import write_manifest
 from traceview.simulate.engine import write_run
+from traceview.simulate.manifest import scenario_manifest
 from traceview.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
@@ -106,13 +109,16 @@ SAMPLES = {
 
 
 def write_sample(name: str, out_root: Path) -> GroundTruth:
-    """Write one sample folder of traces, and `<name>.ground_truth.json` beside it (outside the folder, so that
-    `traceview report sample_traces/<name>` reads traces only), replacing what was there."""
+    """Write one sample folder of traces with its `run.json` (what the simulator used: links, placement,
+    workload; docs/run-manifest.md), and `<name>.ground_truth.json` beside it (outside the folder, so that
+    `traceview report sample_traces/<name>` reads the run only), replacing what was there."""
     build, compress = SAMPLES[name]
     folder = out_root / name
     if folder.exists():
         shutil.rmtree(folder)
-    truth = write_run(build(), folder, gzip=compress)
+    scenario = build()
+    truth = write_run(scenario, folder, gzip=compress)
+    write_manifest(folder, scenario_manifest(name, scenario, truth.files))
     text = json.dumps(ground_truth_dict(truth), indent=1)
     (out_root / f"{name}.ground_truth.json").write_text(text + "\n", encoding="utf-8")
     return truth

@@ -121,7 +121,9 @@ def test_cli_exit_codes_and_json(baseline: dict[str, Any], tmp_path: Path) -> No
     for finding in document["regressions"]:
         keys = {"metric", "subject", "baseline", "candidate", "change_pct", "test", "p_value", "p_adjusted"}
         assert keys <= set(finding)
-    assert document["schema_version"] == "1.4"
+    from tests.test_cli import documented_schema_version
+
+    assert document["schema_version"] == documented_schema_version()
     assert isinstance(document["verdict"], str)
     assert document["improvements"] == []
     page = (tmp_path / "diff.html").read_text(encoding="utf-8")

@@ -55,7 +55,10 @@ def test_model_inputs_come_from_the_manifest_with_their_source(run_folder: Path)
     assert (inputs["b (local batch)"]["value"], inputs["b (local batch)"]["source"]) == (8.0, "manifest")
     assert (inputs["P (parameters)"]["value"], inputs["P (parameters)"]["source"]) == (1e6, "manifest")
     assert inputs["F (model FLOPs per sample)"]["source"] == "manifest"
-    assert (inputs["FLOPs per step"]["value"], inputs["FLOPs per step"]["source"]) == ("F b", "manifest")
+    assert (inputs["FLOPs per step"]["value"], inputs["FLOPs per step"]["source"]) == (
+        "FLOPs per sample x b",
+        "manifest",
+    )
     assert (inputs["GPUs per node"]["value"], inputs["GPUs per node"]["source"]) == (4, "manifest")
     assert (inputs["alpha inside a node"]["value"], inputs["alpha inside a node"]["source"]) == (
         pytest.approx(2e-6),

@@ -31,7 +31,7 @@ from tests.nccl_log_factory import (
     TUNING_NEW,
     Writer,
 )
-from tests.shared_data import requires_shared
+from tests.shared_data import REAL_NCCL_LOGS, requires_shared
 from traceview.load.inputs import load_run
 from traceview.nccl.foreign import TraceFacts, foreign_reasons
 from traceview.nccl.join import NcclJoin, join_nccl
@@ -227,6 +227,10 @@ def test_communicators_match_their_process_groups(with_ib: RunAnalysis) -> None:
 
 def test_ib_leaves_b_and_the_verdict_alone(plain: RunAnalysis, with_ib: RunAnalysis) -> None:
     join = nccl_of(with_ib)
+    assert join.inter_network is None
+    assert with_ib.prediction is not None
+    assert with_ib.prediction.inputs.inter is not None
+    assert with_ib.prediction.inputs.inter.source == "hardware table"
     assert join.link_overrides == ()
     assert join.link_override is None
     assert join.verdict_flags == ()
@@ -264,6 +268,32 @@ def test_socket_fallback_reaches_the_prediction(with_ib: RunAnalysis, with_socke
     assert {g: socket[g] for g in ("0", "1", "3")} == pytest.approx(dict.fromkeys(("0", "1", "3"), 10e9 / 8))
     assert socket["2"] == ib["2"]
     assert all(ib[g] != pytest.approx(10e9 / 8) for g in GROUPS)
+
+
+def test_nccl_log_hosts_and_socket_links_feed_the_model(with_socket: RunAnalysis) -> None:
+    """The logs' hosts place 4 ranks per node (source nccl log); the socket groups' B is the log's, so known;
+    group 2 (ranks 1, 2 on one host) stays on the hardware table's link, so the run's links are not all known."""
+    prediction = with_socket.prediction
+    assert prediction is not None
+    assert prediction.inputs.topology is not None
+    assert (prediction.inputs.topology.ranks_per_node, prediction.inputs.topology.source) == (
+        PER_HOST,
+        "nccl log",
+    )
+    sources = prediction.calls.group_by("pg_key").agg(pl.col("link_source").unique()).sort("pg_key").rows()
+    assert sources == [
+        ("0", ["nccl log"]),
+        ("1", ["nccl log"]),
+        ("2", ["hardware table"]),
+        ("3", ["nccl log"]),
+    ]
+    assert prediction.link_known is False
+    # the socket fallback is the model's link across nodes too (what-ifs and groups no communicator matched)
+    assert prediction.inputs.inter is not None
+    assert (prediction.inputs.inter.source, prediction.inputs.inter.bandwidth_Bps) == ("nccl log", 10e9 / 8)
+    assert prediction.trust is not None
+    assert len(prediction.trust.assumed_links) == 1
+    assert "from the hardware table, assumed" in prediction.trust.assumed_links[0]
 
 
 def test_processgroupnccl_lines_name_the_group(run_dir: Path, logs_dir: Path, with_ib: RunAnalysis) -> None:
@@ -474,6 +504,7 @@ def test_a_log_of_another_job_is_set_apart(
     assert other.path not in join.paths
     assert "elsewhere" not in join.hosts_by_rank.values()
     assert join.link_overrides == ()  # its socket network is not used
+    assert join.inter_network is None
     assert [note for note in join.notes if other.path in note and "another job" in note]
     assert join.hosts_by_rank == nccl_of(with_ib).hosts_by_rank
 
@@ -503,3 +534,33 @@ def test_foreign_checks_compare_hosts_and_versions_by_their_stated_parts(logs_di
     )
     unstated = TraceFacts()  # the traces state nothing: no check applies
     assert foreign_reasons(other, unstated) == ()
+
+
+@requires_shared
+def test_cli_warns_of_a_real_log_of_another_job_and_exits_partial() -> None:
+    """dp8_straggler's traces say NCCL 2.17.1; a real nccl-tests log says 2.10.3 (and a world of 16)."""
+    log = REAL_NCCL_LOGS / "NVIDIA_nccl-tests_133.log"
+    assert "NCCL version 2.10.3" in log.read_text(encoding="utf-8")
+    samples = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traceview",
+            "summary",
+            str(samples),
+            "--nccl-log",
+            str(log),
+            "--quiet",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 4
+    warned = [line for line in done.stderr.splitlines() if "another job" in line]
+    assert len(warned) == 1
+    assert str(log) in warned[0]
+    assert "its NCCL version 2.10.3 is not the traces' (2.17.1)" in warned[0]
+    assert json.loads(done.stdout)["nccl"]["foreign"][0]["path"] == str(log)

@@ -7,6 +7,7 @@ loader), as seen in public issue threads from 2.4 to 2.2x.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,9 @@ import pytest
 from traceview.parsers import nccl_log
 
 from tests.nccl_log_factory import COLL_FORMAT, Writer
+from tests.shared_data import REAL_NCCL_LOGS, requires_shared
+from traceview.nccl.join import join_nccl
+from traceview.prediction.inputs import PredictionOptions, with_nccl_overrides
 
 NO_IB = "NET/IB : No device found."
 SOCKET = "NET/Socket : Using [0]eth0:10.0.0.1<0>"
@@ -132,3 +136,65 @@ def test_rccl_version_and_settings(tmp_path: Path) -> None:
     assert (log.versions["major"][0], log.versions["minor"][0], log.versions["patch"][0]) == (2, 18, 3)
     assert log.settings == {"RCCL_MSCCL_ENABLE": "0"}
     assert log.network_in_use == "IB"
+
+
+def test_no_ib_device_alone_makes_the_link_across_nodes_sockets(tmp_path: Path) -> None:
+    log = nccl_log.parse(_write(tmp_path / "noib.log", [Writer("node-a", 1, 1, 0).info(NO_IB)]))
+    join = join_nccl(None, [log])
+    assert (join.inter_network, join.inter_network_evidence) == ("Socket", "NET/IB : No device found")
+    socket = with_nccl_overrides(PredictionOptions(), join).link_overrides
+    assert [(o.scope, o.group, o.bandwidth_Bps) for o in socket] == [("inter", None, 10e9 / 8)]  # 10 GbE
+
+
+@requires_shared
+@pytest.mark.parametrize(
+    ("name", "evidence"),
+    [
+        # "NET/IB : No device found." then "NET/Socket : Using [0]ens7:..." then "Using network Socket" (2.19)
+        ("NVIDIA_nccl_1267.log", "Using network"),
+        # 4 processes on one host: "NET/IB : No device found." then "NET/Socket : Using [0]lo:127.0.0.1<0>"
+        ("NVIDIA_nccl_300.log", "NET/Socket : Using"),
+    ],
+)
+def test_real_socket_fallbacks(name: str, evidence: str) -> None:
+    path = REAL_NCCL_LOGS / name
+    text = path.read_text(encoding="utf-8", errors="replace")
+    assert "NET/IB : No device found" in text
+    assert "NET/Socket : Using" in text
+    log = nccl_log.parse(path)
+    assert log.network_in_use == "Socket"
+    writer = re.compile(r"([A-Za-z0-9_.\-]+):(\d+):\d+ +\[\d+\]")  # host:pid:tid [dev]
+    processes = {writer.findall(line)[0] for line in text.splitlines() if "NET/Socket : Using" in line}
+    assert set(log.networks["evidence"].to_list()) == {evidence}
+    assert log.networks.height == len(processes)
+    assert join_nccl(None, [log]).inter_network == "Socket"
+
+
+@requires_shared
+def test_real_socket_connections_without_network_lines() -> None:
+    """NCCL 2.4 over AWS nodes prints no network line, only rings `... via NET/Socket/0`."""
+    path = REAL_NCCL_LOGS / "NVIDIA_nccl_226.log"
+    connections = sum("via NET/Socket" in line for line in path.read_text(encoding="utf-8").splitlines())
+    join = join_nccl(None, [nccl_log.parse(path)])
+    assert join.inter_network == "Socket"
+    assert join.inter_network_evidence.startswith(f"{connections} connection line(s) `via NET/Socket`")
+
+
+@requires_shared
+def test_real_coll_lines_without_init_lines_are_listed() -> None:
+    """The poster stripped the host:pid:tid prefix and kept only 4 Send COLL lines: no init line at all."""
+    path = REAL_NCCL_LOGS / "NVIDIA_nccl_783.log"
+    sends = [line for line in path.read_text(encoding="utf-8").splitlines() if "Send: opCount" in line]
+    counts = [int(line.split(" count ")[1].split()[0]) for line in sends]
+    assert all(" datatype 7 " in line for line in sends)  # float32: 4 bytes
+    done = subprocess.run(
+        [sys.executable, "-m", "traceview", "nccl", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    calls = json.loads(done.stdout)["calls"]
+    assert [(row["op"], row["calls"], row["bytes"]) for row in calls] == [
+        ("Send", len(sends), sum(counts) * 4)
+    ]

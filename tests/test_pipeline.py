@@ -10,9 +10,11 @@ from traceview.reports.json_out import render_json
 
 from tests.shared_data import REAL_KINETO, requires_shared
 from traceview.load.inputs import load_run
+from traceview.load.manifest_inputs import run_manifest, with_manifest
 from traceview.map.rank_summary import summarize
 from traceview.reduce.analysis import analyze
 from traceview.reduce.pipeline import analyze_files
+from traceview.reduce.results import AnalysisOptions
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -25,7 +27,9 @@ def _document(analysis: object) -> dict[str, object]:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_pipeline_equals_the_in_memory_analysis(name: str, workers: int) -> None:
     run = SAMPLES / name
-    expected = _document(analyze(load_run(run)))
+    manifest = run_manifest(run)  # the samples state their simulator's settings in run.json
+    assert manifest is not None
+    expected = _document(analyze(load_run(run), with_manifest(AnalysisOptions(), *manifest)))
     got = _document(analyze_files(run, workers=workers, parallel_min_bytes=0))  # workers: a process pool
     assert got == expected
 

@@ -214,7 +214,8 @@ def test_synthetic_run_measured_and_predicted_gamma_agree(synthetic: Path) -> No
     options = AnalysisOptions(prediction=replace(MODEL_OPTIONS, local_batch=64))
     found = analyze(load_run(str(synthetic), workers=1), options).prediction
     assert found is not None
-    assert found.inputs.flops_source == "trace"
+    # b stated on the command line: FLOPs are 6 P b (P from the gradient all-reduce), before the trace's flops
+    assert found.inputs.flops_source == "6 P b"
     closed = 2 * 7 / 8 * 2 * 100e12 / (6 * 64 * 100e9)  # seeds' closed form: 2(K-1)/K g R / (6 b B)
     assert found.run["median_gamma_pred"] == pytest.approx(closed, rel=1e-6)
     assert found.run["median_gamma"] == pytest.approx(found.run["median_gamma_pred"], rel=0.05)

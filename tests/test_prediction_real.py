@@ -111,7 +111,9 @@ def test_without_local_batch_the_comm_side_still_compares() -> None:
     assert found.run["gamma_pred"] is None
     assert found.run["comm_ratio"] is not None
     assert any("--local-batch" in note for note in found.inputs.notes)
-    assert "give --local-batch" in found.sentence
+    assert found.missing_input is not None
+    assert found.missing_input.startswith("local batch (or model FLOPs per sample): pass --local-batch")
+    assert found.sentence.startswith(f"No predicted gamma: it needs the {found.missing_input}.")
 
 
 def test_json_has_the_prediction(analysis: RunAnalysis) -> None:

@@ -82,7 +82,9 @@ def rank_files(run: Path) -> dict[int, Any]:
     """rank -> its trace document, from the files of a run folder (the rank from `distributedInfo`)."""
     found = {}
     for path in sorted(run.iterdir()):
-        if path.name.endswith((".json", ".json.gz")):
+        if path.name.endswith((".json", ".json.gz")) and not path.name.startswith(
+            "run."
+        ):  # run.json: the manifest
             document = load(path)
             found[int(document["distributedInfo"]["rank"])] = document
     return found

@@ -159,7 +159,8 @@ def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None
 def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
     """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
     gate(analysis.gate_figures(), fail_on)
-    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ())]
+    foreign = analysis.nccl.foreign if analysis.nccl else ()
+    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ()), *foreign]
     if skipped:
         raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
 
@@ -167,9 +168,15 @@ def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
 def with_nccl_logs(
     options: AnalysisOptions, spec: str | Sequence[str], given: list[Path] | None
 ) -> AnalysisOptions:
-    """`options` with the NCCL logs parsed one by one; a log that cannot be read is skipped and named."""
+    """`options` with the run manifest's inputs (`traceview.load.manifest_inputs`) and the NCCL logs parsed one
+    by one (those given, those the manifest lists, those of the run folder); a log that cannot be read is
+    skipped and named."""
+    from traceview.load.manifest_inputs import manifest_logs, run_manifest, with_manifest
+
+    manifest = run_manifest(spec)
+    options = with_manifest(options, *manifest) if manifest is not None else options
     logs, skipped = [], []
-    for path in nccl_log_paths(spec, given):
+    for path in nccl_log_paths(spec, [*(given or ()), *manifest_logs(spec)]):
         from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
 
         try:
@@ -181,13 +188,17 @@ def with_nccl_logs(
 
 
 def report_skipped(analysis: RunAnalysis | Run) -> None:
-    """Name every input the run was analysed without, one line each, on stderr."""
+    """Name every input the run was analysed without, one line each, on stderr (NCCL logs of another job
+    included)."""
     if isinstance(analysis, Run):
         skipped = [(s.path, s.reason) for s in analysis.skipped]
     else:
         skipped = list(analysis.header.skipped)
     for path, reason in skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
+    foreign = analysis.nccl.foreign if isinstance(analysis, RunAnalysis) and analysis.nccl else ()
+    for path, reasons in foreign:
+        say(f"traceview: warning: NCCL log set apart, another job's: {printable(path)}: {printable(reasons)}")
 
 
 def partial(run: Run) -> None:

@@ -61,15 +61,10 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
 
 
 def _run_inputs(spec: str) -> tuple[str | list[str], list[Path]]:
-    """(the traces, the NCCL logs) of a run spec: a `run.json` (or a folder holding one) names its own files;
-    anything else is a trace file, folder or glob whose logs are found beside it."""
-    from traceview.load.manifest import find_manifest, load_manifest, manifest_files
-
-    manifest = find_manifest(spec)
-    if manifest is None:
-        return spec, []
-    traces, logs = manifest_files(manifest, load_manifest(manifest))
-    return [str(path) for path in traces], logs
+    """(the traces, the NCCL logs) of a run spec. A `run.json` (or a folder holding one) is passed on as it
+    is: the loader reads the traces it lists (`resolve_trace_files`) and `with_nccl_logs` its logs and model
+    inputs; anything else is a trace file, folder or glob whose logs are found beside it."""
+    return spec, []
 
 
 def summary_of(spec: str, workers: int | None) -> dict[str, Any]:

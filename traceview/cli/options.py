@@ -112,7 +112,9 @@ BandwidthOpt = Annotated[
 ]
 AlphaOpt = Annotated[
     str | None,
-    typer.Option("--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5."),
+    typer.Option(
+        "--alpha", help="Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5 (0 allowed)."
+    ),
 ]
 NicOpt = Annotated[
     str | None,
@@ -123,7 +125,7 @@ GpusPerNodeOpt = Annotated[
     typer.Option(
         "--gpus-per-node",
         min=1,
-        help="GPUs per node: which groups span nodes (default: trace hostnames, else 8).",
+        help="GPUs per node: which groups span nodes (default: what the run shows, else 8).",
     ),
 ]
 DtypeOpt = Annotated[
@@ -151,7 +153,7 @@ def with_model(
     from traceview.prediction.inputs import PredictionOptions, parse_pair, parse_quantity
 
     intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth else (None, None)
-    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6) if alpha else (None, None)
+    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6, zero_ok=True) if alpha else (None, None)
     for value, name in ((params, "--params"), (local_batch, "--local-batch")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"{name} must be a positive finite number, got {value}")
@@ -160,7 +162,7 @@ def with_model(
     model = PredictionOptions(
         params=params, local_batch=local_batch, peak_flops=parse_quantity(peak_flops, "--peak-flops") if peak_flops else None,
         efficiency=efficiency, bandwidth_Bps=intra_b, inter_bandwidth_Bps=inter_b, alpha_s=intra_a, inter_alpha_s=inter_a,
-        nic=nic, dtype=dtype, link_overrides=options.prediction.link_overrides,
+        nic=nic, dtype=dtype, link_overrides=options.prediction.link_overrides, gpus_per_node=gpus_per_node,
     )  # fmt: skip
     return replace(options, prediction=model, ranks_per_host=gpus_per_node or options.ranks_per_host)
 
@@ -214,7 +216,7 @@ def nccl_log_paths(run: str | Sequence[str], given: Sequence[Path] | None) -> li
     from traceview.load.manifest import MANIFEST_NAME
     from traceview.load.manifest_inputs import manifest_logs
 
-    found = _given_logs(given or ())
+    found = list(dict.fromkeys(_given_logs(given or ())))
     found += [path for path in manifest_logs(run) if path not in found]
     folder = Path(run) if isinstance(run, str) else None
     if folder is not None and folder.name == MANIFEST_NAME and folder.is_file():

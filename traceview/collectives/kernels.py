@@ -42,7 +42,7 @@ from traceview.collectives.calls import (
 from traceview.core.vocab import dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
 from traceview.model.trace import GPU_SCHEMA, Run
-from traceview.prediction.costmodel import bus_factor_expr
+from traceview.prediction.costmodel import bandwidth_exprs
 
 COMM_KERNEL_SCHEMA: Mapping[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -274,15 +274,11 @@ def size_expr() -> pl.Expr:
 
 
 def _bandwidths() -> list[pl.Expr]:
-    """algbw = S / t and busbw = algbw * f(n) (SPEC 3); f from `costmodel`, taken without n where it does not
-    depend on n (Broadcast, Reduce, point to point)."""
-    collective, n = pl.col("collective"), pl.col("group_size")
-    without_n = pl.when(
-        bus_factor_expr(collective, pl.lit(1)) == bus_factor_expr(collective, pl.lit(2))
-    ).then(bus_factor_expr(collective, pl.lit(2)))
-    factor = pl.coalesce(bus_factor_expr(collective, n), without_n)
-    algbw = pl.when(pl.col("dur_us") > 0).then(pl.col("size_bytes") / (pl.col("dur_us") * 1e-6))
-    return [algbw.alias("algbw_Bps"), (algbw * factor).alias("busbw_Bps")]
+    """algbw and busbw of each kernel (t its duration), by `costmodel.bandwidth_exprs` (SPEC 3)."""
+    algbw, busbw = bandwidth_exprs(
+        pl.col("collective"), pl.col("group_size"), pl.col("size_bytes"), pl.col("dur_us")
+    )
+    return [algbw.alias("algbw_Bps"), busbw.alias("busbw_Bps")]
 
 
 def _call_membership() -> list[pl.Expr]:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
 from traceview.events.host_timeline import on_host_timeline
-from traceview.load.manifest_inputs import is_manifest_file, manifest_traces, run_manifest
+from traceview.load.manifest import is_manifest_file
+from traceview.load.manifest_inputs import manifest_traces, run_manifest
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.parsers import kineto

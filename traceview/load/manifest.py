@@ -59,7 +59,8 @@ class ManifestModel(msgspec.Struct, frozen=True, omit_defaults=True):
 
 class ManifestHardware(msgspec.Struct, frozen=True, omit_defaults=True):
     """The machine as the user or the recorder knows it: device name, GPUs per node, NIC (a hardware-table
-    key such as `ib_ndr`), link bandwidths (bytes/s, one direction per GPU), latencies (us), peak FLOP/s."""
+    key such as `ib_ndr`), link bandwidths (bytes/s, one direction per GPU), latencies (us), peak FLOP/s and
+    the share of it sustained."""
 
     device: str | None = None
     gpus_per_node: int | None = None
@@ -69,6 +70,7 @@ class ManifestHardware(msgspec.Struct, frozen=True, omit_defaults=True):
     intra_alpha_us: float | None = None
     inter_alpha_us: float | None = None
     peak_flops: float | None = None
+    efficiency: float | None = None  # share of peak_flops sustained: R = peak x efficiency
 
 
 class ManifestVersions(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -129,6 +131,16 @@ _NON_NEGATIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+PART_PREFIX = "run.rank"
+"""Per-rank parts of a manifest (`run.rank<N>.json`), which `traceview record` merges into `run.json`: never
+traces."""
+
+
+def is_manifest_file(path: Path) -> bool:
+    """A manifest or one of its per-rank parts: a folder's JSON that is never a trace."""
+    return path.name == MANIFEST_NAME or (path.name.startswith(PART_PREFIX) and path.suffix == ".json")
+
+
 def find_manifest(spec: str | Path) -> Path | None:
     """The manifest `spec` names: `spec` itself when it is a `run.json`, the `run.json` inside a folder, else
     None (a run without a manifest works as before)."""
@@ -154,8 +166,11 @@ def _check_numbers(path: Path, manifest: RunManifest) -> None:
                     path,
                     f"{part}.{name} = {value!r} is not a {'non-negative' if zero_ok else 'positive'} finite number",
                 )
-    for name in ("world_size", "ranks_per_host"):
-        value = getattr(manifest, name)
+    efficiency = manifest.hardware.efficiency
+    if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
+        raise InputError(path, f"hardware.efficiency = {efficiency!r} is not in (0, 1]")
+    counts = [(name, getattr(manifest, name)) for name in ("world_size", "ranks_per_host")]
+    for name, value in [*counts, ("hardware.gpus_per_node", manifest.hardware.gpus_per_node)]:
         if value is not None and not 1 <= value <= 1 << 24:
             raise InputError(path, f"{name} = {value} is outside 1 .. 16,777,216")
 

@@ -1,6 +1,6 @@
-"""What the analysis takes from a run's `run.json` (docs/run-manifest.md): the files it lists and the model's
-inputs it states, each filled only where the command line left it unset and marked with the source
-`manifest`.
+"""What the analysis takes from a run's `run.json` (docs/run-manifest.md): the files it lists, the model's inputs
+it states and the hosts of its ranks (for the prediction's topology), each filled only where the command line
+left it unset and marked with the source `manifest`, and the NCCL logs it lists.
 
 Precedence of a model input: the command line, then the manifest, then the NCCL log, then the traces, then
 the hardware table, then a stated default (`traceview.prediction.inputs`).
@@ -13,16 +13,18 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traceview.load.manifest import MANIFEST_NAME, RunManifest, find_manifest, load_manifest, manifest_files
+from traceview.load.manifest import (
+    RunManifest,
+    find_manifest,
+    is_manifest_file,
+    load_manifest,
+    manifest_files,
+)
 
 if TYPE_CHECKING:  # the analysis' modules are imported when options are made, not when files are listed
     from traceview.reduce.results import AnalysisOptions
 
 MANIFEST_SOURCE = "manifest"
-PART_PREFIX = "run.rank"
-"""Per-rank parts of a manifest (`run.rank<N>.json`), which `traceview record` merges into `run.json`: never
-traces."""
-
 _US = 1e-6
 MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     # (PredictionOptions field, manifest section, manifest key, scale to the option's unit)
@@ -31,19 +33,16 @@ MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     ("flops_per_sample", "model", "flops_per_sample", 1.0),
     ("dtype", "model", "dtype", 1.0),
     ("device", "hardware", "device", 1.0),
+    ("gpus_per_node", "hardware", "gpus_per_node", 1.0),
     ("nic", "hardware", "nic", 1.0),
     ("peak_flops", "hardware", "peak_flops", 1.0),
+    ("efficiency", "hardware", "efficiency", 1.0),
     ("bandwidth_Bps", "hardware", "intra_bandwidth_Bps", 1.0),
     ("inter_bandwidth_Bps", "hardware", "inter_bandwidth_Bps", 1.0),
     ("alpha_s", "hardware", "intra_alpha_us", _US),
     ("inter_alpha_s", "hardware", "inter_alpha_us", _US),
 )
 """The model inputs a manifest may state, as rows: where each is read and how it is scaled."""
-
-
-def is_manifest_file(path: Path) -> bool:
-    """A manifest or one of its per-rank parts: a folder's JSON that is never a trace."""
-    return path.name == MANIFEST_NAME or (path.name.startswith(PART_PREFIX) and path.suffix == ".json")
 
 
 def run_manifest(spec: str | Path | Sequence[str | Path]) -> tuple[Path, RunManifest] | None:
@@ -74,13 +73,19 @@ def manifest_logs(spec: str | Path | Sequence[str | Path]) -> list[Path]:
     return [] if found is None else manifest_files(*found)[1]
 
 
-def _stated(manifest: RunManifest) -> dict[str, Any]:
-    """Every model input the manifest states, in the option's unit."""
+def stated_inputs(manifest: RunManifest) -> dict[str, Any]:
+    """Every model input the manifest states, in the option's unit (GPUs per node: `ranks_per_host`, else
+    `hardware.gpus_per_node`), and the hosts of its ranks."""
     stated: dict[str, Any] = {}
     for option, section, key, scale in MODEL_FIELDS:
         value = getattr(getattr(manifest, section), key)
         if value is not None:
             stated[option] = value * scale if isinstance(value, float | int) and scale != 1.0 else value
+    if manifest.ranks_per_host is not None:
+        stated["gpus_per_node"] = manifest.ranks_per_host
+    hosts = manifest.hosts_by_rank()
+    if hosts:
+        stated["rank_hosts"] = tuple(sorted(hosts.items()))
     return stated
 
 
@@ -90,8 +95,8 @@ def with_manifest(options: AnalysisOptions, path: Path, manifest: RunManifest) -
     from traceview.prediction.inputs import PredictionOptions
 
     model = options.prediction
-    given = {f.name for f in fields(PredictionOptions) if getattr(model, f.name) is not None}
-    filled = {name: value for name, value in _stated(manifest).items() if name not in given}
+    given = {f.name for f in fields(PredictionOptions) if getattr(model, f.name) not in (None, ())}
+    filled = {name: value for name, value in stated_inputs(manifest).items() if name not in given}
     sources = (*model.sources, *((name, MANIFEST_SOURCE) for name in filled))
     per_host = manifest.ranks_per_host or manifest.hardware.gpus_per_node
     use_per_host = options.ranks_per_host is None and per_host is not None

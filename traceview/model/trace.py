@@ -96,6 +96,8 @@ class TraceMeta:
     process_groups: tuple[ProcessGroupConfig, ...] = ()
     events_total: int = 0
     timeline: str = "device"  # device | host: what the analysis reads as the rank's timeline (host_timeline)
+    device_count: int = 0  # entries of deviceProperties: the GPUs the process saw on its node (0: unknown)
+    local_device: int | None = None  # the device id most of the rank's device events ran on
 
 
 def empty_frame(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:

@@ -33,8 +33,10 @@ from traceview.nccl.join_tables import (
     call_table,
     communicator_table,
     degraded_table,
+    inter_network,
     members_frame,
     merged_settings,
+    socket_evidence,
     stacked,
     topology,
     warning_table,
@@ -99,6 +101,8 @@ class NcclJoin:
     verdict_flags: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
     foreign: tuple[tuple[str, str], ...] = field(default=())
+    inter_network: str | None = None  # "Socket" when the logs say NCCL crosses nodes over TCP sockets
+    inter_network_evidence: str = ""
 
     @property
     def spans_nodes(self) -> dict[str, bool]:
@@ -315,14 +319,6 @@ def _hosts(members: pl.DataFrame) -> tuple[dict[int, str], tuple[str, ...]]:
     return hosts, notes
 
 
-def _socket_evidence(logs: Sequence[NcclLog]) -> str | None:
-    """The lines that name the socket network, when every log names that network and only it (else None)."""
-    if not logs or any(log.network_in_use != "Socket" for log in logs):
-        return None
-    labels = {label for log in logs for label in log.networks.get_column("evidence").to_list()}
-    return " / ".join(sorted(labels))
-
-
 def join_nccl(
     collectives: CollectiveAnalysis | None,
     logs: Sequence[NcclLog],
@@ -349,7 +345,8 @@ def join_nccl(
     comms = comms.join(found, on="comm_key", how="left")
     hosts, notes = _hosts(members)
     notes = log_notes(logs, foreign) + notes
-    table = group_table(groups, comms, hosts, _socket_evidence(logs))
+    table = group_table(groups, comms, hosts, socket_evidence(logs))
+    network, network_evidence = inter_network(logs)
     overrides = link_overrides(table)
     table = table.join(_override_frame(overrides), on="group", how="left")
     degraded = degraded_table(logs, members)
@@ -383,6 +380,8 @@ def join_nccl(
         verdict_flags=_flags(comms, table, degraded, overrides),
         notes=notes,
         foreign=tuple(foreign),
+        inter_network=network,
+        inter_network_evidence=network_evidence,
     )
 
 

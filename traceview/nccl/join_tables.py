@@ -225,3 +225,25 @@ def merged_settings(logs: Sequence[NcclLog]) -> dict[str, str]:
         name: ", ".join(sorted({log.settings[name] for log in logs if name in log.settings}))
         for name in names
     }
+
+
+def socket_evidence(logs: Sequence[NcclLog]) -> str | None:
+    """The lines that name the socket network, when every log names that network and only it (else None)."""
+    if not logs or any(log.network_in_use != "Socket" for log in logs):
+        return None
+    labels = {label for log in logs for label in log.networks.get_column("evidence").to_list()}
+    return " / ".join(sorted(labels))
+
+
+def inter_network(logs: Sequence[NcclLog]) -> tuple[str | None, str]:
+    """("Socket", its evidence) when the logs say NCCL crosses nodes over TCP sockets: every log names the
+    socket network (`NET/IB : No device found`, `NET/Socket : Using ...`, `Using network Socket`), or every
+    network connection the logs print is `via NET/Socket`; else (None, "")."""
+    evidence = socket_evidence(logs)
+    if evidence:
+        return "Socket", evidence
+    kinds = stacked(logs, "transports").get_column("kind") if logs else pl.Series("kind", [], pl.Utf8)
+    network = kinds.filter(kinds.str.starts_with("NET/"))
+    if network.len() and (network == "NET/Socket").all():
+        return "Socket", f"{network.len()} connection line(s) `via NET/Socket`, none over another network"
+    return None, ""

@@ -175,6 +175,26 @@ def bus_factor_expr(collective: pl.Expr, n: pl.Expr) -> pl.Expr:
     return pl.when(size >= 1).then(factor).otherwise(None)
 
 
+def bandwidth_exprs(
+    collective: pl.Expr, n: pl.Expr, size_bytes: pl.Expr, duration_us: pl.Expr
+) -> tuple[pl.Expr, pl.Expr]:
+    """(algbw, busbw) in bytes/s, the nccl-tests convention of SPEC 3, the one place the project computes them
+    (per kernel in `traceview.collectives.kernels`, per call in `traceview.prediction.pricing`):
+
+        algbw = S / t        busbw = algbw * f(n)
+
+    S the nccl-tests size of the collective (AllGather: the gathered output; ReduceScatter: the full input;
+    every other one: the buffer), t the duration. Null where t <= 0, S is unknown, or f(n) is unknown; f is
+    taken without n where it does not depend on n (Broadcast, Reduce, point to point).
+    """
+    without_n = pl.when(
+        bus_factor_expr(collective, pl.lit(1)) == bus_factor_expr(collective, pl.lit(2))
+    ).then(bus_factor_expr(collective, pl.lit(2)))
+    factor = pl.coalesce(bus_factor_expr(collective, n), without_n)
+    algbw = pl.when(duration_us > 0).then(size_bytes.cast(pl.Float64) / (duration_us * 1e-6))
+    return algbw, algbw * factor
+
+
 def latency_steps_expr(collective: pl.Expr, n: pl.Expr, algorithm: Algorithm = "ring") -> pl.Expr:
     """`latency_steps` as a polars expression; null for unknown collectives, n < 1, or no tree algorithm."""
     size = n.cast(pl.Float64)

@@ -18,6 +18,7 @@ residual = T_comm / D_priced (communication kernels overlapping each other, call
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -27,7 +28,9 @@ from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
 from traceview.prediction.inputs import ModelInputs, PredictionOptions, resolve_inputs
 from traceview.prediction.pricing import price
-from traceview.prediction.trace_facts import step_calls
+from traceview.prediction.topology import resolve_topology, run_facts
+from traceview.prediction.trace_facts import step_calls, with_group_sizes
+from traceview.prediction.trust import Trust, trust
 from traceview.prediction.whatif import WhatIf, what_if
 
 FACTORS: tuple[tuple[str, str, int], ...] = (
@@ -60,7 +63,9 @@ SUMS = (
 class Prediction:
     """The prediction of a run. `calls`: every priced call; `per_step`: per (rank, step) measured and
     predicted figures and factors; `per_collective`: per (collective, group, n, link); `run`: pooled figures,
-    factors and headline medians; `dominant`: the factor column with the largest effect."""
+    factors and headline medians; `dominant`: the factor column with the largest effect (None when no call
+    was priced or the model and the measurement agree, `gap_factor`); `trust`: the input
+    it lacks, whether its links are known, the inputs from defaults, its caveats (`traceview.prediction.trust`)."""
 
     inputs: ModelInputs
     calls: pl.DataFrame
@@ -71,6 +76,17 @@ class Prediction:
     dominant: str | None
     sentence: str
     what_if: WhatIf | None = None
+    trust: Trust | None = None
+
+    @property
+    def missing_input(self) -> str | None:
+        """One line naming what gamma_pred lacks; None when it was computed."""
+        return self.trust.missing_input if self.trust else None
+
+    @property
+    def link_known(self) -> bool:
+        """Whether every priced call's B is stated or read from an NCCL log (not assumed)."""
+        return self.trust.link_known if self.trust else False
 
     @property
     def factors(self) -> list[tuple[str, str, float | None, float | None]]:
@@ -102,12 +118,15 @@ def _ratio(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
 
 
 def factor_exprs(waiting_measured: bool) -> list[pl.Expr]:
-    """gamma, gamma_pred, their ratio and the factors of the identity from the summed columns of `SUMS`."""
+    """gamma, gamma_pred, their ratio and the factors of the identity from the summed columns of `SUMS`;
+    gamma_pred is null where there are calls but none could be priced."""
     waiting = _ratio(pl.col("d_all_us"), pl.col("transfer_us")) if waiting_measured else pl.lit(1.0)
     has_bw = pl.col("d_bw_us") > 0
     return [
         _ratio(pl.col("comm_us"), pl.col("comp_us")).alias("gamma"),
-        _ratio(pl.col("t_pred_us"), pl.col("comp_pred_us")).alias("gamma_pred"),
+        pl.when((pl.col("t_pred_us") > 0) | (pl.col("d_all_us") == 0))
+        .then(_ratio(pl.col("t_pred_us"), pl.col("comp_pred_us")))
+        .alias("gamma_pred"),
         _ratio(pl.col("t_pred_us"), pl.col("comp_us")).alias("gamma_comm_model"),
         _ratio(pl.col("comm_us"), pl.col("t_pred_us")).alias("comm_ratio"),
         waiting.alias("waiting"),
@@ -196,32 +215,56 @@ def dominant_factor(run: dict[str, float | None]) -> str | None:
     return max(sized, key=lambda c: sized[c]) if sized else None
 
 
+def gap_factor(run: dict[str, float | None], dominant: str | None) -> str | None:
+    """`dominant` as the factor the gap is due to: None when no call was priced or every factor is within
+    `AGREEMENT` of 1 (the model and the measurement agree: no gap to explain)."""
+    if dominant is None or run.get("t_pred_us") in (None, 0.0):
+        return None
+    effect = _effect(run, dominant) or 1.0
+    return dominant if max(effect, 1 / effect) >= AGREEMENT else None
+
+
 def _effect(run: dict[str, float | None], column: str) -> float | None:
     value = run.get(column)
     exponent = next(e for c, _, e in FACTORS if c == column)
     return None if value is None or value <= 0 else value**exponent
 
 
-def sentence(run: dict[str, float | None], dominant: str | None, waiting_measured: bool) -> str:
-    """One sentence: measured against predicted gamma and the factor that dominates the gap."""
+def sentence(
+    run: dict[str, float | None], dominant: str | None, waiting_measured: bool, trust: Trust | None = None
+) -> str:
+    """One sentence: measured against predicted gamma (or what the prediction lacks) and the factor that
+    dominates the gap, saying when that factor is measured against an assumed link."""
+    lacking = (
+        f"No predicted gamma: it needs the {trust.missing_input}. " if trust and trust.missing_input else ""
+    )
     if dominant is None or run.get("t_pred_us") in (None, 0.0):
-        return "No collective could be priced by the alpha-beta model, so there is no predicted gamma."
+        return (
+            lacking.strip()
+            or "No collective could be priced by the alpha-beta model, so there is no predicted gamma."
+        )
     names = {c: name for c, name, _ in FACTORS}
     effect = _effect(run, dominant) or 1.0
     if max(effect, 1 / effect) < AGREEMENT:
-        return f"Pooled over the run, the model and the measurement agree: every factor is within {AGREEMENT - 1:.0%} of 1."
+        return f"{lacking}Pooled over the run, the model and the measurement agree: every factor is within {AGREEMENT - 1:.0%} of 1."
     if run.get("gamma_pred") is not None and run.get("gamma_ratio") is not None:
         head = f"Pooled over the run, measured gamma {run['gamma']:.3g} is {run['gamma_ratio']:.3g}x the predicted {run['gamma_pred']:.3g}"
     else:
-        head = f"Pooled over the run, measured T_comm is {run['comm_ratio']:.3g}x the predicted (no predicted T_comp: give --local-batch)"
+        head = f"{lacking}Pooled over the run, measured T_comm is {run['comm_ratio']:.3g}x the predicted"
     unmeasured = (
         ""
         if waiting_measured
         else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be waiting"
     )
+    assumed = (
+        "; B is assumed, not known (nothing in the run states the link), so this factor may be the assumption's"
+        if dominant == "bandwidth_eff" and trust is not None and not trust.link_known
+        else ""
+    )
+    caveat = trust.caveat_of(dominant) if trust is not None else None
     return (
         f"{head}; the largest factor is {names[dominant]} = {run[dominant]:.3g} (x{effect:.3g} on the ratio)"
-        f"{_opposing(run, dominant, effect)}{unmeasured}."
+        f"{assumed}{f'; {caveat}' if caveat else ''}{_opposing(run, dominant, effect)}{unmeasured}."
     )
 
 
@@ -250,17 +293,26 @@ def predict(
     crossrank: CrossRank | None,
     options: PredictionOptions | None = None,
     ranks_per_host: int | None = None,
+    nccl_hosts: Mapping[int, str] | None = None,
 ) -> Prediction:
     """The prediction of a run from its communication kernels (`comm_kernels`), step windows, time budget and
-    cross-rank analysis (None: waiting is not measured)."""
+    cross-rank analysis (None: waiting is not measured); `ranks_per_host` a GPUs per node given on the command
+    line, `nccl_hosts` the NCCL logs' host of each rank. Always a `Prediction`: when gamma_pred cannot be
+    computed, `missing_input` names what it lacks."""
     options = options or PredictionOptions()
-    calls = step_calls(kernels, windows)
-    inputs = resolve_inputs(run, calls, options, ranks_per_host)
+    worlds = [trace.meta.world_size for trace in run if trace.meta.world_size]
+    calls, group_assumption = with_group_sizes(step_calls(kernels, windows), max(worlds) if worlds else None)
+    stated = (options.gpus_per_node, options.source_of("gpus_per_node"))
+    if stated[0] is None and ranks_per_host:
+        stated = (ranks_per_host, "command line")
+    facts = run_facts(run, crossrank, nccl_hosts, stated, dict(options.rank_hosts))
+    inputs = resolve_inputs(run, calls, options, resolve_topology(facts), group_assumption)
     priced = price(calls, inputs)
     waiting_measured = crossrank is not None and crossrank.usable_instances > 0
     per_step = per_step_table(priced, budget, inputs, waiting_measured)
     figures = pooled(per_step, waiting_measured)
     dominant = dominant_factor(figures)
+    found = trust(priced, inputs, figures, waiting_measured)
     return Prediction(
         inputs=inputs,
         calls=priced,
@@ -268,7 +320,8 @@ def predict(
         per_collective=per_collective_table(priced),
         run=figures,
         waiting_measured=waiting_measured,
-        dominant=dominant,
-        sentence=sentence(figures, dominant, waiting_measured),
+        dominant=gap_factor(figures, dominant),
+        sentence=sentence(figures, dominant, waiting_measured, found),
         what_if=what_if(priced, per_step, inputs),
+        trust=found,
     )

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceview.prediction.costmodel import bus_factor_expr, collective_time_expr, latency_steps_expr
+from traceview.prediction.costmodel import (
+    bandwidth_exprs,
+    bus_factor_expr,
+    collective_time_expr,
+    latency_steps_expr,
+)
 from traceview.prediction.inputs import ModelInputs
 
 
@@ -30,8 +35,8 @@ def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
 
 
 def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
-    """`calls` with spans_nodes (unless present), link, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
-    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved: f S / duration). `n` overrides the group size."""
+    """`calls` with spans_nodes (unless present), link, link_source, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
+    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n` overrides the group size."""
     size = n if n is not None else pl.col("group_size")
     frame = (
         calls
@@ -40,6 +45,7 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     )
     frame = frame.with_columns(
         _link_value(inputs, "name").alias("link"),
+        _link_value(inputs, "source").cast(pl.Utf8).alias("link_source"),
         _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
         _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
     )
@@ -53,9 +59,7 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
             "t_bw_us"
         ),
         (latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6).alias("t_lat_us"),
-        pl.when(pl.col("dur_us") > 0)
-        .then(bus_factor_expr(collective, size) * bytes_ / (pl.col("dur_us") * 1e-6))
-        .alias("busbw_Bps"),
+        bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),
     ).with_columns((pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"))
 
 
@@ -74,6 +78,7 @@ def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:
         .alias(column)
         for field, column, dtype in (
             ("name", "link", pl.Utf8),
+            ("source", "link_source", pl.Utf8),
             ("bandwidth_Bps", "bandwidth_Bps", pl.Float64),
             ("alpha_s", "alpha_s", pl.Float64),
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -16,10 +15,7 @@ from traceview.model.trace import Run
 from traceview.prediction.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.steps.windows import WHOLE_TRACE
 
-if TYPE_CHECKING:
-    from traceview.prediction.inputs import PredictionOptions
-
-SOURCES = ("trace", "nccl log", "hardware table", "command line", "manifest", "default")
+SOURCES = ("trace", "nccl log", "manifest", "hardware table", "command line", "default")
 """Where an input may come from (`Assumption.source`)."""
 
 FLOATING_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -77,7 +73,7 @@ def step_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         kernels.filter(pl.col("on_device"))
         .with_row_index("row")
         .with_columns(call.alias("call"))
-        .group_by("rank", "call")
+        .group_by("rank", "call", maintain_order=True)
         .agg(
             pl.col("start_us").min(),
             pl.col("dur_us").sum(),
@@ -88,14 +84,40 @@ def step_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     starts = windows.select(
         pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), "window_start_us", "window_end_us"
     ).sort("window_start_us")
-    placed = calls.sort("start_us").join_asof(
+    placed = calls.sort("start_us", maintain_order=True).join_asof(
         starts, left_on="start_us", right_on="window_start_us", by="rank", check_sortedness=False
     )
     return (
         placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us")))
         .drop("call", "window_start_us", "window_end_us")
-        .sort("rank", "step", "start_us")
+        .sort("rank", "step", "start_us", maintain_order=True)
     )
+
+
+POINT_TO_POINT = ("SendRecv", "Send", "Recv")
+"""Collectives of two ranks whatever the group: their n is 2."""
+
+
+def with_group_sizes(calls: pl.DataFrame, world_size: int | None) -> tuple[pl.DataFrame, Assumption | None]:
+    """`calls` with n where the traces give none: 2 for point to point, the world size for a call of no named
+    process group (old traces name none: the default group, the world, is assumed), and that assumption."""
+    unnamed = (
+        pl.col("group_size").is_null()
+        & (pl.col("pg_key") == "unknown")
+        & ~pl.col("collective").is_in(POINT_TO_POINT)
+    )
+    assumed = int(calls.select(unnamed.sum()).item()) if calls.height and world_size else 0
+    filled = calls.with_columns(
+        pl.coalesce(
+            pl.col("group_size"),
+            pl.when(pl.col("collective").is_in(POINT_TO_POINT)).then(pl.lit(2, pl.Int64)),
+            pl.when(unnamed).then(pl.lit(world_size, pl.Int64)),
+        ).alias("group_size")
+    )
+    if not assumed:
+        return filled, None
+    detail = f"the world size: the traces name no process group for {assumed} call(s), so the default group is assumed"
+    return filled, Assumption("n of calls without a group", world_size, "", "default", detail)
 
 
 def gradient_allreduce(calls: pl.DataFrame) -> dict[str, float | str | None]:
@@ -225,55 +247,76 @@ def device_name(run: Run) -> str | None:
     return max(sorted(set(names)), key=names.count) if names else None
 
 
+STATED = ("command line", "manifest")
+"""Sources of an input the user stated (`PredictionOptions.sources`): they win over what the trace suggests."""
+
+
+@dataclass(frozen=True)
+class Stated:
+    """What the user stated of the workload, each with its source (`command line` or `manifest`)."""
+
+    params: float | None = None
+    local_batch: float | None = None
+    flops_per_sample: float | None = None
+    params_source: str = "command line"
+    batch_source: str = "command line"
+    flops_source: str = "command line"
+
+
 def _given_or_trace(
-    name: str, given: float | None, found: float | None, unit: str, option: str, how: str, source: str
+    name: str, given: tuple[float | None, str], found: float | None, unit: str, option: str, how: str
 ) -> Assumption:
-    if given is not None:
-        return Assumption(name, given, unit, source, option if source == "command line" else "run.json")
+    value, source = given
+    if value is not None:
+        return Assumption(name, value, unit, source, option if source == "command line" else "run.json")
     if found is not None:
         return Assumption(name, found, unit, "trace", how)
     return Assumption(name, None, unit, "default", f"unknown: give {option}")
 
 
+def _steps_with(calls: pl.DataFrame, flops: float) -> pl.DataFrame:
+    return (
+        calls.select(pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64))
+        .unique()
+        .with_columns(pl.lit(flops, dtype=pl.Float64).alias("flops"))
+    )
+
+
 def _flops(
-    run: Run, calls: pl.DataFrame, params: float | None, batch: float | None, per_sample: float | None
-) -> tuple[pl.DataFrame, str | None]:
-    steps = calls.select("rank", "step").unique()
-    if per_sample is not None and batch is not None:
-        return steps.with_columns(pl.lit(per_sample * batch).alias("flops")), "F b"
+    run: Run, calls: pl.DataFrame, params: Assumption, batch: Assumption, stated: Stated
+) -> tuple[pl.DataFrame, str | None, str]:
+    """FLOPs per (rank, step), how they were had and the source: stated FLOPs per sample x b, else 6 P b when
+    the user stated P or b, else the trace's flops args, else 6 P b of what the trace suggests."""
+    p, b = _number(params.value), _number(batch.value)
+    if stated.flops_per_sample is not None and b is not None:
+        return _steps_with(calls, stated.flops_per_sample * b), "FLOPs per sample x b", stated.flops_source
+    said = [a.source for a in (params, batch) if a.source in STATED]
+    if p is not None and b is not None and said:
+        source = "command line" if "command line" in said else "manifest"
+        return _steps_with(calls, FLOPS_PER_PARAM_PER_EXAMPLE * p * b), "6 P b", source
     recorded = trace_flops(run)
     if recorded.height:
-        return recorded, "trace"
-    if params is None or batch is None:
-        return recorded, None
-    return steps.with_columns(pl.lit(FLOPS_PER_PARAM_PER_EXAMPLE * params * batch).alias("flops")), "6 P b"
+        return recorded, "trace", "trace"
+    if p is not None and b is not None:
+        return _steps_with(calls, FLOPS_PER_PARAM_PER_EXAMPLE * p * b), "6 P b", "trace"
+    return recorded, None, "default"
 
 
-def _flops_detail(source: str | None) -> str:
-    return {
-        "F b": "model FLOPs per sample x b (the run's stated FLOPs per sample, forward and backward)",
-        "trace": "sum of the operators' flops args in each ProfilerStep",
-        "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
-    }.get(source or "", "unknown: give --local-batch (and --params)")
+FLOPS_DETAILS = {
+    "trace": "sum of the operators' flops args in each ProfilerStep",
+    "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
+    "FLOPs per sample x b": "the stated model FLOPs per sample x b",
+}
 
 
-def _flops_note(source: str | None) -> str:
-    if source == "6 P b":
-        return "FLOPs are 6 P b: right for dense transformers (b in tokens); a convolutional net reuses its weights at every position, so 6 P b undercounts its FLOPs and the compute-efficiency factor comes out low"
-    if source is None:
+def _flops_note(how: str | None, source: str, params: Assumption) -> str:
+    if how == "6 P b" and source == "trace":
+        return "FLOPs are 6 P b of a P and b the trace suggests (the gradient all-reduce, an input shape): right for dense transformers (b in tokens); a convolutional net reuses its weights at every position (6 P b undercounts), a recommender's embedding tables are not dense FLOPs (6 P b overcounts); state model.flops_per_sample or local_batch in run.json"
+    if how is None:
         return "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and --params when the gradient all-reduce is not in the trace)"
+    if how == "trace" and params.source in STATED:
+        return f"P ({params.source}) is not used for the FLOPs: no local batch, so they are the trace's flops args; P enters the what-ifs"
     return ""
-
-
-def _flops_provenance(source: str | None, params: Assumption, batch: Assumption, per_sample: str) -> str:
-    """The trace for recorded FLOPs; for F b where F came from (`per_sample`); for 6 P b the command line when
-    it gave P or b, else the manifest when it did, else the trace."""
-    if source == "F b":
-        return per_sample
-    if source != "6 P b":
-        return "trace" if source else "default"
-    given = [s for s in ("command line", "manifest") if s in (params.source, batch.source)]
-    return given[0] if given else "trace"
 
 
 def _gradient_assumptions(grads: dict[str, float | str | None]) -> tuple[Assumption, Assumption]:
@@ -285,48 +328,46 @@ def _gradient_assumptions(grads: dict[str, float | str | None]) -> tuple[Assumpt
     )  # fmt: skip
 
 
-def _per_sample_assumption(options: PredictionOptions) -> tuple[Assumption, ...]:
-    """The model FLOPs per sample when given (a manifest states them), else nothing."""
-    if options.flops_per_sample is None:
+def _per_sample(stated: Stated) -> tuple[Assumption, ...]:
+    """The model FLOPs per sample when stated (the command line or a manifest), else nothing."""
+    if stated.flops_per_sample is None:
         return ()
-    source = options.source_of("flops_per_sample")
-    how = "forward + backward, per example" + ("" if source == "command line" else ": run.json")
-    return (Assumption("F (model FLOPs per sample)", options.flops_per_sample, "FLOP", source, how),)
+    how = "forward + backward, per example" + ("" if stated.flops_source == "command line" else ": run.json")
+    return (
+        Assumption("F (model FLOPs per sample)", stated.flops_per_sample, "FLOP", stated.flops_source, how),
+    )
 
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def workload(run: Run, calls: pl.DataFrame, options: PredictionOptions) -> Workload:
-    """P (given, else the gradient all-reduce), b (given, else input shapes) and FLOPs per step (the given
-    FLOPs per sample x b, else recorded, else 6 P b), each with its provenance (`options.source_of`)."""
-    params, local_batch = options.params, options.local_batch
+def workload(run: Run, calls: pl.DataFrame, stated: Stated) -> Workload:
+    """P (stated, else the gradient all-reduce), b (stated, else input shapes) and FLOPs per step (`_flops`),
+    each with its provenance."""
     grads = gradient_allreduce(calls)
-    shape_batch, shape_op = batch_from_shapes(run) if local_batch is None else (None, "")
+    shape_batch, shape_op = batch_from_shapes(run) if stated.local_batch is None else (None, "")
     how = (
         f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / {grads['elem_size']} B"
         if grads["group"] is not None
         else "no gradient AllReduce of known size in the trace"
     )
-    found_params = _number(grads["params"])
     params_a = _given_or_trace(
-        "P (parameters)", params, found_params, "", "--params", how, options.source_of("params")
+        "P (parameters)", (stated.params, stated.params_source), _number(grads["params"]), "", "--params", how
     )
     batch_a = _given_or_trace(
-        "b (local batch)", local_batch, shape_batch, "examples", "--local-batch", f"input shape of {shape_op}",
-        options.source_of("local_batch"),
+        "b (local batch)", (stated.local_batch, stated.batch_source), shape_batch, "examples", "--local-batch", f"input shape of {shape_op}"
     )  # fmt: skip
-    p, b = _number(params_a.value), _number(batch_a.value)
-    flops, source = _flops(run, calls, p, b, options.flops_per_sample)
-    provenance = _flops_provenance(source, params_a, batch_a, options.source_of("flops_per_sample"))
-    flops_a = Assumption("FLOPs per step", source, "", provenance, _flops_detail(source))
-    per_sample = _per_sample_assumption(options)
+    flops, source, provenance = _flops(run, calls, params_a, batch_a, stated)
+    flops_a = Assumption(
+        "FLOPs per step", source, "", provenance, FLOPS_DETAILS.get(source or "", "unknown: give --local-batch (and --params)")
+    )  # fmt: skip
     return Workload(
-        params=p, local_batch=b,
+        params=_number(params_a.value), local_batch=_number(batch_a.value),
         grad_group=str(grads["group"]) if grads["group"] else None,
         grad_bytes_per_param=int(grads["elem_size"]) if grads["elem_size"] else None,
         grad_dtype=str(grads["dtype"]) if grads["dtype"] else None,
         workers=int(grads["workers"]) if grads["workers"] else None, flops=flops, flops_source=source,
-        assumptions=(params_a, batch_a, *per_sample, *_gradient_assumptions(grads), flops_a), note=_flops_note(source),
+        assumptions=(params_a, batch_a, *_gradient_assumptions(grads), *_per_sample(stated), flops_a),
+        note=_flops_note(source, provenance, params_a),
     )  # fmt: skip

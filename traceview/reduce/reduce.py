@@ -143,6 +143,7 @@ def reduce_summaries(
         crossrank,
         with_nccl_overrides(options.prediction, nccl),
         options.ranks_per_host,
+        nccl.hosts_by_rank if nccl else None,
     )
     header = replace(
         run_header(run, [s.step_choice for s in aligned], collectives.warnings), manifest=options.manifest

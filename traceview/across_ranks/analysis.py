@@ -171,8 +171,10 @@ def run_cross_rank(
     budget: TimeBudget,
     ranks_per_host: int | None = None,
     log_hosts: Mapping[int, str] | None = None,
+    per_host_source: str = "--ranks-per-host",
 ) -> CrossRank:
-    """`cross_rank` on a run: hosts from the traces, then `log_hosts` (NCCL logs), then `ranks_per_host`."""
+    """`cross_rank` on a run: hosts from the traces, then `log_hosts` (NCCL logs), then `ranks_per_host` (from
+    `per_host_source`)."""
     hostnames = {trace.rank: trace.meta.hostname for trace in run}
-    hosts = rank_hosts(run.rank_ids, hostnames, log_hosts, ranks_per_host)
+    hosts = rank_hosts(run.rank_ids, hostnames, log_hosts, ranks_per_host, per_host_source)
     return cross_rank(kernels, events, windows, budget.per_step, hosts, host_steps_of(run))

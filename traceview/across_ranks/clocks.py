@@ -45,8 +45,10 @@ def rank_hosts(
     trace_hostnames: Mapping[int, str],
     log_hosts: Mapping[int, str] | None = None,
     ranks_per_host: int | None = None,
+    per_host_source: str = "--ranks-per-host",
 ) -> pl.DataFrame:
-    """The host of every rank and where it came from: columns rank, host, host_source."""
+    """The host of every rank and where it came from: columns rank, host, host_source (`per_host_source`
+    names where `ranks_per_host` came from: the option, or the run's manifest)."""
     frame = pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int64})
     trace = pl.DataFrame(
         {"rank": list(trace_hostnames), "trace_host": list(trace_hostnames.values())},
@@ -64,7 +66,7 @@ def rank_hosts(
     sources = [
         ("trace", pl.col("trace_host")),
         ("nccl log", pl.col("log_host")),
-        ("--ranks-per-host", per_host),
+        (per_host_source, per_host),
     ]
     source = pl.lit(ASSUMED_HOSTS)
     for name, column in reversed(sources):

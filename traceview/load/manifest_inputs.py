@@ -106,5 +106,6 @@ def with_manifest(options: AnalysisOptions, path: Path, manifest: RunManifest) -
         options,
         prediction=replace(model, **filled, sources=sources),
         ranks_per_host=per_host if use_per_host else options.ranks_per_host,
+        ranks_per_host_source="run.json" if use_per_host else options.ranks_per_host_source,
         manifest=str(path),
     )

@@ -132,7 +132,14 @@ def reduce_summaries(
     )
     hosts = log_hosts(options.rank_hosts, nccl)
     crossrank = run_cross_rank(
-        run, collectives.kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts
+        run,
+        collectives.kernels,
+        frames.launch_marks,
+        frames.windows,
+        budget,
+        options.ranks_per_host,
+        hosts,
+        options.ranks_per_host_source,
     )
     budget = budget_of(frames.per_step, crossrank.transfer)
     prediction = predict(

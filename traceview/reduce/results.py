@@ -30,6 +30,7 @@ class AnalysisOptions:
     comm_patterns: tuple[str, ...] = ()
     compute_patterns: tuple[str, ...] = ()  # --compute-pattern: names that are compute (docs/metrics.md 2)
     ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
+    ranks_per_host_source: str = "--ranks-per-host"  # where ranks_per_host came from (or "run.json")
     rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
     virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
     nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl.join; docs/metrics.md)

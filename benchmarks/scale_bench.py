@@ -31,14 +31,17 @@ RUNNERS = {
 
 
 def replicate(source: Path, ranks: int, folder: Path) -> None:
-    """`ranks` copies of `source` as rank-<r>.json.gz, each with distributedInfo.rank = r."""
+    """`ranks` copies of `source` as rank-<r>.json.gz, each with distributedInfo.rank = r and world_size = ranks
+    (a copy that kept its world size would be set apart as another job's, and no figure would cover it)."""
     raw = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
-    pattern = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)-?\d+')
+    rank_field = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)-?\d+')
+    world_field = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"world_size"\s*:\s*)-?\d+')
+    sized, _ = world_field.subn(lambda m: m.group(1) + str(ranks).encode(), raw, count=1)
     for rank in range(ranks):
-        text, found = pattern.subn(lambda m, r=rank: m.group(1) + str(r).encode(), raw, count=1)
+        text, found = rank_field.subn(lambda m, r=rank: m.group(1) + str(r).encode(), sized, count=1)
         if not found:
             document = json.loads(raw)
-            document.setdefault("distributedInfo", {})["rank"] = rank
+            document.setdefault("distributedInfo", {}).update(rank=rank, world_size=ranks)
             text = json.dumps(document).encode()
         (folder / f"rank-{rank}.json.gz").write_bytes(gzip.compress(text, compresslevel=1))
 

@@ -24,7 +24,7 @@ from traceview.collective_tables import CollectiveAnalysis
 from traceview.crossrank import CrossRank
 from traceview.nccl_join import LinkOverride, NcclJoin
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 

@@ -51,7 +51,7 @@ def test_json_summary_of_a_real_run(tmp_path: Path) -> None:
     done = traceview("summary", str(REAL_RUN), "--json")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert document["schema_version"] == "1.3"
+    assert document["schema_version"] == "1.4"
     assert list(document)[:6] == [
         "schema_version",
         "traceview_version",

@@ -54,17 +54,38 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         (("report", "RUN", "-o", "/nonexistent-dir/r.html"), "cannot write"),
         (("report", "RUN", "--plotlyjs", "nope"), "--plotlyjs"),
         (("summary", "RUN", "--executor", "nope"), "--executor"),
+        (("summary", "RUN", "--comm-pattern", "("), "--comm-pattern"),
+        (("summary", "RUN", "--virtual-stages", "99999999999999999999"), "--virtual-stages"),
+        (("summary", "RUN", "--bandwidth", "1e400"), "--bandwidth"),
+        (("summary", "RUN", "--params", "1e300"), "--params"),
+        (("export", "RUN", "--ranks", "0-99999999999"), "--ranks"),
+        (("export", "RUN", "--steps", "5-2"), "--steps"),
+        (("export", "RUN", "--window", "nan:inf"), "--window"),
+        (("export", "RUN", "--max-events", "99999999999999999999"), "--max-events"),
+        (("compare", "RUN", "RUN", "--threshold", "nan"), "--threshold"),
+        (("compare", "RUN", "RUN", "-o", "/nonexistent-dir/c.html"), "cannot write"),
+        (("compare", "RUN", "RUN", "--thresholds", "BINARY"), "not a UTF-8 TOML file"),
+        (("compare", "RUN", "RUN", "--thresholds", "NEGATIVE"), "threshold_pct = -5.0"),
     ],
 )
 def test_usage_errors_exit_2_in_one_line(
     run_dir: Path, tmp_path: Path, args: tuple[str, ...], says: str
 ) -> None:
-    resolved = [
-        str(run_dir) if a == "RUN" else str(tmp_path / "missing.log") if a == "MISSING" else a for a in args
-    ]
-    done = traceview(*resolved)
+    (tmp_path / "binary.toml").write_bytes(b"\xff\xfe")
+    (tmp_path / "negative.toml").write_text("[compare]\nthreshold_pct = -5.0\n")
+    named = {"RUN": run_dir, "MISSING": tmp_path / "missing.log"}
+    named |= {"BINARY": tmp_path / "binary.toml", "NEGATIVE": tmp_path / "negative.toml"}
+    done = traceview(*[str(named.get(a, a)) for a in args])
     assert done.returncode == 2, done.stderr
-    assert says in one_line(done)
+    line = one_line(done)
+    assert says in line
+    assert line.endswith("--help')"), line  # the usage hint, naming the command where there is one
+
+
+def test_an_error_of_the_operating_system_is_input_not_a_bug() -> None:
+    done = traceview("summary", "x" * 5000)  # a file name the kernel refuses (ENAMETOOLONG)
+    assert done.returncode == 2, done.stderr
+    assert "File name too long" in one_line(done)
 
 
 def test_version_and_help() -> None:
@@ -75,10 +96,9 @@ def test_version_and_help() -> None:
     assert "summary" in helped.stdout
     bare = traceview()
     assert bare.returncode == 2
-    assert "Usage:" in bare.stderr
-    assert "summary" in bare.stderr
-    last = bare.stderr.strip().splitlines()[-1]
-    assert last == "traceview: error: no command given (see 'traceview --help')"
+    assert bare.stderr.count("\n") == 1  # one line: the commands and the hint, no help screen
+    assert bare.stderr.startswith("traceview: error: no command given; one of: summary, report,")
+    assert bare.stderr.rstrip().endswith("(see 'traceview --help')")
     assert bare.stdout == ""
 
 

@@ -340,3 +340,60 @@ def test_running_out_of_memory_is_an_input_error(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(kineto, "read_bytes", no_memory)
     with pytest.raises(InputError, match="not enough memory"):
         parse_bytes(tmp_path, text(kf.document(events(), base_ns=BASE_NS)))
+
+
+def test_time_base_moves_known_bases_and_places_a_rank_of_another_epoch() -> None:
+    from traceview.time_base import RankClockBase, time_base
+
+    epoch_us = 1.7e15  # an old trace without a base writes microseconds since 1970
+    base = time_base(
+        [
+            RankClockBase(BASE_NS, 100.0),
+            RankClockBase(BASE_NS + 20_000, 100.0),  # 20 us later
+            RankClockBase(0, epoch_us + 100.0),  # no base, another epoch
+            RankClockBase(0, 130.0),  # no base, the others' epoch (a truncated trace)
+            RankClockBase(0, None),  # no base, no step
+        ]
+    )
+    median_first_step = (100.0 + (100.0 + 20.0)) / 2
+    assert base.shifts_us == (0.0, 20.0, median_first_step - (epoch_us + 100.0), 0.0, 0.0)
+    assert base.placed == (2,)
+
+
+def _two_host_run(folder: Path, rank1_base_ns: int | None, rank1_shift_us: float) -> Path:
+    from tests import report_factory as rf
+
+    folder.mkdir()
+    for rank, base_ns, shift in ((0, BASE_NS, 0.0), (1, rank1_base_ns, rank1_shift_us)):
+        listed = rf.rank_events(rank)
+        for event in listed:
+            event["ts"] += shift
+        doc = kf.document(listed, rank=rank, world_size=2, base_ns=base_ns, hostname=f"node-{rank}")
+        kf.write(doc, folder / f"rank{rank}.json")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("rank1_base_ns", "shift_us", "placed"),
+    [
+        (None, 0.0, False),  # truncated: no base, timestamps on the others' base
+        (None, 1.7e15, True),  # timestamps since 1970 without a base
+        (1_000_000_000, 0.0, False),  # a base in 1970: unknown
+        (9_223_372_036_854_775_807, 1.7e15, True),  # a base in 2262: unknown
+    ],
+)
+def test_a_rank_without_a_usable_base_is_aligned_by_its_collectives(
+    tmp_path: Path, rank1_base_ns: int | None, shift_us: float, placed: bool
+) -> None:
+    from traceview.analysis import analyze
+
+    run = load_run(_two_host_run(tmp_path / "run", rank1_base_ns, shift_us), workers=1)
+    analysis = analyze(run)
+    offsets = analysis.crossrank.clocks.offsets if analysis.crossrank else None
+    assert offsets is not None
+    # both ranks' collectives end at the same step-relative times: aligned, the offset is 0, never the base
+    assert offsets.get_column("offset_us").to_list() == [0.0, 0.0]
+    warnings = " ".join(analysis.header.warnings)
+    assert "aligned by its collectives" in warnings
+    assert ("placed at their median first step" in warnings) == placed
+    assert max(abs(s) for s in analysis.header.base_shifts_us) == pytest.approx(shift_us)

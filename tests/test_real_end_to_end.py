@@ -42,7 +42,7 @@ def test_every_analysis_and_renderer_on_real_traces(folder: str) -> None:
         assert identities["overlap_bound"] <= 1e-6  # |C ∩ M| never exceeds |C| or |M|
         assert identities["busy_bound"] <= 1e-6  # the device is never busier than the window is long
     document = json.loads(render_json(analysis))
-    assert document["schema_version"] == "1.3"
+    assert document["schema_version"] == "1.4"
     assert document["verdict"]["label"] == analysis.verdict.label
     page = render_html(analysis, plotlyjs="cdn")
     assert page.count('id="verdict"') == 1

@@ -33,6 +33,7 @@ from traceview.cli_app import (
     analyse,
     app,
     check_thresholds,
+    command_names,
     finish,
     gate,
     load,
@@ -313,6 +314,20 @@ def _usage_line(error: Any) -> str:
     return f"traceview: error: {printable(error.format_message())} (see '{printable(command)} --help')"
 
 
+def _command_path() -> str:
+    """`traceview COMMAND` as the command line named it (for a usage error's help hint)."""
+    named = next((arg for arg in sys.argv[1:] if arg in command_names()), None)
+    return f"traceview {named}" if named else "traceview"
+
+
+def _environment_problem(error: OSError | MemoryError) -> str:
+    """What an error of the operating system says, in one line naming the file where it has one."""
+    if isinstance(error, MemoryError):
+        return "out of memory (use --max-trace-bytes, or fewer --workers)"
+    where = f"{printable(error.filename)}: " if error.filename is not None else ""
+    return f"{where}{printable(error.strerror or error)}"
+
+
 def _crash_log(error: BaseException) -> Path:
     """Write the traceback of an internal error to a file of its own; returns its path."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
@@ -331,8 +346,14 @@ def _exit_code(error: BaseException) -> int:
     if isinstance(error, PartialRun):
         say(f"traceview: warning: {printable(error)}")
         return EXIT_PARTIAL
+    if isinstance(error, UsageError):
+        say(f"traceview: error: {printable(error)} (see '{_command_path()} --help')")
+        return EXIT_INPUT
     if isinstance(error, TraceviewError):
         say(f"traceview: error: {printable(error)}")
+        return EXIT_INPUT
+    if isinstance(error, OSError | MemoryError):  # the machine refused (a path too long, a full disk, memory)
+        say(f"traceview: error: {_environment_problem(error)}")
         return EXIT_INPUT
     if isinstance(error, CommandLineError):
         say(_usage_line(error))

@@ -2,7 +2,7 @@
 
 Each side of a comparison is a run (file, folder, glob, run.json) or a JSON summary written earlier by
 `traceview summary RUN --json`. Exit codes as elsewhere: 0 no significant regression, 1 a regression (or a
-`--fail-on` threshold crossed), 2 bad input.
+`--fail-on` threshold crossed), 2 bad input, 4 compared without inputs either run could not read.
 """
 
 from __future__ import annotations
@@ -13,9 +13,20 @@ from typing import Annotated, Any
 
 import typer
 
-from traceview.cli_app import app, check_thresholds, gate, load, print_json, stderr, stdout_console
+from traceview.cli_app import (
+    app,
+    check_thresholds,
+    gate,
+    load,
+    print_json,
+    report_skipped,
+    say,
+    stdout_console,
+    write_text,
+)
 from traceview.cli_options import FailOnOpt, WorkersOpt
-from traceview.errors import InputError, ThresholdCrossed
+from traceview.errors import InputError, PartialRun, ThresholdCrossed
+from traceview.sanitize import printable
 
 SUMMARY_KEYS = ("schema_version", "time_budget")
 SUPPORTED_MAJOR = "1"
@@ -61,9 +72,9 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
     from traceview.analysis import analyze
     from traceview.reports.json_out import summary_document
 
-    document: dict[str, Any] = msgspec.json.decode(
-        msgspec.json.encode(summary_document(analyze(load(spec, workers))))
-    )
+    loaded = load(spec, workers)
+    report_skipped(loaded)
+    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analyze(loaded))))
     return document
 
 
@@ -91,7 +102,8 @@ def compare(
 
     check_thresholds(fail_on)
     settings, _ = load_settings(thresholds, threshold)
-    comparison = compare_runs(summary_of(baseline, workers), summary_of(candidate, workers), settings)
+    sides = summary_of(baseline, workers), summary_of(candidate, workers)
+    comparison = compare_runs(*sides, settings)
     if json_output:
         from traceview.reports.compare_json import compare_document
 
@@ -107,12 +119,15 @@ def compare(
     if output is not None:
         from traceview.reports.compare_html import render_compare_html
 
-        output.write_text(render_compare_html(comparison), encoding="utf-8")
-        stderr.print(f"wrote {output}", markup=False, highlight=False)
+        write_text(output, render_compare_html(comparison))
+        say(f"wrote {printable(output)}")
     if fail_on:
         gate(comparison.gate_figures(), fail_on)
     elif comparison.failing:
         raise ThresholdCrossed(f"regression: {comparison.verdict}")
+    skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
+    if skipped:
+        raise PartialRun(f"compared without {skipped} input(s) that could not be read (named in the runs)")
 
 
 @app.command()
@@ -152,7 +167,7 @@ def trend(
     if output is not None:
         from traceview.reports.compare_html import render_trend_html
 
-        output.write_text(render_trend_html(result), encoding="utf-8")
-        stderr.print(f"wrote {output}", markup=False, highlight=False)
+        write_text(output, render_trend_html(result))
+        say(f"wrote {printable(output)}")
     if result.latest_regressions:
         raise ThresholdCrossed(f"regression: {result.verdict}")

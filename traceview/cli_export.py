@@ -41,7 +41,10 @@ def export(
         typer.Option("--window", help="START:END in ms since the run's first step, aligned clock."),
     ] = None,
     max_events: Annotated[
-        int, typer.Option("--max-events", min=1, help="Events written at most (Perfetto loads about 2 GB).")
+        int,
+        typer.Option(
+            "--max-events", min=1, max=2**40, help="Events written at most (Perfetto loads about 2 GB)."
+        ),
     ] = 5_000_000,
     comm_pattern: CommPatternOpt = None,
     compute_pattern: ComputePatternOpt = None,

@@ -208,11 +208,11 @@ class Run:
         return self
 
     def aligned_ranks(self) -> tuple[RankTrace, ...]:
-        """Ranks moved onto one time base: the smallest `baseTimeNanoseconds` among them."""
-        if not self.ranks:
-            return ()
-        base = min(trace.meta.base_time_ns for trace in self.ranks)
-        return tuple(trace.shifted((trace.meta.base_time_ns - base) / 1000.0) for trace in self.ranks)
+        """Ranks moved onto one time base (`traceview.time_base`): the smallest known `baseTimeNanoseconds`."""
+        from traceview.time_base import trace_time_base
+
+        shifts = trace_time_base(self.ranks).shifts_us
+        return tuple(trace.shifted(shift) for trace, shift in zip(self.ranks, shifts, strict=True))
 
 
 def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), source: str = "") -> Run:
@@ -220,6 +220,7 @@ def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), 
     claiming one rank the first (by path) kept and the other skipped with both named, and traces of another job
     set apart (`traceview.one_job`), each skipped with its reason."""
     from traceview.one_job import one_job  # it reads the model's classes
+    from traceview.time_base import placement_warnings, trace_time_base
 
     ordered = sorted(traces, key=lambda trace: (trace.rank, trace.path))
     assumed = [trace for trace in ordered if trace.meta.rank_source == "assumed"]
@@ -243,6 +244,6 @@ def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), 
             reason = f"rank {trace.rank} is also claimed by {first.path}; that file was kept"
             claimed.append(SkippedInput(trace.path, reason))
     every_skipped = (*skipped, *unranked, *apart, *claimed)
-    return Run(
-        ranks=tuple(kept.values()), skipped=every_skipped, source=source, extra_warnings=tuple(warnings)
-    ).validate()
+    ranks = tuple(kept.values())
+    warnings += placement_warnings(ranks, trace_time_base(ranks))
+    return Run(ranks=ranks, skipped=every_skipped, source=source, extra_warnings=tuple(warnings)).validate()

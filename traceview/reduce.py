@@ -29,6 +29,7 @@ from traceview.prediction_inputs import with_nccl_overrides
 from traceview.rank_summary import RankSummary
 from traceview.recommend import recommend
 from traceview.results import AnalysisOptions, RunAnalysis, run_header
+from traceview.time_base import trace_time_base
 from traceview.timeline import Timeline, timeline_from_segments
 from traceview.verdict import verdict
 
@@ -51,13 +52,9 @@ class Stacked:
     suspects: pl.DataFrame
 
 
-def on_run_base(summaries: Sequence[RankSummary]) -> list[RankSummary]:
-    """The summaries in rank order, each moved onto the run's time base (the smallest base time)."""
-    ordered = sorted(summaries, key=lambda s: s.rank)
-    if not ordered:
-        return []
-    base = min(s.trace.meta.base_time_ns for s in ordered)
-    return [s.shifted((s.trace.meta.base_time_ns - base) / 1000.0) for s in ordered]
+def on_run_base(summaries: Sequence[RankSummary], shifts_us: Sequence[float]) -> list[RankSummary]:
+    """The summaries (in rank order) each moved by its shift onto the run's time base (`traceview.time_base`)."""
+    return [s.shifted(shift) for s, shift in zip(summaries, shifts_us, strict=True)]
 
 
 def stack(summaries: Sequence[RankSummary]) -> Stacked:
@@ -117,7 +114,9 @@ def reduce_summaries(
 ) -> RunAnalysis:
     """Every cross-rank analysis of the run from its ranks' summaries."""
     options = options or AnalysisOptions()
-    aligned = on_run_base(summaries)
+    ordered = sorted(summaries, key=lambda s: s.rank)
+    base = trace_time_base([s.trace for s in ordered])
+    aligned = on_run_base(ordered, base.shifts_us)
     run = compact_run(aligned, skipped, source, extra_warnings)
     frames = stack(aligned)
     budget = budget_of(frames.per_step)
@@ -135,7 +134,10 @@ def reduce_summaries(
     )
     budget = add_transfer(budget, crossrank.transfer)
     analysis = RunAnalysis(
-        header=run_header(run, [s.step_choice for s in aligned], collectives.warnings),
+        header=replace(
+            run_header(run, [s.step_choice for s in aligned], collectives.warnings),
+            base_shifts_us=base.shifts_us,
+        ),
         budget=budget,
         verdict=flag_verdict(verdict(budget.run_median), nccl),
         options=options,

@@ -54,6 +54,7 @@ class RunHeader:
     warnings: tuple[str, ...]
     step_sources: tuple[str, ...]
     base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
+    base_shifts_us: tuple[float, ...] = ()  # each rank's move onto the run's time base (traceview.time_base)
 
 
 @dataclass(frozen=True)

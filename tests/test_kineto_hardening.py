@@ -207,10 +207,21 @@ def test_deep_nesting_is_refused_in_one_line(tmp_path: Path, depth: int, opener:
 
 
 def test_malformed_json_names_the_byte(tmp_path: Path) -> None:
-    data = text(kf.document(events(), base_ns=BASE_NS)).replace(b'"ts": 20', b'"ts": 20 x')
+    data = text(kf.document(events(), base_ns=BASE_NS)).replace(b'"ts": 10', b'"ts": 10 x')
     with pytest.raises(InputError, match="malformed JSON") as caught:
         parse_bytes(tmp_path, data)
     assert caught.value.where == f"byte {data.index(b' x') + 1}"
+
+
+@pytest.mark.parametrize("bad", [b" x", b" NaN", b" -Infinity", b" tru"])
+def test_the_events_before_malformed_json_are_kept_with_a_warning(tmp_path: Path, bad: bytes) -> None:
+    data = text(kf.document(events(), base_ns=BASE_NS)).replace(b'"ts": 30', b'"ts": 30' + bad)
+    trace = parse_bytes(tmp_path, data)
+    assert names(trace) == ["first", "second"]  # the third event holds the malformed byte
+    at = data.index(b'"ts": 30') + len(b'"ts": 30') + 1
+    assert f"at byte {at}: kept the 2 complete events before it, not the {len(data) - at} bytes" in " ".join(
+        messages(trace)
+    )
 
 
 def test_bytes_after_the_document_are_ignored_with_a_warning(tmp_path: Path) -> None:

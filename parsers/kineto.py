@@ -379,18 +379,19 @@ def _meta(
     info = header.distributedInfo or DistributedInfo()
     checks = HeaderChecks(path, limits.max_name_chars, notes)
     rank, rank_source = checks.rank(info.rank)
+    world_size = checks.world_size(info.world_size)
     devices = header.deviceProperties or header.computeProperties or []
     meta = TraceMeta(
         rank=rank,
         rank_source=rank_source,
-        world_size=checks.world_size(info.world_size),
+        world_size=world_size,
         backend=checks.text(info.backend),
         hostname=checks.text(header.host_name or header.hostname),
         nccl_version=checks.text(info.nccl_version),
         pytorch_version=checks.text(header.torch_version),
-        devices=tuple(sorted({checks.text(d.name) for d in devices if d.name})),
+        devices=checks.devices([d.name for d in devices]),
         base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
-        process_groups=checks.process_groups(info.pg_config),
+        process_groups=checks.process_groups(info.pg_config, world_size),
         events_total=events_total,
     )
     return meta, checks.warnings()

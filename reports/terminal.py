@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from traceview.analysis import RunAnalysis
-from traceview.sanitize import printable
+from traceview.sanitize import listed, printable
 
 
 def _ms(value: float | None) -> str:
@@ -33,7 +33,7 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     header = analysis.header
     console.print(
         f"run [bold]{text(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
-        f"{header.world_size or '?'}; devices: {text(', '.join(header.devices)) or 'unknown'}; "
+        f"{header.world_size or '?'}; devices: {text(listed(header.devices)) or 'unknown'}; "
         f"steps from {', '.join(header.step_sources) or 'none'} annotations; "
         f"{analysis.budget.steps_analysed} (rank, step) windows analysed",
         highlight=False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -162,6 +163,42 @@ def test_absurd_header_values_are_unknown(
     assert (trace.meta.world_size, trace.meta.base_time_ns) == expected
     assert names(trace) == ["first", "second", "third"]
     assert any(says in message for message in messages(trace)), messages(trace)
+
+
+def test_a_header_listing_more_devices_than_a_node_keeps_the_first_64(tmp_path: Path) -> None:
+    doc = kf.document(events(), base_ns=BASE_NS)
+    doc["deviceProperties"] = [{"id": i, "name": f"device {i:05d}"} for i in range(100_000)]
+    trace = parse_bytes(tmp_path, text(doc))
+    assert trace.meta.devices == tuple(f"device {i:05d}" for i in range(64))
+    assert "100000 distinct device names: kept the first 64 (sorted)" in messages(trace)
+
+
+def test_a_process_group_listing_ranks_outside_the_world_has_no_rank_list(tmp_path: Path) -> None:
+    doc = kf.document(events(), world_size=8, base_ns=BASE_NS)
+    doc["distributedInfo"]["pg_config"] = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 8, "ranks": list(range(8))},
+        {"pg_name": "1", "pg_desc": "huge", "pg_size": 2_000_000, "ranks": list(range(2_000_000))},
+        {"pg_name": "2", "pg_desc": "stray", "pg_size": 2, "ranks": [0, 9]},
+    ]
+    trace = parse_bytes(tmp_path, text(doc))
+    groups = {group.name: (group.size, group.ranks) for group in trace.meta.process_groups}
+    assert groups == {"0": (8, tuple(range(8))), "1": (0, ()), "2": (2, ())}
+    assert (
+        "process group '1' lists 2000000 rank(s) outside a world of 8: its rank list is unknown"
+        in messages(trace)
+    )
+
+
+def test_the_commonest_device_is_counted_once_per_name() -> None:
+    from traceview.model import Run
+    from traceview.prediction_trace import device_name
+
+    def ranked(devices: tuple[str, ...]) -> Any:
+        return SimpleNamespace(meta=SimpleNamespace(devices=devices))
+
+    run: Any = [ranked(("b", "a")), ranked(("b",)), ranked(("a", "c"))]
+    assert device_name(run) == "a"  # a and b twice each: the first by name
+    assert device_name(Run(ranks=())) is None
 
 
 def test_a_rank_that_is_not_one_falls_back_to_the_file_name(tmp_path: Path) -> None:

@@ -77,7 +77,6 @@ KINETO_CATEGORIES = (
     frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
 )
 STEP_NAME = r"^ProfilerStep#(\d+)$"
-ELEMENT_COUNT_COLUMNS = ("in_nelems", "out_nelems")
 
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
 COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
@@ -129,12 +128,8 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     except MemoryError:
         raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
     notes = read.frames.notes
-    gpu = sane_frame(
-        _concat(read.frames.gpu, GPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
-    )
-    cpu = sane_frame(
-        _concat(read.frames.cpu, CPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
-    )
+    gpu = sane_frame(_concat(read.frames.gpu, GPU_SCHEMA), limits.max_name_chars, notes)
+    cpu = sane_frame(_concat(read.frames.cpu, CPU_SCHEMA), limits.max_name_chars, notes)
     steps, step_source = _steps(read.frames.gpu_annotations, cpu)
     meta, meta_warnings = _meta(path, read.header, read.events_total, limits, notes)
     return RankTrace(

@@ -121,14 +121,22 @@ def test_integers_beyond_64_bits_and_absurd_element_counts_become_null(tmp_path:
         2,
         args={"Collective name": "allreduce", "In msg nelems": 2**51, "Out msg nelems": 1024, "Seq": 2**70},
     )
-    listed = [call, *events()]
-    listed[1]["args"]["correlation"] = 2**64
+    sized = [
+        kf.cpu_op(
+            "record_param_comms", 8 + index, 1, args={"Collective name": "allreduce", "Group size": size}
+        )
+        for index, size in enumerate((10**12, 0, 8))
+    ]
+    listed = [call, *sized, *events()]
+    listed[4]["args"]["correlation"] = 2**64
     trace = parse_bytes(tmp_path, text(kf.document(listed, base_ns=BASE_NS)))
     row = trace.cpu.row(0, named=True)
     assert (row["in_nelems"], row["out_nelems"], row["seq"]) == (None, 1024, None)
+    assert trace.cpu.get_column("group_size").to_list() == [None, None, None, 8]
     assert trace.gpu.get_column("correlation").to_list() == [None, 2, 3]
     assert sorted(messages(trace)) == [
         "set 1 element counts outside [0, 2^50] to null",
+        "set 2 group sizes outside [1, 2^24] to null",
         "set 2 integers beyond 64 bits to null",
     ]
 

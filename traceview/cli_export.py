@@ -56,9 +56,9 @@ def export(
     from traceview.export import ExportBounds, export_run, parse_ranges, parse_window
 
     bounds = ExportBounds(
-        ranks=parse_ranges(ranks, "--ranks") if ranks else None,
-        steps=parse_ranges(steps, "--steps") if steps else None,
-        window_ms=parse_window(window) if window else None,
+        ranks=parse_ranges(ranks, "--ranks") if ranks is not None else None,
+        steps=parse_ranges(steps, "--steps") if steps is not None else None,
+        window_ms=parse_window(window) if window is not None else None,
         max_events=max_events,
     )
     options = replace(options_from(comm_pattern, 1, compute_pattern), ranks_per_host=ranks_per_host)

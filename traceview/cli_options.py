@@ -182,9 +182,12 @@ def with_model(
     """`options` with the alpha-beta model's inputs from the command line (docs/metrics.md, "Predicted gamma")."""
     from traceview.prediction_inputs import PredictionOptions, parse_pair, parse_quantity
 
-    intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth else (None, None)
-    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6) if alpha else (None, None)
-    peak = parse_quantity(peak_flops, "--peak-flops") if peak_flops else None
+    for name, named in (("--nic", nic), ("--dtype", dtype)):
+        if named is not None and not named.strip():
+            raise UsageError(f"{name} is empty")
+    intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth is not None else (None, None)
+    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6) if alpha is not None else (None, None)
+    peak = parse_quantity(peak_flops, "--peak-flops") if peak_flops is not None else None
     alpha_us = [None if a is None else a * 1e6 for a in (intra_a, inter_a)]
     given = [("--params", params), ("--local-batch", local_batch), ("--efficiency", efficiency)]
     given += [("--peak-flops", peak), ("--bandwidth", intra_b), ("--bandwidth", inter_b)]

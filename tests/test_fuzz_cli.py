@@ -339,3 +339,40 @@ def test_numeric_options_of_every_command(folder: Path, chosen: tuple[str, str, 
         assert code == 2, (option, value, err)
         assert err.count("\n") == 1, err  # one line...
         assert "--help" in err, err  # ...with the usage hint
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path
+
+
+ODD_VALUES = st.sampled_from([None, "x", "\x1b[31m", [], {}, -1, 0, 1e308, True, [1, "a"], {"a": None}])
+
+
+@FUZZ
+@given(picks=st.lists(st.tuples(st.integers(0, 10**6), ODD_VALUES), min_size=1, max_size=4))
+def test_saved_summaries_of_the_wrong_shape(folder: Path, picks: list[tuple[int, Any]]) -> None:
+    good = folder / "good.json"
+    if not good.exists():
+        good.write_text(run_cli("summary", str(rf.write_run(folder / "run")), "--json", "--quiet")[1])
+    document = json.loads(good.read_text())
+    leaves = list(_leaves(document))
+    for pick, value in picks:
+        *parents, last = leaves[pick % len(leaves)]
+        holder = document
+        for key in parents:
+            holder = holder[key]
+        holder[last] = value
+    bad = folder / "bad.json"
+    bad.write_text(json.dumps(document))
+    for args in (("compare", str(good), str(bad)), ("trend", str(good), str(bad), str(good))):
+        code, _, err = check("saved summaries", *args)
+        if code == 2:
+            assert err.count("\n") == 1, err
+            assert str(bad) in err, err  # the malformed document is the one named

@@ -27,6 +27,7 @@ from traceview.cli_app import (
 from traceview.cli_options import FailOnOpt, WorkersOpt
 from traceview.errors import InputError, PartialRun, ThresholdCrossed
 from traceview.sanitize import printable
+from traceview.saved_summary import check_sections, read_documents
 
 SUMMARY_KEYS = ("schema_version", "time_budget")
 SUPPORTED_MAJOR = "1"
@@ -58,6 +59,7 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
         raise InputError(
             path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
         )
+    check_sections(path, document)
     return document
 
 
@@ -103,7 +105,9 @@ def compare(
     check_thresholds(fail_on)
     settings, _ = load_settings(thresholds, threshold)
     sides = summary_of(baseline, workers), summary_of(candidate, workers)
-    comparison = compare_runs(*sides, settings)
+    comparison = read_documents(
+        [(baseline, sides[0]), (candidate, sides[1])], lambda docs: compare_runs(docs[0], docs[1], settings)
+    )
     if json_output:
         from traceview.reports.compare_json import compare_document
 
@@ -155,7 +159,9 @@ def trend(
                 path, "not a traceview JSON summary (write one with `traceview summary RUN --json`)"
             )
         documents.append((path.name, found))
-    result = trend_of(documents, settings)
+    sources = [(str(path), document) for path, (_, document) in zip(summaries, documents, strict=True)]
+    names = [name for name, _ in documents]
+    result = read_documents(sources, lambda docs: trend_of(list(zip(names, docs, strict=True)), settings))
     if json_output:
         from traceview.reports.compare_json import trend_document
 

@@ -279,3 +279,28 @@ def test_skipped_inputs_are_named_in_the_report_inputs_section(run_dir: Path, tm
     assert "rank-3&lt;b&gt;.json" in inputs
     assert "skipped" in inputs
     assert f"wrote {out}" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["stragglers", "collectives", "summary"])
+def test_a_rank_without_its_base_is_aligned_with_a_warning_in_every_command(
+    tmp_path: Path, command: str
+) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for rank in (0, 1):
+        listed = rf.rank_events(rank)
+        for event in listed:
+            event["ts"] += 1.7e15 * rank  # rank 1: microseconds since 1970, and no base (an older writer)
+        base = rf.BASE_NS if rank == 0 else None
+        kf.write(
+            kf.document(listed, rank=rank, world_size=2, base_ns=base, hostname=f"h{rank}"),
+            folder / f"rank{rank}.json",
+        )
+    done = traceview(command, str(folder), "--json")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout if command == "summary" else done.stderr
+    assert "rank 1 has no usable baseTimeNanoseconds" in said
+    if command != "collectives":
+        document = json.loads(done.stdout)
+        crossrank = document["across_ranks"] if command == "summary" else document
+        assert [row["offset_us"] for row in crossrank["clock_offsets"]] == [0.0, 0.0]

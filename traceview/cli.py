@@ -41,6 +41,7 @@ from traceview.cli_app import (
     partial,
     print_json,
     report_skipped,
+    report_warnings,
     say,
     stdout_console,
     with_nccl_logs,
@@ -218,6 +219,7 @@ def collectives(
     patterns = user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))
     loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
+    report_warnings(loaded)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
     if json_output:
         from traceview.reports.json_out import collectives_document
@@ -286,6 +288,7 @@ def stragglers(
     check_thresholds(fail_on)
     loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
+    report_warnings(loaded)
     events, windows = (
         classified_events(loaded, user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))),
         all_step_windows(loaded),

@@ -194,6 +194,14 @@ def report_skipped(analysis: RunAnalysis | Run) -> None:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
 
 
+def report_warnings(analysis: RunAnalysis | Run) -> None:
+    """Every warning of the run (what a parser recovered from, a clock placed without its base, another job set
+    apart), one line each, on stderr: for the commands whose output has no place for them."""
+    warnings = [str(w) for w in analysis.warnings] if isinstance(analysis, Run) else analysis.header.warnings
+    for warning in warnings:
+        say(f"traceview: warning: {printable(warning)}")
+
+
 def partial(run: Run) -> None:
     """Raise `PartialRun` (exit 4) when the run was read without some of its files (each named on stderr)."""
     if run.skipped:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from traceview.cli_app import analyse, app, finish, report_skipped, say
+from traceview.cli_app import analyse, app, finish, report_skipped, report_warnings, say
 from traceview.cli_options import (
     CommPatternOpt,
     ComputePatternOpt,
@@ -64,6 +64,7 @@ def export(
     options = replace(options_from(comm_pattern, 1, compute_pattern), ranks_per_host=ranks_per_host)
     analysis = analyse(run_spec(runs), options, workers, "local", None, quiet)
     report_skipped(analysis)
+    report_warnings(analysis)
     try:
         stats = export_run(analysis, output, bounds)
     except OSError as exc:

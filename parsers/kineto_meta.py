@@ -83,28 +83,24 @@ class HeaderChecks:
         self, configs: Sequence[PgConfig] | None, world_size: int | None = None
     ) -> tuple[ProcessGroupConfig, ...]:
         """`distributedInfo.pg_config`. A group can hold no more ranks than the world (`world_size`, else 2^24):
-        a rank list past that, or naming a rank outside it, is dropped (noted); a size outside 1 to the world
-        is replaced by the number of ranks listed."""
-        world = world_size or MAX_WORLD_SIZE
-        groups = []
-        for config in configs or ():
-            ranks = tuple(config.ranks or ())
-            if len(ranks) > world or (ranks and not 0 <= min(ranks) <= max(ranks) < world):
-                self.notes.append(
-                    f"process group {self.text(str(config.pg_name))[:64]!r} lists {len(ranks)} rank(s) outside "
-                    f"a world of {world}: its rank list is unknown"
-                )
-                ranks = ()
-            size = (
-                config.pg_size if config.pg_size is not None and 1 <= config.pg_size <= world else len(ranks)
+        a rank list past that, or naming a rank outside it, is dropped; a size outside 1 to the world is
+        replaced by the number of ranks listed; each noted."""
+        return tuple(self._group(config, world_size or MAX_WORLD_SIZE) for config in configs or ())
+
+    def _group(self, config: PgConfig, world: int) -> ProcessGroupConfig:
+        name = self.text(str(config.pg_name) if config.pg_name is not None else "")
+        ranks = tuple(config.ranks or ())
+        if len(ranks) > world or (ranks and not 0 <= min(ranks) <= max(ranks) < world):
+            self.notes.append(
+                f"process group {name[:64]!r} lists {len(ranks)} rank(s) outside a world of {world}: "
+                "its rank list is unknown"
             )
-            groups.append(
-                ProcessGroupConfig(
-                    name=self.text(str(config.pg_name) if config.pg_name is not None else ""),
-                    description=self.text(config.pg_desc),
-                    size=size,
-                    ranks=ranks,
-                    backend=self.text(config.backend_config),
-                )
+            ranks = ()
+        size = config.pg_size if config.pg_size is not None and 1 <= config.pg_size <= world else len(ranks)
+        if config.pg_size is not None and size != config.pg_size:
+            self.notes.append(
+                f"process group {name[:64]!r} size {config.pg_size} is not in [1, {world}]: read as {size}, "
+                "the ranks it lists"
             )
-        return tuple(groups)
+        description, backend = self.text(config.pg_desc), self.text(config.backend_config)
+        return ProcessGroupConfig(name=name, description=description, size=size, ranks=ranks, backend=backend)

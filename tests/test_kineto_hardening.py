@@ -195,6 +195,7 @@ def test_a_process_group_listing_ranks_outside_the_world_has_no_rank_list(tmp_pa
         "process group '1' lists 2000000 rank(s) outside a world of 8: its rank list is unknown"
         in messages(trace)
     )
+    assert "process group '1' size 2000000 is not in [1, 8]: read as 0, the ranks it lists" in messages(trace)
 
 
 def test_the_commonest_device_is_counted_once_per_name() -> None:

@@ -9,11 +9,14 @@ the commit before the input limits were added), imported in the child in place o
   `traceview summary --json` (parse, analyses, rendering);
 - a gzip bomb, `--bomb-gib` GiB of zero bytes gzipped (default 1; `head -c 1G /dev/zero | gzip`), read by
   `kineto.parse` (before: inflated whole, then refused as not JSON; after: refused by the ratio guard);
+- a trace whose header lists `--devices` distinct device names (default 20,000), read by `traceview summary
+  --json` (before: the commonest name counted by a scan per name, quadratic; after: at most 64 names kept, one
+  count);
 - the real trace hta_df_index_resolver: parse time, the median over `--rounds` children (before and after
   alternating) of each child's median of `--repeat` runs of `kineto.parse`, wall and CPU time; and the peak
   memory of `traceview summary --json` on it.
 
-    python benchmarks/parse_limits_bench.py [--name-mib 100] [--bomb-gib 1] [--baseline REV]
+    python benchmarks/parse_limits_bench.py [--name-mib 100] [--bomb-gib 1] [--devices 20000] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -139,6 +142,23 @@ def long_name_trace(folder: Path, name_mib: int) -> Path:
     return path
 
 
+def many_devices_trace(folder: Path, devices: int) -> Path:
+    """The long-name trace's three kernels, with `devices` distinct names in `deviceProperties`."""
+    kernels = [
+        {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": ts, "dur": 5, "args": {"stream": 7}}
+        for n, ts in (("gemm", 10), ("relu", 20))
+    ]
+    document = {
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "deviceProperties": [{"id": i, "name": f"device {i}"} for i in range(devices)],
+        "traceEvents": kernels,
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+    }
+    path = folder / "many_devices.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
 def gzip_bomb(folder: Path, gib: int) -> Path:
     """`gib` GiB of zero bytes, gzipped a MiB at a time."""
     path = folder / "bomb.json.gz"
@@ -198,6 +218,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name-mib", type=int, default=100)
     parser.add_argument("--bomb-gib", type=int, default=1)
+    parser.add_argument("--devices", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", default="")
@@ -215,6 +236,8 @@ def main(argv: list[str]) -> int:
         bomb = gzip_bomb(folder, args.bomb_gib)
         print(f"gzip bomb: {args.bomb_gib} GiB of zeros in {bomb.stat().st_size / 2**20:.1f} MiB:")
         compare("parse  ", PARSE, sources, str(bomb))
+        print(f"{args.devices} distinct device names:")
+        compare("summary", SUMMARY, sources, str(many_devices_trace(folder, args.devices)))
         if REAL_TRACE.is_file():
             compare_parse_times(REAL_TRACE, sources, args.repeat, args.rounds)
             print(f"traceview summary --json on {REAL_TRACE.name} (as benchmarks/parse_bench.py runs it):")

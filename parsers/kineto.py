@@ -77,7 +77,6 @@ KINETO_CATEGORIES = (
     frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
 )
 STEP_NAME = r"^ProfilerStep#(\d+)$"
-ELEMENT_COUNT_COLUMNS = ("in_nelems", "out_nelems")
 
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
 COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
@@ -129,12 +128,8 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     except MemoryError:
         raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
     notes = read.frames.notes
-    gpu = sane_frame(
-        _concat(read.frames.gpu, GPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
-    )
-    cpu = sane_frame(
-        _concat(read.frames.cpu, CPU_SCHEMA), ELEMENT_COUNT_COLUMNS, limits.max_name_chars, notes
-    )
+    gpu = sane_frame(_concat(read.frames.gpu, GPU_SCHEMA), limits.max_name_chars, notes)
+    cpu = sane_frame(_concat(read.frames.cpu, CPU_SCHEMA), limits.max_name_chars, notes)
     steps, step_source = _steps(read.frames.gpu_annotations, cpu)
     meta, meta_warnings = _meta(path, read.header, read.events_total, limits, notes)
     meta = replace(meta, local_device=_local_device(gpu))
@@ -380,18 +375,19 @@ def _meta(
     info = header.distributedInfo or DistributedInfo()
     checks = HeaderChecks(path, limits.max_name_chars, notes)
     rank, rank_source = checks.rank(info.rank)
+    world_size = checks.world_size(info.world_size)
     devices = header.deviceProperties or header.computeProperties or []
     meta = TraceMeta(
         rank=rank,
         rank_source=rank_source,
-        world_size=checks.world_size(info.world_size),
+        world_size=world_size,
         backend=checks.text(info.backend),
         hostname=checks.text(header.host_name or header.hostname),
         nccl_version=checks.text(info.nccl_version),
         pytorch_version=checks.text(header.torch_version),
-        devices=tuple(sorted({checks.text(d.name) for d in devices if d.name})),
+        devices=checks.devices([d.name for d in devices]),
         base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
-        process_groups=checks.process_groups(info.pg_config),
+        process_groups=checks.process_groups(info.pg_config, world_size),
         events_total=events_total,
         device_count=len(devices),
     )

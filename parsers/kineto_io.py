@@ -124,7 +124,8 @@ def _decoded(
 
 def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
     """A truncated document's complete events (a cut inside a number reads as an invalid number at the end), a
-    complete document followed by other bytes, or a one-line refusal naming the byte."""
+    complete document followed by other bytes, the complete events before the first malformed byte, or a
+    one-line refusal naming the byte."""
     message = str(error)
     found = BYTE_IN_MESSAGE.search(message)
     at = int(found[1]) if found else None
@@ -132,8 +133,10 @@ def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.Decod
         return _recover(path, data, head)
     problem = BYTE_IN_MESSAGE.sub("", message).removeprefix("JSON is malformed: ")
     refusal = InputError(path, f"malformed JSON: {problem}", where=f"byte {at}" if at is not None else "")
-    if "trailing characters" not in message or at is None:
+    if at is None:
         raise refusal
+    if "trailing characters" not in message:
+        return _salvage_before(path, data, head, at, refusal)
     end = max(data.rfind(b"}", 0, at), data.rfind(b"]", 0, at)) + 1  # the document's last byte
     try:
         document, notes = _decode_any(path, data[:end], head)
@@ -143,6 +146,22 @@ def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.Decod
         str(path), f"ignored {len(data) - end} bytes after the JSON document (from byte {end})"
     )
     return _decoded(path, data, document, [*notes, note])
+
+
+def _salvage_before(path: Path, data: bytes, head: bytes, at: int, refusal: InputError) -> Decoded:
+    """The complete events before the byte `at` where the JSON stops being well-formed, read as a document cut
+    there, with a warning naming the byte; `refusal` when no event is complete before it."""
+    try:
+        decoded = _recover(path, data[:at], head)
+    except InputError:
+        raise refusal from None
+    note = ParseWarning(
+        str(path),
+        f"{refusal.problem} at byte {at}: kept the {len(decoded.events)} complete events before it, "
+        f"not the {len(data) - at} bytes from there on",
+    )
+    cut = [w for w in decoded.warnings if not w.message.startswith("JSON truncated at byte")]
+    return Decoded(decoded.header, decoded.events, (*cut, note), decoded.truncated_at_byte)
 
 
 def complete_event_batches(

@@ -1,7 +1,7 @@
 """What a Kineto trace may hold before the parser refuses or drops it (docs/metrics.md, "Input limits").
 
 Two kinds of limit. Resource limits (`ParseLimits`) bound what one file may cost: its inflated size and the
-length of its strings. Sanity limits (`RANGE_RULES`, `MAX_ELEMENT_COUNT`, ...) are the values no profiler writes:
+length of its strings. Sanity limits (`RANGE_RULES`, `COUNT_BOUNDS`, ...) are the values no profiler writes:
 an event outside them is dropped and counted, a header value outside them is read as unknown; each with one
 `ParseWarning` per kind, so that no absurd value is printed as a result.
 """
@@ -50,6 +50,13 @@ MAX_DURATION_US = 1e11
 MAX_ELEMENT_COUNT = 2**50
 """`In msg nelems` / `Out msg nelems` above this overflow a byte total (times an 8-byte element, times ranks)."""
 MAX_WORLD_SIZE = 2**24
+COUNT_BOUNDS = {
+    "in_nelems": (0, MAX_ELEMENT_COUNT, "element counts outside [0, 2^50]"),
+    "out_nelems": (0, MAX_ELEMENT_COUNT, "element counts outside [0, 2^50]"),
+    "group_size": (1, MAX_WORLD_SIZE, "group sizes outside [1, 2^24]"),
+}
+"""The integer arguments of collective calls that have physical bounds: column -> (low, high, what a warning
+calls those outside); a value outside is set to null (unknown) and counted."""
 INT64_RANGE = (-(2**63), 2**63 - 1)
 BASE_TIME_RANGE_NS = (946_684_800 * 10**9, 4_102_444_800 * 10**9)
 """baseTimeNanoseconds from 2000-01-01 to 2100-01-01 (UTC); anything else is not a wall clock."""
@@ -83,13 +90,11 @@ RANGE_RULES = (
 QUANTITIES = {"ts": pl.col("start_us"), "dur": pl.col("end_us") - pl.col("start_us")}
 
 
-def sane_frame(
-    frame: pl.DataFrame, count_columns: Sequence[str], max_chars: int, notes: Counter[str]
-) -> pl.DataFrame:
-    """`frame` without absurd intervals (dropped), element counts (null) or long strings (cut; but `name`, cut
-    by `cut_texts` as it is decoded), each counted in `notes`; one pass of minima and maxima when nothing is
-    wrong, as in every real trace."""
-    counts = [name for name in count_columns if name in frame.columns]
+def sane_frame(frame: pl.DataFrame, max_chars: int, notes: Counter[str]) -> pl.DataFrame:
+    """`frame` without absurd intervals (dropped), counts outside `COUNT_BOUNDS` (null) or long strings (cut; but
+    `name`, cut by `cut_texts` as it is decoded), each counted in `notes`; one pass of minima and maxima when
+    nothing is wrong, as in every real trace."""
+    counts = [name for name in COUNT_BOUNDS if name in frame.columns]
     texts = [name for name, dtype in frame.schema.items() if dtype == pl.Utf8 and name != "name"]
     extremes = frame.select(
         *(q.min().alias(f"{name} min") for name, q in QUANTITIES.items()),
@@ -100,7 +105,7 @@ def sane_frame(
     ).row(0, named=True)
     if not all(_within(extremes, rule.quantity, rule.low, rule.high) for rule in RANGE_RULES):
         frame = drop_absurd_intervals(frame, notes)
-    if not all(_within(extremes, name, 0, MAX_ELEMENT_COUNT) for name in counts):
+    if not all(_within(extremes, name, *COUNT_BOUNDS[name][:2]) for name in counts):
         frame = null_absurd_counts(frame, counts, notes)
     if any((extremes[f"{name} bytes"] or 0) > max_chars for name in texts):
         frame = cut_long_texts(frame, texts, max_chars, notes)
@@ -135,17 +140,16 @@ def is_sane_interval(ts: float, dur: float, dropped: Counter[str]) -> bool:
 
 
 def null_absurd_counts(frame: pl.DataFrame, columns: Sequence[str], nulled: Counter[str]) -> pl.DataFrame:
-    """Element counts outside [0, `MAX_ELEMENT_COUNT`] set to null, counted."""
+    """Values of `columns` outside their `COUNT_BOUNDS` set to null, counted under each bound's note."""
     present = [name for name in columns if name in frame.columns]
-    absurd = [~pl.col(name).is_between(0, MAX_ELEMENT_COUNT) for name in present]
-    if not present or not frame.select(pl.any_horizontal(absurd).any()).item():
+    absurd = {name: ~pl.col(name).is_between(*COUNT_BOUNDS[name][:2]) for name in present}
+    found = frame.select(*(bad.sum().alias(name) for name, bad in absurd.items())).row(0, named=True)
+    if not any(found.values()):
         return frame
-    nulled["set {count} element counts outside [0, 2^50] to null"] += frame.select(
-        pl.sum_horizontal(absurd).sum()
-    ).item()
+    for name, count in found.items():
+        nulled[f"set {{count}} {COUNT_BOUNDS[name][2]} to null"] += count
     return frame.with_columns(
-        pl.when(bad).then(None).otherwise(pl.col(name)).alias(name)
-        for name, bad in zip(present, absurd, strict=True)
+        pl.when(bad).then(None).otherwise(pl.col(name)).alias(name) for name, bad in absurd.items()
     )
 
 

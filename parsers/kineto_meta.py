@@ -17,6 +17,8 @@ from traceview.model.trace import ProcessGroupConfig
 
 RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 UNKNOWN_BASE = "this rank's clock is aligned by its collectives"
+MAX_DEVICE_NAMES = 64
+"""Distinct device names one rank may list (a node has at most a few dozen devices); the rest are dropped."""
 
 
 class HeaderChecks:
@@ -35,6 +37,15 @@ class HeaderChecks:
     def text(self, value: str | None) -> str:
         """A header string ("" when absent), cut to `max_name_chars`."""
         return cut_text(value or "", self.max_name_chars, self.cut)
+
+    def devices(self, names: Sequence[str | None]) -> tuple[str, ...]:
+        """The distinct device names, sorted, at most `MAX_DEVICE_NAMES` (a note says how many were dropped)."""
+        distinct = sorted({self.text(name) for name in names if name})
+        if len(distinct) > MAX_DEVICE_NAMES:
+            self.notes.append(
+                f"{len(distinct)} distinct device names: kept the first {MAX_DEVICE_NAMES} (sorted)"
+            )
+        return tuple(distinct[:MAX_DEVICE_NAMES])
 
     def rank(self, declared: int | None) -> tuple[int, str]:
         """The rank and where it came from: `distributedInfo`, the file name, or assumed 0."""
@@ -68,17 +79,28 @@ class HeaderChecks:
             return 0
         return declared
 
-    def process_groups(self, configs: Sequence[PgConfig] | None) -> tuple[ProcessGroupConfig, ...]:
-        """`distributedInfo.pg_config`; a size outside 1 to 2^24 is replaced by the number of ranks listed."""
-        return tuple(
-            ProcessGroupConfig(
-                name=self.text(str(c.pg_name) if c.pg_name is not None else ""),
-                description=self.text(c.pg_desc),
-                size=c.pg_size
-                if c.pg_size is not None and 1 <= c.pg_size <= MAX_WORLD_SIZE
-                else len(c.ranks or []),
-                ranks=tuple(c.ranks or ()),
-                backend=self.text(c.backend_config),
+    def process_groups(
+        self, configs: Sequence[PgConfig] | None, world_size: int | None = None
+    ) -> tuple[ProcessGroupConfig, ...]:
+        """`distributedInfo.pg_config`. A group can hold no more ranks than the world (`world_size`, else 2^24):
+        a rank list past that, or naming a rank outside it, is dropped; a size outside 1 to the world is
+        replaced by the number of ranks listed; each noted."""
+        return tuple(self._group(config, world_size or MAX_WORLD_SIZE) for config in configs or ())
+
+    def _group(self, config: PgConfig, world: int) -> ProcessGroupConfig:
+        name = self.text(str(config.pg_name) if config.pg_name is not None else "")
+        ranks = tuple(config.ranks or ())
+        if len(ranks) > world or (ranks and not 0 <= min(ranks) <= max(ranks) < world):
+            self.notes.append(
+                f"process group {name[:64]!r} lists {len(ranks)} rank(s) outside a world of {world}: "
+                "its rank list is unknown"
             )
-            for c in configs or ()
-        )
+            ranks = ()
+        size = config.pg_size if config.pg_size is not None and 1 <= config.pg_size <= world else len(ranks)
+        if config.pg_size is not None and size != config.pg_size:
+            self.notes.append(
+                f"process group {name[:64]!r} size {config.pg_size} is not in [1, {world}]: read as {size}, "
+                "the ranks it lists"
+            )
+        description, backend = self.text(config.pg_desc), self.text(config.backend_config)
+        return ProcessGroupConfig(name=name, description=description, size=size, ranks=ranks, backend=backend)

@@ -53,8 +53,9 @@ def heatmap(table: pl.DataFrame) -> go.Figure:
             on="step", index="rank", values="ms", sort_columns=True
         )
         wide = pl.DataFrame({"rank": ranks}).join(wide, on="rank", how="left")
+        present = set(wide.columns)  # once: `columns` builds a new list on every call
         figure.add_heatmap(
-            z=wide.select([str(s) for s in steps if str(s) in wide.columns]).rows(),
+            z=wide.select([str(s) for s in steps if str(s) in present]).rows(),
             x=steps, y=ranks, name=name, visible=index == 0, colorscale="Viridis",
             colorbar={"title": "ms"}, hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra>" + name + "</extra>",
         )  # fmt: skip

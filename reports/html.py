@@ -3,11 +3,12 @@
 Every string from a trace reaches the page through Jinja2 autoescaping or through JSON whose `<`, `>` and `&`
 are written as unicode escapes, so nothing in an input file can open a tag or end a script. A
 Content-Security-Policy forbids every request (no connections, images only from data: URLs); with `--plotlyjs
-cdn` the one script URL is the only exception. It allows inline scripts and `eval` (plotly.js probes its WebGL
-support with generated code when it loads; without `unsafe-eval` the browser reports a violation): neither can
-reach the network. Inline scripts run only by their SHA-256 hash in the policy (no `unsafe-inline` for
-scripts): plotly.js and the page's own script (`templates/report.js`); the figures travel as JSON data blocks,
-which are never executed. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
+cdn` the one script URL is the only exception. It allows `eval` (plotly.js probes its WebGL support with
+generated code when it loads; without `unsafe-eval` the browser reports a violation), which cannot reach the
+network. Nothing inline runs or applies but by its SHA-256 hash in the policy (no `unsafe-inline` at all): the
+scripts are plotly.js and the page's own (`templates/report.js`), the styles the page's `<style>` block and the
+few plotly.js writes (`plotly_styles`; `unsafe-hashes` lets those hashes match plotly's `style` attributes, the
+page itself writes none: it uses classes); the figures travel as JSON data blocks, which are never executed. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
 and the generation time is the only thing that changes between two renders of the same analysis.
 """
 
@@ -27,6 +28,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from traceview.reports import drilldown, figures
 from traceview.reports.evidence import evidence_links, fact_figure
 from traceview.reports.page_filters import rank_ranges
+from traceview.reports.plotly_styles import plotly_style_texts
 from traceview.reports.sections import SECTIONS
 
 from traceview import __version__
@@ -45,7 +47,7 @@ CDN_URL = "https://cdn.plot.ly/plotly-{version}.min.js"
 """plotly.js on its CDN, at the version of the plotly.js bundled with the Python package (not the package's own
 version: plotly 7.1.0 bundles plotly.js 4.1.1)."""
 CSP = (
-    "default-src 'none'; script-src {hashes} 'unsafe-eval'{cdn}; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src {hashes} 'unsafe-eval'{cdn}; style-src 'unsafe-hashes' {style_hashes}; "
     "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
 )
 _ENVIRONMENT = Environment(
@@ -159,30 +161,39 @@ def page_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
 
 
 def script_hash(source: str) -> str:
-    """The CSP source that lets exactly this inline script run: `'sha256-<base64 digest>'`."""
+    """The CSP source that lets exactly this inline script (or style block) run: `'sha256-<base64 digest>'`."""
     digest = hashlib.sha256(source.encode("utf-8")).digest()
     return f"'sha256-{base64.b64encode(digest).decode()}'"
 
 
 HASHES_PLACEHOLDER = "__TRACEVIEW_SCRIPT_HASHES__"
+STYLE_HASHES_PLACEHOLDER = "__TRACEVIEW_STYLE_HASHES__"
 _INLINE_SCRIPT = re.compile(r"<script(?P<attributes>[^>]*)>(?P<body>.*?)</script>", re.DOTALL)
+_INLINE_STYLE = re.compile(r"<style[^>]*>(?P<body>.*?)</style>", re.DOTALL)
 
 
 def with_script_hashes(page: str) -> str:
-    """`page` with `HASHES_PLACEHOLDER` in its policy replaced by the hash of every inline script it runs (a
-    script with `src` or a JSON data block is not one)."""
+    """`page` with the placeholders in its policy replaced by the hash of every inline script it runs (a script
+    with `src` or a JSON data block is not one) and of every `<style>` block (and plotly's, empty)."""
     bodies = [
         found["body"]
         for found in _INLINE_SCRIPT.finditer(page)
         if "src=" not in found["attributes"] and "application/json" not in found["attributes"]
     ]
-    hashes = " ".join(dict.fromkeys(script_hash(body) for body in bodies)).replace("'", "&#39;")
-    return page.replace(HASHES_PLACEHOLDER, hashes, 1)
+    styles = [*(found["body"] for found in _INLINE_STYLE.finditer(page)), *plotly_style_texts()]
+    hashes, style_hashes = (
+        " ".join(dict.fromkeys(map(script_hash, texts))).replace("'", "&#39;") for texts in (bodies, styles)
+    )
+    return page.replace(HASHES_PLACEHOLDER, hashes, 1).replace(STYLE_HASHES_PLACEHOLDER, style_hashes, 1)
 
 
 def content_policy(cdn: bool) -> str:
-    """The page's Content-Security-Policy, its script hashes still to fill (`with_script_hashes`)."""
-    return CSP.format(hashes=HASHES_PLACEHOLDER, cdn=" https://cdn.plot.ly" if cdn else "")
+    """The page's Content-Security-Policy, its hashes still to fill (`with_script_hashes`)."""
+    return CSP.format(
+        hashes=HASHES_PLACEHOLDER,
+        style_hashes=STYLE_HASHES_PLACEHOLDER,
+        cdn=" https://cdn.plot.ly" if cdn else "",
+    )
 
 
 def page_script() -> str:

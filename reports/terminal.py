@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from traceview.core.sanitize import printable
+from traceview.core.sanitize import listed, printable
 from traceview.reduce.analysis import RunAnalysis
 
 
@@ -33,7 +33,7 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     header = analysis.header
     console.print(
         f"run [bold]{text(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
-        f"{header.world_size or '?'}; devices: {text(', '.join(header.devices)) or 'unknown'}; "
+        f"{header.world_size or '?'}; devices: {text(listed(header.devices)) or 'unknown'}; "
         f"steps from {', '.join(header.step_sources) or 'none'} annotations; "
         f"{analysis.budget.steps_analysed} (rank, step) windows analysed{_host_note(header.timelines)}",
         highlight=False,

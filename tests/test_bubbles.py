@@ -292,7 +292,7 @@ def test_cli_passes_virtual_stages_to_the_json_and_the_gate(tmp_path: Path) -> N
     )
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1
-    assert "--virtual-stages 0" in refused.stderr
+    assert "'--virtual-stages': 0 is not in the range 1<=x<=1024" in refused.stderr
 
 
 # ---------------------------------------------------------------- the simulator's pipeline sample

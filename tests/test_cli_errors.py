@@ -54,17 +54,38 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         (("report", "RUN", "-o", "/nonexistent-dir/r.html"), "cannot write"),
         (("report", "RUN", "--plotlyjs", "nope"), "--plotlyjs"),
         (("summary", "RUN", "--executor", "nope"), "--executor"),
+        (("summary", "RUN", "--comm-pattern", "("), "--comm-pattern"),
+        (("summary", "RUN", "--virtual-stages", "99999999999999999999"), "--virtual-stages"),
+        (("summary", "RUN", "--bandwidth", "1e400"), "--bandwidth"),
+        (("summary", "RUN", "--params", "1e300"), "--params"),
+        (("export", "RUN", "--ranks", "0-99999999999"), "--ranks"),
+        (("export", "RUN", "--steps", "5-2"), "--steps"),
+        (("export", "RUN", "--window", "nan:inf"), "--window"),
+        (("export", "RUN", "--max-events", "99999999999999999999"), "--max-events"),
+        (("compare", "RUN", "RUN", "--threshold", "nan"), "--threshold"),
+        (("compare", "RUN", "RUN", "-o", "/nonexistent-dir/c.html"), "cannot write"),
+        (("compare", "RUN", "RUN", "--thresholds", "BINARY"), "not a UTF-8 TOML file"),
+        (("compare", "RUN", "RUN", "--thresholds", "NEGATIVE"), "threshold_pct = -5.0"),
     ],
 )
 def test_usage_errors_exit_2_in_one_line(
     run_dir: Path, tmp_path: Path, args: tuple[str, ...], says: str
 ) -> None:
-    resolved = [
-        str(run_dir) if a == "RUN" else str(tmp_path / "missing.log") if a == "MISSING" else a for a in args
-    ]
-    done = traceview(*resolved)
+    (tmp_path / "binary.toml").write_bytes(b"\xff\xfe")
+    (tmp_path / "negative.toml").write_text("[compare]\nthreshold_pct = -5.0\n")
+    named = {"RUN": run_dir, "MISSING": tmp_path / "missing.log"}
+    named |= {"BINARY": tmp_path / "binary.toml", "NEGATIVE": tmp_path / "negative.toml"}
+    done = traceview(*[str(named.get(a, a)) for a in args])
     assert done.returncode == 2, done.stderr
-    assert says in one_line(done)
+    line = one_line(done)
+    assert says in line
+    assert line.endswith("--help')"), line  # the usage hint, naming the command where there is one
+
+
+def test_an_error_of_the_operating_system_is_input_not_a_bug() -> None:
+    done = traceview("summary", "x" * 5000)  # a file name the kernel refuses (ENAMETOOLONG)
+    assert done.returncode == 2, done.stderr
+    assert "File name too long" in one_line(done)
 
 
 def test_version_and_help() -> None:
@@ -75,10 +96,9 @@ def test_version_and_help() -> None:
     assert "summary" in helped.stdout
     bare = traceview()
     assert bare.returncode == 2
-    assert "Usage:" in bare.stderr
-    assert "summary" in bare.stderr
-    last = bare.stderr.strip().splitlines()[-1]
-    assert last == "traceview: error: no command given (see 'traceview --help')"
+    assert bare.stderr.count("\n") == 1  # one line: the commands and the hint, no help screen
+    assert bare.stderr.startswith("traceview: error: no command given; one of: summary, report,")
+    assert bare.stderr.rstrip().endswith("(see 'traceview --help')")
     assert bare.stdout == ""
 
 
@@ -259,3 +279,28 @@ def test_skipped_inputs_are_named_in_the_report_inputs_section(run_dir: Path, tm
     assert "rank-3&lt;b&gt;.json" in inputs
     assert "skipped" in inputs
     assert f"wrote {out}" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["stragglers", "collectives", "summary"])
+def test_a_rank_without_its_base_is_aligned_with_a_warning_in_every_command(
+    tmp_path: Path, command: str
+) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for rank in (0, 1):
+        listed = rf.rank_events(rank)
+        for event in listed:
+            event["ts"] += 1.7e15 * rank  # rank 1: microseconds since 1970, and no base (an older writer)
+        base = rf.BASE_NS if rank == 0 else None
+        kf.write(
+            kf.document(listed, rank=rank, world_size=2, base_ns=base, hostname=f"h{rank}"),
+            folder / f"rank{rank}.json",
+        )
+    done = traceview(command, str(folder), "--json")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout if command == "summary" else done.stderr
+    assert "rank 1 has no usable baseTimeNanoseconds" in said
+    if command != "collectives":
+        document = json.loads(done.stdout)
+        crossrank = document["across_ranks"] if command == "summary" else document
+        assert [row["offset_us"] for row in crossrank["clock_offsets"]] == [0.0, 0.0]

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests import kineto_factory as kf  # noqa: E402
@@ -268,3 +268,111 @@ def test_bad_options(folder: Path, chosen: tuple[tuple[str, str], ...], junk: li
     for name, value in chosen:
         args += [name, {"MISSING": str(folder / "missing.log"), "FOLDER": str(folder)}.get(value, value)]
     check("bad options", *args, *junk)
+
+
+def _integer_in(low: int, high: int) -> Any:
+    def valid(text: str) -> bool:
+        return re.fullmatch(r"[0-9]+", text) is not None and low <= int(text) <= high
+
+    return valid
+
+
+def _finite_at_least_zero(text: str) -> bool:
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return 0 <= value <= 1e6  # float() accepts "nan", "inf", "1_0": only a finite number in range is valid
+
+
+NUMERIC_OPTIONS = [  # (command, option, accepts): every numeric option of every command
+    ("summary", "--workers", _integer_in(1, 4096)),
+    ("summary", "--max-trace-bytes", _integer_in(1_000_000, 2**50)),  # smaller refuses the small run itself
+    ("summary", "--virtual-stages", _integer_in(1, 1024)),
+    ("collectives", "--workers", _integer_in(1, 4096)),
+    ("stragglers", "--ranks-per-host", _integer_in(1, 2**16)),
+    ("export", "--max-events", _integer_in(1, 2**40)),
+    ("export", "--ranks-per-host", _integer_in(1, 2**16)),
+    ("compare", "--threshold", _finite_at_least_zero),
+    ("compare", "--workers", _integer_in(1, 4096)),
+    ("trend", "--threshold", _finite_at_least_zero),
+]
+NUMBERS = st.sampled_from(
+    [
+        "nan",
+        "inf",
+        "-inf",
+        "-3",
+        "0",
+        "1",
+        "3",
+        "1e400",
+        "99999999999999999999",
+        "1e3",
+        "0x10",
+        "",
+        "2.5",
+        "-0",
+    ]
+) | st.integers(-(10**25), 10**25).map(str)
+
+
+@FUZZ
+@given(chosen=st.sampled_from(NUMERIC_OPTIONS), value=NUMBERS)
+def test_numeric_options_of_every_command(folder: Path, chosen: tuple[str, str, Any], value: str) -> None:
+    command, option, accepts = chosen
+    small_limit = option == "--max-trace-bytes" and value.isdigit() and 1 <= int(value) < 1_000_000
+    assume(not small_limit)  # a valid limit the small run itself passes: refused as input, not as usage
+    run = folder / "run"
+    if not run.exists():
+        rf.write_run(run)
+        code, out, _ = run_cli("summary", str(run), "--json", "--quiet")
+        (folder / "night.json").write_text(out)
+    target = {"compare": [str(run), str(run)], "trend": [str(folder / "night.json")] * 3}.get(
+        command, [str(run)]
+    )
+    output = ["-o", str(folder / "out.json")] if command == "export" else []
+    code, _, err = check("numeric options", command, *target, *output, option, value)
+    if accepts(value):
+        assert code in (0, 1, 4), (option, value, err)
+    else:
+        assert code == 2, (option, value, err)
+        assert err.count("\n") == 1, err  # one line...
+        assert "--help" in err, err  # ...with the usage hint
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path
+
+
+ODD_VALUES = st.sampled_from([None, "x", "\x1b[31m", [], {}, -1, 0, 1e308, True, [1, "a"], {"a": None}])
+
+
+@FUZZ
+@given(picks=st.lists(st.tuples(st.integers(0, 10**6), ODD_VALUES), min_size=1, max_size=4))
+def test_saved_summaries_of_the_wrong_shape(folder: Path, picks: list[tuple[int, Any]]) -> None:
+    good = folder / "good.json"
+    if not good.exists():
+        good.write_text(run_cli("summary", str(rf.write_run(folder / "run")), "--json", "--quiet")[1])
+    document = json.loads(good.read_text())
+    leaves = list(_leaves(document))
+    for pick, value in picks:
+        *parents, last = leaves[pick % len(leaves)]
+        holder = document
+        for key in parents:
+            holder = holder[key]
+        holder[last] = value
+    bad = folder / "bad.json"
+    bad.write_text(json.dumps(document))
+    for args in (("compare", str(good), str(bad)), ("trend", str(good), str(bad), str(good))):
+        code, _, err = check("saved summaries", *args)
+        if code == 2:
+            assert err.count("\n") == 1, err
+            assert str(bad) in err, err  # the malformed document is the one named

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -120,14 +121,22 @@ def test_integers_beyond_64_bits_and_absurd_element_counts_become_null(tmp_path:
         2,
         args={"Collective name": "allreduce", "In msg nelems": 2**51, "Out msg nelems": 1024, "Seq": 2**70},
     )
-    listed = [call, *events()]
-    listed[1]["args"]["correlation"] = 2**64
+    sized = [
+        kf.cpu_op(
+            "record_param_comms", 8 + index, 1, args={"Collective name": "allreduce", "Group size": size}
+        )
+        for index, size in enumerate((10**12, 0, 8))
+    ]
+    listed = [call, *sized, *events()]
+    listed[4]["args"]["correlation"] = 2**64
     trace = parse_bytes(tmp_path, text(kf.document(listed, base_ns=BASE_NS)))
     row = trace.cpu.row(0, named=True)
     assert (row["in_nelems"], row["out_nelems"], row["seq"]) == (None, 1024, None)
+    assert trace.cpu.get_column("group_size").to_list() == [None, None, None, 8]
     assert trace.gpu.get_column("correlation").to_list() == [None, 2, 3]
     assert sorted(messages(trace)) == [
         "set 1 element counts outside [0, 2^50] to null",
+        "set 2 group sizes outside [1, 2^24] to null",
         "set 2 integers beyond 64 bits to null",
     ]
 
@@ -162,6 +171,43 @@ def test_absurd_header_values_are_unknown(
     assert (trace.meta.world_size, trace.meta.base_time_ns) == expected
     assert names(trace) == ["first", "second", "third"]
     assert any(says in message for message in messages(trace)), messages(trace)
+
+
+def test_a_header_listing_more_devices_than_a_node_keeps_the_first_64(tmp_path: Path) -> None:
+    doc = kf.document(events(), base_ns=BASE_NS)
+    doc["deviceProperties"] = [{"id": i, "name": f"device {i:05d}"} for i in range(100_000)]
+    trace = parse_bytes(tmp_path, text(doc))
+    assert trace.meta.devices == tuple(f"device {i:05d}" for i in range(64))
+    assert "100000 distinct device names: kept the first 64 (sorted)" in messages(trace)
+
+
+def test_a_process_group_listing_ranks_outside_the_world_has_no_rank_list(tmp_path: Path) -> None:
+    doc = kf.document(events(), world_size=8, base_ns=BASE_NS)
+    doc["distributedInfo"]["pg_config"] = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 8, "ranks": list(range(8))},
+        {"pg_name": "1", "pg_desc": "huge", "pg_size": 2_000_000, "ranks": list(range(2_000_000))},
+        {"pg_name": "2", "pg_desc": "stray", "pg_size": 2, "ranks": [0, 9]},
+    ]
+    trace = parse_bytes(tmp_path, text(doc))
+    groups = {group.name: (group.size, group.ranks) for group in trace.meta.process_groups}
+    assert groups == {"0": (8, tuple(range(8))), "1": (0, ()), "2": (2, ())}
+    assert (
+        "process group '1' lists 2000000 rank(s) outside a world of 8: its rank list is unknown"
+        in messages(trace)
+    )
+    assert "process group '1' size 2000000 is not in [1, 8]: read as 0, the ranks it lists" in messages(trace)
+
+
+def test_the_commonest_device_is_counted_once_per_name() -> None:
+    from traceview.model.trace import Run
+    from traceview.prediction.trace_facts import device_name
+
+    def ranked(devices: tuple[str, ...]) -> Any:
+        return SimpleNamespace(meta=SimpleNamespace(devices=devices))
+
+    run: Any = [ranked(("b", "a")), ranked(("b",)), ranked(("a", "c"))]
+    assert device_name(run) == "a"  # a and b twice each: the first by name
+    assert device_name(Run(ranks=())) is None
 
 
 def test_a_rank_that_is_not_one_falls_back_to_the_file_name(tmp_path: Path) -> None:
@@ -207,10 +253,21 @@ def test_deep_nesting_is_refused_in_one_line(tmp_path: Path, depth: int, opener:
 
 
 def test_malformed_json_names_the_byte(tmp_path: Path) -> None:
-    data = text(kf.document(events(), base_ns=BASE_NS)).replace(b'"ts": 20', b'"ts": 20 x')
+    data = text(kf.document(events(), base_ns=BASE_NS)).replace(b'"ts": 10', b'"ts": 10 x')
     with pytest.raises(InputError, match="malformed JSON") as caught:
         parse_bytes(tmp_path, data)
     assert caught.value.where == f"byte {data.index(b' x') + 1}"
+
+
+@pytest.mark.parametrize("bad", [b" x", b" NaN", b" -Infinity", b" tru"])
+def test_the_events_before_malformed_json_are_kept_with_a_warning(tmp_path: Path, bad: bytes) -> None:
+    data = text(kf.document(events(), base_ns=BASE_NS)).replace(b'"ts": 30', b'"ts": 30' + bad)
+    trace = parse_bytes(tmp_path, data)
+    assert names(trace) == ["first", "second"]  # the third event holds the malformed byte
+    at = data.index(b'"ts": 30') + len(b'"ts": 30') + 1
+    assert f"at byte {at}: kept the 2 complete events before it, not the {len(data) - at} bytes" in " ".join(
+        messages(trace)
+    )
 
 
 def test_bytes_after_the_document_are_ignored_with_a_warning(tmp_path: Path) -> None:
@@ -340,3 +397,60 @@ def test_running_out_of_memory_is_an_input_error(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(kineto, "read_bytes", no_memory)
     with pytest.raises(InputError, match="not enough memory"):
         parse_bytes(tmp_path, text(kf.document(events(), base_ns=BASE_NS)))
+
+
+def test_time_base_moves_known_bases_and_places_a_rank_of_another_epoch() -> None:
+    from traceview.model.time_base import RankClockBase, time_base
+
+    epoch_us = 1.7e15  # an old trace without a base writes microseconds since 1970
+    base = time_base(
+        [
+            RankClockBase(BASE_NS, 100.0),
+            RankClockBase(BASE_NS + 20_000, 100.0),  # 20 us later
+            RankClockBase(0, epoch_us + 100.0),  # no base, another epoch
+            RankClockBase(0, 130.0),  # no base, the others' epoch (a truncated trace)
+            RankClockBase(0, None),  # no base, no step
+        ]
+    )
+    median_first_step = (100.0 + (100.0 + 20.0)) / 2
+    assert base.shifts_us == (0.0, 20.0, median_first_step - (epoch_us + 100.0), 0.0, 0.0)
+    assert base.placed == (2,)
+
+
+def _two_host_run(folder: Path, rank1_base_ns: int | None, rank1_shift_us: float) -> Path:
+    from tests import report_factory as rf
+
+    folder.mkdir()
+    for rank, base_ns, shift in ((0, BASE_NS, 0.0), (1, rank1_base_ns, rank1_shift_us)):
+        listed = rf.rank_events(rank)
+        for event in listed:
+            event["ts"] += shift
+        doc = kf.document(listed, rank=rank, world_size=2, base_ns=base_ns, hostname=f"node-{rank}")
+        kf.write(doc, folder / f"rank{rank}.json")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("rank1_base_ns", "shift_us", "placed"),
+    [
+        (None, 0.0, False),  # truncated: no base, timestamps on the others' base
+        (None, 1.7e15, True),  # timestamps since 1970 without a base
+        (1_000_000_000, 0.0, False),  # a base in 1970: unknown
+        (9_223_372_036_854_775_807, 1.7e15, True),  # a base in 2262: unknown
+    ],
+)
+def test_a_rank_without_a_usable_base_is_aligned_by_its_collectives(
+    tmp_path: Path, rank1_base_ns: int | None, shift_us: float, placed: bool
+) -> None:
+    from traceview.reduce.analysis import analyze
+
+    run = load_run(_two_host_run(tmp_path / "run", rank1_base_ns, shift_us), workers=1)
+    analysis = analyze(run)
+    offsets = analysis.crossrank.clocks.offsets if analysis.crossrank else None
+    assert offsets is not None
+    # both ranks' collectives end at the same step-relative times: aligned, the offset is 0, never the base
+    assert offsets.get_column("offset_us").to_list() == [0.0, 0.0]
+    warnings = " ".join(analysis.header.warnings)
+    assert "aligned by its collectives" in warnings
+    assert ("placed at their median first step" in warnings) == placed
+    assert max(abs(s) for s in analysis.header.base_shifts_us) == pytest.approx(shift_us)

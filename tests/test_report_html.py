@@ -298,6 +298,23 @@ def test_every_inline_script_runs_by_its_hash_and_nothing_else_inline(small: Run
     assert len(executable) == (2 if mode == "inline" else 1)
 
 
+@pytest.mark.parametrize("mode", ["inline", "cdn"])
+def test_no_unsafe_inline_styles_apply_by_hash_and_the_page_writes_no_style_attribute(
+    small: RunAnalysis, mode: str
+) -> None:
+    page = render_html(small, plotlyjs=mode)
+    policy = html.unescape(re.search(r'Content-Security-Policy" content="([^"]*)"', page).group(1))  # type: ignore[union-attr]
+    assert "unsafe-inline" not in policy
+    style_src = next(part for part in policy.split(";") if part.strip().startswith("style-src"))
+    allowed = set(re.findall(r"'sha256-([A-Za-z0-9+/=]+)'", style_src))
+    blocks = re.findall(r"<style[^>]*>(.*?)</style>", page, flags=re.DOTALL)
+    assert len(blocks) == 1
+    for text in [*blocks, ""]:  # the page's style block, and the empty element plotly.js fills by the CSSOM
+        assert base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() in allowed
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.DOTALL)
+    assert not re.search(r"\sstyle\s*=", markup)
+
+
 def test_timeline_figure_offers_every_step_and_starts_on_the_median(small: RunAnalysis) -> None:
     figure = _islands(render_html(small, plotlyjs="cdn"))["fig-timeline"]
     menu = figure["layout"]["updatemenus"][0]

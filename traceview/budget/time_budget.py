@@ -15,6 +15,7 @@ import polars as pl
 from traceview.core.intervals import clip_to_windows, union_length
 from traceview.events.classify import classify_gpu
 from traceview.events.kernel_names import KernelPattern
+from traceview.model.time_base import aligned_ranks
 from traceview.model.trace import Run
 from traceview.steps.windows import WINDOW_SCHEMA, StepChoice, choose_steps, step_windows
 
@@ -65,7 +66,7 @@ class TimeBudget:
 
 def classified_events(run: Run, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
     """Every device event of every rank (on one time base) with its `event_class`."""
-    frames = [classify_gpu(trace, extra_patterns) for trace in run.aligned_ranks()]
+    frames = [classify_gpu(trace, extra_patterns) for trace in aligned_ranks(run)]
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
@@ -78,7 +79,7 @@ def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> p
     """Step windows of every rank, on the run's time base; `choices` is `step_choices(run)` (computed here when
     not given)."""
     chosen = step_choices(run) if choices is None else choices
-    frames = [step_windows(trace, choice) for trace, choice in zip(run.aligned_ranks(), chosen, strict=True)]
+    frames = [step_windows(trace, choice) for trace, choice in zip(aligned_ranks(run), chosen, strict=True)]
     return pl.concat(frames) if frames else pl.DataFrame(schema=WINDOW_SCHEMA)
 
 

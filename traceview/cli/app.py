@@ -8,7 +8,6 @@ uses the helpers here to load, gate and print. `traceview.cli.main` imports ever
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
@@ -75,10 +74,15 @@ def _root(
     ] = False,
 ) -> None:
     """Where the time went in a distributed training job."""
-    if context.invoked_subcommand is None:  # bare `traceview`: the help on stderr, then a usage error
-        with contextlib.redirect_stdout(sys.stderr):
-            typer.echo(context.get_help(), err=True)
-        raise CommandLineError("no command given", ctx=context)
+    if context.invoked_subcommand is None:  # bare `traceview`: a usage error naming the commands, in one line
+        raise CommandLineError(f"no command given; one of: {', '.join(command_names())}", ctx=context)
+
+
+def command_names() -> list[str]:
+    """The names of the registered commands, in the order they were registered."""
+    return [
+        info.name or (info.callback.__name__ if info.callback else "") for info in app.registered_commands
+    ]
 
 
 def stdout_console(width_when_piped: int = 160) -> Console:
@@ -199,6 +203,14 @@ def report_skipped(analysis: RunAnalysis | Run) -> None:
     foreign = analysis.nccl.foreign if isinstance(analysis, RunAnalysis) and analysis.nccl else ()
     for path, reasons in foreign:
         say(f"traceview: warning: NCCL log set apart, another job's: {printable(path)}: {printable(reasons)}")
+
+
+def report_warnings(analysis: RunAnalysis | Run) -> None:
+    """Every warning of the run (what a parser recovered from, a clock placed without its base, another job set
+    apart), one line each, on stderr: for the commands whose output has no place for them."""
+    warnings = [str(w) for w in analysis.warnings] if isinstance(analysis, Run) else analysis.header.warnings
+    for warning in warnings:
+        say(f"traceview: warning: {printable(warning)}")
 
 
 def partial(run: Run) -> None:

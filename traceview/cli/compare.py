@@ -2,7 +2,7 @@
 
 Each side of a comparison is a run (file, folder, glob, run.json) or a JSON summary written earlier by
 `traceview summary RUN --json`. Exit codes as elsewhere: 0 no significant regression, 1 a regression (or a
-`--fail-on` threshold crossed), 2 bad input.
+`--fail-on` threshold crossed), 2 bad input, 4 compared without inputs either run could not read.
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from traceview.cli.app import (
     gate,
     print_json,
     report_skipped,
-    stderr,
+    say,
     stdout_console,
     with_nccl_logs,
+    write_text,
 )
 from traceview.cli.options import FailOnOpt, WorkersOpt
-from traceview.core.errors import InputError, ThresholdCrossed
+from traceview.compare.saved_summary import check_sections, read_documents
+from traceview.core.errors import InputError, PartialRun, ThresholdCrossed
+from traceview.core.sanitize import printable
 
 SUMMARY_KEYS = ("schema_version", "time_budget")
 SUPPORTED_MAJOR = "1"
@@ -57,6 +60,7 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
         raise InputError(
             path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
         )
+    check_sections(path, document)
     return document
 
 
@@ -111,7 +115,10 @@ def compare(
 
     check_thresholds(fail_on)
     settings, _ = load_settings(thresholds, threshold)
-    comparison = compare_runs(summary_of(baseline, workers), summary_of(candidate, workers), settings)
+    sides = summary_of(baseline, workers), summary_of(candidate, workers)
+    comparison = read_documents(
+        [(baseline, sides[0]), (candidate, sides[1])], lambda docs: compare_runs(docs[0], docs[1], settings)
+    )
     if json_output:
         from traceview.reports.compare_json import compare_document
 
@@ -127,12 +134,15 @@ def compare(
     if output is not None:
         from traceview.reports.compare_html import render_compare_html
 
-        output.write_text(render_compare_html(comparison), encoding="utf-8")
-        stderr.print(f"wrote {output}", markup=False, highlight=False)
+        write_text(output, render_compare_html(comparison))
+        say(f"wrote {printable(output)}")
     if fail_on:
         gate(comparison.gate_figures(), fail_on)
     elif comparison.failing:
         raise ThresholdCrossed(f"regression: {comparison.verdict}")
+    skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
+    if skipped:
+        raise PartialRun(f"compared without {skipped} input(s) that could not be read (named in the runs)")
 
 
 @app.command()
@@ -160,7 +170,9 @@ def trend(
                 path, "not a traceview JSON summary (write one with `traceview summary RUN --json`)"
             )
         documents.append((path.name, found))
-    result = trend_of(documents, settings)
+    sources = [(str(path), document) for path, (_, document) in zip(summaries, documents, strict=True)]
+    names = [name for name, _ in documents]
+    result = read_documents(sources, lambda docs: trend_of(list(zip(names, docs, strict=True)), settings))
     if json_output:
         from traceview.reports.compare_json import trend_document
 
@@ -172,7 +184,7 @@ def trend(
     if output is not None:
         from traceview.reports.compare_html import render_trend_html
 
-        output.write_text(render_trend_html(result), encoding="utf-8")
-        stderr.print(f"wrote {output}", markup=False, highlight=False)
+        write_text(output, render_trend_html(result))
+        say(f"wrote {printable(output)}")
     if result.latest_regressions:
         raise ThresholdCrossed(f"regression: {result.verdict}")

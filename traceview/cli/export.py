@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from traceview.cli.app import analyse, app, finish, report_skipped, say
+from traceview.cli.app import analyse, app, finish, report_skipped, report_warnings, say
 from traceview.cli.options import (
     CommPatternOpt,
     ComputePatternOpt,
@@ -41,7 +41,10 @@ def export(
         typer.Option("--window", help="START:END in ms since the run's first step, aligned clock."),
     ] = None,
     max_events: Annotated[
-        int, typer.Option("--max-events", min=1, help="Events written at most (Perfetto loads about 2 GB).")
+        int,
+        typer.Option(
+            "--max-events", min=1, max=2**40, help="Events written at most (Perfetto loads about 2 GB)."
+        ),
     ] = 5_000_000,
     comm_pattern: CommPatternOpt = None,
     compute_pattern: ComputePatternOpt = None,
@@ -53,14 +56,15 @@ def export(
     from traceview.export.perfetto import ExportBounds, export_run, parse_ranges, parse_window
 
     bounds = ExportBounds(
-        ranks=parse_ranges(ranks, "--ranks") if ranks else None,
-        steps=parse_ranges(steps, "--steps") if steps else None,
-        window_ms=parse_window(window) if window else None,
+        ranks=parse_ranges(ranks, "--ranks") if ranks is not None else None,
+        steps=parse_ranges(steps, "--steps") if steps is not None else None,
+        window_ms=parse_window(window) if window is not None else None,
         max_events=max_events,
     )
     options = replace(options_from(comm_pattern, 1, compute_pattern), ranks_per_host=ranks_per_host)
     analysis = analyse(run_spec(runs), options, workers, "local", None, quiet)
     report_skipped(analysis)
+    report_warnings(analysis)
     try:
         stats = export_run(analysis, output, bounds)
     except OSError as exc:

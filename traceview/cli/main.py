@@ -33,6 +33,7 @@ from traceview.cli.app import (
     analyse,
     app,
     check_thresholds,
+    command_names,
     finish,
     gate,
     load,
@@ -40,6 +41,7 @@ from traceview.cli.app import (
     partial,
     print_json,
     report_skipped,
+    report_warnings,
     say,
     stdout_console,
     with_nccl_logs,
@@ -218,6 +220,7 @@ def collectives(
     patterns = user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))
     loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
+    report_warnings(loaded)
     result = analyze_collectives(loaded, classified_events(loaded, patterns))
     if json_output:
         from traceview.reports.json_out import collectives_document
@@ -286,6 +289,7 @@ def stragglers(
     check_thresholds(fail_on)
     loaded = load(run_spec(runs), workers, max_trace_bytes)
     report_skipped(loaded)
+    report_warnings(loaded)
     events, windows = (
         classified_events(loaded, user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))),
         all_step_windows(loaded),
@@ -314,6 +318,20 @@ def _usage_line(error: Any) -> str:
     return f"traceview: error: {printable(error.format_message())} (see '{printable(command)} --help')"
 
 
+def _command_path() -> str:
+    """`traceview COMMAND` as the command line named it (for a usage error's help hint)."""
+    named = next((arg for arg in sys.argv[1:] if arg in command_names()), None)
+    return f"traceview {named}" if named else "traceview"
+
+
+def _environment_problem(error: OSError | MemoryError) -> str:
+    """What an error of the operating system says, in one line naming the file where it has one."""
+    if isinstance(error, MemoryError):
+        return "out of memory (use --max-trace-bytes, or fewer --workers)"
+    where = f"{printable(error.filename)}: " if error.filename is not None else ""
+    return f"{where}{printable(error.strerror or error)}"
+
+
 def _crash_log(error: BaseException) -> Path:
     """Write the traceback of an internal error to a file of its own; returns its path."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
@@ -332,8 +350,14 @@ def _exit_code(error: BaseException) -> int:
     if isinstance(error, PartialRun):
         say(f"traceview: warning: {printable(error)}")
         return EXIT_PARTIAL
+    if isinstance(error, UsageError):
+        say(f"traceview: error: {printable(error)} (see '{_command_path()} --help')")
+        return EXIT_INPUT
     if isinstance(error, TraceviewError):
         say(f"traceview: error: {printable(error)}")
+        return EXIT_INPUT
+    if isinstance(error, OSError | MemoryError):  # the machine refused (a path too long, a full disk, memory)
+        say(f"traceview: error: {_environment_problem(error)}")
         return EXIT_INPUT
     if isinstance(error, CommandLineError):
         say(_usage_line(error))

@@ -14,6 +14,9 @@ from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
 from traceview.reduce.analysis import AnalysisOptions
 
+MAX_WORKERS, MAX_RANKS_PER_HOST = 4096, 2**16
+"""Upper bounds of the integer options: past them a value is a typo, refused as a usage error (exit 2)."""
+
 RunArg = Annotated[str, typer.Argument(help="A trace file, a folder of per-rank traces, or a glob.")]
 RunsArg = Annotated[
     list[str],
@@ -48,7 +51,9 @@ FailOnOpt = Annotated[
 ]
 WorkersOpt = Annotated[
     int | None,
-    typer.Option("--workers", min=1, help="Processes that read and summarise ranks (default: CPUs)."),
+    typer.Option(
+        "--workers", min=1, max=MAX_WORKERS, help="Processes that read and summarise ranks (default: CPUs)."
+    ),
 ]
 ExecutorOpt = Annotated[
     str,
@@ -66,6 +71,7 @@ MaxTraceBytesOpt = Annotated[
     typer.Option(
         "--max-trace-bytes",
         min=1,
+        max=2**50,
         help="Refuse (skip, among several) a trace whose JSON text, after gunzip, passes this many bytes.",
     ),
 ]
@@ -73,14 +79,20 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar o
 
 
 VirtualStagesOpt = Annotated[
-    int, typer.Option("--virtual-stages", help="Model chunks per pipeline stage (V of the bubble theory).")
+    int,
+    typer.Option(
+        "--virtual-stages", min=1, max=1024, help="Model chunks per pipeline stage (V of the bubble theory)."
+    ),
 ]
 
 
 def options_from(
     comm_pattern: list[str] | None, virtual_stages: int = 1, compute_pattern: list[str] | None = None
 ) -> AnalysisOptions:
-    """Analysis options from the command line."""
+    """Analysis options from the command line; a malformed pattern is a `UsageError` before any file is read."""
+    from traceview.events.kernel_names import user_patterns
+
+    user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))
     return AnalysisOptions(
         comm_patterns=tuple(comm_pattern or ()),
         compute_patterns=tuple(compute_pattern or ()),
@@ -125,6 +137,7 @@ GpusPerNodeOpt = Annotated[
     typer.Option(
         "--gpus-per-node",
         min=1,
+        max=MAX_RANKS_PER_HOST,
         help="GPUs per node: which groups span nodes (default: what the run shows, else 8).",
     ),
 ]
@@ -135,6 +148,25 @@ DtypeOpt = Annotated[
         help="Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').",
     ),
 ]
+
+
+MODEL_INPUT_BOUNDS = {
+    "--params": (1.0, 1e15),
+    "--local-batch": (1.0, 1e12),
+    "--efficiency": (1e-6, 1.0),
+    "--peak-flops": (1e9, 1e19),
+    "--bandwidth": (1e6, 1e15),
+    "--alpha": (0.0, 1e6),  # 0: a model without latency
+}
+"""The physical range of each model input (both ends included; bandwidth in bytes/s, alpha in microseconds, peak
+in FLOP/s): outside it, or not finite, the value is refused (docs/metrics.md, "Predicted gamma")."""
+
+
+def check_model_input(name: str, value: float | None) -> None:
+    """Refuse `value` of option `name` (a `MODEL_INPUT_BOUNDS` key) when given and not finite or out of range."""
+    low, high = MODEL_INPUT_BOUNDS[name]
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise UsageError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value:g}")
 
 
 def with_model(
@@ -152,15 +184,19 @@ def with_model(
     """`options` with the alpha-beta model's inputs from the command line (docs/metrics.md, "Predicted gamma")."""
     from traceview.prediction.inputs import PredictionOptions, parse_pair, parse_quantity
 
-    intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth else (None, None)
-    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6, zero_ok=True) if alpha else (None, None)
-    for value, name in ((params, "--params"), (local_batch, "--local-batch")):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise UsageError(f"{name} must be a positive finite number, got {value}")
-    if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
-        raise UsageError(f"--efficiency must be in (0, 1], got {efficiency}")
+    for name, named in (("--nic", nic), ("--dtype", dtype)):
+        if named is not None and not named.strip():
+            raise UsageError(f"{name} is empty")
+    intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth is not None else (None, None)
+    intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6, zero_ok=True) if alpha is not None else (None, None)
+    peak = parse_quantity(peak_flops, "--peak-flops") if peak_flops is not None else None
+    alpha_us = [None if a is None else a * 1e6 for a in (intra_a, inter_a)]
+    given = [("--params", params), ("--local-batch", local_batch), ("--efficiency", efficiency)]
+    given += [("--peak-flops", peak), ("--bandwidth", intra_b), ("--bandwidth", inter_b)]
+    for name, value in [*given, ("--alpha", alpha_us[0]), ("--alpha", alpha_us[1])]:
+        check_model_input(name, value)
     model = PredictionOptions(
-        params=params, local_batch=local_batch, peak_flops=parse_quantity(peak_flops, "--peak-flops") if peak_flops else None,
+        params=params, local_batch=local_batch, peak_flops=peak,
         efficiency=efficiency, bandwidth_Bps=intra_b, inter_bandwidth_Bps=inter_b, alpha_s=intra_a, inter_alpha_s=inter_a,
         nic=nic, dtype=dtype, link_overrides=options.prediction.link_overrides, gpus_per_node=gpus_per_node,
     )  # fmt: skip
@@ -229,6 +265,9 @@ def nccl_log_paths(run: str | Sequence[str], given: Sequence[Path] | None) -> li
 RanksPerHostOpt = Annotated[
     int | None,
     typer.Option(
-        "--ranks-per-host", min=1, help="Ranks per host for clock alignment when traces name no host."
+        "--ranks-per-host",
+        min=1,
+        max=MAX_RANKS_PER_HOST,
+        help="Ranks per host for clock alignment when traces name no host.",
     ),
 ]

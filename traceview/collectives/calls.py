@@ -20,6 +20,7 @@ from traceview.core.vocab import (
     canonical_dtype_expr,
     dtype_size_expr,
 )
+from traceview.model.time_base import aligned_ranks
 from traceview.model.trace import Run
 
 _BACKEND_PREFIXES = tuple(prefix for prefix in COLLECTIVE_CALL_PREFIXES if prefix != "c10d::")
@@ -101,7 +102,7 @@ def collective_calls(run: Run) -> pl.DataFrame:
     `dims_out`, `dims_dtype`). `c10d::*` ops that name no known collective (`c10d::wait`) are left out."""
     frames = [
         trace.cpu.filter(pl.col("kind") != "runtime").with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
-        for trace in run.aligned_ranks()
+        for trace in aligned_ranks(run)
     ]
     if not frames:
         return pl.DataFrame()
@@ -197,7 +198,7 @@ def launches(run: Run) -> pl.DataFrame:
             pl.col("start_us").alias("launch_us"),
         )
         .unique(["rank", "correlation"], keep="first")
-        for trace in run.aligned_ranks()
+        for trace in aligned_ranks(run)
     ]
     return pl.concat(frames) if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
 

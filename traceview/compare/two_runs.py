@@ -12,6 +12,7 @@ run was read only in part (skipped files, unlinked kernels, mismatched collectiv
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ from traceview.compare.scaling import Scaling, scaling_analysis
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
 from traceview.core.errors import UsageError
+from traceview.core.sanitize import printable
 
 
 def _table(text: str, source: str) -> dict[str, Any]:
@@ -44,6 +46,8 @@ def load_settings(
     defaults = _table(
         resources.files("traceview.compare").joinpath("thresholds.toml").read_text(), "defaults"
     )
+    if threshold_pct is not None and not (math.isfinite(threshold_pct) and threshold_pct >= 0):
+        raise UsageError(f"--threshold must be a finite percentage >= 0, got {threshold_pct}")
     user = {} if path is None else _table(_read(path), str(path))
     compare = {**defaults["compare"], **user.get("compare", {})}
     trend = {**defaults["trend"], **user.get("trend", {})}
@@ -67,14 +71,34 @@ def load_settings(
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{path or 'thresholds'}: a threshold is not a number: {exc}") from None
+    for settings in (compare_settings, trend_settings):
+        _check_bounds(settings, str(path or "thresholds"))
     return compare_settings, trend_settings
+
+
+SETTING_BOUNDS = {"threshold_pct": (0.0, 1e6), "alpha": (1e-9, 1.0), "min_step_share": (0.0, 1.0)}
+SETTING_BOUNDS.update(min_samples=(1, 1e6), min_segment=(1, 1e6))
+"""The range of each setting (both ends included); a per-metric threshold has `threshold_pct`'s."""
+
+
+def _check_bounds(settings: CompareSettings | TrendSettings, source: str) -> None:
+    values = {name: getattr(settings, name) for name in SETTING_BOUNDS if hasattr(settings, name)}
+    values.update(getattr(settings, "metric_threshold_pct", ()))
+    for name, value in values.items():
+        low, high = SETTING_BOUNDS.get(name, SETTING_BOUNDS["threshold_pct"])
+        if not (math.isfinite(value) and low <= value <= high):
+            raise UsageError(
+                f"{printable(source)}: {printable(name)} = {value} is not in [{low:g}, {high:g}]"
+            )
 
 
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read the thresholds file: {exc.strerror}") from None
+        raise UsageError(f"{printable(path)}: cannot read the thresholds file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{printable(path)}: not a UTF-8 TOML file (byte {exc.start})") from None
 
 
 @dataclass(frozen=True)

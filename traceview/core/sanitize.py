@@ -10,6 +10,7 @@ its own).
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 MAX_PRINTED_CHARS = 4096
 """Longest input-derived text printed as it is; longer text is cut with a marker saying how much was left out."""
@@ -40,3 +41,10 @@ def printable(text: object, max_chars: int = MAX_PRINTED_CHARS) -> str:
     if cleaned.isascii():
         return cleaned
     return "".join(_visible(char) if _unsafe(char) else char for char in cleaned)
+
+
+def listed(values: Sequence[object], most: int = 16) -> str:
+    """The first `most` values joined by commas, with how many there are in all when some are left out (the
+    caller makes the result printable)."""
+    shown = ", ".join(str(value) for value in values[:most])
+    return shown if len(values) <= most else f"{shown}, ... ({len(values)} in all)"

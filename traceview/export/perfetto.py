@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ import msgspec
 import polars as pl
 
 from traceview.core.errors import UsageError
+from traceview.core.sanitize import printable
 from traceview.parsers import kineto
 from traceview.reduce.results import RunAnalysis
 
@@ -57,27 +60,40 @@ class ExportStats:
     """`--window` on the aligned clock (us), as applied."""
 
 
+MAX_LISTED = 2**20
+"""Ranks or steps a `--ranks` / `--steps` list may name at most (a million: more than any job has)."""
+RANGE_PART = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")
+
+
 def parse_ranges(text: str, what: str) -> frozenset[int]:
-    """ "0-7,12" -> {0, ..., 7, 12}; a malformed list is a `UsageError` naming the option."""
+    """ "0-7,12" -> {0, ..., 7, 12}; a malformed list, a range that ends before it starts or one naming more than
+    `MAX_LISTED` values is a `UsageError` naming the option."""
     found: set[int] = set()
-    try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            low, _, high = part.partition("-")
-            found.update(range(int(low), int(high or low) + 1))
-    except ValueError:
-        raise UsageError(f"{what} {text!r}: expected numbers and ranges, e.g. 0-7,12") from None
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        matched = RANGE_PART.fullmatch(part)
+        low, high = (int(matched[1]), int(matched[2] or matched[1])) if matched else (1, 0)
+        if high < low or len(found) + high - low >= MAX_LISTED:
+            raise UsageError(
+                f"{what} {printable(text)!r}: expected numbers and ranges LOW-HIGH (LOW <= HIGH), "
+                f"at most {MAX_LISTED} values, e.g. 0-7,12"
+            )
+        found.update(range(low, high + 1))
+    if not found:
+        raise UsageError(f"{what} {printable(text)!r}: names nothing; expected e.g. 0-7,12")
     return frozenset(found)
 
 
 def parse_window(text: str) -> tuple[float, float]:
-    """ "START:END" in ms -> (start, end); a malformed window is a `UsageError`."""
+    """ "START:END" in ms -> (start, end), both finite; a malformed window is a `UsageError`."""
     start, sep, end = text.partition(":")
     try:
         window = (float(start), float(end))
     except ValueError:
         window = (1.0, 0.0)
-    if not sep or window[1] <= window[0]:
-        raise UsageError(f"--window {text!r}: expected START:END in ms with END > START, e.g. 0:250")
+    if not sep or not all(map(math.isfinite, window)) or window[1] <= window[0]:
+        raise UsageError(
+            f"--window {printable(text)!r}: expected START:END in ms, finite, with END > START, e.g. 0:250"
+        )
     return window
 
 
@@ -98,19 +114,14 @@ class RankClock:
 def rank_clocks(analysis: RunAnalysis) -> dict[int, RankClock]:
     """Per rank, its `RankClock` (module docstring)."""
     header = analysis.header
-    bases = dict(zip(header.ranks, header.base_times_ns or [0] * len(header.ranks), strict=True))
-    known = [b for b in bases.values() if b]
-    base = min(known) if known else 0
+    shifts = dict(zip(header.ranks, header.base_shifts_us or [0.0] * len(header.ranks), strict=True))
     offsets: dict[int, float] = {}
     if analysis.crossrank is not None:
         from traceview.across_ranks.clocks import rank_offsets
 
         table = rank_offsets(analysis.crossrank.hosts, analysis.crossrank.clocks)
         offsets = dict(zip(table["rank"].to_list(), table["offset_us"].to_list(), strict=True))
-    return {
-        rank: RankClock((bases[rank] - base) / 1000.0 if bases[rank] else 0.0, offsets.get(rank, 0.0))
-        for rank in header.ranks
-    }
+    return {rank: RankClock(shifts[rank], offsets.get(rank, 0.0)) for rank in header.ranks}
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from traceview.core.errors import ParseWarning, RunError
+from traceview.model.time_base import placement_warnings, trace_time_base
 from traceview.model.trace import RankTrace, Run, SkippedInput
 
 DAY_NS = 86_400 * 10**9
@@ -146,6 +147,6 @@ def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), 
             reason = f"rank {trace.rank} is also claimed by {first.path}; that file was kept"
             claimed.append(SkippedInput(trace.path, reason))
     every_skipped = (*skipped, *unranked, *apart, *claimed)
-    return Run(
-        ranks=tuple(kept.values()), skipped=every_skipped, source=source, extra_warnings=tuple(warnings)
-    ).validate()
+    ranks = tuple(kept.values())
+    warnings += placement_warnings(ranks, trace_time_base(ranks))
+    return Run(ranks=ranks, skipped=every_skipped, source=source, extra_warnings=tuple(warnings)).validate()

@@ -1,7 +1,7 @@
 """The trace model: frozen dataclasses holding polars frames, one `RankTrace` per rank and a `Run` of ranks.
 
 Times are microseconds (float64) in the trace's own time base, exactly as Kineto writes them: when the document
-has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.base_time_ns` keeps it. `Run.aligned_ranks`
+has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.base_time_ns` keeps it. `traceview.model.time_base.aligned_ranks`
 puts every rank on one base. Integer-microsecond timestamps up to 2**53 are exact in float64.
 """
 
@@ -209,10 +209,3 @@ class Run:
                 raise RunError(f"{trace.path}: rank {trace.rank} is also claimed by {seen[trace.rank]}")
             seen[trace.rank] = trace.path
         return self
-
-    def aligned_ranks(self) -> tuple[RankTrace, ...]:
-        """Ranks moved onto one time base: the smallest `baseTimeNanoseconds` among them."""
-        if not self.ranks:
-            return ()
-        base = min(trace.meta.base_time_ns for trace in self.ranks)
-        return tuple(trace.shifted((trace.meta.base_time_ns - base) / 1000.0) for trace in self.ranks)

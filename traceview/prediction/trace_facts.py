@@ -6,6 +6,7 @@ them against the command line, the NCCL log, the hardware table and the defaults
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -243,8 +244,8 @@ def batch_from_shapes(run: Run) -> tuple[float | None, str]:
 
 def device_name(run: Run) -> str | None:
     """The commonest device name of the run's ranks."""
-    names = [name for trace in run for name in trace.meta.devices]
-    return max(sorted(set(names)), key=names.count) if names else None
+    counts = Counter(name for trace in run for name in trace.meta.devices)
+    return min(counts, key=lambda name: (-counts[name], name)) if counts else None
 
 
 STATED = ("command line", "manifest")

@@ -1,7 +1,7 @@
 """The reduce of the pipeline: every rank's `RankSummary` in, the run's `RunAnalysis` out.
 
 Summaries are moved onto one time base (the smallest `baseTimeNanoseconds` of the run, as
-`Run.aligned_ranks`), stacked, and handed to the cross-rank analyses: matching, clock alignment, stragglers,
+`traceview.model.time_base`), stacked, and handed to the cross-rank analyses: matching, clock alignment, stragglers,
 bubbles, the prediction and the verdict. Nothing here reads a device event: what the reduce needs of one was
 kept by the map (`traceview.map.rank_summary`), so memory grows with the summaries (collectives and steps), not
 with the traces.
@@ -23,6 +23,7 @@ from traceview.collectives.tables import collective_tables, merged_suspects
 from traceview.compare.distributions import distributions_from_parts
 from traceview.core.errors import ParseWarning
 from traceview.map.rank_summary import RankSummary
+from traceview.model.time_base import trace_time_base
 from traceview.model.trace import Run, SkippedInput
 from traceview.nccl.join import join_nccl, log_hosts
 from traceview.prediction.gamma import predict
@@ -52,13 +53,9 @@ class Stacked:
     suspects: pl.DataFrame
 
 
-def on_run_base(summaries: Sequence[RankSummary]) -> list[RankSummary]:
-    """The summaries in rank order, each moved onto the run's time base (the smallest base time)."""
-    ordered = sorted(summaries, key=lambda s: s.rank)
-    if not ordered:
-        return []
-    base = min(s.trace.meta.base_time_ns for s in ordered)
-    return [s.shifted((s.trace.meta.base_time_ns - base) / 1000.0) for s in ordered]
+def on_run_base(summaries: Sequence[RankSummary], shifts_us: Sequence[float]) -> list[RankSummary]:
+    """The summaries (in rank order) each moved by its shift onto the run's time base (`traceview.model.time_base`)."""
+    return [s.shifted(shift) for s, shift in zip(summaries, shifts_us, strict=True)]
 
 
 def stack(summaries: Sequence[RankSummary]) -> Stacked:
@@ -118,7 +115,9 @@ def reduce_summaries(
 ) -> RunAnalysis:
     """Every cross-rank analysis of the run from its ranks' summaries."""
     options = options or AnalysisOptions()
-    aligned = on_run_base(summaries)
+    ordered = sorted(summaries, key=lambda s: s.rank)
+    base = trace_time_base([s.trace for s in ordered])
+    aligned = on_run_base(ordered, base.shifts_us)
     run = compact_run(aligned, skipped, source, extra_warnings)
     frames = stack(aligned)
     budget = budget_of(frames.per_step)
@@ -153,7 +152,9 @@ def reduce_summaries(
         nccl.hosts_by_rank if nccl else None,
     )
     header = replace(
-        run_header(run, [s.step_choice for s in aligned], collectives.warnings), manifest=options.manifest
+        run_header(run, [s.step_choice for s in aligned], collectives.warnings),
+        manifest=options.manifest,
+        base_shifts_us=base.shifts_us,
     )
     facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
     return RunAnalysis(

@@ -58,6 +58,9 @@ class RunHeader:
     base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
     timelines: tuple[str, ...] = ()  # device | host: the timelines analysed (traceview.events.host_timeline)
     manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
+    base_shifts_us: tuple[
+        float, ...
+    ] = ()  # each rank's move onto the run's time base (traceview.model.time_base)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,95 @@
+"""The run's time base: how far each rank's clock is moved before any cross-rank figure (docs/metrics.md, 1.
+Inputs, "Time base").
+
+A rank whose trace states `baseTimeNanoseconds` (a date between 2000 and 2100, checked by the parser; 0 means
+unknown) is moved by its base minus the smallest known base. A rank without a usable base keeps its own clock
+when its first step lies within `MAX_BASE_GAP_US` of the others' (a truncated trace: its timestamps are still
+relative to a base near theirs); farther away (timestamps of another epoch), it is placed so that its first step
+meets the median first step of the ranks with a base, and a warning says so. Either way the collectives' end
+times then align it exactly (`traceview.across_ranks.clocks`), so no offset of a base's size reaches a figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from traceview.core.errors import ParseWarning
+from traceview.model.trace import RankTrace, Run
+
+MAX_BASE_GAP_US = 86_400e6
+"""A day: ranks of one job start their steps within it (the same gap `traceview.load.one_job` allows between bases)."""
+
+
+@dataclass(frozen=True)
+class RankClockBase:
+    """What places one rank's clock: its stated base (0 unknown) and its first step's start on its own clock
+    (None: no step)."""
+
+    base_time_ns: int
+    first_step_us: float | None
+
+
+@dataclass(frozen=True)
+class TimeBase:
+    """Per rank (in the order given), the shift in microseconds onto the run's base, and a warning for each
+    rank placed by its first step."""
+
+    shifts_us: tuple[float, ...]
+    placed: tuple[int, ...]  # indices of the ranks placed by their first step
+
+
+def time_base(clocks: Sequence[RankClockBase]) -> TimeBase:
+    """Each rank's shift onto the run's time base (module docstring)."""
+    known = [c.base_time_ns for c in clocks if c.base_time_ns > 0]
+    reference = min(known, default=0)
+    shifts = [(c.base_time_ns - reference) / 1000.0 if c.base_time_ns > 0 else 0.0 for c in clocks]
+    anchors = [
+        c.first_step_us + shift
+        for c, shift in zip(clocks, shifts, strict=True)
+        if c.base_time_ns > 0 and c.first_step_us is not None
+    ]
+    if not anchors:
+        return TimeBase(tuple(shifts), ())
+    anchor = statistics.median(anchors)
+    placed = tuple(
+        index
+        for index, clock in enumerate(clocks)
+        if clock.base_time_ns <= 0
+        and clock.first_step_us is not None
+        and abs(clock.first_step_us - anchor) > MAX_BASE_GAP_US
+    )
+    for index in placed:
+        shifts[index] = anchor - (clocks[index].first_step_us or 0.0)
+    return TimeBase(tuple(shifts), placed)
+
+
+def trace_time_base(traces: Sequence[RankTrace]) -> TimeBase:
+    """`time_base` of traces: each one's stated base and the start of its first step."""
+    return time_base([RankClockBase(t.meta.base_time_ns, _first_step_us(t)) for t in traces])
+
+
+def _first_step_us(trace: RankTrace) -> float | None:
+    first = trace.steps.get_column("start_us").min()
+    return float(first) if isinstance(first, int | float) else None
+
+
+def placement_warnings(traces: Sequence[RankTrace], base: TimeBase) -> list[ParseWarning]:
+    """One warning per rank `base` placed by its first step, naming how far its clock was moved."""
+    return [
+        ParseWarning(
+            traces[index].path,
+            f"rank {traces[index].rank} has no usable baseTimeNanoseconds and its first step lies "
+            f"{abs(base.shifts_us[index]) / MAX_BASE_GAP_US:.3g} days from the other ranks': placed at their "
+            "median first step, then aligned by its collectives",
+        )
+        for index in base.placed
+    ]
+
+
+def aligned_ranks(run: Run) -> tuple[RankTrace, ...]:
+    """The ranks of `run` moved onto one time base (`trace_time_base`): the smallest known
+    `baseTimeNanoseconds`."""
+    shifts = trace_time_base(run.ranks).shifts_us
+    return tuple(trace.shifted(shift) for trace, shift in zip(run.ranks, shifts, strict=True))

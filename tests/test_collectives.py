@@ -13,9 +13,10 @@ from traceview.reports.html import render_html
 from traceview.reports.json_out import summary_document
 from typer.testing import CliRunner
 
+import traceview.cli.main  # noqa: F401  (registers every command)
 from tests import kineto_factory as kf
 from traceview.budget.time_budget import classified_events
-from traceview.cli.main import app
+from traceview.cli.app import app
 from traceview.collectives.kernels import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
 from traceview.collectives.tables import (
     SIZE_BUCKETS,

@@ -84,7 +84,8 @@ def test_command_json_and_report_section(crossrank: CrossRank) -> None:
     from traceview.reports.html import render_html
     from typer.testing import CliRunner
 
-    from traceview.cli.main import app
+    import traceview.cli.main  # noqa: F401  (registers every command)
+    from traceview.cli.app import app
 
     printed = CliRunner().invoke(app, ["stragglers", str(PAIR), "--json"])
     assert printed.exit_code == 0

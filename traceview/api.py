@@ -121,7 +121,7 @@ def analyze(
     ("300G,25G"), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises `TraceviewError`
     subclasses for bad input or options.
     """
-    from traceview.cli.main import with_nccl_logs
+    from traceview.cli.app import with_nccl_logs
     from traceview.cli.options import options_from, with_model
     from traceview.reduce.pipeline import analyze_files
 

@@ -22,7 +22,6 @@ from traceview import __version__
 from traceview.cli.options import nccl_log_paths, options_from, with_model
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
-from traceview.load.inputs import load_run
 from traceview.model.trace import Run
 from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
@@ -123,11 +122,6 @@ def trace_limits(max_trace_bytes: int | None) -> ParseLimits:
     return ParseLimits(max_inflated_bytes=max_trace_bytes)
 
 
-def load(spec: str | Sequence[str], workers: int | None = None, max_trace_bytes: int | None = None) -> Run:
-    """Parse the run in memory (the commands that need every event: collectives, stragglers)."""
-    return load_run(spec, workers=workers, limits=trace_limits(max_trace_bytes))
-
-
 def analyse(
     spec: str | Sequence[str],
     options: AnalysisOptions,
@@ -211,12 +205,6 @@ def report_warnings(analysis: RunAnalysis | Run) -> None:
     warnings = [str(w) for w in analysis.warnings] if isinstance(analysis, Run) else analysis.header.warnings
     for warning in warnings:
         say(f"traceview: warning: {printable(warning)}")
-
-
-def partial(run: Run) -> None:
-    """Raise `PartialRun` (exit 4) when the run was read without some of its files (each named on stderr)."""
-    if run.skipped:
-        raise PartialRun(f"analysed without {len(run.skipped)} input(s), each named above with the reason")
 
 
 def write_text(path: Path, text: str) -> None:

@@ -5,7 +5,7 @@ steps of 100 AllReduces, 8 ranks per host with a clock offset per host, rank 17 
 compute kernel before each collective. Prints the wall time of `cross_rank` and the process's peak RSS
 before and after it, and checks that the straggler and the offsets were recovered.
 
-    /work/venv/bin/python benchmarks/crossrank_scale.py [RANKS] [COLLECTIVES]
+    python benchmarks/crossrank_scale.py [RANKS] [COLLECTIVES]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Run with an environment that has both packages (HTA is not a dependency of traceview):
 
-    /work/hta-venv/bin/python benchmarks/hta_crosscheck.py [TRACE_DIR ...]
+    python benchmarks/hta_crosscheck.py [TRACE_DIR ...]
 
 For each rank it prints the comm/compute overlap ratio and the idle share three ways: traceview on its own
 step windows, traceview on HTA's window, and HTA. HTA's definitions (hta 0.5, read from its source):
@@ -63,7 +63,7 @@ from traceview.events.classify import classify_gpu
 from traceview.load.inputs import load_run, resolve_trace_files
 from traceview.model.trace import RankTrace, Run
 
-REAL = Path("/work/shared/data/real/kineto")
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 DEFAULT_DIRS = tuple(
     REAL / name
     for name in (

@@ -11,7 +11,7 @@ any process it waited for; neither side forks for a single-rank trace). Repetiti
 the median is reported; CPU time (user + system) is printed too, as it moves less than wall time on a busy
 machine. Targets (issue 2): at least 10x faster, at most half HTA's peak memory.
 
-    /work/hta-venv/bin/python benchmarks/parse_bench.py [TRACE] [--repeat N]
+    python benchmarks/parse_bench.py [TRACE] [--repeat N]
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_TRACE = Path("/work/shared/data/real/kineto/hta_df_index_resolver/df_index_resolver.json.gz")
+DEFAULT_TRACE = (
+    Path(__file__).resolve().parents[2]
+    / "shared/data/real/kineto/hta_df_index_resolver/df_index_resolver.json.gz"
+)
 HTA_SCRIPT = """
 import logging, sys
 from hta.trace_analysis import TraceAnalysis

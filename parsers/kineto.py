@@ -58,7 +58,7 @@ GPU_KINDS: Mapping[str, str] = {
     "gpu_memset": "memset",
     "Memset": "memset",
 }
-"""Device activity categories, across PyTorch versions and vendors (SPEC section 2)."""
+"""Device activity categories, across PyTorch versions and vendors (docs/metrics.md section 2)."""
 
 CPU_KINDS: Mapping[str, str] = {
     "cpu_op": "op",

@@ -20,7 +20,7 @@ EMPTY_RAW = msgspec.Raw(b"")
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):
-    """Event arguments used by the analyses (SPEC sections 2 and 3)."""
+    """Event arguments used by the analyses (docs/metrics.md section 2 and "Collectives")."""
 
     correlation: int | str | None = None
     external_id: int | str | None = msgspec.field(default=None, name="External id")
@@ -62,7 +62,7 @@ COMM_ARG_FIELDS = (
     "in_split",
     "out_split",
 )
-"""The `Args` fields of a collective call (SPEC section 3): absent on all but a few events of a trace."""
+"""The `Args` fields of a collective call (docs/metrics.md, "Collectives"): absent on all but a few events of a trace."""
 
 
 class Event(msgspec.Struct, frozen=True, gc=False):

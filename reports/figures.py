@@ -194,7 +194,7 @@ def budget_bars(analysis: RunAnalysis) -> go.Figure:
 
 
 def gamma_bars(analysis: RunAnalysis) -> go.Figure:
-    """Measured and exposed gamma per rank, with the break-even line at 1 (seeds section 4.1)."""
+    """Measured and exposed gamma per rank, with the break-even line at 1 (the gamma model, docs/metrics.md "Predicted gamma")."""
     bars = (
         ("measured gamma (T_comm / T_comp)", "gamma", "#0072B2"),
         ("exposed gamma (exposed comm / T_comp)", "exposed_gamma", "#E69F00"),

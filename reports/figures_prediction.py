@@ -1,4 +1,4 @@
-"""Figures of the predicted-gamma section: the seeds' strong-scaling figure made real (gamma against the worker
+"""Figures of the predicted-gamma section: the gamma model's strong-scaling figure made real (gamma against the worker
 count K, log axes, break-even line at 1, the model's curve for this hardware, the run's measured and
 predicted points) and the factors of measured / predicted gamma. No computation beyond unit conversion.
 """

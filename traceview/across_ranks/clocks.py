@@ -1,4 +1,4 @@
-"""Clock alignment across hosts (SPEC section 6, "Clock alignment").
+"""Clock alignment across hosts (docs/metrics.md, "Across ranks").
 
 Ranks on one host share a clock; hosts do not. A rank's host comes from, in order: the trace's own hostname
 (`TraceMeta.hostname`), a rank -> host mapping passed in (the hook for hosts read from NCCL_DEBUG logs), the

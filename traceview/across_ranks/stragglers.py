@@ -116,7 +116,7 @@ def launch_gaps(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 
 def transfer_per_step(calls: pl.DataFrame) -> pl.DataFrame:
-    """T_transfer of SPEC section 4 per (rank, step): the sum of the transfer times (shortest member's
+    """T_transfer of docs/metrics.md section 4 per (rank, step): the sum of the transfer times (shortest member's
     duration) of the instances the rank took part in. Columns rank, step, transfer_us."""
     shortest = calls.group_by("instance").agg(pl.col("dur_us").min().alias("transfer_us"))
     return (

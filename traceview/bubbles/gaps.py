@@ -1,4 +1,4 @@
-"""Bubbles (SPEC section 7): the device's idle gaps inside each step, each with its cause, and the pipeline
+"""Bubbles (docs/metrics.md, "Bubbles"): the device's idle gaps inside each step, each with its cause, and the pipeline
 bubble of pipeline-parallel runs against the theory (P-1)/(M*V+P-1).
 
 Idle gaps. G = the union of every device event (kernels and memory ops) clipped to the step window W; the gaps

@@ -1,4 +1,4 @@
-"""The pipeline bubble of SPEC section 7 (pipeline-parallel runs), against the theory (P-1)/(M*V+P-1).
+"""The pipeline bubble of docs/metrics.md, "Bubbles" (pipeline-parallel runs), against the theory (P-1)/(M*V+P-1).
 
 Pipeline bubble. Point-to-point kernels (`SendRecv`, `Send`, `Recv`, from the collective call where linked)
 whose process group lists its ranks link those ranks; a pipeline is a connected set of linked ranks, its stage

@@ -1,4 +1,4 @@
-"""The time budget of a step, per rank (SPEC section 4): T_comp, T_comm, T_overlap, exposed communication,
+"""The time budget of a step, per rank (docs/metrics.md section 4): T_comp, T_comm, T_overlap, exposed communication,
 overlap ratio, idle, measured and exposed gamma.
 
 C = union of compute kernels, M = union of communication kernels, G = union of all device activity, W = the step
@@ -84,7 +84,7 @@ def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> p
 
 
 def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
-    """The SPEC section 4 budget from classified device events and step windows."""
+    """The docs/metrics.md section 4 budget from classified device events and step windows."""
     return budget_of(_per_step(events, windows))
 
 

@@ -1,4 +1,4 @@
-"""Every communication kernel linked to its collective call, with bytes, algbw and busbw (SPEC sections 2, 3).
+"""Every communication kernel linked to its collective call, with bytes, algbw and busbw (docs/metrics.md section 2 and "Collectives").
 
 `comm_kernels(run, events)` returns one row per communication kernel per rank (and one per CPU-only gloo
 collective call, `on_device=False`) with the columns of `COMM_KERNEL_SCHEMA`, a contract other analyses build
@@ -240,7 +240,7 @@ SIZE_RULES: Mapping[str, tuple[str, str]] = {
     "AllGather": ("out_bytes", "in_bytes"),
     "ReduceScatter": ("in_bytes", "out_bytes"),
 }
-"""S of SPEC 3 where it is not simply the buffer: collective -> (the buffer S is, the shard that n times
+"""S of docs/metrics.md, "Collectives" where it is not simply the buffer: collective -> (the buffer S is, the shard that n times
 gives it). AllGather: the gathered output; ReduceScatter: the full input. Every other collective: the input
 buffer (its output when only that is known)."""
 
@@ -258,7 +258,7 @@ def _group_size_from_shapes() -> pl.Expr:
 
 
 def size_expr() -> pl.Expr:
-    """S of SPEC 3 (`SIZE_RULES`)."""
+    """S of docs/metrics.md, "Collectives" (`SIZE_RULES`)."""
     n, collective = pl.col("group_size"), pl.col("collective")
     by_rule = [
         pl.when(collective == name).then(pl.coalesce(pl.col(buffer), pl.col(shard) * n))
@@ -274,7 +274,7 @@ def size_expr() -> pl.Expr:
 
 
 def _bandwidths() -> list[pl.Expr]:
-    """algbw and busbw of each kernel (t its duration), by `costmodel.bandwidth_exprs` (SPEC 3)."""
+    """algbw and busbw of each kernel (t its duration), by `costmodel.bandwidth_exprs` (docs/metrics.md, "Collectives")."""
     algbw, busbw = bandwidth_exprs(
         pl.col("collective"), pl.col("group_size"), pl.col("size_bytes"), pl.col("dur_us")
     )

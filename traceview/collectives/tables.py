@@ -3,8 +3,8 @@ collective, message-size bucket), per process group, per rank, from the per-kern
 `traceview.collectives.kernels.comm_kernels`.
 
 A call is counted once however many kernels it launched (`first_in_call`), and its bytes are its size S
-(SPEC 3). Times are kernel times (us); the share of T_comm divides a group's kernel time by the rank's T_comm,
-the union of its communication kernels over the whole trace (SPEC 4), so the shares of a rank whose kernels
+(docs/metrics.md, "Collectives"). Times are kernel times (us); the share of T_comm divides a group's kernel time by the rank's T_comm,
+the union of its communication kernels over the whole trace (docs/metrics.md section 4), so the shares of a rank whose kernels
 overlap on several streams add up to more than 1. A column that describes the group (`group_size`, `pg_desc`)
 is null unless all the group's rows agree on it (the `unknown` process group mixes groups).
 """
@@ -121,7 +121,7 @@ def _call_figures() -> list[pl.Expr]:
 
 def per_collective_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, process group, collective, size bucket): calls, kernels, total and median kernel time,
-    bytes, median and p10/p90 busbw, share of the rank's T_comm (SPEC 3 and 4; docs/metrics.md)."""
+    bytes, median and p10/p90 busbw, share of the rank's T_comm (docs/metrics.md, "Collectives" and section 4)."""
     busbw = pl.col("busbw_Bps")
     return (
         kernels.with_columns(

@@ -1,4 +1,4 @@
-"""Normalisation tables: every spelling a trace or a kernel name uses, mapped to one canonical value (SPEC 3).
+"""Normalisation tables: every spelling a trace or a kernel name uses, mapped to one canonical value (docs/metrics.md, "Collectives").
 
 Each table is data: a canonical value and the spellings that mean it, looked up after lower-casing and
 trimming. A spelling missing from a table normalises to null (unknown), never to a guess. The `*_expr`

@@ -1,4 +1,4 @@
-"""Event classes of SPEC section 2: every device event is compute, communication or memory.
+"""Event classes of docs/metrics.md section 2: every device event is compute, communication or memory.
 
 Communication kernels are recognised by the kernel-name pattern table of `traceview.events.kernel_names` (plus any
 patterns the user adds: `--comm-pattern` rows, and `--compute-pattern` rows that say a name is compute); a name

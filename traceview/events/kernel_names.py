@@ -1,4 +1,4 @@
-"""Communication-kernel names decoded into (collective, algorithm, protocol, reduction op, dtype) (SPEC 2, 3).
+"""Communication-kernel names decoded into (collective, algorithm, protocol, reduction op, dtype) (docs/metrics.md section 2 and "Collectives").
 
 One table, `DEFAULT_PATTERNS` (`traceview.events.kernel_table`), holds a regular expression per naming generation of
 every library (NCCL, RCCL, MSCCL, PyTorch symmetric memory, DeepEP, NVSHMEM, vLLM/SGLang and TensorRT-LLM custom

@@ -1,7 +1,7 @@
 """From what the user typed (a trace file, a folder of per-rank files, or a glob) to a `Run`.
 
 Ranks are parsed in parallel processes when there are several files. A file that cannot be read is skipped and
-listed; the run goes on with the others (SPEC section 8), unless nothing is left.
+listed; the run goes on with the others (docs/metrics.md, "Errors and exit codes"), unless nothing is left.
 """
 
 from __future__ import annotations

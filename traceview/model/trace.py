@@ -27,7 +27,7 @@ COMM_ARG_SCHEMA: Mapping[str, pl.DataType] = {
     "in_split": pl.Utf8(),
     "out_split": pl.Utf8(),
 }
-"""Collective-call arguments (SPEC section 3) as recorded on `record_param_comms` and, in newer traces, on the
+"""Collective-call arguments (docs/metrics.md, "Collectives") as recorded on `record_param_comms` and, in newer traces, on the
 communication kernel itself. `pg_name` also holds the older `Process Group ID`."""
 
 GPU_SCHEMA: Mapping[str, pl.DataType] = {
@@ -41,7 +41,7 @@ GPU_SCHEMA: Mapping[str, pl.DataType] = {
     "external_id": pl.Int64(),
     **COMM_ARG_SCHEMA,
 }
-"""Device activity: kernels and memory operations (SPEC section 2), one row each."""
+"""Device activity: kernels and memory operations (docs/metrics.md section 2), one row each."""
 
 CPU_SCHEMA: Mapping[str, pl.DataType] = {
     "kind": pl.Utf8(),  # op | annotation | runtime

@@ -153,7 +153,7 @@ def _with_collective(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per SPEC 3:
+    """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per docs/metrics.md, "Collectives":
     what call-sequence matching reads (a communicator's first calls are the ones that identify it)."""
     return _with_collective(owned(logs, "collectives", members))
 

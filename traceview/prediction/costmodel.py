@@ -1,14 +1,14 @@
-"""The alpha-beta cost model of collectives and the data-parallel gamma of seeds section 4.1 (SPEC 3 and 5).
+"""The alpha-beta cost model of collectives and the data-parallel gamma (docs/metrics.md, "Predicted gamma") (docs/metrics.md, "Collectives" and "Predicted gamma").
 
 One collective of S bytes over a group of n ranks, on links of latency alpha and bandwidth B, takes
 
     T_pred = k(n) * alpha + f(n) * S / B
 
-with f(n) the nccl-tests bus factor of SPEC section 3 and k(n) the number of latency-bound steps of the
+with f(n) the nccl-tests bus factor of docs/metrics.md, "Collectives" and k(n) the number of latency-bound steps of the
 algorithm.
 Both come from one data table, `COLLECTIVE_COSTS`, used by the scalar functions and by the polars expressions.
 
-The data-parallel closed form of the seeds (all-reduce of g*P gradient bytes over K workers, compute 6*P*b/R):
+The data-parallel closed form of the gamma model (all-reduce of g*P gradient bytes over K workers, compute 6*P*b/R):
 
     gamma = 2(K-1)/K * g * R / (6 * b * B)
 
@@ -30,7 +30,7 @@ from traceview.core.errors import UsageError
 Algorithm = Literal["ring", "tree"]
 
 FLOPS_PER_PARAM_PER_EXAMPLE = 6.0
-"""Training FLOPs per parameter per example: 2 forward + 4 backward (seeds section 4.1)."""
+"""Training FLOPs per parameter per example: 2 forward + 4 backward (the gamma model, docs/metrics.md "Predicted gamma")."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ _POINT_TO_POINT = CollectiveCost(0, 1, 0, 1, 0)
 
 COLLECTIVE_COSTS: Mapping[str, CollectiveCost] = {
     # name:          CollectiveCost(bus_per_peer, bus_const, steps_per_peer, steps_const, tree_passes)
-    # AllReduce: f = 2(n-1)/n; ring k = 2(n-1) (reduce-scatter then all-gather); tree k = log2 n (SPEC 5).
+    # AllReduce: f = 2(n-1)/n; ring k = 2(n-1) (reduce-scatter then all-gather); tree k = log2 n (docs/metrics.md, "Predicted gamma").
     "AllReduce": CollectiveCost(2, 0, 2, 0, 1),
     "AllGather": CollectiveCost(1, 0, 1, 0, None),
     "ReduceScatter": CollectiveCost(1, 0, 1, 0, None),
@@ -68,11 +68,11 @@ COLLECTIVE_COSTS: Mapping[str, CollectiveCost] = {
     "Recv": _POINT_TO_POINT,
     # Barrier: moves no bytes, but pays the latency of an all-reduce.
     "Barrier": CollectiveCost(0, 0, 2, 0, 1),
-    # Gather and Scatter (not in SPEC 3; nccl-tests' factor (n-1)/n): the root exchanges with n-1 peers.
+    # Gather and Scatter (not in docs/metrics.md, "Collectives"; nccl-tests' factor (n-1)/n): the root exchanges with n-1 peers.
     "Gather": CollectiveCost(1, 0, 1, 0, None),
     "Scatter": CollectiveCost(1, 0, 1, 0, None),
 }
-"""f(n) and k(n) of every collective, keyed by the canonical names of SPEC section 3."""
+"""f(n) and k(n) of every collective, keyed by the canonical names of docs/metrics.md, "Collectives"."""
 
 
 def collective_key(name: str) -> str:
@@ -100,7 +100,7 @@ def _check_group_size(n: int) -> None:
 
 
 def bus_factor(collective: str, n: int) -> float:
-    """f(n) of SPEC section 3, with which busbw = algbw * f(n) and the model's bandwidth term is f(n) * S / B.
+    """f(n) of docs/metrics.md, "Collectives", with which busbw = algbw * f(n) and the model's bandwidth term is f(n) * S / B.
 
     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce, SendRecv/Send/Recv 1;
     Barrier 0 (it moves no bytes); Gather and Scatter (n-1)/n as nccl-tests counts them.
@@ -111,13 +111,13 @@ def bus_factor(collective: str, n: int) -> float:
 
 
 def latency_steps(collective: str, n: int, algorithm: Algorithm = "ring") -> float:
-    """k(n): how many times a collective pays the link latency alpha (SPEC section 5).
+    """k(n): how many times a collective pays the link latency alpha (docs/metrics.md, "Predicted gamma").
 
     Ring: AllReduce 2(n-1); AllGather, ReduceScatter, AllToAll n-1; Broadcast, Reduce n-1 (a pipelined chain);
     SendRecv 1; Barrier 2(n-1) (an all-reduce of nothing); Gather, Scatter n-1.
-    Tree: log2 n for AllReduce, Broadcast, Reduce and Barrier, following the SPEC's "log2 n for trees". A
+    Tree: log2 n for AllReduce, Broadcast, Reduce and Barrier, following docs/metrics.md's "log2 n for trees". A
     tree all-reduce is a reduce up the tree then a broadcast down, which textbooks count as 2*log2 n; NCCL
-    pipelines the two phases, and the SPEC counts one pass. The number of passes is `tree_passes` in
+    pipelines the two phases, and the metrics contract counts one pass. The number of passes is `tree_passes` in
     `COLLECTIVE_COSTS`, one place to change. AllGather, ReduceScatter and AllToAll have no tree algorithm:
     UsageError.
     """
@@ -139,9 +139,9 @@ def collective_time_s(
     *,
     algorithm: Algorithm = "ring",
 ) -> float:
-    """T_pred = k(n) * alpha + f(n) * S / B for one collective (SPEC section 5).
+    """T_pred = k(n) * alpha + f(n) * S / B for one collective (docs/metrics.md, "Predicted gamma").
 
-    S is the nccl-tests size of SPEC section 3 (AllReduce: the buffer; AllGather: the gathered output;
+    S is the nccl-tests size of docs/metrics.md, "Collectives" (AllReduce: the buffer; AllGather: the gathered output;
     ReduceScatter: the full input; AllToAll: the full buffer). B is the unidirectional per-GPU bandwidth of
     the links the group spans (the figure nccl-tests busbw is compared with).
     """
@@ -178,7 +178,7 @@ def bus_factor_expr(collective: pl.Expr, n: pl.Expr) -> pl.Expr:
 def bandwidth_exprs(
     collective: pl.Expr, n: pl.Expr, size_bytes: pl.Expr, duration_us: pl.Expr
 ) -> tuple[pl.Expr, pl.Expr]:
-    """(algbw, busbw) in bytes/s, the nccl-tests convention of SPEC 3, the one place the project computes them
+    """(algbw, busbw) in bytes/s, the nccl-tests convention of docs/metrics.md, "Collectives", the one place the project computes them
     (per kernel in `traceview.collectives.kernels`, per call in `traceview.prediction.pricing`):
 
         algbw = S / t        busbw = algbw * f(n)
@@ -227,7 +227,7 @@ def compute_time_s(
     flops_per_s: float,
     flops_per_param_per_example: float = FLOPS_PER_PARAM_PER_EXAMPLE,
 ) -> float:
-    """T_comp = 6 * P * b / R: forward and backward over the local batch (seeds section 4.1)."""
+    """T_comp = 6 * P * b / R: forward and backward over the local batch (the gamma model, docs/metrics.md "Predicted gamma")."""
     return flops_per_param_per_example * params * local_batch / flops_per_s
 
 
@@ -238,10 +238,10 @@ def allreduce_time_s(
     bandwidth_bytes_per_s: float,
     alpha_s: float = 0.0,
 ) -> float:
-    """T_comm = 2(K-1)/K * g * P / B + 2(K-1) * alpha: the ring all-reduce of the gradient (seeds Code 4.1.1).
+    """T_comm = 2(K-1)/K * g * P / B + 2(K-1) * alpha: the ring all-reduce of the gradient (the gamma model's ring estimate, docs/metrics.md "Predicted gamma").
 
-    With alpha = 0 (the default) this is the seeds' bandwidth-only estimate; alpha > 0 adds the latency floor
-    of seeds Exercise 4.1.2.
+    With alpha = 0 (the default) this is the gamma model's bandwidth-only estimate; alpha > 0 adds the latency floor
+    of docs/metrics.md, "Predicted gamma".
     """
     ring_share = 2.0 * (workers - 1) / workers
     return ring_share * params * grad_bytes_per_param / bandwidth_bytes_per_s + 2.0 * (workers - 1) * alpha_s
@@ -254,7 +254,7 @@ def gamma_closed_form(
     local_batch: float,
     bandwidth_bytes_per_s: float,
 ) -> float:
-    """gamma = 2(K-1)/K * g * R / (6 * b * B): T_comm / T_comp of data-parallel training (SPEC 5).
+    """gamma = 2(K-1)/K * g * R / (6 * b * B): T_comm / T_comp of data-parallel training (docs/metrics.md, "Predicted gamma").
 
     P cancels: both phases are proportional to it.
     """
@@ -277,7 +277,7 @@ def strong_scaling_sweep(
     workers: Sequence[int],
     alpha_s: float = 0.0,
 ) -> pl.DataFrame:
-    """The seeds' Code 4.1.1 sweep: a fixed global batch G split over K workers, b = G / K.
+    """The strong-scaling sweep: a fixed global batch G split over K workers, b = G / K.
 
     Columns: K, local_batch (G / K, real-valued), t_comp_s, t_comm_s (with the optional latency floor
     2(K-1) * alpha of Exercise 4.1.2), gamma = t_comm_s / t_comp_s.
@@ -302,7 +302,7 @@ def break_even_workers(
     flops_per_s: float,
     bandwidth_bytes_per_s: float,
 ) -> float:
-    """The worker count K at which gamma = 1 under strong scaling (seeds Exercise 4.1.1).
+    """The worker count K at which gamma = 1 under strong scaling (docs/metrics.md, "Predicted gamma").
 
     With b = G / K:
         gamma(K) = 2(K-1)/K * g * R / (6 * (G/K) * B)
@@ -320,8 +320,8 @@ def latency_crossover_params(
 ) -> float:
     """The parameter count P at which the ring all-reduce's latency floor equals its bandwidth term.
 
-    2(K-1) * alpha = 2(K-1)/K * g * P / B  gives  P = K * alpha * B / g. Below it latency dominates (seeds
-    Exercise 4.1.2).
+    2(K-1) * alpha = 2(K-1)/K * g * P / B  gives  P = K * alpha * B / g. Below it latency dominates (docs/metrics.md,
+    "Predicted gamma").
     """
     return workers * alpha_s * bandwidth_bytes_per_s / grad_bytes_per_param
 
@@ -374,7 +374,7 @@ def predicted_comm_time_s(
 ) -> float:
     """T_comm_pred: the sum of T_pred over a frame of collectives.
 
-    The frame has columns collective, group_size and size_bytes (the S of SPEC section 3), one row per
+    The frame has columns collective, group_size and size_bytes (the S of docs/metrics.md, "Collectives"), one row per
     instance.
 
     `group_size_factor` scales every group (a what-if for a purely data-parallel job). Unknown collectives
@@ -404,7 +404,7 @@ def gamma_sum_form(
     bandwidth_bytes_per_s: float,
     algorithm: Algorithm = "ring",
 ) -> float:
-    """gamma_pred = T_comm_pred / T_comp_pred, T_comm_pred the sum over the step's collectives (SPEC 5)."""
+    """gamma_pred = T_comm_pred / T_comp_pred, T_comm_pred the sum over the step's collectives (docs/metrics.md, "Predicted gamma")."""
     return predicted_comm_time_s(collectives, alpha_s, bandwidth_bytes_per_s, algorithm) / compute_time_s
 
 

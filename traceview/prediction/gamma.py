@@ -1,5 +1,5 @@
 """Predicted gamma from the alpha-beta model against the measured one, the gap explained factor by factor
-(SPEC section 5; docs/metrics.md, "Predicted gamma").
+(docs/metrics.md, "Predicted gamma"; docs/metrics.md, "Predicted gamma").
 
 Each collective call is priced T_pred = k(n) * alpha + f(n) * S / B (`costmodel.collective_time_expr`) with
 B and alpha of the links its group spans; a step's T_comm_pred is the sum over its calls and T_comp_pred =

@@ -1,4 +1,4 @@
-"""The hardware table: peak FLOP/s per device and dtype, GPU links, NICs, and device-name matching (SPEC 5).
+"""The hardware table: peak FLOP/s per device and dtype, GPU links, NICs, and device-name matching (docs/metrics.md, "Predicted gamma").
 
 The figures live in `hardware.toml` (package data, loaded once); every row names its datasheet. Bandwidths
 follow one convention: `bandwidth_bytes_per_s` / `scale_up_uni_bytes_per_s` is one direction per GPU, the B of

@@ -1,4 +1,4 @@
-"""The inputs of the alpha-beta prediction, each with where it came from (SPEC section 5; docs/metrics.md,
+"""The inputs of the alpha-beta prediction, each with where it came from (docs/metrics.md, "Predicted gamma"; docs/metrics.md,
 "Predicted gamma").
 
 Order of precedence for every constant: the command line (or the API's `PredictionOptions`), then the run's

@@ -1,6 +1,6 @@
-"""What-ifs from the same alpha-beta model (SPEC section 5; docs/metrics.md, "Predicted gamma"): gamma at
+"""What-ifs from the same alpha-beta model (docs/metrics.md, "Predicted gamma"; docs/metrics.md, "Predicted gamma"): gamma at
 twice the workers, at twice the local batch, on the next interconnect, and the strong-scaling curve of gamma
-against the worker count K at the run's global batch (the seeds' figure, section 4.1).
+against the worker count K at the run's global batch (the gamma model's figure, section 4.1).
 
 Every scenario re-prices the calls of one representative (rank, step) (the lower median of gamma_pred):
 the data-parallel group's calls (`ModelInputs.grad_group`) get n = K and span nodes when K exceeds the GPUs
@@ -39,7 +39,7 @@ NEXT_LINK = {
 @dataclass(frozen=True)
 class WhatIf:
     """`table`: scenario, detail, gamma_pred, vs_now (ratio to now). `curve`: K, local_batch_factor,
-    spans_nodes, gamma_pred. `closed_form_gamma`: the seeds' 2(K-1)/K g R / (6 b B) when b, R, B, g known."""
+    spans_nodes, gamma_pred. `closed_form_gamma`: the gamma model's 2(K-1)/K g R / (6 b B) when b, R, B, g known."""
 
     rank: int
     step: int
@@ -188,7 +188,7 @@ def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -
 
 
 def closed_form(inputs: ModelInputs) -> float | None:
-    """The seeds' closed form 2(K-1)/K * g * R / (6 b B) for the run's K, g, b, R and the B of its data-
+    """The data-parallel closed form 2(K-1)/K * g * R / (6 b B) for the run's K, g, b, R and the B of its data-
     parallel group (intra-node when K fits a node), None when any is unknown."""
     link = inputs.intra if (inputs.workers or 0) <= inputs.ranks_per_node else inputs.inter
     rate, values = inputs.sustained_flops, (inputs.workers, inputs.grad_bytes_per_param, inputs.local_batch)

@@ -5,8 +5,8 @@ forward kernels, then its backward split in one chunk per collective it takes pa
 on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute it depends on, the end of
 the rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP
 buckets, on their own stream); without it, on the end of the step's compute. The collective ends on every
-member at `end_i = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (SPEC
-sections 3 and 5), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is
+member at `end_i = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (docs/metrics.md,
+"Collectives" and "Predicted gamma"), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is
 `end_i - arrive[r, i] - transfer_i`, the instance's arrival skew is `max arrive - min arrive` and its last
 rank the latest arrival. A trace records true time plus its host's clock offset (ranks on one host share
 it). The optimizer (if any) runs after the step's collectives; then the host synchronises and starts the
@@ -30,7 +30,7 @@ from traceview.simulate.kineto_writer import DTYPES
 Collective = Literal["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "SendRecv"]
 
 
-# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f: SPEC section 3, k: section 5.
+# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f: docs/metrics.md, "Collectives", k: section 5.
 TRUE_ORIGIN_NS: Final = 2_000_000_000  # true time 0 of a run, relative to baseTimeNanoseconds (2 s)
 
 COST_TABLE: Final[dict[str, Callable[[int], tuple[float, float]]]] = {
@@ -54,7 +54,7 @@ class ProcessGroupSpec:
 
 @dataclass(frozen=True)
 class CollectiveSpec:
-    """One collective issued every step. `bytes` is S of SPEC section 3 (the size used for bandwidth: the
+    """One collective issued every step. `bytes` is S of docs/metrics.md, "Collectives" (the size used for bandwidth: the
     AllReduce buffer, the gathered AllGather output, the full ReduceScatter input, the whole AllToAll buffer,
     the SendRecv buffer). SendRecv's group is (sender, receiver)."""
 
@@ -90,7 +90,7 @@ class MismatchSpec:
 
 @dataclass(frozen=True)
 class ModelTruth:
-    """The planted parameters of a data-parallel run and the closed form they give (SPEC section 5)."""
+    """The planted parameters of a data-parallel run and the closed form they give (docs/metrics.md, "Predicted gamma")."""
 
     workers: int
     params: int
@@ -171,7 +171,7 @@ class Scenario:
 
 @dataclass(frozen=True)
 class StepTruth:
-    """One rank's step budget (SPEC section 4). Windows are on the rank's own clock (as written, us relative
+    """One rank's step budget (docs/metrics.md section 4). Windows are on the rank's own clock (as written, us relative
     to baseTimeNanoseconds); `idle_us` uses the CPU `ProfilerStep` window, `idle_gpu_window_us` the GPU
     one."""
 
@@ -247,7 +247,7 @@ def transfer_s(
 
 
 def message_nelems(spec: CollectiveSpec) -> tuple[int, int]:
-    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (SPEC section 3)."""
+    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (docs/metrics.md, "Collectives")."""
     total = spec.bytes // DTYPES[spec.dtype][0]
     group = len(spec.pg.ranks)
     if spec.collective == "AllGather":
@@ -335,7 +335,7 @@ def gamma_closed_form(
     local_batch: int,
     bandwidth_Bps: float,  # noqa: N803
 ) -> float:
-    """gamma_pred = 2(K-1)/K * g * R / (6 b B), the seeds' closed form for data-parallel all-reduce."""
+    """gamma_pred = 2(K-1)/K * g * R / (6 b B), the gamma model's closed form for data-parallel all-reduce."""
     return (
         2 * (workers - 1) / workers * grad_bytes_per_param * flops_per_s / (6 * local_batch * bandwidth_Bps)
     )

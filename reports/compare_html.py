@@ -16,9 +16,9 @@ from traceview.reports.html import (
     with_script_hashes,
 )
 
-from traceview import __version__
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
+from traceview.core.version import __version__
 
 BASELINE_COLOUR, CANDIDATE_COLOUR = "#0072B2", "#E69F00"  # Okabe-Ito (reports/figures.py)
 _ENVIRONMENT.filters["value_text"] = lambda value, metric: value_text(metric, value)

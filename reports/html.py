@@ -31,7 +31,7 @@ from traceview.reports.page_filters import rank_ranges
 from traceview.reports.plotly_styles import plotly_style_texts
 from traceview.reports.sections import SECTIONS
 
-from traceview import __version__
+from traceview.core.version import __version__
 from traceview.reduce.analysis import RunAnalysis
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from traceview import __version__
 from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
@@ -210,6 +210,7 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
         "what_if": None if what_if is None else {
             "rank": what_if.rank, "step": what_if.step, "workers": what_if.workers,
             "closed_form_gamma": clean(what_if.closed_form_gamma),
+            "break_even_workers": clean(what_if.break_even_workers),
             "table": records(what_if.table), "curve": records(what_if.curve),
         },
     }  # fmt: skip

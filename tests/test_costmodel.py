@@ -7,8 +7,10 @@ import math
 import polars as pl
 import pytest
 
+from tests import closed_form_reference as ref
 from traceview.core.errors import UsageError
 from traceview.core.vocab import CANONICAL_COLLECTIVES
+from traceview.prediction import closed_form as cf
 from traceview.prediction import costmodel as cm
 
 # The constants of the seeds' Code 4.1.1.
@@ -44,7 +46,7 @@ def _book_row(k: int, local: int, tc: float, ta: float) -> str:
 
 
 def test_strong_scaling_sweep_prints_output_4_1_1() -> None:
-    sweep = cm.strong_scaling_sweep(P_7B, GLOBAL_BATCH, R, B, G_BYTES, workers=[1, 4, 16, 64, 256, 1024])
+    sweep = ref.strong_scaling_sweep(P_7B, GLOBAL_BATCH, R, B, G_BYTES, workers=[1, 4, 16, 64, 256, 1024])
     assert sweep.columns == ["K", "local_batch", "t_comp_s", "t_comm_s", "gamma"]
     lines = []
     for row in sweep.iter_rows(named=True):
@@ -55,7 +57,7 @@ def test_strong_scaling_sweep_prints_output_4_1_1() -> None:
 
 
 def test_sweep_rows_by_hand() -> None:
-    sweep = cm.strong_scaling_sweep(P_7B, GLOBAL_BATCH, R, B, G_BYTES, workers=[4, 16])
+    sweep = ref.strong_scaling_sweep(P_7B, GLOBAL_BATCH, R, B, G_BYTES, workers=[4, 16])
     # K = 4: b = 512, T_comp = 6 * 7e9 * 512 / 312e12, T_comm = 2 * 3/4 * 2 * 7e9 / 600e9 = 0.035 s.
     assert sweep["t_comp_s"][0] == pytest.approx(6 * 7e9 * 512 / 312e12)
     assert sweep["t_comm_s"][0] == pytest.approx(0.035)
@@ -65,46 +67,46 @@ def test_sweep_rows_by_hand() -> None:
 
 @pytest.mark.parametrize(("params", "compute_ms", "allreduce_ms", "gamma"), TABLE_4_1_1)
 def test_table_4_1_1(params: float, compute_ms: str, allreduce_ms: str, gamma: str) -> None:
-    tc = cm.compute_time_s(params, 32, R)
-    ta = cm.allreduce_time_s(params, G_BYTES, 64, B)
+    tc = ref.compute_time_s(params, 32, R)
+    ta = ref.allreduce_time_s(params, G_BYTES, 64, B)
     assert f"{tc * 1e3:.2f}" == compute_ms
     assert f"{ta * 1e3:.2f}" == allreduce_ms
     assert f"{ta / tc:.2f}" == gamma
-    assert f"{cm.gamma_closed_form(64, G_BYTES, R, 32, B):.2f}" == gamma
+    assert f"{cf.gamma_closed_form(64, G_BYTES, R, 32, B):.2f}" == gamma
 
 
 def test_closed_form_by_hand() -> None:
     # 2 * 63/64 * 2 * 312e12 / (6 * 32 * 600e9) = 1.96875 * 6.24e14 / 1.152e14
-    assert cm.gamma_closed_form(64, 2, 312e12, 32, 600e9) == pytest.approx(1.96875 * 6.24e14 / 1.152e14)
-    assert cm.gamma_closed_form(1, 2, 312e12, 32, 600e9) == 0.0
+    assert cf.gamma_closed_form(64, 2, 312e12, 32, 600e9) == pytest.approx(1.96875 * 6.24e14 / 1.152e14)
+    assert cf.gamma_closed_form(1, 2, 312e12, 32, 600e9) == 0.0
 
 
 def test_break_even_workers_exercise_4_1_1() -> None:
     # gamma(K) = (K-1) g R / (3 G B) = 1  =>  K = 1 + 3 * 2048 * 600e9 / (2 * 312e12)
     #                                          = 1 + 3.6864e15 / 6.24e14
     expected = 1 + 3.6864e15 / 6.24e14
-    k = cm.break_even_workers(GLOBAL_BATCH, G_BYTES, R, B)
+    k = cf.break_even_workers(GLOBAL_BATCH, G_BYTES, R, B)
     assert k == pytest.approx(expected)
     assert k == pytest.approx(6.907692307692308)
     assert 4 < k < 16
     # At the break-even K the closed form with b = G / K gives gamma = 1, whatever P is.
-    assert cm.gamma_closed_form(k, G_BYTES, R, GLOBAL_BATCH / k, B) == pytest.approx(1.0)
+    assert cf.gamma_closed_form(k, G_BYTES, R, GLOBAL_BATCH / k, B) == pytest.approx(1.0)
 
 
 def test_latency_floor_exercise_4_1_2() -> None:
     alpha = 5e-6
     # K = 1024: latency floor 2 * 1023 * 5e-6 = 10.23 ms on top of 2 * 1023/1024 * 14e9 / 600e9 s.
     bandwidth_term = 2 * 1023 / 1024 * 14e9 / 600e9
-    with_latency = cm.allreduce_time_s(P_7B, G_BYTES, 1024, B, alpha_s=alpha)
+    with_latency = ref.allreduce_time_s(P_7B, G_BYTES, 1024, B, alpha_s=alpha)
     assert with_latency == pytest.approx(bandwidth_term + 0.01023)
     assert f"{with_latency * 1e3:.2f}" == "56.85"  # 46.62 (Output 4.1.1) + 10.23
-    sweep = cm.strong_scaling_sweep(P_7B, GLOBAL_BATCH, R, B, G_BYTES, workers=[1024], alpha_s=alpha)
+    sweep = ref.strong_scaling_sweep(P_7B, GLOBAL_BATCH, R, B, G_BYTES, workers=[1024], alpha_s=alpha)
     assert sweep["t_comm_s"][0] == pytest.approx(with_latency)
     # Latency equals bandwidth when 2(K-1) alpha = 2(K-1)/K g P / B, i.e. P = K alpha B / g = 1.536e9.
-    crossover = cm.latency_crossover_params(1024, alpha, G_BYTES, B)
+    crossover = ref.latency_crossover_params(1024, alpha, G_BYTES, B)
     assert crossover == pytest.approx(1024 * 5e-6 * 600e9 / 2)
     assert crossover == pytest.approx(1.536e9)
-    at_crossover = cm.allreduce_time_s(crossover, G_BYTES, 1024, B, alpha_s=alpha)
+    at_crossover = ref.allreduce_time_s(crossover, G_BYTES, 1024, B, alpha_s=alpha)
     assert at_crossover == pytest.approx(2 * 2 * 1023 * alpha)
     # The same latency floor is collective_time_s's k(n) * alpha for a ring all-reduce.
     assert cm.collective_time_s("AllReduce", 1024, 0, alpha, B) == pytest.approx(0.01023)
@@ -234,39 +236,39 @@ def test_closed_form_agrees_with_sum_of_collectives(workers: int) -> None:
     comm = sum(
         cm.collective_time_s("AllReduce", workers, size, 0.0, B) for size in buckets["size_bytes"].to_list()
     )
-    comp = cm.compute_time_s(P_7B, local_batch, R)
-    closed = cm.gamma_closed_form(workers, G_BYTES, R, local_batch, B)
+    comp = ref.compute_time_s(P_7B, local_batch, R)
+    closed = cf.gamma_closed_form(workers, G_BYTES, R, local_batch, B)
     assert comm / comp == pytest.approx(closed, rel=1e-12)
-    assert cm.gamma_sum_form(buckets, comp, 0.0, B) == pytest.approx(closed, rel=1e-12)
+    assert ref.gamma_sum_form(buckets, comp, 0.0, B) == pytest.approx(closed, rel=1e-12)
 
 
 def test_what_if_closed_form() -> None:
-    shape = cm.DataParallelShape(
+    shape = ref.DataParallelShape(
         workers=16, local_batch=128, grad_bytes_per_param=2, flops_per_s=R, bandwidth_bytes_per_s=B
     )
     base = 2 * 15 / 16 * 2 * R / (6 * 128 * B)
     assert shape.gamma() == pytest.approx(base)
     # 2x workers, fixed global batch: K = 32, b = 64.
-    assert cm.gamma_with_workers(shape) == pytest.approx(2 * 31 / 32 * 2 * R / (6 * 64 * B))
+    assert ref.gamma_with_workers(shape) == pytest.approx(2 * 31 / 32 * 2 * R / (6 * 64 * B))
     # 2x workers, fixed local batch: K = 32, b = 128.
-    weak = cm.gamma_with_workers(shape, hold_global_batch=False)
+    weak = ref.gamma_with_workers(shape, hold_global_batch=False)
     assert weak == pytest.approx(2 * 31 / 32 * 2 * R / (6 * 128 * B))
-    assert cm.gamma_with_local_batch(shape) == pytest.approx(base / 2)
-    assert cm.gamma_with_bandwidth(shape, 2 * B) == pytest.approx(base / 2)
+    assert ref.gamma_with_local_batch(shape) == pytest.approx(base / 2)
+    assert ref.gamma_with_bandwidth(shape, 2 * B) == pytest.approx(base / 2)
 
 
 def test_what_if_sum_form_matches_closed_form() -> None:
-    shape = cm.DataParallelShape(
+    shape = ref.DataParallelShape(
         workers=16, local_batch=128, grad_bytes_per_param=2, flops_per_s=R, bandwidth_bytes_per_s=B
     )
     buckets = _dp_buckets(G_BYTES * P_7B, 25 * 2**20, 16)
-    comp = cm.compute_time_s(P_7B, 128, R)
-    doubled = cm.gamma_sum_form_what_if(buckets, comp, 0.0, B, group_size_factor=2, compute_factor=0.5)
-    assert doubled == pytest.approx(cm.gamma_with_workers(shape))
-    bigger_batch = cm.gamma_sum_form_what_if(buckets, comp, 0.0, B, compute_factor=2)
-    assert bigger_batch == pytest.approx(cm.gamma_with_local_batch(shape))
-    faster = cm.gamma_sum_form_what_if(buckets, comp, 0.0, 4 * B)
-    assert faster == pytest.approx(cm.gamma_with_bandwidth(shape, 4 * B))
+    comp = ref.compute_time_s(P_7B, 128, R)
+    doubled = ref.gamma_sum_form_what_if(buckets, comp, 0.0, B, group_size_factor=2, compute_factor=0.5)
+    assert doubled == pytest.approx(ref.gamma_with_workers(shape))
+    bigger_batch = ref.gamma_sum_form_what_if(buckets, comp, 0.0, B, compute_factor=2)
+    assert bigger_batch == pytest.approx(ref.gamma_with_local_batch(shape))
+    faster = ref.gamma_sum_form_what_if(buckets, comp, 0.0, 4 * B)
+    assert faster == pytest.approx(ref.gamma_with_bandwidth(shape, 4 * B))
 
 
 def test_sum_form_refuses_what_it_cannot_price() -> None:
@@ -274,10 +276,10 @@ def test_sum_form_refuses_what_it_cannot_price() -> None:
         {"collective": ["AllReduce", "Gatherv"], "group_size": [4, 4], "size_bytes": [1e6, 1e6]}
     )
     with pytest.raises(UsageError, match="Gatherv"):
-        cm.predicted_comm_time_s(frame, 1e-6, B)
+        ref.predicted_comm_time_s(frame, 1e-6, B)
     gathers = pl.DataFrame({"collective": ["AllGather"], "group_size": [4], "size_bytes": [1e6]})
     with pytest.raises(UsageError, match="tree"):
-        cm.predicted_comm_time_s(gathers, 1e-6, B, algorithm="tree")
+        ref.predicted_comm_time_s(gathers, 1e-6, B, algorithm="tree")
 
 
 def test_sum_form_with_latency_by_hand() -> None:
@@ -286,8 +288,8 @@ def test_sum_form_with_latency_by_hand() -> None:
     )
     # AllReduce: 6 * 1e-6 + 1.5 * 8e6 / 1e10; SendRecv: 1e-6 + 1e6 / 1e10
     expected = 6e-6 + 1.5 * 8e6 / 1e10 + 1e-6 + 1e6 / 1e10
-    assert cm.predicted_comm_time_s(frame, 1e-6, 1e10) == pytest.approx(expected)
-    assert cm.gamma_sum_form(frame, 0.01, 1e-6, 1e10) == pytest.approx(expected / 0.01)
+    assert ref.predicted_comm_time_s(frame, 1e-6, 1e10) == pytest.approx(expected)
+    assert ref.gamma_sum_form(frame, 0.01, 1e-6, 1e10) == pytest.approx(expected / 0.01)
     assert math.isclose(cm.FLOPS_PER_PARAM_PER_EXAMPLE, 6.0)
 
 

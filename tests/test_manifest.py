@@ -118,7 +118,8 @@ def _ideal_truth() -> dict[str, float]:
     )
     steps = truth["steps"]
     measured = sum(s["t_comm_us"] for s in steps) / sum(s["t_comp_us"] for s in steps)
-    return {"closed_form": 2 * (k - 1) / k * g * r / (6 * b * bw), "measured": measured}
+    break_even = 1 + 3 * (k * b) * bw / (g * r)  # gamma(K) = (K-1) g R / (3 G B) = 1 at G = k b
+    return {"closed_form": 2 * (k - 1) / k * g * r / (6 * b * bw), "measured": measured, "break_even": break_even}
 
 
 def test_dp8_ideal_with_no_flags_predicts_its_gamma() -> None:
@@ -135,6 +136,9 @@ def test_dp8_ideal_with_no_flags_predicts_its_gamma() -> None:
     assert prediction["defaulted_inputs"] == []
     assert "agree" in prediction["sentence"]
     assert prediction["dominant_factor"] is None  # no gap to explain
+    what_if = prediction["what_if"]
+    assert isinstance(what_if, dict)
+    assert what_if["break_even_workers"] == pytest.approx(expected["break_even"], rel=1e-9)
     sources = {a["name"]: a["source"] for a in prediction["assumptions"]}
     assert sources["B inside a node"] == sources["b (local batch)"] == sources["GPUs per node"] == "manifest"
 

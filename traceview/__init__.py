@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from traceview.core.version import __version__
+
 __all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "load_rank", "profile"]
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from traceview import __version__
 from traceview.cli.options import nccl_log_paths, options_from, with_model
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
+from traceview.core.version import __version__
 from traceview.model.trace import Run
 from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 from traceview.reduce.analysis import AnalysisOptions, RunAnalysis

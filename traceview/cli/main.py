@@ -21,7 +21,6 @@ from typing import Any
 
 import typer
 
-from traceview import __version__
 from traceview.cli.app import (
     EXIT_INPUT,
     EXIT_INTERNAL,
@@ -36,6 +35,7 @@ from traceview.cli.app import (
 )
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
+from traceview.core.version import __version__
 
 COMMAND_MODULES: tuple[str, ...] = (
     # Modules whose commands join `traceview.cli.app.app` when imported, one line each, in the order of `--help`.

@@ -319,6 +319,27 @@ def _hosts(members: pl.DataFrame) -> tuple[dict[int, str], tuple[str, ...]]:
     return hosts, notes
 
 
+def _matching_notes(comms: pl.DataFrame, logs: Sequence[NcclLog], with_traces: bool) -> tuple[str, ...]:
+    """What the join could not settle: communicators told apart by nothing, capped call rows, communicators
+    matched to no process group (only said when there are traces to match)."""
+    unmatched = comms.filter(pl.col("group").is_null()).get_column("comm_key").to_list()
+    lumped = comms.filter(pl.col("ambiguous")).get_column("comm_key").to_list()
+    notes = (
+        [f"NCCL communicators without commId that cannot be told apart: {', '.join(lumped)}"]
+        if lumped
+        else []
+    )
+    notes += [
+        f"NCCL log {log.path}: call-sequence matching read its first {log.collective_rows_kept} of "
+        f"{log.collective_calls_seen} COLL lines; the call table counts them all"
+        for log in logs
+        if log.collective_rows_kept < log.collective_calls_seen
+    ]
+    if with_traces and unmatched:
+        notes.append(f"NCCL communicators matched to no process group: {', '.join(unmatched)}")
+    return tuple(notes)
+
+
 def join_nccl(
     collectives: CollectiveAnalysis | None,
     logs: Sequence[NcclLog],
@@ -350,18 +371,7 @@ def join_nccl(
     overrides = link_overrides(table)
     table = table.join(_override_frame(overrides), on="group", how="left")
     degraded = degraded_table(logs, members)
-    unmatched = comms.filter(pl.col("group").is_null()).get_column("comm_key").to_list()
-    lumped = comms.filter(pl.col("ambiguous")).get_column("comm_key").to_list()
-    if lumped:
-        notes += (f"NCCL communicators without commId that cannot be told apart: {', '.join(lumped)}",)
-    notes += tuple(
-        f"NCCL log {log.path}: call-sequence matching read its first {log.collective_rows_kept} of "
-        f"{log.collective_calls_seen} COLL lines; the call table counts them all"
-        for log in logs
-        if log.collective_rows_kept < log.collective_calls_seen
-    )
-    if collectives is not None and unmatched:
-        notes += (f"NCCL communicators matched to no process group: {', '.join(unmatched)}",)
+    notes += _matching_notes(comms, logs, with_traces=collectives is not None)
     return NcclJoin(
         paths=tuple(log.path for log in logs),
         versions=tuple(sorted({v for log in logs for v in log.versions.get_column("version").to_list()})),

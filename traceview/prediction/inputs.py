@@ -32,12 +32,12 @@ from traceview.prediction.hardware import (
 from traceview.prediction.links import (
     KNOWN_LINK_SOURCES,
     Link,
-    LinkOverride,
     group_assumptions,
     group_links,
     link_assumptions,
     resolve_link,
 )
+from traceview.prediction.options import LinkOverride, PredictionOptions
 from traceview.prediction.topology import Topology, resolve_topology, run_facts
 from traceview.prediction.trace_facts import Assumption, Stated, device_name, workload
 
@@ -52,34 +52,6 @@ A100-class GPUs (about 46% for PaLM, 52% for Megatron-LM's trillion-parameter ru
 DEFAULT_DTYPE = "fp32"
 SOCKET_LINK = "tcp_socket"
 """The hardware table's row of NCCL's socket transport (10 GbE): the link across nodes when a log says so."""
-
-
-@dataclass(frozen=True)
-class PredictionOptions:
-    """Every constant of the prediction the user may set; None: from the trace, NCCL log, table or default.
-
-    Bandwidths are bytes/s one direction per GPU, alphas seconds, peak FLOP/s dense per device."""
-
-    params: float | None = None
-    local_batch: float | None = None
-    peak_flops: float | None = None
-    efficiency: float | None = None
-    bandwidth_Bps: float | None = None  # noqa: N815 - intra-node B
-    inter_bandwidth_Bps: float | None = None  # noqa: N815 - inter-node B
-    alpha_s: float | None = None
-    inter_alpha_s: float | None = None
-    nic: str | None = None
-    dtype: str | None = None
-    link_overrides: tuple[LinkOverride, ...] = ()
-    flops_per_sample: float | None = None  # model FLOPs per sample, forward + backward
-    device: str | None = None  # the device name, before the traces'
-    gpus_per_node: int | None = None
-    rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host as stated (a manifest)
-    sources: tuple[tuple[str, str], ...] = ()  # (field, source) of the values not from the command line
-
-    def source_of(self, name: str) -> str:
-        """Where the value of field `name` came from: `command line` unless `sources` says otherwise."""
-        return dict(self.sources).get(name, "command line")
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,10 @@ this run's nodes are wired.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
 
 from traceview.prediction.hardware import GpuSpec, HardwareLookupError, intra_node_link, link
+from traceview.prediction.options import LinkOverride, PredictionOptions
 from traceview.prediction.trace_facts import Assumption
-
-if TYPE_CHECKING:
-    from traceview.prediction.inputs import PredictionOptions
 
 DEFAULT_NIC = "ib_hdr"
 """The NIC of groups that span nodes when the user names none: one HDR InfiniBand port per GPU (DGX A100)."""
@@ -41,19 +38,6 @@ class Link:
     alpha_source: str
     detail: str = ""
     key: str = ""  # the hardware table's key, when the link is one of its rows
-
-
-@dataclass(frozen=True)
-class LinkOverride:
-    """A link the NCCL log found (e.g. a socket fallback), provenance "nccl log": replaces the link of every
-    call of process group `group` (its `pg_key`), or with `group` None the table's link of `scope`."""
-
-    scope: Literal["intra", "inter"]
-    name: str
-    bandwidth_Bps: float  # noqa: N815 - B of the alpha-beta model
-    alpha_s: float | None = None
-    reason: str = ""
-    group: str | None = None
 
 
 def _override(options: PredictionOptions, scope: str) -> LinkOverride | None:

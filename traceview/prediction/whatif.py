@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from traceview.prediction.costmodel import gamma_closed_form
+from traceview.prediction.closed_form import break_even_workers, gamma_closed_form
 from traceview.prediction.hardware import GpuSpec, table
 from traceview.prediction.inputs import Link, ModelInputs
 from traceview.prediction.pricing import price, spans_nodes
@@ -39,7 +39,9 @@ NEXT_LINK = {
 @dataclass(frozen=True)
 class WhatIf:
     """`table`: scenario, detail, gamma_pred, vs_now (ratio to now). `curve`: K, local_batch_factor,
-    spans_nodes, gamma_pred. `closed_form_gamma`: the gamma model's 2(K-1)/K g R / (6 b B) when b, R, B, g known."""
+    spans_nodes, gamma_pred. `closed_form_gamma`: the gamma model's 2(K-1)/K g R / (6 b B) when b, R, B, g known;
+    `break_even_workers`: the K at which that closed form reaches 1 at the run's global batch (strong scaling),
+    1 + 3 G B / (g R) with G = K b."""
 
     rank: int
     step: int
@@ -47,6 +49,7 @@ class WhatIf:
     table: pl.DataFrame
     curve: pl.DataFrame
     closed_form_gamma: float | None
+    break_even_workers: float | None = None
 
 
 def representative_step(per_step: pl.DataFrame) -> tuple[int, int] | None:
@@ -184,20 +187,17 @@ def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -
     table_rows = pl.DataFrame(
         _rows(calls, priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)), inputs, comp)
     )
-    return WhatIf(rank, step, workers, table_rows, curve, closed_form(inputs))
+    return WhatIf(rank, step, workers, table_rows, curve, *closed_form(inputs))
 
 
-def closed_form(inputs: ModelInputs) -> float | None:
+def closed_form(inputs: ModelInputs) -> tuple[float | None, float | None]:
     """The data-parallel closed form 2(K-1)/K * g * R / (6 b B) for the run's K, g, b, R and the B of its data-
-    parallel group (intra-node when K fits a node), None when any is unknown."""
+    parallel group (intra-node when K fits a node), and the K at which it reaches 1 at the run's global batch;
+    (None, None) when any input is unknown."""
     link = inputs.intra if (inputs.workers or 0) <= inputs.ranks_per_node else inputs.inter
     rate, values = inputs.sustained_flops, (inputs.workers, inputs.grad_bytes_per_param, inputs.local_batch)
     if rate is None or link is None or any(v is None for v in values) or (inputs.workers or 0) < 2:
-        return None
-    return gamma_closed_form(
-        inputs.workers or 0,
-        inputs.grad_bytes_per_param or 0,
-        rate,
-        inputs.local_batch or 0,
-        link.bandwidth_Bps,
-    )
+        return None, None
+    workers, grad, batch = inputs.workers or 0, inputs.grad_bytes_per_param or 0, inputs.local_batch or 0
+    gamma = gamma_closed_form(workers, grad, rate, batch, link.bandwidth_Bps)
+    return gamma, break_even_workers(workers * batch, grad, rate, link.bandwidth_Bps)

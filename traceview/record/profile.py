@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from traceview import __version__
 from traceview.core.errors import UsageError
+from traceview.core.version import __version__
 from traceview.load.manifest import (
     ManifestGroup,
     ManifestHardware,

@@ -14,19 +14,19 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from traceview.across_ranks.analysis import run_cross_rank
+from traceview.across_ranks.analysis import CrossRank, run_cross_rank
 from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
-from traceview.budget.time_budget import budget_of
-from traceview.collectives.tables import collective_tables, merged_suspects
+from traceview.budget.time_budget import TimeBudget, budget_of
+from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
 from traceview.compare.distributions import distributions_from_parts
 from traceview.core.errors import ParseWarning
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import Run, SkippedInput
-from traceview.nccl.join import join_nccl, log_hosts
-from traceview.prediction.gamma import predict
+from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
+from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.results import AnalysisOptions, RunAnalysis, run_header
 from traceview.timeline.step_view import Timeline, timeline_from_segments
@@ -106,6 +106,49 @@ def _timeline(frames: Stacked, offsets: pl.DataFrame, per_step: pl.DataFrame) ->
     )
 
 
+def _collectives(frames: Stacked) -> CollectiveAnalysis:
+    """The collective tables of every rank's kernels, with the suspected kernel names of every rank."""
+    return replace(collective_tables(frames.kernels), suspected_comm_kernels=merged_suspects(frames.suspects))
+
+
+def _nccl(options: AnalysisOptions, collectives: CollectiveAnalysis, run: Run) -> NcclJoin | None:
+    """The NCCL logs joined to the run, when any were given or found."""
+    if not (options.nccl_logs or options.nccl_skipped):
+        return None
+    return join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
+
+
+def _cross_rank(
+    run: Run,
+    frames: Stacked,
+    kernels: pl.DataFrame,
+    budget: TimeBudget,
+    options: AnalysisOptions,
+    nccl: NcclJoin | None,
+) -> CrossRank:
+    """Matching, clocks, skew and stragglers; hosts from the traces, the NCCL logs, then the ranks per host."""
+    hosts = log_hosts(options.rank_hosts, nccl)
+    return run_cross_rank(
+        run, kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts,
+        options.ranks_per_host_source,
+    )  # fmt: skip
+
+
+def _prediction(
+    run: Run,
+    frames: Stacked,
+    parts: tuple[CollectiveAnalysis, TimeBudget, CrossRank],
+    options: AnalysisOptions,
+    nccl: NcclJoin | None,
+) -> Prediction:
+    """The alpha-beta prediction of the run, with the NCCL logs' links and hosts."""
+    collectives, budget, crossrank = parts
+    return predict(
+        run, collectives.kernels, frames.windows, budget, crossrank, with_nccl_overrides(options.prediction, nccl),
+        options.ranks_per_host, nccl.hosts_by_rank if nccl else None,
+    )  # fmt: skip
+
+
 def reduce_summaries(
     summaries: Sequence[RankSummary],
     options: AnalysisOptions | None = None,
@@ -120,37 +163,11 @@ def reduce_summaries(
     aligned = on_run_base(ordered, base.shifts_us)
     run = compact_run(aligned, skipped, source, extra_warnings)
     frames = stack(aligned)
-    budget = budget_of(frames.per_step)
-    collectives = replace(
-        collective_tables(frames.kernels), suspected_comm_kernels=merged_suspects(frames.suspects)
-    )
-    nccl = (
-        join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
-        if options.nccl_logs or options.nccl_skipped
-        else None
-    )
-    hosts = log_hosts(options.rank_hosts, nccl)
-    crossrank = run_cross_rank(
-        run,
-        collectives.kernels,
-        frames.launch_marks,
-        frames.windows,
-        budget,
-        options.ranks_per_host,
-        hosts,
-        options.ranks_per_host_source,
-    )
+    collectives = _collectives(frames)
+    nccl = _nccl(options, collectives, run)
+    crossrank = _cross_rank(run, frames, collectives.kernels, budget_of(frames.per_step), options, nccl)
     budget = budget_of(frames.per_step, crossrank.transfer)
-    prediction = predict(
-        run,
-        collectives.kernels,
-        frames.windows,
-        budget,
-        crossrank,
-        with_nccl_overrides(options.prediction, nccl),
-        options.ranks_per_host,
-        nccl.hosts_by_rank if nccl else None,
-    )
+    prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
     header = replace(
         run_header(run, [s.step_choice for s in aligned], collectives.warnings),
         manifest=options.manifest,

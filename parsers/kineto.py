@@ -20,11 +20,13 @@ from typing import Any
 
 import msgspec
 import polars as pl
-from traceview.parsers.kineto_gzip import read_bytes
+from traceview.parsers.kineto_gzip import read_text
 from traceview.parsers.kineto_io import (
     CompleteEvent,
+    any_known_category,
     complete_event_batches,
     decode,
+    not_kineto,
     refuse_without_kineto_events,
 )
 from traceview.parsers.kineto_limits import (
@@ -36,16 +38,15 @@ from traceview.parsers.kineto_limits import (
     is_sane_interval,
     sane_frame,
 )
-from traceview.parsers.kineto_meta import HeaderChecks
-from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, DistributedInfo, Header
+from traceview.parsers.kineto_meta import local_device, rank_meta, step_candidates
+from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
+from traceview.parsers.kineto_stream import StreamedEvents, head_events, stream_events
 
 from traceview.core.errors import InputError, ParseWarning
 from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
-    STEP_SCHEMA,
     RankTrace,
-    TraceMeta,
     empty_frame,
 )
 
@@ -76,7 +77,8 @@ GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
 KINETO_CATEGORIES = (
     frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
 )
-STEP_NAME = r"^ProfilerStep#(\d+)$"
+HEAD_KEPT = 1 << 20
+"""Of a streamed file, the first bytes kept to say what it looks like, should it be refused."""
 
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
 COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
@@ -107,6 +109,13 @@ class _Frames:
     any_kineto_category: bool = False
     notes: Counter[str] = field(default_factory=Counter)
 
+    def coalesce(self, gpu_from: int, cpu_from: int) -> None:
+        """The frames added since the `gpu_from`-th and `cpu_from`-th as one each: a streamed file holds one
+        frame per chunk rather than many small ones, whose memory the allocators would keep scattered."""
+        for parts, start in ((self.gpu, gpu_from), (self.cpu, cpu_from)):
+            if len(parts) - start > 1:
+                parts[start:] = [pl.concat(parts[start:], how="diagonal", rechunk=True)]
+
 
 @dataclass(frozen=True)
 class _Read:
@@ -130,9 +139,9 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     notes = read.frames.notes
     gpu = sane_frame(_concat(read.frames.gpu, GPU_SCHEMA), limits.max_name_chars, notes)
     cpu = sane_frame(_concat(read.frames.cpu, CPU_SCHEMA), limits.max_name_chars, notes)
-    steps, step_source = _steps(read.frames.gpu_annotations, cpu)
-    meta, meta_warnings = _meta(path, read.header, read.events_total, limits, notes)
-    meta = replace(meta, local_device=_local_device(gpu))
+    steps, step_source = step_candidates(read.frames.gpu_annotations, cpu)
+    meta, meta_warnings = rank_meta(path, read.header, read.events_total, limits, notes)
+    meta = replace(meta, local_device=local_device(gpu))
     return RankTrace(
         path=str(path),
         meta=meta,
@@ -146,11 +155,22 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
 
 
 def _read(path: Path, limits: ParseLimits) -> _Read:
-    data, warnings = read_bytes(path, limits)
+    text = read_text(path, limits, whole_up_to=limits.stream_above_bytes)
+    streamed = stream_events(path, text, limits.stream_chunk_bytes) if text.rest is not None else None
+    if streamed is None:
+        data = text.head if text.rest is None else b"".join((text.head, *text.rest))
+        text.head = b""
+        return _read_whole(path, data, limits, text.warnings)
+    head, text.head = text.head[:HEAD_KEPT], b""  # the streamed events hold their own copy of the rest
+    return _read_streamed(path, head, streamed, limits, text.warnings)
+
+
+def _read_whole(path: Path, data: bytes, limits: ParseLimits, warnings: list[ParseWarning]) -> _Read:
     decoded = decode(path, data)
     frames = _Frames(limits)
     for batch in complete_event_batches(decoded.events, frames.notes):
         _add_batch(frames, batch)
+    frames.coalesce(0, 0)
     if decoded.events and not frames.any_kineto_category:
         refuse_without_kineto_events(path, data, decoded.events, KINETO_CATEGORIES)
     return _Read(
@@ -159,6 +179,31 @@ def _read(path: Path, limits: ParseLimits) -> _Read:
         len(decoded.events),
         (*warnings, *decoded.warnings),
         decoded.truncated_at_byte,
+    )
+
+
+def _read_streamed(
+    path: Path, head: bytes, streamed: StreamedEvents, limits: ParseLimits, warnings: list[ParseWarning]
+) -> _Read:
+    """As `_read_whole`, a chunk at a time: the file is refused as another profiler's only once every chunk has
+    been seen without a PyTorch profiler category."""
+    frames = _Frames(limits)
+    known_category = False
+    for events in streamed.chunks():
+        held = len(frames.gpu), len(frames.cpu)
+        for batch in complete_event_batches(events, frames.notes):
+            _add_batch(frames, batch)
+        frames.coalesce(*held)
+        known_category = known_category or frames.any_kineto_category
+        known_category = known_category or any_known_category(events, KINETO_CATEGORIES)
+    if streamed.events_total and not known_category:
+        raise not_kineto(path, head_events(head))
+    return _Read(
+        streamed.header,
+        frames,
+        streamed.events_total,
+        (*warnings, *streamed.warnings),
+        streamed.truncated_at_byte,
     )
 
 
@@ -193,10 +238,10 @@ def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[f
 
 
 def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """The batches' frames as one, in `schema`: a column no batch has is all null."""
+    """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all null."""
     if not frames:
         return empty_frame(schema)
-    joined = pl.concat(frames, how="diagonal", rechunk=True)
+    joined = pl.concat(frames, how="diagonal", rechunk=False)
     missing = [
         pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in joined.columns
     ]
@@ -338,66 +383,3 @@ def _raw_texts(raws: list[msgspec.Raw]) -> list[str | None]:
     if not any(raws):
         return [None] * len(raws)
     return [str(raw, "utf-8", "replace") if raw else None for raw in raws]
-
-
-def _steps(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the first
-    source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
-    gpu_steps = pl.DataFrame(
-        {
-            "name": [e.name or "" for e in gpu_annotations],
-            "start_us": [e.ts for e in gpu_annotations],
-            "end_us": [(e.ts or 0.0) + (e.dur or 0.0) for e in gpu_annotations],
-        },
-        schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
-    )
-    on_gpu = _step_windows(gpu_steps, "gpu")
-    on_cpu = _step_windows(cpu.select("name", "start_us", "end_us"), "cpu")
-    first = "gpu" if on_gpu.height else "cpu" if on_cpu.height else "none"
-    return pl.concat([on_gpu, on_cpu]), first
-
-
-def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
-    return (
-        candidates.with_columns(step=pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64))
-        .drop_nulls("step")
-        .group_by("step")
-        .agg(pl.col("start_us").min(), pl.col("end_us").max())
-        .sort("step")
-        .with_columns(pl.lit(source, dtype=pl.Utf8).alias("source"))
-        .select(list(STEP_SCHEMA))
-    )
-
-
-def _meta(
-    path: Path, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
-) -> tuple[TraceMeta, list[ParseWarning]]:
-    info = header.distributedInfo or DistributedInfo()
-    checks = HeaderChecks(path, limits.max_name_chars, notes)
-    rank, rank_source = checks.rank(info.rank)
-    world_size = checks.world_size(info.world_size)
-    devices = header.deviceProperties or header.computeProperties or []
-    meta = TraceMeta(
-        rank=rank,
-        rank_source=rank_source,
-        world_size=world_size,
-        backend=checks.text(info.backend),
-        hostname=checks.text(header.host_name or header.hostname),
-        nccl_version=checks.text(info.nccl_version),
-        pytorch_version=checks.text(header.torch_version),
-        devices=checks.devices([d.name for d in devices]),
-        base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
-        process_groups=checks.process_groups(info.pg_config, world_size),
-        events_total=events_total,
-        device_count=len(devices),
-    )
-    return meta, checks.warnings()
-
-
-def _local_device(gpu: pl.DataFrame) -> int | None:
-    """The device id most of the rank's device events ran on (the lowest among equals); None without any."""
-    ids = gpu.get_column("device").drop_nulls()
-    if ids.len() == 0:
-        return None
-    counts = ids.value_counts(name="events").sort(["events", "device"], descending=[True, False])
-    return int(counts.item(0, "device"))

@@ -1,12 +1,15 @@
-"""A trace file's bytes, gunzipped a slice at a time so that a decompression bomb is refused before it fills
-memory (docs/metrics.md, "Input limits"): python-isal when installed, else zlib."""
+"""A trace file's text, read and gunzipped a slice at a time, so that a decompression bomb is refused before it
+fills memory and a trace larger than memory can be decoded as it is read (docs/metrics.md, "Input limits"):
+python-isal when installed, else zlib."""
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import BinaryIO
 
 from traceview.parsers.kineto_limits import ParseLimits
 
@@ -20,70 +23,106 @@ except ImportError:  # pragma: no cover - the standard library is the fallback
 DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
 
 GZIP_MAGIC = b"\x1f\x8b"
-COMPRESSED_SLICE = 1 << 20
+COMPRESSED_SLICE = 4 << 20
 INFLATED_SLICE = 16 << 20
-"""Past the size the gzip trailer states, at most this much text comes out of one call."""
+"""At most this much text comes out of one call (and one read of a plain file)."""
+
+
+@dataclass
+class TraceText:
+    """A trace file's JSON text, gunzipped if needed: `head`, its first bytes (the whole text when `rest` is None),
+    then `rest`, the following slices, read as they are asked for. `warnings` receives a gzip stream cut short
+    once it is met. Every slice is checked against `limits` before the next is read."""
+
+    head: bytes
+    rest: Iterator[bytes] | None
+    warnings: list[ParseWarning] = field(default_factory=list)
+
+
+def read_text(path: Path, limits: ParseLimits, whole_up_to: int | None = None) -> TraceText:
+    """The file's text: whole when it is at most `whole_up_to` bytes (default: any size the limits allow), else
+    its first `whole_up_to` bytes and an iterator over the rest. Raises `InputError` when the file, or its
+    inflated text, is larger than `limits` allow, or when it cannot be read."""
+    whole_up_to = limits.max_inflated_bytes if whole_up_to is None else whole_up_to
+    try:
+        size = path.stat().st_size
+        if size > limits.max_inflated_bytes:
+            raise InputError(path, _too_large(size, limits))
+        file = path.open("rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+    text = TraceText(b"", None)
+    slices = _slices(path, file, size, limits, text.warnings)
+    head: list[bytes] = []
+    held = 0
+    for piece in slices:
+        head.append(piece)
+        held += len(piece)
+        if held > whole_up_to:
+            text.head, text.rest = b"".join(head), slices
+            return text
+    text.head = head[0] if len(head) == 1 else b"".join(head)
+    return text
 
 
 def read_bytes(path: Path, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
-    """The file's JSON bytes, gunzipped if needed; a gzip stream cut short yields what it held, with a warning.
-
-    Raises `InputError` when the file, or its inflated text, is larger than `limits` allow.
-    """
-    try:
-        if path.stat().st_size > limits.max_inflated_bytes:
-            raise InputError(path, _too_large(path.stat().st_size, limits))
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
-    if not raw.startswith(GZIP_MAGIC):
-        return raw, []
-    return _gunzip(path, raw, limits)
+    """The file's whole JSON text, gunzipped if needed (`read_text` without a size to stream from)."""
+    text = read_text(path, limits)
+    return text.head, text.warnings
 
 
-def _gunzip(path: Path, raw: bytes, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
-    """Inflate in one call up to the size the gzip trailer states (an honest file: no copy of the text), then,
-    if the stream goes on, a slice at a time; refused as soon as the text passes `inflation_cap`."""
-    cap = inflation_cap(len(raw), limits)
-    stated = int.from_bytes(raw[-4:], "little")  # ISIZE: the inflated size modulo 2^32, if the file is whole
+def _slices(
+    path: Path, file: BinaryIO, size: int, limits: ParseLimits, warnings: list[ParseWarning]
+) -> Iterator[bytes]:
+    with file:
+        magic = file.read(len(GZIP_MAGIC))
+        file.seek(0)
+        if magic != GZIP_MAGIC:
+            yield from _read_slices(path, file, INFLATED_SLICE)
+        else:
+            yield from _inflated_slices(path, file, size, limits, warnings)
+
+
+def _read_slices(path: Path, file: BinaryIO, size: int) -> Iterator[bytes]:
+    while True:
+        try:
+            piece = file.read(size)
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+        if not piece:
+            return
+        yield piece
+
+
+def _inflated_slices(
+    path: Path, file: BinaryIO, compressed: int, limits: ParseLimits, warnings: list[ParseWarning]
+) -> Iterator[bytes]:
+    """The inflated text, `COMPRESSED_SLICE` bytes in and at most `INFLATED_SLICE` out at a time; refused as soon
+    as it passes `inflation_cap`; a stream cut short yields what it held, with a warning."""
     decompressor = _zlib.decompressobj(31)
+    inflated = consumed = 0
     try:
-        parts = [decompressor.decompress(raw, min(stated, cap) + 1)]
-        consumed = len(raw) - len(decompressor.unconsumed_tail)
-        _check_inflated(path, len(parts[0]), len(raw), limits, consumed)
-        if not decompressor.eof:
-            parts += _inflate_rest(path, decompressor, len(parts[0]), len(raw), limits)
+        for compressed_slice in _read_slices(path, file, COMPRESSED_SLICE):
+            consumed += len(compressed_slice)
+            pending = compressed_slice
+            while pending and not decompressor.eof:
+                out = decompressor.decompress(pending, INFLATED_SLICE)
+                pending = decompressor.unconsumed_tail
+                inflated += len(out)
+                _check_inflated(path, inflated, compressed, limits, consumed - len(pending))
+                if out:
+                    yield out
+            if decompressor.eof:
+                break
+        out = decompressor.flush()
     except DECOMPRESS_ERRORS as exc:
         raise InputError(path, f"gzip data is corrupt ({exc})") from exc
-    parts = [part for part in parts if part]
-    data = parts[0] if len(parts) == 1 else b"".join(parts)
-    del parts
+    _check_inflated(path, inflated + len(out), compressed, limits, compressed)
+    if out:
+        yield out
     if not decompressor.eof:
-        note = f"gzip stream ends early at compressed byte {len(raw)}; reading the {len(data)} bytes it held"
-        return data, [ParseWarning(str(path), note)]
-    return data, []
-
-
-def _inflate_rest(
-    path: Path, decompressor: Any, inflated: int, compressed: int, limits: ParseLimits
-) -> list[bytes]:
-    """What follows the first call, `COMPRESSED_SLICE` bytes in and at most `INFLATED_SLICE` out at a time."""
-    rest = memoryview(decompressor.unconsumed_tail)
-    offset = compressed - len(rest)
-    parts: list[bytes] = []
-    for start in range(0, len(rest), COMPRESSED_SLICE):
-        pending: bytes | memoryview = rest[start : start + COMPRESSED_SLICE]
-        end = offset + start + len(pending)
-        while pending and not decompressor.eof:
-            parts.append(decompressor.decompress(pending, INFLATED_SLICE))
-            inflated += len(parts[-1])
-            pending = decompressor.unconsumed_tail
-            _check_inflated(path, inflated, compressed, limits, end - len(pending))
-        if decompressor.eof:
-            break
-    parts.append(decompressor.flush())
-    _check_inflated(path, inflated + len(parts[-1]), compressed, limits, compressed)
-    return parts
+        note = f"gzip stream ends early at compressed byte {compressed}; reading the {inflated + len(out)} bytes it held"
+        warnings.append(ParseWarning(str(path), note))
 
 
 def inflation_cap(compressed: int, limits: ParseLimits) -> int:

@@ -53,6 +53,26 @@ CompleteEvent = Complete | Event
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a document decoded on its own sits in the file: what decoding says of its byte `n` is said of the
+    file's byte `n + offset`, and `events_before` complete events came before it (a streamed trace's tail)."""
+
+    offset: int = 0
+    events_before: int = 0
+
+    def byte(self, at: int) -> int:
+        """The file's byte number of the document's byte `at`."""
+        return at + self.offset
+
+    def events(self, kept: int) -> int:
+        """The file's count of events kept, `kept` of them in the document."""
+        return kept + self.events_before
+
+
+WHOLE_FILE = Origin()
+
+
+@dataclass(frozen=True)
 class Decoded:
     """A document's header and its events' JSON texts, with what decoding noticed."""
 
@@ -62,39 +82,40 @@ class Decoded:
     truncated_at_byte: int | None = None
 
 
-def decode(path: Path, data: bytes) -> Decoded:
+def decode(path: Path, data: bytes, origin: Origin = WHOLE_FILE) -> Decoded:
     """The header and each event's JSON text; a truncated document's complete events. Raises `InputError` in one
-    line for a document that cannot be read, `NotKinetoError` for another format."""
+    line for a document that cannot be read, `NotKinetoError` for another format. Byte numbers and counts in
+    what it says are the file's, by `origin`."""
     if data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM) :]
     head = _head(path, data)
     try:
-        return _decode_document(path, data, head)
+        return _decode_document(path, data, head, origin)
     except RecursionError:
         deep = DEEP_NESTING.search(data)
-        where = f"byte {deep.start()}" if deep else ""
+        where = f"byte {origin.byte(deep.start())}" if deep else ""
         raise InputError(path, "JSON nested too deeply (about 1,000 levels of [ or {)", where=where) from None
     except UnicodeDecodeError:  # in a header string: the events' strings are decoded batch by batch
-        return _decode_repaired(path, data)
+        return _decode_repaired(path, data, origin)
 
 
-def _decode_repaired(path: Path, data: bytes) -> Decoded:
+def _decode_repaired(path: Path, data: bytes, origin: Origin) -> Decoded:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         first_bad = exc.start
     else:  # pragma: no cover - msgspec found invalid UTF-8 that Python does not
         raise InputError(path, "invalid UTF-8")
-    decoded = decode(path, data.decode("utf-8", "replace").encode())
-    note = ParseWarning(str(path), f"invalid UTF-8 from byte {first_bad} replaced by U+FFFD")
+    decoded = decode(path, data.decode("utf-8", "replace").encode(), origin)
+    note = ParseWarning(str(path), f"invalid UTF-8 from byte {origin.byte(first_bad)} replaced by U+FFFD")
     return Decoded(decoded.header, decoded.events, (note, *decoded.warnings), decoded.truncated_at_byte)
 
 
-def _decode_document(path: Path, data: bytes, head: bytes) -> Decoded:
+def _decode_document(path: Path, data: bytes, head: bytes, origin: Origin) -> Decoded:
     try:
         decoded, notes = _decode_any(path, data, head)
     except msgspec.DecodeError as exc:
-        return _decode_malformed(path, data, head, exc)
+        return _decode_malformed(path, data, head, exc, origin)
     return _decoded(path, data, decoded, notes)
 
 
@@ -122,7 +143,9 @@ def _decoded(
     return Decoded(header_of(document), document.traceEvents, tuple(notes), truncated_at_byte)
 
 
-def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.DecodeError) -> Decoded:
+def _decode_malformed(
+    path: Path, data: bytes, head: bytes, error: msgspec.DecodeError, origin: Origin
+) -> Decoded:
     """A truncated document's complete events (a cut inside a number reads as an invalid number at the end), a
     complete document followed by other bytes, the complete events before the first malformed byte, or a
     one-line refusal naming the byte."""
@@ -130,34 +153,38 @@ def _decode_malformed(path: Path, data: bytes, head: bytes, error: msgspec.Decod
     found = BYTE_IN_MESSAGE.search(message)
     at = int(found[1]) if found else None
     if "truncated" in message or at == len(data):
-        return _recover(path, data, head)
+        return _recover(path, data, head, origin)
     problem = BYTE_IN_MESSAGE.sub("", message).removeprefix("JSON is malformed: ")
-    refusal = InputError(path, f"malformed JSON: {problem}", where=f"byte {at}" if at is not None else "")
+    where = f"byte {origin.byte(at)}" if at is not None else ""
+    refusal = InputError(path, f"malformed JSON: {problem}", where=where)
     if at is None:
         raise refusal
     if "trailing characters" not in message:
-        return _salvage_before(path, data, head, at, refusal)
+        return _salvage_before(path, data, head, at, refusal, origin)
     end = max(data.rfind(b"}", 0, at), data.rfind(b"]", 0, at)) + 1  # the document's last byte
     try:
         document, notes = _decode_any(path, data[:end], head)
     except msgspec.DecodeError:
         raise refusal from None
     note = ParseWarning(
-        str(path), f"ignored {len(data) - end} bytes after the JSON document (from byte {end})"
+        str(path), f"ignored {len(data) - end} bytes after the JSON document (from byte {origin.byte(end)})"
     )
     return _decoded(path, data, document, [*notes, note])
 
 
-def _salvage_before(path: Path, data: bytes, head: bytes, at: int, refusal: InputError) -> Decoded:
+def _salvage_before(
+    path: Path, data: bytes, head: bytes, at: int, refusal: InputError, origin: Origin
+) -> Decoded:
     """The complete events before the byte `at` where the JSON stops being well-formed, read as a document cut
     there, with a warning naming the byte; `refusal` when no event is complete before it."""
     try:
-        decoded = _recover(path, data[:at], head)
+        decoded = _recover(path, data[:at], head, origin)
     except InputError:
         raise refusal from None
     note = ParseWarning(
         str(path),
-        f"{refusal.problem} at byte {at}: kept the {len(decoded.events)} complete events before it, "
+        f"{refusal.problem} at byte {origin.byte(at)}: kept the {origin.events(len(decoded.events))} complete "
+        "events before it, "
         f"not the {len(data) - at} bytes from there on",
     )
     cut = [w for w in decoded.warnings if not w.message.startswith("JSON truncated at byte")]
@@ -237,12 +264,12 @@ def first_byte(data: bytes) -> bytes:
     return data[start : start + 1]
 
 
-def _recover(path: Path, data: bytes, head: bytes) -> Decoded:
+def _recover(path: Path, data: bytes, head: bytes, origin: Origin) -> Decoded:
     """Keep every complete event before the cut of a truncated document: the document is closed after the last
     `}` that ends an event (one followed by `,`, `]` or the cut)."""
     array_start = data.find(b"[", data.find(b'"traceEvents"')) if head == b"{" else 0
     if array_start < 0:
-        raise InputError(path, "JSON ends before any traceEvents", where=f"byte {len(data)}")
+        raise InputError(path, "JSON ends before any traceEvents", where=f"byte {origin.byte(len(data))}")
     closing = b"]}" if head == b"{" else b"]"
     end = len(data)
     for _ in range(MAX_RECOVERY_TRIES):
@@ -255,12 +282,18 @@ def _recover(path: Path, data: bytes, head: bytes) -> Decoded:
             document, notes = _decode_any(path, data[: end + 1] + closing, head)
         except msgspec.DecodeError:
             continue
-        decoded = _decoded(path, data, document, notes, truncated_at_byte=len(data))
-        note = f"JSON truncated at byte {len(data)}; kept the {len(decoded.events)} complete events before byte {end + 1}"
-        return Decoded(
-            decoded.header, decoded.events, (*decoded.warnings, ParseWarning(str(path), note)), len(data)
+        cut = origin.byte(len(data))
+        decoded = _decoded(path, data, document, notes, truncated_at_byte=cut)
+        note = (
+            f"JSON truncated at byte {cut}; kept the {origin.events(len(decoded.events))} complete events "
+            f"before byte {origin.byte(end + 1)}"
         )
-    raise InputError(path, "JSON truncated before the first complete event", where=f"byte {len(data)}")
+        return Decoded(
+            decoded.header, decoded.events, (*decoded.warnings, ParseWarning(str(path), note)), cut
+        )
+    raise InputError(
+        path, "JSON truncated before the first complete event", where=f"byte {origin.byte(len(data))}"
+    )
 
 
 def _ends_an_event(data: bytes, end: int) -> bool:
@@ -319,24 +352,33 @@ def refuse_without_kineto_events(
 ) -> None:
     """A Chrome trace whose events carry none of the PyTorch profiler categories is some other profiler's.
 
-    Called when no complete event had a known category: events of the other phases are looked at too. A batch
-    whose categories cannot be read leaves the file accepted (it is refused only when that is certain).
-    """
+    Called when no complete event had a known category: events of the other phases are looked at too."""
+    if events and not any_known_category(events, known_categories):
+        raise not_kineto(path, data)
+
+
+def any_known_category(events: Sequence[msgspec.Raw], known_categories: frozenset[str]) -> bool:
+    """Whether any event, of any phase, carries one of `known_categories`; True too when a batch's categories
+    cannot be read (a file is refused only when it is certain to be another profiler's)."""
     known = {msgspec.json.encode(category) for category in known_categories}
     for start in range(0, len(events), BATCH_EVENTS):
         text = array_text(events[start : start + BATCH_EVENTS])
         try:
             probes = CATEGORY_DECODER.decode(text)
         except (*BATCH_ERRORS, RecursionError):
-            return
+            return True
         if any(isinstance(probe, CategoryProbe) and bytes(probe.cat) in known for probe in probes):
-            return
-    if not events:
-        return
+            return True
+    return False
+
+
+def not_kineto(path: Path, data: bytes) -> NotKinetoError:
+    """The refusal of a Chrome trace without PyTorch profiler events, saying what `data` (the document, or its
+    first bytes) looks like."""
     if first_byte(data) == b"[":
-        raise NotKinetoError(path, _describe_array(_decode_untyped(data)))
+        return NotKinetoError(path, _describe_array(_decode_untyped(data)))
     device_like = b'"/device:' in data[:1_000_000]
     producer = " (process names like /device:GPU:0: a TensorFlow profiler trace?)" if device_like else ""
-    raise NotKinetoError(
+    return NotKinetoError(
         path, f"a Chrome trace with no PyTorch profiler events{producer}, not a Kineto trace"
     )

@@ -32,12 +32,16 @@ class ParseLimits:
       decompression bomb, refused before it fills memory. Real traces inflate 5 to 30 times.
     - `max_name_chars`: a string (event name, category, process group description, host or device name) longer
       than this is cut to this many characters followed by `...[cut N chars]`.
+    - `stream_above_bytes` / `stream_chunk_bytes`: a text larger than `stream_above_bytes` is decoded as it is
+      read, about `stream_chunk_bytes` at a time, so that its whole text is never held (`kineto_stream`).
     """
 
     max_inflated_bytes: int = 16 * GIB
     max_inflation_ratio: float = 200.0
     ratio_checked_after_bytes: int = 256 * MIB
     max_name_chars: int = 4096
+    stream_above_bytes: int = 64 * MIB
+    stream_chunk_bytes: int = 32 * MIB
 
 
 DEFAULT_LIMITS = ParseLimits()

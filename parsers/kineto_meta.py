@@ -1,6 +1,6 @@
-"""What a Kineto trace's header says about the rank that wrote it, with absurd values read as unknown
-(docs/metrics.md, "Input limits"): a rank or world size no job has, a base time outside 2000-2100, a string
-longer than `ParseLimits.max_name_chars`."""
+"""What a Kineto trace says about the rank that wrote it: its header, with absurd values read as unknown
+(docs/metrics.md, "Input limits": a rank or world size no job has, a base time outside 2000-2100, a string
+longer than `ParseLimits.max_name_chars`), its step candidates and the device it ran on."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, cut_text
-from traceview.parsers.kineto_schema import PgConfig
+import polars as pl
+from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, ParseLimits, cut_text
+from traceview.parsers.kineto_schema import DistributedInfo, Header, PgConfig
 
 from traceview.core.errors import ParseWarning
-from traceview.model.trace import ProcessGroupConfig
+from traceview.model.trace import STEP_SCHEMA, ProcessGroupConfig, TraceMeta
 
+if TYPE_CHECKING:
+    from traceview.parsers.kineto_io import CompleteEvent
+
+STEP_NAME = r"^ProfilerStep#(\d+)$"
 RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 UNKNOWN_BASE = "this rank's clock is aligned by its collectives"
 MAX_DEVICE_NAMES = 64
@@ -104,3 +110,67 @@ class HeaderChecks:
             )
         description, backend = self.text(config.pg_desc), self.text(config.backend_config)
         return ProcessGroupConfig(name=name, description=description, size=size, ranks=ranks, backend=backend)
+
+
+def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the first
+    source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
+    gpu_steps = pl.DataFrame(
+        {
+            "name": [e.name or "" for e in gpu_annotations],
+            "start_us": [e.ts for e in gpu_annotations],
+            "end_us": [(e.ts or 0.0) + (e.dur or 0.0) for e in gpu_annotations],
+        },
+        schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
+    )
+    on_gpu = _step_windows(gpu_steps, "gpu")
+    on_cpu = _step_windows(cpu.select("name", "start_us", "end_us"), "cpu")
+    first = "gpu" if on_gpu.height else "cpu" if on_cpu.height else "none"
+    return pl.concat([on_gpu, on_cpu]), first
+
+
+def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
+    return (
+        candidates.with_columns(step=pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64))
+        .drop_nulls("step")
+        .group_by("step")
+        .agg(pl.col("start_us").min(), pl.col("end_us").max())
+        .sort("step")
+        .with_columns(pl.lit(source, dtype=pl.Utf8).alias("source"))
+        .select(list(STEP_SCHEMA))
+    )
+
+
+def rank_meta(
+    path: Path, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
+) -> tuple[TraceMeta, list[ParseWarning]]:
+    """What the header says of the rank (`TraceMeta`), absurd values read as unknown, and the warnings."""
+    info = header.distributedInfo or DistributedInfo()
+    checks = HeaderChecks(path, limits.max_name_chars, notes)
+    rank, rank_source = checks.rank(info.rank)
+    world_size = checks.world_size(info.world_size)
+    devices = header.deviceProperties or header.computeProperties or []
+    meta = TraceMeta(
+        rank=rank,
+        rank_source=rank_source,
+        world_size=world_size,
+        backend=checks.text(info.backend),
+        hostname=checks.text(header.host_name or header.hostname),
+        nccl_version=checks.text(info.nccl_version),
+        pytorch_version=checks.text(header.torch_version),
+        devices=checks.devices([d.name for d in devices]),
+        base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
+        process_groups=checks.process_groups(info.pg_config, world_size),
+        events_total=events_total,
+        device_count=len(devices),
+    )
+    return meta, checks.warnings()
+
+
+def local_device(gpu: pl.DataFrame) -> int | None:
+    """The device id most of the rank's device events ran on (the lowest among equals); None without any."""
+    ids = gpu.get_column("device").drop_nulls()
+    if ids.len() == 0:
+        return None
+    counts = ids.value_counts(name="events").sort(["events", "device"], descending=[True, False])
+    return int(counts.item(0, "device"))

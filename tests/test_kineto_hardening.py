@@ -391,10 +391,10 @@ def test_cuts_of_a_real_trace_past_its_middle_keep_every_complete_event(tmp_path
 
 
 def test_running_out_of_memory_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_memory(*_: object) -> None:
+    def no_memory(*_: object, **__: object) -> None:
         raise MemoryError
 
-    monkeypatch.setattr(kineto, "read_bytes", no_memory)
+    monkeypatch.setattr(kineto, "read_text", no_memory)
     with pytest.raises(InputError, match="not enough memory"):
         parse_bytes(tmp_path, text(kf.document(events(), base_ns=BASE_NS)))
 

@@ -119,7 +119,11 @@ def _ideal_truth() -> dict[str, float]:
     steps = truth["steps"]
     measured = sum(s["t_comm_us"] for s in steps) / sum(s["t_comp_us"] for s in steps)
     break_even = 1 + 3 * (k * b) * bw / (g * r)  # gamma(K) = (K-1) g R / (3 G B) = 1 at G = k b
-    return {"closed_form": 2 * (k - 1) / k * g * r / (6 * b * bw), "measured": measured, "break_even": break_even}
+    return {
+        "closed_form": 2 * (k - 1) / k * g * r / (6 * b * bw),
+        "measured": measured,
+        "break_even": break_even,
+    }
 
 
 def test_dp8_ideal_with_no_flags_predicts_its_gamma() -> None:

@@ -63,21 +63,23 @@ class Measurement:
 
 def measure(command: list[str]) -> Measurement:
     """Wall time and the peak RSS of the process tree (sampled every 20 ms) of one command."""
-    start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    process, peak = psutil.Process(child.pid), 0
-    chunks: list[bytes] = []
-    while child.poll() is None:
-        try:
-            tree = [process, *process.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in tree))
-        except psutil.Error:
-            pass
-        time.sleep(0.02)
-    chunks.append(child.stdout.read() if child.stdout else b"")
+    with tempfile.TemporaryFile() as output:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdout=output, stderr=subprocess.DEVNULL)
+        process, peak = psutil.Process(child.pid), 0
+        while child.poll() is None:
+            try:
+                tree = [process, *process.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+        output.seek(0)
+        text = output.read()
     if child.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} exited {child.returncode}")
-    return Measurement(time.perf_counter() - start, peak / 2**20, b"".join(chunks))
+    return Measurement(wall, peak / 2**20, text)
 
 
 def copied_events(events: list[dict[str, Any]], copies: int) -> Iterator[dict[str, Any]]:
@@ -135,7 +137,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     folder = args.folder or Path(tempfile.mkdtemp(prefix="big_rank_"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"{'text MiB':>9} {'step':>8} {'whole s':>8} {'MiB':>7} {'streamed s':>10} {'MiB':>7} {'memory':>7}")
+    print(
+        f"{'text MiB':>9} {'step':>8} {'whole s':>8} {'MiB':>7} {'streamed s':>10} {'MiB':>7} {'memory':>7}"
+    )
     for copies in args.copies:
         path = write_rank(folder, copies, args.gzip)
         size = text_mib(path)

@@ -43,6 +43,7 @@ from traceview.parsers.kineto_schema import COMM_ARG_FIELDS, NO_ARGS, Args, Head
 from traceview.parsers.kineto_stream import StreamedEvents, head_events, stream_events
 
 from traceview.core.errors import InputError, ParseWarning
+from traceview.core.location import Location, Url, location
 from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
@@ -128,10 +129,10 @@ class _Read:
     truncated_at_byte: int | None
 
 
-def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
+def parse(path: str | Path | Url, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for a
     file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
-    path = Path(path)
+    path = location(path)
     try:
         read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
     except MemoryError:
@@ -154,7 +155,7 @@ def parse(path: str | Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     )
 
 
-def _read(path: Path, limits: ParseLimits) -> _Read:
+def _read(path: Location, limits: ParseLimits) -> _Read:
     text = read_text(path, limits, whole_up_to=limits.stream_above_bytes)
     streamed = stream_events(path, text, limits.stream_chunk_bytes) if text.rest is not None else None
     if streamed is None:
@@ -165,7 +166,7 @@ def _read(path: Path, limits: ParseLimits) -> _Read:
     return _read_streamed(path, head, streamed, limits, text.warnings)
 
 
-def _read_whole(path: Path, data: bytes, limits: ParseLimits, warnings: list[ParseWarning]) -> _Read:
+def _read_whole(path: Location, data: bytes, limits: ParseLimits, warnings: list[ParseWarning]) -> _Read:
     decoded = decode(path, data)
     frames = _Frames(limits)
     for batch in complete_event_batches(decoded.events, frames.notes):
@@ -183,7 +184,7 @@ def _read_whole(path: Path, data: bytes, limits: ParseLimits, warnings: list[Par
 
 
 def _read_streamed(
-    path: Path, head: bytes, streamed: StreamedEvents, limits: ParseLimits, warnings: list[ParseWarning]
+    path: Location, head: bytes, streamed: StreamedEvents, limits: ParseLimits, warnings: list[ParseWarning]
 ) -> _Read:
     """As `_read_whole`, a chunk at a time: the file is refused as another profiler's only once every chunk has
     been seen without a PyTorch profiler category."""

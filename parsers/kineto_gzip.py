@@ -7,13 +7,13 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
 
 from traceview.parsers.kineto_limits import ParseLimits
 
 from traceview.core.errors import InputError, ParseWarning
+from traceview.core.location import Location, Url
 
 _zlib: ModuleType
 try:  # python-isal decompresses gzip several times faster than zlib
@@ -39,18 +39,12 @@ class TraceText:
     warnings: list[ParseWarning] = field(default_factory=list)
 
 
-def read_text(path: Path, limits: ParseLimits, whole_up_to: int | None = None) -> TraceText:
+def read_text(path: Location, limits: ParseLimits, whole_up_to: int | None = None) -> TraceText:
     """The file's text: whole when it is at most `whole_up_to` bytes (default: any size the limits allow), else
     its first `whole_up_to` bytes and an iterator over the rest. Raises `InputError` when the file, or its
     inflated text, is larger than `limits` allow, or when it cannot be read."""
     whole_up_to = limits.max_inflated_bytes if whole_up_to is None else whole_up_to
-    try:
-        size = path.stat().st_size
-        if size > limits.max_inflated_bytes:
-            raise InputError(path, _too_large(size, limits))
-        file = path.open("rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+    size, file = _opened(path, limits)
     text = TraceText(b"", None)
     slices = _slices(path, file, size, limits, text.warnings)
     head: list[bytes] = []
@@ -65,14 +59,25 @@ def read_text(path: Path, limits: ParseLimits, whole_up_to: int | None = None) -
     return text
 
 
-def read_bytes(path: Path, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
+def _opened(path: Location, limits: ParseLimits) -> tuple[int, BinaryIO]:
+    """The file's size and the file opened (a local path, or a URL through fsspec); refused past the limits."""
+    try:
+        size = path.size() if isinstance(path, Url) else path.stat().st_size
+        if size > limits.max_inflated_bytes:
+            raise InputError(path, _too_large(size, limits))
+        return size, path.open() if isinstance(path, Url) else path.open("rb")  # type: ignore[return-value]
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+
+
+def read_bytes(path: Location, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
     """The file's whole JSON text, gunzipped if needed (`read_text` without a size to stream from)."""
     text = read_text(path, limits)
     return text.head, text.warnings
 
 
 def _slices(
-    path: Path, file: BinaryIO, size: int, limits: ParseLimits, warnings: list[ParseWarning]
+    path: Location, file: BinaryIO, size: int, limits: ParseLimits, warnings: list[ParseWarning]
 ) -> Iterator[bytes]:
     with file:
         magic = file.read(len(GZIP_MAGIC))
@@ -83,7 +88,7 @@ def _slices(
             yield from _inflated_slices(path, file, size, limits, warnings)
 
 
-def _read_slices(path: Path, file: BinaryIO, size: int) -> Iterator[bytes]:
+def _read_slices(path: Location, file: BinaryIO, size: int) -> Iterator[bytes]:
     while True:
         try:
             piece = file.read(size)
@@ -95,7 +100,7 @@ def _read_slices(path: Path, file: BinaryIO, size: int) -> Iterator[bytes]:
 
 
 def _inflated_slices(
-    path: Path, file: BinaryIO, compressed: int, limits: ParseLimits, warnings: list[ParseWarning]
+    path: Location, file: BinaryIO, compressed: int, limits: ParseLimits, warnings: list[ParseWarning]
 ) -> Iterator[bytes]:
     """The inflated text, `COMPRESSED_SLICE` bytes in and at most `INFLATED_SLICE` out at a time; refused as soon
     as it passes `inflation_cap`; a stream cut short yields what it held, with a warning."""
@@ -132,7 +137,9 @@ def inflation_cap(compressed: int, limits: ParseLimits) -> int:
     return min(limits.max_inflated_bytes, by_ratio)
 
 
-def _check_inflated(path: Path, inflated: int, compressed: int, limits: ParseLimits, consumed: int) -> None:
+def _check_inflated(
+    path: Location, inflated: int, compressed: int, limits: ParseLimits, consumed: int
+) -> None:
     """Refuse a file whose text passes `inflation_cap`, naming the limit it passed."""
     if inflated <= inflation_cap(compressed, limits):
         return

@@ -3,19 +3,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, TypeVar, get_args
 
 import msgspec
 from traceview.parsers.kineto_schema import RAW_DOCUMENT_DECODER, RawDocument
 
 from traceview.core.errors import InputError, ParseWarning
+from traceview.core.location import Location
 
 StructT = TypeVar("StructT", bound=msgspec.Struct)
 FIELDS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-def decode_object(path: Path, data: bytes) -> tuple[RawDocument, list[ParseWarning]]:
+def decode_object(path: Location, data: bytes) -> tuple[RawDocument, list[ParseWarning]]:
     """The document, each event kept as its JSON text. Raises `msgspec.DecodeError` when it is not well-formed,
     `InputError` when `traceEvents` is not an array."""
     try:

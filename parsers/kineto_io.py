@@ -35,7 +35,7 @@ from traceview.parsers.kineto_schema import (
 from traceview.core.errors import InputError, NotKinetoError, ParseWarning
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from traceview.core.location import Location
 
 UTF8_BOM = b"\xef\xbb\xbf"
 LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
@@ -82,7 +82,7 @@ class Decoded:
     truncated_at_byte: int | None = None
 
 
-def decode(path: Path, data: bytes, origin: Origin = WHOLE_FILE) -> Decoded:
+def decode(path: Location, data: bytes, origin: Origin = WHOLE_FILE) -> Decoded:
     """The header and each event's JSON text; a truncated document's complete events. Raises `InputError` in one
     line for a document that cannot be read, `NotKinetoError` for another format. Byte numbers and counts in
     what it says are the file's, by `origin`."""
@@ -99,7 +99,7 @@ def decode(path: Path, data: bytes, origin: Origin = WHOLE_FILE) -> Decoded:
         return _decode_repaired(path, data, origin)
 
 
-def _decode_repaired(path: Path, data: bytes, origin: Origin) -> Decoded:
+def _decode_repaired(path: Location, data: bytes, origin: Origin) -> Decoded:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -111,7 +111,7 @@ def _decode_repaired(path: Path, data: bytes, origin: Origin) -> Decoded:
     return Decoded(decoded.header, decoded.events, (note, *decoded.warnings), decoded.truncated_at_byte)
 
 
-def _decode_document(path: Path, data: bytes, head: bytes, origin: Origin) -> Decoded:
+def _decode_document(path: Location, data: bytes, head: bytes, origin: Origin) -> Decoded:
     try:
         decoded, notes = _decode_any(path, data, head)
     except msgspec.DecodeError as exc:
@@ -120,7 +120,7 @@ def _decode_document(path: Path, data: bytes, head: bytes, origin: Origin) -> De
 
 
 def _decode_any(
-    path: Path, data: bytes, head: bytes
+    path: Location, data: bytes, head: bytes
 ) -> tuple[RawDocument | list[msgspec.Raw], list[ParseWarning]]:
     """The document (object or bare event array); raises `msgspec.DecodeError` when it is not well-formed."""
     if head == b"{":
@@ -129,7 +129,7 @@ def _decode_any(
 
 
 def _decoded(
-    path: Path,
+    path: Location,
     data: bytes,
     document: RawDocument | list[msgspec.Raw],
     notes: Sequence[ParseWarning],
@@ -144,7 +144,7 @@ def _decoded(
 
 
 def _decode_malformed(
-    path: Path, data: bytes, head: bytes, error: msgspec.DecodeError, origin: Origin
+    path: Location, data: bytes, head: bytes, error: msgspec.DecodeError, origin: Origin
 ) -> Decoded:
     """A truncated document's complete events (a cut inside a number reads as an invalid number at the end), a
     complete document followed by other bytes, the complete events before the first malformed byte, or a
@@ -173,7 +173,7 @@ def _decode_malformed(
 
 
 def _salvage_before(
-    path: Path, data: bytes, head: bytes, at: int, refusal: InputError, origin: Origin
+    path: Location, data: bytes, head: bytes, at: int, refusal: InputError, origin: Origin
 ) -> Decoded:
     """The complete events before the byte `at` where the JSON stops being well-formed, read as a document cut
     there, with a warning naming the byte; `refusal` when no event is complete before it."""
@@ -251,7 +251,7 @@ def header_of(document: Header) -> Header:
     return Header(**{name: getattr(document, name) for name in Header.__struct_fields__})
 
 
-def _head(path: Path, data: bytes) -> bytes:
+def _head(path: Location, data: bytes) -> bytes:
     head = first_byte(data)
     if head not in (b"{", b"["):
         raise NotKinetoError(path, _describe_text(data))
@@ -264,7 +264,7 @@ def first_byte(data: bytes) -> bytes:
     return data[start : start + 1]
 
 
-def _recover(path: Path, data: bytes, head: bytes, origin: Origin) -> Decoded:
+def _recover(path: Location, data: bytes, head: bytes, origin: Origin) -> Decoded:
     """Keep every complete event before the cut of a truncated document: the document is closed after the last
     `}` that ends an event (one followed by `,`, `]` or the cut)."""
     array_start = data.find(b"[", data.find(b'"traceEvents"')) if head == b"{" else 0
@@ -311,7 +311,7 @@ def _describe_text(data: bytes) -> str:
     return f"not JSON (starts with {first!r}): not a Kineto trace"
 
 
-def _refuse_other_json(path: Path, data: bytes) -> None:
+def _refuse_other_json(path: Location, data: bytes) -> None:
     """Raise `NotKinetoError` saying what the JSON looks like, when it is recognisably another format."""
     if first_byte(data) == b"[":
         items = _decode_untyped(data[:1_000_000] if len(data) < 1_000_000 else data)
@@ -348,7 +348,7 @@ def _describe_array(items: Any) -> str:
 
 
 def refuse_without_kineto_events(
-    path: Path, data: bytes, events: Sequence[msgspec.Raw], known_categories: frozenset[str]
+    path: Location, data: bytes, events: Sequence[msgspec.Raw], known_categories: frozenset[str]
 ) -> None:
     """A Chrome trace whose events carry none of the PyTorch profiler categories is some other profiler's.
 
@@ -372,7 +372,7 @@ def any_known_category(events: Sequence[msgspec.Raw], known_categories: frozense
     return False
 
 
-def not_kineto(path: Path, data: bytes) -> NotKinetoError:
+def not_kineto(path: Location, data: bytes) -> NotKinetoError:
     """The refusal of a Chrome trace without PyTorch profiler events, saying what `data` (the document, or its
     first bytes) looks like."""
     if first_byte(data) == b"[":

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -15,6 +14,7 @@ from traceview.parsers.kineto_limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, 
 from traceview.parsers.kineto_schema import DistributedInfo, Header, PgConfig
 
 from traceview.core.errors import ParseWarning
+from traceview.core.location import Location
 from traceview.model.trace import STEP_SCHEMA, ProcessGroupConfig, TraceMeta
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ MAX_DEVICE_NAMES = 64
 class HeaderChecks:
     """Reads header values for `TraceMeta`, noting what it had to set aside."""
 
-    def __init__(self, path: Path, max_name_chars: int, cut: Counter[str]) -> None:
+    def __init__(self, path: Location, max_name_chars: int, cut: Counter[str]) -> None:
         self.path = path
         self.max_name_chars = max_name_chars
         self.notes: list[str] = []
@@ -142,7 +142,7 @@ def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
 
 
 def rank_meta(
-    path: Path, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
+    path: Location, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
 ) -> tuple[TraceMeta, list[ParseWarning]]:
     """What the header says of the rank (`TraceMeta`), absurd values read as unknown, and the warnings."""
     info = header.distributedInfo or DistributedInfo()

@@ -26,9 +26,9 @@ from traceview.parsers.kineto_schema import RAW_EVENTS_DECODER, Header
 from traceview.core.errors import InputError, ParseWarning
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from traceview.parsers.kineto_gzip import TraceText
+
+    from traceview.core.location import Location
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 CUT_AFTER = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*\{")
@@ -43,7 +43,7 @@ class StreamedEvents:
     """A streamed document: `chunks()` yields the event texts a chunk at a time, in file order; once it is done,
     `header`, `warnings` and `truncated_at_byte` are those of the whole document."""
 
-    path: Path
+    path: Location
     prefix: bytes
     """The object's text before its `"traceEvents"` key; empty for a bare event array."""
     buffer: bytes
@@ -89,7 +89,7 @@ class StreamedEvents:
         return decoded
 
 
-def stream_events(path: Path, text: TraceText, chunk_bytes: int) -> StreamedEvents | None:
+def stream_events(path: Location, text: TraceText, chunk_bytes: int) -> StreamedEvents | None:
     """`text` (a `head` and the `rest`) streamed a chunk of about `chunk_bytes` at a time; None when the event
     array cannot be found with certainty in the head (the caller reads the document whole)."""
     head = text.head
@@ -101,7 +101,7 @@ def stream_events(path: Path, text: TraceText, chunk_bytes: int) -> StreamedEven
     return StreamedEvents(path, head[bom:key_at], head[start:], text.rest, chunk_bytes, start - bom)
 
 
-def _array_start(path: Path, head: bytes, bom: int) -> tuple[int, int] | None:
+def _array_start(path: Location, head: bytes, bom: int) -> tuple[int, int] | None:
     """Where the `"traceEvents"` key (the array itself for a bare array) and the event array's `[` are: for an
     object, the first such key whose text before it reads as the object's opening members."""
     first = first_byte(head[bom:])

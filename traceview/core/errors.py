@@ -21,8 +21,8 @@ class InputError(TraceviewError):
     `where` is a place inside the file ("byte 1234", "line 17", "rank 3"), or empty.
     """
 
-    def __init__(self, path: str | Path, problem: str, where: str = "") -> None:
-        self.path = str(path)
+    def __init__(self, path: str | Path | object, problem: str, where: str = "") -> None:
+        self.path = str(path)  # a path, or a `traceview.core.location.Url`
         self.problem = problem
         self.where = where
         location = f"{self.path} ({where})" if where else self.path

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
+from traceview.core.location import Location, is_url, size_of, url_files
 from traceview.events.host_timeline import on_host_timeline
 from traceview.load.manifest import is_manifest_file
 from traceview.load.manifest_inputs import manifest_traces, run_manifest
@@ -33,16 +34,20 @@ PARALLEL_MIN_BYTES = 16_000_000
 """Below this much input, parsing in one process beats starting workers (each imports polars afresh)."""
 
 
-def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
+def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Location]:
     """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches; several
     specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each. A
-    `run.json`, or a folder holding one, names the traces that manifest lists (docs/run-manifest.md)."""
+    `run.json`, or a folder holding one, names the traces that manifest lists (docs/run-manifest.md). A URL
+    (`s3://bucket/run/`) names the object, the traces under the prefix, or a glob's matches
+    (`traceview.core.location`)."""
     if not isinstance(spec, str | Path):
         found = [path for one in spec for path in resolve_trace_files(one)]
         return list(dict.fromkeys(found))
+    if is_url(spec):
+        return list(url_files(str(spec), TRACE_SUFFIXES))
     manifest = run_manifest(spec)
     if manifest is not None:
-        return manifest_traces(*manifest)
+        return list(manifest_traces(*manifest))
     path = Path(spec)
     if path.is_file():
         return [path]
@@ -54,14 +59,14 @@ def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
         )
         if not files:
             raise RunError(f"{path}: no .json or .json.gz traces in this folder")
-        return files
+        return list[Location](files)
     matches = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
     if not matches:
         raise RunError(f"{spec}: no such file, folder or glob match")
-    return matches
+    return list[Location](matches)
 
 
-def _parse_or_skip(path: Path, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace | SkippedInput:
+def _parse_or_skip(path: Location, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace | SkippedInput:
     try:
         return on_host_timeline(kineto.parse(path, limits))
     except TraceviewError as exc:
@@ -108,11 +113,11 @@ def release_free_heap() -> None:
 
 
 def _parse_all(
-    files: Sequence[Path], workers: int | None, progress: Progress | None, limits: ParseLimits
+    files: Sequence[Location], workers: int | None, progress: Progress | None, limits: ParseLimits
 ) -> list[RankTrace | SkippedInput]:
     parse_one = functools.partial(_parse_or_skip, limits=limits)
     count = min(len(files), workers or os.cpu_count() or 1)
-    total_bytes = sum(f.stat().st_size for f in files)
+    total_bytes = sum(map(size_of, files))
     if count <= 1 or (workers is None and total_bytes < PARALLEL_MIN_BYTES):
         return [_report(progress, i, len(files), parse_one(f)) for i, f in enumerate(files)]
     # spawn, not fork: polars' thread pool does not survive a fork

@@ -6,7 +6,7 @@
   keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary does
   not, which is what keeps the parent's memory to the summaries alone.
 - `ray`: one Ray task per rank on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
-  reads its rank from a path every node can see. Ray is an optional extra (`pip install 'traceview[ray]'`).
+  reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is an optional extra (`pip install 'traceview[ray]'`).
 
 Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows with
 collectives and steps, not events), so peak memory is one parse per worker plus the summaries.
@@ -20,10 +20,10 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from traceview.core.errors import TraceviewError, UsageError
+from traceview.core.location import Location, size_of
 from traceview.model.trace import SkippedInput
 from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
 
@@ -71,7 +71,7 @@ def summarize_file(task: MapTask) -> Any:
 
 
 def map_ranks(
-    files: Sequence[Path],
+    files: Sequence[Location],
     comm_patterns: Sequence[str] = (),
     workers: int | None = None,
     executor: str = "local",
@@ -90,18 +90,11 @@ def map_ranks(
     tasks = [
         MapTask(str(f), tuple(comm_patterns), len(files), limits, tuple(compute_patterns)) for f in files
     ]
-    sizes = [_size(f) for f in files]
+    sizes = [size_of(f) for f in files]
     results = (
         _ray(tasks, ray_address) if executor == "ray" else _local(tasks, sizes, workers, parallel_min_bytes)
     )
     return list(_reported(results, sizes, progress))
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress | None) -> Iterable[Any]:

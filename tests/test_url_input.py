@@ -30,7 +30,11 @@ if any(importlib.util.find_spec(name) is None for name in NEEDED):
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 BUCKET = "nightly"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def _free_port() -> int:
@@ -87,13 +91,18 @@ def summary_json(run: str, env: dict[str, str], *options: str) -> dict[str, obje
 
 
 def test_locations_tell_urls_from_paths() -> None:
-    assert is_url("s3://bucket/run/") and is_url("https://host/rank0.json")
-    assert not is_url("file:///tmp/run") and not is_url("/tmp/run") and not is_url(Path("s3:/x"))
+    assert is_url("s3://bucket/run/")
+    assert is_url("https://host/rank0.json")
+    assert not is_url("file:///tmp/run")
+    assert not is_url("/tmp/run")
+    assert not is_url(Path("s3:/x"))
     assert location("file:///tmp/run") == Path("/tmp/run")
     assert location("s3://b/run/rank_3.json.gz").name == "rank_3.json.gz"
 
 
-def test_a_run_read_from_s3_equals_the_run_read_from_disk(s3_endpoint: dict[str, str], local_copy: Path) -> None:
+def test_a_run_read_from_s3_equals_the_run_read_from_disk(
+    s3_endpoint: dict[str, str], local_copy: Path
+) -> None:
     on_disk = summary_json(str(local_copy), s3_endpoint)
     from_s3 = summary_json(f"s3://{BUCKET}/dp8", s3_endpoint)
     assert from_s3 == on_disk
@@ -117,14 +126,21 @@ def test_a_missing_object_is_one_line_and_exit_2(s3_endpoint: dict[str, str]) ->
     env = {**os.environ, **s3_endpoint}
     for run in (f"s3://{BUCKET}/nothing-here/", f"s3://{BUCKET}/dp8/rank-99.pt.trace.json.gz"):
         done = subprocess.run(
-            [sys.executable, "-m", "traceview", "summary", run], capture_output=True, text=True, env=env, check=False
+            [sys.executable, "-m", "traceview", "summary", run],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr
-        assert run.rstrip("/") in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert run.rstrip("/") in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None and os.environ.get("CI") != "true", reason="no Ray")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None and os.environ.get("CI") != "true", reason="no Ray"
+)
 def test_ray_reads_the_ranks_from_s3(s3_endpoint: dict[str, str], local_copy: Path) -> None:
     on_disk = summary_json(str(local_copy), s3_endpoint)
     on_ray = summary_json(f"s3://{BUCKET}/dp8", s3_endpoint, "--executor", "ray")

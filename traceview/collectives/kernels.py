@@ -313,16 +313,18 @@ def empty_comm_kernels() -> pl.DataFrame:
     return pl.DataFrame(schema={**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
 
 
-def comm_kernels(run: Run, events: pl.DataFrame) -> pl.DataFrame:
+def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per communication kernel per rank, and per CPU-only (gloo) collective call, linked to its call.
 
-    `events` is `traceview.budget.time_budget.classified_events(run, patterns)`. Columns: `COMM_KERNEL_SCHEMA`, then
+    `events` is `traceview.budget.time_budget.classified_events(run, patterns)`, `launch_rows` is
+    `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`, then
     `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring)."""
     if not run.ranks:
         return empty_comm_kernels()
     calls = collective_calls(run)
     host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
-    anchors = _anchors(_with_event_columns(events), calls, launches(run), host_ranks)
+    launch_rows = launches(run) if launch_rows is None else launch_rows
+    anchors = _anchors(_with_event_columns(events), calls, launch_rows, host_ranks)
     if anchors.height == 0:
         return empty_comm_kernels()
     merged = _merged_fields(_linked(anchors, calls))

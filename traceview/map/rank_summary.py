@@ -159,12 +159,16 @@ def summarize(
     events = classified_events(one, comm_patterns)
     choice = choose_steps(trace)
     windows = all_step_windows(one, (choice,))
-    kernels = comm_kernels(one, events)
-    gaps = idle_gaps(events, windows, launches(one))
+    launch_rows = launches(one)
+    kernels = comm_kernels(one, events, launch_rows)
+    compact = compact_trace(trace)
+    del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
+    gaps = idle_gaps(events, windows, launch_rows)
+    del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
     kernel_classes, class_sketches = rank_class_parts(events, windows)
     return RankSummary(
-        trace=compact_trace(trace),
+        trace=compact,
         windows=windows,
         per_step=time_budget(events, windows).per_step,
         kernels=kernels,

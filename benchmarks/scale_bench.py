@@ -62,16 +62,22 @@ def _tree_rss_kib(root: int) -> int:
 
 
 def measure(code: str, folder: Path, workers: int) -> tuple[float, float]:
-    """(wall seconds, peak tree RSS MiB) of one fresh process running `code`."""
+    """(wall seconds, peak tree RSS MiB) of `code`, each from a fresh process of its own: the wall time from one
+    that nothing watches (sampling /proc takes CPU from the workers on a small machine), the peak from one
+    sampled every 20 ms."""
+    command = [sys.executable, "-c", "import sys; " + code, str(folder), str(workers)]
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", "import sys; " + code, str(folder), str(workers)])
+    if subprocess.run(command, check=False).returncode:
+        raise SystemExit(f"{code!r} failed")
+    wall = time.perf_counter() - start
+    process = subprocess.Popen(command)
     peak = 0
     while process.poll() is None:
         peak = max(peak, _tree_rss_kib(process.pid))
         time.sleep(0.02)
     if process.returncode:
         raise SystemExit(f"{code!r} failed with exit code {process.returncode}")
-    return time.perf_counter() - start, peak / 1024
+    return wall, peak / 1024
 
 
 def main() -> None:

@@ -162,7 +162,7 @@ def _read(path: Location, limits: ParseLimits) -> _Read:
         data = text.head if text.rest is None else b"".join((text.head, *text.rest))
         text.head = b""
         return _read_whole(path, data, limits, text.warnings)
-    head, text.head = text.head[:HEAD_KEPT], b""  # the streamed events hold their own copy of the rest
+    head, text.head = text.head[:HEAD_KEPT], b""  # the streamed events hold the rest until their first chunk
     return _read_streamed(path, head, streamed, limits, text.warnings)
 
 
@@ -197,6 +197,7 @@ def _read_streamed(
         frames.coalesce(*held)
         known_category = known_category or frames.any_kineto_category
         known_category = known_category or any_known_category(events, KINETO_CATEGORIES)
+        del events  # the chunk's text is freed before the next is read
     if streamed.events_total and not known_category:
         raise not_kineto(path, head_events(head))
     return _Read(

@@ -40,8 +40,8 @@ class ParseLimits:
     max_inflation_ratio: float = 200.0
     ratio_checked_after_bytes: int = 256 * MIB
     max_name_chars: int = 4096
-    stream_above_bytes: int = 64 * MIB
-    stream_chunk_bytes: int = 32 * MIB
+    stream_above_bytes: int = 8 * MIB
+    stream_chunk_bytes: int = 16 * MIB
 
 
 DEFAULT_LIMITS = ParseLimits()

@@ -46,7 +46,7 @@ class StreamedEvents:
     path: Location
     prefix: bytes
     """The object's text before its `"traceEvents"` key; empty for a bare event array."""
-    buffer: bytes
+    buffer: bytes | memoryview
     """The text from the event array's `[` on, not yet decoded."""
     rest: Iterator[bytes]
     chunk_bytes: int
@@ -59,22 +59,28 @@ class StreamedEvents:
 
     def chunks(self) -> Iterator[Sequence[msgspec.Raw]]:
         """Each chunk's events; the last chunk is the tail's, decoded as a whole document."""
-        parts, held = [self.buffer], len(self.buffer)
-        self.buffer = b""
+        parts: list[bytes | bytearray | memoryview] = [self.buffer]
+        held, self.buffer = len(self.buffer), b""
         for piece in self.rest:
             parts.append(piece)
             held += len(piece)
             if held >= self.chunk_bytes:
-                chunk = _cut(bytearray().join(parts))
+                text = bytearray().join(parts)
+                parts = [text]  # the pieces freed: the chunk is their one copy
+                chunk = _cut(text)
+                del text
                 if chunk is None:  # an event spans it: read on, and try again one chunk later
                     held -= self.chunk_bytes
                     continue
                 events, carried_from, carried = chunk
+                del chunk
                 yield self._counted(events)
-                del events
+                del events  # with the consumer's, the last reference to this chunk's text
                 self.position += carried_from - 1  # the carried text's `[` stands for the byte before it
                 parts, held = [carried], len(carried)
-        yield self._counted(self._tail(b"".join(parts)).events)
+        tail = b"".join(parts)
+        del parts
+        yield self._counted(self._tail(tail).events)
 
     def _counted(self, events: Sequence[msgspec.Raw]) -> Sequence[msgspec.Raw]:
         self.events_total += len(events)
@@ -98,7 +104,8 @@ def stream_events(path: Location, text: TraceText, chunk_bytes: int) -> Streamed
     if found is None or text.rest is None:
         return None
     key_at, start = found
-    return StreamedEvents(path, head[bom:key_at], head[start:], text.rest, chunk_bytes, start - bom)
+    rest = memoryview(head)[start:]  # not a copy: the head is freed with the first chunk
+    return StreamedEvents(path, head[bom:key_at], rest, text.rest, chunk_bytes, start - bom)
 
 
 def _array_start(path: Location, head: bytes, bom: int) -> tuple[int, int] | None:

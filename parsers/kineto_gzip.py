@@ -70,12 +70,6 @@ def _opened(path: Location, limits: ParseLimits) -> tuple[int, BinaryIO]:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
 
 
-def read_bytes(path: Location, limits: ParseLimits) -> tuple[bytes, list[ParseWarning]]:
-    """The file's whole JSON text, gunzipped if needed (`read_text` without a size to stream from)."""
-    text = read_text(path, limits)
-    return text.head, text.warnings
-
-
 def _slices(
     path: Location, file: BinaryIO, size: int, limits: ParseLimits, warnings: list[ParseWarning]
 ) -> Iterator[bytes]:
@@ -88,10 +82,10 @@ def _slices(
             yield from _inflated_slices(path, file, size, limits, warnings)
 
 
-def _read_slices(path: Location, file: BinaryIO, size: int) -> Iterator[bytes]:
+def _read_slices(path: Location, file: BinaryIO, slice_bytes: int) -> Iterator[bytes]:
     while True:
         try:
-            piece = file.read(size)
+            piece = file.read(slice_bytes)
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
         if not piece:

@@ -6,7 +6,8 @@
   keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary does
   not, which is what keeps the parent's memory to the summaries alone.
 - `ray`: one Ray task per rank on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
-  reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is an optional extra (`pip install 'traceview[ray]'`).
+  reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is
+  an optional extra (`pip install 'traceview[ray]'`).
 
 Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows with
 collectives and steps, not events), so peak memory is one parse per worker plus the summaries.

@@ -180,7 +180,8 @@ def _tree_half(trees: pl.DataFrame, pattern: str, tree: int) -> pl.DataFrame:
         a=pl.col("half").str.extract_groups(down_first), b=pl.col("half").str.extract_groups(up_first)
     )
     fields = {"rank": "me", "up": "up", "down0": "d0", "down1": "d1", "down2": "d2"}
-    return parsed.with_columns(
+    complete = pl.col("a").struct.field("me").is_not_null() | pl.col("b").struct.field("me").is_not_null()
+    return parsed.filter(complete).with_columns(
         tree=pl.lit(tree, dtype=pl.Int64()),
         **{
             out: pl.coalesce(pl.col("a").struct.field(f), pl.col("b").struct.field(f))

@@ -30,6 +30,7 @@ EXPECTED_REAL_DEVICES: dict[tuple[str, int], str | None] = {
     ("Quadro GP100", 56): "quadro_gp100",
     ("NVIDIA GeForce RTX 2080 Ti", 68): "rtx_2080_ti",
     ("AMD Radeon Graphics", 104): "mi250_gcd",
+    ("NVIDIA H200", 132): "h200_sxm",
 }
 
 

@@ -49,7 +49,7 @@ def test_every_real_log_parses(path: Path) -> None:
 
 @requires_shared
 def test_enough_real_logs() -> None:
-    assert len(LOGS) == 22
+    assert len(LOGS) == 24
 
 
 # Facts read by eye from each file (the first line is the "# source:" comment, so it is always skipped).
@@ -236,6 +236,29 @@ FACTS: dict[str, dict[str, Any]] = {
         "warns": 5 + 5,
         "transports": set(),
         "skipped": 1 + 2 + 5,
+    },
+    # Recorded for this project (NCCL 2.28.9, one rank): one communicator; "opCount" lines counted by grep; the
+    # Trees line is cut by NCCL's line buffer inside channel 47's entry, so 47 complete trees; 64 "Channel NN/64"
+    # ring lines; every line is NCCL's.
+    "h200_nccl_2.28.9_ddp1.log": {
+        "version": "2.28.9+cuda13.0",
+        "comms": 1,
+        "colls": 121,
+        "warns": 0,
+        "transports": set(),
+        "skipped": 0,
+        "trees": 47,
+        "rings": 64,
+    },
+    "h200_nccl_2.28.9_fsdp1.log": {
+        "version": "2.28.9+cuda13.0",
+        "comms": 1,
+        "colls": 1,
+        "warns": 0,
+        "transports": set(),
+        "skipped": 0,
+        "trees": 47,
+        "rings": 64,
     },
     "tinygrad_open-gpu-kernel-modules_22.log": {
         "version": None,

@@ -276,6 +276,7 @@ REAL_INPUT_TYPE_EXPECTED = {
     "signed char": 1,
     "Scalar": None,
     "TensorList": None,
+    "ScalarList": None,
     "": None,
 }
 

@@ -47,7 +47,7 @@ PARSE = """
 import sys
 from dataclasses import replace
 from traceview.parsers import kineto
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS
 limits = replace(DEFAULT_LIMITS, stream_above_bytes=1 << 50) if sys.argv[1] == "whole" else DEFAULT_LIMITS
 trace = kineto.parse(sys.argv[2], limits)
 print(trace.gpu.height, trace.cpu.height)

@@ -203,9 +203,9 @@ def compare_parse_times(trace: Path, sources: dict[str, str], repeat: int, round
 
 
 def before_limits() -> str:
-    """The commit before the one that added the input limits (`parsers/kineto_limits.py`)."""
+    """The commit before the one that added the input limits (`parsers/kineto/limits.py`)."""
     added = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", "parsers/kineto_limits.py"],
+        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", "parsers/kineto/limits.py"],
         capture_output=True,
         text=True,
         check=True,

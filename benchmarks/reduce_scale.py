@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
-from traceview.reports.html import render_html
-from traceview.reports.json_out import render_json
+from traceview.reports.html.page import render_html
+from traceview.reports.json.summary import render_json
 
 from traceview.load.inputs import load_run
 from traceview.map.rank_summary import TIME_COLUMNS, RankSummary, summarize

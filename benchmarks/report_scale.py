@@ -3,7 +3,7 @@
     python benchmarks/report_scale.py                      # 8, 64 and 1,024 ranks
     python benchmarks/report_scale.py --ranks 8 64 --loads 5
 
-Per N, the simulator (`traceview.simulate.scenario`) writes a run shaped like sample_traces/dp8_straggler at N ranks
+Per N, the simulator (`tests.simulate.scenario`) writes a run shaped like sample_traces/dp8_straggler at N ranks
 (6 steps, 8 all-reduces of 25 MiB over the world per step, 8 ranks per host (4 at N = 8), every other host's clock
 25 ms ahead, rank 5 a compute straggler); `traceview.analyze` reads it (2 workers) and the report is rendered
 with plotly.js inline. Headless Chromium (tests/browser.py) then opens the page once (cold: plotly.js not yet
@@ -28,7 +28,12 @@ from plotly.offline import get_plotlyjs  # noqa: E402
 
 import traceview  # noqa: E402
 from tests.browser import Browser  # noqa: E402
-from traceview.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, StragglerSpec, write_run  # noqa: E402
+
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # the simulator is a test helper: tests/simulate/
+
+from tests.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, StragglerSpec, write_run  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 MIB = 1 << 20

@@ -6,7 +6,7 @@
 
 Each sample is a folder of per-rank Kineto traces and its `run.json` manifest (what the simulator used), with
 `<name>.ground_truth.json` beside the folder (what a correct analysis must find; see `sample_traces/README.md`,
-`traceview.simulate.scenario` and `traceview.simulate.manifest`).
+`tests.simulate.scenario` and `tests.simulate.manifest`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from traceview.load.manifest import write_manifest
-from traceview.simulate.engine import write_run
-from traceview.simulate.manifest import scenario_manifest
-from traceview.simulate.scenario import (
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # the simulator is a test helper: tests/simulate/
+
+from tests.simulate.engine import write_run
+from tests.simulate.manifest import scenario_manifest
+from tests.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
     MismatchSpec,
@@ -31,6 +35,7 @@ from traceview.simulate.scenario import (
     data_parallel_scenario,
     ground_truth_dict,
 )
+from traceview.load.manifest import write_manifest
 
 HERE = Path(__file__).resolve().parent
 MIB = 1 << 20

@@ -1,6 +1,6 @@
 """A reference implementation of the gamma model's data-parallel formulas, for the tests only: the strong-scaling
 sweep, T_comp and the ring all-reduce, the latency crossover, what-ifs of the closed form, and the sum form over any
-list of collectives priced by `traceview.prediction.costmodel`. The tests hold the program's closed form and its
+list of collectives priced by `traceview.core.costmodel`. The tests hold the program's closed form and its
 per-call pricing against these and against the published tables they reproduce."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE, Algorithm, collective_time_expr
 from traceview.core.errors import UsageError
 from traceview.prediction.closed_form import gamma_closed_form
-from traceview.prediction.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE, Algorithm, collective_time_expr
 
 
 def compute_time_s(

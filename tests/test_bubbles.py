@@ -19,6 +19,8 @@ import pytest
 
 from tests import kineto_factory as kf
 from tests.shared_data import requires_shared
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import GroundTruth
 from traceview.bubbles.gaps import GAP_CAUSES, BubbleAnalysis, analyze_bubbles
 from traceview.bubbles.pipeline_bubble import compute_union, pipeline_bubble, pipeline_stages
 from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
@@ -27,8 +29,6 @@ from traceview.collectives.tables import analyze_collectives
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.load.inputs import load_run
 from traceview.model.trace import Run
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import GroundTruth
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "real" / "kineto"

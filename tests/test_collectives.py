@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-from traceview.reports.html import render_html
-from traceview.reports.json_out import summary_document
+from traceview.reports.html.page import render_html
+from traceview.reports.json.summary import summary_document
 from typer.testing import CliRunner
 
 import traceview.cli.main  # noqa: F401  (registers every command)
@@ -403,8 +403,8 @@ def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
 
 def test_simulated_data_parallel_run_gives_back_its_bandwidth(tmp_path: Path) -> None:
     """The simulator times each all-reduce as f(n) * S / B (alpha = 0), so busbw = S / t * f(n) = B exactly."""
-    from traceview.simulate.engine import write_run
-    from traceview.simulate.scenario import data_parallel_scenario
+    from tests.simulate.engine import write_run
+    from tests.simulate.scenario import data_parallel_scenario
 
     bandwidth, params, buckets, workers, steps = 50e9, 1_000_000, 4, 4, 3
     scenario = data_parallel_scenario(workers, params, 8, 100e12, bandwidth, buckets=buckets, steps=steps)

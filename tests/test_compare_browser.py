@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from traceview.reports.compare_html import render_compare_html, render_trend_html
+from traceview.reports.html.compare import render_compare_html, render_trend_html
 
 from tests.browser import Browser, assert_clean, chromium_or_skip, page_state
 from tests.test_compare_documents import document

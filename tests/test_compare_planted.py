@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from traceview.reports.json_out import summary_document
+from traceview.reports.json.summary import summary_document
 
 from tests.compare_factory import jitter as jitter_edit
 from tests.compare_factory import planted_copy, scale_collective, scale_compute

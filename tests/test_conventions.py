@@ -11,13 +11,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import data_parallel_scenario
+from traceview.core.costmodel import bandwidth_exprs
 from traceview.core.errors import UsageError
 from traceview.load.inputs import load_run
-from traceview.prediction.costmodel import bandwidth_exprs
 from traceview.prediction.inputs import parse_pair
 from traceview.reduce.analysis import analyze
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import data_parallel_scenario
 
 
 def _bandwidths(

@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 
 from tests import closed_form_reference as ref
+from traceview.core import costmodel as cm
 from traceview.core.errors import UsageError
 from traceview.core.vocab import CANONICAL_COLLECTIVES
 from traceview.prediction import closed_form as cf
-from traceview.prediction import costmodel as cm
 
 # The constants of the seeds' Code 4.1.1.
 P_7B = 7e9

@@ -81,7 +81,7 @@ def test_sampled_pair_matches_only_the_calls_both_ranks_hold(crossrank: CrossRan
 
 @requires_shared
 def test_command_json_and_report_section(crossrank: CrossRank) -> None:
-    from traceview.reports.html import render_html
+    from traceview.reports.html.page import render_html
     from typer.testing import CliRunner
 
     import traceview.cli.main  # noqa: F401  (registers every command)

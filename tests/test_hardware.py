@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.shared_data import requires_shared
+from traceview.core import hardware as hw
 from traceview.core.errors import UsageError
-from traceview.prediction import hardware as hw
 
 REAL_KINETO = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "kineto"
 
@@ -222,7 +222,7 @@ def test_every_pcie_gpu_has_its_pcie_bandwidth() -> None:
 
 
 def _raw_table() -> dict[str, Any]:
-    text = resources.files("traceview.prediction").joinpath("hardware.toml").read_text(encoding="utf-8")
+    text = resources.files("traceview.core").joinpath("hardware.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from traceview.parsers import kineto
-from traceview.parsers.kineto_limits import ParseLimits
+from traceview.parsers.kineto.limits import ParseLimits
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, requires_shared

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from polars.testing import assert_frame_equal
-from traceview.parsers import kineto, kineto_gzip
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+from traceview.parsers import kineto
+from traceview.parsers.kineto import _gzip as kineto_gzip
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 
 from tests import kineto_factory as kf
 from tests.shared_data import NOT_KINETO, REAL_KINETO, real_files

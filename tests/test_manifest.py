@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.simulate.engine import write_run
+from tests.simulate.manifest import scenario_manifest
+from tests.simulate.scenario import data_parallel_scenario
 from traceview.core.errors import InputError
 from traceview.load.inputs import load_run, resolve_trace_files
 from traceview.load.manifest import ManifestHardware, RunManifest, load_manifest, write_manifest
 from traceview.load.manifest_inputs import run_manifest, with_manifest
 from traceview.prediction.inputs import PredictionOptions
 from traceview.reduce.analysis import AnalysisOptions
-from traceview.simulate.engine import write_run
-from traceview.simulate.manifest import scenario_manifest
-from traceview.simulate.scenario import data_parallel_scenario
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 sys.path.insert(0, str(SAMPLES))

@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from traceview.parsers import nccl_log
-from traceview.reports.html import render_html
+from traceview.reports.html.page import render_html
 
 from tests.nccl_log_factory import (
     CHANNEL_NEW,
@@ -32,13 +32,13 @@ from tests.nccl_log_factory import (
     Writer,
 )
 from tests.shared_data import REAL_NCCL_LOGS, requires_shared
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario
 from traceview.load.inputs import load_run
+from traceview.model.nccl_log import NcclLog
 from traceview.nccl.foreign import TraceFacts, foreign_reasons
 from traceview.nccl.join import NcclJoin, join_nccl
-from traceview.nccl.log import NcclLog
 from traceview.reduce.analysis import AnalysisOptions, RunAnalysis, analyze
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario
 
 RANKS, PER_HOST = 8, 4
 WORLD = tuple(range(RANKS))

@@ -11,17 +11,16 @@ import polars as pl
 import pytest
 from rich.console import Console
 from traceview.parsers import nccl_log
-from traceview.reports.nccl_terminal import render_nccl
+from traceview.reports.text.nccl import render_nccl
 
 from tests.nccl_log_factory import COLL_FORMAT, TUNING_NEW, Writer, historical_log_lines
 from tests.shared_data import requires_shared
 from traceview.core.errors import InputError
-from traceview.nccl.log import (
-    NcclLog,
+from traceview.model.nccl_log import NcclLog, flag_degraded
+from traceview.nccl.log_views import (
     collective_summary,
     communicator_summary,
     degraded_transports,
-    flag_degraded,
     hosts_by_rank,
     warning_counts,
 )

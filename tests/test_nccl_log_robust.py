@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from traceview.parsers import nccl_log
-from traceview.parsers.nccl_log_patterns import (
+from traceview.parsers.nccl_log._patterns import (
     BODY_PATTERNS,
     COLL_LINE,
     FOREIGN_PATTERNS,
@@ -24,7 +24,7 @@ from traceview.parsers.nccl_log_patterns import (
     LINE_START,
     RECORD_ANCHOR,
 )
-from traceview.reports.nccl_terminal import render_nccl
+from traceview.reports.text.nccl import render_nccl
 
 from tests.nccl_log_factory import COLL_FORMAT, Writer
 from traceview.core.errors import InputError

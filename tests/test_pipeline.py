@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from traceview.reports.json_out import render_json
+from traceview.reports.json.summary import render_json
 
 from tests.shared_data import REAL_KINETO, requires_shared
 from traceview.load.inputs import load_run

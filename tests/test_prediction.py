@@ -10,6 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import data_parallel_scenario
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.errors import UsageError
 from traceview.load.inputs import load_run
@@ -26,8 +28,6 @@ from traceview.prediction.pricing import price
 from traceview.prediction.trace_facts import gradient_allreduce, step_calls
 from traceview.prediction.whatif import gamma_at
 from traceview.reduce.analysis import AnalysisOptions, analyze
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import data_parallel_scenario
 
 INTRA = Link("intra", "test NVLink", 100e9, 1e-6, "command line", "command line")
 INTER = Link("inter", "test NIC", 10e9, 5e-6, "command line", "command line")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from traceview.reports.json_out import summary_document
+from traceview.reports.json.summary import summary_document
 
 from tests.shared_data import requires_shared
 from traceview.load.inputs import load_run

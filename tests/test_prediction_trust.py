@@ -13,12 +13,12 @@ import pytest
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, requires_shared
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import data_parallel_scenario
 from traceview.load.inputs import load_run
 from traceview.prediction.gamma import Prediction
 from traceview.prediction.inputs import PredictionOptions
 from traceview.reduce.analysis import AnalysisOptions, analyze
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import data_parallel_scenario
 
 P, B, R, BW = 4_000_000, 16, 40e12, 20e9
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from traceview.reports.json_out import render_json
+from traceview.reports.json.summary import render_json
 
 from traceview.reduce.pipeline import analyze_files
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from traceview.reports.html import render_html
-from traceview.reports.json_out import render_json
+from traceview.reports.html.page import render_html
+from traceview.reports.json.summary import render_json
 
 from tests.shared_data import requires_shared
 from tests.test_cli import documented_schema_version

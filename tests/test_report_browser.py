@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from traceview.reports.html import render_html
+from traceview.reports.html.page import render_html
 
 from tests import report_factory as rf
 from tests.browser import Browser, assert_clean, chromium_or_skip, page_state

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
-from traceview.reports.html import render_html
-from traceview.reports.json_out import render_json
+from traceview.reports.html.page import render_html
+from traceview.reports.json.summary import render_json
 
 from tests import report_factory as rf
 from traceview.load.inputs import load_run

@@ -16,8 +16,8 @@ from pathlib import Path
 import plotly
 import polars as pl
 import pytest
-from traceview.reports.figures import NOISE_FLOOR_MS, rank_bars
-from traceview.reports.html import render_html
+from traceview.reports.html.figures import NOISE_FLOOR_MS, rank_bars
+from traceview.reports.html.page import render_html
 
 from tests import report_factory as rf
 from traceview.load.inputs import load_run

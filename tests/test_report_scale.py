@@ -11,10 +11,10 @@ from typing import Any
 
 import polars as pl
 import pytest
-from traceview.reports.drilldown import drill_data
-from traceview.reports.figures import OKABE_ITO, TINTS, rank_distribution
-from traceview.reports.html import page_figures, render_html
-from traceview.reports.page_filters import rank_ranges
+from traceview.reports.html._page_filters import rank_ranges
+from traceview.reports.html.drilldown import drill_data
+from traceview.reports.html.figures import OKABE_ITO, TINTS, rank_distribution
+from traceview.reports.html.page import page_figures, render_html
 
 from traceview.across_ranks.analysis import straggler_sentence
 from traceview.load.inputs import load_run

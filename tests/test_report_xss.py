@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from traceview.reports.html import render_html
+from traceview.reports.html.page import render_html
 
 from tests import report_factory as rf
 from traceview.load.inputs import load_run

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from tests.shared_data import requires_shared
-from traceview.core.errors import UsageError
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import (
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
     MismatchSpec,
@@ -24,6 +23,7 @@ from traceview.simulate.scenario import (
     data_parallel_scenario,
     ground_truth_dict,
 )
+from traceview.core.errors import UsageError
 
 REAL = Path(__file__).resolve().parents[2] / "shared/data/real/kineto/hta_nccl_data/nccl_data.json.gz"
 MIB = 1 << 20

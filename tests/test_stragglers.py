@@ -9,13 +9,8 @@ import pytest
 
 from tests.crossrank_factory import comm, kernels, windows
 from tests.kineto_factory import cpu_op, kernel, launch, write
-from traceview.across_ranks.analysis import CrossRank, cross_rank
-from traceview.across_ranks.clocks import rank_hosts
-from traceview.budget.time_budget import with_transfer
-from traceview.load.inputs import load_run
-from traceview.reduce.analysis import AnalysisOptions, analyze
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import (
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import (
     CollectiveSpec,
     GroundTruth,
     MismatchSpec,
@@ -23,6 +18,11 @@ from traceview.simulate.scenario import (
     Scenario,
     StragglerSpec,
 )
+from traceview.across_ranks.analysis import CrossRank, cross_rank
+from traceview.across_ranks.clocks import rank_hosts
+from traceview.budget.time_budget import with_transfer
+from traceview.load.inputs import load_run
+from traceview.reduce.analysis import AnalysisOptions, analyze
 
 RANKS3 = "[0, 1, 2]"
 

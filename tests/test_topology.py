@@ -11,11 +11,11 @@ from pathlib import Path
 
 import polars as pl
 
+from tests.simulate.engine import write_run
+from tests.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario
 from traceview.load.inputs import load_run
 from traceview.prediction.topology import RunFacts, clock_groups, file_host, resolve_topology
 from traceview.reduce.analysis import analyze
-from traceview.simulate.engine import write_run
-from traceview.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 EIGHT = tuple(range(8))

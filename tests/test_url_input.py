@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from polars.testing import assert_frame_equal
-from traceview.parsers import kineto, kineto_gzip
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS
+from traceview.parsers import kineto
+from traceview.parsers.kineto import _gzip as kineto_gzip
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS
 
 from traceview.core.location import Url, is_url, location
 

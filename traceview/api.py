@@ -75,14 +75,14 @@ class Analysis:
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary as Python data: equal to what `traceview summary RUN --json` prints."""
-        from traceview.reports.json_out import render_json
+        from traceview.reports.json.summary import render_json
 
         document: dict[str, Any] = json.loads(render_json(self.raw))
         return document
 
     def to_json(self, path: str | Path) -> Path:
         """Write the JSON summary to `path`; returns it."""
-        from traceview.reports.json_out import render_json
+        from traceview.reports.json.summary import render_json
 
         target = Path(path)
         target.write_text(render_json(self.raw) + "\n", encoding="utf-8")
@@ -90,7 +90,7 @@ class Analysis:
 
     def to_html(self, path: str | Path, plotlyjs: str = "inline") -> Path:
         """Write the self-contained HTML report to `path` (`plotlyjs="cdn"` for a smaller page); returns it."""
-        from traceview.reports.html import render_html
+        from traceview.reports.html.page import render_html
 
         target = Path(path)
         target.write_text(render_html(self.raw, plotlyjs=plotlyjs), encoding="utf-8")

@@ -23,7 +23,7 @@ from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, 
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
 from traceview.model.trace import Run
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
 from traceview.verdict.gates import crossings, parse_threshold
 

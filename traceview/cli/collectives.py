@@ -47,11 +47,11 @@ def collectives(
     report_warnings(analysis)
     assert analysis.collectives is not None  # the reduce always builds the collective tables
     if json_output:
-        from traceview.reports.json_out import collectives_document
+        from traceview.reports.json.summary import collectives_document
 
         print_json(collectives_document(analysis.collectives))
     else:
-        from traceview.reports.collectives_terminal import render_collectives
+        from traceview.reports.text.collectives import render_collectives
 
         render_collectives(analysis.collectives, stdout_console(200))
     finish(analysis, None)

@@ -81,7 +81,7 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
     import msgspec
 
     from traceview.reduce.results import AnalysisOptions
-    from traceview.reports.json_out import summary_document
+    from traceview.reports.json.summary import summary_document
 
     traces, logs = _run_inputs(spec)
     analysis = analyse(traces, with_nccl_logs(AnalysisOptions(), traces, logs), workers, "local", None, True)
@@ -120,19 +120,19 @@ def compare(
         [(baseline, sides[0]), (candidate, sides[1])], lambda docs: compare_runs(docs[0], docs[1], settings)
     )
     if json_output:
-        from traceview.reports.compare_json import compare_document
+        from traceview.reports.json.compare import compare_document
 
         print_json(compare_document(comparison))
     elif markdown:
-        from traceview.reports.compare_markdown import render_markdown
+        from traceview.reports.text.compare_markdown import render_markdown
 
         typer.echo(render_markdown(comparison), nl=False)
     else:
-        from traceview.reports.compare_terminal import render_comparison
+        from traceview.reports.text.compare import render_comparison
 
         render_comparison(comparison, stdout_console(200))
     if output is not None:
-        from traceview.reports.compare_html import render_compare_html
+        from traceview.reports.html.compare import render_compare_html
 
         write_text(output, render_compare_html(comparison))
         say(f"wrote {printable(output)}")
@@ -174,15 +174,15 @@ def trend(
     names = [name for name, _ in documents]
     result = read_documents(sources, lambda docs: trend_of(list(zip(names, docs, strict=True)), settings))
     if json_output:
-        from traceview.reports.compare_json import trend_document
+        from traceview.reports.json.compare import trend_document
 
         print_json(trend_document(result))
     else:
-        from traceview.reports.compare_terminal import render_trend
+        from traceview.reports.text.compare import render_trend
 
         render_trend(result, stdout_console(200))
     if output is not None:
-        from traceview.reports.compare_html import render_trend_html
+        from traceview.reports.html.compare import render_trend_html
 
         write_text(output, render_trend_html(result))
         say(f"wrote {printable(output)}")

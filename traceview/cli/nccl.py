@@ -39,11 +39,11 @@ def nccl(
             skipped.append((str(path), str(exc)))
             say(f"traceview: warning: NCCL log skipped: {printable(exc)}")
     if json_output:
-        from traceview.reports.json_out import nccl_document
+        from traceview.reports.json.summary import nccl_document
 
         print_json(nccl_document(join_nccl(None, parsed, skipped)))
     else:
-        from traceview.reports.nccl_terminal import render_nccl
+        from traceview.reports.text.nccl import render_nccl
 
         console = stdout_console(200)
         for log in parsed:

@@ -78,7 +78,7 @@ def report(
     dtype: DtypeOpt = None,
 ) -> None:
     """Write the self-contained HTML report of a run."""
-    from traceview.reports.html import render_html
+    from traceview.reports.html.page import render_html
 
     if plotlyjs not in ("inline", "cdn"):
         raise UsageError(f"--plotlyjs {printable(plotlyjs)!r}: takes 'inline' or 'cdn'")

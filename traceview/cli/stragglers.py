@@ -55,11 +55,11 @@ def stragglers(
     report_warnings(analysis)
     assert analysis.crossrank is not None  # the reduce always runs the cross-rank analysis
     if json_output:
-        from traceview.reports.json_out import crossrank_document
+        from traceview.reports.json.summary import crossrank_document
 
         print_json(crossrank_document(analysis.crossrank))
     else:
-        from traceview.reports.crossrank_terminal import render_crossrank
+        from traceview.reports.text.stragglers import render_crossrank
 
         render_crossrank(analysis.crossrank, stdout_console(200))
     gate(analysis.crossrank.gate_figures(), fail_on)

@@ -79,11 +79,11 @@ def summary(
     analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
     report_skipped(analysis)
     if json_output:
-        from traceview.reports.json_out import render_json
+        from traceview.reports.json.summary import render_json
 
         write_json_text(render_json(analysis))
     else:
-        from traceview.reports.terminal import render_summary
+        from traceview.reports.text.summary import render_summary
 
         render_summary(analysis, stdout_console())
     finish(analysis, fail_on)

@@ -9,31 +9,18 @@ that order on the thread that launches the kernel. Every function is vectorised 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import polars as pl
 
 from traceview.core.vocab import (
-    COLLECTIVE_CALL_PREFIXES,
+    CALL_FAMILIES,
     canonical_collective_expr,
     canonical_dtype_expr,
     dtype_size_expr,
 )
 from traceview.model.time_base import aligned_ranks
 from traceview.model.trace import Run
-
-_BACKEND_PREFIXES = tuple(prefix for prefix in COLLECTIVE_CALL_PREFIXES if prefix != "c10d::")
-CALL_FAMILIES: tuple[tuple[str, str], ...] = (
-    ("c10d", r"^c10d::"),
-    ("rpc", r"^record_param_comms$"),
-    ("backend", "^(?:" + "|".join(re.escape(prefix) for prefix in _BACKEND_PREFIXES) + ")"),
-)
-"""Host ops that are collective calls, outermost first, as (family, name regex). The call reported for a
-kernel (`call_name`, `call_start_us`) is the outermost one found."""
-
-CPU_ONLY_CALL = r"^gloo:"
-"""Backend annotations of collectives run on the CPU, with no kernel: each is a row, `on_device=False`."""
 
 C10D_TENSOR_ARGS: Mapping[str, tuple[int, int]] = {
     "c10d::_allgather_base_": (0, 1),

@@ -31,18 +31,16 @@ import polars as pl
 
 from traceview.collectives.calls import (
     CALL_COLUMNS,
-    CALL_FAMILIES,
-    CPU_ONLY_CALL,
     arg_fields,
     collective_calls,
     config_groups,
     launches,
     with_process_groups,
 )
-from traceview.core.vocab import dtype_size_expr
+from traceview.core.costmodel import bandwidth_exprs, size_expr
+from traceview.core.vocab import CALL_FAMILIES, CPU_ONLY_CALL, dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
 from traceview.model.trace import GPU_SCHEMA, Run
-from traceview.prediction.costmodel import bandwidth_exprs
 
 COMM_KERNEL_SCHEMA: Mapping[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -236,15 +234,6 @@ def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-SIZE_RULES: Mapping[str, tuple[str, str]] = {
-    "AllGather": ("out_bytes", "in_bytes"),
-    "ReduceScatter": ("in_bytes", "out_bytes"),
-}
-"""S of docs/metrics.md, "Collectives" where it is not simply the buffer: collective -> (the buffer S is, the shard that n times
-gives it). AllGather: the gathered output; ReduceScatter: the full input. Every other collective: the input
-buffer (its output when only that is known)."""
-
-
 def _group_size_from_shapes() -> pl.Expr:
     """n where the args do not say it: the number of ranks listed, else the AllGather output / input ratio
     (ReduceScatter input / output), which the collective fixes exactly."""
@@ -255,22 +244,6 @@ def _group_size_from_shapes() -> pl.Expr:
     )  # fmt: skip
     counted = pl.col("pg_ranks").str.count_matches(r"-?\d+").cast(pl.Int64)
     return pl.coalesce(pl.col("group_size"), pl.when(counted > 0).then(counted), ratio).alias("group_size")
-
-
-def size_expr() -> pl.Expr:
-    """S of docs/metrics.md, "Collectives" (`SIZE_RULES`)."""
-    n, collective = pl.col("group_size"), pl.col("collective")
-    by_rule = [
-        pl.when(collective == name).then(pl.coalesce(pl.col(buffer), pl.col(shard) * n))
-        for name, (buffer, shard) in SIZE_RULES.items()
-    ]
-    default = pl.coalesce(pl.col("in_bytes"), pl.col("out_bytes"))
-    return (
-        pl.when(collective.is_in(list(SIZE_RULES)))
-        .then(pl.coalesce(by_rule))
-        .otherwise(default)
-        .alias("size_bytes")
-    )
 
 
 def _bandwidths() -> list[pl.Expr]:

@@ -213,3 +213,16 @@ def canonical_protocol_expr(col: pl.Expr) -> pl.Expr:
 def canonical_reduce_op_expr(col: pl.Expr) -> pl.Expr:
     """Canonical reduction op (`Sum`, `MinMax`, ...) of a column of spellings; null when unknown or `copy`."""
     return _lookup(_clean(col), REDUCE_OP_ALIASES)
+
+
+_BACKEND_PREFIXES = tuple(prefix for prefix in COLLECTIVE_CALL_PREFIXES if prefix != "c10d::")
+CALL_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("c10d", r"^c10d::"),
+    ("rpc", r"^record_param_comms$"),
+    ("backend", "^(?:" + "|".join(re.escape(prefix) for prefix in _BACKEND_PREFIXES) + ")"),
+)
+"""Host ops that are collective calls, outermost first, as (family, name regex). The call reported for a
+kernel (`call_name`, `call_start_us`) is the outermost one found."""
+
+CPU_ONLY_CALL = r"^gloo:"
+"""Backend annotations of collectives run on the CPU, with no kernel: each is a row, `on_device=False`."""

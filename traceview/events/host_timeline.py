@@ -11,7 +11,7 @@ stragglers, bubbles and the prediction run on it unchanged:
   backend's own op that runs the collective on the host, `gloo:all_reduce`, else `record_param_comms`, named
   `record_param_comms:<collective>` there, else the `c10d::*` collective op), with their comm args;
 - compute rows: the outermost host operators that neither are nor contain a collective call (any
-  `traceview.collectives.calls.CALL_FAMILIES` op, `c10d::wait` included), on every thread;
+  `traceview.core.vocab.CALL_FAMILIES` op, `c10d::wait` included), on every thread;
 - each row is "launched" at its own start on its own thread (a runtime row with a fresh correlation id), so
   it links to the collective calls around it as a kernel does and belongs to the step it starts in.
 
@@ -25,8 +25,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from traceview.collectives.calls import CALL_FAMILIES, CPU_ONLY_CALL
-from traceview.core.vocab import canonical_collective_expr
+from traceview.core.vocab import CALL_FAMILIES, CPU_ONLY_CALL, canonical_collective_expr
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace
 
 HOST = "host"

@@ -18,13 +18,12 @@ from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
 from traceview.core.location import Location, is_url, size_of, url_files
-from traceview.events.host_timeline import on_host_timeline
 from traceview.load.manifest import is_manifest_file
 from traceview.load.manifest_inputs import manifest_traces, run_manifest
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.parsers import kineto
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 """File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
@@ -68,7 +67,7 @@ def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Locatio
 
 def _parse_or_skip(path: Location, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace | SkippedInput:
     try:
-        return on_host_timeline(kineto.parse(path, limits))
+        return kineto.parse(path, limits)
     except TraceviewError as exc:
         return SkippedInput(str(path), str(exc))
 
@@ -82,12 +81,12 @@ def load_run(
     """Parse every rank `spec` names into a validated `Run`, each file within `limits` (docs/metrics.md).
 
     A single file that fails raises its `InputError`; with several files, failures are skipped and listed in
-    `Run.skipped`, and an error is raised only when no rank could be read. A rank without device activity is
-    put on its host timeline (`traceview.events.host_timeline`).
+    `Run.skipped`, and an error is raised only when no rank could be read. The traces are as parsed: a rank
+    without device activity is put on its host timeline by the analysis (`traceview.events.host_timeline`).
     """
     files = resolve_trace_files(spec)
     if len(files) == 1:
-        trace = on_host_timeline(kineto.parse(files[0], limits))
+        trace = kineto.parse(files[0], limits)
         release_free_heap()
         return make_run([trace], source=str(spec))
     results = _parse_all(files, workers, progress, limits)

@@ -26,7 +26,7 @@ from typing import Any
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.location import Location, size_of
 from traceview.model.trace import SkippedInput
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 
 EXECUTORS = ("local", "ray")
 PARALLEL_MIN_BYTES = 16_000_000

@@ -21,7 +21,7 @@ from traceview.budget.time_budget import all_step_windows, classified_events, ti
 from traceview.collectives.calls import launches
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
-from traceview.compare.distributions import rank_class_parts
+from traceview.distributions.samples import rank_class_parts
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame

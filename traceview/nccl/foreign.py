@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from traceview.model.nccl_log import NcclLog
 from traceview.model.trace import Run
-from traceview.nccl.log import NcclLog
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 

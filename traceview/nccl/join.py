@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.core.hardware import LinkSpec, link
+from traceview.model.nccl_log import NcclLog
 from traceview.model.trace import Run
 from traceview.nccl.foreign import TraceFacts, log_notes, split_foreign
 from traceview.nccl.join_tables import (
@@ -42,8 +44,6 @@ from traceview.nccl.join_tables import (
     warning_table,
     with_socket_network,
 )
-from traceview.nccl.log import NcclLog
-from traceview.prediction.hardware import LinkSpec, link
 
 PROVENANCE = "nccl log"
 METHODS = ("ProcessGroupNCCL line", "rank set and size", "call sequence")

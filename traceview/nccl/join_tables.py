@@ -15,7 +15,8 @@ import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
 from traceview.core.vocab import canonical_collective_expr
-from traceview.nccl.log import NcclLog, empty_frame, warning_counts
+from traceview.model.nccl_log import NcclLog, empty_frame
+from traceview.nccl.log_views import warning_counts
 
 PROCESS = ["process", "comm"]
 
@@ -148,7 +149,7 @@ def with_socket_network(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _with_collective(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.nccl.rules.with_call_size`) with `collective`."""
+    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.parsers.nccl_log._rules.with_call_size`) with `collective`."""
     return frame.with_columns(collective=canonical_collective_expr(pl.col("op")))
 
 

@@ -9,7 +9,7 @@ per second, FLOP/s; pure functions.
 
 from __future__ import annotations
 
-from traceview.prediction.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
+from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 
 
 def gamma_closed_form(

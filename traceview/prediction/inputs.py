@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from traceview.core.errors import UsageError
-from traceview.model.trace import Run
-from traceview.prediction.hardware import (
+from traceview.core.hardware import (
     GpuSpec,
     HardwareLookupError,
     link,
@@ -29,6 +28,7 @@ from traceview.prediction.hardware import (
     normalise_dtype,
     peak_flops,
 )
+from traceview.model.trace import Run
 from traceview.prediction.links import (
     KNOWN_LINK_SOURCES,
     Link,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from traceview.prediction.hardware import GpuSpec, HardwareLookupError, intra_node_link, link
+from traceview.core.hardware import GpuSpec, HardwareLookupError, intra_node_link, link
 from traceview.prediction.options import LinkOverride, PredictionOptions
 from traceview.prediction.trace_facts import Assumption
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceview.prediction.costmodel import (
+from traceview.core.costmodel import (
     bandwidth_exprs,
     bus_factor_expr,
     collective_time_expr,

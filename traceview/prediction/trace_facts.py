@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.model.trace import Run
-from traceview.prediction.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.steps.windows import WHOLE_TRACE
 
 SOURCES = ("trace", "nccl log", "manifest", "hardware table", "command line", "default")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from traceview.core.hardware import GpuSpec, table
 from traceview.prediction.closed_form import break_even_workers, gamma_closed_form
-from traceview.prediction.hardware import GpuSpec, table
 from traceview.prediction.inputs import Link, ModelInputs
 from traceview.prediction.pricing import price, spans_nodes
 

@@ -18,7 +18,7 @@ from traceview.load.one_job import make_run
 from traceview.map.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.map.rank_summary import RankSummary
 from traceview.model.trace import SkippedInput
-from traceview.parsers.kineto_limits import DEFAULT_LIMITS, ParseLimits
+from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 from traceview.reduce.reduce import reduce_summaries
 from traceview.reduce.results import AnalysisOptions, RunAnalysis
 

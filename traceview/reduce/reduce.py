@@ -20,8 +20,8 @@ from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
 from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
-from traceview.compare.distributions import distributions_from_parts
 from traceview.core.errors import ParseWarning
+from traceview.distributions.samples import distributions_from_parts
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import Run, SkippedInput

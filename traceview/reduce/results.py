@@ -11,10 +11,10 @@ from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
-from traceview.compare.distributions import Distributions
+from traceview.distributions.samples import Distributions
+from traceview.model.nccl_log import NcclLog
 from traceview.model.trace import Run
 from traceview.nccl.join import NcclJoin
-from traceview.nccl.log import NcclLog
 from traceview.prediction.gamma import Prediction
 from traceview.prediction.inputs import PredictionOptions
 from traceview.steps.windows import StepChoice

@@ -1,0 +1,176 @@
+"""What a Kineto trace says about the rank that wrote it: its header, with absurd values read as unknown
+(docs/metrics.md, "Input limits": a rank or world size no job has, a base time outside 2000-2100, a string
+longer than `ParseLimits.max_name_chars`), its step candidates and the device it ran on."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+from traceview.parsers.kineto._schema import DistributedInfo, Header, PgConfig
+from traceview.parsers.kineto.limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, ParseLimits, cut_text
+
+from traceview.core.errors import ParseWarning
+from traceview.core.location import Location
+from traceview.model.trace import STEP_SCHEMA, ProcessGroupConfig, TraceMeta
+
+if TYPE_CHECKING:
+    from traceview.parsers.kineto._io import CompleteEvent
+
+STEP_NAME = r"^ProfilerStep#(\d+)$"
+RANK_IN_FILE_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+UNKNOWN_BASE = "this rank's clock is aligned by its collectives"
+MAX_DEVICE_NAMES = 64
+"""Distinct device names one rank may list (a node has at most a few dozen devices); the rest are dropped."""
+
+
+class HeaderChecks:
+    """Reads header values for `TraceMeta`, noting what it had to set aside."""
+
+    def __init__(self, path: Location, max_name_chars: int, cut: Counter[str]) -> None:
+        self.path = path
+        self.max_name_chars = max_name_chars
+        self.notes: list[str] = []
+        self.cut = cut
+
+    def warnings(self) -> list[ParseWarning]:
+        """One warning per value set aside (the strings cut are counted in the `cut` given)."""
+        return [ParseWarning(str(self.path), note) for note in self.notes]
+
+    def text(self, value: str | None) -> str:
+        """A header string ("" when absent), cut to `max_name_chars`."""
+        return cut_text(value or "", self.max_name_chars, self.cut)
+
+    def devices(self, names: Sequence[str | None]) -> tuple[str, ...]:
+        """The distinct device names, sorted, at most `MAX_DEVICE_NAMES` (a note says how many were dropped)."""
+        distinct = sorted({self.text(name) for name in names if name})
+        if len(distinct) > MAX_DEVICE_NAMES:
+            self.notes.append(
+                f"{len(distinct)} distinct device names: kept the first {MAX_DEVICE_NAMES} (sorted)"
+            )
+        return tuple(distinct[:MAX_DEVICE_NAMES])
+
+    def rank(self, declared: int | None) -> tuple[int, str]:
+        """The rank and where it came from: `distributedInfo`, the file name, or assumed 0."""
+        if declared is not None and 0 <= declared < MAX_WORLD_SIZE:
+            return declared, "distributedInfo"
+        if declared is not None:
+            self.notes.append(f"distributedInfo.rank {declared} is not a rank (0 to 2^24): ignored")
+        found = RANK_IN_FILE_NAME.findall(self.path.name)
+        if found:
+            return int(found[-1]), "file name"
+        self.notes.append("no rank in distributedInfo or the file name; taken as rank 0")
+        return 0, "assumed"
+
+    def world_size(self, declared: int | None) -> int | None:
+        """The world size, or None when absent or outside 1 to 2^24."""
+        if declared is None or 1 <= declared <= MAX_WORLD_SIZE:
+            return declared
+        self.notes.append(f"distributedInfo.world_size {declared} is not a world size (1 to 2^24): ignored")
+        return None
+
+    def base_time_ns(self, declared: int | None) -> int:
+        """baseTimeNanoseconds, or 0 (unknown) when absent or not a date between 2000 and 2100."""
+        low, high = BASE_TIME_RANGE_NS
+        if declared is None:
+            self.notes.append(f"no baseTimeNanoseconds (truncated?): {UNKNOWN_BASE}")
+            return 0
+        if not low <= declared < high:
+            self.notes.append(
+                f"baseTimeNanoseconds {declared} is not a time between 2000 and 2100: unknown; {UNKNOWN_BASE}"
+            )
+            return 0
+        return declared
+
+    def process_groups(
+        self, configs: Sequence[PgConfig] | None, world_size: int | None = None
+    ) -> tuple[ProcessGroupConfig, ...]:
+        """`distributedInfo.pg_config`. A group can hold no more ranks than the world (`world_size`, else 2^24):
+        a rank list past that, or naming a rank outside it, is dropped; a size outside 1 to the world is
+        replaced by the number of ranks listed; each noted."""
+        return tuple(self._group(config, world_size or MAX_WORLD_SIZE) for config in configs or ())
+
+    def _group(self, config: PgConfig, world: int) -> ProcessGroupConfig:
+        name = self.text(str(config.pg_name) if config.pg_name is not None else "")
+        ranks = tuple(config.ranks or ())
+        if len(ranks) > world or (ranks and not 0 <= min(ranks) <= max(ranks) < world):
+            self.notes.append(
+                f"process group {name[:64]!r} lists {len(ranks)} rank(s) outside a world of {world}: "
+                "its rank list is unknown"
+            )
+            ranks = ()
+        size = config.pg_size if config.pg_size is not None and 1 <= config.pg_size <= world else len(ranks)
+        if config.pg_size is not None and size != config.pg_size:
+            self.notes.append(
+                f"process group {name[:64]!r} size {config.pg_size} is not in [1, {world}]: read as {size}, "
+                "the ranks it lists"
+            )
+        description, backend = self.text(config.pg_desc), self.text(config.backend_config)
+        return ProcessGroupConfig(name=name, description=description, size=size, ranks=ranks, backend=backend)
+
+
+def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the first
+    source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
+    gpu_steps = pl.DataFrame(
+        {
+            "name": [e.name or "" for e in gpu_annotations],
+            "start_us": [e.ts for e in gpu_annotations],
+            "end_us": [(e.ts or 0.0) + (e.dur or 0.0) for e in gpu_annotations],
+        },
+        schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
+    )
+    on_gpu = _step_windows(gpu_steps, "gpu")
+    on_cpu = _step_windows(cpu.select("name", "start_us", "end_us"), "cpu")
+    first = "gpu" if on_gpu.height else "cpu" if on_cpu.height else "none"
+    return pl.concat([on_gpu, on_cpu]), first
+
+
+def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
+    return (
+        candidates.with_columns(step=pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64))
+        .drop_nulls("step")
+        .group_by("step")
+        .agg(pl.col("start_us").min(), pl.col("end_us").max())
+        .sort("step")
+        .with_columns(pl.lit(source, dtype=pl.Utf8).alias("source"))
+        .select(list(STEP_SCHEMA))
+    )
+
+
+def rank_meta(
+    path: Location, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
+) -> tuple[TraceMeta, list[ParseWarning]]:
+    """What the header says of the rank (`TraceMeta`), absurd values read as unknown, and the warnings."""
+    info = header.distributedInfo or DistributedInfo()
+    checks = HeaderChecks(path, limits.max_name_chars, notes)
+    rank, rank_source = checks.rank(info.rank)
+    world_size = checks.world_size(info.world_size)
+    devices = header.deviceProperties or header.computeProperties or []
+    meta = TraceMeta(
+        rank=rank,
+        rank_source=rank_source,
+        world_size=world_size,
+        backend=checks.text(info.backend),
+        hostname=checks.text(header.host_name or header.hostname),
+        nccl_version=checks.text(info.nccl_version),
+        pytorch_version=checks.text(header.torch_version),
+        devices=checks.devices([d.name for d in devices]),
+        base_time_ns=checks.base_time_ns(header.baseTimeNanoseconds),
+        process_groups=checks.process_groups(info.pg_config, world_size),
+        events_total=events_total,
+        device_count=len(devices),
+    )
+    return meta, checks.warnings()
+
+
+def local_device(gpu: pl.DataFrame) -> int | None:
+    """The device id most of the rank's device events ran on (the lowest among equals); None without any."""
+    ids = gpu.get_column("device").drop_nulls()
+    if ids.len() == 0:
+        return None
+    counts = ids.value_counts(name="events").sort(["events", "device"], descending=[True, False])
+    return int(counts.item(0, "device"))

@@ -1,0 +1,85 @@
+"""The report's sections as data: each row names its template, its figures and when it is shown.
+
+A new analysis adds one row here, one template `templates/section_<id>.html.j2` and a figure builder; the page
+(`report.html.j2`) renders the rows in order. Figure ids are `fig-<name>` and must be unique across sections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from traceview.reports.html import (
+    drilldown,
+    figures,
+    figures_bubbles,
+    figures_collectives,
+    figures_crossrank,
+    figures_nccl,
+    figures_prediction,
+)
+
+from traceview.reduce.analysis import RunAnalysis
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the report."""
+
+    id: str
+    title: str
+    template: str
+    figures: Callable[[RunAnalysis], dict[str, go.Figure]]
+    shown: Callable[[RunAnalysis], bool]
+
+
+def _budget_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
+    return {"fig-budget": figures.budget_bars(analysis), "fig-gamma": figures.gamma_bars(analysis)}
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "drilldown",
+        "Steps and ranks",
+        "section_drilldown.html.j2",
+        drilldown.drilldown_figures,
+        lambda a: a.budget.per_step.height > 0,
+    ),
+    Section("time-budget", "Time budget", "section_budget.html.j2", _budget_figures, lambda a: True),
+    Section(
+        "collectives",
+        "Collectives",
+        "section_collectives.html.j2",
+        figures_collectives.collective_figures,
+        lambda a: a.collectives is not None and a.collectives.kernels.height > 0,
+    ),
+    Section(
+        "bubbles",
+        "Bubbles",
+        "section_bubbles.html.j2",
+        figures_bubbles.bubble_figures,
+        lambda a: a.bubbles is not None and a.bubbles.per_step.height > 0,
+    ),
+    Section(
+        "prediction",
+        "Predicted gamma",
+        "section_prediction.html.j2",
+        figures_prediction.prediction_figures,
+        lambda a: a.prediction is not None and a.prediction.calls.height > 0,
+    ),
+    Section(
+        "across-ranks",
+        "Across ranks",
+        "section_crossrank.html.j2",
+        figures_crossrank.crossrank_figures,
+        lambda a: a.crossrank is not None and a.crossrank.instances.height > 0,
+    ),
+    Section(
+        "nccl",
+        "NCCL log",
+        "section_nccl.html.j2",
+        figures_nccl.nccl_figures,
+        lambda a: a.nccl is not None,
+    ),
+)

@@ -1,0 +1,158 @@
+"""The report's drill-down: from a run-level figure to the rank, the step and the kernel behind it.
+
+- A step x rank heatmap (step time, exposed communication, wait for peers); clicking a cell shows that rank's
+  step against the median rank's: their figures side by side and, for the steps and ranks the timeline kept,
+  their activity on one axis. The page reads `#cell=RANK-STEP` too, so a cell can be linked to.
+- The collectives by cost: per (process group, collective, message size) the time over all ranks, with the
+  instances that cost the most behind each row.
+
+Everything is reshaped from analysis results (`TimeBudget`, `CrossRank`, `Timeline`, `CollectiveAnalysis`):
+tables pivoted, summed per group for display, and embedded as data the page's script reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+import polars as pl
+from traceview.reports.html.figures import LABEL_COLOURS, LANE_GEOMETRY, LAYOUT, OTHER_COLOUR, chart_ms
+
+from traceview.collectives.tables import size_bucket_exprs
+from traceview.reduce.results import RunAnalysis
+
+HEATMAP_METRICS: tuple[tuple[str, str], ...] = (
+    ("step_us", "step time"),
+    ("exposed_comm_us", "exposed communication"),
+    ("wait_us", "wait for later peers"),
+)
+"""The heatmap's metrics: (column of `cells`, name); the menu switches between them."""
+CELL_FIGURES = ("step_us", "comp_us", "comm_us", "exposed_comm_us", "idle_us", "wait_us")
+TOP_INSTANCES = 10
+"""Instances listed behind each row of the collectives-by-cost table."""
+
+
+def cells(analysis: RunAnalysis) -> pl.DataFrame:
+    """Per (rank, step): the budget's figures and the rank's wait for later peers in that step (us)."""
+    per_step = analysis.budget.per_step.select("rank", "step", *CELL_FIGURES[:-1])
+    if analysis.crossrank is None or analysis.crossrank.calls.height == 0:
+        return per_step.with_columns(pl.lit(0.0).alias("wait_us"))
+    waits = analysis.crossrank.calls.group_by("rank", "step").agg(pl.col("wait_us").sum())
+    return per_step.join(waits, on=["rank", "step"], how="left").with_columns(
+        pl.col("wait_us").fill_null(0.0)
+    )
+
+
+def heatmap(table: pl.DataFrame) -> go.Figure:
+    """Step (columns) x rank (rows) heatmap of each metric of `HEATMAP_METRICS` (ms), one visible at a time."""
+    steps = sorted(table.get_column("step").unique().to_list())
+    ranks = sorted(table.get_column("rank").unique().to_list())
+    figure = go.Figure()
+    for index, (column, name) in enumerate(HEATMAP_METRICS):
+        wide = table.select("rank", "step", chart_ms(column).alias("ms")).pivot(
+            on="step", index="rank", values="ms", sort_columns=True
+        )
+        wide = pl.DataFrame({"rank": ranks}).join(wide, on="rank", how="left")
+        present = set(wide.columns)  # once: `columns` builds a new list on every call
+        figure.add_heatmap(
+            z=wide.select([str(s) for s in steps if str(s) in present]).rows(),
+            x=steps, y=ranks, name=name, visible=index == 0, colorscale="Viridis",
+            colorbar={"title": "ms"}, hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra>" + name + "</extra>",
+        )  # fmt: skip
+    buttons = [
+        {"label": name, "method": "update", "args": [{"visible": [i == j for j in range(len(HEATMAP_METRICS))]},
+                                                     {"title.text": f"{name.capitalize()} per rank and step (ms); click a cell"}]}
+        for i, (_, name) in enumerate(HEATMAP_METRICS)
+    ]  # fmt: skip
+    figure.update_layout(
+        title="Step time per rank and step (ms); click a cell", xaxis={"title": "step", "type": "category"},
+        yaxis={"title": "rank", "type": "category", "autorange": "reversed"},
+        updatemenus=[{"buttons": buttons, "x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "bottom"}],
+        **{**LAYOUT, "height": max(360, min(1100, 120 + 12 * len(ranks)))},
+    )  # fmt: skip
+    return figure
+
+
+def _timeline_segments(analysis: RunAnalysis) -> tuple[dict[str, Any], list[str]]:
+    """The timeline's kept segments as {step: {rank: [[lane, label, start_ms, end_ms, kernels, longest], ...]}}
+    (`longest`: index of the segment's longest kernel name in the second value, -1 for none)."""
+    timeline = analysis.timeline
+    if timeline is None or timeline.segments.height == 0:
+        return {}, []
+    names = timeline.segments.get_column("longest_kernel").drop_nulls().unique().sort().to_list()
+    index = pl.DataFrame({"longest_kernel": names, "longest": list(range(len(names)))})
+    rows = timeline.segments.join(index, on="longest_kernel", how="left").select(
+        "step", "rank", "lane", "label", chart_ms("start_us").round(4), chart_ms("end_us").round(4),
+        "kernels", pl.col("longest").fill_null(-1),
+    )  # fmt: skip
+    found: dict[str, Any] = {}
+    for step, rank, *segment in rows.iter_rows():  # bounded: the timeline's drawn segments
+        found.setdefault(str(step), {}).setdefault(str(rank), []).append(segment)
+    return found, names
+
+
+def drill_data(analysis: RunAnalysis) -> dict[str, Any]:
+    """What the page's script needs to answer a click: every cell's figures, each step's median rank, the
+    kept timeline segments."""
+    table = cells(analysis)
+    medians = (
+        table.sort(["step", "step_us", "rank"])
+        .group_by("step", maintain_order=True)
+        .agg(pl.col("rank").get((pl.len() - 1) // 2).alias("median_rank"))
+    )
+    segments, kernel_names = _timeline_segments(analysis)
+    shown = table.select("rank", "step", *(chart_ms(name).round(4) for name in CELL_FIGURES))
+    figures = {f"{rank}-{step}": values for rank, step, *values in shown.iter_rows()}
+    return {
+        "metrics": [column for column, _ in HEATMAP_METRICS],
+        "colours": {**LABEL_COLOURS, "other": OTHER_COLOUR},
+        "lanes": {lane: list(geometry) for lane, geometry in LANE_GEOMETRY.items()},
+        "columns": [name.removesuffix("_us").replace("_", " ") for name in CELL_FIGURES],
+        "cells": figures,
+        "median_rank": {str(step): rank for step, rank in medians.iter_rows()},
+        "segments": segments,
+        "kernel_names": kernel_names,
+    }
+
+
+def collectives_by_cost(analysis: RunAnalysis) -> list[dict[str, Any]]:
+    """Per (process group, collective, message size), over every rank: kernel time, calls, bytes, and the
+    instances with the most waiting behind them (`TOP_INSTANCES`), costliest first."""
+    if analysis.collectives is None or analysis.collectives.per_collective.height == 0:
+        return []
+    keys = ["pg_key", "collective", "size_bucket"]
+    rows = (
+        analysis.collectives.per_collective.group_by(keys)
+        .agg(pl.col("total_us").sum(), pl.col("calls").sum(), pl.col("rank").n_unique().alias("ranks"))
+        .sort(["total_us", *keys], descending=[True, False, False, False])
+    )
+    instances = _costly_instances(analysis, keys)
+    return [{**row, "instances": instances.get(tuple(row[k] for k in keys), [])} for row in rows.to_dicts()]
+
+
+def _costly_instances(analysis: RunAnalysis, keys: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    if analysis.crossrank is None or analysis.crossrank.calls.height == 0:
+        return {}
+    calls = analysis.crossrank.calls.with_columns(*size_bucket_exprs(pl.col("size_bytes")))
+    per_instance = (
+        calls.group_by("instance", "group", "collective", "size_bucket")
+        .agg(
+            pl.col("step").first(),
+            pl.col("seq").first(),
+            pl.col("wait_us").sum(),
+            pl.col("skew_us").first(),
+            pl.col("last_rank").first(),
+            pl.col("transfer_us").first(),
+        )
+        .rename({"group": "pg_key"})
+        .sort("wait_us", "instance", descending=[True, False])
+    )
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in per_instance.group_by(keys, maintain_order=True).head(TOP_INSTANCES).to_dicts():
+        found.setdefault(tuple(row[k] for k in keys), []).append(row)
+    return found
+
+
+def drilldown_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
+    """The section's figure: the step x rank heatmap."""
+    return {"fig-heatmap": heatmap(cells(analysis))} if analysis.budget.per_step.height else {}

@@ -1,0 +1,1 @@
+"""The JSON documents: `summary --json` (versioned, docs/json-schema.md) and the comparison."""

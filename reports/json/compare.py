@@ -1,0 +1,116 @@
+"""The JSON documents of `traceview compare --json` and `traceview trend --json` (docs/json-schema.md,
+"Compare" and "Trend"). Keys in a fixed order; non-finite floats become null."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceview.reports.json.summary import SCHEMA_VERSION, clean, records
+
+from traceview.compare.findings import Finding
+from traceview.compare.trend import Trend
+from traceview.compare.two_runs import Comparison
+
+SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "rank")
+
+
+def finding_object(finding: Finding) -> dict[str, Any]:
+    """One finding: metric, subject and its fields, the two values, the change and the test's figures."""
+    fields = dict(finding.fields)
+    return {
+        "metric": finding.metric,
+        "subject": finding.subject,
+        "family": finding.family,
+        **{key: fields[key] for key in SUBJECT_FIELDS if key in fields},
+        "statistic": finding.statistic,
+        "baseline": clean(finding.baseline),
+        "candidate": clean(finding.candidate),
+        "change_pct": clean(finding.change_pct),
+        "test": finding.test.name,
+        "test_statistic": clean(finding.test.statistic),
+        "p_value": clean(finding.test.p_value),
+        "p_adjusted": clean(finding.p_adjusted),
+        "baseline_n": finding.test.baseline_n,
+        "candidate_n": finding.test.candidate_n,
+        "outcome": finding.outcome,
+        "likely_cause": finding.likely_cause,
+        "beyond_peers_pct": clean(finding.beyond_peers_pct),
+        "explained_by": finding.explained_by,
+        "partial": finding.partial,
+    }
+
+
+def _scaling(comparison: Comparison) -> dict[str, Any] | None:
+    scaling = comparison.scaling
+    if scaling is None:
+        return None
+    return {
+        "sentence": scaling.sentence,
+        "baseline_world_size": scaling.baseline_world_size,
+        "candidate_world_size": scaling.candidate_world_size,
+        "measured_efficiency": clean(scaling.measured_efficiency),
+        "predicted_efficiency": clean(scaling.predicted_efficiency),
+        "factors": records(scaling.factors),
+        "new_stragglers": scaling.new_stragglers,
+        "busbw": records(scaling.busbw),
+        "notes": scaling.notes,
+    }
+
+
+def compare_document(comparison: Comparison) -> dict[str, Any]:
+    """The `traceview compare --json` document."""
+    structure, settings = comparison.structure, comparison.settings
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "baseline": comparison.baseline_source,
+        "candidate": comparison.candidate_source,
+        "verdict": comparison.verdict,
+        "regressions": [finding_object(f) for f in comparison.regressions],
+        "improvements": [finding_object(f) for f in comparison.improvements],
+        "not_significant": [finding_object(f) for f in comparison.not_significant],
+        "structure": {
+            "baseline_world_size": structure.baseline_world_size,
+            "candidate_world_size": structure.candidate_world_size,
+            "appeared": structure.appeared,
+            "disappeared": structure.disappeared,
+            "algorithm_mix": records(structure.algorithm_mix),
+            "partial": structure.partial_notes,
+            "setup_changes": structure.setup_changes,
+            "stragglers": {
+                "baseline": structure.baseline_stragglers,
+                "candidate": structure.candidate_stragglers,
+            },
+        },
+        "budgets": records(comparison.budgets),
+        "scaling": _scaling(comparison),
+        "settings": {
+            "threshold_pct": settings.threshold_pct,
+            "alpha": settings.alpha,
+            "min_step_share": settings.min_step_share,
+            "min_samples": settings.min_samples,
+            "metric_threshold_pct": dict(settings.metric_threshold_pct),
+        },
+        "compared": [finding_object(f) for f in comparison.findings],
+    }
+
+
+def trend_document(found: Trend) -> dict[str, Any]:
+    """The `traceview trend --json` document."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": found.verdict,
+        "ordered_by": found.ordered_by,
+        "runs": [run.name for run in found.runs],
+        "changes": [
+            {"metric": c.metric, "run": c.run, "index": c.index, "before": clean(c.before), "after": clean(c.after),
+             "change_pct": clean(c.change_pct), "p_value": clean(c.p_value)}
+            for c in found.changes
+        ],
+        "latest": [
+            {"metric": j.metric, "history_runs": j.history_runs, "history": clean(j.history),
+             "latest": clean(j.latest), "change_pct": clean(j.change_pct), "p_adjusted": clean(j.p_adjusted),
+             "outcome": j.outcome}
+            for j in found.latest
+        ],
+        "values": records(found.values),
+    }  # fmt: skip

@@ -1,0 +1,1 @@
+"""Terminal tables and Markdown: summary, collectives, stragglers, NCCL logs, comparisons."""

@@ -25,8 +25,8 @@ from pathlib import Path
 RUNNERS = {
     "baseline": "from traceview.reduce.analysis import analyze; from traceview.load.inputs import load_run; "
     "analyze(load_run(sys.argv[1], workers=1))",
-    "pipeline x1": "from traceview.reduce.pipeline import analyze_files; analyze_files(sys.argv[1], workers=1)",
-    "pipeline xW": "from traceview.reduce.pipeline import analyze_files; analyze_files(sys.argv[1], workers=int(sys.argv[2]))",
+    "pipeline x1": "import traceview; traceview.analyze(sys.argv[1], workers=1)",
+    "pipeline xW": "import traceview; traceview.analyze(sys.argv[1], workers=int(sys.argv[2]))",
 }
 
 

@@ -35,7 +35,7 @@ from tests.simulate.scenario import (
     data_parallel_scenario,
     ground_truth_dict,
 )
-from traceview.load.manifest import write_manifest
+from traceview.options.manifest import write_manifest
 
 HERE = Path(__file__).resolve().parent
 MIB = 1 << 20

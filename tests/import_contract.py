@@ -41,6 +41,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 """Every unit, from the ground up (docs/metrics.md's data flow: parsers -> map -> reduce -> renderers)."""
 
+RESTRICTED_NAMES: Mapping[str, tuple[str, ...]] = {
+    # run.json is read by the options layer alone (once per command, `build_options`); the recorder reads the
+    # per-rank parts it merges.
+    "traceview.options.manifest.load_manifest": ("traceview.options", "traceview.record"),
+    "traceview.options.manifest.find_manifest": ("traceview.options",),
+}
+"""Names only the listed units may import."""
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -125,4 +133,17 @@ def violations(roots: Mapping[str, Path], layers: Sequence[Sequence[str]]) -> li
                 continue
             if level[target] >= level[importer]:
                 found.add(Violation(f"{path}:{line}", importer, target))
+    return sorted(found, key=str)
+
+
+def name_violations(roots: Mapping[str, Path], restricted: Mapping[str, Sequence[str]]) -> list[Violation]:
+    """Every import of a restricted name by a unit outside those allowed to."""
+    found: set[Violation] = set()
+    for path in project_files(roots):
+        module = module_name(path, roots)
+        importer = unit_of(module, roots)
+        for line, imported in imports_of(path, module):
+            allowed = restricted.get(imported)
+            if allowed is not None and importer not in allowed:
+                found.add(Violation(f"{path}:{line}", str(importer), imported))
     return sorted(found, key=str)

@@ -9,7 +9,7 @@ import pytest
 from tests import kineto_factory as kf
 from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
 from traceview.load.inputs import load_run
-from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.reduce.analysis import RunOptions, analyze
 from traceview.steps.windows import WHOLE_TRACE
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -125,7 +125,7 @@ def test_suspected_kernels_are_communication_listed_and_warned(tmp_path: Path) -
 
 
 def test_compute_pattern_turns_a_suspect_into_compute(tmp_path: Path) -> None:
-    options = AnalysisOptions(compute_patterns=(r"fused_allreduce_rmsnorm",))
+    options = RunOptions(compute_patterns=(r"fused_allreduce_rmsnorm",))
     analysis = analyze(load_run(_suspect_trace(tmp_path)), options)
     row = analysis.budget.per_step.row(0, named=True)
     assert (row["comm_us"], row["comp_us"]) == (0, pytest.approx(40 + 10 + 20))

@@ -230,9 +230,9 @@ def test_in_memory_commands_report_a_bad_rank_too(run_dir: Path, tmp_path: Path,
 
 def test_an_internal_error_writes_the_traceback_to_a_log_not_the_screen(tmp_path: Path) -> None:
     code = (
-        "import sys, traceview.cli.main as c, traceview.cli.summary as s\n"
+        "import sys, traceview.cli.main as c, traceview.cli.app as a\n"
         "def boom(*a, **k): raise ZeroDivisionError('planted')\n"
-        "s.analyse = boom\n"
+        "a.analyse = boom\n"
         "sys.argv = ['traceview', 'summary', 'x']\n"
         "c.main()\n"
     )

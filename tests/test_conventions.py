@@ -16,7 +16,7 @@ from tests.simulate.scenario import data_parallel_scenario
 from traceview.core.costmodel import bandwidth_exprs
 from traceview.core.errors import UsageError
 from traceview.load.inputs import load_run
-from traceview.prediction.inputs import parse_pair
+from traceview.options.model import parse_pair
 from traceview.reduce.analysis import analyze
 
 

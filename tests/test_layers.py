@@ -5,27 +5,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.import_contract import LAYERS, SOURCE_ROOTS, units, violations
+from tests.import_contract import (
+    LAYERS,
+    RESTRICTED_NAMES,
+    SOURCE_ROOTS,
+    name_violations,
+    units,
+    violations,
+)
 
 
 def test_every_unit_is_in_exactly_one_layer() -> None:
     listed = [unit for layer in LAYERS for unit in layer]
     assert len(listed) == len(set(listed)), "a unit listed twice"
-    assert set(listed) - {"traceview.options"} == units(SOURCE_ROOTS)
-
-
-KNOWN_UNTIL_THE_OPTIONS_LAYER = {
-    ("traceview.api", "traceview.cli"),
-    ("traceview.load", "traceview.reduce"),
-    ("traceview.load", "traceview.prediction"),
-}
+    assert set(listed) == units(SOURCE_ROOTS)
 
 
 def test_no_import_runs_sideways_or_up() -> None:
     found = violations(SOURCE_ROOTS, LAYERS)
-    unexpected = [v for v in found if (v.importer, v.imported) not in KNOWN_UNTIL_THE_OPTIONS_LAYER]
-    assert not unexpected, "\n".join(map(str, unexpected))
-    assert {(v.importer, v.imported) for v in found} == KNOWN_UNTIL_THE_OPTIONS_LAYER
+    assert not found, "\n".join(map(str, found))
+
+
+def test_run_json_is_read_only_by_the_options_layer() -> None:
+    found = name_violations(SOURCE_ROOTS, RESTRICTED_NAMES)
+    assert not found, "\n".join(map(str, found))
 
 
 def _plant(root: Path, files: dict[str, str]) -> dict[str, Path]:
@@ -65,3 +68,17 @@ def test_the_check_finds_siblings_and_literal_module_names(tmp_path: Path) -> No
     )
     found = violations(roots, [("pkg.left", "pkg.right"), ("pkg",)])
     assert {(v.importer, v.imported) for v in found} == {("pkg.left", "pkg.right"), ("pkg.right", "pkg.left")}
+
+
+def test_the_check_finds_a_restricted_name_imported_elsewhere(tmp_path: Path) -> None:
+    roots = _plant(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/opts/__init__.py": "",
+            "pkg/opts/reader.py": "def read() -> None: ...\n",
+            "pkg/cli/__init__.py": "def f() -> None:\n    from pkg.opts.reader import read\n",
+        },
+    )
+    found = name_violations(roots, {"pkg.opts.reader.read": ("pkg.opts",)})
+    assert [(v.importer, v.imported) for v in found] == [("pkg.cli", "pkg.opts.reader.read")]

@@ -17,10 +17,9 @@ from tests.simulate.manifest import scenario_manifest
 from tests.simulate.scenario import data_parallel_scenario
 from traceview.core.errors import InputError
 from traceview.load.inputs import load_run, resolve_trace_files
-from traceview.load.manifest import ManifestHardware, RunManifest, load_manifest, write_manifest
-from traceview.load.manifest_inputs import run_manifest, with_manifest
-from traceview.prediction.inputs import PredictionOptions
-from traceview.reduce.analysis import AnalysisOptions
+from traceview.options.manifest import ManifestHardware, RunManifest, load_manifest, write_manifest
+from traceview.options.run import build_options
+from traceview.options.user import UserOptions
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 sys.path.insert(0, str(SAMPLES))
@@ -87,10 +86,12 @@ def test_the_manifest_is_never_a_trace_and_names_the_traces(tmp_path: Path) -> N
     truth = write_run(data_parallel_scenario(2, 1_000_000, 8, 10e12, 10e9, steps=1), tmp_path)
     write_manifest(tmp_path, RunManifest())
     assert resolve_trace_files(tmp_path) == sorted(truth.files)
-    assert resolve_trace_files(tmp_path / "run.json") == sorted(truth.files)
-    listed = scenario_manifest("two", data_parallel_scenario(2, 1_000_000, 8, 10e12, 10e9), truth.files[:1])
-    write_manifest(tmp_path, listed)
-    assert resolve_trace_files(tmp_path) == [truth.files[0]]  # the traces it lists, not the folder's
+    listed = build_options(tmp_path / "run.json").listed_traces
+    assert listed is not None
+    assert resolve_trace_files(tmp_path / "run.json", listed) == sorted(truth.files)
+    only_one = scenario_manifest("two", data_parallel_scenario(2, 1_000_000, 8, 10e12, 10e9), truth.files[:1])
+    write_manifest(tmp_path, only_one)
+    assert build_options(tmp_path).listed_traces == (truth.files[0],)  # the traces it lists, not the folder's
     assert load_run(tmp_path, workers=1).skipped == ()
 
 
@@ -99,14 +100,12 @@ def test_command_line_wins_and_the_manifest_fills_the_rest(tmp_path: Path) -> No
         tmp_path,
         RunManifest(hardware=ManifestHardware(intra_bandwidth_Bps=25e9, intra_alpha_us=7.0, gpus_per_node=4)),
     )
-    given = AnalysisOptions(prediction=PredictionOptions(bandwidth_Bps=50e9))
-    found = run_manifest(tmp_path)
-    assert found is not None
-    model = with_manifest(given, *found).prediction
+    model = build_options(tmp_path, UserOptions(bandwidth="50G")).model
     assert (model.bandwidth_Bps, model.source_of("bandwidth_Bps")) == (50e9, "command line")
     assert (model.alpha_s, model.source_of("alpha_s")) == (7.0 / 1e6, "manifest")
     assert (model.gpus_per_node, model.source_of("gpus_per_node")) == (4, "manifest")
-    assert run_manifest(tmp_path / "elsewhere") is None  # no manifest: the options stay as they were
+    elsewhere = build_options(tmp_path / "elsewhere", UserOptions(bandwidth="50G"))
+    assert (elsewhere.manifest, elsewhere.model.alpha_s) == (None, None)  # no manifest: only what was given
 
 
 def _ideal_truth() -> dict[str, float]:

@@ -12,13 +12,14 @@ from tests import report_factory as rf
 from traceview.api import analyze
 from traceview.core.errors import InputError
 from traceview.load.inputs import resolve_trace_files
-from traceview.load.manifest import (
+from traceview.options.manifest import (
     ManifestHardware,
     ManifestModel,
     ManifestTrace,
     RunManifest,
     write_manifest,
 )
+from traceview.options.run import build_options
 
 
 def _assumptions(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -43,9 +44,11 @@ def run_folder(tmp_path: Path) -> Path:
 
 
 def test_a_manifest_names_the_traces_and_is_never_one(run_folder: Path) -> None:
-    listed = [p.name for p in resolve_trace_files(run_folder / "run.json")]
-    assert listed == sorted(p.name for p in run_folder.glob("*.json*") if not p.name.startswith("run."))
-    assert resolve_trace_files(run_folder) == resolve_trace_files(run_folder / "run.json")
+    listed = build_options(run_folder / "run.json").listed_traces
+    assert listed is not None
+    named = [p.name for p in resolve_trace_files(run_folder / "run.json", listed)]
+    assert named == sorted(p.name for p in run_folder.glob("*.json*") if not p.name.startswith("run."))
+    assert resolve_trace_files(run_folder) == resolve_trace_files(run_folder / "run.json", listed)
 
 
 def test_model_inputs_come_from_the_manifest_with_their_source(run_folder: Path) -> None:

@@ -38,7 +38,7 @@ from traceview.load.inputs import load_run
 from traceview.model.nccl_log import NcclLog
 from traceview.nccl.foreign import TraceFacts, foreign_reasons
 from traceview.nccl.join import NcclJoin, join_nccl
-from traceview.reduce.analysis import AnalysisOptions, RunAnalysis, analyze
+from traceview.reduce.analysis import RunAnalysis, RunOptions, analyze
 
 RANKS, PER_HOST = 8, 4
 WORLD = tuple(range(RANKS))
@@ -169,13 +169,13 @@ def plain(run_dir: Path) -> RunAnalysis:
 @pytest.fixture(scope="module")
 def with_ib(run_dir: Path, logs_dir: Path) -> RunAnalysis:
     logs = write_logs(logs_dir / "ib", "NET/IB/0/GDRDMA")
-    return analyze(load_run(str(run_dir)), AnalysisOptions(nccl_logs=tuple(logs)))
+    return analyze(load_run(str(run_dir)), RunOptions(nccl_logs=tuple(Path(log.path) for log in logs)))
 
 
 @pytest.fixture(scope="module")
 def with_socket(run_dir: Path, logs_dir: Path) -> RunAnalysis:
     logs = write_logs(logs_dir / "socket", "NET/Socket/0")
-    return analyze(load_run(str(run_dir)), AnalysisOptions(nccl_logs=tuple(logs)))
+    return analyze(load_run(str(run_dir)), RunOptions(nccl_logs=tuple(Path(log.path) for log in logs)))
 
 
 def nccl_of(analysis: RunAnalysis) -> NcclJoin:

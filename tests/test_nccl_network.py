@@ -18,7 +18,7 @@ from traceview.parsers import nccl_log
 from tests.nccl_log_factory import COLL_FORMAT, Writer
 from tests.shared_data import REAL_NCCL_LOGS, requires_shared
 from traceview.nccl.join import join_nccl
-from traceview.prediction.inputs import PredictionOptions, with_nccl_overrides
+from traceview.prediction.inputs import ModelOptions, with_nccl_overrides
 
 NO_IB = "NET/IB : No device found."
 SOCKET = "NET/Socket : Using [0]eth0:10.0.0.1<0>"
@@ -142,7 +142,7 @@ def test_no_ib_device_alone_makes_the_link_across_nodes_sockets(tmp_path: Path) 
     log = nccl_log.parse(_write(tmp_path / "noib.log", [Writer("node-a", 1, 1, 0).info(NO_IB)]))
     join = join_nccl(None, [log])
     assert (join.inter_network, join.inter_network_evidence) == ("Socket", "NET/IB : No device found")
-    socket = with_nccl_overrides(PredictionOptions(), join).link_overrides
+    socket = with_nccl_overrides(ModelOptions(), join).link_overrides
     assert [(o.scope, o.group, o.bandwidth_Bps) for o in socket] == [("inter", None, 10e9 / 8)]  # 10 GbE
 
 

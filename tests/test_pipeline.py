@@ -10,11 +10,11 @@ from traceview.reports.json.summary import render_json
 
 from tests.shared_data import REAL_KINETO, requires_shared
 from traceview.load.inputs import load_run
-from traceview.load.manifest_inputs import run_manifest, with_manifest
 from traceview.map.rank_summary import summarize
+from traceview.options.run import build_options
+from traceview.options.user import UserOptions
 from traceview.reduce.analysis import analyze
 from traceview.reduce.pipeline import analyze_files
-from traceview.reduce.results import AnalysisOptions
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -27,10 +27,10 @@ def _document(analysis: object) -> dict[str, object]:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_pipeline_equals_the_in_memory_analysis(name: str, workers: int) -> None:
     run = SAMPLES / name
-    manifest = run_manifest(run)  # the samples state their simulator's settings in run.json
-    assert manifest is not None
-    expected = _document(analyze(load_run(run), with_manifest(AnalysisOptions(), *manifest)))
-    got = _document(analyze_files(run, workers=workers, parallel_min_bytes=0))  # workers: a process pool
+    options = build_options(run, UserOptions(workers=workers))  # the samples state their settings in run.json
+    assert options.manifest is not None
+    expected = _document(analyze(load_run(run), options))
+    got = _document(analyze_files(run, options, parallel_min_bytes=0))  # workers: a process pool
     assert got == expected
 
 
@@ -38,7 +38,7 @@ def test_pipeline_equals_the_in_memory_analysis(name: str, workers: int) -> None
 @pytest.mark.parametrize("name", ["hta_sampled_2rank", "hta_nccl_data", "hta_amd_mi250"])
 def test_pipeline_on_real_traces(name: str) -> None:
     expected = _document(analyze(load_run(REAL_KINETO / name)))
-    assert _document(analyze_files(REAL_KINETO / name, workers=1)) == expected
+    assert _document(analyze_files(REAL_KINETO / name, build_options(REAL_KINETO / name))) == expected
 
 
 def test_a_summary_does_not_grow_with_events() -> None:

@@ -15,19 +15,13 @@ from tests.simulate.scenario import data_parallel_scenario
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.errors import UsageError
 from traceview.load.inputs import load_run
+from traceview.options.model import parse_pair, parse_quantity
 from traceview.prediction.gamma import dominant_factor, per_step_table, pooled, sentence
-from traceview.prediction.inputs import (
-    Link,
-    LinkOverride,
-    ModelInputs,
-    PredictionOptions,
-    parse_pair,
-    parse_quantity,
-)
+from traceview.prediction.inputs import Link, LinkOverride, ModelInputs, ModelOptions
 from traceview.prediction.pricing import price
 from traceview.prediction.trace_facts import gradient_allreduce, step_calls
 from traceview.prediction.whatif import gamma_at
-from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.reduce.analysis import RunOptions, analyze
 
 INTRA = Link("intra", "test NVLink", 100e9, 1e-6, "command line", "command line")
 INTER = Link("inter", "test NIC", 10e9, 5e-6, "command line", "command line")
@@ -207,11 +201,11 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-MODEL_OPTIONS = PredictionOptions(peak_flops=100e12, efficiency=1.0, bandwidth_Bps=100e9, alpha_s=0.0)
+MODEL_OPTIONS = ModelOptions(peak_flops=100e12, efficiency=1.0, bandwidth_Bps=100e9, alpha_s=0.0)
 
 
 def test_synthetic_run_measured_and_predicted_gamma_agree(synthetic: Path) -> None:
-    options = AnalysisOptions(prediction=replace(MODEL_OPTIONS, local_batch=64))
+    options = RunOptions(model=replace(MODEL_OPTIONS, local_batch=64))
     found = analyze(load_run(str(synthetic), workers=1), options).prediction
     assert found is not None
     # b stated on the command line: FLOPs are 6 P b (P from the gradient all-reduce), before the trace's flops
@@ -230,7 +224,7 @@ def test_synthetic_run_measured_and_predicted_gamma_agree(synthetic: Path) -> No
 def test_synthetic_run_without_flops_uses_6pb(tmp_path: Path) -> None:
     write_run(data_parallel_scenario(4, 10_000_000, 32, 50e12, 50e9, steps=2, with_flops=False), tmp_path)
     options = replace(MODEL_OPTIONS, peak_flops=50e12, bandwidth_Bps=50e9, local_batch=32)
-    found = analyze(load_run(str(tmp_path), workers=1), AnalysisOptions(prediction=options)).prediction
+    found = analyze(load_run(str(tmp_path), workers=1), RunOptions(model=options)).prediction
     assert found is not None
     assert found.inputs.flops_source == "6 P b"
     closed = 2 * 3 / 4 * 2 * 50e12 / (6 * 32 * 50e9)
@@ -251,8 +245,8 @@ def test_unknown_device_is_a_note_not_a_crash(tmp_path: Path) -> None:
     assert any("unknown device" in note and "--peak-flops" in note for note in found.inputs.notes)
     assert found.run["gamma_pred"] is None
     assert found.calls["t_pred_us"].is_null().all()
-    given = PredictionOptions(peak_flops=10e12, bandwidth_Bps=10e9)
-    priced = analyze(load_run(str(tmp_path), workers=1), AnalysisOptions(prediction=given)).prediction
+    given = ModelOptions(peak_flops=10e12, bandwidth_Bps=10e9)
+    priced = analyze(load_run(str(tmp_path), workers=1), RunOptions(model=given)).prediction
     assert priced is not None
     assert priced.run["gamma_pred"] is not None
     assert math.isfinite(priced.run["gamma_pred"])
@@ -261,14 +255,12 @@ def test_unknown_device_is_a_note_not_a_crash(tmp_path: Path) -> None:
 def test_scope_override_and_command_line_precedence(synthetic: Path) -> None:
     socket = LinkOverride("intra", "sockets", 1e9, 20e-6, "NET/Socket")
     run = load_run(str(synthetic), workers=1)
-    from_log = analyze(
-        run, AnalysisOptions(prediction=PredictionOptions(link_overrides=(socket,)))
-    ).prediction
+    from_log = analyze(run, RunOptions(model=ModelOptions(link_overrides=(socket,)))).prediction
     assert from_log is not None
     assert from_log.inputs.intra is not None
     assert (from_log.inputs.intra.bandwidth_Bps, from_log.inputs.intra.source) == (1e9, "nccl log")
-    given = PredictionOptions(bandwidth_Bps=5e9, link_overrides=(socket,))
-    from_cli = analyze(run, AnalysisOptions(prediction=given)).prediction
+    given = ModelOptions(bandwidth_Bps=5e9, link_overrides=(socket,))
+    from_cli = analyze(run, RunOptions(model=given)).prediction
     assert from_cli is not None
     assert from_cli.inputs.intra is not None
     assert (from_cli.inputs.intra.bandwidth_Bps, from_cli.inputs.intra.source) == (5e9, "command line")
@@ -276,8 +268,8 @@ def test_scope_override_and_command_line_precedence(synthetic: Path) -> None:
 
 def test_synthetic_run_with_latency_meets_the_model_factor_by_factor(tmp_path: Path) -> None:
     write_run(data_parallel_scenario(4, 10_000_000, 32, 50e12, 50e9, steps=2, alpha_s=10e-6), tmp_path)
-    options = PredictionOptions(peak_flops=50e12, efficiency=1.0, bandwidth_Bps=50e9, alpha_s=10e-6)
-    found = analyze(load_run(str(tmp_path), workers=1), AnalysisOptions(prediction=options)).prediction
+    options = ModelOptions(peak_flops=50e12, efficiency=1.0, bandwidth_Bps=50e9, alpha_s=10e-6)
+    found = analyze(load_run(str(tmp_path), workers=1), RunOptions(model=options)).prediction
     assert found is not None
     # 4 buckets of the 2e7 gradient bytes: 2(K-1)/K g P / B + 4 x 2(K-1) alpha, over 6 P b / R
     comm_s = 2 * 3 / 4 * 2 * 10_000_000 / 50e9 + 4 * 2 * 3 * 10e-6

@@ -17,8 +17,8 @@ from traceview.reports.json.summary import summary_document
 
 from tests.shared_data import requires_shared
 from traceview.load.inputs import load_run
-from traceview.prediction.inputs import PredictionOptions
-from traceview.reduce.analysis import AnalysisOptions, RunAnalysis, analyze
+from traceview.prediction.inputs import ModelOptions
+from traceview.reduce.analysis import RunAnalysis, RunOptions, analyze
 
 pytestmark = requires_shared
 
@@ -46,9 +46,7 @@ def _allreduce_bytes_per_step() -> tuple[float, int]:
 
 @pytest.fixture(scope="module")
 def analysis() -> RunAnalysis:
-    return analyze(
-        load_run(str(REAL), workers=1), AnalysisOptions(prediction=PredictionOptions(local_batch=32))
-    )
+    return analyze(load_run(str(REAL), workers=1), RunOptions(model=ModelOptions(local_batch=32)))
 
 
 def test_inputs_and_their_provenance(analysis: RunAnalysis) -> None:

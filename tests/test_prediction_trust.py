@@ -17,16 +17,14 @@ from tests.simulate.engine import write_run
 from tests.simulate.scenario import data_parallel_scenario
 from traceview.load.inputs import load_run
 from traceview.prediction.gamma import Prediction
-from traceview.prediction.inputs import PredictionOptions
-from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.prediction.inputs import ModelOptions
+from traceview.reduce.analysis import RunOptions, analyze
 
 P, B, R, BW = 4_000_000, 16, 40e12, 20e9
 
 
 def predicted(folder: Path, **options: object) -> Prediction:
-    found = analyze(
-        load_run(str(folder), workers=1), AnalysisOptions(prediction=PredictionOptions(**options))
-    ).prediction  # type: ignore[arg-type]
+    found = analyze(load_run(str(folder), workers=1), RunOptions(model=ModelOptions(**options))).prediction  # type: ignore[arg-type]
     assert found is not None
     return found
 

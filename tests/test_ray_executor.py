@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from traceview.reports.json.summary import render_json
 
+from traceview import analyze
+from traceview.options.run import build_options
+from traceview.options.user import UserOptions
 from traceview.reduce.pipeline import analyze_files
 
 if importlib.util.find_spec("ray") is None:
@@ -33,7 +36,8 @@ def local_ray() -> Iterator[None]:
 @pytest.mark.usefixtures("local_ray")
 def test_ray_equals_local_on_a_multi_rank_run() -> None:
     run = SAMPLES / "dp8_straggler"
-    local = json.loads(render_json(analyze_files(run, workers=2, parallel_min_bytes=0)))
-    on_ray = json.loads(render_json(analyze_files(run, executor="ray")))
+    options = build_options(run, UserOptions(workers=2))
+    local = json.loads(render_json(analyze_files(run, options, parallel_min_bytes=0)))
+    on_ray = json.loads(render_json(analyze(run, executor="ray").raw))
     assert on_ray == local
     assert len(on_ray["run"]["ranks"]) == 8

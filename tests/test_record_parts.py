@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from traceview.load.manifest import (
+from traceview.options.manifest import (
     ManifestGroup,
     ManifestLog,
     ManifestModel,
@@ -85,7 +85,7 @@ def test_the_command_failing_is_said_after_the_manifest_is_written(tmp_path: Pat
     code = 3
     part = _part(0, "h", 1)
     script = (
-        "import os, sys; from traceview.record.parts import write_part; from traceview.load.manifest import *; "
+        "import os, sys; from traceview.record.parts import write_part; from traceview.options.manifest import *; "
         f"write_part(__import__('pathlib').Path(os.environ['TRACEVIEW_RUN_DIR']), 0, RunManifest("
         f"traces=[ManifestTrace(rank=0, path='{part.traces[0].path}')])); sys.exit({code})"
     )

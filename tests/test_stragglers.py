@@ -22,7 +22,7 @@ from traceview.across_ranks.analysis import CrossRank, cross_rank
 from traceview.across_ranks.clocks import rank_hosts
 from traceview.budget.time_budget import with_transfer
 from traceview.load.inputs import load_run
-from traceview.reduce.analysis import AnalysisOptions, analyze
+from traceview.reduce.analysis import RunOptions, analyze
 
 RANKS3 = "[0, 1, 2]"
 
@@ -123,7 +123,7 @@ def _simulate(tmp_path: Path, **changes: object) -> tuple[GroundTruth, CrossRank
         host_offsets_us=OFFSETS, seed=3, **changes,  # type: ignore[arg-type]
     )  # fmt: skip
     truth = write_run(scenario, tmp_path)
-    analysis = analyze(load_run(str(tmp_path)), AnalysisOptions(ranks_per_host=2))
+    analysis = analyze(load_run(str(tmp_path)), RunOptions(ranks_per_host=2))
     assert analysis.crossrank is not None
     return truth, analysis.crossrank
 

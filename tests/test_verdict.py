@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from traceview.reduce.pipeline import analyze_files
+from traceview import analyze
 from traceview.verdict.facts import Facts
 from traceview.verdict.headline import STRAGGLER_COST_MIN, prediction_line, verdict
 from traceview.verdict.recommend import recommendations
@@ -139,7 +139,7 @@ def test_mismatch_and_suspected_kernels_have_their_advice() -> None:
 
 
 def test_the_mismatch_sample_says_its_planted_mismatch_first() -> None:
-    analysis = analyze_files(SAMPLES / "pp4_mismatch", workers=1)
+    analysis = analyze(SAMPLES / "pp4_mismatch", workers=1).raw
     assert analysis.verdict.label == "call-mismatch"
     assert analysis.recommendations is not None
     top = analysis.recommendations.top

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceview.model.trace import RankTrace, Run
+from traceview.options.user import UserOptions
 from traceview.parsers import kineto
-from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
+from traceview.reduce.analysis import RunAnalysis
 from traceview.reduce.analysis import analyze as analyze_run
 
 RunSpec = str | Path | Run
@@ -104,30 +105,43 @@ def _frame(frame: pl.DataFrame | None) -> pl.DataFrame:
 def analyze(
     run: RunSpec,
     *,
-    nccl_logs: Sequence[str | Path] = (),
     comm_patterns: Sequence[str] = (),
+    compute_patterns: Sequence[str] = (),
+    nccl_logs: Sequence[str | Path] = (),
+    ranks_per_host: int | None = None,
+    virtual_stages: int = 1,
     workers: int | None = None,
     executor: str = "local",
     ray_address: str | None = None,
-    virtual_stages: int = 1,
-    **model_inputs: Any,
+    max_trace_bytes: int | None = None,
+    params: float | None = None,
+    local_batch: float | None = None,
+    peak_flops: str | float | None = None,
+    efficiency: float | None = None,
+    bandwidth: str | float | None = None,
+    alpha: str | float | None = None,
+    nic: str | None = None,
+    gpus_per_node: int | None = None,
+    dtype: str | None = None,
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
     run every cross-rank analysis; return the results.
 
-    `run` is a trace file, a folder, a glob or a loaded `Run`. `nccl_logs` are NCCL_DEBUG logs to join (logs
-    inside the run folder are found too). `model_inputs` are the alpha-beta model's inputs, named as the
-    command line's options: `params`, `local_batch`, `peak_flops` ("312T"), `efficiency`, `bandwidth`
-    ("300G,25G"), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises `TraceviewError`
-    subclasses for bad input or options.
+    `run` is a trace file, a folder, a glob, a `run.json` or a loaded `Run`. The keywords are the command
+    line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
+    `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); the alpha-beta model's
+    inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
+    `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises a `TraceviewError` subclass for
+    bad input or options, naming the option.
     """
-    from traceview.cli.app import with_nccl_logs
-    from traceview.cli.options import options_from, with_model
+    from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files
 
-    options: AnalysisOptions = with_model(options_from(list(comm_patterns), virtual_stages), **model_inputs)
-    spec = run.source if isinstance(run, Run) else str(run)
-    options = with_nccl_logs(options, spec, [Path(p) for p in nccl_logs])
+    stated = {name: value for name, value in locals().items() if name in _OPTION_NAMES}
+    user = UserOptions(**stated)
     if isinstance(run, Run):
-        return Analysis(analyze_run(run, options))
-    return Analysis(analyze_files(run, options, workers=workers, executor=executor, ray_address=ray_address))
+        return Analysis(analyze_run(run, build_options(run.source, user)))
+    return Analysis(analyze_files(run, build_options(run, user)))
+
+
+_OPTION_NAMES = frozenset(f.name for f in fields(UserOptions))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.simulate.scenario import Scenario
 from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
-from traceview.load.manifest import (
+from traceview.options.manifest import (
     ManifestGroup,
     ManifestHardware,
     ManifestModel,

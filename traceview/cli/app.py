@@ -1,9 +1,9 @@
-"""The one `traceview` command-line application and what every command shares.
+"""The one `traceview` command-line application and what every command shares: the stderr line, stdout
+consoles and JSON, the analysis with its progress bar, the gates, the skipped inputs, output files.
 
-A command module (`traceview.cli.main` for the analysis commands, `traceview.cli.export`, ...) defines its commands
-with `@app.command()` on the `app` of this module, raises `TraceviewError` for anything the user can fix, and
-uses the helpers here to load, gate and print. `traceview.cli.main` imports every command module (its
-`COMMAND_MODULES`, one line each) and maps errors to exit codes in `main()`; nothing else exits.
+Each command is a class of its own module (`traceview.cli.base`), registered on `app` by `traceview.cli.main`,
+which also maps errors to exit codes; nothing else exits. A command raises `TraceviewError` for anything the
+user can fix.
 """
 
 from __future__ import annotations
@@ -11,21 +11,19 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from traceview.cli.options import nccl_log_paths, options_from, with_model
-from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
+from traceview.core.errors import PartialRun, ThresholdCrossed, UsageError
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
-from traceview.model.trace import Run
-from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
-from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
-from traceview.verdict.gates import crossings, parse_threshold
+
+if TYPE_CHECKING:
+    from traceview.options.run import RunOptions, RunSpec
+    from traceview.reduce.results import RunAnalysis
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3, 4
 
@@ -115,95 +113,57 @@ def print_json(document: Any) -> None:
     write_json_text(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
 
 
-def trace_limits(max_trace_bytes: int | None) -> ParseLimits:
-    """The parser's limits with `--max-trace-bytes` as the largest JSON text read (its default otherwise)."""
-    if max_trace_bytes is None:
-        return DEFAULT_LIMITS
-    return ParseLimits(max_inflated_bytes=max_trace_bytes)
-
-
-def analyse(
-    spec: str | Sequence[str],
-    options: AnalysisOptions,
-    workers: int | None,
-    executor: str,
-    ray_address: str | None,
-    quiet: bool,
-    max_trace_bytes: int | None = None,
-) -> RunAnalysis:
+def analyse(spec: RunSpec, options: RunOptions, quiet: bool) -> RunAnalysis:
     """The run's analysis through the map/reduce pipeline, with the load's progress bar on stderr."""
     from traceview.map.progress import load_progress
     from traceview.reduce.pipeline import analyze_files
 
     with load_progress(stderr, quiet) as progress:
-        limits = trace_limits(max_trace_bytes)
-        return analyze_files(spec, options, workers, executor, progress, ray_address, limits=limits)
+        return analyze_files(spec, options, progress)
 
 
-def check_thresholds(fail_on: list[str] | None) -> None:
+def check_thresholds(fail_on: Sequence[str] | None) -> None:
     """Refuse a malformed `--fail-on` before any work is done."""
+    from traceview.verdict.gates import parse_threshold
+
     for text in fail_on or ():
         parse_threshold(text)
 
 
-def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None:
+def gate(figures: Mapping[str, float | None], fail_on: Sequence[str] | None) -> None:
     """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
+    from traceview.verdict.gates import crossings, parse_threshold
+
     fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
     if fired:
         detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
         raise ThresholdCrossed(f"threshold crossed: {detail}")
 
 
-def finish(analysis: RunAnalysis, fail_on: list[str] | None) -> None:
+def finish(analysis: RunAnalysis, fail_on: Sequence[str] | None) -> None:
     """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
     gate(analysis.gate_figures(), fail_on)
-    foreign = analysis.nccl.foreign if analysis.nccl else ()
-    skipped = [*analysis.header.skipped, *(analysis.options.nccl_skipped or ()), *foreign]
+    nccl = analysis.nccl
+    skipped = [*analysis.header.skipped, *(nccl.skipped if nccl else ()), *(nccl.foreign if nccl else ())]
     if skipped:
         raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
 
 
-def with_nccl_logs(
-    options: AnalysisOptions, spec: str | Sequence[str], given: list[Path] | None
-) -> AnalysisOptions:
-    """`options` with the run manifest's inputs (`traceview.load.manifest_inputs`) and the NCCL logs parsed one
-    by one (those given, those the manifest lists, those of the run folder); a log that cannot be read is
-    skipped and named."""
-    from traceview.load.manifest_inputs import manifest_logs, run_manifest, with_manifest
-
-    manifest = run_manifest(spec)
-    options = with_manifest(options, *manifest) if manifest is not None else options
-    logs, skipped = [], []
-    for path in nccl_log_paths(spec, [*(given or ()), *manifest_logs(spec)]):
-        from traceview.parsers import nccl_log  # only when there is a log: its import costs ~10 ms
-
-        try:
-            logs.append(nccl_log.parse(path))
-        except TraceviewError as exc:
-            skipped.append((str(path), str(exc)))
-            say(f"traceview: warning: NCCL log skipped: {printable(exc)}")
-    return replace(options, nccl_logs=tuple(logs), nccl_skipped=tuple(skipped))
-
-
-def report_skipped(analysis: RunAnalysis | Run) -> None:
-    """Name every input the run was analysed without, one line each, on stderr (NCCL logs of another job
-    included)."""
-    if isinstance(analysis, Run):
-        skipped = [(s.path, s.reason) for s in analysis.skipped]
-    else:
-        skipped = list(analysis.header.skipped)
-    for path, reason in skipped:
+def report_skipped(analysis: RunAnalysis) -> None:
+    """Name every input the run was analysed without, one line each, on stderr (NCCL logs that could not be
+    read, and those of another job, included)."""
+    for path, reason in analysis.header.skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
-    foreign = analysis.nccl.foreign if isinstance(analysis, RunAnalysis) and analysis.nccl else ()
-    for path, reasons in foreign:
+    for _, reason in analysis.nccl.skipped if analysis.nccl else ():
+        say(f"traceview: warning: NCCL log skipped: {printable(reason)}")
+    for path, reasons in analysis.nccl.foreign if analysis.nccl else ():
         say(f"traceview: warning: NCCL log set apart, another job's: {printable(path)}: {printable(reasons)}")
 
 
-def report_warnings(analysis: RunAnalysis | Run) -> None:
+def report_warnings(analysis: RunAnalysis) -> None:
     """Every warning of the run (what a parser recovered from, a clock placed without its base, another job set
     apart), one line each, on stderr: for the commands whose output has no place for them."""
-    warnings = [str(w) for w in analysis.warnings] if isinstance(analysis, Run) else analysis.header.warnings
-    for warning in warnings:
+    for warning in analysis.header.warnings:
         say(f"traceview: warning: {printable(warning)}")
 
 
@@ -213,10 +173,3 @@ def write_text(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"-o {printable(path)}: cannot write: {exc.strerror or exc}") from exc
-
-
-def model_options(
-    comm_pattern: list[str] | None, virtual_stages: int, *model: Any, compute_pattern: list[str] | None = None
-) -> AnalysisOptions:
-    """The analysis options of the command line (the model's inputs checked)."""
-    return with_model(options_from(comm_pattern, virtual_stages, compute_pattern), *model)

@@ -1,5 +1,5 @@
-"""The `traceview` command: every command module registered (one module per command, each a thin parse -> analyse
--> render), and the one place errors become exit codes (docs/metrics.md, "Errors and exit codes").
+"""The `traceview` command: every command registered (`COMMANDS`: one class per command, `traceview.cli.base`),
+and the one place errors become exit codes (docs/metrics.md, "Errors and exit codes").
 
 Exit codes: 0 ok; 1 a `--fail-on` threshold was crossed; 2 bad input or usage (one line, naming the file or the
 option, and for a usage error the help hint); 3 an internal error (one line naming a log file that holds the
@@ -11,7 +11,6 @@ commands' help hint; `traceview --help` exits 0.
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import os
 import sys
 import tempfile
@@ -33,25 +32,34 @@ from traceview.cli.app import (
     command_names,
     say,
 )
+from traceview.cli.base import Command, register
+from traceview.cli.collectives import Collectives
+from traceview.cli.compare import Compare, Trend
+from traceview.cli.export import Export
+from traceview.cli.nccl import Nccl
+from traceview.cli.record import Record
+from traceview.cli.report import Report
+from traceview.cli.stragglers import Stragglers
+from traceview.cli.summary import Summary
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
 
-COMMAND_MODULES: tuple[str, ...] = (
-    # Modules whose commands join `traceview.cli.app.app` when imported, one line each, in the order of `--help`.
-    "traceview.cli.summary",
-    "traceview.cli.report",
-    "traceview.cli.collectives",
-    "traceview.cli.nccl",
-    "traceview.cli.stragglers",
-    "traceview.cli.export",
-    "traceview.cli.compare",
-    "traceview.cli.record",
+COMMANDS: tuple[Command, ...] = (
+    Summary(),
+    Report(),
+    Collectives(),
+    Nccl(),
+    Stragglers(),
+    Export(),
+    Compare(),
+    Trend(),
+    Record(),
 )
+"""Every command, in the order of `--help`."""
 
-
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module)
+for _command in COMMANDS:
+    register(app, _command)
 
 
 def _usage_line(error: Any) -> str:

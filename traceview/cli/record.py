@@ -6,14 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 import typer
 
-from traceview.cli.app import app, say
+from traceview.cli.app import say
+from traceview.cli.base import Command
 from traceview.core.errors import RunError, UsageError
 from traceview.core.sanitize import printable
-from traceview.load.manifest import MANIFEST_NAME, load_manifest
+from traceview.options.manifest import MANIFEST_NAME
 from traceview.record.parts import (
     MERGED_BY_RECORD_ENV,
     RUN_DIR_ENV,
@@ -21,6 +22,7 @@ from traceview.record.parts import (
     merge_parts,
     nccl_env,
     part_paths,
+    recorded,
     settings_env,
 )
 
@@ -46,59 +48,70 @@ def _run(command: list[str], env: dict[str, str]) -> int:
         raise UsageError(f"{printable(command[0])}: cannot run: {exc.strerror or exc}") from exc
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
-def record(
-    command: Annotated[
-        list[str], typer.Argument(help="The training command, after --.", metavar="-- CMD...")
-    ],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The run folder to write.")] = Path(
-        "traceview-run"
-    ),
-    wait: Annotated[int, typer.Option("--wait", min=0, help="Steps skipped before profiling.")] = 1,
-    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Steps profiled and discarded.")] = 1,
-    active: Annotated[int, typer.Option("--active", min=1, help="Steps recorded.")] = 3,
-    no_shapes: Annotated[bool, typer.Option("--no-shapes", help="Do not record input shapes.")] = False,
-    no_flops: Annotated[bool, typer.Option("--no-flops", help="Do not record operator FLOPs.")] = False,
-    no_nccl_debug: Annotated[
-        bool, typer.Option("--no-nccl-debug", help="Leave NCCL_DEBUG alone (no NCCL logs in the folder).")
-    ] = False,
-    local_batch: Annotated[
-        float | None, typer.Option("--local-batch", min=0, help="Local batch b, for run.json.")
-    ] = None,
-    params: Annotated[float | None, typer.Option("--params", min=0, help="Parameter count P.")] = None,
-    flops_per_sample: Annotated[
-        float | None,
-        typer.Option("--flops-per-sample", min=0, help="Model FLOPs per sample, forward + backward."),
-    ] = None,
-    nic: Annotated[str | None, typer.Option("--nic", help="NIC (hardware-table key, e.g. ib_ndr).")] = None,
-    job: Annotated[str | None, typer.Option("--job", help="The job's name, for run.json.")] = None,
-) -> None:
+class Record(Command):
     """Run CMD (torchrun ... train.py) with each rank's traceview.profile() recording into one folder, then
     write its run.json."""
-    _fresh(output)
-    for name, value in (
-        ("--local-batch", local_batch),
-        ("--params", params),
-        ("--flops-per-sample", flops_per_sample),
-    ):
-        if value is not None and value <= 0:
-            raise UsageError(f"{name} must be a positive number, got {value}")
-    settings = RecordSettings(
-        wait=wait, warmup=warmup, active=active, record_shapes=not no_shapes, with_flops=not no_flops,
-        local_batch=local_batch, params=params, flops_per_sample=flops_per_sample, nic=nic, job=job,
-    )  # fmt: skip
-    output.mkdir(parents=True, exist_ok=True)
-    code = _run(command, record_env(output, settings, not no_nccl_debug))
-    written = merge_parts(output)
-    if written is None:
-        raise RunError(
-            f"{printable(output)}: no rank recorded anything (exit code {code}); "
-            "does the command use traceview.profile()?"
+
+    name = "record"
+    context_settings: ClassVar[dict[str, Any] | None] = {"allow_interspersed_args": False}
+
+    def run(
+        self,
+        command: Annotated[
+            list[str], typer.Argument(help="The training command, after --.", metavar="-- CMD...")
+        ],
+        output: Annotated[Path, typer.Option("-o", "--output", help="The run folder to write.")] = Path(
+            "traceview-run"
+        ),
+        wait: Annotated[int, typer.Option("--wait", min=0, help="Steps skipped before profiling.")] = 1,
+        warmup: Annotated[int, typer.Option("--warmup", min=0, help="Steps profiled and discarded.")] = 1,
+        active: Annotated[int, typer.Option("--active", min=1, help="Steps recorded.")] = 3,
+        no_shapes: Annotated[bool, typer.Option("--no-shapes", help="Do not record input shapes.")] = False,
+        no_flops: Annotated[bool, typer.Option("--no-flops", help="Do not record operator FLOPs.")] = False,
+        no_nccl_debug: Annotated[
+            bool, typer.Option("--no-nccl-debug", help="Leave NCCL_DEBUG alone (no NCCL logs in the folder).")
+        ] = False,
+        local_batch: Annotated[
+            float | None, typer.Option("--local-batch", min=0, help="Local batch b, for run.json.")
+        ] = None,
+        params: Annotated[float | None, typer.Option("--params", min=0, help="Parameter count P.")] = None,
+        flops_per_sample: Annotated[
+            float | None,
+            typer.Option("--flops-per-sample", min=0, help="Model FLOPs per sample, forward + backward."),
+        ] = None,
+        nic: Annotated[
+            str | None, typer.Option("--nic", help="NIC (hardware-table key, e.g. ib_ndr).")
+        ] = None,
+        job: Annotated[str | None, typer.Option("--job", help="The job's name, for run.json.")] = None,
+    ) -> None:
+        """Run CMD (torchrun ... train.py) with each rank's traceview.profile() recording into one folder, then
+        write its run.json."""
+        _fresh(output)
+        for name, value in (
+            ("--local-batch", local_batch),
+            ("--params", params),
+            ("--flops-per-sample", flops_per_sample),
+        ):
+            if value is not None and value <= 0:
+                raise UsageError(f"{name} must be a positive number, got {value}")
+        settings = RecordSettings(
+            wait=wait, warmup=warmup, active=active, record_shapes=not no_shapes, with_flops=not no_flops,
+            local_batch=local_batch, params=params, flops_per_sample=flops_per_sample, nic=nic, job=job,
+        )  # fmt: skip
+        output.mkdir(parents=True, exist_ok=True)
+        code = _run(command, record_env(output, settings, not no_nccl_debug))
+        written = merge_parts(output)
+        if written is None:
+            raise RunError(
+                f"{printable(output)}: no rank recorded anything (exit code {code}); "
+                "does the command use traceview.profile()?"
+            )
+        manifest = recorded(written)
+        say(
+            f"wrote {printable(written)}: {len(manifest.traces)} rank trace(s), {len(manifest.nccl_logs)} NCCL "
+            f"log(s); analyse it with: traceview report {printable(written)}"
         )
-    manifest = load_manifest(written)
-    say(
-        f"wrote {printable(written)}: {len(manifest.traces)} rank trace(s), {len(manifest.nccl_logs)} NCCL "
-        f"log(s); analyse it with: traceview report {printable(written)}"
-    )
-    if code != 0:
-        raise RunError(f"{printable(command[0])} exited with code {code}; run.json lists what was recorded")
+        if code != 0:
+            raise RunError(
+                f"{printable(command[0])} exited with code {code}; run.json lists what was recorded"
+            )

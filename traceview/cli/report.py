@@ -3,100 +3,51 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from traceview.cli.app import (
-    analyse,
-    app,
-    check_thresholds,
-    finish,
-    model_options,
-    report_skipped,
-    say,
-    with_nccl_logs,
-    write_text,
-)
-from traceview.cli.options import (
-    AlphaOpt,
-    BandwidthOpt,
-    CommPatternOpt,
-    ComputePatternOpt,
-    DtypeOpt,
-    EfficiencyOpt,
-    ExecutorOpt,
-    FailOnOpt,
-    GpusPerNodeOpt,
-    LocalBatchOpt,
-    MaxTraceBytesOpt,
-    NcclLogOpt,
-    NicOpt,
-    ParamsOpt,
-    PeakFlopsOpt,
-    QuietOpt,
-    RayAddressOpt,
-    RunsArg,
-    VirtualStagesOpt,
-    WorkersOpt,
-    run_spec,
-)
+from traceview.cli.app import say, write_text
+from traceview.cli.base import AnalysisCommand
 from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
 
+PLOTLYJS = ("inline", "cdn")
 
-@app.command()
-def report(
-    runs: RunsArg,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the HTML report.")] = Path(
-        "report.html"
-    ),
-    plotlyjs: Annotated[
-        str, typer.Option("--plotlyjs", help="'inline' (default, works offline) or 'cdn'.")
-    ] = "inline",
-    open_page: Annotated[
-        bool, typer.Option("--open", help="Open the report in the default browser once written.")
-    ] = False,
-    comm_pattern: CommPatternOpt = None,
-    compute_pattern: ComputePatternOpt = None,
-    fail_on: FailOnOpt = None,
-    workers: WorkersOpt = None,
-    max_trace_bytes: MaxTraceBytesOpt = None,
-    executor: ExecutorOpt = "local",
-    ray_address: RayAddressOpt = None,
-    quiet: QuietOpt = False,
-    nccl_log: NcclLogOpt = None,
-    virtual_stages: VirtualStagesOpt = 1,
-    params: ParamsOpt = None,
-    local_batch: LocalBatchOpt = None,
-    peak_flops: PeakFlopsOpt = None,
-    efficiency: EfficiencyOpt = None,
-    bandwidth: BandwidthOpt = None,
-    alpha: AlphaOpt = None,
-    nic: NicOpt = None,
-    gpus_per_node: GpusPerNodeOpt = None,
-    dtype: DtypeOpt = None,
-) -> None:
+if TYPE_CHECKING:
+    from traceview.reduce.results import RunAnalysis
+
+
+class Report(AnalysisCommand):
     """Write the self-contained HTML report of a run."""
-    from traceview.reports.html.page import render_html
 
-    if plotlyjs not in ("inline", "cdn"):
-        raise UsageError(f"--plotlyjs {printable(plotlyjs)!r}: takes 'inline' or 'cdn'")
-    check_thresholds(fail_on)
-    spec = run_spec(runs)
-    model = (params, local_batch, peak_flops, efficiency, bandwidth, alpha, nic, gpus_per_node, dtype)
-    options = with_nccl_logs(
-        model_options(comm_pattern, virtual_stages, *model, compute_pattern=compute_pattern), spec, nccl_log
-    )
-    analysis = analyse(spec, options, workers, executor, ray_address, quiet, max_trace_bytes)
-    report_skipped(analysis)
-    write_text(output, render_html(analysis, plotlyjs=plotlyjs))
-    say(
-        f"wrote {printable(output)} ({output.stat().st_size / 1e6:.1f} MB): "
-        f"{printable(analysis.verdict.sentence, 1000)}"
-    )
-    if open_page:
-        import webbrowser
+    name = "report"
 
-        webbrowser.open(output.resolve().as_uri())
-    finish(analysis, fail_on)
+    def check(self, plotlyjs: str = "inline", **_: object) -> None:
+        """`--plotlyjs` is inline or cdn."""
+        if plotlyjs not in PLOTLYJS:
+            raise UsageError(f"--plotlyjs {printable(plotlyjs)!r}: takes 'inline' or 'cdn'")
+
+    def render(
+        self,
+        analysis: RunAnalysis,
+        output: Annotated[
+            Path, typer.Option("-o", "--output", help="Where to write the HTML report.")
+        ] = Path("report.html"),
+        plotlyjs: Annotated[
+            str, typer.Option("--plotlyjs", help="'inline' (default, works offline) or 'cdn'.")
+        ] = "inline",
+        open_page: Annotated[
+            bool, typer.Option("--open", help="Open the report in the default browser once written.")
+        ] = False,
+    ) -> None:
+        """Write the page, say where and what it says, open it when asked."""
+        from traceview.reports.html.page import render_html
+
+        write_text(output, render_html(analysis, plotlyjs=plotlyjs))
+        size_mb = output.stat().st_size / 1e6
+        say(f"wrote {printable(output)} ({size_mb:.1f} MB): {printable(analysis.verdict.sentence, 1000)}")
+        if open_page:
+            import webbrowser
+
+            webbrowser.open(output.resolve().as_uri())

@@ -18,25 +18,23 @@ from pathlib import Path
 
 from traceview.core.errors import InputError, RunError, TraceviewError
 from traceview.core.location import Location, is_url, size_of, url_files
-from traceview.load.manifest import is_manifest_file
-from traceview.load.manifest_inputs import manifest_traces, run_manifest
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
+from traceview.options.manifest import TRACE_SUFFIXES, traces_in
 from traceview.parsers import kineto
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
-
-TRACE_SUFFIXES = (".json", ".json.gz")
-"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
 
 Progress = Callable[[int, int], None]
 PARALLEL_MIN_BYTES = 16_000_000
 """Below this much input, parsing in one process beats starting workers (each imports polars afresh)."""
 
 
-def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Location]:
+def resolve_trace_files(
+    spec: str | Path | Sequence[str | Path], listed: Sequence[Path] | None = None
+) -> list[Location]:
     """The trace files `spec` names: the file itself, the traces inside a folder, or a glob's matches; several
-    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each. A
-    `run.json`, or a folder holding one, names the traces that manifest lists (docs/run-manifest.md). A URL
+    specs (a shell that expanded an unquoted glob gives several files) name the union, in order, once each.
+    `listed`: the traces the run's manifest names (`RunOptions.listed_traces`, docs/run-manifest.md). A URL
     (`s3://bucket/run/`) names the object, the traces under the prefix, or a glob's matches
     (`traceview.core.location`)."""
     if not isinstance(spec, str | Path):
@@ -44,18 +42,13 @@ def resolve_trace_files(spec: str | Path | Sequence[str | Path]) -> list[Locatio
         return list(dict.fromkeys(found))
     if is_url(spec):
         return list(url_files(str(spec), TRACE_SUFFIXES))
-    manifest = run_manifest(spec)
-    if manifest is not None:
-        return list(manifest_traces(*manifest))
+    if listed is not None:
+        return list[Location](listed)
     path = Path(spec)
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(
-            p
-            for p in path.iterdir()
-            if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p)
-        )
+        files = traces_in(path)
         if not files:
             raise RunError(f"{path}: no .json or .json.gz traces in this folder")
         return list[Location](files)

@@ -20,12 +20,13 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.location import Location, size_of
 from traceview.model.trace import SkippedInput
+from traceview.options.run import RunOptions
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 
 EXECUTORS = ("local", "ray")
@@ -38,13 +39,17 @@ Progress = Callable[[int, int, int], None]
 
 @dataclass(frozen=True)
 class MapTask:
-    """One rank file to summarise, with what the map needs to know of the run."""
+    """One rank file to summarise, with the run's options (the task never reads `run.json`)."""
 
     path: str
-    comm_patterns: tuple[str, ...] = ()
+    options: RunOptions = field(default_factory=RunOptions)
     ranks_in_run: int = 1
-    limits: ParseLimits = DEFAULT_LIMITS
-    compute_patterns: tuple[str, ...] = ()
+
+    @property
+    def limits(self) -> ParseLimits:
+        """The parser's limits, `--max-trace-bytes` as the largest JSON text read."""
+        largest = self.options.execution.max_trace_bytes
+        return DEFAULT_LIMITS if largest is None else ParseLimits(max_inflated_bytes=largest)
 
 
 def summarize_file(task: MapTask) -> Any:
@@ -58,7 +63,7 @@ def summarize_file(task: MapTask) -> Any:
     try:
         summary = summarize(
             kineto.parse(task.path, task.limits).validate(),
-            user_patterns(task.comm_patterns, task.compute_patterns),
+            user_patterns(task.options.comm_patterns, task.options.compute_patterns),
             task.ranks_in_run,
         )
     except TraceviewError as exc:
@@ -73,27 +78,21 @@ def summarize_file(task: MapTask) -> Any:
 
 def map_ranks(
     files: Sequence[Location],
-    comm_patterns: Sequence[str] = (),
-    workers: int | None = None,
-    executor: str = "local",
+    options: RunOptions,
     progress: Progress | None = None,
-    ray_address: str | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
-    limits: ParseLimits = DEFAULT_LIMITS,
-    compute_patterns: Sequence[str] = (),
 ) -> list[Any]:
-    """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`. The local executor works in
-    this process for one file or under `parallel_min_bytes` of input."""
-    if executor not in EXECUTORS:
-        raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
-    if workers is not None and workers < 1:
-        raise UsageError(f"--workers {workers}: give at least 1 worker")
-    tasks = [
-        MapTask(str(f), tuple(comm_patterns), len(files), limits, tuple(compute_patterns)) for f in files
-    ]
+    """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`, on the executor the options
+    name. The local executor works in this process for one file or under `parallel_min_bytes` of input."""
+    execution = options.execution
+    if execution.executor not in EXECUTORS:
+        raise UsageError(f"--executor {execution.executor!r}: expected one of {', '.join(EXECUTORS)}")
+    tasks = [MapTask(str(f), options, len(files)) for f in files]
     sizes = [size_of(f) for f in files]
     results = (
-        _ray(tasks, ray_address) if executor == "ray" else _local(tasks, sizes, workers, parallel_min_bytes)
+        _ray(tasks, execution.ray_address)
+        if execution.executor == "ray"
+        else _local(tasks, sizes, execution.workers, parallel_min_bytes)
     )
     return list(_reported(results, sizes, progress))
 

@@ -26,7 +26,7 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
-from traceview.prediction.inputs import ModelInputs, PredictionOptions, resolve_inputs
+from traceview.prediction.inputs import ModelInputs, ModelOptions, resolve_inputs
 from traceview.prediction.pricing import price
 from traceview.prediction.topology import resolve_topology, run_facts
 from traceview.prediction.trace_facts import step_calls, with_group_sizes
@@ -291,7 +291,7 @@ def predict(
     windows: pl.DataFrame,
     budget: TimeBudget,
     crossrank: CrossRank | None,
-    options: PredictionOptions | None = None,
+    options: ModelOptions | None = None,
     ranks_per_host: int | None = None,
     nccl_hosts: Mapping[int, str] | None = None,
 ) -> Prediction:
@@ -299,7 +299,7 @@ def predict(
     cross-rank analysis (None: waiting is not measured); `ranks_per_host` a GPUs per node given on the command
     line, `nccl_hosts` the NCCL logs' host of each rank. Always a `Prediction`: when gamma_pred cannot be
     computed, `missing_input` names what it lacks."""
-    options = options or PredictionOptions()
+    options = options or ModelOptions()
     worlds = [trace.meta.world_size for trace in run if trace.meta.world_size]
     calls, group_assumption = with_group_sizes(step_calls(kernels, windows), max(worlds) if worlds else None)
     stated = (options.gpus_per_node, options.source_of("gpus_per_node"))

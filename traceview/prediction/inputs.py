@@ -1,8 +1,8 @@
 """The inputs of the alpha-beta prediction, each with where it came from (docs/metrics.md, "Predicted gamma"; docs/metrics.md,
 "Predicted gamma").
 
-Order of precedence for every constant: the command line (or the API's `PredictionOptions`), then the run's
-manifest (`run.json`: `PredictionOptions.sources` says which values it gave), then the NCCL log (`LinkOverride`),
+Order of precedence for every constant: the command line (or the API's `ModelOptions`), then the run's
+manifest (`run.json`: `ModelOptions.sources` says which values it gave), then the NCCL log (`LinkOverride`),
 then the trace (`traceview.prediction.trace_facts`; GPUs per node: `traceview.prediction.topology`), then the
 hardware table, then a stated default. What cannot be had is None and a note says which option supplies it;
 nothing here raises for an unknown device (a `--nic` or `--dtype` the table does not know is a usage error).
@@ -12,14 +12,11 @@ else 6 P b of what the trace suggests.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from traceview.core.errors import UsageError
 from traceview.core.hardware import (
     GpuSpec,
     HardwareLookupError,
@@ -29,6 +26,7 @@ from traceview.core.hardware import (
     peak_flops,
 )
 from traceview.model.trace import Run
+from traceview.options.model import LinkOverride, ModelOptions
 from traceview.prediction.links import (
     KNOWN_LINK_SOURCES,
     Link,
@@ -37,11 +35,10 @@ from traceview.prediction.links import (
     link_assumptions,
     resolve_link,
 )
-from traceview.prediction.options import LinkOverride, PredictionOptions
 from traceview.prediction.topology import Topology, resolve_topology, run_facts
 from traceview.prediction.trace_facts import Assumption, Stated, device_name, workload
 
-__all__ = ["KNOWN_LINK_SOURCES", "Link", "LinkOverride", "ModelInputs", "PredictionOptions", "resolve_inputs"]
+__all__ = ["KNOWN_LINK_SOURCES", "Link", "LinkOverride", "ModelInputs", "ModelOptions", "resolve_inputs"]
 
 if TYPE_CHECKING:
     from traceview.nccl.join import NcclJoin
@@ -85,32 +82,8 @@ class ModelInputs:
         return None if self.peak_flops is None else self.peak_flops * self.efficiency
 
 
-_SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
-
-
-def parse_quantity(text: str, what: str, zero_ok: bool = False) -> float:
-    """A positive number (or zero, with `zero_ok`) with an optional decimal SI suffix: "300e9", "300G", "312T",
-    "25 g" -> float."""
-    found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtTpP]?)\s*", text)
-    value = float(found.group(1)) if found else math.nan
-    if found is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        kind = "a non-negative" if zero_ok else "a positive"
-        raise UsageError(f"{what}: {text!r} is not {kind} number (e.g. 300e9, 300G)")
-    return value * _SI[found.group(2).lower()]
-
-
-def parse_pair(text: str, what: str, scale: float = 1.0, zero_ok: bool = False) -> tuple[float, float | None]:
-    """ "INTRA[,INTER]" as two quantities times `scale`; the second None when not given. `zero_ok`: 0 is a
-    value (a latency; not a bandwidth)."""
-    parts = text.split(",")
-    if len(parts) > 2:
-        raise UsageError(f"{what}: {text!r} takes at most two values, INTRA,INTER")
-    values = [parse_quantity(part, what, zero_ok) * scale for part in parts]
-    return values[0], (values[1] if len(values) == 2 else None)
-
-
 def _peak(
-    gpu: GpuSpec | None, dtype: str, options: PredictionOptions, device: str | None
+    gpu: GpuSpec | None, dtype: str, options: ModelOptions, device: str | None
 ) -> tuple[float | None, Assumption, str]:
     if options.peak_flops is not None:
         source = options.source_of("peak_flops")
@@ -128,7 +101,7 @@ def _peak(
     return value, Assumption("peak FLOP/s", value, "FLOP/s", "hardware table", detail), ""
 
 
-def _dtype(options: PredictionOptions, grad_dtype: str | None) -> tuple[str, Assumption]:
+def _dtype(options: ModelOptions, grad_dtype: str | None) -> tuple[str, Assumption]:
     if options.dtype is not None:
         value, source = normalise_dtype(options.dtype), options.source_of("dtype")
         return value, Assumption(
@@ -140,7 +113,7 @@ def _dtype(options: PredictionOptions, grad_dtype: str | None) -> tuple[str, Ass
     return DEFAULT_DTYPE, Assumption("compute dtype", DEFAULT_DTYPE, "", "default", "give --dtype")
 
 
-def _device(run: Run, options: PredictionOptions) -> tuple[str | None, GpuSpec | None, Assumption]:
+def _device(run: Run, options: ModelOptions) -> tuple[str | None, GpuSpec | None, Assumption]:
     """The device: stated (the manifest), else the traces' commonest name; matched in the hardware table."""
     stated = options.device
     name = stated if stated is not None else device_name(run)
@@ -149,7 +122,7 @@ def _device(run: Run, options: PredictionOptions) -> tuple[str | None, GpuSpec |
     return name, gpu, Assumption("device", name, "", source, gpu.name if gpu else "not in the hardware table")
 
 
-def _efficiency(options: PredictionOptions) -> tuple[float, Assumption]:
+def _efficiency(options: ModelOptions) -> tuple[float, Assumption]:
     if options.efficiency is None:
         return DEFAULT_EFFICIENCY, Assumption(
             "efficiency", DEFAULT_EFFICIENCY, "", "default", "R = peak x efficiency"
@@ -160,7 +133,7 @@ def _efficiency(options: PredictionOptions) -> tuple[float, Assumption]:
     )
 
 
-def _stated(options: PredictionOptions) -> Stated:
+def _stated(options: ModelOptions) -> Stated:
     return Stated(
         options.params, options.local_batch, options.flops_per_sample, options.source_of("params"),
         options.source_of("local_batch"), options.source_of("flops_per_sample"),
@@ -170,7 +143,7 @@ def _stated(options: PredictionOptions) -> Stated:
 def resolve_inputs(
     run: Run,
     calls: pl.DataFrame,
-    options: PredictionOptions,
+    options: ModelOptions,
     topology: Topology | None = None,
     group_sizes: Assumption | None = None,
 ) -> ModelInputs:
@@ -205,7 +178,7 @@ def resolve_inputs(
     )  # fmt: skip
 
 
-def with_nccl_overrides(options: PredictionOptions, nccl: NcclJoin | None) -> PredictionOptions:
+def with_nccl_overrides(options: ModelOptions, nccl: NcclJoin | None) -> ModelOptions:
     """`options` plus one per-group `LinkOverride` for every link override of the NCCL-log join (a socket
     fallback): the group's B becomes that link's, with provenance "nccl log"; and when the logs say NCCL
     crosses nodes over sockets, the link across nodes itself (`SOCKET_LINK`), with the same provenance."""

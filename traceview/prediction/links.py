@@ -1,7 +1,7 @@
 """The links of the alpha-beta model, each with where it came from (docs/metrics.md, "Predicted gamma"): B and
 alpha inside a node and across nodes, and per process group where an NCCL log forces one (a socket fallback).
 
-Precedence: the command line or the manifest (`PredictionOptions`, whose `sources` say which), then the NCCL
+Precedence: the command line or the manifest (`ModelOptions`, whose `sources` say which), then the NCCL
 log (`LinkOverride`), then the hardware table (the device's scale-up or PCIe link inside a node, the NIC across
 nodes: `--nic`, else `DEFAULT_NIC`). A link is *known* when its B comes from the command line, the manifest or
 the NCCL log (`KNOWN_LINK_SOURCES`); a hardware-table link is *assumed*: the table knows the device, not how
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from traceview.core.hardware import GpuSpec, HardwareLookupError, intra_node_link, link
-from traceview.prediction.options import LinkOverride, PredictionOptions
+from traceview.options.model import LinkOverride, ModelOptions
 from traceview.prediction.trace_facts import Assumption
 
 DEFAULT_NIC = "ib_hdr"
@@ -23,7 +23,7 @@ DEFAULT_ALPHA_S = {"intra": 1e-6, "inter": 5e-6}
 KNOWN_LINK_SOURCES = ("command line", "manifest", "nccl log")
 """Sources of a B the run or the user states; any other B is assumed."""
 FIELDS = {"intra": ("bandwidth_Bps", "alpha_s"), "inter": ("inter_bandwidth_Bps", "inter_alpha_s")}
-"""The `PredictionOptions` fields of B and alpha of each scope."""
+"""The `ModelOptions` fields of B and alpha of each scope."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Link:
     key: str = ""  # the hardware table's key, when the link is one of its rows
 
 
-def _override(options: PredictionOptions, scope: str) -> LinkOverride | None:
+def _override(options: ModelOptions, scope: str) -> LinkOverride | None:
     found = [o for o in options.link_overrides if o.scope == scope and o.group is None]
     return found[-1] if found else None
 
@@ -67,9 +67,7 @@ def _table_link(
     ), ""
 
 
-def resolve_link(
-    options: PredictionOptions, gpu: GpuSpec | None, scope: str, rpn: int
-) -> tuple[Link | None, str]:
+def resolve_link(options: ModelOptions, gpu: GpuSpec | None, scope: str, rpn: int) -> tuple[Link | None, str]:
     """B and alpha of `scope` ("intra" or "inter"): command line or manifest, then the NCCL log's override,
     then the table."""
     b_field, alpha_field = FIELDS[scope]
@@ -131,7 +129,7 @@ def link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
     ]
 
 
-def group_links(options: PredictionOptions, fallback: Link | None) -> tuple[tuple[str, Link], ...]:
+def group_links(options: ModelOptions, fallback: Link | None) -> tuple[tuple[str, Link], ...]:
     """(group, link) of every per-group NCCL-log override (alpha: the override's, else the fallback's)."""
     alpha = fallback.alpha_s if fallback else DEFAULT_ALPHA_S["inter"]
     return tuple(

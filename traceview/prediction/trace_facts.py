@@ -249,7 +249,7 @@ def device_name(run: Run) -> str | None:
 
 
 STATED = ("command line", "manifest")
-"""Sources of an input the user stated (`PredictionOptions.sources`): they win over what the trace suggests."""
+"""Sources of an input the user stated (`ModelOptions.sources`): they win over what the trace suggests."""
 
 
 @dataclass(frozen=True)

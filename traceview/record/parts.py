@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from traceview.core.errors import InputError
-from traceview.load.manifest import MANIFEST_NAME, ManifestLog, RunManifest, load_manifest, write_manifest
+from traceview.options.manifest import MANIFEST_NAME, ManifestLog, RunManifest, load_manifest, write_manifest
 
 PART_PATTERN = re.compile(r"^run\.rank(\d+)\.json$")
 ENV_PREFIX = "TRACEVIEW_"
@@ -186,3 +186,8 @@ def merge_parts(run_dir: str | Path) -> Path | None:
     if not paths:
         return None
     return _write_atomic(folder / MANIFEST_NAME, merge([load_manifest(p) for p in paths], folder))
+
+
+def recorded(run_json: Path) -> RunManifest:
+    """The run folder's merged `run.json`, as `traceview record` reports it."""
+    return load_manifest(run_json)

@@ -29,7 +29,7 @@ from typing import Any
 
 from traceview.core.errors import UsageError
 from traceview.core.version import __version__
-from traceview.load.manifest import (
+from traceview.options.manifest import (
     ManifestGroup,
     ManifestHardware,
     ManifestLog,

@@ -9,15 +9,16 @@ from __future__ import annotations
 from traceview.events.kernel_names import user_patterns
 from traceview.map.rank_summary import summarize
 from traceview.model.trace import Run
+from traceview.options.run import RunOptions
 from traceview.reduce.reduce import reduce_summaries
-from traceview.reduce.results import AnalysisOptions, RunAnalysis, RunHeader, run_header
+from traceview.reduce.results import RunAnalysis, RunHeader, run_header
 
-__all__ = ["AnalysisOptions", "RunAnalysis", "RunHeader", "analyze", "run_header"]
+__all__ = ["RunAnalysis", "RunHeader", "RunOptions", "analyze", "run_header"]
 
 
-def analyze(run: Run, options: AnalysisOptions | None = None) -> RunAnalysis:
+def analyze(run: Run, options: RunOptions | None = None) -> RunAnalysis:
     """Run every analysis on `run`: each rank summarised, then the summaries reduced."""
-    options = options or AnalysisOptions()
+    options = options or RunOptions()
     patterns = user_patterns(options.comm_patterns, options.compute_patterns)
     summaries = [summarize(trace, patterns, len(run)) for trace in run]
     return reduce_summaries(summaries, options, run.skipped, run.source, run.extra_warnings)

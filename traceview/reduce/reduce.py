@@ -25,10 +25,12 @@ from traceview.distributions.samples import distributions_from_parts
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import Run, SkippedInput
+from traceview.nccl.inputs import read_logs
 from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
+from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
-from traceview.reduce.results import AnalysisOptions, RunAnalysis, run_header
+from traceview.reduce.results import RunAnalysis, run_header
 from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, facts_of
 from traceview.verdict.headline import verdict
@@ -111,11 +113,12 @@ def _collectives(frames: Stacked) -> CollectiveAnalysis:
     return replace(collective_tables(frames.kernels), suspected_comm_kernels=merged_suspects(frames.suspects))
 
 
-def _nccl(options: AnalysisOptions, collectives: CollectiveAnalysis, run: Run) -> NcclJoin | None:
-    """The NCCL logs joined to the run, when any were given or found."""
-    if not (options.nccl_logs or options.nccl_skipped):
+def _nccl(options: RunOptions, collectives: CollectiveAnalysis, run: Run) -> NcclJoin | None:
+    """The NCCL logs joined to the run, when any were given or found (a log that cannot be read is skipped)."""
+    logs, skipped = read_logs(options.nccl_logs)
+    if not (logs or skipped):
         return None
-    return join_nccl(collectives, options.nccl_logs, options.nccl_skipped, run)
+    return join_nccl(collectives, logs, skipped, run)
 
 
 def _cross_rank(
@@ -123,7 +126,7 @@ def _cross_rank(
     frames: Stacked,
     kernels: pl.DataFrame,
     budget: TimeBudget,
-    options: AnalysisOptions,
+    options: RunOptions,
     nccl: NcclJoin | None,
 ) -> CrossRank:
     """Matching, clocks, skew and stragglers; hosts from the traces, the NCCL logs, then the ranks per host."""
@@ -138,26 +141,26 @@ def _prediction(
     run: Run,
     frames: Stacked,
     parts: tuple[CollectiveAnalysis, TimeBudget, CrossRank],
-    options: AnalysisOptions,
+    options: RunOptions,
     nccl: NcclJoin | None,
 ) -> Prediction:
     """The alpha-beta prediction of the run, with the NCCL logs' links and hosts."""
     collectives, budget, crossrank = parts
     return predict(
-        run, collectives.kernels, frames.windows, budget, crossrank, with_nccl_overrides(options.prediction, nccl),
+        run, collectives.kernels, frames.windows, budget, crossrank, with_nccl_overrides(options.model, nccl),
         options.ranks_per_host, nccl.hosts_by_rank if nccl else None,
     )  # fmt: skip
 
 
 def reduce_summaries(
     summaries: Sequence[RankSummary],
-    options: AnalysisOptions | None = None,
+    options: RunOptions | None = None,
     skipped: Sequence[SkippedInput] = (),
     source: str = "",
     extra_warnings: Sequence[ParseWarning] = (),
 ) -> RunAnalysis:
     """Every cross-rank analysis of the run from its ranks' summaries."""
-    options = options or AnalysisOptions()
+    options = options or RunOptions()
     ordered = sorted(summaries, key=lambda s: s.rank)
     base = trace_time_base([s.trace for s in ordered])
     aligned = on_run_base(ordered, base.shifts_us)
@@ -170,7 +173,7 @@ def reduce_summaries(
     prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
     header = replace(
         run_header(run, [s.step_choice for s in aligned], collectives.warnings),
-        manifest=options.manifest,
+        manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
     facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))

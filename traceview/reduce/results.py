@@ -1,5 +1,5 @@
-"""The results of a run's analysis as the renderers read them: the options, the run's header and
-`RunAnalysis`, built by `traceview.reduce.analysis.analyze` (map, then reduce)."""
+"""The results of a run's analysis as the renderers read them: the run's header and `RunAnalysis` (with the
+`RunOptions` it was analysed with), built by `traceview.reduce.analysis.analyze` (map, then reduce)."""
 
 from __future__ import annotations
 
@@ -12,31 +12,14 @@ from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.distributions.samples import Distributions
-from traceview.model.nccl_log import NcclLog
 from traceview.model.trace import Run
 from traceview.nccl.join import NcclJoin
+from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction
-from traceview.prediction.inputs import PredictionOptions
 from traceview.steps.windows import StepChoice
 from traceview.timeline.step_view import Timeline
 from traceview.verdict.headline import Verdict
 from traceview.verdict.recommend import Recommendations
-
-
-@dataclass(frozen=True)
-class AnalysisOptions:
-    """What the user can set; every field has the default a plain `traceview report RUN` uses."""
-
-    comm_patterns: tuple[str, ...] = ()
-    compute_patterns: tuple[str, ...] = ()  # --compute-pattern: names that are compute (docs/metrics.md 2)
-    ranks_per_host: int | None = None  # hosts for clock alignment when traces name none (docs/metrics.md)
-    ranks_per_host_source: str = "--ranks-per-host"  # where ranks_per_host came from (or "run.json")
-    rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host, e.g. from NCCL logs; before ranks_per_host
-    virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1) (docs/metrics.md, "Bubbles")
-    nccl_logs: tuple[NcclLog, ...] = ()  # parsed NCCL_DEBUG logs (traceview.nccl.join; docs/metrics.md)
-    nccl_skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of NCCL logs that could not be read
-    prediction: PredictionOptions = field(default_factory=PredictionOptions)  # alpha-beta model inputs
-    manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
 
 
 @dataclass(frozen=True)
@@ -70,7 +53,7 @@ class RunAnalysis:
     header: RunHeader
     budget: TimeBudget
     verdict: Verdict
-    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    options: RunOptions = field(default_factory=RunOptions)
     timeline: Timeline | None = None
     recommendations: Recommendations | None = None
     crossrank: CrossRank | None = None

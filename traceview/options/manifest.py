@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -141,6 +142,19 @@ def is_manifest_file(path: Path) -> bool:
     return path.name == MANIFEST_NAME or (path.name.startswith(PART_PREFIX) and path.suffix == ".json")
 
 
+TRACE_SUFFIXES = (".json", ".json.gz")
+"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
+
+
+def traces_in(folder: Path) -> list[Path]:
+    """The trace files of a folder, sorted: its `.json`/`.json.gz` files that are not manifests."""
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p)
+    )
+
+
 def find_manifest(spec: str | Path) -> Path | None:
     """The manifest `spec` names: `spec` itself when it is a `run.json`, the `run.json` inside a folder, else
     None (a run without a manifest works as before)."""
@@ -215,3 +229,39 @@ def write_manifest(path: str | Path, manifest: RunManifest) -> Path:
     document.update(msgspec.to_builtins(manifest))
     target.write_bytes(msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n")
     return target
+
+
+_US = 1e-6
+MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
+    # (ModelOptions field, manifest section, manifest key, scale to the option's unit)
+    ("params", "model", "params", 1.0),
+    ("local_batch", "model", "local_batch", 1.0),
+    ("flops_per_sample", "model", "flops_per_sample", 1.0),
+    ("dtype", "model", "dtype", 1.0),
+    ("device", "hardware", "device", 1.0),
+    ("gpus_per_node", "hardware", "gpus_per_node", 1.0),
+    ("nic", "hardware", "nic", 1.0),
+    ("peak_flops", "hardware", "peak_flops", 1.0),
+    ("efficiency", "hardware", "efficiency", 1.0),
+    ("bandwidth_Bps", "hardware", "intra_bandwidth_Bps", 1.0),
+    ("inter_bandwidth_Bps", "hardware", "inter_bandwidth_Bps", 1.0),
+    ("alpha_s", "hardware", "intra_alpha_us", _US),
+    ("inter_alpha_s", "hardware", "inter_alpha_us", _US),
+)
+"""The model inputs a manifest may state, as rows: where each is read and how it is scaled."""
+
+
+def stated_inputs(manifest: RunManifest) -> dict[str, Any]:
+    """Every model input the manifest states, in the option's unit (GPUs per node: `ranks_per_host`, else
+    `hardware.gpus_per_node`), and the hosts of its ranks."""
+    stated: dict[str, Any] = {}
+    for option, section, key, scale in MODEL_FIELDS:
+        value = getattr(getattr(manifest, section), key)
+        if value is not None:
+            stated[option] = value * scale if isinstance(value, float | int) and scale != 1.0 else value
+    if manifest.ranks_per_host is not None:
+        stated["gpus_per_node"] = manifest.ranks_per_host
+    hosts = manifest.hosts_by_rank()
+    if hosts:
+        stated["rank_hosts"] = tuple(sorted(hosts.items()))
+    return stated

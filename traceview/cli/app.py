@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,10 +22,11 @@ from traceview.cli.options import nccl_log_paths, options_from, with_model
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
-from traceview.model.trace import Run
-from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
-from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
-from traceview.verdict.gates import crossings, parse_threshold
+
+if TYPE_CHECKING:  # imported where used: `--help` and `--version` load no analysis (nor polars)
+    from traceview.model.trace import Run
+    from traceview.parsers.kineto.limits import ParseLimits
+    from traceview.reduce.analysis import AnalysisOptions, RunAnalysis
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3, 4
 
@@ -50,6 +51,7 @@ app = typer.Typer(
     no_args_is_help=False,
     help="Where the time went in a distributed training job.",
     context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,  # `main` turns every error into one line; rich's tracebacks cost 30 ms
 )
 stderr = Console(stderr=True, soft_wrap=True, highlight=False)  # one line per message, never wrapped
 
@@ -117,6 +119,8 @@ def print_json(document: Any) -> None:
 
 def trace_limits(max_trace_bytes: int | None) -> ParseLimits:
     """The parser's limits with `--max-trace-bytes` as the largest JSON text read (its default otherwise)."""
+    from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
+
     if max_trace_bytes is None:
         return DEFAULT_LIMITS
     return ParseLimits(max_inflated_bytes=max_trace_bytes)
@@ -142,12 +146,16 @@ def analyse(
 
 def check_thresholds(fail_on: list[str] | None) -> None:
     """Refuse a malformed `--fail-on` before any work is done."""
+    from traceview.verdict.gates import parse_threshold
+
     for text in fail_on or ():
         parse_threshold(text)
 
 
 def gate(figures: Mapping[str, float | None], fail_on: list[str] | None) -> None:
     """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
+    from traceview.verdict.gates import crossings, parse_threshold
+
     fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
     if fired:
         detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
@@ -188,6 +196,9 @@ def with_nccl_logs(
 def report_skipped(analysis: RunAnalysis | Run) -> None:
     """Name every input the run was analysed without, one line each, on stderr (NCCL logs of another job
     included)."""
+    from traceview.model.trace import Run
+    from traceview.reduce.analysis import RunAnalysis
+
     if isinstance(analysis, Run):
         skipped = [(s.path, s.reason) for s in analysis.skipped]
     else:
@@ -202,6 +213,8 @@ def report_skipped(analysis: RunAnalysis | Run) -> None:
 def report_warnings(analysis: RunAnalysis | Run) -> None:
     """Every warning of the run (what a parser recovered from, a clock placed without its base, another job set
     apart), one line each, on stderr: for the commands whose output has no place for them."""
+    from traceview.model.trace import Run
+
     warnings = [str(w) for w in analysis.warnings] if isinstance(analysis, Run) else analysis.header.warnings
     for warning in warnings:
         say(f"traceview: warning: {printable(warning)}")

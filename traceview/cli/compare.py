@@ -26,7 +26,6 @@ from traceview.cli.app import (
     write_text,
 )
 from traceview.cli.options import FailOnOpt, WorkersOpt
-from traceview.compare.saved_summary import check_sections, read_documents
 from traceview.core.errors import InputError, PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
 
@@ -60,6 +59,8 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
         raise InputError(
             path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
         )
+    from traceview.compare.saved_summary import check_sections
+
     check_sections(path, document)
     return document
 
@@ -86,7 +87,7 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
     traces, logs = _run_inputs(spec)
     analysis = analyse(traces, with_nccl_logs(AnalysisOptions(), traces, logs), workers, "local", None, True)
     report_skipped(analysis)
-    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis)))
+    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis, full=True)))
     document["run"]["source"] = spec  # as given (a run.json, not the files it lists)
     return document
 
@@ -110,6 +111,7 @@ def compare(
     workers: WorkersOpt = None,
 ) -> None:
     """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
+    from traceview.compare.saved_summary import read_documents
     from traceview.compare.two_runs import compare as compare_runs
     from traceview.compare.two_runs import load_settings
 
@@ -158,6 +160,7 @@ def trend(
     thresholds: ThresholdsFileOpt = None,
 ) -> None:
     """Metrics over a series of summaries, change points, and the latest run against the history."""
+    from traceview.compare.saved_summary import read_documents
     from traceview.compare.trend import trend as trend_of
     from traceview.compare.two_runs import load_settings
 

@@ -6,13 +6,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
-from traceview.reduce.analysis import AnalysisOptions
+
+if TYPE_CHECKING:  # imported where used, so that `--help` loads no analysis
+    from traceview.reduce.analysis import AnalysisOptions
 
 MAX_WORKERS, MAX_RANKS_PER_HOST = 4096, 2**16
 """Upper bounds of the integer options: past them a value is a typo, refused as a usage error (exit 2)."""
@@ -91,6 +93,7 @@ def options_from(
 ) -> AnalysisOptions:
     """Analysis options from the command line; a malformed pattern is a `UsageError` before any file is read."""
     from traceview.events.kernel_names import user_patterns
+    from traceview.reduce.analysis import AnalysisOptions
 
     user_patterns(tuple(comm_pattern or ()), tuple(compute_pattern or ()))
     return AnalysisOptions(

@@ -189,6 +189,7 @@ def _decoded_rows(names: list[str], patterns: tuple[KernelPattern, ...]) -> list
     missing = [name for name in dict.fromkeys(names) if name not in known]
     if len(known) + len(missing) > DECODED_CACHE_NAMES:
         known.clear()
+        missing = list(dict.fromkeys(names))
     if missing:
         known.update((str(row[0]), row) for row in _decode_batch(missing, patterns).iter_rows())
     return [known[name] for name in names]

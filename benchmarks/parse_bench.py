@@ -9,7 +9,8 @@ Both sides run in a fresh subprocess of the same interpreter, so interpreter sta
 Peak memory is the child's `ru_maxrss` from `os.wait4` (Linux: the largest resident set of the child or of
 any process it waited for; neither side forks for a single-rank trace). Repetitions alternate ours/HTA and
 the median is reported; CPU time (user + system) is printed too, as it moves less than wall time on a busy
-machine. Targets (issue 2): at least 10x faster, at most half HTA's peak memory.
+machine. Targets (issue 26): at least 6x faster, at most half HTA's peak memory, at least 150 MB of text
+per CPU-second of the whole command.
 
     python benchmarks/parse_bench.py [TRACE] [--repeat N]
 """
@@ -17,6 +18,7 @@ machine. Targets (issue 2): at least 10x faster, at most half HTA's peak memory.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import shutil
 import statistics
@@ -39,8 +41,9 @@ analysis = TraceAnalysis(trace_dir=sys.argv[1])
 analysis.get_comm_comp_overlap(visualize=False)
 analysis.get_temporal_breakdown(visualize=False)
 """
-TARGET_SPEEDUP = 10.0
+TARGET_SPEEDUP = 6.0
 TARGET_MEMORY_RATIO = 0.5
+TARGET_THROUGHPUT = 150.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,12 @@ def ours_command(trace: Path) -> list[str]:
 def hta_command(folder: Path) -> list[str]:
     """HTA's load and the two analyses on the folder."""
     return [sys.executable, "-c", HTA_SCRIPT, str(folder)]
+
+
+def text_bytes(trace: Path) -> int:
+    """Bytes of the trace's JSON text (uncompressed)."""
+    raw = trace.read_bytes()
+    return len(gzip.decompress(raw)) if raw[:2] == b"\x1f\x8b" else len(raw)
 
 
 def median(values: list[Measurement]) -> Measurement:
@@ -111,6 +120,11 @@ def report(trace: Path, ours: list[Measurement], hta: list[Measurement]) -> bool
     print(f"speed-up (HTA / traceview wall): {speedup:.2f}x (target >= {TARGET_SPEEDUP:.0f}x)")
     print(f"speed-up on CPU time: {theirs.cpu_s / mine.cpu_s:.2f}x")
     print(f"memory ratio (traceview / HTA peak): {memory_ratio:.2f} (target <= {TARGET_MEMORY_RATIO})")
+    text_mb = text_bytes(trace) / 1e6
+    print(
+        f"throughput: {text_mb:.1f} MB of text / {mine.cpu_s:.2f} CPU-s of the whole command = "
+        f"{text_mb / mine.cpu_s:.0f} MB/s per CPU-second (target >= {TARGET_THROUGHPUT:.0f})"
+    )
     return speedup >= TARGET_SPEEDUP and memory_ratio <= TARGET_MEMORY_RATIO
 
 

@@ -591,3 +591,37 @@ def test_bad_compute_pattern_is_a_one_line_usage_error() -> None:
         user_patterns([], ["^x("])
     with pytest.raises(UsageError, match=re.escape("--compute-pattern '': the regular expression is empty")):
         user_patterns([], [""])
+
+
+def test_each_name_is_decoded_once_per_process_and_pattern_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceview.events import kernel_names
+
+    monkeypatch.setattr(kernel_names, "_DECODED", {})
+    batches: list[list[str]] = []
+    decode_batch = kernel_names._decode_batch
+
+    def counted(names: list[str], patterns: tuple[KernelPattern, ...]) -> pl.DataFrame:
+        batches.append(list(names))
+        return decode_batch(names, patterns)
+
+    monkeypatch.setattr(kernel_names, "_decode_batch", counted)
+    gemm, nccl = "volta_sgemm_128x64_nn", "ncclKernel_AllReduce"
+    first = decode_kernel_names(pl.Series([gemm, nccl, gemm]))
+    again = decode_kernel_names(pl.Series([nccl, gemm, "my_fused_reduce_kernel"]))
+    assert batches == [[gemm, nccl], ["my_fused_reduce_kernel"]]  # the second rank decodes its new name only
+    assert again.rows() == [first.rows()[1], first.rows()[0], (*again.rows()[2][:1], False, *[None] * 6)]
+    user = user_patterns([], [r"^ncclKernel_AllReduce$"])  # another pattern set: decoded afresh
+    assert decode_kernel_names(pl.Series([nccl]), user)["is_comm"].to_list() == [False]
+    assert batches[-1] == [nccl]
+
+
+def test_the_decoded_names_cache_starts_afresh_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceview.events import kernel_names
+
+    monkeypatch.setattr(kernel_names, "_DECODED", {})
+    monkeypatch.setattr(kernel_names, "DECODED_CACHE_NAMES", 3)
+    names = [*GENERATION_EXPECTED][:5]
+    for name in names:
+        assert decode_kernel_names(pl.Series([name])).rows(named=True) == [_decoded(name)]
+    assert all(len(known) <= 3 for known in kernel_names._DECODED.values())
+    assert decode_kernel_names(pl.Series(names)).rows(named=True) == [_decoded(name) for name in names]

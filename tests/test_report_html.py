@@ -152,10 +152,24 @@ def test_timeline_is_bounded_and_says_how() -> None:
     assert idle.filter((pl.col("start_us") == 4995.0) & (pl.col("end_us") == 6000.0)).height == 1
 
 
+def test_a_group_keeps_at_most_its_cap_however_many_segments_it_may_draw() -> None:
+    events, windows, per_step = _crowded_events()
+    capped = timeline(events, windows, per_step, max_segments=10_000)
+    # 900 compute and 900 idle segments, each group cut to MAX_SEGMENTS_PER_GROUP (256): the rank's summary
+    # grows with its steps, not its kernels
+    assert capped.raw_segments == 1800
+    assert capped.drawn_segments == 2 * 256
+    assert capped.bridged_gap_us == 5.0  # every gap but the big hole is 5 us: said, though the map bridged it
+    compute = capped.segments.filter(pl.col("lane") == "compute")
+    assert compute.get_column("kernels").sum() == 900
+    assert compute.get_column("covered_us").sum() == 900 * 5.0
+
+
 def test_unbounded_timeline_keeps_every_segment() -> None:
     events, windows, per_step = _crowded_events()
-    full = timeline(events, windows, per_step, max_segments=10_000)
-    assert full.raw_segments == full.drawn_segments == 1800
+    few = events.filter(pl.col("start_us") < 1000.0)  # 100 kernels: 100 compute and 100 idle segments
+    full = timeline(few, windows, per_step, max_segments=10_000)
+    assert full.raw_segments == full.drawn_segments == 200
     assert full.bridged_gap_us == 0.0
 
 

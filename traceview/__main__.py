@@ -1,6 +1,6 @@
 """`python -m traceview`."""
 
-from traceview.cli.main import main
+from traceview.cli import main
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,10 @@
 
 Structure: `schema_version`, `traceview_version`, `run`, `verdict`, `recommendations`, `timeline`, then one
 key per analysis, each built by one function of `ANALYSIS_KEYS` (an analysis adds one row; a function
-returns None when its analysis did not run, and the key is then written as null). Floats that are not finite
+returns None when its analysis did not run, and the key is then written as null). The document is compact by
+default: it grows with the run's ranks, steps and collective signatures, and lists at most `LISTED_INSTANCES`
+collective instances (the largest skews; every instance's skew is in `distributions.crossrank_skew`);
+`full=True` lists every instance. Floats that are not finite
 become null; every object's keys are in a fixed order (records: the frame's column order), so the same
 analysis gives the same bytes.
 """
@@ -24,8 +27,10 @@ from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
+LISTED_INSTANCES = 256
+"""Collective instances a compact document lists (`across_ranks.instances`)."""
 
 
 def records(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -156,9 +161,11 @@ def _bubbles(analysis: RunAnalysis) -> dict[str, Any] | None:
     return None if analysis.bubbles is None else bubbles_document(analysis.bubbles)
 
 
-def crossrank_document(crossrank: CrossRank) -> dict[str, Any]:
+def crossrank_document(crossrank: CrossRank, listed: int | None = None) -> dict[str, Any]:
     """The `across_ranks` object: the straggler sentence, gate figures, hosts and clock offsets, per-rank
-    figures, every matched instance with its skew, the mismatches and the groups (absent members included)."""
+    figures, the matched instances with their skew (every one, or the `listed` of largest skew), the
+    mismatches and the groups (absent members included)."""
+    instances = crossrank.instances if listed is None else crossrank.listed_instances(listed)
     return {
         "sentence": crossrank.sentence,
         "stragglers": list(crossrank.stragglers),
@@ -168,15 +175,17 @@ def crossrank_document(crossrank: CrossRank) -> dict[str, Any]:
         "clock_offsets": records(crossrank.clocks.offsets),
         "hosts": records(crossrank.hosts),
         "per_rank": records(crossrank.per_rank),
-        "instances": records(crossrank.instances),
+        "instances_total": crossrank.instances.height,
+        "instances": records(instances),
         "mismatches": records(crossrank.mismatches),
         "groups": records(crossrank.groups),
         "warnings": list(crossrank.warnings),
     }
 
 
-def _across_ranks(analysis: RunAnalysis) -> dict[str, Any] | None:
-    return None if analysis.crossrank is None else crossrank_document(analysis.crossrank)
+def _across_ranks(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
+    listed = None if full else LISTED_INSTANCES
+    return None if analysis.crossrank is None else crossrank_document(analysis.crossrank, listed)
 
 
 def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
@@ -227,6 +236,7 @@ def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "class_kernels": [{k: clean(v) for k, v in row.items()} for row in found.class_kernels],
         "algorithms": records(found.algorithms),
         "collective_calls": records(found.collective_calls),
+        "crossrank_skew": found.crossrank_skew,
     }
 
 
@@ -235,15 +245,19 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("collectives", _collectives),
     ("bubbles", _bubbles),
     ("nccl", _nccl),
-    ("across_ranks", _across_ranks),
+    ("across_ranks", lambda analysis: _across_ranks(analysis, full=False)),
     ("prediction", _prediction),
     ("distributions", _distributions),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
+FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {
+    "across_ranks": lambda analysis: _across_ranks(analysis, full=True)
+}
+"""The builders that list more in a full document (`summary --json --full`)."""
 
 
-def summary_document(analysis: RunAnalysis) -> dict[str, Any]:
-    """The JSON summary as plain Python data, top-level keys in a fixed order."""
+def summary_document(analysis: RunAnalysis, full: bool = False) -> dict[str, Any]:
+    """The JSON summary as plain Python data, top-level keys in a fixed order; compact unless `full`."""
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "traceview_version": __version__,
@@ -253,10 +267,10 @@ def summary_document(analysis: RunAnalysis) -> dict[str, Any]:
         "timeline": _timeline(analysis),
     }
     for key, build in ANALYSIS_KEYS:
-        document[key] = build(analysis)
+        document[key] = (FULL_KEYS.get(key, build) if full else build)(analysis)
     return document
 
 
-def render_json(analysis: RunAnalysis) -> str:
-    """The JSON summary as text (UTF-8, indented, stable across runs)."""
-    return msgspec.json.format(msgspec.json.encode(summary_document(analysis)), indent=2).decode()
+def render_json(analysis: RunAnalysis, full: bool = False) -> str:
+    """The JSON summary as text (UTF-8, indented, stable across runs); compact unless `full`."""
+    return msgspec.json.format(msgspec.json.encode(summary_document(analysis, full)), indent=2).decode()

@@ -59,6 +59,13 @@ class CrossRank:
         """Instances that enter the skew figures (consistent, two or more members present)."""
         return int(self.instances.get_column("skew_us").is_not_null().sum())
 
+    def listed_instances(self, limit: int) -> pl.DataFrame:
+        """At most `limit` instances, those of the largest skew (then the first), in instance order."""
+        if self.instances.height <= limit:
+            return self.instances
+        order = self.instances.sort(["skew_us", "instance"], descending=[True, False], nulls_last=True)
+        return order.head(limit).sort("instance")
+
     def gate_figures(self) -> dict[str, float | None]:
         """Figures `--fail-on` can name (docs/metrics.md, "Across ranks")."""
         skew = self.instances.get_column("skew_us").drop_nulls()

@@ -24,7 +24,6 @@ from traceview.cli.app import (
     write_text,
 )
 from traceview.cli.base import Command, FailOnOpt, user_option
-from traceview.compare.saved_summary import check_sections, read_documents
 from traceview.core.errors import InputError, PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
 
@@ -58,6 +57,8 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
         raise InputError(
             path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
         )
+    from traceview.compare.saved_summary import check_sections
+
     check_sections(path, document)
     return document
 
@@ -77,7 +78,7 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
 
     analysis = analyse(spec, build_options(spec, UserOptions(workers=workers)), quiet=True)
     report_skipped(analysis)
-    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis)))
+    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis, full=True)))
     document["run"]["source"] = spec  # as given (a run.json, not the files it lists)
     return document
 
@@ -106,6 +107,7 @@ class Compare(Command):
         workers: Annotated[int | None, user_option("workers")] = None,
     ) -> None:
         """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
+        from traceview.compare.saved_summary import read_documents
         from traceview.compare.two_runs import compare as compare_runs
         from traceview.compare.two_runs import load_settings
 
@@ -162,6 +164,7 @@ class Trend(Command):
         thresholds: ThresholdsFileOpt = None,
     ) -> None:
         """Metrics over a series of summaries, change points, and the latest run against the history."""
+        from traceview.compare.saved_summary import read_documents
         from traceview.compare.trend import trend as trend_of
         from traceview.compare.two_runs import load_settings
 

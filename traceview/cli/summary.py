@@ -25,12 +25,19 @@ class Summary(AnalysisCommand):
         json_output: Annotated[
             bool, typer.Option("--json", help="Print the versioned JSON summary instead.")
         ] = False,
+        full: Annotated[
+            bool,
+            typer.Option(
+                "--full",
+                help="With --json: list every collective instance (by default: those of largest skew).",
+            ),
+        ] = False,
     ) -> None:
         """The terminal summary, or the JSON document."""
         if json_output:
             from traceview.reports.json.summary import render_json
 
-            write_json_text(render_json(analysis))
+            write_json_text(render_json(analysis, full=full))
         else:
             from traceview.reports.text.summary import render_summary
 

@@ -99,9 +99,15 @@ def step_samples(document: Mapping[str, Any]) -> list[Samples]:
 
 
 def crossrank_samples(document: Mapping[str, Any]) -> list[Samples]:
-    """Arrival skew, one sample per matched collective instance (`across_ranks.instances`)."""
-    instances = _frame((document.get("across_ranks") or {}).get("instances"))
-    return [Samples("crossrank", "skew_us", "run", "median", "higher", _column(instances, "skew_us"))]
+    """Arrival skew, one sample per matched collective instance (`across_ranks.instances`); from the sketch
+    of every instance's skew (`distributions.crossrank_skew`) when a compact summary lists only some."""
+    across = document.get("across_ranks") or {}
+    listed = across.get("instances") or []
+    sketched = (document.get("distributions") or {}).get("crossrank_skew")
+    if sketched and across.get("instances_total", len(listed)) > len(listed):
+        values = tuple(float(v) for v in sketched.get("skew_us") or () if v is not None)
+        return [Samples("crossrank", "skew_us", "run", "median", "higher", values)]
+    return [Samples("crossrank", "skew_us", "run", "median", "higher", _column(_frame(listed), "skew_us"))]
 
 
 def idle_samples(document: Mapping[str, Any]) -> list[Samples]:

@@ -14,7 +14,12 @@ change against the run's own spread, so the summary carries samples, not just me
   the kernel name spells it);
 - `collective_calls`: per (rank, process group, collective, message size in bytes) the number of on-device
   kernels and their median duration: the same call of the same rank in two runs of one job pairs up
-  (`traceview.compare.paired`); at most `CALL_SIGNATURES` per rank, those of the largest total time.
+  (`traceview.compare.paired`); at most `CALL_SIGNATURES` per rank, those of the largest total time;
+- `crossrank_skew`: the arrival skew of the matched collective instances (`across_ranks.instances`), sketched
+  as above with the true count, for a summary that lists only some of the instances.
+
+Every sample is bounded by the run's steps, collectives and ranks, never by its events; which test reads each
+and what the bound does to it: docs/metrics.md, "Compare and trend".
 
 The per-step budget values (step, compute, communication, exposed, idle per rank and step) are already in
 `time_budget.per_step`, and the per-instance arrival skew in `across_ranks.instances`.
@@ -61,6 +66,7 @@ class Distributions:
     class_kernels: list[dict[str, object]]
     algorithms: pl.DataFrame
     collective_calls: pl.DataFrame
+    crossrank_skew: dict[str, object] | None = None
 
 
 def kernel_class_expr(name: pl.Expr) -> pl.Expr:
@@ -209,14 +215,27 @@ def _weighted_sketch(weighted: list[tuple[float, float]], total: float) -> list[
     return found
 
 
+def skew_sample(instances: pl.DataFrame | None) -> dict[str, object] | None:
+    """The instances' arrival skews (`skew_us`, sketched) and their count; None without instances."""
+    if instances is None or "skew_us" not in instances.columns:
+        return None
+    skews = instances.get_column("skew_us").drop_nulls().drop_nans()
+    return {"instances": skews.len(), "skew_us": sketch(skews.to_list())}
+
+
 def distributions_from_parts(
-    kernel_classes: pl.DataFrame, class_sketches: pl.DataFrame, kernels: pl.DataFrame
+    kernel_classes: pl.DataFrame,
+    class_sketches: pl.DataFrame,
+    kernels: pl.DataFrame,
+    instances: pl.DataFrame | None = None,
 ) -> Distributions:
-    """The samples of one run from every rank's `rank_class_parts` and the run's communication kernels."""
+    """The samples of one run from every rank's `rank_class_parts`, the run's communication kernels and its
+    matched collective instances."""
     return Distributions(
         collective_kernels=_collective_kernels(kernels),
         kernel_classes=kernel_classes.sort("rank", "step", "kernel_class"),
         class_kernels=merge_sketches(class_sketches),
         algorithms=_algorithms(kernels),
         collective_calls=_collective_calls(kernels),
+        crossrank_skew=skew_sample(instances),
     )

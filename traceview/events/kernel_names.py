@@ -123,50 +123,90 @@ def user_patterns(specs: Sequence[str], compute_specs: Sequence[str] = ()) -> tu
     return (*(_compute_pattern(spec) for spec in compute_specs), *(_user_pattern(spec) for spec in specs))
 
 
-def _decode_matched(frame: pl.DataFrame, pattern: KernelPattern | None) -> pl.DataFrame:
-    """Decoded columns for names that `pattern` matched (None: names no pattern matched; a compute row
-    gives the same: not communication, every field null)."""
-    is_comm = pattern is not None and pattern.is_comm
-    groups = pattern.groups if pattern is not None and is_comm else ()
-    extracted = pl.col("name").str.extract_groups(pattern.regex) if pattern is not None and groups else None
+DECODED_CACHE_NAMES = 65_536
+"""Decoded names a process keeps per pattern set (`decode_kernel_names`); past it the cache starts afresh."""
+_DECODED: dict[tuple[KernelPattern, ...], dict[str, tuple[object, ...]]] = {}
 
-    def field(group: str) -> pl.Expr:
-        if extracted is None or group not in groups:
-            return pl.lit(None, dtype=pl.Utf8)
-        return extracted.struct.field(group)
 
-    implied = pattern.collective if pattern is not None and is_comm else None
-    decoded = {column: normalise(field(group)) for column, (group, normalise) in _OUTPUT_COLUMNS.items()}
-    decoded["kernel_collective"] = pl.coalesce(decoded["kernel_collective"], pl.lit(implied, dtype=pl.Utf8))
-    return frame.select(
-        pl.col("name"),
-        pl.lit(is_comm, dtype=pl.Boolean).alias("is_comm"),
-        pl.lit(pattern.library if pattern is not None and is_comm else None, dtype=pl.Utf8).alias(
-            "comm_library"
-        ),
-        *(expr.alias(column) for column, expr in decoded.items()),
+def _first_match(patterns: Sequence[KernelPattern]) -> pl.Expr:
+    """Index of the first row of `patterns` whose regex the name contains (null: none)."""
+    found: pl.Expr = pl.lit(None, dtype=pl.Int32)
+    for index in reversed(range(len(patterns))):
+        found = (
+            pl.when(pl.col("name").str.contains(patterns[index].regex)).then(pl.lit(index)).otherwise(found)
+        )
+    return found.cast(pl.Int32)
+
+
+def _field_expr(group: str, rows: Sequence[tuple[int, KernelPattern]]) -> pl.Expr:
+    """The text of named group `group` captured by each name's first matching row (null: not captured)."""
+    captured = [
+        pl.when(pl.col("_row") == index).then(pl.col(f"_groups{index}").struct.field(group))
+        for index, pattern in rows
+        if group in pattern.groups
+    ]
+    return pl.coalesce(captured) if captured else pl.lit(None, dtype=pl.Utf8)
+
+
+def _decode_batch(names: Sequence[str], patterns: tuple[KernelPattern, ...]) -> pl.DataFrame:
+    """`DECODED_SCHEMA` rows of `names` (distinct), in their order: two queries whatever the patterns."""
+    frame = pl.DataFrame({"name": list(names)}, schema={"name": pl.Utf8}).with_columns(
+        _first_match(patterns).alias("_row")
     )
+    used = sorted(int(i) for i in frame.get_column("_row").drop_nulls().unique().to_list())
+    comm = [(i, patterns[i]) for i in used if patterns[i].is_comm]
+    groups = [
+        pl.col("name").str.extract_groups(pattern.regex).alias(f"_groups{index}")
+        for index, pattern in comm
+        if pattern.groups
+    ]
+    by_row: dict[str, tuple[dict[int, object], pl.DataType, object]] = {
+        "is_comm": ({i: True for i, _ in comm}, pl.Boolean(), False),
+        "comm_library": ({i: p.library for i, p in comm}, pl.Utf8(), None),
+        "_implied": ({i: p.collective for i, p in comm if p.collective}, pl.Utf8(), None),
+    }
+    looked_up = [
+        pl.col("_row")
+        .replace_strict(dict(table), default=pl.lit(default, dtype), return_dtype=dtype)
+        .alias(name)
+        for name, (table, dtype, default) in by_row.items()
+    ]
+    decoded = {
+        column: normalise(_field_expr(group, comm)) for column, (group, normalise) in _OUTPUT_COLUMNS.items()
+    }
+    decoded["kernel_collective"] = pl.coalesce(decoded["kernel_collective"], pl.col("_implied"))
+    return (
+        frame.lazy()
+        .with_columns(*groups, *looked_up)
+        .select("name", "is_comm", "comm_library", *(expr.alias(column) for column, expr in decoded.items()))
+        .collect()
+    )
+
+
+def _decoded_rows(names: list[str], patterns: tuple[KernelPattern, ...]) -> list[tuple[object, ...]]:
+    """The decoded row of each name, from this process's cache; the names it lacks decoded in one batch."""
+    known = _DECODED.setdefault(patterns, {})
+    missing = [name for name in dict.fromkeys(names) if name not in known]
+    if len(known) + len(missing) > DECODED_CACHE_NAMES:
+        known.clear()
+        missing = list(dict.fromkeys(names))
+    if missing:
+        known.update((str(row[0]), row) for row in _decode_batch(missing, patterns).iter_rows())
+    return [known[name] for name in names]
 
 
 def decode_kernel_names(names: pl.Series, extra: Sequence[KernelPattern] = ()) -> pl.DataFrame:
     """One row per distinct non-null kernel name (first-seen order), with columns `DECODED_SCHEMA`.
 
     `is_comm` says whether any pattern (`extra` first, then `DEFAULT_PATTERNS`) matches; the first match
-    gives `comm_library` and the normalised fields, null where the name does not carry them. Vectorised: one
-    pass per pattern over the distinct names.
+    gives `comm_library` and the normalised fields, null where the name does not carry them. Each distinct
+    name is decoded once per process (a run's ranks share their few hundred kernel names): the names not yet
+    seen are decoded together, by one query that finds each name's first matching row and one that reads
+    the fields of the rows found.
     """
-    distinct = names.cast(pl.Utf8).rename("name").drop_nulls().unique(maintain_order=True).to_frame()
-    remaining = distinct
-    parts: list[pl.DataFrame] = []
-    for pattern in (*extra, *DEFAULT_PATTERNS):
-        matched = remaining.select(pl.col("name").str.contains(pattern.regex)).to_series()
-        parts.append(_decode_matched(remaining.filter(matched), pattern))
-        remaining = remaining.filter(~matched)
-    parts.append(_decode_matched(remaining, None))
-    decoded = pl.concat(parts, how="vertical")
-    return distinct.join(decoded, on="name", how="left", maintain_order="left").select(
-        [pl.col(column).cast(dtype) for column, dtype in DECODED_SCHEMA.items()]
-    )
+    distinct = names.cast(pl.Utf8).drop_nulls().unique(maintain_order=True).to_list()
+    rows = _decoded_rows(distinct, (*extra, *DEFAULT_PATTERNS))
+    return pl.DataFrame(rows, schema=dict(DECODED_SCHEMA), orient="row")
 
 
 def with_kernel_fields(

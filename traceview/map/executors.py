@@ -1,13 +1,16 @@
 """Where the map runs: each rank file parsed and summarised in its own task, only summaries coming back.
 
 - `local` (default): a process pool of `workers` processes (all CPUs by default; one worker is still a pool),
-  started with spawn (polars' thread pool does not survive a fork). Small runs (one file, or under 16 MB of
+  started with spawn (polars' thread pool does not survive a fork), each started once and given the ranks in
+  turn, its polars thread pool sized to its share of the cores (`worker_threads`: two workers on 16 cores run 8
+  threads each, rather than 16 threads each fighting over the cores). Small runs (one file, or under 16 MB of
   input) run in this process: starting workers costs more than it saves there. A summary made in this process
   keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary does
   not, which is what keeps the parent's memory to the summaries alone.
 - `ray`: one Ray task per rank on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
   reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is
-  an optional extra (`pip install 'traceview[ray]'`).
+  an optional extra (`pip install 'traceview[ray]'`). A task asks for one CPU and its worker runs one polars
+  thread; Ray starts the workers once and reuses them across tasks.
 
 Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows with
 collectives and steps, not events), so peak memory is one parse per worker plus the summaries.
@@ -15,10 +18,11 @@ collectives and steps, not events), so peak memory is one parse per worker plus 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +36,9 @@ from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 EXECUTORS = ("local", "ray")
 PARALLEL_MIN_BYTES = 16_000_000
 """Below this much input the local executor works in this process (each worker imports polars afresh)."""
+
+THREADS_VARIABLE = "POLARS_MAX_THREADS"
+"""The variable polars reads once, when its thread pool starts: set for each worker before it is spawned."""
 
 Progress = Callable[[int, int, int], None]
 """progress(ranks done, ranks in all, bytes of the files done)."""
@@ -114,10 +121,32 @@ def _local(
     return _pooled(tasks, min(len(tasks), workers or os.cpu_count() or 1))
 
 
+def worker_threads(workers: int, cores: int | None = None) -> int:
+    """Polars threads for each of `workers` processes sharing `cores` (all CPUs by default): an equal share,
+    at least one."""
+    return max(1, (cores or os.cpu_count() or 1) // workers)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` for the processes started inside the block, as it was afterwards."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 def _pooled(tasks: Sequence[MapTask], count: int) -> Iterable[Any]:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-        yield from pool.map(summarize_file, tasks)
+        with _environment(THREADS_VARIABLE, str(worker_threads(count))):
+            results = pool.map(summarize_file, tasks)  # every task submitted: the workers are spawned here
+        yield from results
 
 
 def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
@@ -129,7 +158,8 @@ def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
         ray.init(
             address=address or os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False
         )
-    remote = ray.remote(summarize_file)
+    threads = {"env_vars": {THREADS_VARIABLE: "1"}}
+    remote = ray.remote(num_cpus=1, runtime_env=threads)(summarize_file)
     pending = [remote.remote(task) for task in tasks]
     for reference in pending:  # in order: the summaries of finished tasks wait in Ray's object store
         yield ray.get(reference)

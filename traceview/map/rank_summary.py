@@ -117,22 +117,24 @@ def _step_of(ops: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
 
 def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     """The host rows the model's inputs read: step marks, one FLOPs row per step (the sum of its operators'
-    `flops`, at the step's first such operator), and the first operator of each step matching each batch rule."""
+    `flops`, at the step's first such operator), and the first operator of each step matching each batch rule.
+    The rows any of them may use are placed in their steps once."""
     marks = cpu.filter(pl.col("name").str.contains(STEP_MARK))
-    flops = _step_of(cpu.filter(pl.col("flops").is_not_null() & (pl.col("flops") > 0)), marks)
-    flop_rows = flops.group_by("step").agg(
-        pl.col("start_us").min(), pl.col("start_us").min().alias("end_us"), pl.col("flops").sum()
-    )
-    flop_rows = flop_rows.select(
-        pl.lit("op").alias("kind"), pl.lit(FLOPS_MARK).alias("name"), "start_us", "end_us", "flops"
+    has_flops = pl.col("flops").is_not_null() & (pl.col("flops") > 0)
+    rules = [
+        pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
+        for pattern, _, _ in BATCH_SHAPE_RULES
+    ]
+    placed = _step_of(cpu.filter(pl.any_horizontal(has_flops, *rules)), marks)
+    flop_rows = (
+        placed.filter(has_flops)
+        .group_by("step")
+        .agg(pl.col("start_us").min(), pl.col("start_us").min().alias("end_us"), pl.col("flops").sum())
+        .select(pl.lit("op").alias("kind"), pl.lit(FLOPS_MARK).alias("name"), "start_us", "end_us", "flops")
     )
     shaped = [
-        _step_of(cpu.filter(pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()), marks)
-        .sort("start_us")
-        .group_by("step", maintain_order=True)
-        .first()
-        .drop("step")
-        for pattern, _, _ in BATCH_SHAPE_RULES
+        placed.filter(rule).sort("start_us").group_by("step", maintain_order=True).first().drop("step")
+        for rule in rules
     ]
     schema = dict(CPU_SCHEMA)
     parts = [marks, *shaped, flop_rows]

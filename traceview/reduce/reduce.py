@@ -190,6 +190,6 @@ def reduce_summaries(
         nccl=nccl,
         prediction=prediction,
         distributions=distributions_from_parts(
-            frames.kernel_classes, frames.class_sketches, collectives.kernels
+            frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances
         ),
     )

@@ -6,8 +6,8 @@ collective's kernels), `memory` (copies and sets) and `idle` (no device activity
 Times are on the run's aligned clock and given relative to the step's origin, the earliest window start of
 that step among the ranks, so one axis shows every rank and skew reads directly.
 
-The segment count is bounded (`MAX_SEGMENTS`): when a (rank, step, lane, label) group has more segments than
-its share, the smallest gaps between its segments are bridged (busy lanes; `covered_us` keeps the time really
+The segment count is bounded (`MAX_SEGMENTS` in all, `MAX_SEGMENTS_PER_GROUP` per group): when a (rank, step,
+lane, label) group has more segments than its share, the smallest gaps between its segments are bridged (busy lanes; `covered_us` keeps the time really
 busy, so the page draws a bridged segment fainter) or the shortest idle segments dropped, until it fits;
 `Timeline.bridged_gap_us` says how large a bridged gap got, so the page can say so.
 """
@@ -25,6 +25,9 @@ MAX_SEGMENTS = 12_000
 """Segments drawn in the timeline figure over all offered steps and ranks."""
 MIN_SEGMENTS_PER_GROUP = 8
 """A (rank, step, lane, label) group always keeps at least this many segments."""
+MAX_SEGMENTS_PER_GROUP = 256
+"""A (rank, step, lane, label) group keeps at most this many segments (a few pixels each in the step view):
+one rank's segments grow with its steps and collectives, never with its events."""
 MAX_STEPS = 9
 """Steps offered by the step picker (the median, fastest and slowest among them)."""
 MAX_RANKS = 32
@@ -146,8 +149,9 @@ def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, float]:
-    """At most `per_group` segments per group: the smallest gaps bridged (idle: the shortest dropped)."""
+def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """At most `per_group` segments per group: the smallest gaps bridged (idle: the shortest dropped); with
+    the largest gap bridged per (rank, step), where any was (`rank`, `step`, `bridged_gap_us`)."""
     ordered = segments.sort([*KEYS, "start_us"]).with_columns(
         (pl.col("start_us") - pl.col("end_us").shift(1).over(KEYS)).alias("_gap"),
         (pl.col("end_us") - pl.col("start_us")).alias("_length"),
@@ -160,7 +164,11 @@ def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, floa
         pl.col("_gap").rank("ordinal", descending=True).over(KEYS) < per_group
     )
     busy = busy.with_columns(boundary.alias("_boundary"))
-    bridged = busy.filter(~pl.col("_boundary")).get_column("_gap").max()
+    bridged = (
+        busy.filter(~pl.col("_boundary"))
+        .group_by("rank", "step")
+        .agg(pl.col("_gap").max().cast(pl.Float64).alias("bridged_gap_us"))
+    )
     merged = (
         busy.with_columns(pl.col("_boundary").cast(pl.Int64).cum_sum().over(KEYS).alias("_segment"))
         .group_by([*KEYS, "_segment"])
@@ -174,7 +182,7 @@ def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, floa
         )
     )
     frames = [merged.select(list(SEGMENT_SCHEMA)), idle.select(list(SEGMENT_SCHEMA))]
-    return pl.concat(frames), float(bridged) if isinstance(bridged, int | float) else 0.0
+    return pl.concat(frames), bridged
 
 
 def shown_ranks(per_step: pl.DataFrame, median_step: int, max_ranks: int = MAX_RANKS) -> list[int]:
@@ -199,7 +207,13 @@ def empty_timeline() -> Timeline:
     return Timeline(pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(), None, 0, 0, 0.0)
 
 
-COUNT_SCHEMA = {"rank": pl.Int64, "step": pl.Int64, "raw_segments": pl.Int64, "groups": pl.Int64}
+COUNT_SCHEMA = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "raw_segments": pl.Int64,
+    "groups": pl.Int64,
+    "bridged_gap_us": pl.Float64,
+}
 
 
 def rank_segments(
@@ -219,7 +233,11 @@ def rank_segments(
     steps = min(counts.height, MAX_STEPS)
     least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
     share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
-    bounded, _ = _bounded(segments, share)
+    share = min(share, MAX_SEGMENTS_PER_GROUP)
+    bounded, bridged = _bounded(segments, share)
+    counts = counts.join(bridged, on=["rank", "step"], how="left").with_columns(
+        pl.col("bridged_gap_us").fill_null(0.0)
+    )
     return bounded.sort([*KEYS, "start_us"]), counts.select(list(COUNT_SCHEMA)).sort("rank", "step")
 
 
@@ -242,7 +260,13 @@ def timeline_from_segments(
     offered = segments.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
     offered_counts = counts.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
     groups = max(int(offered_counts.get_column("groups").sum()), 1)
-    bounded, bridged = _bounded(offered, max(MIN_SEGMENTS_PER_GROUP, max_segments // groups))
+    share = min(max(MIN_SEGMENTS_PER_GROUP, max_segments // groups), MAX_SEGMENTS_PER_GROUP)
+    bounded, bridged_here = _bounded(offered, share)
+    bridged_before = offered_counts.get_column("bridged_gap_us").max()
+    bridged = max(
+        float(bridged_before) if isinstance(bridged_before, int | float) else 0.0,
+        float(bridged_here.get_column("bridged_gap_us").max() or 0.0),  # type: ignore[arg-type]
+    )
     origins = chosen.group_by("step").agg(pl.col("window_start_us").min().alias("origin_us"))
     relative = (
         bounded.join(origins, on="step")

@@ -13,10 +13,11 @@ import polars as pl
 import pytest
 from traceview.reports.html._page_filters import rank_ranges
 from traceview.reports.html.drilldown import drill_data
-from traceview.reports.html.figures import OKABE_ITO, TINTS, rank_distribution
+from traceview.reports.html.figures import OKABE_ITO, TINTS, Outliers, rank_distribution
 from traceview.reports.html.page import page_figures, render_html
 
 from traceview.across_ranks.analysis import straggler_sentence
+from traceview.core.outliers import rank_outliers
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunAnalysis, analyze
 
@@ -104,7 +105,9 @@ def test_outliers_at_one_value_share_one_label() -> None:
     values = {r: 10.0 + (r % 5) * 0.01 for r in range(40)}
     values |= {3: 50.0, 11: 50.0, 19: 50.0, 27: 50.0, 35: 50.0, 7: -20.0}
     per_rank = pl.DataFrame({"rank": list(values), "t": list(values.values())})
-    figure = rank_distribution(per_rank, [("time", "t", "#0072B2")], "Time per rank", "ms")
+    found = rank_outliers(per_rank, ["t"])  # the analyses' rule: beyond 1.5 IQR of the quartiles
+    assert found.rows() == [("t", 50.0, [3, 11, 19, 27, 35]), ("t", -20.0, [7])]
+    figure = rank_distribution(per_rank, [("time", "t", "#0072B2")], "Time per rank", Outliers(found), "ms")
     labels = {a.text: a.y for a in figure.layout.annotations}
     assert labels == {"ranks 3, 11, 19, 27 (+1)": 50.0, "rank 7": -20.0}
     assert figure.layout.title.text == "Time per rank: 40 ranks, outliers named"

@@ -6,8 +6,9 @@
 - The collectives by cost: per (process group, collective, message size) the time over all ranks, with the
   instances that cost the most behind each row.
 
-Everything is reshaped from analysis results (`TimeBudget`, `CrossRank`, `Timeline`, `CollectiveAnalysis`):
-tables pivoted, summed per group for display, and embedded as data the page's script reads.
+Every number comes from the analyses (`TimeBudget`, `Timeline`, and the drill-down figures of
+`traceview.timeline.drilldown`: waits per step, median ranks, collectives by cost); here they are only joined,
+pivoted and embedded as data the page's script reads.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import plotly.graph_objects as go
 import polars as pl
 from traceview.reports.html.figures import LABEL_COLOURS, LANE_GEOMETRY, LAYOUT, OTHER_COLOUR, chart_ms
 
-from traceview.collectives.tables import size_bucket_exprs
 from traceview.reduce.results import RunAnalysis
+from traceview.timeline.drilldown import COST_KEYS
 
 HEATMAP_METRICS: tuple[tuple[str, str], ...] = (
     ("step_us", "step time"),
@@ -28,19 +29,14 @@ HEATMAP_METRICS: tuple[tuple[str, str], ...] = (
 )
 """The heatmap's metrics: (column of `cells`, name); the menu switches between them."""
 CELL_FIGURES = ("step_us", "comp_us", "comm_us", "exposed_comm_us", "idle_us", "wait_us")
-TOP_INSTANCES = 10
-"""Instances listed behind each row of the collectives-by-cost table."""
 
 
 def cells(analysis: RunAnalysis) -> pl.DataFrame:
-    """Per (rank, step): the budget's figures and the rank's wait for later peers in that step (us)."""
+    """Per (rank, step): the budget's figures beside the rank's wait for later peers in that step (us)."""
     per_step = analysis.budget.per_step.select("rank", "step", *CELL_FIGURES[:-1])
-    if analysis.crossrank is None or analysis.crossrank.calls.height == 0:
+    if analysis.drilldown is None:
         return per_step.with_columns(pl.lit(0.0).alias("wait_us"))
-    waits = analysis.crossrank.calls.group_by("rank", "step").agg(pl.col("wait_us").sum())
-    return per_step.join(waits, on=["rank", "step"], how="left").with_columns(
-        pl.col("wait_us").fill_null(0.0)
-    )
+    return per_step.join(analysis.drilldown.step_waits, on=["rank", "step"], how="left")
 
 
 def heatmap(table: pl.DataFrame) -> go.Figure:
@@ -95,11 +91,7 @@ def drill_data(analysis: RunAnalysis) -> dict[str, Any]:
     """What the page's script needs to answer a click: every cell's figures, each step's median rank, the
     kept timeline segments."""
     table = cells(analysis)
-    medians = (
-        table.sort(["step", "step_us", "rank"])
-        .group_by("step", maintain_order=True)
-        .agg(pl.col("rank").get((pl.len() - 1) // 2).alias("median_rank"))
-    )
+    medians = analysis.drilldown.median_ranks if analysis.drilldown else pl.DataFrame()
     segments, kernel_names = _timeline_segments(analysis)
     shown = table.select("rank", "step", *(chart_ms(name).round(4) for name in CELL_FIGURES))
     figures = {f"{rank}-{step}": values for rank, step, *values in shown.iter_rows()}
@@ -116,41 +108,17 @@ def drill_data(analysis: RunAnalysis) -> dict[str, Any]:
 
 
 def collectives_by_cost(analysis: RunAnalysis) -> list[dict[str, Any]]:
-    """Per (process group, collective, message size), over every rank: kernel time, calls, bytes, and the
-    instances with the most waiting behind them (`TOP_INSTANCES`), costliest first."""
-    if analysis.collectives is None or analysis.collectives.per_collective.height == 0:
+    """The drill-down's collectives by cost, each row with the instances behind it, costliest first."""
+    found = analysis.drilldown
+    if found is None or found.by_cost.height == 0:
         return []
-    keys = ["pg_key", "collective", "size_bucket"]
-    rows = (
-        analysis.collectives.per_collective.group_by(keys)
-        .agg(pl.col("total_us").sum(), pl.col("calls").sum(), pl.col("rank").n_unique().alias("ranks"))
-        .sort(["total_us", *keys], descending=[True, False, False, False])
-    )
-    instances = _costly_instances(analysis, keys)
-    return [{**row, "instances": instances.get(tuple(row[k] for k in keys), [])} for row in rows.to_dicts()]
-
-
-def _costly_instances(analysis: RunAnalysis, keys: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    if analysis.crossrank is None or analysis.crossrank.calls.height == 0:
-        return {}
-    calls = analysis.crossrank.calls.with_columns(*size_bucket_exprs(pl.col("size_bytes")))
-    per_instance = (
-        calls.group_by("instance", "group", "collective", "size_bucket")
-        .agg(
-            pl.col("step").first(),
-            pl.col("seq").first(),
-            pl.col("wait_us").sum(),
-            pl.col("skew_us").first(),
-            pl.col("last_rank").first(),
-            pl.col("transfer_us").first(),
-        )
-        .rename({"group": "pg_key"})
-        .sort("wait_us", "instance", descending=[True, False])
-    )
-    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in per_instance.group_by(keys, maintain_order=True).head(TOP_INSTANCES).to_dicts():
-        found.setdefault(tuple(row[k] for k in keys), []).append(row)
-    return found
+    instances: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in found.costly_instances.to_dicts():
+        instances.setdefault(tuple(row[k] for k in COST_KEYS), []).append(row)
+    return [
+        {**row, "instances": instances.get(tuple(row[k] for k in COST_KEYS), [])}
+        for row in found.by_cost.to_dicts()
+    ]
 
 
 def drilldown_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:

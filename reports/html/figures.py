@@ -7,6 +7,7 @@ field: plotly draws a subset of HTML in hover labels, and `&lt;` there is shown 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -93,7 +94,6 @@ LANE_GEOMETRY: Mapping[str, tuple[float, float]] = {
 
 MAX_RANK_BARS = 32
 """Past this many ranks a per-rank bar chart becomes a distribution (one box per series), outliers named."""
-NAMED_OUTLIERS = 5
 
 
 def rank_bars(
@@ -103,12 +103,13 @@ def rank_bars(
     barmode: str = "stack",
     yaxis_title: str | None = None,
     floor: float = 0.0,
+    outliers: Outliers | None = None,
 ) -> go.Figure:
     """One bar per rank for each (legend name, column, colour) of `bars`, stacked or grouped; values whose
     magnitude is below `floor` are drawn as 0 (`NOISE_FLOOR_MS` for times in ms). Past `MAX_RANK_BARS` ranks,
-    `rank_distribution` instead."""
+    `rank_distribution` instead, with the analysis' `outliers` named."""
     if per_rank.height > MAX_RANK_BARS:
-        return rank_distribution(per_rank, bars, title, yaxis_title, floor)
+        return rank_distribution(per_rank, bars, title, outliers, yaxis_title, floor)
     ranks = per_rank.get_column("rank").to_list()
     figure = go.Figure()
     for name, column, colour in bars:
@@ -122,24 +123,18 @@ def rank_bars(
     return figure
 
 
-def _outliers(per_rank: pl.DataFrame, column: str) -> list[tuple[float, list[int]]]:
-    """The values beyond 1.5 interquartile ranges, the farthest first (`NAMED_OUTLIERS` distinct values, to
-    3 significant digits), each with the ranks at it: ranks at one value share one label."""
-    values = per_rank.get_column(column).drop_nulls()
-    if values.len() < 4:
-        return []
-    low, high = values.quantile(0.25, "linear") or 0.0, values.quantile(0.75, "linear") or 0.0
-    fence = 1.5 * (high - low)
-    far = per_rank.filter((pl.col(column) > high + fence) | (pl.col(column) < low - fence))
-    median = float(values.median() or 0.0)  # type: ignore[arg-type]
-    grouped = (
-        far.with_columns(pl.col(column).round_sig_figs(3).alias("shown"))
-        .group_by("shown")
-        .agg(pl.col("rank").sort())
-        .sort((pl.col("shown") - median).abs(), "shown", descending=[True, False])
-        .head(NAMED_OUTLIERS)
-    )
-    return [(float(v), list(ranks)) for v, ranks in grouped.iter_rows()]
+@dataclass(frozen=True)
+class Outliers:
+    """The named outliers an analysis published (`traceview.core.outliers`), in its unit; `scale` turns a
+    value into the chart's (1e-3: us to ms)."""
+
+    table: pl.DataFrame
+    scale: float = 1.0
+
+    def of(self, column: str) -> list[tuple[float, list[int]]]:
+        """(value in the chart's unit, ranks) of the figure `column`."""
+        rows = self.table.filter(pl.col("figure") == column).select("value", "ranks").iter_rows()
+        return [(float(value) * self.scale, list(ranks)) for value, ranks in rows]
 
 
 def outlier_label(ranks: Sequence[int], shown: int = 4) -> str:
@@ -154,22 +149,26 @@ def rank_distribution(
     per_rank: pl.DataFrame,
     bars: Sequence[tuple[str, str, str]],
     title: str,
+    outliers: Outliers | None = None,
     yaxis_title: str | None = None,
     floor: float = 0.0,
 ) -> go.Figure:
     """The per-rank figures of many ranks as one box per series (every rank a point on hover), the outliers
-    named beside their points: readable from dozens to thousands of ranks."""
+    the analysis named beside their points: readable from dozens to thousands of ranks."""
     figure = go.Figure()
     for name, column, colour in bars:
         values = per_rank.select(
             "rank", pl.when(pl.col(column).abs() < floor).then(0.0).otherwise(pl.col(column)).alias(column)
         )
         figure.add_box(
-            name=name, y=values.get_column(column).to_list(),
+            name=name,
+            y=values.get_column(column).to_list(),
             text=[f"rank {r}" for r in values.get_column("rank").to_list()],
-            boxpoints="outliers", marker_color=colour, hovertemplate="%{text}: %{y:.4g}<extra></extra>",
-        )  # fmt: skip
-        for value, ranks in _outliers(values, column):
+            boxpoints="outliers",
+            marker_color=colour,
+            hovertemplate="%{text}: %{y:.4g}<extra></extra>",
+        )
+        for value, ranks in outliers.of(column) if outliers is not None else ():
             figure.add_annotation(
                 x=name, y=value, text=outlier_label(ranks), showarrow=False, xanchor="left", xshift=12,
                 font={"size": 10},
@@ -183,7 +182,16 @@ def rank_distribution(
 
 def budget_bars(analysis: RunAnalysis) -> go.Figure:
     """Stacked bars per rank: the median step split into compute, overlapped, exposed comm and idle (ms)."""
-    per_rank = analysis.budget.per_rank.with_columns(
+    budget = analysis.budget
+    if budget.per_rank.height > MAX_RANK_BARS:  # a distribution of the budget's own figures, not of a stack
+        columns = ("comp_us", "overlap_us", "exposed_comm_us", "idle_us")
+        series = [
+            (name, column, colour) for (name, colour), column in zip(BUDGET_PARTS, columns, strict=True)
+        ]
+        in_ms = budget.per_rank.with_columns(pl.col(c) / 1000 for c in columns)
+        outliers = Outliers(budget.outliers, 1e-3)
+        return rank_distribution(in_ms, series, "Median step per rank", outliers, "ms", NOISE_FLOOR_MS)
+    per_rank = budget.per_rank.with_columns(
         ((pl.col("comp_us") - pl.col("overlap_us")) / 1000).alias("compute only"),
         (pl.col("overlap_us") / 1000).alias("compute overlapped with comm"),
         (pl.col("exposed_comm_us") / 1000).alias("exposed comm"),
@@ -199,7 +207,9 @@ def gamma_bars(analysis: RunAnalysis) -> go.Figure:
         ("measured gamma (T_comm / T_comp)", "gamma", "#0072B2"),
         ("exposed gamma (exposed comm / T_comp)", "exposed_gamma", "#E69F00"),
     )
-    figure = rank_bars(analysis.budget.per_rank, bars, "Gamma per rank (median over steps)", barmode="group")
+    title = "Gamma per rank (median over steps)"
+    outliers = Outliers(analysis.budget.outliers)
+    figure = rank_bars(analysis.budget.per_rank, bars, title, barmode="group", outliers=outliers)
     figure.add_hline(y=1.0, line_dash="dash", line_color="#D55E00", annotation_text="break-even: gamma = 1")
     return figure
 

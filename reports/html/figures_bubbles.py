@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
-from traceview.reports.html.figures import LAYOUT, NOISE_FLOOR_MS, rank_bars
+from traceview.reports.html.figures import LAYOUT, NOISE_FLOOR_MS, Outliers, rank_bars
 
 from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
 from traceview.reduce.analysis import RunAnalysis
@@ -26,7 +26,8 @@ def idle_cause_bars(bubbles: BubbleAnalysis) -> go.Figure:
     per_rank = bubbles.per_rank.with_columns([pl.col(c) / 1000 for c in CAUSE_COLUMNS.values()])
     bars = [(cause, column, CAUSE_COLOURS[cause]) for cause, column in CAUSE_COLUMNS.items()]
     title = "Idle time of the median step per rank, by cause"
-    return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS)
+    outliers = Outliers(bubbles.outliers, 1e-3)
+    return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS, outliers=outliers)
 
 
 def pipeline_scatter(bubbles: BubbleAnalysis) -> go.Figure:

@@ -13,6 +13,7 @@ from traceview.reports.html.figures import (
     LAYOUT,
     MAX_RANK_BARS,
     NOISE_FLOOR_MS,
+    Outliers,
     chart_ms,
     rank_distribution,
 )
@@ -67,7 +68,8 @@ def wait_bars(crossrank: CrossRank) -> go.Figure:
     title = "Time each rank waited for later peers"
     if per_rank.height > MAX_RANK_BARS:
         series = [("wait for later peers", "wait_us", "#0072B2")]
-        return rank_distribution(per_rank, series, title, "ms", NOISE_FLOOR_MS)
+        outliers = Outliers(crossrank.outliers, 1e-3)
+        return rank_distribution(per_rank, series, title, outliers, "ms", NOISE_FLOOR_MS)
     colours = ["#D55E00" if flag else "#0072B2" for flag in per_rank.get_column("straggler").to_list()]
     figure = go.Figure(
         go.Bar(

@@ -51,6 +51,7 @@ def _time_budget(analysis: RunAnalysis) -> dict[str, Any]:
         "run_median": {k: clean(v) for k, v in budget.run_median.items()},
         "per_rank": records(budget.per_rank),
         "per_step": records(budget.per_step),
+        "outliers": records(budget.outliers),
     }
 
 
@@ -83,6 +84,19 @@ def _timeline(analysis: RunAnalysis) -> dict[str, Any] | None:
         "bridged_gap_us": clean(timeline.bridged_gap_us),
         "ranks_total": timeline.ranks_total,
         "ranks_shown": list(timeline.ranks_shown),
+        "drilldown": _drilldown(analysis),
+    }
+
+
+def _drilldown(analysis: RunAnalysis) -> dict[str, Any] | None:
+    found = analysis.drilldown
+    if found is None:
+        return None
+    return {
+        "step_waits": records(found.step_waits),
+        "median_ranks": records(found.median_ranks),
+        "by_cost": records(found.by_cost),
+        "costly_instances": records(found.costly_instances),
     }
 
 
@@ -148,6 +162,7 @@ def bubbles_document(bubbles: BubbleAnalysis) -> dict[str, Any]:
     return {
         "run_median": {k: clean(v) for k, v in bubbles.gate_figures().items()},
         "per_rank": records(bubbles.per_rank),
+        "outliers": records(bubbles.outliers),
         "per_step": records(bubbles.per_step),
         "largest_gaps": records(bubbles.largest_gaps()),
         "virtual_stages": bubbles.virtual_stages,
@@ -170,6 +185,7 @@ def crossrank_document(crossrank: CrossRank, listed: int | None = None) -> dict[
         "sentence": crossrank.sentence,
         "stragglers": list(crossrank.stragglers),
         "figures": {k: clean(v) for k, v in crossrank.gate_figures().items()},
+        "outliers": records(crossrank.outliers),
         "usable_instances": crossrank.usable_instances,
         "reference_host": crossrank.clocks.reference,
         "clock_offsets": records(crossrank.clocks.offsets),

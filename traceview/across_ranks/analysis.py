@@ -27,6 +27,7 @@ from traceview.across_ranks.stragglers import (
     verdicts,
 )
 from traceview.budget.time_budget import TimeBudget
+from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
 
 
@@ -53,6 +54,11 @@ class CrossRank:
     stragglers: tuple[int, ...]
     sentence: str
     warnings: tuple[str, ...]
+
+    @property
+    def outliers(self) -> pl.DataFrame:
+        """The ranks whose total wait or median lateness lies beyond Tukey's fences (`traceview.core.outliers`)."""
+        return rank_outliers(self.per_rank, ("wait_us", "median_lateness_us"))
 
     @property
     def usable_instances(self) -> int:

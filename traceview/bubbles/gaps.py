@@ -21,6 +21,7 @@ from traceview.bubbles.pipeline_bubble import compute_union, p2p_kernels, pipeli
 from traceview.collectives.calls import launches
 from traceview.core.errors import UsageError
 from traceview.core.intervals import clip_to_windows, gaps, merge_intervals
+from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
 
 KEYS = ["rank", "step"]
@@ -109,6 +110,11 @@ class BubbleAnalysis:
     pipelines: pl.DataFrame
     virtual_stages: int
     unknown_group_p2p: int
+
+    @property
+    def outliers(self) -> pl.DataFrame:
+        """The ranks whose median idle time of a cause lies beyond Tukey's fences (`traceview.core.outliers`)."""
+        return rank_outliers(self.per_rank, ["idle_us", *CAUSE_COLUMNS.values()])
 
     @property
     def pipeline_detected(self) -> bool:

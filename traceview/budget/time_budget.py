@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.core.intervals import clip_to_windows, union_length
+from traceview.core.outliers import rank_outliers
 from traceview.events.classify import classify_gpu
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.time_base import aligned_ranks
@@ -50,6 +51,10 @@ MEDIAN_COLUMNS = (
 )
 
 
+OUTLIER_FIGURES = ("step_us", "comp_us", "overlap_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
+"""The per-rank figures whose outliers the budget names (the report's per-rank charts)."""
+
+
 @dataclass(frozen=True)
 class TimeBudget:
     """Per (rank, step) figures, their medians per rank, and the run's medians over every step of every rank."""
@@ -62,6 +67,11 @@ class TimeBudget:
     def steps_analysed(self) -> int:
         """How many (rank, step) windows the budget covers."""
         return self.per_step.height
+
+    @property
+    def outliers(self) -> pl.DataFrame:
+        """The ranks whose median step figure lies beyond Tukey's fences (`traceview.core.outliers`)."""
+        return rank_outliers(self.per_rank, OUTLIER_FIGURES)
 
 
 def classified_events(run: Run, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:

@@ -31,6 +31,7 @@ from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.results import RunAnalysis, run_header
+from traceview.timeline.drilldown import drilldown
 from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, facts_of
 from traceview.verdict.headline import verdict
@@ -187,6 +188,7 @@ def reduce_summaries(
         crossrank=crossrank,
         collectives=collectives,
         bubbles=_bubbles(frames, collectives.kernels, options.virtual_stages),
+        drilldown=drilldown(budget.per_step, crossrank.calls, collectives.per_collective),
         nccl=nccl,
         prediction=prediction,
         distributions=distributions_from_parts(

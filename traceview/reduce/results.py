@@ -17,6 +17,7 @@ from traceview.nccl.join import NcclJoin
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction
 from traceview.steps.windows import StepChoice
+from traceview.timeline.drilldown import Drilldown
 from traceview.timeline.step_view import Timeline
 from traceview.verdict.headline import Verdict
 from traceview.verdict.recommend import Recommendations
@@ -61,6 +62,7 @@ class RunAnalysis:
     bubbles: BubbleAnalysis | None = None
     nccl: NcclJoin | None = None
     prediction: Prediction | None = None
+    drilldown: Drilldown | None = None  # the report's drill-down figures (traceview.timeline.drilldown)
     distributions: Distributions | None = None  # samples for `traceview compare` and `trend`
 
     def gate_figures(self) -> dict[str, float | None]:

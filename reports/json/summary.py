@@ -24,7 +24,7 @@ from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "2.0"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 
@@ -197,6 +197,10 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
         "assumed_links": list(trust.assumed_links) if trust else [],
         "defaulted_inputs": list(trust.defaulted) if trust else [],
         "caveats": list(trust.caveats) if trust else [],
+        "achieved_over_peak": clean(trust.achieved_over_peak) if trust else None,
+        "headline_doubt": trust.doubt if trust else None,
+        "guessed_inputs": list(trust.guesses) if trust else [],
+        "links_measured": trust.links_measured if trust else False,
         "topology": None if topology is None else {
             "gpus_per_node": topology.ranks_per_node, "source": topology.source, "detail": topology.detail,
             "hosts": topology.hosts, "conflicts": list(topology.conflicts),

@@ -128,3 +128,29 @@ def test_copy_engine_collectives_by_call_and_by_stream(tmp_path: Path) -> None:
     assert row["comm_us"] == pytest.approx(50 + 40 + 20)
     assert (row["comm_device_us"], row["comm_copy_us"], row["comm_host_us"]) == (40, 50 + 20, 0)
     assert row["busy_us"] == pytest.approx(50 + 40 + 20 + 30 + 100)
+
+
+def test_host_collectives_are_priced_over_the_host_link_or_say_it_is_unknown(tmp_path: Path) -> None:
+    from traceview.options.run import build_options
+    from traceview.options.user import UserOptions
+    from traceview.reduce.pipeline import analyze_files
+
+    kf.write(kf.document(_gloo_step(), rank=0, world_size=2), tmp_path / "rank0.json")
+    unknown = analyze_files(tmp_path, parallel_min_bytes=1 << 62)
+    assert unknown.prediction is not None
+    assert unknown.prediction.missing_input is not None
+    assert unknown.prediction.missing_input.startswith("link of the host collectives")
+    stated = analyze_files(
+        tmp_path, build_options(tmp_path, UserOptions(host_bandwidth="5G")), parallel_min_bytes=1 << 62
+    )
+    assert stated.prediction is not None
+    call = stated.prediction.calls.row(0, named=True)
+    assert (call["comm_kind"], call["link"], call["link_source"]) == (
+        "host",
+        "loopback or shared memory",
+        "command line",
+    )
+    assert call["bandwidth_Bps"] == 5e9
+    assert call["dur_us"] == pytest.approx(400 - 150)  # the host op; the copy back inside it counts once
+    # AllReduce of 4,000 B over n = 2 (the world: no group named): 2 (n-1) alpha + 2 (n-1)/n S / B
+    assert call["t_pred_us"] == pytest.approx((2 * 1 * 20e-6 + 2 * 1 / 2 * 4000 / 5e9) * 1e6)

@@ -12,7 +12,7 @@ convolution, the stride, padding, dilation and groups of its `Concrete Inputs`),
 | `aten::bmm` | A [b, M, K], B [b, K, N] | 2 b M K N |
 | `aten::baddbmm` | bias, A [b, M, K], B [b, K, N] | 2 b M K N |
 | `aten::convolution` | x [N, C, *in], w [C_out, C/g, *k] | 2 N prod(out) numel(w); transposed: 2 N prod(in) numel(w) |
-| `aten::convolution_backward` | grad [N, C_out, *out], x, w | 2 x (2 N prod(out) numel(w)): the input's and the weight's gradients |
+| `aten::convolution_backward` | grad [N, C_out, *out], x, w | 2 N prod(out) numel(w) per gradient its output mask computes (input's, weight's; both when no mask is recorded) |
 | `aten::cudnn_convolution_backward` (PyTorch < 1.11; counted only where the trace has no `convolution_backward`) | x, grad, w | the same |
 | `aten::_scaled_dot_product_{flash,efficient,cudnn}_attention` | q [B, H, L, d], k [B, H, S, d], v [B, H, S, d_v] | 2 B H L S (d + d_v) |
 | the same `..._backward` | grad, q, k, v, ... | 2.5 x the forward's (five matrix products against two) |
@@ -108,10 +108,24 @@ CONV_BACKWARD_ARGS = {"aten::convolution_backward": (0, 1, 2), "aten::cudnn_conv
 cuDNN op (input first), later ones `aten::convolution_backward` (gradient first)."""
 
 
+OUTPUT_MASK_AT = 10
+"""`Concrete Inputs` index of `convolution_backward`'s output mask: which of (input, weight, bias) gradients it
+computes; the first convolution of a net computes no input gradient."""
+
+
+def _gradients(concrete: pl.Expr) -> pl.Expr:
+    """How many of the input's and the weight's gradients a convolution's backward computes: the `True`s among
+    the first two entries of its output mask; 2 when the mask is not recorded."""
+    mask = concrete.list.get(OUTPUT_MASK_AT, null_on_oob=True).str.extract_all(r"(?i)true|false").list.head(2)
+    counted = mask.list.eval(pl.element().str.to_lowercase() == "true").list.sum().cast(pl.Float64)
+    return pl.when(mask.list.len() == 2).then(counted).otherwise(pl.lit(2.0))
+
+
 def _convolution_backward(grad_at: int, weight_at: int) -> Formula:
-    def formula(dims: pl.Expr, _: pl.Expr) -> pl.Expr:
+    def formula(dims: pl.Expr, concrete: pl.Expr) -> pl.Expr:
         grad = _arg(dims, grad_at)
-        return 2.0 * 2.0 * _dim(grad, 0) * _numel(grad.list.slice(2)) * _numel(_arg(dims, weight_at))
+        forward = 2.0 * _dim(grad, 0) * _numel(grad.list.slice(2)) * _numel(_arg(dims, weight_at))
+        return _gradients(concrete) * forward
 
     return formula
 

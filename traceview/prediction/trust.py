@@ -78,17 +78,17 @@ MISSING_RULES: tuple[tuple[Callable[[Coverage], bool], Callable[[Coverage], str]
         lambda c: "message sizes: the traces record none (profile with record_shapes=True)",
     ),
     (
-        lambda c: c.priced == 0 and (c.inputs.intra is None or c.inputs.inter is None),
-        lambda c: (
-            f"link bandwidth ({_device(c)}): pass --bandwidth or write hardware.intra_bandwidth_Bps in run.json"
-        ),
-    ),
-    (
         lambda c: c.priced == 0 and c.host_calls > 0 and c.inputs.host_link is None,
         lambda c: (
             "link of the host collectives: they run on the host (gloo or MPI: loopback or shared memory inside a "
             "host), whose speed no datasheet gives; pass --host-bandwidth or write hardware.host_bandwidth_Bps "
             "in run.json"
+        ),
+    ),
+    (
+        lambda c: c.priced == 0 and (c.inputs.intra is None or c.inputs.inter is None),
+        lambda c: (
+            f"link bandwidth ({_device(c)}): pass --bandwidth or write hardware.intra_bandwidth_Bps in run.json"
         ),
     ),
     (
@@ -238,16 +238,30 @@ def guessed_inputs(inputs: ModelInputs) -> tuple[str, ...]:
     )
 
 
+FLOPS_WORDS = {
+    "trace": "the profiler's flops args",
+    "shapes": "counted from the operators' shapes",
+    "6 P b": "6 P b",
+    "FLOPs per sample x b": "the stated FLOPs per sample x b",
+}
+"""How the FLOPs per step were had, as a doubt names them."""
+
+
 def _flops_doubt(inputs: ModelInputs, achieved: float) -> str:
     """Why achieved / peak FLOP/s of `achieved` is implausible, naming the inputs it rests on."""
     side = "above" if achieved > 1 else "below"
     how = next((a for a in inputs.assumptions if a.name == "FLOPs per step"), None)
-    flops = f"{how.value} ({how.source})" if how else "unknown"
+    flops = FLOPS_WORDS.get(str(how.value), str(how.value)) if how else "unknown"
+    guessed = (
+        " of a P and b the trace suggests" if how and how.value == "6 P b" and how.source == "trace" else ""
+    )
+    peak = next((a for a in inputs.assumptions if a.name == "compute dtype"), None)
+    dtype = f"{inputs.dtype} dense, its dtype from the {peak.source}" if peak else f"{inputs.dtype} dense"
     return (
         f"achieved FLOP/s would be {achieved:.3g}x the device's peak, {side} the {ACHIEVED_RANGE[0]:.0%} to "
-        f"{ACHIEVED_RANGE[1]:.0%} a real step reaches: the FLOPs per step ({flops}) or the peak ({inputs.dtype} "
-        "dense) is wrong; give model.flops_per_sample (or model.local_batch) in run.json, or --dtype / "
-        "--peak-flops"
+        f"{ACHIEVED_RANGE[1]:.0%} a real step reaches, so the FLOPs per step ({flops}{guessed}) or the peak "
+        f"({dtype}) is likely wrong: give model.flops_per_sample (or model.local_batch) in run.json, or "
+        "--dtype / --peak-flops"
     )
 
 

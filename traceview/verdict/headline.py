@@ -187,7 +187,7 @@ def _world_one(f: Facts) -> str:
     if f["host_calls"] > 0:
         return (
             f"World size 1: its {f['host_calls']:.0f} collective call(s) ({f.word('host_call_names')}) move "
-            "nothing: a single rank has no peer, and NCCL runs no kernel for them."
+            "nothing: a single rank has no peer (NCCL runs no kernel for them)."
         )
     return "World size 1: no collective runs."
 

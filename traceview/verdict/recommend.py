@@ -98,10 +98,17 @@ def _idle_sentence(f: Facts) -> str:
     )
 
 
+def _moving_share(f: Facts) -> float:
+    """The share of the step that communication takes, less the median rank's waiting for late peers."""
+    return max(0.0, f["comm_share"] - f.numbers.get("median_wait_share", 0.0))
+
+
 def _gamma_sentence(f: Facts) -> str:
+    waiting = f.numbers.get("median_wait_share", 0.0)
+    of_which = f", of which {waiting:.0%} of the step is waiting for late peers" if waiting >= 0.005 else ""
     return (
         f"Measured gamma is {f['gamma']:.2f} (T_comm {_ms(f, 'comm_us')} against "
-        f"T_comp {_ms(f, 'comp_us')} per median step): communication sets the pace even with perfect "
+        f"T_comp {_ms(f, 'comp_us')} per median step{of_which}): communication sets the pace even with perfect "
         f"overlap; move fewer bytes (bf16 gradients), raise the local batch, or use faster links."
     )
 
@@ -127,6 +134,11 @@ def _slow_rank_excess(f: Facts) -> float:
     return f["slow_rank_comp_us"] / f["median_rank_comp_us"] - 1.0
 
 
+def _worker(f: Facts) -> str:
+    """What computes: the GPU, or on a host timeline the host."""
+    return f.words.get("worker", "GPU")
+
+
 def _peers_wait_for(f: Facts) -> str:
     """Whom the peers wait for: the straggler the evidence names, or nobody beyond chance."""
     if f.numbers.get("straggler_rank", -1.0) >= 0:
@@ -142,13 +154,13 @@ def _slow_rank_sentence(f: Facts) -> str:
     if "slow_rank_instances" not in f:
         return (
             f"{head}; no collective of it was matched across ranks, so whether its peers wait for it is not "
-            "known: check its GPU (clocks, thermals) and its share of the data."
+            f"known: check its {_worker(f)} (clocks, thermals) and its share of the data."
         )
     return (
         f"{head}, but it is last in {f['slow_rank_times_last']:.0f} of its {f['slow_rank_instances']:.0f} "
         f"collectives (1 in {f['slow_rank_group_size']:.0f} would be chance): its peers do not wait for it; "
-        f"{_peers_wait_for(f)}. Its extra compute costs the run nothing now; check its GPU (clocks, thermals) "
-        "and its share of the data before it does."
+        f"{_peers_wait_for(f)}. Its extra compute costs the run nothing now; check its {_worker(f)} (clocks, "
+        "thermals) and its share of the data before it does."
     )
 
 
@@ -227,9 +239,9 @@ RULES: tuple[Rule, ...] = (
         "communication-bound",
         "time-budget",
         ("gamma", "comm_us", "comp_us", "comm_share"),
-        lambda f: f["gamma"] > 1.0,
+        lambda f: f["gamma"] > 1.0 and _moving_share(f) >= COMM_SHARE_MIN,
         _gamma_sentence,
-        lambda f: f["comm_share"],
+        _moving_share,
     ),
     Rule(
         "host-communication",

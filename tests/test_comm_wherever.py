@@ -154,3 +154,28 @@ def test_host_collectives_are_priced_over_the_host_link_or_say_it_is_unknown(tmp
     assert call["dur_us"] == pytest.approx(400 - 150)  # the host op; the copy back inside it counts once
     # AllReduce of 4,000 B over n = 2 (the world: no group named): 2 (n-1) alpha + 2 (n-1)/n S / B
     assert call["t_pred_us"] == pytest.approx((2 * 1 * 20e-6 + 2 * 1 / 2 * 4000 / 5e9) * 1e6)
+
+
+def _all_to_all(rank: int, args: dict[str, Any]) -> dict[str, Any]:
+    events = [
+        kf.step(1, 0, 1000),
+        kf.cpu_op("record_param_comms", 100, 30, args=args),
+        kf.cpu_op("nccl:all_to_all", 105, 20),
+        kf.launch(110, 1),
+        kf.kernel("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", 200 + rank, 50, 1, 20),
+        kf.launch(300, 2),
+        kf.kernel("gemm", 400, 100, correlation=2),
+    ]
+    return kf.document(events, rank=rank, world_size=2, base_ns=1_700_000_000_000_000_000)
+
+
+def test_a_call_its_own_trace_leaves_unsized_takes_its_peers_size(tmp_path: Path) -> None:
+    """The DLRM case: an all_to_all of 3,392 int elements, sized on rank 0 and not on rank 1."""
+    sized = {"Collective name": "all_to_all", "In msg nelems": 3392, "Out msg nelems": 3392, "dtype": "Int"}
+    analysis = _analysed(tmp_path, [_all_to_all(0, sized), _all_to_all(1, {"Collective name": "all_to_all"})])
+    assert analysis.collectives is not None
+    rows = analysis.collectives.kernels.sort("rank").select("rank", "size_bytes", "bytes_source", "busbw_Bps")
+    assert rows.get_column("size_bytes").to_list() == [3392 * 4, 3392 * 4]
+    assert rows.get_column("bytes_source").to_list() == ["call args", "peers"]
+    duration_s = 50e-6
+    assert rows.item(1, "busbw_Bps") == pytest.approx(3392 * 4 / duration_s * (2 - 1) / 2)  # n = the world, 2

@@ -263,6 +263,17 @@ def _flows(path: Path) -> Iterator[str]:
                 yield event["name"]
 
 
+def _kinds(path: Path) -> dict[str, int]:
+    """How many exported events say they are communication of each kind."""
+    counted: dict[str, int] = defaultdict(int)
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for event in json.load(handle)["traceEvents"]:
+            kind = event.get("args", {}).get("comm_kind") if event.get("ph") == "X" else None
+            if kind:
+                counted[kind] += 1
+    return dict(counted)
+
+
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 def test_every_matched_instance_has_its_flows_in_the_export(run: Path, tmp_path: Path) -> None:
     analysis = analysed(run)
@@ -276,3 +287,6 @@ def test_every_matched_instance_has_its_flows_in_the_export(run: Path, tmp_path:
         per_instance[int(name.rsplit(" ", 1)[1])] += 1
     for row in usable.iter_rows(named=True):
         assert per_instance[row["instance"]] == row["members"] - 1, f"instance {row['instance']}"
+    assert analysis.collectives is not None  # every communication row is exported with where it ran
+    rows = analysis.collectives.kernels.filter(analysis.collectives.kernels["moves_data"])
+    assert _kinds(out) == dict(rows.group_by("comm_kind").len().rows())

@@ -9,16 +9,23 @@ import polars as pl
 from traceview.core.costmodel import bandwidth_exprs
 
 
-def with_peer_sizes(kernels: pl.DataFrame, calls: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
-    """`kernels` (`comm_kernels` rows) with `size_bytes` filled where unknown from the matched instance of the
-    call it starts (`calls`: instance, rank, start_us; `instances`: instance, size_bytes, the members'
-    agreed size), `bytes_source` `peers` there, and `algbw_Bps`/`busbw_Bps` recomputed."""
+def with_peer_sizes(kernels: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """`kernels` (`comm_kernels` rows) with `size_bytes` filled where unknown from the other members of the
+    matched instance of the call it starts (`calls`: instance, rank, start_us, size_bytes), when the members
+    that know it agree on one value; `bytes_source` `peers` there, and `algbw_Bps`/`busbw_Bps` recomputed."""
     if calls.height == 0 or kernels.height == 0:
         return kernels
+    agreed = (
+        calls.drop_nulls("size_bytes")
+        .group_by("instance")
+        .agg(
+            pl.col("size_bytes").n_unique().alias("_sizes"), pl.col("size_bytes").first().alias("_peer_bytes")
+        )
+        .filter(pl.col("_sizes") == 1)
+    )
     sized = (
         calls.select("instance", "rank", "start_us")
-        .join(instances.select("instance", pl.col("size_bytes").alias("_peer_bytes")), on="instance")
-        .drop_nulls("_peer_bytes")
+        .join(agreed.select("instance", "_peer_bytes"), on="instance")
         .unique(["rank", "start_us"], keep="first")
         .select(pl.col("rank").cast(pl.Int64), "start_us", pl.col("_peer_bytes").cast(pl.Int64))
     )

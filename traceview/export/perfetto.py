@@ -183,7 +183,8 @@ def _kept(
 
 
 def _slices(frame: pl.DataFrame, pid: int, category: pl.Expr) -> list[dict[str, Any]]:
-    """Complete events ("X") of `frame` (its `tid` already an integer); `args` carry the correlation id."""
+    """Complete events ("X") of `frame` (its `tid` already an integer); `args` carry the correlation id and,
+    for communication, where it ran (`comm_kind`: device, copy engine, host)."""
     rows = frame.select(
         pl.col("name").fill_null(""),
         category.alias("cat"),
@@ -191,11 +192,36 @@ def _slices(frame: pl.DataFrame, pid: int, category: pl.Expr) -> list[dict[str, 
         (pl.col("end_us") - pl.col("start_us")).alias("dur"),
         pl.col("tid"),
         pl.col("correlation"),
+        pl.col("comm_kind") if "comm_kind" in frame.columns else pl.lit(None, pl.Utf8).alias("comm_kind"),
     )
     return [
-        {"ph": "X", "pid": pid, **row, "args": {"correlation": row.pop("correlation")}}
+        {"ph": "X", "pid": pid, **row, "args": _args(row.pop("correlation"), row.pop("comm_kind"))}
         for row in rows.to_dicts()
     ]
+
+
+def _args(correlation: object, comm_kind: object) -> dict[str, Any]:
+    return {"correlation": correlation, **({"comm_kind": comm_kind} if comm_kind else {})}
+
+
+COMM_MATCH_US = 1e-3
+"""How far apart (us) an exported event and its communication row may start: float rounding of the moves."""
+
+
+def _with_comm_kind(frame: pl.DataFrame, rank: int, analysis: RunAnalysis, clock: RankClock) -> pl.DataFrame:
+    """`frame` (moved onto the aligned clock) with `comm_kind` on its communication rows (docs/metrics.md
+    section 2), found by name and start among the run's collectives rows of the rank."""
+    if analysis.collectives is None or frame.height == 0:
+        return frame
+    kernels = analysis.collectives.kernels
+    kinds = (
+        kernels.filter((pl.col("rank") == rank) & pl.col("moves_data").fill_null(True))
+        .select("name", (pl.col("start_us") - clock.offset_us).alias("start_us"), "comm_kind")
+        .sort("start_us")
+    )
+    return frame.sort("start_us").join_asof(
+        kinds, on="start_us", by="name", tolerance=COMM_MATCH_US, strategy="nearest", check_sortedness=False
+    )
 
 
 DEVICE_LABEL = pl.format("stream {}", pl.col("stream").cast(pl.Utf8).fill_null("?"))
@@ -233,8 +259,9 @@ def rank_events(
     """One rank's kernels, memory operations, operators and annotations on the aligned clock, its threads
     named; and its `RankThreads`."""
     trace = kineto.parse(path)
-    gpu = _kept(trace.gpu, rank, analysis, clocks, bounds)
+    gpu = _with_comm_kind(_kept(trace.gpu, rank, analysis, clocks, bounds), rank, analysis, clocks[rank])
     cpu = _kept(trace.cpu.filter(pl.col("kind") != "runtime"), rank, analysis, clocks, bounds)
+    cpu = _with_comm_kind(cpu, rank, analysis, clocks[rank])
     threads = _threads(gpu, cpu)
     gpu, cpu = _with_tid(gpu, DEVICE_LABEL, threads), _with_tid(cpu, HOST_LABEL, threads)
     events = [*_slices(gpu, rank, pl.col("kind")), *_slices(cpu, rank, pl.col("kind"))]

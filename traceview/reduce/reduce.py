@@ -120,7 +120,7 @@ def _collectives(frames: Stacked) -> CollectiveAnalysis:
 def _sized_by_peers(collectives: CollectiveAnalysis, crossrank: CrossRank) -> CollectiveAnalysis:
     """The collectives with the calls their own traces leave unsized sized by their matched peers
     (`traceview.across_ranks.peer_sizes`), the tables rebuilt from them."""
-    kernels = with_peer_sizes(collectives.kernels, crossrank.calls, crossrank.instances)
+    kernels = with_peer_sizes(collectives.kernels, crossrank.calls)
     if kernels is collectives.kernels:
         return collectives
     return replace(collective_tables(kernels), suspected_comm_kernels=collectives.suspected_comm_kernels)

@@ -36,6 +36,7 @@ from traceview.reports.json.summary import summary_document
 
 from tests.jobs.story_job import HEAVY, SLEEP_S, SLEEPER
 from tests.test_one_story import checked_claims, rendered
+from traceview.across_ranks.evidence import LAST_ALPHA
 from traceview.reduce.pipeline import analyze_files
 from traceview.reduce.results import RunAnalysis
 
@@ -90,7 +91,9 @@ def test_the_host_side_straggler_is_named_with_its_cause(straggle: tuple[Path, R
     assert document["across_ranks"]["stragglers"] == [SLEEPER]
     sleeper = per_rank[SLEEPER]
     assert sleeper["cause"] == "late launch"
-    assert sleeper["times_last"] == sleeper["instances"]  # last in every collective
+    # last beyond chance (1 in 3): in every collective, or all but one on a loaded machine (7 of 8: p = 0.26%)
+    assert sleeper["times_last"] >= sleeper["instances"] - 1
+    assert sleeper["last_p_value"] < LAST_ALPHA
     # the host time before its first operator of each step, read from its raw trace
     events = raw(document["run"]["files"][document["run"]["ranks"].index(SLEEPER)])
     delays = []
@@ -125,7 +128,8 @@ def test_the_straggler_costs_what_its_peers_wait(straggle: tuple[Path, RunAnalys
     costs = []
     for step, start in starts[SLEEPER].items():
         others = sorted(starts[r][step] for r in starts if r != SLEEPER)
-        costs.append(min(start - others[-1], statistics.median(exposed[step])))  # only what the step exposes
+        late = max(0.0, start - others[-1])  # behind the second latest; nothing in a step it is not last
+        costs.append(min(late, statistics.median(exposed[step])))  # only what the step exposes
     sleeper = next(r for r in document["across_ranks"]["per_rank"] if r["rank"] == SLEEPER)
     assert sleeper["lateness_cost_us"] == pytest.approx(statistics.median(costs), abs=1e-3)
     assert sleeper["lateness_cost_us"] > 0.5 * SLEEP_S * 1e6

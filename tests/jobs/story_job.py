@@ -28,11 +28,11 @@ import torch.multiprocessing as mp
 import traceview
 
 SLEEPER, HEAVY = 2, 1
-SLEEP_S = 0.12
+SLEEP_S = 0.2
 HEAVY_MATMULS, HEAVY_SIZE = 6, 96
 BATCH, FEATURES, HIDDEN = 16, 64, 128
 CONV_BATCH = 4
-STEPS, ACTIVE = 7, 5
+STEPS, ACTIVE = 10, 8
 
 
 def _all_reduce_grads(model: torch.nn.Module) -> None:

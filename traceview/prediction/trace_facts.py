@@ -14,9 +14,8 @@ import polars as pl
 
 from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.core.intervals import union_length
-from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
 from traceview.model.trace import Run
-from traceview.steps.windows import WHOLE_TRACE
+from traceview.prediction.step_flops import convolutional, in_cpu_steps, shape_flops, trace_flops
 
 SOURCES = ("trace", "nccl log", "manifest", "hardware table", "command line", "default")
 """Where an input may come from (`Assumption.source`)."""
@@ -201,81 +200,6 @@ def gradient_allreduce(calls: pl.DataFrame) -> dict[str, float | str | None]:
     }
 
 
-def _cpu_steps(cpu: pl.DataFrame) -> pl.DataFrame:
-    """CPU `ProfilerStep#N` windows of one rank: step, start_us, end_us."""
-    marks = cpu.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
-    return (
-        marks.select(
-            pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
-            "start_us",
-            pl.col("end_us").alias("step_end_us"),
-        )
-        .unique("step")
-        .sort("start_us")
-    )
-
-
-def _in_cpu_steps(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """`ops` with the `step` of the CPU ProfilerStep containing their start (WHOLE_TRACE without steps)."""
-    steps = _cpu_steps(cpu)
-    if steps.height == 0:
-        return ops.with_columns(pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"))
-    placed = ops.sort("start_us").join_asof(steps, on="start_us", check_sortedness=False)
-    return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("step_end_us"))).drop(
-        "step_end_us"
-    )
-
-
-def _per_step_sums(run: Run, rows: Callable[[pl.DataFrame], pl.DataFrame], column: str) -> pl.DataFrame:
-    """Per (rank, step) the sum of `column` over the host rows `rows` selects (columns rank, step, flops)."""
-    frames = []
-    for trace in run:  # one frame per rank, no row loop
-        ops = rows(trace.cpu).filter(pl.col(column).is_not_null() & (pl.col(column) > 0))
-        if ops.height:
-            placed = _in_cpu_steps(ops.select("start_us", pl.col(column).alias("flops")), trace.cpu)
-            steps = placed.group_by("step").agg(pl.col("flops").cast(pl.Float64).sum())
-            frames.append(steps.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")))
-    schema = {"rank": pl.Int64, "step": pl.Int64, "flops": pl.Float64}
-    return pl.concat(frames).select(list(schema)).cast(schema) if frames else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
-
-
-def trace_flops(run: Run) -> pl.DataFrame:
-    """FLOPs per (rank, step) from the operators' `flops` args (columns rank, step, flops); no rows when the
-    trace recorded none."""
-    marks = [SHAPE_FLOPS_MARK, CONV_FLOPS_MARK]
-    return _per_step_sums(run, lambda cpu: cpu.filter(~pl.col("name").is_in(marks)), "flops")
-
-
-def shape_flops(run: Run, family: str | None = None) -> pl.DataFrame:
-    """FLOPs per (rank, step) counted from the operators' shapes (`traceview.events.op_flops`; a compact
-    trace carries them as one `SHAPE_FLOPS_MARK` row per step, and `CONV_FLOPS_MARK` for the convolutions';
-    `family` "convolution": those alone); no rows when no shape was recorded."""
-    mark = CONV_FLOPS_MARK if family == "convolution" else SHAPE_FLOPS_MARK
-
-    def rows(cpu: pl.DataFrame) -> pl.DataFrame:
-        marked = cpu.filter(pl.col("name") == mark)
-        if marked.height or cpu.filter(pl.col("name") == SHAPE_FLOPS_MARK).height:
-            return marked
-        counted = op_flops(cpu)
-        counted = counted.filter(pl.col("flops_family") == family) if family else counted
-        return counted.with_columns(pl.col("shape_flops").alias("flops"))
-
-    return _per_step_sums(run, rows, "flops")
-
-
-CONV_NET_SHARE = 0.1
-"""A net whose convolutions make at least this share of its counted FLOPs is convolutional: 6 P b undercounts
-it (its weights are reused at every position), so its counted FLOPs win over a stated P and b."""
-
-
-def _convolutional(counted: pl.DataFrame, run: Run) -> bool:
-    """Whether the convolutions make `CONV_NET_SHARE` of the FLOPs counted from shapes."""
-    total = float(counted.get_column("flops").sum()) if counted.height else 0.0
-    conv = shape_flops(run, "convolution")
-    conv_total = float(conv.get_column("flops").sum()) if conv.height else 0.0
-    return total > 0 and conv_total >= CONV_NET_SHARE * total
-
-
 _BATCH_READERS: dict[str, Callable[[pl.Expr], pl.Expr]] = {
     "first": lambda shape: shape.list.first(),
     "all": lambda shape: shape.list.eval(pl.element().product()).list.first(),
@@ -307,7 +231,7 @@ def batch_from_shapes(run: Run) -> tuple[float | None, str]:
                 _BATCH_READERS[reading](pl.col("shape")).alias("batch")
             )
             found.append(
-                _in_cpu_steps(
+                in_cpu_steps(
                     batch.select("start_us", "batch", pl.lit(pattern).alias("rule")), trace.cpu
                 ).with_columns(pl.lit(trace.rank).alias("rank"))
             )
@@ -371,7 +295,7 @@ def _flops(
         return _steps_with(calls, stated.flops_per_sample * b), "FLOPs per sample x b", stated.flops_source
     said = [a.source for a in (params, batch) if a.source in STATED]
     counted = shape_flops(run)
-    if p is not None and b is not None and said and not _convolutional(counted, run):
+    if p is not None and b is not None and said and not convolutional(counted, run):
         source = "command line" if "command line" in said else "manifest"
         return _steps_with(calls, FLOPS_PER_PARAM_PER_EXAMPLE * p * b), "6 P b", source
     recorded = trace_flops(run)

@@ -36,7 +36,7 @@ def document(
         for name in collectives
     ]  # fmt: skip
     return {
-        "schema_version": "2.0",
+        "schema_version": "1.3",
         "run": {"source": "hand", "ranks": [0, 1], "world_size": 2, "skipped": [], **run},
         "time_budget": {"run_median": {"step_us": step_us}, "per_step": per_step},
         "distributions": {
@@ -121,7 +121,7 @@ def test_fail_on_names_compare_figures(saved: tuple[Path, Path]) -> None:
 
 def test_newer_major_schema_is_exit_2(tmp_path: Path) -> None:
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps({**document(), "schema_version": "3.0"}), encoding="utf-8")
+    newer.write_text(json.dumps({**document(), "schema_version": "2.0"}), encoding="utf-8")
     result = traceview("compare", str(newer), str(newer))
     assert result.returncode == 2
     assert "newer.json" in result.stderr

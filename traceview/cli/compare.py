@@ -27,10 +27,9 @@ from traceview.cli.base import Command, FailOnOpt, user_option
 from traceview.compare.saved_summary import check_sections, read_documents
 from traceview.core.errors import InputError, PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
-from traceview.reports.json.summary import SCHEMA_VERSION
 
 SUMMARY_KEYS = ("schema_version", "time_budget")
-SUPPORTED_MAJOR = SCHEMA_VERSION.split(".")[0]
+SUPPORTED_MAJOR = "1"
 
 ThresholdOpt = Annotated[
     float | None,
@@ -57,9 +56,7 @@ def summary_from_file(path: Path) -> dict[str, Any] | None:
         return None
     if str(document["schema_version"]).split(".")[0] != SUPPORTED_MAJOR:
         raise InputError(
-            path,
-            f"summary schema {document['schema_version']} is not {SUPPORTED_MAJOR}.x: written by another "
-            "traceview (analyse the run again)",
+            path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
         )
     check_sections(path, document)
     return document

@@ -24,7 +24,7 @@ from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "1.7"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 

@@ -203,6 +203,15 @@ CLAIMS = (
                r"peers do not wait for it; (?:the peers wait for rank (?P<waited>\d+)|no rank is last beyond chance)"),
 )  # fmt: skip
 LAST_IN = re.compile(r"last in \d+ of (?:its|the) \d+")
+UNRESOLVED = re.compile(
+    r"[Rr]ank (?P<rank>\d+) arrives late \(median (?P<lateness>[\d.]+ ms)\) but the clock alignment is uncertain by "
+    r"(?P<uncertainty>[\d.]+ ms): not resolvable"
+)
+MISMATCH = re.compile(
+    r"mismatch\(es\), the first in process group (?P<group>.+?), step (?P<step>-?\d+), rank (?P<rank>\d+)"
+)
+MORE = re.compile(r"and \d+ more (?P<kind>stragglers|ranks not resolvable) \(ranks (?P<ranks>[\d, .]+);")
+RANK = re.compile(r"\b[Rr]ank (\d+)|\bfor rank (\d+)")
 
 
 def _us(text: str) -> float:
@@ -217,29 +226,74 @@ def _close(said: str, value: float) -> bool:
     return abs(_us(said) - value) <= 0.5 * unit * 10**-decimals + 1e-9
 
 
+def _check_claim(claim: dict[str, str], per_rank: dict[int, Any], budget: dict[int, Any], said: str) -> None:
+    """One straggler or slow-rank claim against the JSON's per-rank rows."""
+    row = per_rank[int(claim["rank"])]
+    assert (row["times_last"], row["instances"]) == (int(claim["last"]), int(claim["of"])), said
+    if claim.get("cost"):
+        assert row["straggler"], said
+        assert _close(claim["cost"], row["lateness_cost_us"]), said
+    if claim.get("lateness"):
+        assert _close(claim["lateness"], row["median_lateness_us"]), said
+    if claim.get("comp"):
+        assert not row["straggler"], said
+        assert _close(claim["comp"], budget[int(claim["rank"])]["comp_us"]), said
+        waited, flagged = claim.get("waited"), [r for r, v in per_rank.items() if v["straggler"]]
+        assert (int(waited) in flagged) if waited else not flagged, said
+
+
+def _check_other(text: str, document: dict[str, Any], per_rank: dict[int, Any]) -> list[tuple[int, int]]:
+    """The ranks not resolvable, the first mismatch and the lists of further ranks; their spans in `text`."""
+    spans = []
+    for found in UNRESOLVED.finditer(text):
+        row = per_rank[int(found["rank"])]
+        assert row["cause"] == "not resolvable", found[0]
+        assert _close(found["lateness"], row["median_lateness_us"]), found[0]
+        assert _close(found["uncertainty"], row["clock_uncertainty_us"]), found[0]
+        spans.append(found.span())
+    for found in MISMATCH.finditer(text):
+        first = min(document["across_ranks"]["mismatches"], key=lambda m: (m["step"], m["group"], m["rank"]))
+        assert (first["group"], first["step"], first["rank"]) == (
+            found["group"],
+            int(found["step"]),
+            int(found["rank"]),
+        )
+        spans.append(found.span())
+    for found in MORE.finditer(text):
+        cause = "not resolvable" if found["kind"] == "ranks not resolvable" else None
+        for rank in re.findall(r"\d+", found["ranks"]):
+            row = per_rank[int(rank)]
+            assert row["straggler"] if cause is None else row["cause"] == cause, found[0]
+        spans.append(found.span())
+    return spans
+
+
 def checked_claims(text: str, document: dict[str, Any]) -> int:
-    """Check every claim of `text` against `document`; return how many were checked."""
+    """Check every claim of `text` against `document` and that every rank the verdict, the advice and the
+    straggler sentence name lies in a checked claim; return how many claims were checked."""
     per_rank = {r["rank"]: r for r in (document["across_ranks"] or {}).get("per_rank", [])}
     budget = {r["rank"]: r for r in document["time_budget"]["per_rank"]}
-    checked = 0
+    spans: list[tuple[int, int]] = []
     for pattern in CLAIMS:
         for found in pattern.finditer(text):
-            claim = found.groupdict()
-            row = per_rank[int(claim["rank"])]
-            assert (row["times_last"], row["instances"]) == (int(claim["last"]), int(claim["of"])), found[0]
-            if claim.get("cost"):
-                assert row["straggler"], found[0]
-                assert _close(claim["cost"], row["lateness_cost_us"]), found[0]
-            if claim.get("lateness"):
-                assert _close(claim["lateness"], row["median_lateness_us"]), found[0]
-            if claim.get("comp"):
-                assert not row["straggler"], found[0]
-                assert _close(claim["comp"], budget[int(claim["rank"])]["comp_us"]), found[0]
-                waited = claim.get("waited")
-                flagged = [r for r, v in per_rank.items() if v["straggler"]]
-                assert (int(waited) in flagged) if waited else not flagged, found[0]
-            checked += 1
+            _check_claim(found.groupdict(), per_rank, budget, found[0])
+            spans.append(found.span())
+    checked = len(spans)
     assert checked >= len(LAST_IN.findall(text)), "a 'last in k of n' claim no pattern checks"
+    spans += _check_other(text, document, per_rank)
+    sentences = [
+        document["verdict"]["sentence"],
+        *(i["sentence"] for i in document["recommendations"]["items"]),
+    ]
+    sentences += [(document["across_ranks"] or {}).get("sentence", "")]
+    for sentence in sentences:  # each as rendered: its rank mentions lie in checked claims
+        start = text.find(sentence)
+        assert start >= 0, sentence[:80]
+        for mention in RANK.finditer(sentence):
+            at = start + mention.start()
+            assert any(a <= at < b for a, b in spans), (
+                f"unchecked rank claim: {sentence[mention.start() :][:80]}"
+            )
     return checked
 
 

@@ -44,7 +44,8 @@ MIB = 1 << 20
 def dp8_straggler() -> Scenario:
     """8 ranks on 2 hosts (4 GPUs each), 6 steps of DDP: 8 gradient buckets of 25 MiB (bf16) all-reduced over
     the world, each overlapping the rest of the backward; rank 5 computes 8-15 ms longer every step; host 1's
-    clock runs 25 ms ahead of host 0's."""
+    clock runs 25 ms ahead of host 0's. Its `run.json` states what a recording states: the local batch (16,384
+    tokens) and the parameters (104,857,600: the 200 MiB of bf16 gradients)."""
     world = ProcessGroupSpec("0", "default_pg", tuple(range(8)))
     return Scenario(
         ranks=8,
@@ -60,6 +61,7 @@ def dp8_straggler() -> Scenario:
         host_offsets_us=(0.0, 25_000.0),
         straggler=StragglerSpec(rank=5, kind="compute", delay_us_min=8_000.0, delay_us_max=15_000.0),
         seed=1,
+        recorded_workload=(16_384.0, 8 * 25 * MIB / 2),  # 8 sequences of 2,048 tokens; the bf16 gradients
     )
 
 
@@ -103,6 +105,7 @@ def pp4_mismatch() -> Scenario:
         nccl_version="2.21.5",
         mismatch=MismatchSpec(rank=3, kind="extra", step=2, index=3),
         seed=3,
+        recorded_workload=(8_192.0, 16 * MIB / 2),  # 4 sequences of 2,048 tokens; one stage's bf16 gradients
     )
 
 

@@ -176,7 +176,10 @@ def test_external_id_links_a_kernel_without_launch(tmp_path: Path) -> None:
     assert row["linked_by"] == "external id"
     assert row["collective"] == "Broadcast"
     assert row["size_bytes"] == 40
-    assert row["group_size"] is None
+    assert (row["group_size"], row["group_size_assumed"]) == (
+        1,
+        True,
+    )  # no group named: the default, the world
     assert row["busbw_Bps"] == pytest.approx(40 / 4e-6)  # f = 1 for Broadcast whatever n
     assert row["launch_us"] is None
     assert row["call_name"] == "record_param_comms"
@@ -274,7 +277,7 @@ def test_process_group_from_pg_config(tmp_path: Path) -> None:
     )
     assert unknown["pg_name"] is None
     assert unknown["pg_key"] == "unknown"
-    assert unknown["group_size"] is None
+    assert (unknown["group_size"], unknown["group_size_assumed"]) == (4, True)  # the default group: the world
     only = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]
     path = kf.write(
         {**kf.document(events), "distributedInfo": {**info, "pg_config": only}}, tmp_path / "rank0.json"

@@ -190,8 +190,9 @@ def kernel(name: str, rank: int, correlation: int) -> dict[str, Any]:
     return rows.row(0, named=True)
 
 
-# (trace, rank, correlation) -> (collective, S, t in us, f(n) or None when n is unknown); numbers from the JSON.
-HAND_CHECKS = {
+# (trace, rank, correlation) -> (collective, S, t in us, f(n)); numbers from the JSON. Where the trace names no
+# process group (PyTorch before 1.13), n is its `distributedInfo.world_size`: the default group is assumed.
+HAND_CHECKS: dict[tuple[str, int, int], tuple[str, int, float, float]] = {
     ("hta_nccl_data", 0, 19832): ("Broadcast", 53120 * 4, 30.975, 1.0),
     ("hta_nccl_data", 0, 25941): ("AllReduce", 2049000 * 4, 3306.963, 2 * (2 - 1) / 2),
     ("hta_16rank_job_rank0", 0, 825847): (
@@ -201,13 +202,13 @@ HAND_CHECKS = {
         (8 - 1) / 8,
     ),  # n = 65536 / 8192
     ("hta_16rank_job_rank0", 0, 837764): ("AllGather", 65536 * 64 * 4, 621, (8 - 1) / 8),  # n = 65536 / 8192
-    ("hta_16rank_job_rank0", 0, 832565): ("AllReduce", 366336 * 4, 1106, None),
-    ("hta_16rank_job_rank0", 0, 829911): ("AllToAll", 48 * 8, 143, None),
+    ("hta_16rank_job_rank0", 0, 832565): ("AllReduce", 366336 * 4, 1106, 2 * (16 - 1) / 16),  # world 16
+    ("hta_16rank_job_rank0", 0, 829911): ("AllToAll", 48 * 8, 143, (16 - 1) / 16),
     ("hta_sampled_2rank", 0, 7041617): ("AllGather", 1073741824 * 1, 42496, (64 - 1) / 64),  # n = 2^30 / 2^24
-    ("hta_sampled_2rank", 1, 6907311): ("AllToAll", 339738624 * 1, 57924, None),
-    ("hta_sampled_2rank", 0, 6981619): ("AllReduce", 19618307 * 4, 11727, None),
-    ("hta_trace_diff_control", 3, 1767604): ("AllToAll", 8 * 1024 * 8816 * 4, 3088, None),
-    ("hta_trace_diff_control", 3, 1780254): ("AllReduce", 45310188 * 4, 1575, None),
+    ("hta_sampled_2rank", 1, 6907311): ("AllToAll", 339738624 * 1, 57924, (128 - 1) / 128),  # world 128
+    ("hta_sampled_2rank", 0, 6981619): ("AllReduce", 19618307 * 4, 11727, 2 * (128 - 1) / 128),
+    ("hta_trace_diff_control", 3, 1767604): ("AllToAll", 8 * 1024 * 8816 * 4, 3088, (8 - 1) / 8),  # world 8
+    ("hta_trace_diff_control", 3, 1780254): ("AllReduce", 45310188 * 4, 1575, 2 * (8 - 1) / 8),
 }
 
 
@@ -219,11 +220,7 @@ def test_busbw_by_hand(name: str, rank: int, correlation: int) -> None:
     # end - start on a clock of ~1e9 us keeps about 1e-6 of relative precision on a 30 us kernel
     assert row["dur_us"] == pytest.approx(duration_us, abs=1e-3)
     assert row["algbw_Bps"] == pytest.approx(size / (duration_us * 1e-6), rel=1e-4)
-    if factor is None:
-        assert row["group_size"] is None
-        assert row["busbw_Bps"] is None
-    else:
-        assert row["busbw_Bps"] == pytest.approx(size / (duration_us * 1e-6) * factor, rel=1e-4)
+    assert row["busbw_Bps"] == pytest.approx(size / (duration_us * 1e-6) * factor, rel=1e-4)
 
 
 def test_trace_without_comm_args_has_no_bytes() -> None:

@@ -228,6 +228,22 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         "deepep", "AllToAll", None, None, None, None
     ),
     "void dpsk::ep::internode::dispatch_ll": ("deepep", "AllToAll", None, None, None, None),
+    # DeepSeek's own builds (deepseek-ai/profile-data train.json, prefill.json): `dpsk::ep::` namespace, internode
+    # notify/cached_notify rounds on the same stream as dispatch/combine; upstream csrc/kernels/internode.cu
+    # names the kernel `cached_notify`, intranode.cu `barrier`, internode_ll.cu `clean_low_latency_buffer`
+    "void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int, int, int, int*)": (
+        "deepep", "AllToAll", None, None, None, None
+    ),
+    "void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, long*, int, int const*, int*)": (
+        "deepep", "AllToAll", None, None, None, None
+    ),
+    "void deep_ep::internode::cached_notify<false>(int, int, int, int, int, int, int, int*)": (
+        "deepep", "AllToAll", None, None, None, None
+    ),
+    "void deep_ep::intranode::barrier<8>(int**, int)": ("deepep", "Barrier", None, None, None, None),
+    "void deep_ep::internode_ll::clean_low_latency_buffer<32>(int*, int, int*, int)": (
+        "deepep", "Barrier", None, None, None, None
+    ),
     "void dpsk::ep::internode::combine_ll": ("deepep", "AllToAll", None, None, None, None),
     # vLLM/SGLang custom all-reduce: verbatim (some truncated by their tables) from Kineto/nsys kernel tables in
     # public vLLM/SGLang profiling notes (SGLang's copy of the kernel carries the same name on ROCm)
@@ -301,6 +317,8 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     # PyTorch 2.13 records them on CPU tensors with the gloo backend (sample_traces/gloo_dp2).
     "gloo:all_reduce": ("gloo", "AllReduce", None, None, None, None),
     "gloo:recv": ("gloo", "Recv", None, None, None, None),
+    # ProcessGroupMPI's work entries are profiled under these names (torch/csrc/distributed/c10d/ProcessGroupMPI.cpp)
+    "mpi:all_reduce": ("mpi", "AllReduce", None, None, None, None),
     "record_param_comms:all_gather": ("c10d", "AllGather", None, None, None, None),
     "c10d::allreduce_": ("c10d", "AllReduce", None, None, None, None),
     "c10d::_allgather_base_": ("c10d", "AllGather", None, None, None, None),
@@ -329,6 +347,8 @@ SUSPECTED_EXPECTED: tuple[str, ...] = (
 NOT_SUSPECTED = (
     "void at::native::(anonymous namespace)::small_gather_kernel<float>(float*)",  # `small_gather`
     "void deep_ep::internode::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int)",
+    "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int)",
+    "void cdpsk::ep::CUB_DeviceScanKernel<int>(int*)",  # a CUB scan in a look-alike namespace
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",
     "gatherTopK",
     "cub::DeviceReduceKernel",

@@ -158,7 +158,8 @@ def test_integers_beyond_64_bits_and_absurd_element_counts_become_null(tmp_path:
             {},
             None,
             (1, 0),
-            "no baseTimeNanoseconds (truncated?): this rank's clock is aligned by its collectives",
+            "no baseTimeNanoseconds (the document is complete: older profilers write none): this rank's clock is "
+            "aligned by its collectives",
         ),
     ],
 )
@@ -454,3 +455,11 @@ def test_a_rank_without_a_usable_base_is_aligned_by_its_collectives(
     assert "aligned by its collectives" in warnings
     assert ("placed at their median first step" in warnings) == placed
     assert max(abs(s) for s in analysis.header.base_shifts_us) == pytest.approx(shift_us)
+
+
+def test_a_cut_document_without_a_base_time_says_it_was_cut(tmp_path: Path) -> None:
+    whole = text(kf.document(events()))
+    trace = parse_bytes(tmp_path, whole[: whole.rindex(b"}", 0, len(whole) - 2)])
+    assert trace.truncated_at_byte is not None
+    said = messages(trace)
+    assert any("no baseTimeNanoseconds (the document is cut short" in m for m in said), said

@@ -144,6 +144,7 @@ def test_step_calls_collapse_a_call_and_keep_calls_inside_windows() -> None:
     kernels = pl.DataFrame(
         {
             "rank": [0, 0, 0], "on_device": [True, True, True], "start_us": [10.0, 12.0, 500.0],
+            "end_us": [11.0, 14.0, 503.0],
             "dur_us": [1.0, 2.0, 3.0], "call_name": ["nccl:all_reduce", "nccl:all_reduce", None],
             "call_start_us": [9.0, 9.0, None], "collective": ["AllReduce"] * 3, "dtype": ["float32"] * 3,
             "elem_size": [4] * 3, "size_bytes": [400, 400, 8], "group_size": [2] * 3, "pg_key": ["0"] * 3,
@@ -159,6 +160,27 @@ def test_step_calls_collapse_a_call_and_keep_calls_inside_windows() -> None:
         2,
         400,
     )
+
+
+def test_step_calls_count_a_host_op_and_its_device_copies_once() -> None:
+    # gloo with device tensors: the host op [10, 50) and the copy back [40, 45) it launched are one call; the
+    # staging copy [5, 8) launched before it is communication time but no call of its own.
+    kernels = pl.DataFrame(
+        {
+            "rank": [0, 0, 0], "on_device": [True, False, True], "start_us": [5.0, 10.0, 40.0],
+            "end_us": [8.0, 50.0, 45.0], "dur_us": [3.0, 40.0, 5.0],
+            "call_name": ["c10d::allreduce_", "gloo:all_reduce", "gloo:all_reduce"],
+            "call_start_us": [4.0, 10.0, 10.0], "collective": ["AllReduce"] * 3, "dtype": ["float32"] * 3,
+            "elem_size": [4] * 3, "size_bytes": [None, 400, 400], "group_size": [2] * 3, "pg_key": ["0"] * 3,
+            "pg_ranks": ["[0, 1]"] * 3, "comm_kind": ["copy engine", "host", "copy engine"],
+            "moves_data": [True] * 3, "staging_copy": [True, False, False],
+        }
+    )  # fmt: skip
+    windows = pl.DataFrame({"rank": [0], "step": [1], "window_start_us": [0.0], "window_end_us": [100.0]})
+    found = step_calls(kernels, windows)
+    assert found.select("dur_us", "kernels", "comm_kind", "size_bytes").rows() == [
+        (50.0 - 10.0, 2, "host", 400)
+    ]
 
 
 def test_gradient_allreduce_takes_the_group_with_the_most_bytes() -> None:

@@ -35,12 +35,20 @@ def test_every_analysis_and_renderer_on_real_traces(folder: str) -> None:
             .abs()
             .max()
             .alias("exposed"),
-            (pl.col("idle_us") - (pl.col("step_us") - pl.col("busy_us"))).abs().max().alias("idle"),
+            (pl.col("idle_us") - (pl.col("step_us") - pl.col("busy_us") - pl.col("host_comm_wait_us")))
+            .abs()
+            .max()
+            .alias("idle"),  # the device's wait inside host collectives is carved out of idle
+            (pl.col("comm_device_us") + pl.col("comm_copy_us") + pl.col("comm_host_us") - pl.col("comm_us"))
+            .abs()
+            .max()
+            .alias("split"),
             (pl.col("overlap_us") - pl.min_horizontal("comp_us", "comm_us")).max().alias("overlap_bound"),
             (pl.col("busy_us") - pl.col("step_us")).max().alias("busy_bound"),
         ).row(0, named=True)
         assert identities["exposed"] < 1e-6
         assert identities["idle"] < 1e-6
+        assert identities["split"] < 1e-6
         assert identities["overlap_bound"] <= 1e-6  # |C ∩ M| never exceeds |C| or |M|
         assert identities["busy_bound"] <= 1e-6  # the device is never busier than the window is long
     document = json.loads(render_json(analysis))

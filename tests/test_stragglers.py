@@ -47,11 +47,12 @@ def _events(rows: list[tuple[int, float, float]]) -> pl.DataFrame:
 
 
 def _factory_run(late_launch: bool) -> CrossRank:
-    """Three ranks, four AllReduces 1000 us apart. Rank 2 starts each 300 us after the others (who start at
+    """Three ranks, five AllReduces 1000 us apart (last in 5 of 5 among 3: chance would give that with
+    probability (1/3)^5 = 0.4%, below the 1% of the evidence rule; 4 of 4 would be 1.2%). Rank 2 starts each 300 us after the others (who start at
     t and t + 10); all end at t + 500. Rank 2's compute is 2000 us longer per step, or (late_launch) its launch
     comes 300 us after its last compute kernel ended, the others launching 50 us before theirs ended."""
     rows, compute = [], []
-    for i in range(4):
+    for i in range(5):
         t = 1000.0 * i
         for rank, start in ((0, t), (1, t + 10), (2, t + 300)):
             launch = start - 50 if rank < 2 or not late_launch else start
@@ -67,10 +68,10 @@ def _factory_run(late_launch: bool) -> CrossRank:
 def test_instance_figures_by_hand() -> None:
     result = _factory_run(late_launch=False)
     usable = result.instances.filter(pl.col("skew_us").is_not_null())
-    assert usable.height == 4
-    assert usable.get_column("skew_us").to_list() == [300.0] * 4
-    assert usable.get_column("last_rank").to_list() == [2] * 4
-    assert usable.get_column("transfer_us").to_list() == [500.0 - 300.0] * 4  # rank 2's duration
+    assert usable.height == 5
+    assert usable.get_column("skew_us").to_list() == [300.0] * 5
+    assert usable.get_column("last_rank").to_list() == [2] * 5
+    assert usable.get_column("transfer_us").to_list() == [500.0 - 300.0] * 5  # rank 2's duration
     first = result.calls.filter(pl.col("instance") == 0).sort("rank")
     assert first.get_column("wait_us").to_list() == [500.0 - 200.0, 490.0 - 200.0, 0.0]
     assert first.get_column("lateness_us").to_list() == [-10.0, 0.0, 290.0]  # against the median start t + 10
@@ -79,12 +80,13 @@ def test_instance_figures_by_hand() -> None:
 def test_per_rank_figures_and_slow_compute_verdict() -> None:
     result = _factory_run(late_launch=False)
     rank2 = result.per_rank.filter(pl.col("rank") == 2).row(0, named=True)
-    assert (rank2["instances"], rank2["times_last"], rank2["median_lateness_us"]) == (4, 4, 290.0)
+    assert (rank2["instances"], rank2["times_last"], rank2["median_lateness_us"]) == (5, 5, 290.0)
+    assert rank2["last_p_value"] == pytest.approx((1 / 3) ** 5)
     assert rank2["comp_excess_us"] == 7000.0 - 5000.0
     assert (rank2["straggler"], rank2["cause"]) == (True, "slow compute")
     rank0 = result.per_rank.filter(pl.col("rank") == 0).row(0, named=True)
-    assert rank0["wait_us"] == 4 * 300.0
-    assert rank0["wait_share"] == 4 * 300.0 / 10_000.0
+    assert rank0["wait_us"] == 5 * 300.0
+    assert rank0["wait_share"] == 5 * 300.0 / 10_000.0
     assert not rank0["straggler"]
     assert result.stragglers == (2,)
     assert result.sentence.startswith("Rank 2 is a straggler")
@@ -94,8 +96,8 @@ def test_per_rank_figures_and_slow_compute_verdict() -> None:
 def test_late_launch_verdict() -> None:
     result = _factory_run(late_launch=True)
     rank2 = result.per_rank.filter(pl.col("rank") == 2).row(0, named=True)
-    assert rank2["launch_gap_us"] == 4 * 300.0  # per step: four collectives, each launched 300 us late
-    assert (rank2["straggler"], rank2["cause"]) == (True, "late launch")
+    assert rank2["launch_gap_us"] == 5 * 300.0  # per step: five collectives, each launched 300 us late
+    assert (rank2["straggler"], rank2["cause"]) == (True, "late collective launch")
 
 
 def test_transfer_gamma_joins_the_budget() -> None:
@@ -103,7 +105,7 @@ def test_transfer_gamma_joins_the_budget() -> None:
     per_step = _per_step({0: 5000.0, 1: 5000.0, 2: 7000.0})
     joined = with_transfer(per_step, result.transfer)
     rows = joined.sort("rank").select("transfer_us", "transfer_gamma").rows()
-    assert rows == [(800.0, 800.0 / 5000.0), (800.0, 800.0 / 5000.0), (800.0, 800.0 / 7000.0)]
+    assert rows == [(1000.0, 1000.0 / 5000.0), (1000.0, 1000.0 / 5000.0), (1000.0, 1000.0 / 7000.0)]
 
 
 # Simulated runs: every figure against the simulator's ground truth.
@@ -134,7 +136,9 @@ def _by_key(result: CrossRank) -> dict[tuple[str, int], dict[str, object]]:
     return {(names[row["group"]], row["seq"]): row for row in usable.iter_rows(named=True)}
 
 
-@pytest.mark.parametrize(("kind", "cause"), [("compute", "slow compute"), ("launch", "late launch")])
+@pytest.mark.parametrize(
+    ("kind", "cause"), [("compute", "slow compute"), ("launch", "late collective launch")]
+)
 def test_simulated_straggler_offsets_and_skews(tmp_path: Path, kind: str, cause: str) -> None:
     truth, result = _simulate(tmp_path, straggler=StragglerSpec(5, kind, 400.0, 600.0))  # type: ignore[arg-type]
     assert result.stragglers == (5,)
@@ -239,10 +243,10 @@ def test_ranks_on_the_reference_host_share_its_clock() -> None:
 
 def test_lateness_cost_per_step() -> None:
     """Rank 2 of the three-rank run starts 300 us after rank 0 and 290 us after rank 1 (the second latest) in
-    each of the 4 instances of its one step: 4 x 290 us per step, over a 10 ms step."""
+    each of the 5 instances of its one step: 5 x 290 us per step, over a 10 ms step."""
     rank2 = _factory_run(late_launch=False).per_rank.filter(pl.col("rank") == 2).row(0, named=True)
-    assert rank2["lateness_cost_us"] == 4 * (300.0 - 10.0)
-    assert rank2["lateness_cost_share"] == 4 * (300.0 - 10.0) / 10_000.0
+    assert rank2["lateness_cost_us"] == 5 * (300.0 - 10.0)
+    assert rank2["lateness_cost_share"] == pytest.approx(5 * (300.0 - 10.0) / 10_000.0)
     assert (
         _factory_run(late_launch=False).per_rank.filter(pl.col("rank") == 0).item(0, "lateness_cost_us")
         == 0.0

@@ -31,7 +31,8 @@ BUDGET = {
 STRAGGLER = {
     "stragglers": 1.0,
     "straggler_rank": 5.0,
-    "straggler_last_share": 0.9,
+    "straggler_last_share": 36 / 40,
+    "straggler_times_last": 36.0,
     "straggler_instances": 40.0,
     "straggler_group_size": 8.0,
     "straggler_median_lateness_us": 3_000.0,
@@ -89,6 +90,14 @@ def test_a_costly_straggler_sets_the_pace_with_its_cost_and_cause() -> None:
     assert found.label == "straggler-bound"
     assert "its lateness costs 12.00 ms per step (12% of the step)" in found.sentence
     assert "likely cause: slow compute" in found.sentence
+    assert "it arrives last in 36 of its 40 collectives (1 in 8 would be chance)" in found.sentence
+
+
+def test_a_costly_straggler_comes_before_idle() -> None:
+    # the straggler's host sleeps: its own device idles, and that idle is the straggler's, not the input pipeline's
+    idle = BUDGET | {"idle_us": 90_000.0, "idle_share": 0.9}  # above compute + exposed communication
+    assert _verdict(idle | STRAGGLER, {"straggler_cause": "late launch"}) == "straggler-bound"
+    assert _verdict(idle) == "idle-bound"
 
 
 def test_a_cheap_straggler_leaves_the_budget_verdict() -> None:

@@ -119,6 +119,7 @@ def analyze(
     peak_flops: str | float | None = None,
     efficiency: float | None = None,
     bandwidth: str | float | None = None,
+    host_bandwidth: str | float | None = None,
     alpha: str | float | None = None,
     nic: str | None = None,
     gpus_per_node: int | None = None,
@@ -131,7 +132,7 @@ def analyze(
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
     `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); the alpha-beta model's
     inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
-    `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises a `TraceviewError` subclass for
+    `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises a `TraceviewError` subclass for
     bad input or options, naming the option.
     """
     from traceview.options.run import build_options

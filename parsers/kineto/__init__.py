@@ -141,7 +141,9 @@ def parse(path: str | Path | Url, limits: ParseLimits = DEFAULT_LIMITS) -> RankT
     gpu = sane_frame(_concat(read.frames.gpu, GPU_SCHEMA), limits.max_name_chars, notes)
     cpu = sane_frame(_concat(read.frames.cpu, CPU_SCHEMA), limits.max_name_chars, notes)
     steps, step_source = step_candidates(read.frames.gpu_annotations, cpu)
-    meta, meta_warnings = rank_meta(path, read.header, read.events_total, limits, notes)
+    meta, meta_warnings = rank_meta(
+        path, read.header, read.events_total, limits, notes, truncated=read.truncated_at_byte is not None
+    )
     meta = replace(meta, local_device=local_device(gpu))
     return RankTrace(
         path=str(path),
@@ -297,6 +299,7 @@ def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Col
         "flops": _field(args, "flops"),
         "input_dims": _raw_texts(_either(args, "input_dims", "input_dims_old")),
         "input_types": _raw_texts(_field(args, "input_type")),
+        "concrete_inputs": _raw_texts(_field(args, "concrete_inputs")),
     }
 
 

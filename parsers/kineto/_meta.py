@@ -30,8 +30,11 @@ MAX_DEVICE_NAMES = 64
 class HeaderChecks:
     """Reads header values for `TraceMeta`, noting what it had to set aside."""
 
-    def __init__(self, path: Location, max_name_chars: int, cut: Counter[str]) -> None:
+    def __init__(
+        self, path: Location, max_name_chars: int, cut: Counter[str], truncated: bool = False
+    ) -> None:
         self.path = path
+        self.truncated = truncated
         self.max_name_chars = max_name_chars
         self.notes: list[str] = []
         self.cut = cut
@@ -76,7 +79,12 @@ class HeaderChecks:
         """baseTimeNanoseconds, or 0 (unknown) when absent or not a date between 2000 and 2100."""
         low, high = BASE_TIME_RANGE_NS
         if declared is None:
-            self.notes.append(f"no baseTimeNanoseconds (truncated?): {UNKNOWN_BASE}")
+            why = (
+                "the document is cut short, and the base is written last"
+                if self.truncated
+                else "the document is complete: older profilers write none"
+            )
+            self.notes.append(f"no baseTimeNanoseconds ({why}): {UNKNOWN_BASE}")
             return 0
         if not low <= declared < high:
             self.notes.append(
@@ -142,11 +150,17 @@ def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
 
 
 def rank_meta(
-    path: Location, header: Header, events_total: int, limits: ParseLimits, notes: Counter[str]
+    path: Location,
+    header: Header,
+    events_total: int,
+    limits: ParseLimits,
+    notes: Counter[str],
+    truncated: bool = False,
 ) -> tuple[TraceMeta, list[ParseWarning]]:
-    """What the header says of the rank (`TraceMeta`), absurd values read as unknown, and the warnings."""
+    """What the header says of the rank (`TraceMeta`), absurd values read as unknown, and the warnings
+    (`truncated`: the document was cut short, which explains a missing base time)."""
     info = header.distributedInfo or DistributedInfo()
-    checks = HeaderChecks(path, limits.max_name_chars, notes)
+    checks = HeaderChecks(path, limits.max_name_chars, notes, truncated)
     rank, rank_source = checks.rank(info.rank)
     world_size = checks.world_size(info.world_size)
     devices = header.deviceProperties or header.computeProperties or []

@@ -27,7 +27,7 @@ from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
@@ -222,6 +222,10 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
         "assumed_links": list(trust.assumed_links) if trust else [],
         "defaulted_inputs": list(trust.defaulted) if trust else [],
         "caveats": list(trust.caveats) if trust else [],
+        "achieved_over_peak": clean(trust.achieved_over_peak) if trust else None,
+        "headline_doubt": trust.doubt if trust else None,
+        "guessed_inputs": list(trust.guesses) if trust else [],
+        "links_measured": trust.links_measured if trust else False,
         "topology": None if topology is None else {
             "gpus_per_node": topology.ranks_per_node, "source": topology.source, "detail": topology.detail,
             "hosts": topology.hosts, "conflicts": list(topology.conflicts),

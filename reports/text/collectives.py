@@ -64,7 +64,8 @@ def _table(title: str, frame: pl.DataFrame, columns: Mapping[str, tuple[str, Cel
 PER_RANK_COLUMNS: Mapping[str, tuple[str, Cell]] = {
     "rank": ("rank", plain),
     "comm_kernels": ("comm kernels", plain),
-    "cpu_calls": ("CPU calls", plain),
+    "copy_transfers": ("copy-engine transfers", plain),
+    "cpu_calls": ("host ops", plain),
     "linked_share": ("linked", plain),
     "unknown_collective": ("unknown coll.", plain),
     "calls": ("calls", plain),
@@ -105,10 +106,12 @@ def render_collectives(collectives: CollectiveAnalysis, console: Console) -> Non
     per_rank = collectives.per_rank
     kernels = int(per_rank.get_column("comm_kernels").sum()) if per_rank.height else 0
     cpu_calls = int(per_rank.get_column("cpu_calls").sum()) if per_rank.height else 0
+    copies = int(per_rank.get_column("copy_transfers").sum()) if per_rank.height else 0
     share = "-" if collectives.linked_share is None else f"{collectives.linked_share:.1%}"
     console.print(
         f"[bold]Collectives[/bold]: {kernels} communication kernel(s), {share} linked to their call, "
-        f"{collectives.unknown_comm_kernels} of unknown collective; {cpu_calls} CPU-only call(s)",
+        f"{collectives.unknown_comm_kernels} of unknown collective; {copies} copy-engine transfer(s); "
+        f"{cpu_calls} host collective op(s) (gloo, MPI)",
         highlight=False,
     )
     if collectives.kernels.height == 0:

@@ -26,7 +26,8 @@ def text(value: object) -> str:
 
 def render_summary(analysis: RunAnalysis, console: Console) -> None:
     """Print the verdict panel, the recommendations, the run header and the per-rank time budget."""
-    lines = (analysis.verdict.sentence, analysis.verdict.prediction, *analysis.verdict.notes)
+    verdict = analysis.verdict
+    lines = (verdict.sentence, verdict.prediction, *verdict.run_shape, *verdict.notes)
     body = "\n".join(text(line) for line in lines if line)
     console.print(Panel(body, title=f"verdict: {analysis.verdict.label}", expand=False))
     _print_recommendations(analysis, console)
@@ -62,32 +63,39 @@ def _print_recommendations(analysis: RunAnalysis, console: Console) -> None:
         console.print(f"  {index}. {text(item.sentence)}", markup=True, highlight=False)
 
 
+BUDGET_COLUMNS = (
+    ("step", "step_us"),
+    ("T_comp", "comp_us"),
+    ("T_comm", "comm_us"),
+    ("overlap", "overlap_us"),
+    ("exposed comm", "exposed_comm_us"),
+    ("idle", "idle_us"),
+)
+"""(header, column) of the budget table's times (ms); the ratios follow."""
+SPLIT_COLUMNS = (
+    ("comm: device", "comm_device_us"),
+    ("copy engine", "comm_copy_us"),
+    ("host", "comm_host_us"),
+    ("host wait", "host_comm_wait_us"),
+)
+"""Where T_comm ran, and the device's wait inside host collectives: shown when some rank has any."""
+
+
 def _budget_table(analysis: RunAnalysis) -> Table:
-    table = Table(title="Time budget per rank (median over steps; ms)")
-    for column in (
-        "rank",
-        "steps",
-        "step",
-        "T_comp",
-        "T_comm",
-        "overlap",
-        "exposed comm",
-        "idle",
-        "overlap ratio",
-        "gamma",
-        "exposed gamma",
-    ):
+    title = "Time budget per rank (median over steps; ms)"
+    if analysis.budget.comm_off_device:
+        title += "; T_comm split by where it ran; host wait: the device idle inside a host collective"
+    table = Table(title=title)
+    split = SPLIT_COLUMNS if analysis.budget.comm_off_device else ()
+    headers = ["rank", "steps", *(h for h, _ in BUDGET_COLUMNS), *(h for h, _ in split)]
+    for column in (*headers, "overlap ratio", "gamma", "exposed gamma"):
         table.add_column(column, justify="right")
     for row in analysis.budget.per_rank.iter_rows(named=True):
         table.add_row(
             str(row["rank"]),
             str(row["steps"]),
-            _ms(row["step_us"]),
-            _ms(row["comp_us"]),
-            _ms(row["comm_us"]),
-            _ms(row["overlap_us"]),
-            _ms(row["exposed_comm_us"]),
-            _ms(row["idle_us"]),
+            *(_ms(row[c]) for _, c in BUDGET_COLUMNS),
+            *(_ms(row.get(c)) for _, c in split),
             _ratio(row["overlap_ratio"]),
             _ratio(row["gamma"]),
             _ratio(row["exposed_gamma"]),

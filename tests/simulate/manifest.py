@@ -46,6 +46,9 @@ def _hardware(scenario: Scenario) -> ManifestHardware:
 
 def _model(scenario: Scenario) -> ManifestModel:
     model = scenario.model
+    if model is None and scenario.recorded_workload is not None:
+        batch, params = scenario.recorded_workload
+        return ManifestModel(local_batch=batch, params=params, dtype=_gradient_dtype(scenario))
     if model is None:
         return ManifestModel()
     return ManifestModel(
@@ -54,6 +57,12 @@ def _model(scenario: Scenario) -> ManifestModel:
         flops_per_sample=FLOPS_PER_PARAM_PER_EXAMPLE * model.params,
         dtype=DTYPES.get(model.grad_bytes_per_param),
     )
+
+
+def _gradient_dtype(scenario: Scenario) -> str | None:
+    """The compute dtype a recorder names: that of the run's all-reduced gradients."""
+    names = {spec.dtype for spec in scenario.collectives if spec.collective == "AllReduce"}
+    return {"BFloat16": "bf16", "Float": "fp32", "Half": "fp16"}.get(names.pop()) if len(names) == 1 else None
 
 
 def _groups(scenario: Scenario) -> list[ManifestGroup]:

@@ -114,6 +114,8 @@ class Scenario:
     `"hostname"` key (real traces have none). `flops_per_step` with `with_flops` writes `flops` args on the
     `aten::mm` ops, split over them in proportion to their planned durations. `pytorch_version` is recorded in
     the ground truth only (Kineto traces do not carry it); so is `model`, the planted alpha-beta parameters.
+    `recorded_workload` (local batch, parameters) is what a recording states of the job in `run.json`, beside a
+    run that plants no model.
     """
 
     ranks: int
@@ -150,6 +152,9 @@ class Scenario:
     step_gap_us: float = 30.0
     first_step_number: int = 1
     model: ModelTruth | None = None
+    recorded_workload: tuple[float, float] | None = (
+        None  # (local batch, parameters) a recorder states in run.json
+    )
 
     @property
     def hosts(self) -> int:

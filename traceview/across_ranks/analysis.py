@@ -20,6 +20,7 @@ from traceview.across_ranks.stragglers import (
     host_entry,
     instance_figures,
     lateness_cost,
+    launch_delay,
     launch_gaps,
     rank_figures,
     spans_hosts,
@@ -29,6 +30,7 @@ from traceview.across_ranks.stragglers import (
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
+from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,12 @@ def cross_rank(
     per_step: pl.DataFrame,
     hosts: pl.DataFrame,
     host_steps: pl.DataFrame | None = None,
+    starts: pl.DataFrame | None = None,
 ) -> CrossRank:
     """The cross-rank analysis from communication kernels (`traceview.across_ranks.matching.KERNEL_COLUMNS`),
-    classified device events, step windows, the budget's per-step frame, the rank -> host table and the CPU
-    ProfilerStep starts (`host_steps`: rank, step, host_start_us; on the run's time base)."""
+    classified device events, step windows, the budget's per-step frame, the rank -> host table, the CPU
+    ProfilerStep starts (`host_steps`: rank, step, host_start_us; on the run's time base) and each CPU step's
+    first launch (`starts`: `traceview.steps.first_launch.first_launches`)."""
     ranks = hosts.get_column("rank").to_list()
     matching, clocks, aligned = _checked(match_instances(kernels, windows, ranks), hosts)
     usable = _usable(matching)
@@ -111,6 +115,7 @@ def cross_rank(
         host_entry(host_steps if host_steps is not None else _no_host_steps(), hosts, clocks),
         lateness_cost(per_call, per_step),
         spans_hosts(per_call, hosts),
+        launch_delay(starts if starts is not None else pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)),
     ]
     figures_by_rank = rank_figures(per_call, launch_gaps(usable_calls, events), per_step, ranks)
     for part in parts:
@@ -185,9 +190,10 @@ def run_cross_rank(
     ranks_per_host: int | None = None,
     log_hosts: Mapping[int, str] | None = None,
     per_host_source: str = "--ranks-per-host",
+    starts: pl.DataFrame | None = None,
 ) -> CrossRank:
     """`cross_rank` on a run: hosts from the traces, then `log_hosts` (NCCL logs), then `ranks_per_host` (from
-    `per_host_source`)."""
+    `per_host_source`); `starts` each CPU step's first launch."""
     hostnames = {trace.rank: trace.meta.hostname for trace in run}
     hosts = rank_hosts(run.rank_ids, hostnames, log_hosts, ranks_per_host, per_host_source)
-    return cross_rank(kernels, events, windows, budget.per_step, hosts, host_steps_of(run))
+    return cross_rank(kernels, events, windows, budget.per_step, hosts, host_steps_of(run), starts)

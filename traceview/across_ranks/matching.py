@@ -124,10 +124,20 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
 def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Calls (kernels collapsed by seq) with their step (null: outside every window), signature, `fwd` ordinal
     and per-cell `count`."""
-    frame = kernels.with_row_index("row").with_columns(
-        group_expr().alias("group"),
-        pl.col("collective").fill_null("unknown"),
-        pl.coalesce(pl.col("seq"), -pl.col("row").cast(pl.Int64) - 1).alias("call_key"),
+    frame = (
+        _call_rows(kernels)
+        .with_row_index("row")
+        .with_columns(
+            group_expr().alias("group"),
+            pl.col("collective").fill_null("unknown"),
+            pl.coalesce(
+                pl.format("s{}", pl.col("seq")),
+                pl.when(pl.col("call_start_us").is_not_null()).then(
+                    pl.format("c{}@{}", pl.col("call_name"), pl.col("call_start_us"))
+                ),
+                pl.format("k{}", pl.col("row")),
+            ).alias("call_key"),
+        )
     )
     calls = frame.group_by("rank", "group", "call_key").agg(
         pl.col("start_us").min(), pl.col("end_us").max(), pl.col("seq").first(),
@@ -142,6 +152,14 @@ def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame
         pl.int_range(pl.len(), dtype=pl.Int64).over(CELL_RANK).alias("fwd"),
         pl.len().cast(pl.Int64).over(CELL_RANK).alias("count"),
     )
+
+
+def _call_rows(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The rows that make calls: every row but the staging copies of a host collective (gloo with device
+    tensors copies its data to the host and back: part of its communication time, not a call of its own)."""
+    if "staging_copy" not in kernels.columns:
+        return kernels
+    return kernels.filter(~pl.col("staging_copy").fill_null(False))
 
 
 def _with_steps(calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:

@@ -8,13 +8,13 @@ its aligned start - the median aligned start of the members; the last arrival's 
 the second-latest member's (what the instance would save had it arrived with the others).
 
 Per rank: total wait and its share of the rank's step time, times last, median lateness, the lateness cost
-per step, the clock uncertainty of its lateness, and the straggler rule: last in at least (1 + 1/n) / 2 of its
-instances (halfway between chance, 1/n, and always) with a median lateness of at least `LATENESS_FLOOR_US`,
-or a median lateness of at least max(`LATENESS_THRESHOLD_US`, `LATENESS_STEP_SHARE` x median step); named
-only when the lateness exceeds the clock uncertainty (else `not resolvable`). Its cause: the rule of `CAUSES`
-whose figure (an excess over the other ranks, per step: a delay early in a step makes every later collective
-of the step late too) is the largest of those reaching `CAUSE_SHARE` of the median lateness; none: `network`
-when its groups span hosts known to differ, else `unexplained`.
+per step, the clock uncertainty of its lateness, and the straggler rule (`traceview.across_ranks.evidence`):
+at least `MIN_INSTANCES` instances, last beyond chance (binomial tail against 1/n below `LAST_ALPHA`) with a
+median lateness of at least `LATENESS_FLOOR_US`, and that lateness beyond `CLOCK_MARGIN` x the clock
+uncertainty (else `not resolvable`). Its cause: the rule of `CAUSES` whose figure (an excess over the other
+ranks, per step: a delay early in a step makes every later collective of the step late too) is the largest of
+those reaching `CAUSE_SHARE` of the median lateness; none: `network` when its groups span hosts known to
+differ, else `unexplained`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.across_ranks.clocks import ASSUMED_HOSTS, ClockOffsets
+from traceview.across_ranks.evidence import beyond_chance, beyond_clock, last_p_values, late_enough
+from traceview.core.intervals import union_length
 
 MIN_INSTANCES = 3
-LATENESS_FLOOR_US = 20.0
-LATENESS_THRESHOLD_US = 200.0
-LATENESS_STEP_SHARE = 0.02
 CAUSE_SHARE = 0.5
 
 
@@ -45,6 +44,12 @@ class CauseRule:
 
 CAUSES: tuple[CauseRule, ...] = (
     CauseRule(
+        "late launch",
+        "launch_delay_excess_us",
+        "late launch (its host spends {value} more than the median rank from the start of its step to its "
+        "first launch: host work before any device work, e.g. a sleep, data loading or a synchronisation)",
+    ),
+    CauseRule(
         "slow compute", "comp_excess_us", "slow compute (T_comp per step {value} above the median rank)"
     ),
     CauseRule(
@@ -54,9 +59,10 @@ CAUSES: tuple[CauseRule, ...] = (
         "clock: the step's host work, e.g. data loading, begins late)",
     ),
     CauseRule(
-        "late launch",
+        "late collective launch",
         "launch_gap_excess_us",
-        "late launch (its collectives are launched {value} later after its compute than the median rank's)",
+        "late collective launch (its collectives are launched {value} later after its compute than the median "
+        "rank's)",
     ),
 )
 """The causes a rank's own timeline can show; the largest supported figure wins."""
@@ -116,16 +122,18 @@ def launch_gaps(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 
 def transfer_per_step(calls: pl.DataFrame) -> pl.DataFrame:
-    """T_transfer of docs/metrics.md section 4 per (rank, step): the sum of the transfer times (shortest member's
-    duration) of the instances the rank took part in. Columns rank, step, transfer_us."""
-    shortest = calls.group_by("instance").agg(pl.col("dur_us").min().alias("transfer_us"))
-    return (
-        calls.join(shortest, on="instance")
-        .group_by("rank", "step")
-        .agg(pl.col("transfer_us").sum())
-        .with_columns(pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64))
-        .sort("rank", "step")
+    """T_transfer of docs/metrics.md section 4 per (rank, step): the union, over the instances the rank took
+    part in, of the last `transfer` of each of its calls ([end - transfer, end]: a call waits, then moves its
+    data), the transfer being the instance's shortest member's duration. Concurrent calls (two gloo worker
+    threads, several streams) count once, so it never exceeds T_comm. Columns rank, step, transfer_us."""
+    shortest = calls.group_by("instance").agg(pl.col("dur_us").min().alias("_transfer"))
+    tails = calls.join(shortest, on="instance").select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        (pl.col("end_us") - pl.col("_transfer")).alias("start_us"),
+        "end_us",
     )
+    return union_length(tails, ["rank", "step"], "transfer_us").sort("rank", "step")
 
 
 def rank_figures(
@@ -230,27 +238,37 @@ def spans_hosts(per_call: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def verdicts(figures: pl.DataFrame, median_step_us: float | None) -> pl.DataFrame:
-    """`figures` with `lateness_cost_share`, `resolvable`, `straggler` and `cause` (module docstring): a rank
-    the rule names whose lateness is within its clock uncertainty gets `not resolvable` and no straggler flag;
-    `cause` is null for the others."""
-    threshold = max(LATENESS_THRESHOLD_US, LATENESS_STEP_SHARE * (median_step_us or 0.0))
-    lateness = pl.col("median_lateness_us").fill_null(0.0)
-    expected_share = 1.0 / pl.col("group_size").fill_null(2.0).clip(lower_bound=2.0)
-    often_last = (pl.col("last_share").fill_null(0.0) >= (1.0 + expected_share) / 2) & (
-        lateness >= LATENESS_FLOOR_US
+def launch_delay(starts: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, `launch_delay_us`: the median over its CPU steps of the time from the step's start to its first
+    launch (`starts`: `traceview.steps.first_launch.first_launches` of every rank), and
+    `launch_delay_excess_us`: that minus the median of all ranks."""
+    per_rank = (
+        starts.with_columns((pl.col("first_launch_us") - pl.col("host_start_us")).alias("delay"))
+        .group_by("rank")
+        .agg(pl.col("delay").median().alias("launch_delay_us"))
     )
-    named = (pl.col("instances") >= MIN_INSTANCES) & (often_last | (lateness >= threshold))
-    resolvable = pl.col("median_lateness_us") > pl.col("clock_uncertainty_us")
+    return per_rank.with_columns(
+        (pl.col("launch_delay_us") - pl.col("launch_delay_us").median()).alias("launch_delay_excess_us")
+    ).cast({"rank": pl.Int64})
+
+
+def verdicts(figures: pl.DataFrame, median_step_us: float | None) -> pl.DataFrame:
+    """`figures` with `last_p_value`, `lateness_cost_share`, `resolvable`, `straggler` and `cause` (module
+    docstring): a rank last beyond chance whose lateness is within `CLOCK_MARGIN` x its clock uncertainty
+    gets `not resolvable` and no straggler flag; `cause` is null for the others."""
+    figures = figures.join(last_p_values(figures), on="rank", how="left")
+    named = (pl.col("instances") >= MIN_INSTANCES) & beyond_chance() & late_enough()
+    resolvable = beyond_clock()
     step = median_step_us if median_step_us else None
+    straggler = named & resolvable.fill_null(False)
     return figures.with_columns(
         (pl.col("lateness_cost_us") / step if step else pl.lit(None, pl.Float64)).alias(
             "lateness_cost_share"
         ),
         resolvable.alias("resolvable"),
-        (named & resolvable.fill_null(False)).alias("straggler"),
-        pl.when(named & resolvable.fill_null(False))
-        .then(_cause(lateness))
+        straggler.alias("straggler"),
+        pl.when(straggler)
+        .then(_cause(pl.col("median_lateness_us").fill_null(0.0)))
         .when(named)
         .then(pl.lit(NOT_RESOLVABLE))
         .alias("cause"),

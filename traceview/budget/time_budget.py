@@ -1,8 +1,12 @@
-"""The time budget of a step, per rank (docs/metrics.md section 4): T_comp, T_comm, T_overlap, exposed communication,
-overlap ratio, idle, measured and exposed gamma.
+"""The time budget of a step, per rank (docs/metrics.md section 4): T_comp, T_comm and its split by where it ran,
+T_overlap, exposed communication, overlap ratio, idle, the device's wait inside host collectives, measured and
+exposed gamma.
 
-C = union of compute kernels, M = union of communication kernels, G = union of all device activity, W = the step
-window (see `traceview.steps.windows`). |C ∩ M| = |C| + |M| - |C ∪ M|, so four unions give every figure.
+C = union of compute kernels, M = union of every communication interval (device kernels, copy-engine transfers,
+host collective ops: `traceview.collectives.comm_events`), G = union of all device activity, H = union of the
+host collective ops, W = the step window (see `traceview.steps.windows`). |C ∩ M| = |C| + |M| - |C ∪ M|; the
+device's idle inside a host collective is |G ∪ H| - |G|, and idle is |W| - |G ∪ H|, so
+step = busy + host_comm_wait + idle.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import polars as pl
 
 from traceview.core.intervals import clip_to_windows, union_length
 from traceview.core.outliers import rank_outliers
-from traceview.events.classify import classify_gpu
+from traceview.events.classify import HOST_KIND, classify_gpu
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.time_base import aligned_ranks
 from traceview.model.trace import Run
@@ -37,6 +41,10 @@ BUDGET_COLUMNS = (
     "exposed_gamma",
     "compute_kernels",
     "comm_kernels",
+    "comm_device_us",
+    "comm_copy_us",
+    "comm_host_us",
+    "host_comm_wait_us",
 )
 MEDIAN_COLUMNS = (
     "step_us",
@@ -48,7 +56,14 @@ MEDIAN_COLUMNS = (
     "idle_us",
     "gamma",
     "exposed_gamma",
+    "comm_device_us",
+    "comm_copy_us",
+    "comm_host_us",
+    "host_comm_wait_us",
 )
+COMM_SPLIT = {"device": "comm_device_us", "copy engine": "comm_copy_us", "host": "comm_host_us"}
+"""T_comm by where it ran (`traceview.events.classify.COMM_KINDS`), each moment counted by the first kind, in
+this order, that covers it: the three add up to `comm_us`."""
 
 
 OUTLIER_FIGURES = ("step_us", "comp_us", "overlap_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
@@ -62,6 +77,15 @@ class TimeBudget:
     per_step: pl.DataFrame
     per_rank: pl.DataFrame
     run_median: dict[str, float | None]
+
+    @property
+    def comm_off_device(self) -> bool:
+        """Whether some (rank, step) communicates off the device's kernels (a copy engine, a host collective) or
+        its device waits inside a host collective: then the surfaces show where T_comm ran."""
+        names = [
+            n for n in ("comm_copy_us", "comm_host_us", "host_comm_wait_us") if n in self.per_step.columns
+        ]
+        return bool(names) and bool(self.per_step.select(pl.any_horizontal(pl.col(names) > 0).any()).item())
 
     @property
     def steps_analysed(self) -> int:
@@ -98,6 +122,31 @@ def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
     return budget_of(_per_step(events, windows))
 
 
+GRAPH_COLUMNS = {"graph_capture": pl.Boolean, "launches": pl.Int64, "launches_ran": pl.Int64}
+"""Per (rank, step): whether the step captures a CUDA/HIP graph (`traceview.steps.graphs`), its kernel launches
+on the host and how many of them ran."""
+
+
+def with_graph_steps(per_step: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
+    """`per_step` with `GRAPH_COLUMNS` from `graphs` (`traceview.steps.graphs.graph_steps`); a step it does not
+    list captures nothing."""
+    columns = list(GRAPH_COLUMNS)
+    joined = per_step.drop(columns, strict=False).join(
+        graphs.select("rank", "step", *columns), on=["rank", "step"], how="left"
+    )
+    return joined.with_columns(
+        pl.col("graph_capture").fill_null(False), pl.col("launches", "launches_ran").fill_null(0)
+    ).cast(GRAPH_COLUMNS)  # type: ignore[arg-type]
+
+
+def _counted(per_step: pl.DataFrame) -> pl.DataFrame:
+    """The (rank, step) rows the medians read: all but the graph capture steps, unless every step is one."""
+    if "graph_capture" not in per_step.columns:
+        return per_step
+    replays = per_step.filter(~pl.col("graph_capture").fill_null(False))
+    return replays if replays.height else per_step
+
+
 TRANSFER_COLUMNS = ("transfer_us", "transfer_gamma")
 
 
@@ -113,17 +162,19 @@ def with_transfer(per_step: pl.DataFrame, transfer: pl.DataFrame) -> pl.DataFram
 
 
 def budget_of(per_step: pl.DataFrame, transfer: pl.DataFrame | None = None) -> TimeBudget:
-    """The budget of per-(rank, step) rows (`BUDGET_COLUMNS`): their per-rank and run medians; with the
-    cross-rank `transfer` per (rank, step), also transfer_us and transfer_gamma (docs/metrics.md section 4)."""
+    """The budget of per-(rank, step) rows (`BUDGET_COLUMNS`): their per-rank and run medians (graph capture
+    steps left out, unless every step is one); with the cross-rank `transfer` per (rank, step), also
+    transfer_us and transfer_gamma (docs/metrics.md section 4)."""
     columns: tuple[str, ...] = MEDIAN_COLUMNS
     if transfer is not None and per_step.height:
         per_step, columns = with_transfer(per_step, transfer), (*MEDIAN_COLUMNS, *TRANSFER_COLUMNS)
+    counted = _counted(per_step)
     per_rank = (
-        per_step.group_by("rank")
+        counted.group_by("rank")
         .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in columns])
         .sort("rank")
     )
-    medians = per_step.select([pl.col(c).median() for c in columns]) if per_step.height else None
+    medians = counted.select([pl.col(c).median() for c in columns]) if counted.height else None
     run_median = {c: (medians.item(0, c) if medians is not None else None) for c in columns}
     return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
 
@@ -137,13 +188,17 @@ def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
                 for c in BUDGET_COLUMNS
             }
         )
-    clipped = clip_to_windows(events.select("rank", "start_us", "end_us", "event_class"), windows, ["rank"])
+    clipped = clip_to_windows(_with_kinds(events), windows, ["rank"])
     kernels = clipped.filter(pl.col("event_class") != "memory")
+    comm, kind = clipped.filter(pl.col("event_class") == "comm"), pl.col("comm_kind")
     lengths = [
         union_length(clipped.filter(pl.col("event_class") == "compute"), keys, "comp_us"),
-        union_length(clipped.filter(pl.col("event_class") == "comm"), keys, "comm_us"),
+        union_length(comm, keys, "comm_us"),
+        union_length(comm.filter(kind == "device"), keys, "_device_us"),
+        union_length(comm.filter(kind.is_in(["device", "copy engine"])), keys, "_on_device_us"),
         union_length(kernels, keys, "kernels_us"),
-        union_length(clipped, keys, "busy_us"),
+        union_length(clipped.filter(pl.col("kind") != HOST_KIND), keys, "busy_us"),
+        union_length(clipped, keys, "_active_us"),
         clipped.group_by(keys).agg(
             (pl.col("event_class") == "compute").sum().cast(pl.Int64).alias("compute_kernels"),
             (pl.col("event_class") == "comm").sum().cast(pl.Int64).alias("comm_kernels"),
@@ -155,6 +210,19 @@ def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     return _derive(table.fill_null(0)).sort(keys).select(BUDGET_COLUMNS)
 
 
+def _with_kinds(events: pl.DataFrame) -> pl.DataFrame:
+    """The columns the budget reads; events classified without a `comm_kind` have device communication."""
+    kind = pl.col("comm_kind") if "comm_kind" in events.columns else pl.lit("device")
+    return events.select(
+        "rank",
+        "start_us",
+        "end_us",
+        "event_class",
+        pl.col("kind"),
+        pl.when(pl.col("event_class") == "comm").then(kind).alias("comm_kind"),
+    )
+
+
 def _derive(table: pl.DataFrame) -> pl.DataFrame:
     comm, comp = pl.col("comm_us"), pl.col("comp_us")
     overlap = (comp + comm - pl.col("kernels_us")).clip(lower_bound=0.0)
@@ -162,9 +230,13 @@ def _derive(table: pl.DataFrame) -> pl.DataFrame:
         (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"),
         overlap.alias("overlap_us"),
         (comm - overlap).alias("exposed_comm_us"),
+        pl.col("_device_us").alias("comm_device_us"),
+        (pl.col("_on_device_us") - pl.col("_device_us")).alias("comm_copy_us"),
+        (comm - pl.col("_on_device_us")).alias("comm_host_us"),
+        (pl.col("_active_us") - pl.col("busy_us")).alias("host_comm_wait_us"),
     ).with_columns(
         pl.when(comm > 0).then(pl.col("overlap_us") / comm).alias("overlap_ratio"),
-        (pl.col("step_us") - pl.col("busy_us")).alias("idle_us"),
+        (pl.col("step_us") - pl.col("_active_us")).alias("idle_us"),
         pl.when(comp > 0).then(comm / comp).alias("gamma"),
         pl.when(comp > 0).then(pl.col("exposed_comm_us") / comp).alias("exposed_gamma"),
     )

@@ -286,3 +286,16 @@ def with_process_groups(frame: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
         *[_filled(f"pg_{field}", field) for field in ("name", "desc", "ranks")],
         _filled("group_size", "size"),
     ).drop(helpers)
+
+
+def call_counts(run: Run) -> pl.DataFrame:
+    """How many host collective calls each rank makes, per call name and family (`rank`, `name`, `family`,
+    `calls`): at world size 1 they are all a run has to say about its communication."""
+    calls = collective_calls(run)
+    if calls.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})
+    return (
+        calls.group_by("rank", "name", "family")
+        .agg(pl.len().cast(pl.Int64).alias("calls"))
+        .sort("rank", "calls", "name", descending=[False, True, False])
+    )

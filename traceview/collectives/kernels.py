@@ -38,7 +38,7 @@ from traceview.collectives.calls import (
     with_process_groups,
 )
 from traceview.core.costmodel import bandwidth_exprs, size_expr
-from traceview.core.vocab import CALL_FAMILIES, CPU_ONLY_CALL, dtype_size_expr
+from traceview.core.vocab import CALL_FAMILIES, CPU_ONLY_CALL, DEVICE_CALL, dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
 from traceview.model.trace import GPU_SCHEMA, Run
 
@@ -81,42 +81,43 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     "pg_source": pl.Utf8(),  # args | pg_config name | pg_config only group | pg_config size | null
     "call_kernels": pl.Int64(),  # kernels linked to the same call on the rank (1 for unlinked kernels)
     "first_in_call": pl.Boolean(),  # the call's first kernel: count calls and bytes on these rows only
+    "comm_kind": pl.Utf8(),  # device | copy engine | host (traceview.events.classify.COMM_KINDS)
+    "moves_data": pl.Boolean(),  # false for a copy or host op of a group of one rank: it moves nothing
+    "event_row": pl.Int64(),  # the row's position in the classified events (null for a host op)
+    "host_tid": pl.Utf8(),  # the host thread of a host op (null for device rows)
+    "group_size_assumed": pl.Boolean(),  # n is the world size: the call names no group (the default assumed)
+    "staging_copy": pl.Boolean(),  # a copy of a host collective's data (gloo with device tensors): part of its
+    # communication time, not a call of its own
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
 
-LINKED_BY = ("kernel args", "correlation", "external id", "unlinked", "cpu call")
+LINKED_BY = ("kernel args", "correlation", "external id", "unlinked", "cpu call", "stream")
 """Values of `linked_by`; `cpu call` marks the rows of CPU-only (gloo) collective calls (the row is the
-call)."""
+call); `stream` a copy-engine transfer known by the stream it runs on (a communication kernel's)."""
 
 
 def _anchors(
     events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame, host_ranks: list[int]
 ) -> pl.DataFrame:
-    """One row per result row: each communication kernel (its own args prefixed `k_`, anchored at its launch)
-    and each CPU-only call (anchored at its own start) of a rank not on its host timeline (`host_ranks`, whose
-    CPU-only calls are already kernels there). `anchor_id` numbers them."""
+    """One row per candidate result row: each communication kernel and each memory copy (a copy-engine
+    transfer when it is a collective's: `_copy_engine`), with its own args prefixed `k_` and anchored at its
+    launch, and each CPU-only call (anchored at its own start) of a rank not on its host timeline (`host_ranks`,
+    whose CPU-only calls are already kernels there). `event_row` is the row's position in `events`;
+    `anchor_id` numbers the candidates."""
     kernels = (
-        events.filter(pl.col("event_class") == "comm")
+        events.with_row_index("event_row")
+        .filter((pl.col("event_class") == "comm") | (pl.col("kind") == "memcpy"))
         .select(
-            "rank",
-            "name",
-            "start_us",
-            "end_us",
-            "stream",
-            "correlation",
-            "external_id",
-            "algorithm",
-            "protocol",
-            "reduce_op",
-            "kernel_collective",
-            "kernel_dtype",
+            "rank", "name", "kind", "start_us", "end_us", "stream", "correlation", "external_id", "algorithm",
+            "protocol", "reduce_op", "kernel_collective", "kernel_dtype", "comm_kind",
+            pl.col("event_row").cast(pl.Int64), pl.lit(None, pl.Utf8).alias("host_tid"),
             pl.col("collective_name").is_not_null().alias("has_args"),
             *[expr.name.prefix("k_") for expr in arg_fields()],
             *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq")],
         )
         .join(launches, on=["rank", "correlation"], how="left")
         .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
-    )
+    )  # fmt: skip
     cpu_only = calls.filter(
         (pl.col("family") == "backend")
         & pl.col("name").str.contains(CPU_ONLY_CALL)
@@ -124,10 +125,43 @@ def _anchors(
     )
     cpu_only = cpu_only.select(
         "rank", "name", "start_us", "end_us", "pid", "tid", pl.col("start_us").alias("anchor_us"),
-        pl.lit(False).alias("on_device"), pl.lit(False).alias("has_args"),
+        pl.lit(False).alias("on_device"), pl.lit(False).alias("has_args"), pl.lit("host").alias("comm_kind"),
+        pl.col("tid").alias("host_tid"),
     )  # fmt: skip
     both = pl.concat([kernels, cpu_only], how="diagonal_relaxed") if cpu_only.height else kernels
     return both.with_row_index("anchor_id")
+
+
+def _copy_engine(frame: pl.DataFrame) -> pl.DataFrame:
+    """The linked candidates with the memory copies that are not a collective's left out: a copy is a
+    copy-engine transfer (`comm_kind` copy engine) when its launch lies inside a collective call
+    (`linked_by` correlation) or it runs on a stream that carries the rank's communication kernels (`stream`:
+    NCCL's copy-engine collectives run on its own streams); never by its name."""
+    is_copy = pl.col("kind") == "memcpy"
+    comm_streams = (
+        frame.filter(~is_copy & pl.col("on_device") & pl.col("stream").is_not_null())
+        .select("rank", "stream", pl.lit(True).alias("_comm_stream"))
+        .unique()
+    )
+    joined = frame.join(comm_streams, on=["rank", "stream"], how="left")
+    by_call = pl.col("linked_by") == "correlation"
+    by_stream = pl.col("_comm_stream").fill_null(False)
+    device_call = pl.col("backend_name").str.contains(DEVICE_CALL).fill_null(False)
+    return (
+        joined.filter(~is_copy.fill_null(False) | by_call | by_stream)
+        .with_columns(
+            pl.when(is_copy & ~by_call)
+            .then(pl.lit("stream"))
+            .otherwise(pl.col("linked_by"))
+            .alias("linked_by"),
+            pl.when(is_copy).then(pl.lit("copy engine")).otherwise(pl.col("comm_kind")).alias("comm_kind"),
+            (is_copy & by_call & ~device_call).fill_null(False).alias("staging_copy"),
+            pl.coalesce(  # a host op's thread: its own, or on a host timeline the thread that "launched" it
+                pl.col("host_tid"), pl.when(pl.col("comm_kind") == "host").then(pl.col("tid"))
+            ).alias("host_tid"),
+        )
+        .drop("_comm_stream")
+    )
 
 
 def _link_family(anchors: pl.DataFrame, calls: pl.DataFrame, family: str) -> pl.DataFrame:
@@ -254,16 +288,56 @@ def _bandwidths() -> list[pl.Expr]:
     return [algbw.alias("algbw_Bps"), busbw.alias("busbw_Bps")]
 
 
+POINT_TO_POINT = ("SendRecv", "Send", "Recv")
+"""Collectives of two ranks whatever their group: their n is 2."""
+
+
+def _default_group() -> list[pl.Expr]:
+    """n where neither the args nor the shapes say it: 2 for point to point; for a call of no named process
+    group (PyTorch before 1.13 records none), the world size: the default group is assumed
+    (`group_size_assumed`), as the prediction assumes it, so busbw and the model read one n."""
+    unnamed = (
+        pl.col("group_size").is_null()
+        & pl.col("pg_name").is_null()
+        & pl.col("pg_ranks").is_null()
+        & ~pl.col("collective").is_in(POINT_TO_POINT).fill_null(False)
+        & pl.col("world_size").is_not_null()
+    )
+    return [
+        pl.coalesce(
+            pl.col("group_size"),
+            pl.when(pl.col("collective").is_in(POINT_TO_POINT)).then(pl.lit(2, pl.Int64)),
+            pl.when(unnamed).then(pl.col("world_size")),
+        ).alias("group_size"),
+        unnamed.alias("group_size_assumed"),
+    ]
+
+
+def _world_sizes(run: Run) -> pl.DataFrame:
+    """`rank`, `world_size` (null when the trace does not say) of every rank of `run`."""
+    rows = [(trace.rank, trace.meta.world_size) for trace in run]
+    return pl.DataFrame(rows, schema={"rank": pl.Int64, "world_size": pl.Int64}, orient="row")
+
+
+def _moves_data() -> pl.Expr:
+    """False for a copy-engine transfer or a host op of a collective among one rank (its group size, else the
+    world size, is 1): a collective at world size 1 moves nothing (NCCL runs no kernel for it; gloo copies
+    locally). Device kernels are communication by their name."""
+    alone = pl.coalesce(pl.col("group_size"), pl.col("world_size")) == 1
+    on_host_or_copy = pl.col("comm_kind").is_in(["copy engine", "host"])
+    return (~(on_host_or_copy & alone.fill_null(False))).alias("moves_data")
+
+
 def _call_membership() -> list[pl.Expr]:
     """How many kernels share the row's call, and whether the row is the call's first (unlinked: alone)."""
     call = ["rank", "call_name", "call_start_us"]
     linked = pl.col("call_start_us").is_not_null()
     return [
         pl.when(linked).then(pl.len().over(call)).otherwise(1).cast(pl.Int64).alias("call_kernels"),
-        pl.when(linked)
-        .then(pl.col("start_us").rank("ordinal").over(call) == 1)
-        .otherwise(True)
-        .alias("first_in_call"),
+        (
+            pl.when(linked).then(pl.col("start_us").rank("ordinal").over(call) == 1).otherwise(True)
+            & ~pl.col("staging_copy").fill_null(False)
+        ).alias("first_in_call"),
     ]
 
 
@@ -272,6 +346,7 @@ _EVENT_SCHEMA: Mapping[str, pl.DataType] = {
     **{c: t for c, t in DECODED_SCHEMA.items() if c not in ("name", "is_comm")},
     "rank": pl.Int64(),
     "event_class": pl.Utf8(),
+    "comm_kind": pl.Utf8(),
 }
 
 
@@ -298,12 +373,15 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
     launch_rows = launches(run) if launch_rows is None else launch_rows
     anchors = _anchors(_with_event_columns(events), calls, launch_rows, host_ranks)
-    if anchors.height == 0:
+    linked = _copy_engine(_linked(anchors, calls)) if anchors.height else anchors
+    if linked.height == 0:
         return empty_comm_kernels()
-    merged = _merged_fields(_linked(anchors, calls))
+    merged = _merged_fields(linked)
     frame = (
         with_process_groups(merged, config_groups(run))
+        .join(_world_sizes(run), on="rank", how="left")
         .with_columns(_group_size_from_shapes(), (pl.col("end_us") - pl.col("start_us")).alias("dur_us"))
+        .with_columns(*_default_group())
         .with_columns(
             size_expr(),
             dtype_size_expr(pl.col("dtype")).alias("elem_size"),
@@ -311,6 +389,7 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
             *_call_membership(),
         )
         .with_columns(_bandwidths())
+        .with_columns(_moves_data())
     )
     schema = {**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA}
     result: pl.DataFrame = frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(

@@ -93,10 +93,16 @@ def size_bucket_exprs(size: pl.Expr) -> list[pl.Expr]:
     ]  # fmt: skip
 
 
+def _moving() -> pl.Expr:
+    """The rows whose time is communication: every row that moves data (docs/metrics.md section 4)."""
+    return pl.col("moves_data").fill_null(True)
+
+
 def comm_time(kernels: pl.DataFrame) -> pl.DataFrame:
-    """T_comm of each rank over the whole trace: `rank`, `comm_us` (union of on-device kernel intervals)."""
-    on_device = kernels.filter(pl.col("on_device")).select("rank", "start_us", "end_us")
-    return union_length(on_device, ["rank"], "comm_us")
+    """T_comm of each rank over the whole trace: `rank`, `comm_us`, the union of its communication intervals
+    (device kernels, copy-engine transfers, host collective ops that move data; each moment once)."""
+    moving = kernels.filter(_moving()).select("rank", "start_us", "end_us")
+    return union_length(moving, ["rank"], "comm_us")
 
 
 def _agreed(column: str) -> pl.Expr:
@@ -136,7 +142,7 @@ def per_collective_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFr
             busbw.median().alias("median_busbw_Bps"),
             busbw.quantile(0.1, "linear").alias("p10_busbw_Bps"),
             busbw.quantile(0.9, "linear").alias("p90_busbw_Bps"),
-            pl.col("dur_us").filter(pl.col("on_device")).sum().alias("_device_us"),
+            pl.col("dur_us").filter(_moving()).sum().alias("_device_us"),
         )
         .join(comm, on="rank", how="left")
         .with_columns(
@@ -165,16 +171,22 @@ def per_process_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _device_kernel() -> pl.Expr:
+    """An on-device communication kernel (not a copy-engine transfer, not a host op)."""
+    return pl.col("on_device") & (pl.col("comm_kind").fill_null("device") != "copy engine")
+
+
 def per_rank_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
-    """Per rank: communication kernels, CPU-only calls, how many are linked and unknown, calls, bytes, kernel
-    time, T_comm."""
-    device = pl.col("on_device")
+    """Per rank: communication kernels, copy-engine transfers, CPU-only calls, how many kernels are linked and
+    unknown, calls, bytes, kernel time, T_comm."""
+    device = _device_kernel()
     linked = device & (pl.col("linked_by") != "unlinked")
     return (
         kernels.group_by("rank")
         .agg(
             device.sum().cast(pl.Int64).alias("comm_kernels"),
-            (~device).sum().cast(pl.Int64).alias("cpu_calls"),
+            (pl.col("comm_kind") == "copy engine").sum().cast(pl.Int64).alias("copy_transfers"),
+            (~pl.col("on_device")).sum().cast(pl.Int64).alias("cpu_calls"),
             linked.sum().cast(pl.Int64).alias("linked_kernels"),
             (device & pl.col("collective").is_null()).sum().cast(pl.Int64).alias("unknown_collective"),
             *[e for e in _call_figures() if e.meta.output_name() != "kernels"],
@@ -193,7 +205,7 @@ def per_rank_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
 def collective_tables(kernels: pl.DataFrame) -> CollectiveAnalysis:
     """The tables and counts of `CollectiveAnalysis` from the per-kernel frame of `comm_kernels`."""
     comm = comm_time(kernels)
-    device = kernels.filter(pl.col("on_device"))
+    device = kernels.filter(_device_kernel())
     linked = device.filter(pl.col("linked_by") != "unlinked").height
     return CollectiveAnalysis(
         kernels=kernels,

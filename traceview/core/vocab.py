@@ -224,5 +224,12 @@ CALL_FAMILIES: tuple[tuple[str, str], ...] = (
 """Host ops that are collective calls, outermost first, as (family, name regex). The call reported for a
 kernel (`call_name`, `call_start_us`) is the outermost one found."""
 
-CPU_ONLY_CALL = r"^gloo:"
-"""Backend annotations of collectives run on the CPU, with no kernel: each is a row, `on_device=False`."""
+CPU_ONLY_CALL = r"^(?:gloo|mpi):"
+"""Backend annotations of collectives that move their data on the host (gloo, MPI), with no kernel: each is a
+row, `on_device=False`, and its time is communication (docs/metrics.md section 4). An `nccl:*` annotation only
+enqueues device work: its kernels are the communication."""
+
+DEVICE_BACKENDS = ("nccl", "rccl", "hccl", "xccl", "ucc", "mccl")
+"""Backends whose collectives run on a device: their host annotation (`nccl:all_reduce`) only enqueues work."""
+DEVICE_CALL = "^(?:" + "|".join(DEVICE_BACKENDS) + "):"
+"""Backend annotations of collectives that run on a device."""

@@ -13,15 +13,25 @@ from collections.abc import Sequence
 import polars as pl
 
 from traceview.events.kernel_names import KernelPattern, decode_kernel_names
+from traceview.events.kernel_table import HOST_LIBRARIES
 from traceview.model.trace import RankTrace
 
 EVENT_CLASSES = ("compute", "comm", "memory")
+HOST_KIND = "host"
+"""`kind` of the host collective ops added to a rank's device events (`traceview.collectives.comm_events`; device
+rows are kernel, memcpy, memset): they are communication but not device activity."""
+COMM_KINDS = ("device", "copy engine", "host")
+"""Where communication runs (docs/metrics.md section 4): a device kernel, a copy-engine transfer (a memory copy
+of a collective call), a host op (gloo, MPI: the data moves on the host). The budget's split of T_comm counts
+each moment by the first kind, in this order, that covers it."""
 
 
 def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
-    """The rank's device events with `rank` and `event_class` (compute | comm | memory) and the decoded
-    kernel-name fields (`comm_library`, `kernel_collective`, `algorithm`, `protocol`, `reduce_op`,
-    `kernel_dtype`)."""
+    """The rank's device events with `rank`, `event_class` (compute | comm | memory), `comm_kind` (device, or
+    host for the collective ops of a host timeline; null but for communication) and the decoded kernel-name
+    fields (`comm_library`, `kernel_collective`, `algorithm`, `protocol`, `reduce_op`, `kernel_dtype`). The
+    copy-engine transfers of collective calls are found later, when calls are linked
+    (`traceview.collectives.comm_events`)."""
     gpu = trace.gpu
     decoded = decode_kernel_names(gpu.get_column("name").unique(), extra_patterns)
     return (
@@ -34,6 +44,15 @@ def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ())
             .then(pl.lit("comm"))
             .otherwise(pl.lit("compute"))
             .alias("event_class"),
+        )
+        .with_columns(
+            pl.when(pl.col("event_class") == "comm")
+            .then(
+                pl.when(pl.col("comm_library").is_in(list(HOST_LIBRARIES)))
+                .then(pl.lit("host"))
+                .otherwise(pl.lit("device"))
+            )
+            .alias("comm_kind")
         )
         .drop("is_comm")
     )

@@ -25,7 +25,13 @@ from dataclasses import replace
 
 import polars as pl
 
-from traceview.core.vocab import CALL_FAMILIES, CPU_ONLY_CALL, canonical_collective_expr
+from traceview.core.vocab import (
+    CALL_FAMILIES,
+    CPU_ONLY_CALL,
+    DEVICE_BACKENDS,
+    DEVICE_CALL,
+    canonical_collective_expr,
+)
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace
 
 HOST = "host"
@@ -38,8 +44,6 @@ HOST_COMM_RULES: tuple[tuple[str, str], ...] = (
 """(what, name regex) of the host ops that are communication, innermost first: a rank's communication rows are
 the ops of the first rule that matches any of its ops (only ops naming a known collective, or carrying one in
 their args)."""
-DEVICE_BACKENDS = ("nccl", "rccl", "hccl", "xccl", "ucc", "mccl")
-"""Backends whose collectives run on a device: a trace of theirs is never read on its host timeline."""
 LAUNCH_NAME = "traceview::host_launch"
 """Name of the runtime rows that launch the host timeline's rows (one per row, at its start)."""
 CORRELATION_BASE = 1 << 48
@@ -136,8 +140,7 @@ def on_host_timeline(trace: RankTrace) -> RankTrace:
     if trace.gpu.height or trace.meta.timeline == HOST or trace.meta.backend.lower() in DEVICE_BACKENDS:
         return trace
     ops = trace.cpu.filter(pl.col("kind") != "runtime")
-    device_ops = "^(?:" + "|".join(DEVICE_BACKENDS) + "):"
-    if ops.select(pl.col("name").str.contains(device_ops).any()).item():
+    if ops.select(pl.col("name").str.contains(DEVICE_CALL).any()).item():
         return trace
     comm, compute = _comm_ops(ops), _compute_ops(ops)
     if comm.height + compute.height == 0:

@@ -112,10 +112,18 @@ _SYMM_MEM = (
     _START + _NS + r"_?(?:multimem_(?:one_shot_)?|one_shot_|two_shot_)"
     r"(?P<collective>all_reduce|all_gather|reduce_scatter)_kernel(?:_inplace)?" + _TEMPLATE_OR_ARGS
 )  # CUDA kernels of torch.ops.symm_mem, and the Triton ones of its examples (`_multimem_all_gather_kernel`)
-_DEEPEP = (
-    _START + r"(?:deep_ep|dpsk::ep)::(?:intranode|internode|internode_ll)::"
-    r"(?:cached_notify_|notify_)?(?:dispatch|combine)(?:_ll)?" + _TEMPLATE_OR_ARGS
+_DEEPEP_NS = (
+    r"(?i:deep_ep|dpsk::ep)::(?:\w+::)?(?i:intranode|internode|internode_ll\w*|low_latency|elastic)::"
 )
+"""DeepEP's kernel namespaces (`deep_ep::` upstream, `dpsk::ep::` in DeepSeek's own builds; intranode, internode,
+internode_ll and its versions, elastic), any case."""
+_DEEPEP_A2A = (
+    _START
+    + _DEEPEP_NS
+    + r"(?i:(?:cached_)?notify(?:_dispatch|_combine)?|dispatch|combine)(?i:_ll|_pcie)?"
+    + _TEMPLATE_OR_ARGS
+)  # dispatch, combine and their notify / cached_notify rounds (token counts exchanged all-to-all)
+_DEEPEP_SYNC = _START + _DEEPEP_NS + r"(?i:barrier|clean_low_latency_buffer|clean\w*)" + _TEMPLATE_OR_ARGS
 _NVSHMEM = r"(?:nvshmemi?_|nvshmemx_|rocshmem_)?"
 
 OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
@@ -129,10 +137,15 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "deepep",
         "DeepEP layout (local counting, no communication)",
-        _START + r"deep_ep::(?:\w+::)?get_dispatch_layout" + _TEMPLATE_OR_ARGS,
+        _START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)?(?i:get_dispatch_layout)" + _TEMPLATE_OR_ARGS,
         is_comm=False,
     ),
-    KernelPattern("deepep", "DeepEP dispatch/combine", _DEEPEP, collective="AllToAll"),
+    KernelPattern(
+        "deepep", "DeepEP dispatch/combine/notify/cached_notify", _DEEPEP_A2A, collective="AllToAll"
+    ),
+    KernelPattern(
+        "deepep", "DeepEP barrier/clean (all ranks synchronise)", _DEEPEP_SYNC, collective="Barrier"
+    ),
     KernelPattern(
         "custom_allreduce",
         "vLLM/SGLang custom all-reduce",
@@ -174,37 +187,37 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream all-to-all",
-        _START + _NVSHMEM + r"alltoall\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"alltoall\w*_on_stream_kernel",
         collective="AllToAll",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream barrier",
-        _START + _NVSHMEM + r"(?:barrier|sync)(?:_all)?_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"(?:barrier|sync)(?:_all)?_on_stream_kernel",
         collective="Barrier",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream broadcast",
-        _START + _NVSHMEM + r"(?:broadcast|bcast)\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"(?:broadcast|bcast)\w*_on_stream_kernel",
         collective="Broadcast",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream fcollect",
-        _START + _NVSHMEM + r"fcollect\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"fcollect\w*_on_stream_kernel",
         collective="AllGather",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream reduce-scatter",
-        _START + _NVSHMEM + r"reducescatter\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"reducescatter\w*_on_stream_kernel",
         collective="ReduceScatter",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream reduction (to all PEs)",
-        _START + _NVSHMEM + r"\w*reduce\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"\w*reduce\w*_on_stream_kernel",
         collective="AllReduce",
     ),
     KernelPattern("nvshmem", "NVSHMEM other", r"(?i)" + _START + _NS + r"(?:nvshmem|rocshmem)\w*"),
@@ -220,12 +233,15 @@ CATCH_ALL_PATTERNS: tuple[KernelPattern, ...] = (
 
 HOST_COLLECTIVE_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern("gloo", "gloo op (host timeline)", r"^(?P<collective>gloo:\w+)$"),
+    KernelPattern("mpi", "MPI op (host timeline)", r"^(?P<collective>mpi:\w+)$"),
     KernelPattern("c10d", "record_param_comms (host timeline)", r"^record_param_comms:(?P<collective>\w+)$"),
     KernelPattern("c10d", "c10d collective op (host timeline)", r"^(?P<collective>c10d::\w+)$"),
 )
 """Host collective ops, which are the communication rows of a rank analysed on its host timeline
 (`traceview.events.host_timeline`; a `record_param_comms` row is named after its collective there, since the bare
 name also marks GPU-side annotations); they never name a device kernel."""
+HOST_LIBRARIES = ("gloo", "mpi", "c10d")
+"""Libraries of `HOST_COLLECTIVE_PATTERNS`: their rows run on a host, not a device."""
 
 SUSPECTED_LIBRARY = "suspected"
 SUSPECT_WORDS: tuple[str, ...] = (

@@ -27,6 +27,7 @@ import polars as pl
 
 from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
+from traceview.core.vocab import CPU_ONLY_CALL
 from traceview.parsers import kineto
 from traceview.reduce.results import RunAnalysis
 
@@ -34,6 +35,10 @@ DEFAULT_MAX_EVENTS = 5_000_000
 """Events written at most (about 1 GB of JSON): Perfetto's UI loads traces up to about 2 GB."""
 MARK_TID = "traceview"
 FLOW_CATEGORY = "collective"
+FLOW_ANCHOR_CATEGORIES = ("kernel", "memcpy")
+"""Device events a flow may bind to: communication kernels and copy-engine transfers."""
+HOST_COLLECTIVE = re.compile(CPU_ONLY_CALL)
+"""Host events a flow may bind to: the host collective ops (gloo, MPI) that are a call's communication."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +183,8 @@ def _kept(
 
 
 def _slices(frame: pl.DataFrame, pid: int, category: pl.Expr) -> list[dict[str, Any]]:
-    """Complete events ("X") of `frame` (its `tid` already an integer); `args` carry the correlation id."""
+    """Complete events ("X") of `frame` (its `tid` already an integer); `args` carry the correlation id and,
+    for communication, where it ran (`comm_kind`: device, copy engine, host)."""
     rows = frame.select(
         pl.col("name").fill_null(""),
         category.alias("cat"),
@@ -186,11 +192,36 @@ def _slices(frame: pl.DataFrame, pid: int, category: pl.Expr) -> list[dict[str, 
         (pl.col("end_us") - pl.col("start_us")).alias("dur"),
         pl.col("tid"),
         pl.col("correlation"),
+        pl.col("comm_kind") if "comm_kind" in frame.columns else pl.lit(None, pl.Utf8).alias("comm_kind"),
     )
     return [
-        {"ph": "X", "pid": pid, **row, "args": {"correlation": row.pop("correlation")}}
+        {"ph": "X", "pid": pid, **row, "args": _args(row.pop("correlation"), row.pop("comm_kind"))}
         for row in rows.to_dicts()
     ]
+
+
+def _args(correlation: object, comm_kind: object) -> dict[str, Any]:
+    return {"correlation": correlation, **({"comm_kind": comm_kind} if comm_kind else {})}
+
+
+COMM_MATCH_US = 1e-3
+"""How far apart (us) an exported event and its communication row may start: float rounding of the moves."""
+
+
+def _with_comm_kind(frame: pl.DataFrame, rank: int, analysis: RunAnalysis, clock: RankClock) -> pl.DataFrame:
+    """`frame` (moved onto the aligned clock) with `comm_kind` on its communication rows (docs/metrics.md
+    section 2), found by name and start among the run's collectives rows of the rank."""
+    if analysis.collectives is None or frame.height == 0:
+        return frame
+    kernels = analysis.collectives.kernels
+    kinds = (
+        kernels.filter((pl.col("rank") == rank) & pl.col("moves_data").fill_null(True))
+        .select("name", (pl.col("start_us") - clock.offset_us).alias("start_us"), "comm_kind")
+        .sort("start_us")
+    )
+    return frame.sort("start_us").join_asof(
+        kinds, on="start_us", by="name", tolerance=COMM_MATCH_US, strategy="nearest", check_sortedness=False
+    )
 
 
 DEVICE_LABEL = pl.format("stream {}", pl.col("stream").cast(pl.Utf8).fill_null("?"))
@@ -228,8 +259,9 @@ def rank_events(
     """One rank's kernels, memory operations, operators and annotations on the aligned clock, its threads
     named; and its `RankThreads`."""
     trace = kineto.parse(path)
-    gpu = _kept(trace.gpu, rank, analysis, clocks, bounds)
+    gpu = _with_comm_kind(_kept(trace.gpu, rank, analysis, clocks, bounds), rank, analysis, clocks[rank])
     cpu = _kept(trace.cpu.filter(pl.col("kind") != "runtime"), rank, analysis, clocks, bounds)
+    cpu = _with_comm_kind(cpu, rank, analysis, clocks[rank])
     threads = _threads(gpu, cpu)
     gpu, cpu = _with_tid(gpu, DEVICE_LABEL, threads), _with_tid(cpu, HOST_LABEL, threads)
     events = [*_slices(gpu, rank, pl.col("kind")), *_slices(cpu, rank, pl.col("kind"))]
@@ -240,8 +272,8 @@ def _instance_pairs(
     analysis: RunAnalysis, clocks: dict[int, RankClock], bounds: ExportBounds
 ) -> pl.DataFrame:
     """Per matched instance within the bounds, one row per member after the first to arrive: `instance`,
-    `collective`, the first arrival's (`from_rank`, `from_stream`, `from_start`) and the member's (`rank`,
-    `stream`, `aligned_start_us`)."""
+    `collective`, the first arrival's (`from_rank`, `from_thread`, `from_start`) and the member's (`rank`,
+    `thread`, `aligned_start_us`); a thread is a device stream (`stream N`) or, for a host op, its host thread."""
     assert analysis.crossrank is not None
     assert analysis.collectives is not None
     calls = analysis.crossrank.calls
@@ -252,13 +284,18 @@ def _instance_pairs(
     if bounds.window_ms is not None:
         low, high = _window_us(analysis, clocks, bounds)
         calls = calls.filter(pl.col("aligned_start_us").is_between(low, high))
-    streams = analysis.collectives.kernels.select("rank", "start_us", "stream").unique(["rank", "start_us"])
+    kernels = analysis.collectives.kernels
+    on_host = (pl.col("comm_kind") == "host") | pl.col("stream").is_null()
+    thread = (
+        pl.when(on_host).then(pl.format("host thread {}", pl.col("host_tid"))).otherwise(DEVICE_LABEL)
+    )  # a host op (gloo, MPI) is on its host thread
+    streams = kernels.select("rank", "start_us", thread.alias("thread")).unique(["rank", "start_us"])
     located = calls.join(streams, on=["rank", "start_us"], how="left").sort(
         "instance", "aligned_start_us", "rank"
     )
     first = located.group_by("instance", maintain_order=True).first().select(
         "instance", pl.col("rank").alias("from_rank"), pl.col("aligned_start_us").alias("from_start"),
-        pl.col("stream").alias("from_stream"),
+        pl.col("thread").alias("from_thread"),
     )  # fmt: skip
     return located.join(first, on="instance").filter(pl.col("rank") != pl.col("from_rank"))
 
@@ -273,8 +310,8 @@ def _flows(
     events: list[dict[str, Any]] = []
     for row in _instance_pairs(analysis, clocks, bounds).iter_rows(named=True):  # one pair per member
         source, target = threads.get(row["from_rank"]), threads.get(row["rank"])
-        begin = source.kernel_at(f"stream {row['from_stream']}", row["from_start"]) if source else None
-        end = target.kernel_at(f"stream {row['stream']}", row["aligned_start_us"]) if target else None
+        begin = source.kernel_at(str(row["from_thread"]), row["from_start"]) if source else None
+        end = target.kernel_at(str(row["thread"]), row["aligned_start_us"]) if target else None
         if begin is None or end is None:
             continue
         flow = {"id": len(events) // 2 + 1, "cat": FLOW_CATEGORY,
@@ -347,7 +384,7 @@ def _events(analysis: RunAnalysis, bounds: ExportBounds, stats: ExportStats) -> 
                 stats.dropped_by_bound += 1
             else:
                 stats.events += 1
-                if event["cat"] == "kernel":  # flows bind only to kernels written
+                if event["cat"] in FLOW_ANCHOR_CATEGORIES or HOST_COLLECTIVE.match(event["name"]):
                     threads[rank].kernel_starts.setdefault(event["tid"], []).append(event["ts"])
                 yield event
         for starts in threads[rank].kernel_starts.values():

@@ -17,15 +17,20 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from traceview.bubbles.gaps import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
-from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
-from traceview.collectives.calls import launches
+from traceview.budget.time_budget import all_step_windows, classified_events, time_budget, with_graph_steps
+from traceview.collectives.calls import call_counts, launches
+from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.distributions.samples import rank_class_parts
+from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
+from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
+from traceview.steps.first_launch import first_launches
+from traceview.steps.graphs import graph_steps
 from traceview.steps.windows import StepChoice, choose_steps
 from traceview.timeline.step_view import rank_segments
 
@@ -40,6 +45,8 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "launch_marks": ("end_us",),
     "top_gaps": ("start_us", "end_us", "next_launch_us"),
     "segments": ("start_us", "end_us"),
+    "first_launches": ("host_start_us", "first_launch_us"),
+    "extent": ("trace_start_us", "trace_end_us"),
 }
 """The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded)."""
 
@@ -63,6 +70,9 @@ class RankSummary:
     class_sketches: pl.DataFrame
     suspects: pl.DataFrame
     step_choice: StepChoice
+    first_launches: pl.DataFrame
+    calls: pl.DataFrame
+    extent: pl.DataFrame
 
     @property
     def rank(self) -> int:
@@ -115,29 +125,40 @@ def _step_of(ops: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
     return placed.filter(inside).drop("_step_start", "_step_end")
 
 
+def _step_flops(ops: pl.DataFrame, marks: pl.DataFrame, column: str, name: str) -> pl.DataFrame:
+    """One host row per CPU step named `name`, at the step's first such operator, carrying the sum of the
+    operators' `column` as its `flops`."""
+    placed = _step_of(ops.filter(pl.col(column).is_not_null() & (pl.col(column) > 0)), marks)
+    rows = placed.group_by("step").agg(
+        pl.col("start_us").min(),
+        pl.col("start_us").min().alias("end_us"),
+        pl.col(column).sum().alias("flops"),
+    )
+    return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), "start_us", "end_us", "flops")
+
+
 def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     """The host rows the model's inputs read: step marks, one FLOPs row per step (the sum of its operators'
-    `flops`, at the step's first such operator), and the first operator of each step matching each batch rule.
-    The rows any of them may use are placed in their steps once."""
+    `flops`, at the step's first such operator), one row of the step's FLOPs counted from operator shapes
+    (`traceview.events.op_flops`), and the first operator of each step matching each batch rule. The rows the
+    batch rules may use are placed in their steps once."""
     marks = cpu.filter(pl.col("name").str.contains(STEP_MARK))
-    has_flops = pl.col("flops").is_not_null() & (pl.col("flops") > 0)
     rules = [
         pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
         for pattern, _, _ in BATCH_SHAPE_RULES
     ]
-    placed = _step_of(cpu.filter(pl.any_horizontal(has_flops, *rules)), marks)
-    flop_rows = (
-        placed.filter(has_flops)
-        .group_by("step")
-        .agg(pl.col("start_us").min(), pl.col("start_us").min().alias("end_us"), pl.col("flops").sum())
-        .select(pl.lit("op").alias("kind"), pl.lit(FLOPS_MARK).alias("name"), "start_us", "end_us", "flops")
-    )
+    placed = _step_of(cpu.filter(pl.any_horizontal(*rules)), marks)
+    flop_rows = _step_flops(cpu, marks, "flops", FLOPS_MARK)
+    counted = op_flops(cpu)
+    shape_rows = _step_flops(counted, marks, "shape_flops", SHAPE_FLOPS_MARK)
+    conv = counted.filter(pl.col("flops_family") == "convolution")
+    conv_rows = _step_flops(conv, marks, "shape_flops", CONV_FLOPS_MARK)
     shaped = [
         placed.filter(rule).sort("start_us").group_by("step", maintain_order=True).first().drop("step")
         for rule in rules
     ]
     schema = dict(CPU_SCHEMA)
-    parts = [marks, *shaped, flop_rows]
+    parts = [marks, *shaped, flop_rows, shape_rows, conv_rows]
     frames = [
         part.with_columns(pl.lit(None, t).alias(c) for c, t in schema.items() if c not in part.columns)
         for part in parts
@@ -163,6 +184,14 @@ def summarize(
     windows = all_step_windows(one, (choice,))
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
+    calls = call_counts(one)
+    extent = _extent(trace)
+    events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
+    device = events.filter(pl.col("kind") != HOST_KIND)
+    starts = first_launches(trace.steps, device, launch_rows)
+    graphs = graph_steps(trace.rank, trace.cpu, trace.steps, device)
+    del device
+    launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     compact = compact_trace(trace)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
@@ -172,7 +201,7 @@ def summarize(
     return RankSummary(
         trace=compact,
         windows=windows,
-        per_step=time_budget(events, windows).per_step,
+        per_step=with_graph_steps(time_budget(events, windows).per_step, graphs),
         kernels=kernels,
         launch_marks=_launch_marks(events, kernels) if events.height else _empty_marks(),
         gap_steps=gap_steps(gaps, windows),
@@ -186,6 +215,19 @@ def summarize(
         class_sketches=class_sketches,
         suspects=suspected_comm_kernels(events),
         step_choice=choice,
+        first_launches=starts.with_columns(pl.lit(compact.rank, pl.Int64).alias("rank")),
+        calls=calls,
+        extent=extent,
+    )
+
+
+def _extent(trace: RankTrace) -> pl.DataFrame:
+    """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device, first to last."""
+    both = pl.concat([trace.gpu.select("start_us", "end_us"), trace.cpu.select("start_us", "end_us")])
+    return both.select(
+        pl.lit(trace.rank, pl.Int64).alias("rank"),
+        pl.col("start_us").min().alias("trace_start_us"),
+        pl.col("end_us").max().alias("trace_end_us"),
     )
 
 

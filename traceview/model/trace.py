@@ -55,6 +55,7 @@ CPU_SCHEMA: Mapping[str, pl.DataType] = {
     "flops": pl.Float64(),
     "input_dims": pl.Utf8(),
     "input_types": pl.Utf8(),
+    "concrete_inputs": pl.Utf8(),  # `Concrete Inputs` (PyTorch 2.x): scalar arguments as text, e.g. a stride
     **COMM_ARG_SCHEMA,
 }
 """Host events: operators, user annotations and runtime calls (launches carry `correlation`)."""

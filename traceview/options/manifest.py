@@ -68,6 +68,8 @@ class ManifestHardware(msgspec.Struct, frozen=True, omit_defaults=True):
     nic: str | None = None
     intra_bandwidth_Bps: float | None = None  # noqa: N815 - B inside a node
     inter_bandwidth_Bps: float | None = None  # noqa: N815 - B across nodes
+    host_bandwidth_Bps: float | None = None  # noqa: N815 - B of host collectives inside a host (gloo, MPI)
+    links_measured: bool | None = None  # the bandwidths above were measured in this run (a probe, nccl-tests)
     intra_alpha_us: float | None = None
     inter_alpha_us: float | None = None
     peak_flops: float | None = None
@@ -125,7 +127,7 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
 _DECODER = msgspec.json.Decoder(RunManifest)
 _POSITIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model", ("local_batch", "params", "flops_per_sample", "global_batch")),
-    ("hardware", ("intra_bandwidth_Bps", "inter_bandwidth_Bps", "peak_flops")),
+    ("hardware", ("intra_bandwidth_Bps", "inter_bandwidth_Bps", "host_bandwidth_Bps", "peak_flops")),
 )
 _NON_NEGATIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hardware", ("intra_alpha_us", "inter_alpha_us")),
@@ -245,6 +247,8 @@ MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     ("efficiency", "hardware", "efficiency", 1.0),
     ("bandwidth_Bps", "hardware", "intra_bandwidth_Bps", 1.0),
     ("inter_bandwidth_Bps", "hardware", "inter_bandwidth_Bps", 1.0),
+    ("host_bandwidth_Bps", "hardware", "host_bandwidth_Bps", 1.0),
+    ("links_measured", "hardware", "links_measured", 1.0),
     ("alpha_s", "hardware", "intra_alpha_us", _US),
     ("inter_alpha_s", "hardware", "inter_alpha_us", _US),
 )

@@ -42,6 +42,8 @@ class ModelOptions:
     efficiency: float | None = None
     bandwidth_Bps: float | None = None  # noqa: N815 - intra-node B
     inter_bandwidth_Bps: float | None = None  # noqa: N815 - inter-node B
+    host_bandwidth_Bps: float | None = None  # noqa: N815 - B of host collectives inside a host
+    links_measured: bool | None = None  # the stated bandwidths were measured in this run (run.json)
     alpha_s: float | None = None
     inter_alpha_s: float | None = None
     nic: str | None = None
@@ -64,6 +66,7 @@ MODEL_INPUT_BOUNDS = {
     "--efficiency": (1e-6, 1.0),
     "--peak-flops": (1e9, 1e19),
     "--bandwidth": (1e6, 1e15),
+    "--host-bandwidth": (1e6, 1e15),
     "--alpha": (0.0, 1e6),  # 0: a model without latency
 }
 """The physical range of each model input (both ends included; bandwidth in bytes/s, alpha in microseconds, peak
@@ -118,9 +121,11 @@ def model_options(stated: UserOptions) -> ModelOptions:
     intra_b, inter_b = parse_pair(bandwidth, "--bandwidth") if bandwidth is not None else (None, None)
     intra_a, inter_a = parse_pair(alpha, "--alpha", 1e-6, zero_ok=True) if alpha is not None else (None, None)
     peak_value = parse_quantity(peak, "--peak-flops") if peak is not None else None
+    host = _text(stated.host_bandwidth)
+    host_b = parse_quantity(host, "--host-bandwidth") if host is not None else None
     given = [("--params", stated.params), ("--local-batch", stated.local_batch)]
     given += [("--efficiency", stated.efficiency), ("--peak-flops", peak_value)]
-    given += [("--bandwidth", intra_b), ("--bandwidth", inter_b)]
+    given += [("--bandwidth", intra_b), ("--bandwidth", inter_b), ("--host-bandwidth", host_b)]
     given += [("--alpha", None if a is None else a * 1e6) for a in (intra_a, inter_a)]
     for name, value in given:
         check_model_input(name, value)
@@ -131,6 +136,7 @@ def model_options(stated: UserOptions) -> ModelOptions:
         efficiency=stated.efficiency,
         bandwidth_Bps=intra_b,
         inter_bandwidth_Bps=inter_b,
+        host_bandwidth_Bps=host_b,
         alpha_s=intra_a,
         inter_alpha_s=inter_a,
         nic=_named(stated.nic, "--nic"),

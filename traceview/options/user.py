@@ -118,6 +118,12 @@ class UserOptions:
     bandwidth: str | float | None = _option(
         "--bandwidth", "B per GPU, one direction, bytes/s: INTRA[,INTER], e.g. 300G,25G.", "quantity"
     )
+    host_bandwidth: str | float | None = _option(
+        "--host-bandwidth",
+        "B of collectives that run on the host (gloo, MPI) inside a host, bytes/s: loopback or shared "
+        "memory, e.g. 5G (across hosts they use the NIC).",
+        "quantity",
+    )
     alpha: str | float | None = _option(
         "--alpha", "Link latency per step in microseconds: INTRA[,INTER], e.g. 1,5 (0 allowed).", "quantity"
     )

@@ -33,6 +33,7 @@ from traceview.prediction.links import (
     group_assumptions,
     group_links,
     link_assumptions,
+    resolve_host_link,
     resolve_link,
 )
 from traceview.prediction.topology import Topology, resolve_topology, run_facts
@@ -75,6 +76,8 @@ class ModelInputs:
     notes: tuple[str, ...]
     group_links: tuple[tuple[str, Link], ...] = ()
     topology: Topology | None = None
+    host_link: Link | None = None  # host collectives (gloo, MPI) inside a host; across hosts: `inter`
+    links_measured: bool = False  # a stated B was measured in this run (run.json hardware.links_measured)
 
     @property
     def sustained_flops(self) -> float | None:
@@ -161,12 +164,14 @@ def resolve_inputs(
     intra, intra_note = resolve_link(options, gpu, "intra", rpn)
     inter, inter_note = resolve_link(options, gpu, "inter", rpn)
     groups = group_links(options, intra if intra else inter)
+    host, host_note = resolve_host_link(options) if _has_host_calls(calls) else (None, "")
     sustained = None if peak is None else peak * efficiency
     assumptions = (
         device_a, dtype_a, peak_a, efficiency_a,
         Assumption("R (sustained FLOP/s)", sustained, "FLOP/s", peak_a.source, "peak x efficiency"),
         Assumption("GPUs per node", rpn, "", nodes.source, nodes.detail),
         *link_assumptions(intra, "intra"), *link_assumptions(inter, "inter"),
+        *(link_assumptions(host, "host") if _has_host_calls(calls) else ()),
         *work.assumptions, *group_assumptions(groups), *((group_sizes,) if group_sizes else ()),
     )  # fmt: skip
     return ModelInputs(
@@ -174,8 +179,16 @@ def resolve_inputs(
         inter=inter, params=work.params, local_batch=work.local_batch, grad_group=work.grad_group,
         grad_bytes_per_param=work.grad_bytes_per_param, workers=work.workers, flops=work.flops,
         flops_source=work.flops_source, assumptions=assumptions, group_links=groups, topology=nodes,
-        notes=tuple(n for n in (peak_note, intra_note, inter_note, work.note) if n),
+        notes=tuple(n for n in (peak_note, intra_note, inter_note, host_note, work.note) if n), host_link=host,
+        links_measured=bool(options.links_measured) and any(
+            found is not None and found.source == "manifest" for found in (intra, inter, host)
+        ),
     )  # fmt: skip
+
+
+def _has_host_calls(calls: pl.DataFrame) -> bool:
+    """Whether some call of the run ran on the host (gloo, MPI)."""
+    return "comm_kind" in calls.columns and bool((calls.get_column("comm_kind") == "host").any())
 
 
 def with_nccl_overrides(options: ModelOptions, nccl: NcclJoin | None) -> ModelOptions:

@@ -18,7 +18,7 @@ from traceview.prediction.trace_facts import Assumption
 
 DEFAULT_NIC = "ib_hdr"
 """The NIC of groups that span nodes when the user names none: one HDR InfiniBand port per GPU (DGX A100)."""
-DEFAULT_ALPHA_S = {"intra": 1e-6, "inter": 5e-6}
+DEFAULT_ALPHA_S = {"intra": 1e-6, "inter": 5e-6, "host": 20e-6}
 """alpha when a bandwidth is given on the command line without one and the table has none."""
 KNOWN_LINK_SOURCES = ("command line", "manifest", "nccl log")
 """Sources of a B the run or the user states; any other B is assumed."""
@@ -104,11 +104,33 @@ def resolve_link(options: ModelOptions, gpu: GpuSpec | None, scope: str, rpn: in
     return base, ""
 
 
+HOST_LINK = "loopback or shared memory"
+"""The link host collectives (gloo, MPI) use between ranks of one host; across hosts they use the NIC."""
+
+
+def resolve_host_link(options: ModelOptions) -> tuple[Link | None, str]:
+    """B and alpha of host collectives inside a host: stated (`--host-bandwidth`, run.json
+    `hardware.host_bandwidth_Bps`), else unknown (no datasheet gives a loopback's or a shared-memory copy's
+    speed) and a note saying how to give it."""
+    if options.host_bandwidth_Bps is None:
+        return None, (
+            "the link of host collectives inside a host (gloo or MPI over loopback or shared memory) is unknown: "
+            "give --host-bandwidth or hardware.host_bandwidth_Bps in run.json"
+        )
+    source = options.source_of("host_bandwidth_Bps")
+    detail = "--host-bandwidth" if source == "command line" else "run.json"
+    alpha = DEFAULT_ALPHA_S["host"]
+    return Link("host", HOST_LINK, options.host_bandwidth_Bps, alpha, source, "default", detail), ""
+
+
 def link_assumptions(found: Link | None, scope: str) -> list[Assumption]:
     """B and alpha of `scope` as assumptions (one line each, B null when unknown)."""
-    label = "inside a node" if scope == "intra" else "across nodes"
+    label = {"intra": "inside a node", "inter": "across nodes", "host": "of host collectives inside a host"}[
+        scope
+    ]
+    option = "--host-bandwidth" if scope == "host" else "--bandwidth"
     if found is None:
-        return [Assumption(f"B {label}", None, "B/s", "default", "unknown: give --bandwidth")]
+        return [Assumption(f"B {label}", None, "B/s", "default", f"unknown: give {option}")]
     return [
         Assumption(
             f"B {label}",

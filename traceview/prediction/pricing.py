@@ -29,9 +29,19 @@ def spans_nodes(ranks_per_node: int) -> pl.Expr:
 
 
 def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
+    """The field of each call's link: across nodes the NIC; inside a node the device's link, or for a call
+    that ran on the host (gloo, MPI) the host's (loopback or shared memory; null when unknown)."""
     intra = getattr(inputs.intra, field) if inputs.intra else None
     inter = getattr(inputs.inter, field) if inputs.inter else None
-    return pl.when(pl.col("spans_nodes")).then(pl.lit(inter)).otherwise(pl.lit(intra))
+    host = getattr(inputs.host_link, field) if inputs.host_link else None
+    on_host = pl.col("comm_kind") == "host"
+    return (
+        pl.when(pl.col("spans_nodes"))
+        .then(pl.lit(inter))
+        .when(on_host.fill_null(False))
+        .then(pl.lit(host))
+        .otherwise(pl.lit(intra))
+    )
 
 
 def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
@@ -43,6 +53,8 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
         if "spans_nodes" in calls.columns
         else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
     )
+    if "comm_kind" not in frame.columns:
+        frame = frame.with_columns(pl.lit("device").alias("comm_kind"))
     frame = frame.with_columns(
         _link_value(inputs, "name").alias("link"),
         _link_value(inputs, "source").cast(pl.Utf8).alias("link_source"),

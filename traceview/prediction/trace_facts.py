@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
+from traceview.core.intervals import union_length
 from traceview.model.trace import Run
-from traceview.steps.windows import WHOLE_TRACE
+from traceview.prediction.step_flops import convolutional, in_cpu_steps, shape_flops, trace_flops
 
 SOURCES = ("trace", "nccl log", "manifest", "hardware table", "command line", "default")
 """Where an input may come from (`Assumption.source`)."""
@@ -58,29 +59,66 @@ class Workload:
     note: str
 
 
+def _call_rows(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The rows of collective calls: those that move data, without the staging copies of host collectives."""
+    keep = pl.lit(True)
+    if "moves_data" in kernels.columns:
+        keep = keep & pl.col("moves_data").fill_null(True)
+    if "staging_copy" in kernels.columns:
+        keep = keep & ~pl.col("staging_copy").fill_null(False)
+    if "comm_kind" not in kernels.columns:
+        kernels = kernels.with_columns(
+            pl.when(pl.col("on_device")).then(pl.lit("device")).otherwise(pl.lit("host")).alias("comm_kind")
+        )
+    return kernels.filter(keep)
+
+
+def _call_kind() -> pl.Expr:
+    """Where a call ran: on the host when any of its rows did, else on a device kernel, else a copy engine."""
+    kinds = pl.col("comm_kind")
+    return (
+        pl.when((kinds == "host").any())
+        .then(pl.lit("host"))
+        .when((kinds == "device").any())
+        .then(pl.lit("device"))
+        .otherwise(pl.lit("copy engine"))
+        .alias("comm_kind")
+    )
+
+
 def step_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The on-device collective calls of every step: kernels of one call collapsed (durations summed, fields
-    of its first kernel), each in the (rank, step) window that contains its start; calls outside every
-    window are left out. Columns rank, step, start_us, dur_us, kernels, collective, dtype, elem_size,
-    size_bytes, group_size, pg_key, pg_ranks."""
-    fields = ("collective", "dtype", "elem_size", "size_bytes", "group_size", "pg_key", "pg_ranks")
+    """The collective calls of every step: the rows of one call collapsed (the call's duration is the union of
+    its rows: host op and device work of one call count once; fields of its first row), each in the (rank,
+    step) window that contains its start; calls outside every window are left out. Columns rank, step,
+    start_us, dur_us, kernels, comm_kind (where the call ran: host, device, copy engine), collective, dtype,
+    elem_size, size_bytes, group_size, pg_key, pg_ranks."""
+    fields: tuple[str, ...] = (
+        "collective",
+        "dtype",
+        "elem_size",
+        "size_bytes",
+        "group_size",
+        "pg_key",
+        "pg_ranks",
+    )
+    fields += ("group_size_assumed",) if "group_size_assumed" in kernels.columns else ()
     linked = pl.col("call_start_us").is_not_null()
     call = (
         pl.when(linked)
         .then(pl.format("{}@{}", "call_name", "call_start_us"))
         .otherwise(pl.format("k{}", "row"))
     )
+    rows = _call_rows(kernels).with_row_index("row").with_columns(call.alias("call"))
+    durations = union_length(rows.select("rank", "call", "start_us", "end_us"), ["rank", "call"], "dur_us")
     calls = (
-        kernels.filter(pl.col("on_device"))
-        .with_row_index("row")
-        .with_columns(call.alias("call"))
-        .group_by("rank", "call", maintain_order=True)
+        rows.group_by("rank", "call", maintain_order=True)
         .agg(
             pl.col("start_us").min(),
-            pl.col("dur_us").sum(),
             pl.len().cast(pl.Int64).alias("kernels"),
+            _call_kind(),
             *[pl.col(name).sort_by("start_us").first() for name in fields],
         )
+        .join(durations, on=["rank", "call"], how="left")
     )
     starts = windows.select(
         pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), "window_start_us", "window_end_us"
@@ -107,6 +145,8 @@ def with_group_sizes(calls: pl.DataFrame, world_size: int | None) -> tuple[pl.Da
         & (pl.col("pg_key") == "unknown")
         & ~pl.col("collective").is_in(POINT_TO_POINT)
     )
+    if "group_size_assumed" in calls.columns:  # `comm_kernels` assumed the default group already
+        unnamed = unnamed | pl.col("group_size_assumed").fill_null(False)
     assumed = int(calls.select(unnamed.sum()).item()) if calls.height and world_size else 0
     filled = calls.with_columns(
         pl.coalesce(
@@ -160,46 +200,6 @@ def gradient_allreduce(calls: pl.DataFrame) -> dict[str, float | str | None]:
     }
 
 
-def _cpu_steps(cpu: pl.DataFrame) -> pl.DataFrame:
-    """CPU `ProfilerStep#N` windows of one rank: step, start_us, end_us."""
-    marks = cpu.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
-    return (
-        marks.select(
-            pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
-            "start_us",
-            pl.col("end_us").alias("step_end_us"),
-        )
-        .unique("step")
-        .sort("start_us")
-    )
-
-
-def _in_cpu_steps(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """`ops` with the `step` of the CPU ProfilerStep containing their start (WHOLE_TRACE without steps)."""
-    steps = _cpu_steps(cpu)
-    if steps.height == 0:
-        return ops.with_columns(pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"))
-    placed = ops.sort("start_us").join_asof(steps, on="start_us", check_sortedness=False)
-    return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("step_end_us"))).drop(
-        "step_end_us"
-    )
-
-
-def trace_flops(run: Run) -> pl.DataFrame:
-    """FLOPs per (rank, step) from the operators' `flops` args (columns rank, step, flops); no rows when the
-    trace recorded none."""
-    frames = []
-    for trace in run:  # one frame per rank, no row loop
-        ops = trace.cpu.filter(pl.col("flops").is_not_null() & (pl.col("flops") > 0)).select(
-            "start_us", "flops"
-        )
-        if ops.height:
-            steps = _in_cpu_steps(ops, trace.cpu).group_by("step").agg(pl.col("flops").cast(pl.Float64).sum())
-            frames.append(steps.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")))
-    schema = {"rank": pl.Int64, "step": pl.Int64, "flops": pl.Float64}
-    return pl.concat(frames).select(list(schema)).cast(schema) if frames else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
-
-
 _BATCH_READERS: dict[str, Callable[[pl.Expr], pl.Expr]] = {
     "first": lambda shape: shape.list.first(),
     "all": lambda shape: shape.list.eval(pl.element().product()).list.first(),
@@ -231,7 +231,7 @@ def batch_from_shapes(run: Run) -> tuple[float | None, str]:
                 _BATCH_READERS[reading](pl.col("shape")).alias("batch")
             )
             found.append(
-                _in_cpu_steps(
+                in_cpu_steps(
                     batch.select("start_us", "batch", pl.lit(pattern).alias("rule")), trace.cpu
                 ).with_columns(pl.lit(trace.rank).alias("rank"))
             )
@@ -286,18 +286,23 @@ def _steps_with(calls: pl.DataFrame, flops: float) -> pl.DataFrame:
 def _flops(
     run: Run, calls: pl.DataFrame, params: Assumption, batch: Assumption, stated: Stated
 ) -> tuple[pl.DataFrame, str | None, str]:
-    """FLOPs per (rank, step), how they were had and the source: stated FLOPs per sample x b, else 6 P b when
-    the user stated P or b, else the trace's flops args, else 6 P b of what the trace suggests."""
+    """FLOPs per (rank, step), how they were had and the source: stated FLOPs per sample x b; else 6 P b when
+    P or b is stated (the user's figures win over the trace's), unless the trace's shapes show a convolutional
+    net; else the profiler's flops args; else the FLOPs of the operators' shapes; else 6 P b of what the
+    trace suggests."""
     p, b = _number(params.value), _number(batch.value)
     if stated.flops_per_sample is not None and b is not None:
         return _steps_with(calls, stated.flops_per_sample * b), "FLOPs per sample x b", stated.flops_source
     said = [a.source for a in (params, batch) if a.source in STATED]
-    if p is not None and b is not None and said:
+    counted = shape_flops(run)
+    if p is not None and b is not None and said and not convolutional(counted, run):
         source = "command line" if "command line" in said else "manifest"
         return _steps_with(calls, FLOPS_PER_PARAM_PER_EXAMPLE * p * b), "6 P b", source
     recorded = trace_flops(run)
     if recorded.height:
         return recorded, "trace", "trace"
+    if counted.height:
+        return counted, "shapes", "trace"
     if p is not None and b is not None:
         return _steps_with(calls, FLOPS_PER_PARAM_PER_EXAMPLE * p * b), "6 P b", "trace"
     return recorded, None, "default"
@@ -305,6 +310,8 @@ def _flops(
 
 FLOPS_DETAILS = {
     "trace": "sum of the operators' flops args in each ProfilerStep",
+    "shapes": "counted from the operators' recorded shapes (matrix products, convolutions, attention) in each "
+    "ProfilerStep",
     "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
     "FLOPs per sample x b": "the stated model FLOPs per sample x b",
 }
@@ -315,8 +322,8 @@ def _flops_note(how: str | None, source: str, params: Assumption) -> str:
         return "FLOPs are 6 P b of a P and b the trace suggests (the gradient all-reduce, an input shape): right for dense transformers (b in tokens); a convolutional net reuses its weights at every position (6 P b undercounts), a recommender's embedding tables are not dense FLOPs (6 P b overcounts); state model.flops_per_sample or local_batch in run.json"
     if how is None:
         return "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and --params when the gradient all-reduce is not in the trace)"
-    if how == "trace" and params.source in STATED:
-        return f"P ({params.source}) is not used for the FLOPs: no local batch, so they are the trace's flops args; P enters the what-ifs"
+    if how in ("trace", "shapes") and params.source in STATED:
+        return f"P ({params.source}) is not used for the FLOPs: the trace's own {'flops args' if how == 'trace' else 'operator shapes'} count them; P enters the what-ifs"
     return ""
 
 

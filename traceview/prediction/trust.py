@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.prediction.inputs import KNOWN_LINK_SOURCES, ModelInputs
+from traceview.prediction.trace_facts import Assumption
 
 BANDWIDTH_ABOVE_B = 1.5
 """Achieved busbw above this multiple of B: the link is faster than the one assumed."""
@@ -34,6 +35,7 @@ class Coverage:
     inputs: ModelInputs
     run: dict[str, float | None]
     size_slope: float | None
+    host_calls: int = 0  # calls that ran on the host inside a host (priced over the host link)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,12 @@ class Trust:
     defaulted: tuple[str, ...]
     caveats: tuple[str, ...]
     about: tuple[tuple[str, str], ...] = ()  # (factor, caveat) of the caveats that qualify one factor
+    achieved_over_peak: float | None = None  # achieved FLOP/s / the device's peak; None: no peak, no compute
+    doubt: str | None = (
+        None  # why the prediction stays out of the headline (`plausibility`); None: it may lead
+    )
+    guesses: tuple[str, ...] = ()  # the inputs taken from a default or a guess, each with how to give it
+    links_measured: bool = False  # B was measured in this run: the comparison is no independent check
 
     def caveat_of(self, factor: str | None) -> str | None:
         """The first caveat that qualifies `factor`, None without one."""
@@ -68,6 +76,14 @@ MISSING_RULES: tuple[tuple[Callable[[Coverage], bool], Callable[[Coverage], str]
     (
         lambda c: c.sized == 0,
         lambda c: "message sizes: the traces record none (profile with record_shapes=True)",
+    ),
+    (
+        lambda c: c.priced == 0 and c.host_calls > 0 and c.inputs.host_link is None,
+        lambda c: (
+            "link of the host collectives: they run on the host (gloo or MPI: loopback or shared memory inside a "
+            "host), whose speed no datasheet gives; pass --host-bandwidth or write hardware.host_bandwidth_Bps "
+            "in run.json"
+        ),
     ),
     (
         lambda c: c.priced == 0 and (c.inputs.intra is None or c.inputs.inter is None),
@@ -181,6 +197,97 @@ def _assumed_links(priced: pl.DataFrame) -> tuple[str, ...]:
     )
 
 
+def _host_calls(priced: pl.DataFrame) -> int:
+    """Calls that ran on the host of one host (their link: loopback or shared memory)."""
+    if priced.height == 0 or "comm_kind" not in priced.columns:
+        return 0
+    return int(
+        priced.select((pl.col("comm_kind") == "host") & ~pl.col("spans_nodes").fill_null(False)).sum().item()
+    )
+
+
+ACHIEVED_RANGE = (0.01, 1.0)
+"""Achieved over peak FLOP/s a real step reaches: below 1% or above 100% an input is wrong."""
+RATIO_LIMIT = 10.0
+"""Measured over predicted gamma beyond this factor (either way) while an input is a default or a guess: the
+guess, not the run, may be what differs."""
+
+GUESS_RULES: tuple[tuple[Callable[[Assumption], bool], str], ...] = (
+    (lambda a: a.name == "FLOPs per step" and a.value == "6 P b" and a.source == "trace",
+     "the FLOPs per step (6 P b of a P and b the trace suggests): give model.flops_per_sample or "
+     "model.local_batch in run.json (--local-batch)"),
+    (lambda a: a.name == "efficiency" and a.source == "default",
+     "the efficiency (default 0.5): give --efficiency or hardware.efficiency"),
+    (lambda a: a.name.startswith("B ") and a.value is not None and a.source in ("hardware table", "default"),
+     "B ({name}, {source}): give --bandwidth or hardware.intra/inter_bandwidth_Bps"),
+    (lambda a: a.name == "GPUs per node" and a.source == "default",
+     "the GPUs per node (default 8): give --gpus-per-node or hardware.gpus_per_node"),
+    (lambda a: a.name == "compute dtype" and a.source == "default",
+     "the compute dtype (default fp32, which sets the peak): give --dtype"),
+)  # fmt: skip
+"""(is the input a default or a guess, how to give it): the inputs a headline prediction may not rest on."""
+
+
+def guessed_inputs(inputs: ModelInputs) -> tuple[str, ...]:
+    """The inputs of `GUESS_RULES` the prediction took from a default or a guess, each with how to give it."""
+    return tuple(
+        text.format(name=a.name, source=a.source)
+        for a in inputs.assumptions
+        for holds, text in GUESS_RULES
+        if holds(a)
+    )
+
+
+FLOPS_WORDS = {
+    "trace": "the profiler's flops args",
+    "shapes": "counted from the operators' shapes",
+    "6 P b": "6 P b",
+    "FLOPs per sample x b": "the stated FLOPs per sample x b",
+}
+"""How the FLOPs per step were had, as a doubt names them."""
+
+
+def _flops_doubt(inputs: ModelInputs, achieved: float) -> str:
+    """Why achieved / peak FLOP/s of `achieved` is implausible, naming the inputs it rests on."""
+    side = "above" if achieved > 1 else "below"
+    how = next((a for a in inputs.assumptions if a.name == "FLOPs per step"), None)
+    flops = FLOPS_WORDS.get(str(how.value), str(how.value)) if how else "unknown"
+    guessed = (
+        " of a P and b the trace suggests" if how and how.value == "6 P b" and how.source == "trace" else ""
+    )
+    peak = next((a for a in inputs.assumptions if a.name == "compute dtype"), None)
+    dtype = f"{inputs.dtype} dense, its dtype from the {peak.source}" if peak else f"{inputs.dtype} dense"
+    return (
+        f"achieved FLOP/s would be {achieved:.3g}x the device's peak, {side} the {ACHIEVED_RANGE[0]:.0%} to "
+        f"{ACHIEVED_RANGE[1]:.0%} a real step reaches, so the FLOPs per step ({flops}{guessed}) or the peak "
+        f"({dtype}) is likely wrong: give model.flops_per_sample (or model.local_batch) in run.json, or "
+        "--dtype / --peak-flops"
+    )
+
+
+def plausibility(
+    inputs: ModelInputs, run: dict[str, float | None]
+) -> tuple[float | None, str | None, tuple[str, ...]]:
+    """(achieved / peak FLOP/s, why the prediction stays out of the headline or None, the guessed inputs): out
+    when achieved / peak is outside `ACHIEVED_RANGE` (the peak known), or when measured / predicted is beyond
+    `RATIO_LIMIT` either way while an input is a default or a guess. Where the peak is unknown (a CPU) the
+    compute side is not checked."""
+    compute_eff = run.get("compute_eff")
+    achieved = None if compute_eff is None or inputs.peak_flops is None else compute_eff * inputs.efficiency
+    guesses = guessed_inputs(inputs)
+    if achieved is not None and not ACHIEVED_RANGE[0] <= achieved <= ACHIEVED_RANGE[1]:
+        return achieved, _flops_doubt(inputs, achieved), guesses
+    ratio = run.get("gamma_ratio")
+    far = ratio is not None and ratio > 0 and max(ratio, 1 / ratio) > RATIO_LIMIT
+    if far and guesses:
+        doubt = (
+            f"measured gamma is {ratio:.3g}x the predicted, more than {RATIO_LIMIT:.0f}x off, while "
+            f"{len(guesses)} input(s) are a default or a guess: " + "; ".join(guesses)
+        )
+        return achieved, doubt, guesses
+    return achieved, None, guesses
+
+
 def trust(
     priced: pl.DataFrame, inputs: ModelInputs, run: dict[str, float | None], waiting_measured: bool
 ) -> Trust:
@@ -192,11 +299,15 @@ def trust(
         inputs=inputs,
         run=run,
         size_slope=None if waiting_measured else size_slope(priced),
+        host_calls=_host_calls(priced),
     )
     assumed = _assumed_links(priced) if priced.height else ()
     topology = inputs.topology.conflicts if inputs.topology else ()
     about = tuple((factor, line(coverage)) for factor, holds, line in CAVEAT_RULES if holds(coverage))
     defaulted = tuple(a.name for a in inputs.assumptions if a.source == "default" and a.value is not None)
+    achieved, doubt, guesses = (
+        plausibility(inputs, run) if run.get("gamma_pred") is not None else (None, None, ())
+    )
     return Trust(
         missing_input=missing_input(coverage),
         link_known=coverage.priced > 0 and not assumed,
@@ -204,4 +315,8 @@ def trust(
         defaulted=defaulted,
         caveats=(*topology, *(line for _, line in about)),
         about=about,
+        achieved_over_peak=achieved,
+        doubt=doubt,
+        guesses=guesses,
+        links_measured=inputs.links_measured,
     )

@@ -16,6 +16,7 @@ import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank, run_cross_rank
 from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
+from traceview.across_ranks.peer_sizes import with_peer_sizes
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
@@ -33,7 +34,7 @@ from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.results import RunAnalysis, run_header
 from traceview.timeline.drilldown import drilldown
 from traceview.timeline.step_view import Timeline, timeline_from_segments
-from traceview.verdict.facts import Measured, facts_of
+from traceview.verdict.facts import Measured, RunShape, facts_of
 from traceview.verdict.headline import verdict
 from traceview.verdict.recommend import recommend
 
@@ -54,6 +55,9 @@ class Stacked:
     kernel_classes: pl.DataFrame
     class_sketches: pl.DataFrame
     suspects: pl.DataFrame
+    first_launches: pl.DataFrame
+    calls: pl.DataFrame
+    extent: pl.DataFrame
 
 
 def on_run_base(summaries: Sequence[RankSummary], shifts_us: Sequence[float]) -> list[RankSummary]:
@@ -114,6 +118,15 @@ def _collectives(frames: Stacked) -> CollectiveAnalysis:
     return replace(collective_tables(frames.kernels), suspected_comm_kernels=merged_suspects(frames.suspects))
 
 
+def _sized_by_peers(collectives: CollectiveAnalysis, crossrank: CrossRank) -> CollectiveAnalysis:
+    """The collectives with the calls their own traces leave unsized sized by their matched peers
+    (`traceview.across_ranks.peer_sizes`), the tables rebuilt from them."""
+    kernels = with_peer_sizes(collectives.kernels, crossrank.calls)
+    if kernels is collectives.kernels:
+        return collectives
+    return replace(collective_tables(kernels), suspected_comm_kernels=collectives.suspected_comm_kernels)
+
+
 def _nccl(options: RunOptions, collectives: CollectiveAnalysis, run: Run) -> NcclJoin | None:
     """The NCCL logs joined to the run, when any were given or found (a log that cannot be read is skipped)."""
     logs, skipped = read_logs(options.nccl_logs)
@@ -134,7 +147,7 @@ def _cross_rank(
     hosts = log_hosts(options.rank_hosts, nccl)
     return run_cross_rank(
         run, kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts,
-        options.ranks_per_host_source,
+        options.ranks_per_host_source, frames.first_launches,
     )  # fmt: skip
 
 
@@ -170,6 +183,7 @@ def reduce_summaries(
     collectives = _collectives(frames)
     nccl = _nccl(options, collectives, run)
     crossrank = _cross_rank(run, frames, collectives.kernels, budget_of(frames.per_step), options, nccl)
+    collectives = _sized_by_peers(collectives, crossrank)
     budget = budget_of(frames.per_step, crossrank.transfer)
     prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
     header = replace(
@@ -177,7 +191,8 @@ def reduce_summaries(
         manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
-    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
+    shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
+    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines, shape))
     return RunAnalysis(
         header=header,
         budget=budget,

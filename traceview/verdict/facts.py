@@ -15,10 +15,23 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
+from traceview.across_ranks.sentences import cause_text
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What the run is, beyond its figures: its world size, the host collective calls of its ranks (`rank`,
+    `name`, `family`, `calls`), the step sources used, and what each rank's trace spans (`rank`,
+    `trace_start_us`, `trace_end_us`)."""
+
+    world_size: int | None = None
+    calls: pl.DataFrame | None = None
+    step_sources: tuple[str, ...] = ()
+    extent: pl.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,7 @@ class Measured:
     prediction: Prediction | None = None
     nccl: NcclJoin | None = None
     timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
+    shape: RunShape = field(default_factory=RunShape)
 
 
 @dataclass(frozen=True)
@@ -81,8 +95,13 @@ def budget_facts(measured: Measured) -> Found:
     return facts | _slow_rank_facts(measured.budget.per_rank), {"worker": worker}
 
 
+def _slowest(per_rank: pl.DataFrame) -> pl.DataFrame:
+    """The budget's ranks, the one with the most compute per median step first (ties: the lower rank)."""
+    return per_rank.drop_nulls("comp_us").sort(["comp_us", "rank"], descending=[True, False])
+
+
 def _slow_rank_facts(per_rank: pl.DataFrame) -> dict[str, float]:
-    ranked = per_rank.drop_nulls("comp_us").sort(["comp_us", "rank"], descending=[True, False])
+    ranked = _slowest(per_rank)
     if ranked.height < 2:
         return {}
     return finite(
@@ -115,12 +134,32 @@ def crossrank_facts(measured: Measured) -> Found:
     if cross is None or cross.per_rank.height == 0:
         return {}, {}
     numbers, words = _straggler_facts(cross.per_rank)
+    numbers |= _slow_rank_evidence(_slowest(measured.budget.per_rank), cross.per_rank)
     numbers |= finite({"median_wait_share": cross.per_rank.get_column("wait_share").median()})
     if "resolvable" in cross.per_rank.columns:
         unresolved = cross.per_rank.filter(~pl.col("resolvable").fill_null(True))
         numbers["unresolvable_ranks"] = float(unresolved.height)
     mismatch_numbers, mismatch_words = _mismatch_facts(cross.mismatches)
     return numbers | mismatch_numbers, words | mismatch_words
+
+
+SLOW_RANK_EVIDENCE = {
+    "slow_rank_times_last": "times_last",
+    "slow_rank_instances": "instances",
+    "slow_rank_group_size": "group_size",
+}
+"""Fact name -> `CrossRank.per_rank` column, for the rank with the most compute: whether its peers wait for it."""
+
+
+def _slow_rank_evidence(slowest: pl.DataFrame, per_rank: pl.DataFrame) -> dict[str, float]:
+    """How often the rank with the most compute arrives last (its peers wait for it only then)."""
+    if slowest.height < 2:
+        return {}
+    found = per_rank.filter(pl.col("rank") == slowest.item(0, "rank"))
+    if found.height == 0 or not found.item(0, "instances"):
+        return {}
+    row = found.row(0, named=True)
+    return finite({fact: row.get(column) for fact, column in SLOW_RANK_EVIDENCE.items()})
 
 
 def _straggler_facts(per_rank: pl.DataFrame) -> Found:
@@ -132,7 +171,11 @@ def _straggler_facts(per_rank: pl.DataFrame) -> Found:
         0, named=True
     )
     numbers = finite({fact: top.get(column) for fact, column in STRAGGLER_NUMBERS.items()})
-    words = {"straggler_cause": str(top["cause"])} if top.get("cause") else {}
+    words = (
+        {"straggler_cause": str(top["cause"]), "straggler_cause_text": cause_text(top)}
+        if top.get("cause")
+        else {}
+    )
     return {"stragglers": float(flagged.height)} | numbers, words
 
 
@@ -167,6 +210,11 @@ def prediction_facts(measured: Measured) -> Found:
     missing = getattr(prediction, "missing_input", None)
     if missing:
         words["prediction_missing"] = str(missing)
+    trust = prediction.trust
+    if trust is not None:
+        numbers |= finite({"achieved_over_peak": trust.achieved_over_peak})
+        words |= {"prediction_doubt": trust.doubt} if trust.doubt else {}
+        words |= {"links_measured": "yes"} if trust.links_measured else {}
     return numbers, words
 
 
@@ -189,7 +237,52 @@ def nccl_facts(measured: Measured) -> Found:
     return {"nccl_flags": float(len(nccl.verdict_flags))}, {"nccl_note": " ".join(nccl.verdict_flags)}
 
 
+def _call_facts(calls: pl.DataFrame | None) -> Found:
+    """The collective calls of the run's first rank, the backend's own ops first (`nccl:all_reduce`)."""
+    if calls is None or calls.height == 0:
+        return {"host_calls": 0.0}, {}
+    first = calls.filter(pl.col("rank") == calls.get_column("rank").min())
+    backend = first.filter(pl.col("family") == "backend")
+    named = backend if backend.height else first
+    listed = ", ".join(f"{row['calls']} {row['name']}" for row in named.head(3).iter_rows(named=True))
+    return {"host_calls": float(named.get_column("calls").sum())}, {"host_call_names": listed}
+
+
+def _capture_facts(per_step: pl.DataFrame) -> dict[str, float]:
+    """How many (rank, step) windows capture a CUDA/HIP graph, with their launches and the kernels that ran."""
+    if "graph_capture" not in per_step.columns or per_step.height == 0:
+        return {}
+    captures = per_step.filter(pl.col("graph_capture"))
+    return {
+        "windows": float(per_step.height),
+        "capture_steps": float(captures.height),
+        "capture_launches": float(captures.get_column("launches").sum()),
+        "capture_launches_ran": float(captures.get_column("launches_ran").sum()),
+    }
+
+
+def _extent_facts(shape: RunShape, per_step: pl.DataFrame) -> dict[str, float]:
+    """Without step annotations: the median window and the median span of what the profiler recorded."""
+    if shape.step_sources != ("none",) or shape.extent is None or per_step.height == 0:
+        return {}
+    spans = shape.extent.select((pl.col("trace_end_us") - pl.col("trace_start_us")).alias("span"))
+    return finite(
+        {"no_steps": 1.0, "trace_span_us": spans.get_column("span").median(),
+         "window_us": per_step.get_column("step_us").median()}
+    )  # fmt: skip
+
+
+def shape_facts(measured: Measured) -> Found:
+    """The run's shape: world size, its collective calls, graph capture steps, missing step annotations."""
+    shape = measured.shape
+    numbers, words = _call_facts(shape.calls)
+    numbers |= finite({"world_size": shape.world_size})
+    numbers |= _capture_facts(measured.budget.per_step) | _extent_facts(shape, measured.budget.per_step)
+    return numbers, words
+
+
 FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
+    shape_facts,
     budget_facts,
     crossrank_facts,
     prediction_facts,

@@ -30,6 +30,7 @@ class Verdict:
     gamma_pred: float | None = None
     gamma_ratio: float | None = None
     notes: tuple[str, ...] = ()
+    run_shape: tuple[str, ...] = ()  # what the run is, said plainly (`SHAPE_RULES`)
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,12 @@ def _idle_sentence(f: Facts) -> str:
 
 
 def _straggler_sentence(f: Facts) -> str:
-    cause = f.word("straggler_cause") if "straggler_cause" in f else "unexplained"
+    cause = next((f.word(n) for n in ("straggler_cause_text", "straggler_cause") if n in f), "unexplained")
     return (
-        f"Rank {f['straggler_rank']:.0f} sets the pace: it arrives last at {f['straggler_last_share']:.0%} of "
-        f"its {f['straggler_instances']:.0f} collectives, and its lateness costs {_ms(f, 'straggler_cost_us')} "
-        f"per step ({f['straggler_cost_share']:.0%} of the step) that its peers spend waiting; likely cause: "
-        f"{cause}. Otherwise {_bound_clause(f)}."
+        f"Rank {f['straggler_rank']:.0f} sets the pace: it arrives last in {f['straggler_times_last']:.0f} of "
+        f"its {f['straggler_instances']:.0f} collectives (1 in {f['straggler_group_size']:.0f} would be chance), "
+        f"and its lateness costs {_ms(f, 'straggler_cost_us')} per step ({f['straggler_cost_share']:.0%} of the "
+        f"step) that its peers spend waiting; likely cause: {cause}. Otherwise {_bound_clause(f)}."
     )
 
 
@@ -112,6 +113,14 @@ def _no_comm_sentence(f: Facts) -> str:
     )
 
 
+def _capture_sentence(f: Facts) -> str:
+    return (
+        f"The trace records a CUDA/HIP graph capture, not the run: {f['capture_launches']:.0f} kernel launches "
+        f"were recorded and {f['capture_launches_ran']:.0f} of them ran (a captured graph runs when it is "
+        "replayed). Profile steps that replay the graph (cudaGraphLaunch) to measure the run."
+    )
+
+
 BOUND = ("gamma", "exposed_comm_share", "exposed_gamma")
 RULES: tuple[HeadlineRule, ...] = (
     HeadlineRule(
@@ -121,20 +130,34 @@ RULES: tuple[HeadlineRule, ...] = (
         lambda f: "The trace holds no device activity inside any step.",
     ),
     HeadlineRule(
+        "graph-capture",
+        ("capture_steps", "windows", "capture_launches", "capture_launches_ran"),
+        lambda f: f["capture_steps"] == f["windows"] > 0,
+        _capture_sentence,
+    ),
+    HeadlineRule(
         "no-compute", ("comp_us", "comm_us"), lambda f: f["comp_us"] <= 0 < f["comm_us"], _no_compute_sentence
     ),
     HeadlineRule("call-mismatch", ("mismatches",), lambda f: f["mismatches"] > 0, _mismatch_sentence),
+    HeadlineRule(
+        "straggler-bound",
+        (
+            "straggler_rank",
+            "straggler_cost_share",
+            "straggler_cost_us",
+            "straggler_times_last",
+            "straggler_instances",
+            "straggler_group_size",
+            *BOUND,
+        ),
+        lambda f: f["straggler_rank"] >= 0 and f["straggler_cost_share"] >= STRAGGLER_COST_MIN,
+        _straggler_sentence,
+    ),
     HeadlineRule(
         "idle-bound",
         ("idle_us", "comp_us", "exposed_comm_us", "idle_share"),
         lambda f: f["idle_us"] > f["comp_us"] + f["exposed_comm_us"],
         _idle_sentence,
-    ),
-    HeadlineRule(
-        "straggler-bound",
-        ("straggler_rank", "straggler_cost_share", "straggler_cost_us", "straggler_last_share", *BOUND),
-        lambda f: f["straggler_rank"] >= 0 and f["straggler_cost_share"] >= STRAGGLER_COST_MIN,
-        _straggler_sentence,
     ),
     HeadlineRule(
         "no-communication",
@@ -160,13 +183,72 @@ RULES: tuple[HeadlineRule, ...] = (
 """The verdict rules, first match wins; `compute-bound` needs only the budget's figures, the last row none."""
 
 
+def _world_one(f: Facts) -> str:
+    if f["host_calls"] > 0:
+        return (
+            f"World size 1: its {f['host_calls']:.0f} collective call(s) ({f.word('host_call_names')}) move "
+            "nothing: a single rank has no peer (NCCL runs no kernel for them)."
+        )
+    return "World size 1: no collective runs."
+
+
+def _captures(f: Facts) -> str:
+    held = (
+        "every figure describes the capture"
+        if f["capture_steps"] == f["windows"]
+        else ("they are left out of every median")
+    )
+    return (
+        f"{f['capture_steps']:.0f} of the {f['windows']:.0f} (rank, step) windows capture a CUDA/HIP graph "
+        f"({f['capture_launches']:.0f} kernel launches recorded, {f['capture_launches_ran']:.0f} of them ran): a "
+        "captured graph runs when it is replayed (the replay's kernels count in the step that launches it), "
+        f"so {held}."
+    )
+
+
+def _no_steps(f: Facts) -> str:
+    return (
+        f"No ProfilerStep annotations: each rank's trace is one window, from its first device activity to its "
+        f"last (median {_ms(f, 'window_us')} of the {_ms(f, 'trace_span_us')} the profiler recorded): its idle "
+        "holds whatever happened between iterations (data loading, the host's own work, the profiler's start "
+        "and stop), which step windows would charge to their steps; call prof.step() once per iteration."
+    )
+
+
+SHAPE_RULES: tuple[tuple[tuple[str, ...], Callable[[Facts], bool], Callable[[Facts], str]], ...] = (
+    (("world_size", "host_calls"), lambda f: f["world_size"] == 1, _world_one),
+    (("capture_steps", "windows", "capture_launches", "capture_launches_ran"),
+     lambda f: f["capture_steps"] > 0, _captures),
+    (("no_steps", "window_us", "trace_span_us"), lambda f: f["no_steps"] > 0, _no_steps),
+)  # fmt: skip
+"""(facts needed, holds, sentence): the run's shape, said plainly beside the verdict."""
+
+
+def run_shape(f: Facts) -> tuple[str, ...]:
+    """The sentences of every `SHAPE_RULES` row that holds."""
+    return tuple(say(f) for needs, holds, say in SHAPE_RULES if all(n in f for n in needs) and holds(f))
+
+
 def prediction_line(f: Facts) -> str:
-    """Measured gamma against the alpha-beta prediction, or which input the prediction misses."""
+    """Measured gamma against the alpha-beta prediction; or why the prediction stays out of the headline (an
+    implausible input, named with how to give it); or which input the prediction misses."""
+    if f.numbers.get("world_size") == 1:
+        return "No predicted gamma: a run of one rank has no communication to predict."
     if "gamma" in f and "gamma_pred" in f and "gamma_ratio" in f:
+        if "prediction_doubt" in f:
+            return (
+                f"Predicted gamma withheld from the headline: {f.word('prediction_doubt')}. Its figures stay in the "
+                "prediction section."
+            )
         gap = f"; the gap is mostly {f.word('dominant_factor')}" if "dominant_factor" in f else ""
+        measured = (
+            " B was measured in this run (run.json hardware.links_measured), so this is no independent check."
+            if "links_measured" in f
+            else ""
+        )
         return (
             f"Measured gamma {f['gamma']:.2f} against {f['gamma_pred']:.2f} predicted by the alpha-beta model "
-            f"(measured / predicted {f['gamma_ratio']:.2f}x{gap})."
+            f"(measured / predicted {f['gamma_ratio']:.2f}x{gap}).{measured}"
         )
     if "prediction_missing" in f:
         return f"Predicted gamma not computed: {f.word('prediction_missing')}."
@@ -184,4 +266,5 @@ def verdict(facts: Facts) -> Verdict:
         gamma_pred=facts.numbers.get("gamma_pred"),
         gamma_ratio=facts.numbers.get("gamma_ratio"),
         notes=(facts.word("nccl_note"),) if "nccl_note" in facts else (),
+        run_shape=run_shape(facts),
     )

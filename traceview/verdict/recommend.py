@@ -23,6 +23,9 @@ COMM_SHARE_MIN = 0.05
 """Communication below this share of the step is not worth overlapping better."""
 SLOW_RANK_EXCESS_MIN = 0.10
 """A rank whose median compute exceeds the median rank's by this fraction is called slow."""
+SLOW_RANK_UNWAITED_SCORE = 0.05
+"""Weight of a slow rank's excess compute when its peers do not wait for it (it is no straggler): the step does
+not pay for it now."""
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,35 @@ def _idle_sentence(f: Facts) -> str:
     )
 
 
+def _moving_share(f: Facts) -> float:
+    """The share of the step that communication takes, less the median rank's waiting for late peers."""
+    return max(0.0, f["comm_share"] - f.numbers.get("median_wait_share", 0.0))
+
+
 def _gamma_sentence(f: Facts) -> str:
+    waiting = f.numbers.get("median_wait_share", 0.0)
+    of_which = f", of which {waiting:.0%} of the step is waiting for late peers" if waiting >= 0.005 else ""
     return (
         f"Measured gamma is {f['gamma']:.2f} (T_comm {_ms(f, 'comm_us')} against "
-        f"T_comp {_ms(f, 'comp_us')} per median step): communication sets the pace even with perfect "
+        f"T_comp {_ms(f, 'comp_us')} per median step{of_which}): communication sets the pace even with perfect "
         f"overlap; move fewer bytes (bf16 gradients), raise the local batch, or use faster links."
+    )
+
+
+HOST_COMM_SHARE_MIN = 0.5
+"""Communication of which at least this share runs on the host (gloo, MPI) is said to run there."""
+
+
+def _host_share(f: Facts) -> float:
+    """The share of T_comm that runs on the host (median step)."""
+    return f["comm_host_us"] / f["comm_us"] if f["comm_us"] > 0 else 0.0
+
+
+def _host_comm_sentence(f: Facts) -> str:
+    return (
+        f"{_host_share(f):.0%} of the communication ({_ms(f, 'comm_host_us')} of {_ms(f, 'comm_us')} per median "
+        f"step) runs on the host (gloo or MPI), the data copied through host memory: a device backend (NCCL, "
+        f"RCCL) moves it over the GPUs' own links; keep gloo for CPU tensors only."
     )
 
 
@@ -107,29 +134,59 @@ def _slow_rank_excess(f: Facts) -> float:
     return f["slow_rank_comp_us"] / f["median_rank_comp_us"] - 1.0
 
 
+def _worker(f: Facts) -> str:
+    """What computes: the GPU, or on a host timeline the host."""
+    return f.words.get("worker", "GPU")
+
+
+def _peers_wait_for(f: Facts) -> str:
+    """Whom the peers wait for: the straggler the evidence names, or nobody beyond chance."""
+    if f.numbers.get("straggler_rank", -1.0) >= 0:
+        return f"the peers wait for rank {f['straggler_rank']:.0f}"
+    return "no rank is last beyond chance"
+
+
 def _slow_rank_sentence(f: Facts) -> str:
-    return (
+    head = (
         f"Rank {f['slow_rank']:.0f} computes {_ms(f, 'slow_rank_comp_us')} per median step, "
-        f"{_slow_rank_excess(f):.0%} more than the median over ranks ({_ms(f, 'median_rank_comp_us')}); "
-        f"every collective waits for it: check its GPU (clocks, thermals) and its share of the data."
+        f"{_slow_rank_excess(f):.0%} more than the median over ranks ({_ms(f, 'median_rank_comp_us')})"
+    )
+    if "slow_rank_instances" not in f:
+        return (
+            f"{head}; no collective of it was matched across ranks, so whether its peers wait for it is not "
+            f"known: check its {_worker(f)} (clocks, thermals) and its share of the data."
+        )
+    return (
+        f"{head}, but it is last in {f['slow_rank_times_last']:.0f} of its {f['slow_rank_instances']:.0f} "
+        f"collectives (1 in {f['slow_rank_group_size']:.0f} would be chance): its peers do not wait for it; "
+        f"{_peers_wait_for(f)}. Its extra compute costs the run nothing now; check its {_worker(f)} (clocks, "
+        "thermals) and its share of the data before it does."
     )
 
 
 def _straggler_sentence(f: Facts) -> str:
     cause = f.word("straggler_cause") if "straggler_cause" in f else "unexplained"
+    because = f.word("straggler_cause_text") if "straggler_cause_text" in f else cause
     return (
         f"Rank {f['straggler_rank']:.0f}'s late arrival costs {_ms(f, 'straggler_cost_us')} per step "
-        f"({f['straggler_cost_share']:.0%} of the step): it arrives last at {f['straggler_last_share']:.0%} of the "
-        f"{f['straggler_instances']:.0f} collectives it joins (1 in {f['straggler_group_size']:.0f} would be "
-        f"chance; median lateness {_ms(f, 'straggler_median_lateness_us')}); likely cause: {cause}. "
+        f"({f['straggler_cost_share']:.0%} of the step) that its peers spend waiting: it arrives last in "
+        f"{f['straggler_times_last']:.0f} of the {f['straggler_instances']:.0f} collectives it joins (1 in "
+        f"{f['straggler_group_size']:.0f} would be chance; median lateness "
+        f"{_ms(f, 'straggler_median_lateness_us')}); likely cause: {because}. "
         f"{CAUSE_ADVICE.get(cause, CAUSE_ADVICE['unexplained'])}"
     )
 
 
 CAUSE_ADVICE: Mapping[str, str] = {
+    "late launch": (
+        "Its host works (or sleeps) before launching the step's first device work: look at what its host does "
+        "at the start of each step (data loading, synchronisations, logging, CPU contention)."
+    ),
     "slow compute": "Check its GPU (clocks, thermals, ECC) and its share of the data.",
     "late host step entry": "Its host starts each step late: look at its input pipeline and CPU contention.",
-    "late launch": "Its host launches the collective late: look for synchronisations and CPU work before it.",
+    "late collective launch": (
+        "Its host launches the collective late: look for synchronisations and CPU work before it."
+    ),
     "network": "Its link is slower than its peers': check its NIC, cabling and switch port.",
     "unexplained": "Nothing on its own timeline explains it: compare its host and devices with its peers'.",
 }
@@ -182,9 +239,21 @@ RULES: tuple[Rule, ...] = (
         "communication-bound",
         "time-budget",
         ("gamma", "comm_us", "comp_us", "comm_share"),
-        lambda f: f["gamma"] > 1.0,
+        lambda f: f["gamma"] > 1.0 and _moving_share(f) >= COMM_SHARE_MIN,
         _gamma_sentence,
-        lambda f: f["comm_share"],
+        _moving_share,
+    ),
+    Rule(
+        "host-communication",
+        "time-budget",
+        ("comm_host_us", "comm_us", "comm_share"),
+        lambda f: (
+            f.words.get("worker") == "GPU"  # on a host timeline (no device) there is no other place to run
+            and _host_share(f) >= HOST_COMM_SHARE_MIN
+            and f["comm_share"] >= COMM_SHARE_MIN
+        ),
+        _host_comm_sentence,
+        lambda f: f["comm_share"] * _host_share(f),
     ),
     Rule(
         "slow-rank-compute",
@@ -196,7 +265,9 @@ RULES: tuple[Rule, ...] = (
             and f.numbers.get("straggler_rank") != f["slow_rank"]
         ),
         _slow_rank_sentence,
-        lambda f: _slow_rank_excess(f) * 0.5,
+        lambda f: (
+            _slow_rank_excess(f) * (0.5 if "slow_rank_instances" not in f else SLOW_RANK_UNWAITED_SCORE)
+        ),
     ),
     Rule(
         "straggler",
@@ -205,7 +276,7 @@ RULES: tuple[Rule, ...] = (
             "straggler_rank",
             "straggler_cost_us",
             "straggler_cost_share",
-            "straggler_last_share",
+            "straggler_times_last",
             "straggler_instances",
             "straggler_group_size",
             "straggler_median_lateness_us",

@@ -1,0 +1,49 @@
+"""When each host step starts launching (docs/metrics.md, "Across ranks", cause `late launch`): per CPU
+`ProfilerStep#N` of a rank, its start and the first launch of device work inside it.
+
+A rank whose host spends longer than its peers before its first launch of a step (a sleep, data loading or a
+synchronisation at the start of the step) makes every later collective of the step late; the difference is
+visible on its own timeline, whatever the device does. On a host timeline the "launches" are the host
+operators' own starts (`traceview.events.host_timeline`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+FIRST_LAUNCH_SCHEMA = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "host_start_us": pl.Float64,
+    "first_launch_us": pl.Float64,
+}
+
+
+def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """Per CPU step of the rank (`steps`: `RankTrace.steps`), `host_start_us` and `first_launch_us`, the
+    earliest launch (`launches`: rank, correlation, launch_us) of a device event (`events`: rank,
+    correlation) inside the step; steps with no launch are left out. Columns `FIRST_LAUNCH_SCHEMA`."""
+    cpu = (
+        steps.filter(pl.col("source") == "cpu")
+        .select("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end"))
+        .sort("host_start_us")
+    )
+    if cpu.height == 0 or events.height == 0 or launches.height == 0:
+        return pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)
+    launched = (
+        events.filter(pl.col("correlation").is_not_null())
+        .select("rank", "correlation")
+        .unique()
+        .join(launches.select("rank", "correlation", "launch_us"), on=["rank", "correlation"])
+        .drop_nulls("launch_us")
+        .sort("launch_us")
+    )
+    placed = launched.join_asof(cpu, left_on="launch_us", right_on="host_start_us", check_sortedness=False)
+    inside = placed.filter(pl.col("step").is_not_null() & (pl.col("launch_us") < pl.col("_end")))
+    return (
+        inside.group_by("rank", "step", "host_start_us")
+        .agg(pl.col("launch_us").min().alias("first_launch_us"))
+        .select(list(FIRST_LAUNCH_SCHEMA))
+        .cast(FIRST_LAUNCH_SCHEMA)  # type: ignore[arg-type]
+        .sort("rank", "step")
+    )

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("traceview.load",),
     ("traceview.events", "traceview.steps"),
     ("traceview.budget", "traceview.collectives"),
-    ("traceview.bubbles", "traceview.across_ranks", "traceview.nccl", "traceview.timeline"),
+    ("traceview.bubbles", "traceview.across_ranks", "traceview.nccl", "traceview.timeline", "traceview.kernels"),
     ("traceview.distributions", "traceview.prediction"),
     ("traceview.verdict",),
     ("traceview.map",),

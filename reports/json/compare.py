@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceview.reports.json.summary import SCHEMA_VERSION, clean, records
+from traceview.reports.json.records import clean, records
+from traceview.reports.json.summary import SCHEMA_VERSION
 
 from traceview.compare.findings import Finding
 from traceview.compare.trend import Trend

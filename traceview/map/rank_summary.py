@@ -4,7 +4,7 @@ A summary holds every per-rank result the cross-rank reduce (`traceview.reduce.r
 grows with the trace's events: the per-step time budget, the communication kernels linked to their calls, the
 step windows, one launch mark per communication kernel (the end of the compute before it, for launch gaps),
 the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration sketch of each kernel
-class (for comparisons), and a compact host-side trace (step marks, the
+class (for comparisons), the kernels analysis's bounded frames (`traceview.kernels.parts`), and a compact host-side trace (step marks, the
 FLOPs of each step, the first shape-bearing operator of each step) on which the model's inputs are read.
 Times are on the rank's own time base; `shifted` moves a summary onto the run's.
 """
@@ -12,7 +12,7 @@ Times are on the rank's own time base; `shifted` moves a summary onto the run's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -24,6 +24,7 @@ from traceview.collectives.tables import suspected_comm_kernels
 from traceview.distributions.samples import rank_class_parts
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
+from traceview.kernels.parts import KernelParts, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
 from traceview.steps.windows import StepChoice, choose_steps
@@ -63,6 +64,7 @@ class RankSummary:
     class_sketches: pl.DataFrame
     suspects: pl.DataFrame
     step_choice: StepChoice
+    kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
     @property
     def rank(self) -> int:
@@ -164,6 +166,7 @@ def summarize(
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     compact = compact_trace(trace)
+    kernel_parts = rank_kernel_parts(trace, events, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -186,6 +189,7 @@ def summarize(
         class_sketches=class_sketches,
         suspects=suspected_comm_kernels(events),
         step_choice=choice,
+        kernel_parts=kernel_parts,
     )
 
 

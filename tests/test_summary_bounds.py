@@ -103,9 +103,7 @@ def test_the_compact_document_lists_the_instances_of_largest_skew(
     assert {k: v for k, v in compact.items() if k not in listing} == {
         k: v for k, v in full.items() if k not in listing
     }
-    assert compact["kernels"] == {
-        k: v for k, v in full["kernels"].items() if k in compact["kernels"]
-    }
+    assert compact["kernels"] == {k: v for k, v in full["kernels"].items() if k in compact["kernels"]}
 
 
 def test_compare_reads_every_skew_of_a_compact_document(

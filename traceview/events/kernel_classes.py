@@ -152,11 +152,6 @@ COMPUTE_RULES: tuple[KernelClassRule, ...] = (
         r"(?i)elementwise|CatArray|chunk_cat|copy_kernel|FillFunctor|where_kernel|pointwise",
     ),
     KernelClassRule("elementwise", "MTIA elementwise", rf"^(?:aten::)?(?:{_MTIA_OPS})(?:[._]\w+)*-dtype_"),
-    KernelClassRule(
-        "elementwise",
-        "MTIA activation backward",
-        r"^(?:sigmoid|tanh|threshold|relu|gelu|silu|hardtanh|leaky_relu|elu|softplus)_backward-dtype_",
-    ),
 )
 """Compute kernels: the first matching row gives the class; none matching is `other`."""
 

@@ -15,7 +15,7 @@ From the name Kineto writes, in order:
   `#` (`volta_sgemm_128x64_nn` and `volta_sgemm_64x64_nn` are both `volta_sgemm_#_nn`), and so do the numbers
   after `align`, `stage`, `knob`, `ldg`.
 
-Digits inside a word stay (`sm90`, `bf16`, `s1688gemm`): they name the architecture, the dtype or the instruction.
+A memory operation's name is its key. Digits inside a word stay (`sm90`, `bf16`, `s1688gemm`): they name the architecture, the dtype or the instruction.
 """
 
 from __future__ import annotations
@@ -82,12 +82,16 @@ def _folded(base: pl.Expr) -> pl.Expr:
     )
 
 
+MEMORY_NAME = r"^(?:Memcpy|Memset) "
+"""Memory operations (`Memcpy DtoD (Device -> Device)`): their name is their key."""
+
+
 def kernel_key_expr(name: pl.Expr) -> pl.Expr:
     """The key of each kernel name (module docstring)."""
     base = _folded(_base(name))
     detail = _detail(name)
     keyed = pl.when(detail.is_not_null()).then(pl.format("{}[{}]", base, detail)).otherwise(base)
-    return keyed.str.slice(0, MAX_KEY_CHARS)
+    return pl.when(name.str.contains(MEMORY_NAME)).then(name).otherwise(keyed).str.slice(0, MAX_KEY_CHARS)
 
 
 def kernel_keys(names: pl.Series) -> pl.DataFrame:

@@ -98,10 +98,13 @@ def launch_steps(
     """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`."""
     if windows.height == 0:
         return pl.DataFrame(schema=LAUNCH_SCHEMA)
-    steps = windows.select("step").unique()
+    captures = _captures(cpu, linked, host_windows)
+    steps = pl.concat(
+        [windows.select("step"), captures.select("step")]
+    ).unique()  # a capture step may run nothing
     joined = (
         steps.join(_device_side(linked, windows), on="step", how="left")
-        .join(_captures(cpu, linked, host_windows), on="step", how="left")
+        .join(captures, on="step", how="left")
         .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
     )
     counts = [c for c, t in LAUNCH_SCHEMA.items() if t == pl.Int64() and c not in ("rank", "step")]

@@ -12,7 +12,7 @@ from traceview.compare.findings import Finding
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
 
-SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "rank")
+SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "kernel_key", "rank")
 
 
 def finding_object(finding: Finding) -> dict[str, Any]:

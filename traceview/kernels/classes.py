@@ -33,8 +33,8 @@ _CODES = {name: index + 1 for index, name in enumerate(CLASSES)}
 
 
 def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Classed device events (`kernel_class`, `key`) cut into the step windows, with `step`."""
-    columns = ["rank", "name", "start_us", "end_us", "event_class", "kernel_class", "key"]
+    """Classed device events (`kernel_class`, `name_id`, `key_id`) cut into the step windows, with `step`."""
+    columns = ["rank", "name_id", "key_id", "start_us", "end_us", "event_class", "kernel_class"]
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema={**{c: events.schema.get(c, pl.Utf8) for c in columns}, "step": pl.Int64})
     return clip_to_windows(events.select(columns), windows, ["rank"])

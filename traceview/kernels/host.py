@@ -96,8 +96,10 @@ def _phase() -> pl.Expr:
 
 def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
     """Per (rank, step, phase): `HOST_SCHEMA` over the host step `windows`."""
+    any_rule = "|".join(f"(?:{rule.regex})" for rule in HOST_RULES)
     spans = (
         cpu.select("kind", "name", "start_us", "end_us")
+        .filter(pl.col("name").str.contains(any_rule))  # one scan of the names; the rules then run on few
         .with_columns(_phase().alias("phase"))
         .drop_nulls("phase")
         .with_columns(pl.lit(rank, pl.Int64).alias("rank"))

@@ -40,83 +40,106 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _items(cpu: pl.DataFrame) -> pl.DataFrame:
-    """Operators and launching calls of every thread, sorted (thread, start, longer first, calls last), with
-    `op_id` (the operator's row), `is_call`, `position` and `depth`."""
-    ops = (
-        cpu.filter(pl.col("kind") == "op")
-        .with_row_index("op_id")
-        .with_columns(pl.lit(False).alias("is_call"))
-    )
+def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+    """Operators and the calls that launched device work (`launched`: their correlation ids) of the threads
+    that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's row),
+    `is_call`, `position` and `depth`. A thread is one integer (`_thread`), so sorting reads no strings."""
+    thread = pl.struct(*THREAD).hash(seed=7).alias("_thread")
     calls = (
-        cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        cpu.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
         .unique("correlation", keep="first", maintain_order=True)
-        .with_columns(pl.lit(None, pl.UInt32).alias("op_id"), pl.lit(True).alias("is_call"))
+        .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation")
     )
-    columns = [*THREAD, "start_us", "end_us", "op_id", "is_call", "correlation", "name"]
-    items = (
-        pl.concat([ops.select(columns), calls.select(columns)])
+    ops = (
+        cpu.lazy()
+        .filter(pl.col("kind") == "op")
+        .with_row_index("op_id")
+        .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"))
+        .join(calls.select("_thread").unique(), on="_thread", how="semi")
+    )
+    items = (  # a stable sort: ties keep the operators' trace order, then the calls'
+        pl.concat([ops, calls])
+        .with_columns(pl.col("op_id").is_null().alias("is_call"))
         .sort(
-            [*THREAD, "start_us", "end_us", "is_call", "op_id", "correlation"],
-            descending=[False, False, False, True, False, False, False],
-            nulls_last=True,
+            ["_thread", "start_us", "end_us", "is_call"],
+            descending=[False, False, True, False],
             maintain_order=True,
         )
-        .with_columns(pl.int_range(pl.len()).over(THREAD).alias("position"))
+        .with_columns(pl.int_range(pl.len()).over("_thread").alias("position"))
+        .collect()
+        .lazy()
     )
     ends = (  # per thread and end time: how many items have ended by then
-        items.group_by(*THREAD, pl.col("end_us").alias("_end"))
+        items.group_by("_thread", pl.col("end_us").alias("_end"))
         .agg(pl.len().alias("_ended"))
-        .sort([*THREAD, "_end"])
-        .with_columns(pl.col("_ended").cum_sum().over(THREAD).alias("_closed"))
+        .sort("_thread", "_end")
+        .with_columns(pl.col("_ended").cum_sum().over("_thread").alias("_closed"))
         .drop("_ended")
         .sort("_end")
     )
     zero = (  # zero-length items end where they start: open at their own start, not closed
         items.filter(pl.col("end_us") == pl.col("start_us"))
-        .group_by(*THREAD, "start_us")
+        .group_by("_thread", "start_us")
         .agg(pl.len().alias("_zero"))
     )
     counted = (
         items.sort("start_us")
-        .join_asof(ends, left_on="start_us", right_on="_end", by=THREAD, check_sortedness=False)
-        .join(zero, on=[*THREAD, "start_us"], how="left")
+        .join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
+        .join(zero, on=["_thread", "start_us"], how="left")
     )
     closed = pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0)
-    return counted.with_columns((pl.col("position") - closed).alias("depth")).drop("_end", "_closed", "_zero")
+    depth = (pl.col("position") - closed).alias("depth")
+    return counted.with_columns(depth).drop("_end", "_closed", "_zero").collect()
 
 
-def launch_links(cpu: pl.DataFrame) -> pl.DataFrame:
-    """Per launching call (`correlation`): its name, start and end, whether it replays a graph, and the innermost
-    operator around it (`op_id`, `op_name`; null when none contains it)."""
-    items = _items(cpu)
+def launch_links(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+    """Per call that launched device work (`launched`: correlation ids): its name, start and end, whether it
+    replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none contains it)."""
+    items = _items(cpu, launched)
     ops = items.filter(~pl.col("is_call")).select(
-        *THREAD, "depth", "position", "op_id", pl.col("name").alias("op_name"),
-        pl.col("start_us").alias("_op_start"), pl.col("end_us").alias("_op_end"),
-    )  # fmt: skip
-    calls = (
-        items.filter(pl.col("is_call"))
-        .select(*THREAD, "position", "correlation", "name", "start_us", "end_us", "depth")
-        .with_columns((pl.col("depth") - 1).alias("depth"))
+        "_thread",
+        "depth",
+        "position",
+        "op_id",
+        pl.col("start_us").alias("_op_start"),
+        pl.col("end_us").alias("_op_end"),
+    )
+    calls = items.filter(pl.col("is_call")).select(
+        "_thread", "position", "correlation", "start_us", "end_us", pl.col("depth") - 1
     )
     joined = calls.sort("position").join_asof(
-        ops.sort("position"), on="position", by=[*THREAD, "depth"], check_sortedness=False
+        ops.sort("position"), on="position", by=["_thread", "depth"], check_sortedness=False
     )
     inside = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
-    return joined.select(
-        "correlation",
-        pl.when(inside).then(pl.col("op_id")).alias("op_id"),
-        pl.when(inside).then(pl.col("op_name")).alias("op_name"),
-        pl.col("name").alias("launch_name"),
-        pl.col("start_us").alias("launch_start_us"),
-        pl.col("end_us").alias("launch_end_us"),
-        is_graph_launch().alias("graph"),
+    links = joined.select("correlation", pl.when(inside).then(pl.col("op_id")).alias("op_id"))
+    names = cpu.filter(pl.col("kind") == "runtime").unique("correlation", keep="first", maintain_order=True)
+    op_names = (
+        cpu.filter(pl.col("kind") == "op")
+        .with_row_index("op_id")
+        .select("op_id", pl.col("name").alias("op_name"))
+    )
+    return (
+        links.join(op_names, on="op_id", how="left")
+        .join(
+            names.select(
+                "correlation",
+                pl.col("name").alias("launch_name"),
+                pl.col("start_us").alias("launch_start_us"),
+                pl.col("end_us").alias("launch_end_us"),
+                is_graph_launch().alias("graph"),
+            ),
+            on="correlation",
+            how="left",
+        )
+        .select("correlation", *LINK_COLUMNS)
     )
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked)."""
-    return events.join(launch_links(cpu), on="correlation", how="left", maintain_order="left")
+    launched = events.get_column("correlation").drop_nulls().unique()
+    return events.join(launch_links(cpu, launched), on="correlation", how="left", maintain_order="left")
 
 
 def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:

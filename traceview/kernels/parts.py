@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 import polars as pl
 
-from traceview.events.kernel_classes import with_kernel_class
+from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import kernel_keys
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps, clipped_events
 from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
@@ -99,9 +99,22 @@ def _device_name(trace: RankTrace) -> str | None:
     return devices[local] if local is not None and 0 <= local < len(devices) else devices[0]
 
 
-def _classed(events: pl.DataFrame) -> pl.DataFrame:
-    keys = kernel_keys(events.get_column("name"))
-    return with_kernel_class(events).join(keys, on="name", how="left")
+def _classed(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The events with `kernel_class`, `name_id` and `key_id` (integers: the analyses group on them, not on
+    names thousands of characters long), and the table of distinct (name, kind) with their class and key."""
+    is_comm = (pl.col("event_class") == "comm").alias("is_comm")
+    distinct = kernel_classes_of(events.select("name", "kind", is_comm).unique(maintain_order=True))
+    keys = kernel_keys(distinct.get_column("name"))
+    table = (
+        distinct.join(keys, on="name", how="left", maintain_order="left")
+        .with_row_index("name_id")
+        .with_columns(pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id"))
+    )
+    ids = table.select("name", "kind", "is_comm", "name_id", "key_id", "kernel_class")
+    classed = (
+        events.with_columns(is_comm).join(ids, on=["name", "kind", "is_comm"], how="left").drop("is_comm")
+    )
+    return classed, table
 
 
 def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.DataFrame:
@@ -149,15 +162,15 @@ def rank_kernel_parts(trace: RankTrace, events: pl.DataFrame, windows: pl.DataFr
     `windows`: its step windows)."""
     if events.height == 0:
         return KernelParts.empty()
-    classed = _classed(events)
+    classed, names = _classed(events)
     clipped = clipped_events(classed, windows)
     linked = with_links(classed, trace.cpu)
     costs = operator_costs(linked, trace.cpu)
     hosted = host_windows(trace.steps, windows, trace.rank)
     return KernelParts(
         class_steps=class_steps(clipped),
-        key_steps=key_steps(clipped),
-        top_kernels=top_kernels(classed),
+        key_steps=key_steps(clipped, names),
+        top_kernels=top_kernels(classed, names),
         operators=top_operators(costs, trace.rank),
         roofline=_roofline_part(costs, trace.rank),
         launches=launch_steps(linked, trace.cpu, windows, hosted, trace.rank),

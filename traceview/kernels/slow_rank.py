@@ -223,7 +223,7 @@ def sentence(found: SlowRank) -> str:
     """'Rank 5 computes 10.8 ms more per step than rank 3 (the median rank): 9.1 ms in gemm ...; remainder ...'."""
     head = (
         f"Rank {found.rank} computes {_ms(found.excess_us)} {'more' if found.excess_us >= 0 else 'less'} per step "
-        f"than rank {found.reference_rank} (the median rank, {_ms(found.reference_comp_us)})"
+        f"than rank {found.reference_rank} (the median of the other ranks, {_ms(found.reference_comp_us)})"
     )
     notable = (pl.col("delta_us") * found.excess_us > 0) & (
         pl.col("delta_us").abs() >= NOTABLE * abs(found.excess_us)

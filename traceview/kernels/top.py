@@ -46,51 +46,51 @@ def _largest(frame: pl.DataFrame, value: str, bound: int) -> pl.DataFrame:
     return frame.filter(ranked <= bound)
 
 
-def top_kernels(events: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.DataFrame:
-    """Per (rank, name) of classed device events (`kernel_class`, `key`): count, total, median, p99, max."""
+def top_kernels(events: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.DataFrame:
+    """Per (rank, name) of classed device events (`name_id`; `names`: the table of names, keys and classes):
+    count, total, median, p99, max."""
     if events.height == 0:
         return pl.DataFrame(schema=TOP_KERNEL_SCHEMA)
     duration = pl.col("end_us") - pl.col("start_us")
-    grouped = events.group_by("rank", "name").agg(
-        pl.col("key").first(),
-        pl.col("kernel_class").first(),
+    grouped = events.group_by("rank", "name_id").agg(
         pl.len().cast(pl.Int64).alias("count"),
         duration.sum().alias("total_us"),
         duration.median().alias("median_us"),
         duration.quantile(0.99, "linear").alias("p99_us"),
         duration.max().alias("max_us"),
     )
-    return (
-        _largest(grouped.sort("rank", "name"), "total_us", bound)
-        .sort(["rank", "total_us", "name"], descending=[False, True, False])
-        .select(list(TOP_KERNEL_SCHEMA))
+    named = _largest(grouped.sort("rank", "name_id"), "total_us", bound).join(
+        names.select("name_id", "name", "key", "kernel_class"), on="name_id"
+    )
+    return named.sort(["rank", "total_us", "name"], descending=[False, True, False]).select(
+        list(TOP_KERNEL_SCHEMA)
     )
 
 
-def key_steps(clipped: pl.DataFrame, bound: int = TOP_KEYS) -> pl.DataFrame:
-    """Per (rank, step, key) of the windowed events: pieces and summed duration, the `bound` keys of largest
-    total per rank; `name` is the key's name of largest time."""
+def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS) -> pl.DataFrame:
+    """Per (rank, step, key) of the windowed events (`key_id`, `name_id`): pieces and summed duration, the
+    `bound` keys of largest total per rank; `name` is the key's name of largest time."""
     if clipped.height == 0:
         return pl.DataFrame(schema=KEY_STEP_SCHEMA)
-    duration = (pl.col("end_us") - pl.col("start_us")).alias("_dur")
-    with_dur = clipped.with_columns(duration)
-    totals = with_dur.group_by("rank", "key").agg(pl.col("_dur").sum().alias("_total")).sort("rank", "key")
-    kept = _largest(totals, "_total", bound).select("rank", "key")
+    with_dur = clipped.select(
+        "rank", "step", "key_id", "name_id", (pl.col("end_us") - pl.col("start_us")).alias("_dur")
+    )
+    totals = (
+        with_dur.group_by("rank", "key_id").agg(pl.col("_dur").sum().alias("_total")).sort("rank", "key_id")
+    )
+    kept = with_dur.join(_largest(totals, "_total", bound).select("rank", "key_id"), on=["rank", "key_id"])
     heaviest = (
-        with_dur.join(kept, on=["rank", "key"])
-        .group_by("rank", "key", "name")
+        kept.group_by("rank", "key_id", "name_id")
         .agg(pl.col("_dur").sum())
-        .sort(["rank", "key", "_dur", "name"], descending=[False, False, True, False])
-        .group_by("rank", "key", maintain_order=True)
-        .agg(pl.col("name").first())
+        .sort(["rank", "key_id", "_dur", "name_id"], descending=[False, False, True, False])
+        .group_by("rank", "key_id", maintain_order=True)
+        .agg(pl.col("name_id").first())
+        .join(names.select("name_id", "name", "kernel_class"), on="name_id")
+        .join(names.select("key_id", "key").unique("key_id"), on="key_id")
     )
-    steps = (
-        with_dur.join(kept, on=["rank", "key"])
-        .group_by("rank", "step", "key")
-        .agg(
-            pl.col("kernel_class").first(),
-            pl.len().cast(pl.Int64).alias("kernels"),
-            pl.col("_dur").sum().alias("kernel_sum_us"),
-        )
+    steps = kept.group_by("rank", "step", "key_id").agg(
+        pl.len().cast(pl.Int64).alias("kernels"), pl.col("_dur").sum().alias("kernel_sum_us")
     )
-    return steps.join(heaviest, on=["rank", "key"]).sort("rank", "step", "key").select(list(KEY_STEP_SCHEMA))
+    return (
+        steps.join(heaviest, on=["rank", "key_id"]).sort("rank", "step", "key").select(list(KEY_STEP_SCHEMA))
+    )

@@ -177,7 +177,8 @@ def reduce_summaries(
         manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
-    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
+    kernels = kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers)
+    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines, kernels))
     return RunAnalysis(
         header=header,
         budget=budget,
@@ -193,5 +194,5 @@ def reduce_summaries(
         distributions=distributions_from_parts(
             frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances
         ),
-        kernels=kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers),
+        kernels=kernels,
     )

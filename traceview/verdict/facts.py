@@ -17,6 +17,7 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.kernels.analysis import KernelAnalysis
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
 
@@ -31,6 +32,7 @@ class Measured:
     prediction: Prediction | None = None
     nccl: NcclJoin | None = None
     timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
+    kernels: KernelAnalysis | None = None
 
 
 @dataclass(frozen=True)
@@ -189,12 +191,30 @@ def nccl_facts(measured: Measured) -> Found:
     return {"nccl_flags": float(len(nccl.verdict_flags))}, {"nccl_note": " ".join(nccl.verdict_flags)}
 
 
+def kernels_facts(measured: Measured) -> Found:
+    """The host side and launches of the median step (`traceview.kernels`), and the kernel-by-kernel sentence
+    of the straggler and of the slowest-compute rank when they were explained."""
+    kernels = measured.kernels
+    if kernels is None:
+        return {}, {}
+    words: dict[str, str] = {}
+    straggler = crossrank_facts(measured)[0].get("straggler_rank", -1.0)
+    slow = _slow_rank_facts(measured.budget.per_rank).get("slow_rank", -1.0)
+    for found in kernels.slow_ranks:
+        if found.rank == straggler:
+            words["straggler_kernels"] = found.sentence
+        if found.rank == slow:
+            words["slow_rank_kernels"] = found.sentence
+    return kernels.facts(), words
+
+
 FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     budget_facts,
     crossrank_facts,
     prediction_facts,
     collectives_facts,
     nccl_facts,
+    kernels_facts,
 )
 """One function per analysis; an analysis adds its own row (returning empty facts when it did not run)."""
 

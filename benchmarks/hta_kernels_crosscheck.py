@@ -1,5 +1,5 @@
-"""Cross-check of traceview's computation / communication / memory split against HolisticTraceAnalysis's kernel
-breakdown (issue 23), on the same files.
+"""Cross-check of traceview's computation / communication / memory split against HolisticTraceAnalysis's
+kernel breakdown (issue 23), on the same files.
 
     python benchmarks/hta_kernels_crosscheck.py [TRACE_DIR ...]
 
@@ -7,11 +7,11 @@ HTA (`BreakdownAnalysis.get_gpu_kernel_breakdown(..., include_memory_kernels=Tru
 source) classes each device event by name (`^nccl.*Kernel` communication; `^Memcpy`, `^Memset`, `^dma` memory;
 the rest computation), merges each class's intervals, and sweeps them: each moment is counted once, under the
 set of classes running then ("COMPUTATION", "COMPUTATION overlapping COMMUNICATION", ...), summed over ranks.
-The union of one class is therefore the sum of every status that names it. traceview's side: its kernel classes
-(`traceview.events.kernel_classes`) grouped as HTA groups (the compute classes, `communication`, the memory
-classes), each group's union over exactly HTA's event set and rounding (`hta_crosscheck.hta_event_set`: the
-events launched before the last `ProfilerStep` starts). The two must agree to 0.5 % of the class's time (HTA's
-integer microseconds are the residue).
+The union of one class is therefore the sum of every status that names it. traceview's side: its kernel
+classes (`traceview.events.kernel_classes`) grouped as HTA groups (the compute classes, `communication`, the
+memory classes), each group's union over exactly HTA's event set and rounding (`hta_crosscheck.hta_event_set`:
+the events launched before the last `ProfilerStep` starts). The two must agree to 0.5 % of the class's time
+(HTA's integer microseconds are the residue).
 """
 
 from __future__ import annotations

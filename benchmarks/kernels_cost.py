@@ -1,4 +1,5 @@
-"""What the kernels analysis (issue 23) costs: `traceview summary RANK --json` with and without it, in paired runs.
+"""What the kernels analysis (issue 23) costs: `traceview summary RANK --json` with and without it, in paired
+runs.
 
     python benchmarks/kernels_cost.py [--rank FILE] [--repeat 7]
 
@@ -78,7 +79,8 @@ def main(argv: list[str]) -> int:
     print(f"\nmedian command: with {with_command:.3f} s, without {without_command:.3f} s: ratio {ratio:.3f}")
     process_ratio = with_process / without_process
     print(
-        f"median process: with {with_process:.3f} s, without {without_process:.3f} s: ratio {process_ratio:.3f}"
+        f"median process: with {with_process:.3f} s, without {without_process:.3f} s: "
+        f"ratio {process_ratio:.3f}"
     )
     print(f"median of the paired ratios (command): {paired:.3f} (target <= {TARGET})")
     return 0 if paired <= TARGET else 1

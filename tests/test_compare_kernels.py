@@ -1,7 +1,7 @@
 """Kernels paired across runs by their key (traceview.compare.kernel_pairs): the same kernel under another
-generated suffix or tile pairs up; a kernel slower on every rank is a regression tested by the signed-rank test
-over its ranks; `trend` follows the latest run's heaviest kernels. Documents are built by hand, expected values
-written as arithmetic."""
+generated suffix or tile pairs up; a kernel slower on every rank is a regression tested by the signed-rank
+test over its ranks; `trend` follows the latest run's heaviest kernels. Documents are built by hand, expected
+values written as arithmetic."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The kernel-class table and the kernel keys: every row has example names with where they come from, every
 example lands in the class written here by hand, and every row is the first to match one of its examples.
 
-Provenance: `real:<folder>` names are in `../shared/data/real/kineto/<folder>` (read by a plain scan of the JSON in
-`test_every_real_example_is_in_its_trace`); the others are names published by the library's own sources or
-profiles (repository and file named beside them).
+Provenance: `real:<folder>` names are in `../shared/data/real/kineto/<folder>` (read by a plain scan of the
+JSON in `test_every_real_example_is_in_its_trace`); the others are names published by the library's own
+sources or profiles (repository and file named beside them).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h",
     ),
     "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
-    "CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, 128, cutlass::bfloat16_t, "
+    "CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, 128, "
+    "cutlass::bfloat16_t, "
     "float, cutlass::arch::Sm90> > > >(int)": ("attention", "Dao-AILab/flash-attention hopper/ (FA3)"),
     "fmha_cutlassF_bf16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
     "cutlass::arch::Sm80, true, 64, 128, 128, true, true>::Params)": (
@@ -61,7 +62,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "attention",
         "real:h200_pt211_nccl_fsdp1",
     ),
-    "void ck_tile::kentry<ck_tile::gfx942_t, 2, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVSAsync>>": (
+    "void ck_tile::kentry<ck_tile::gfx942_t, 2, "
+    "ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVSAsync>>": (
         "attention",
         "ROCm/composable_kernel example/ck_tile/01_fmha",
     ),
@@ -83,7 +85,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "native_layer_norm-dtype_Float": ("normalization", "real:hta_mtia_single_rank"),
     # convolution
     "volta_scudnn_128x64_relu_interior_nn_v1": ("convolution", "real:kineto_pt19_resnet50_profiler_api"),
-    "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x128x32_stage5_warpsize2x2x1_g1_"
+    "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x128x32_stage5_"
+    "warpsize2x2x1_g1_"
     "tensor16x8x8_execute_kernel_cudnn_infer": ("convolution", "real:hta_nccl_data"),
     "void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, true, true>(int, int, int)": (
         "convolution",
@@ -127,7 +130,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "volta_sgemm_128x64_nn": ("gemm", "real:hta_df_index_resolver"),
     "ampere_sgemm_32x128_tn": ("gemm", "real:hta_trace_diff_control"),
     "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT": ("gemm", "real:h200_pt211_nccl_fsdp1"),
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_"
+    "kernel"
     "__5x_cublas": ("gemm", "cuBLAS 12 on H100 (nsys profiles)"),
     "sm100_xmma_gemm_bf16f16_bf16f16_bf16f32_tn_n_tilesize256x128x64_stage4_warpsize2x2x1": (
         "gemm",
@@ -143,7 +147,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "gemm",
         "real:hta_gpu_user_annotation",
     ),
-    "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>>": (
+    "void "
+    "ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>>": (
         "gemm",
         "ROCm/composable_kernel include/ck/tensor_operation/gpu/grid/gridwise_gemm_xdl_cshuffle_v3.hpp",
     ),
@@ -157,7 +162,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>, "
     "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float>, unsigned int, "
     "float, 4>)": ("reduction", "real:hta_amd_mi250"),
-    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float const*, "
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float "
+    "const*, "
     "int)": ("reduction", "real:h200_pt211_nccl_fsdp1"),
     "void cub::DeviceScanKernel<cub::AgentScanPolicy<128, 15, int>>(int)": (
         "reduction",
@@ -303,15 +309,23 @@ KEYS: dict[str, str] = {
     "triton_poi_fused_add_cos_sin_12": "triton_poi_fused_add_cos_sin",
     "triton__0d1d2d3d": "triton_",
     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1>"
-    "(cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1::Params)": "cutlass::Kernel[cutlass_#_tensorop_s1688gemm_#_#_tn_align#]",
+    "(cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1::Params)": (
+        "cutlass::Kernel[cutlass_#_tensorop_s1688gemm_#_#_tn_align#]"
+    ),
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)": "at::native::vectorized_elementwise_kernel[CUDAFunctor_add]",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >"
-    "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)": "at::native::vectorized_elementwise_kernel[CUDAFunctor_add]",
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)": (
+        "at::native::vectorized_elementwise_kernel[CUDAFunctor_add]"
+    ),
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> >"
+    "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)": (
+        "at::native::vectorized_elementwise_kernel[CUDAFunctor_add]"
+    ),
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>, "
     "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float>, unsigned int, "
     "float, 4>)": "at::native::reduce_kernel[MeanOps]",
-    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+    "void "
+    "at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
     "::{lambda()#2}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, "
     "at::detail::Array<char*, 2> >(int)": "at::native::unrolled_elementwise_kernel[direct_copy_kernel_cuda]",
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": "ncclKernel_AllReduce_RING_LL_Sum_float",

@@ -1,6 +1,6 @@
 """The kernels analysis on small factory traces (traceview.kernels): class time with the overlap term, top
-kernels, the innermost operator of each kernel, launch statistics, graphs, the host side of a step and the slow
-rank explained; expected values written as arithmetic."""
+kernels, the innermost operator of each kernel, launch statistics, graphs, the host side of a step and the
+slow rank explained; expected values written as arithmetic."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from traceview.load.inputs import load_run
 from traceview.reduce.analysis import analyze
 
 GEMM = "volta_sgemm_128x64_nn"
-FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int)"
+FILL = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+    "at::detail::Array<char*, 1> >(int)"
+)
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 

@@ -127,7 +127,8 @@ def test_computation_communication_memory_split_matches_hta(folder: str) -> None
 
 
 def _innermost_operator_kernels(folder: str) -> dict[tuple[int, str], int]:
-    """Per (rank, operator name): the device events whose launching call it is the innermost operator around, by a
+    """Per (rank, operator name): the device events whose launching call it is the innermost operator around,
+    by a
     plain pass (operators and calls of one thread sorted by start; a stack of the open operators)."""
     events = _events(folder)
     device = defaultdict(int)  # (rank, correlation): device events (ids repeat across ranks)

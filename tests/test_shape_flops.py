@@ -1,6 +1,6 @@
-"""FLOPs and bytes from operator shapes (traceview.events.shape_flops): each formula against hand arithmetic, the
-profiler's `flops` preferred, bytes only with known dtypes; and a real GEMM's achieved FLOP/s against a plain
-pass over the raw JSON (its `Input Dims` and its kernel's `dur`), not the tool's parsed shapes."""
+"""FLOPs and bytes from operator shapes (traceview.events.shape_flops): each formula against hand arithmetic,
+the profiler's `flops` preferred, bytes only with known dtypes; and a real GEMM's achieved FLOP/s against a
+plain pass over the raw JSON (its `Input Dims` and its kernel's `dur`), not the tool's parsed shapes."""
 
 from __future__ import annotations
 

@@ -73,13 +73,15 @@ class Analysis:
     @property
     def kernels(self) -> pl.DataFrame:
         """One row per (rank, kernel name) of each rank's heaviest kernels (the summary keeps 24 per rank):
-        class, key, count, total, median, p99 and longest duration (docs/metrics.md, "Kernels and operators")."""
+        class, key, count, total, median, p99 and longest duration (docs/metrics.md, "Kernels and
+        operators")."""
         return _frame(self.raw.kernels.parts.top_kernels if self.raw.kernels else None)
 
     @property
     def operators(self) -> pl.DataFrame:
-        """One row per (rank, operator) of each rank's operators of most kernel time (the innermost operator that
-        launched each kernel): calls, kernels, kernel time, FLOPs and bytes from shapes, achieved FLOP/s."""
+        """One row per (rank, operator) of each rank's operators of most kernel time (the innermost operator
+        that launched each kernel): calls, kernels, kernel time, FLOPs and bytes from shapes, achieved
+        FLOP/s."""
         return _frame(self.raw.kernels.parts.operators if self.raw.kernels else None)
 
     @property

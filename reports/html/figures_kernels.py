@@ -68,7 +68,8 @@ def _roofs(kernels: KernelAnalysis, low: float, high: float) -> list[go.Scatter]
 
 
 def roofline_figure(kernels: KernelAnalysis) -> go.Figure:
-    """Each (operator class, dtype) at its arithmetic intensity and achieved FLOP/s, under the device's roofs."""
+    """Each (operator class, dtype) at its arithmetic intensity and achieved FLOP/s, under the device's
+    roofs."""
     placed = kernels.roofline.filter(pl.col("intensity").is_not_null() & (pl.col("achieved_flops") > 0))
     intensities = placed.get_column("intensity").to_list()
     low = 10 ** math.floor(math.log10(min([*intensities, 0.1])))

@@ -2,8 +2,8 @@
 
 Compact by default: the class medians per rank and over the run, each rank's top kernels and operators, the
 roofline, launch and host-side medians per rank, the ranks' link figures and the slow ranks explained; with
-`full`, also every (rank, step) row of classes, kernel keys, launches and host phases. `rank`, `step` and `top`
-select rows (the `traceview kernels` command); nothing is computed here.
+`full`, also every (rank, step) row of classes, kernel keys, launches and host phases. `rank`, `step` and
+`top` select rows (the `traceview kernels` command); nothing is computed here.
 """
 
 from __future__ import annotations

@@ -147,7 +147,8 @@ def render_kernels(
     device = kernels.device
     known = "unknown to the hardware table" if device.spec is None else f"table row {device.spec.key}"
     console.print(
-        f"device {escape(printable(device.name or 'unknown'))} ({known}); kernels linked to the operator that "
+        f"device {escape(printable(device.name or 'unknown'))} ({known}); kernels linked to the operator "
+        "that "
         f"launched them: {_share(kernels.linked_share)}",
         highlight=False,
     )

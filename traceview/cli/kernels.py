@@ -1,6 +1,6 @@
 """`traceview kernels RUN [--json] [--rank R] [--step S] [--top N]`: where the compute time went, per rank and
-step: kernel classes, top kernels and operators, launches, the host side, the roofline, the slow rank's kernels
-(through the map/reduce pipeline, like `summary`)."""
+step: kernel classes, top kernels and operators, launches, the host side, the roofline, the slow rank's
+kernels (through the map/reduce pipeline, like `summary`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ TOP_DEFAULT = 10
 
 
 class Kernels(AnalysisCommand):
-    """Where the compute time went: kernel classes, top kernels and operators, launches, FLOP/s, slow ranks."""
+    """Where the compute time went: kernel classes, top kernels and operators, launches, FLOP/s, the slow
+    ranks."""
 
     name = "kernels"
     prints_warnings = True

@@ -1,7 +1,7 @@
 """Kernels paired across two runs by their key (docs/metrics.md, "Compare and trend", family `kernel`).
 
-Each summary lists every rank's heaviest kernels (`kernels.top_kernels`, issue 23) with the key that folds what
-varies between runs of the same work (template arguments, generated suffixes, autotuning variants:
+Each summary lists every rank's heaviest kernels (`kernels.top_kernels`, issue 23) with the key that folds
+what varies between runs of the same work (template arguments, generated suffixes, autotuning variants:
 `traceview.events.kernel_keys`). Per (rank, key) both runs list, the mean duration of its kernels (total /
 count) pairs up; per key, the log ratios of its ranks are tested by the Wilcoxon signed-rank test
 (`traceview.compare.stats.signed_rank`), the figures being the mean durations summed over the paired ranks.

@@ -1,11 +1,11 @@
-"""The hardware table: peak FLOP/s per device and dtype, peak memory bandwidth, GPU links, NICs, and device-name
-matching (docs/metrics.md, "Predicted gamma", "Achieved FLOP/s").
+"""The hardware table: peak FLOP/s per device and dtype, peak memory bandwidth, GPU links, NICs, and
+device-name matching (docs/metrics.md, "Predicted gamma", "Achieved FLOP/s").
 
 The figures live in `hardware.toml` (package data, loaded once); every row names its datasheet. Bandwidths
 follow one convention: `bandwidth_bytes_per_s` / `scale_up_uni_bytes_per_s` is one direction per GPU, the B of
 the alpha-beta model and the figure nccl-tests busbw is compared with; the bidirectional figure is kept
-alongside because it is the one datasheets print. Memory bandwidth (`memory_bytes_per_s`, the roofline's slope) is the
-datasheet's peak, read and write together, with its own source (`memory_source`).
+alongside because it is the one datasheets print. Memory bandwidth (`memory_bytes_per_s`, the roofline's
+slope) is the datasheet's peak, read and write together, with its own source (`memory_source`).
 """
 
 from __future__ import annotations

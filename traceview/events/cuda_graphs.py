@@ -1,12 +1,12 @@
-"""CUDA and HIP graphs in a trace (docs/metrics.md, "Kernels and operators", "Graphs"): the one place graph launches
-and captures are recognised, for every analysis that needs them.
+"""CUDA and HIP graphs in a trace (docs/metrics.md, "Kernels and operators", "Graphs"): the one place graph
+launches and captures are recognised, for every analysis that needs them.
 
 A replayed graph's kernels carry the correlation id of the runtime call that launched the graph
-(`cudaGraphLaunch`, `hipGraphLaunch`), which PyTorch records inside the operator that replays it (`CompiledFunction`,
-a CUDA-graph tree's replay): linked by correlation like any kernel, they belong to that launch and that operator.
-A step that captures a graph (`cudaStreamBeginCapture` ... `cudaStreamEndCapture`, `cudaGraphInstantiate`)
-records launches whose kernels did not run: they were captured, not executed, so that step's launches are not
-its work.
+(`cudaGraphLaunch`, `hipGraphLaunch`), which PyTorch records inside the operator that replays it
+(`CompiledFunction`, a CUDA-graph tree's replay): linked by correlation like any kernel, they belong to that
+launch and that operator. A step that captures a graph (`cudaStreamBeginCapture` ... `cudaStreamEndCapture`,
+`cudaGraphInstantiate`) records launches whose kernels did not run: they were captured, not executed, so that
+step's launches are not its work.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ CAPTURE_CALLS = (
 )
 """Runtime calls that capture or instantiate a graph."""
 KERNEL_LAUNCH = (
-    r"^(?:cuda|hip|cu)(?:LaunchKernel|LaunchKernelExC|LaunchKernelEx|LaunchCooperativeKernel|ModuleLaunchKernel"
+    r"^(?:cuda|hip|cu)(?:LaunchKernel|LaunchKernelExC|LaunchKernelEx|LaunchCooperativeKernel"
+    r"|ModuleLaunchKernel"
     r"|ExtModuleLaunchKernel|ExtLaunchKernel)(?:_v\d+|_ptsz)?$"
 )
 """Runtime calls that launch one kernel (a captured one has no kernel in the trace)."""

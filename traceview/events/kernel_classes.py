@@ -105,7 +105,8 @@ COMPUTE_RULES: tuple[KernelClassRule, ...] = (
         "normalization",
         "PyTorch, cuDNN, apex, MIOpen normalization",
         r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|RowwiseMoments|GammaBetaBackward"
-        r"|ComputeInternalGradients|cudnn::bn_|cuApplyLayerNorm|cuComputePartGradGammaBeta|cuComputeGradInput",
+        r"|ComputeInternalGradients|cudnn::bn_|cuApplyLayerNorm|cuComputePartGradGammaBeta"
+        r"|cuComputeGradInput",
     ),
     # convolution before GEMM: implicit-GEMM convolutions say gemm
     KernelClassRule(
@@ -144,7 +145,8 @@ COMPUTE_RULES: tuple[KernelClassRule, ...] = (
     KernelClassRule(
         "reduction",
         "MTIA reductions",
-        r"^(?:aten::)?(?:reduce_\w+|mean(?:\.\w+)?|sum(?:\.\w+)?|cumsum|\w+_dim_m(?:ax|in)|vector_norm\w*)-dtype_",
+        r"^(?:aten::)?(?:reduce_\w+|mean(?:\.\w+)?|sum(?:\.\w+)?|cumsum|\w+_dim_m(?:ax|in)"
+        r"|vector_norm\w*)-dtype_",
     ),
     KernelClassRule(
         "elementwise",

@@ -1,21 +1,23 @@
-"""Kernel keys: a kernel name with what varies between runs of the same work folded (docs/metrics.md, "Kernels and
-operators"), so one kernel pairs across ranks and across nights (`compare`, `trend`, the slow rank's kernels).
+"""Kernel keys: a kernel name with what varies between runs of the same work folded (docs/metrics.md, "Kernels
+and operators"), so one kernel pairs across ranks and across nights (`compare`, `trend`, the slow rank's
+kernels).
 
 From the name Kineto writes, in order:
 
 - the return type, `(anonymous namespace)::`, the argument list and the template arguments go
   (`void at::native::reduce_kernel<512, 1, ...>(...)` -> `at::native::reduce_kernel`);
 - a PyTorch launcher that runs many operations (`vectorized_elementwise_kernel`, `reduce_kernel`,
-  `multi_tensor_apply_kernel`, `index_elementwise_kernel`, ...) keeps, in brackets, what its template arguments say it
-  runs (`DETAIL_RULES`: the function taking the TensorIterator, else the functor or reduction ops):
-  `at::native::vectorized_elementwise_kernel[CUDAFunctor_add]`, `at::native::reduce_kernel[MeanOps]`;
+  `multi_tensor_apply_kernel`, `index_elementwise_kernel`, ...) keeps, in brackets, what its template
+  arguments say it runs (`DETAIL_RULES`: the function taking the TensorIterator, else the functor or reduction
+  ops): `at::native::vectorized_elementwise_kernel[CUDAFunctor_add]`, `at::native::reduce_kernel[MeanOps]`;
 - generated suffixes fold: Inductor's kernel counter (`triton_poi_fused_add_cos_sin_0` -> `..._sin`) and the
   signature of old Triton names (`triton__0d1d2d3d` -> `triton_`);
-- autotuning variants fold: tile shapes (`128x64`, `256x128x64`) and numbered tokens between underscores become
-  `#` (`volta_sgemm_128x64_nn` and `volta_sgemm_64x64_nn` are both `volta_sgemm_#_nn`), and so do the numbers
-  after `align`, `stage`, `knob`, `ldg`.
+- autotuning variants fold: tile shapes (`128x64`, `256x128x64`) and numbered tokens between underscores
+  become `#` (`volta_sgemm_128x64_nn` and `volta_sgemm_64x64_nn` are both `volta_sgemm_#_nn`), and so do the
+  numbers after `align`, `stage`, `knob`, `ldg`.
 
-A memory operation's name is its key. Digits inside a word stay (`sm90`, `bf16`, `s1688gemm`): they name the architecture, the dtype or the instruction.
+A memory operation's name is its key. Digits inside a word stay (`sm90`, `bf16`, `s1688gemm`): they name the
+architecture, the dtype or the instruction.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ DETAIL_RULES: tuple[str, ...] = (
 a rule the last identifier found (the innermost functor)."""
 
 WRAPPERS = r"(?:^|[\s:])(?:Kernel2?|device_kernel)<"
-"""Kernels named after a template that wraps the real one (`cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>`):
-the wrapped kernel's name, folded, is the detail."""
+"""Kernels named after a template that wraps the real one
+(`cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>`): the wrapped kernel's name, folded, is the detail."""
 WRAPPED = r"<\s*(?:[\w:]*::)?(?:enable_\w+<\s*(?:[\w:]*::)?)?([A-Za-z_]\w*)"
 
 MAX_KEY_CHARS = 200

@@ -1,9 +1,9 @@
-"""FLOPs and bytes of an operator from its recorded shapes (docs/metrics.md, "Kernels and operators", "Achieved
-FLOP/s"): the one place the FLOPs of an operator are computed, for the achieved FLOP/s of the kernels analysis and
-for the prediction's FLOPs per step.
+"""FLOPs and bytes of an operator from its recorded shapes (docs/metrics.md, "Kernels and operators",
+"Achieved FLOP/s"): the one place the FLOPs of an operator are computed, for the achieved FLOP/s of the
+kernels analysis and for the prediction's FLOPs per step.
 
-PyTorch's profiler records, with `record_shapes=True`, each operator's `Input Dims` (one list per argument, `[]`
-for a non-tensor) and `Input type` (`float`, `c10::BFloat16`, `Scalar`, `TensorList`, ...), and with
+PyTorch's profiler records, with `record_shapes=True`, each operator's `Input Dims` (one list per argument,
+`[]` for a non-tensor) and `Input type` (`float`, `c10::BFloat16`, `Scalar`, `TensorList`, ...), and with
 `with_flops=True` its own `flops` for a few operators. `SHAPE_RULES` is a table: an operator name, its class
 (`gemm`, `attention`, `convolution`, `elementwise`) and the formula that reads its arguments:
 
@@ -11,8 +11,8 @@ for a non-tensor) and `Input type` (`float`, `c10::BFloat16`, `Scalar`, `TensorL
   element size;
 - `addmm`: bias, A [M, K], B [K, N]: 2 M N K, bytes of A, B, the bias and C [M, N];
 - `bmm` / `baddbmm`: [b, M, K] x [b, K, N]: 2 b M N K;
-- `sdpa_fwd` (q [b, h, s_q, d], k [b, h, s_k, d], v [b, h, s_k, d_v]; `bshd` operators take [b, s, h, d]):
-  2 b h s_q s_k (d + d_v), the two matrix products, without a causal mask (a causal mask halves it: the trace does
+- `sdpa_fwd` (q [b, h, s_q, d], k [b, h, s_k, d], v [b, h, s_k, d_v]; `bshd` operators take [b, s, h, d]): 2 b
+  h s_q s_k (d + d_v), the two matrix products, without a causal mask (a causal mask halves it: the trace does
   not record the flag, so this is the upper bound); bytes of q, k, v and the output [b, h, s_q, d_v];
 - `sdpa_bwd` (the gradient, then q, k, v): 2 b h s_q s_k (3 d + 2 d_v), the five products of a FlashAttention
   backward (the recomputed q k^T, dv, dp, dq, dk); bytes of q, k, v, out, dout, dq, dk, dv;
@@ -20,8 +20,8 @@ for a non-tensor) and `Input type` (`float`, `c10::BFloat16`, `Scalar`, `TensorL
   kh, kw, ...]): the input and the weight gradients, each 2 N O (Ho Wo ...) (C / g) (kh kw ...); a forward
   convolution's output size depends on its stride and padding, which the trace does not record: its FLOPs come
   from the profiler's `flops` only;
-- `conv_bwd_input` / `conv_bwd_weight` (older PyTorch: `cudnn_convolution_backward_input(size, grad_out, weight)`,
-  `..._weight(size, grad_out, input)`): one of the two;
+- `conv_bwd_input` / `conv_bwd_weight` (older PyTorch: `cudnn_convolution_backward_input(size, grad_out,
+  weight)`, `..._weight(size, grad_out, input)`): one of the two;
 - `elementwise` (`aten::add`, `mul`, `gelu`, ...): one FLOP per output element (the largest input's element
   count), bytes of every tensor read and the output written; `copy` (`copy_`, `fill_`, `cat`, ...): no FLOPs,
   bytes read and written.
@@ -31,12 +31,12 @@ where every tensor argument's dtype is known (`TYPE_BYTES`); otherwise null. Eac
 types) is computed once.
 
 Nested operators repeat their children's work (`aten::linear` holds `aten::addmm`; `aten::_scaled_dot_product_
-cudnn_attention` holds `aten::_cudnn_attention_forward`): a total must sum the operators that launched the kernels
-(`traceview.kernels.operators` links each kernel to the innermost one), never every operator.
+cudnn_attention` holds `aten::_cudnn_attention_forward`): a total must sum the operators that launched the
+kernels (`traceview.kernels.operators` links each kernel to the innermost one), never every operator.
 
 Nested operators repeat their children's work (`aten::linear` holds `aten::addmm`, SDPA holds its backend's
-operator): a total sums the operators that launched the kernels (`traceview.kernels.operators` links each kernel
-to the innermost one), never every operator.
+operator): a total sums the operators that launched the kernels (`traceview.kernels.operators` links each
+kernel to the innermost one), never every operator.
 """
 
 from __future__ import annotations
@@ -212,7 +212,8 @@ FORMULAS: Mapping[str, Formula] = {
 
 @dataclass(frozen=True)
 class ShapeRule:
-    """One operator family: its class, a regex on the operator name, the formula, and the convention's source."""
+    """One operator family: its class, a regex on the operator name, the formula, and the convention's
+    source."""
 
     op_class: str
     regex: str

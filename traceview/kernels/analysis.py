@@ -1,8 +1,8 @@
 """The reduce's part of the kernels analysis: every rank's `KernelParts` in, the run's `KernelAnalysis` out
 (docs/metrics.md, "Kernels and operators").
 
-Per rank, medians over its steps; over the run, medians over every (rank, step); the roofline over every rank's
-operators; the slow ranks explained against the median rank (`traceview.kernels.slow_rank`).
+Per rank, medians over its steps; over the run, medians over every (rank, step); the roofline over every
+rank's operators; the slow ranks explained against the median rank (`traceview.kernels.slow_rank`).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ class KernelAnalysis:
 
     def facts(self) -> dict[str, float]:
         """The run's medians over (rank, step) the advice cites: host phases per step (`host_<phase>_us`, 0 in
-        a step without the phase where the trace records it elsewhere), launches, launch and device time, short
-        kernels, and the linked share."""
+        a step without the phase where the trace records it elsewhere), launches, launch and device time,
+        short kernels, and the linked share."""
         found: dict[str, float] = {}
         host = self.parts.host
         if host.height:
@@ -127,8 +127,9 @@ RUN_KERNEL_SCHEMA: dict[str, pl.DataType] = {
 
 
 def run_kernels(top: pl.DataFrame, ranks: int, bound: int) -> pl.DataFrame:
-    """Per kernel name over every rank's top list: ranks listing it, count and total summed, the total per rank
-    of the run, the median of the ranks' medians and the largest of their p99s; the `bound` of largest total."""
+    """Per kernel name over every rank's top list: ranks listing it, count and total summed, the total per
+    rank of the run, the median of the ranks' medians and the largest of their p99s; the `bound` of largest
+    total."""
     if top.height == 0:
         return pl.DataFrame(schema=RUN_KERNEL_SCHEMA)
     grouped = top.group_by("name").agg(

@@ -2,10 +2,10 @@
 
 Device events are cut into the step windows as the time budget cuts them (`clip_to_windows`), so the compute
 classes describe exactly T_comp. Per (rank, step, class): `time_us`, the union of the class's kernels;
-`exclusive_us`, the time only that class runs; `kernels`, the pieces counted; `kernel_sum_us`, the sum of their
-durations. The compute classes' `exclusive_us` and the `overlap` row (time two or more compute classes run at
-once, on several streams) add up to T_comp exactly; the other classes (communication, memory operations) are
-listed beside it (`in_comp` false).
+`exclusive_us`, the time only that class runs; `kernels`, the pieces counted; `kernel_sum_us`, the sum of
+their durations. The compute classes' `exclusive_us` and the `overlap` row (time two or more compute classes
+run at once, on several streams) add up to T_comp exactly; the other classes (communication, memory
+operations) are listed beside it (`in_comp` false).
 
 Exclusive time is a sweep over each class's merged segments: +1 and +code at a segment's start, -1 and -code
 at its end, so where one class runs the running code is that class's.

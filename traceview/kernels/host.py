@@ -74,7 +74,8 @@ HOST_SCHEMA: dict[str, pl.DataType] = {
 
 
 def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
-    """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else `windows`."""
+    """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else
+    `windows`."""
     cpu = trace_steps.filter(pl.col("source") == "cpu")
     if cpu.height == 0:
         return windows

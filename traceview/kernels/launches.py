@@ -5,8 +5,8 @@ step window holding its start:
 
 - `launches`: launching calls (one per correlation id), `graph_launches` of them replaying a graph;
 - `launch_us`: the calls' time on the CPU; `device_us`: the summed duration of the device work they launched;
-- `kernels`: kernels launched one per call; `short_kernels`: those shorter than their own launch call (the host
-  cannot keep such kernels back to back: launch-bound);
+- `kernels`: kernels launched one per call; `short_kernels`: those shorter than their own launch call (the
+  host cannot keep such kernels back to back: launch-bound);
 - `queue_median_us`, `queue_p99_us`: from a call's return to its work's start (for a graph, its first kernel);
 - `graph_kernels`: device events replayed by graph launches (not counted in `kernels` nor `short_kernels`);
 - `capture_calls`, `captured_launches`: calls that capture or instantiate a graph, and kernel launches with no

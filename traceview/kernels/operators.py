@@ -161,7 +161,8 @@ def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def known_sums() -> list[pl.Expr]:
-    """FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none has)."""
+    """FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none
+    has)."""
     found = []
     for value, name in (("op_flops", "flops"), ("shape_bytes", "bytes")):
         known = pl.col(value).is_not_null()

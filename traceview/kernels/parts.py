@@ -1,5 +1,5 @@
-"""The map's part of the kernels analysis: one rank's trace and classified device events in, bounded frames out
-(docs/metrics.md, "Kernels and operators"; `traceview.map.rank_summary` keeps them in the rank's summary).
+"""The map's part of the kernels analysis: one rank's trace and classified device events in, bounded frames
+out (docs/metrics.md, "Kernels and operators"; `traceview.map.rank_summary` keeps them in the rank's summary).
 
 Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNELS`, `TOP_KEYS`,
 `TOP_OPERATORS`, the classes, the host phases), never with its events; none holds a time on the rank's clock,

@@ -1,8 +1,8 @@
 """Each operator class on the compute roofline (docs/metrics.md, "Kernels and operators", "Achieved FLOP/s").
 
 Per (operator class, dtype), over every rank: FLOPs and bytes of the operators that launched kernels
-(`traceview.events.shape_flops`), each over the kernel time of the calls it is known for. With the device's peak
-FLOP/s in that dtype and its peak memory bandwidth (`traceview.core.hardware`):
+(`traceview.events.shape_flops`), each over the kernel time of the calls it is known for. With the device's
+peak FLOP/s in that dtype and its peak memory bandwidth (`traceview.core.hardware`):
 
 - achieved FLOP/s = FLOPs / kernel time; achieved bandwidth = bytes / kernel time;
 - arithmetic intensity I = FLOPs / bytes; the ridge point = peak FLOP/s / bandwidth;

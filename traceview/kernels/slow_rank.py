@@ -1,17 +1,18 @@
 """The slow rank explained kernel by kernel (docs/metrics.md, "Kernels and operators", "The slow rank").
 
-A rank's excess is its compute per step (T_comp, the mean over its steps) less the reference rank's, the median
-rank by T_comp among the others (a real rank, whose kernels exist). It splits exactly into the compute classes'
-exclusive times and the `overlap` term (`traceview.kernels.classes`): `by_class`. Within the classes, each
-kernel key both ranks list (`traceview.kernels.top.key_steps`; a key one rank does not list counts as absent
-there only when that rank's class has no unlisted time) gives its difference in summed duration per step,
-split as
+A rank's excess is its compute per step (T_comp, the mean over its steps) less the reference rank's, the
+median rank by T_comp among the others (a real rank, whose kernels exist). It splits exactly into the compute
+classes' exclusive times and the `overlap` term (`traceview.kernels.classes`): `by_class`. Within the classes,
+each kernel key both ranks list (`traceview.kernels.top.key_steps`; a key one rank does not list counts as
+absent there only when that rank's class has no unlisted time) gives its difference in summed duration per
+step, split as
 
     delta = (n_slow - n_ref) x d_ref  +  n_slow x (d_slow - d_ref)
             (different work: more kernels)  (the same work, slower)
 
-with n the kernels per step and d their mean duration: `by_kernel`. What the kernels leave unexplained (overlap
-between classes, keys outside the bounded lists) is `remainder_us` = excess - the kernels' deltas, stated.
+with n the kernels per step and d their mean duration: `by_kernel`. What the kernels leave unexplained
+(overlap between classes, keys outside the bounded lists) is `remainder_us` = excess - the kernels' deltas,
+stated.
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ def _kernel_phrase(row: dict[str, object]) -> str:
     if cause == "same work, slower":
         ratio = f"{row['duration_ratio']:.2f}x" if row["duration_ratio"] is not None else "longer"
         return (
-            f"{_ms(delta)} in {row['kernel_class']} `{name}` ({ratio} longer at the same count: the same work "
+            f"{_ms(delta)} in {row['kernel_class']} `{name}` ({ratio} longer at the same count: the same "
+            "work "
             "ran slower)"
         )
     more = float(row["count"]) - float(row["reference_count"])  # type: ignore[arg-type]
@@ -220,9 +222,11 @@ def _kernel_phrase(row: dict[str, object]) -> str:
 
 
 def sentence(found: SlowRank) -> str:
-    """'Rank 5 computes 10.8 ms more per step than rank 3 (the median rank): 9.1 ms in gemm ...; remainder ...'."""
+    """'Rank 5 computes 10.8 ms more per step than rank 3 (the median rank): 9.1 ms in gemm ...; remainder
+    ...'."""
     head = (
-        f"Rank {found.rank} computes {_ms(found.excess_us)} {'more' if found.excess_us >= 0 else 'less'} per step "
+        f"Rank {found.rank} computes {_ms(found.excess_us)} {'more' if found.excess_us >= 0 else 'less'} "
+        "per step "
         f"than rank {found.reference_rank} (the median of the other ranks, {_ms(found.reference_comp_us)})"
     )
     notable = (pl.col("delta_us") * found.excess_us > 0) & (

@@ -1,12 +1,12 @@
 """The heaviest kernels of a rank, bounded (docs/metrics.md, "Kernels and operators").
 
-- `top_kernels`: per (rank, kernel name) over every device event of the trace, steps or not: the class, the key
-  (`traceview.events.kernel_keys`), the count, total, median, p99 and longest duration; the `TOP_KERNELS`
+- `top_kernels`: per (rank, kernel name) over every device event of the trace, steps or not: the class, the
+  key (`traceview.events.kernel_keys`), the count, total, median, p99 and longest duration; the `TOP_KERNELS`
   names of largest total per rank.
-- `key_steps`: per (rank, step, key) inside the step windows (cut as the time budget cuts them): the pieces and
-  their summed duration, for the `TOP_KEYS` keys of largest total per rank. The slow rank's explanation and
-  `kernels --step` read it; what it leaves out of a class is that class's remainder (`kernel_sum_us` of the
-  class rows less the keys').
+- `key_steps`: per (rank, step, key) inside the step windows (cut as the time budget cuts them): the pieces
+  and their summed duration, for the `TOP_KEYS` keys of largest total per rank. The slow rank's explanation
+  and `kernels --step` read it; what it leaves out of a class is that class's remainder (`kernel_sum_us` of
+  the class rows less the keys').
 """
 
 from __future__ import annotations

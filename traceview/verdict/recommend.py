@@ -155,7 +155,8 @@ def _idle_sentence(f: Facts) -> str:
     if evidence:
         return f"{head}; the trace shows: {'; '.join(evidence)}."
     return (
-        f"{head}; the trace records no data loading, synchronisation or launch-bound step to blame: look at the "
+        f"{head}; the trace records no data loading, synchronisation or launch-bound step to blame: look at "
+        "the "
         f"input pipeline (DataLoader workers, pinned memory), kernel launch overhead (CUDA graphs) and "
         f"synchronisations."
     )

@@ -27,13 +27,22 @@ COMPARED_KEYS = 24
 """Keys tested: those of largest summed total time over both runs' paired ranks."""
 
 
+MEANS_SCHEMA = {
+    "rank": pl.Int64,
+    "key": pl.Utf8,
+    "kernel_class": pl.Utf8,
+    "count": pl.Int64,
+    "total_us": pl.Float64,
+    "mean_us": pl.Float64,
+}
+"""The columns of `kernel_means`."""
+
+
 def kernel_means(document: Mapping[str, Any]) -> pl.DataFrame:
     """Per (rank, key, kernel_class): kernels, total, and the mean duration (names of one key folded)."""
     rows = ((document.get("kernels") or {}).get("top_kernels")) or []
     if not rows:
-        return pl.DataFrame(
-            schema={"rank": pl.Int64, "key": pl.Utf8, "kernel_class": pl.Utf8, "mean_us": pl.Float64}
-        )
+        return pl.DataFrame(schema=MEANS_SCHEMA)
     frame = pl.DataFrame(rows, infer_schema_length=None).filter(
         pl.col("kernel_class").is_in(list(COMPUTE_CLASSES))
     )

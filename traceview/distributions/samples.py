@@ -32,8 +32,6 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
-from traceview.core.intervals import clip_to_windows
-from traceview.events.kernel_classes import with_kernel_class
 
 SKETCH_POINTS = 512
 """Samples kept per collective group; beyond it, this many evenly spaced order statistics."""
@@ -103,18 +101,14 @@ def _collective_calls(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _compute_in_steps(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Compute kernels cut to the step windows, with `step`, `kernel_class` and `dur_us`."""
-    if events.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8,
-                                    "dur_us": pl.Float64})  # fmt: skip
-    compute = with_kernel_class(
-        events.filter(pl.col("event_class") == "compute").select(
-            "rank", "name", "kind", "event_class", "start_us", "end_us"
-        )
-    )
-    return clip_to_windows(compute, windows, ["rank"]).select(
-        "rank", "step", "kernel_class", (pl.col("end_us") - pl.col("start_us")).alias("dur_us")
+def _compute_in_steps(clipped: pl.DataFrame) -> pl.DataFrame:
+    """The compute kernels of classed device events cut to the step windows (`traceview.kernels.classes`),
+    with `step`, `kernel_class` and `dur_us`."""
+    return clipped.filter(pl.col("event_class") == "compute").select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        pl.col("kernel_class").cast(pl.Utf8),
+        (pl.col("end_us") - pl.col("start_us")).cast(pl.Float64).alias("dur_us"),
     )
 
 
@@ -154,10 +148,11 @@ CLASS_SKETCH_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def rank_class_parts(events: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`): per (rank, step, class)
+def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`) from its classed
+    device events cut to its step windows (`traceview.kernels.classes.clipped_events`): per (rank, step, class)
     the compute time, and per class the kernel count with a sketch of the durations (`CLASS_SKETCH_SCHEMA`)."""
-    compute = _compute_in_steps(events, windows)
+    compute = _compute_in_steps(clipped)
     sketches = pl.DataFrame(_class_kernels(compute), schema=CLASS_SKETCH_SCHEMA)
     return _kernel_classes(compute), sketches
 

@@ -159,7 +159,7 @@ def run_operators(operators: pl.DataFrame, ranks: int, bound: int) -> pl.DataFra
         pl.col("op_class").first(),
         pl.col("rank").n_unique().cast(pl.Int64).alias("ranks"),
         *(pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c) for c in summed),
-        pl.col("dtype").drop_nulls().mode().first(),
+        pl.col("dtype").drop_nulls().mode().sort().first(),
     )
     return (
         with_achieved(grouped)

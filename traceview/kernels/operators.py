@@ -190,7 +190,7 @@ def top_operators(costs: pl.DataFrame, rank: int, bound: int = TOP_OPERATORS) ->
         pl.col("kernels").sum(),
         pl.col("kernel_us").sum(),
         *known_sums(),
-        pl.col("op_dtype").drop_nulls().mode().first().alias("dtype"),
+        pl.col("op_dtype").drop_nulls().mode().sort().first().alias("dtype"),
     )
     return (
         with_achieved(grouped)

@@ -14,7 +14,7 @@ import polars as pl
 
 from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import kernel_keys
-from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps, clipped_events
+from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
 from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
 from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
 from traceview.kernels.operators import (
@@ -99,10 +99,14 @@ def _device_name(trace: RankTrace) -> str | None:
     return devices[local] if local is not None and 0 <= local < len(devices) else devices[0]
 
 
-def _classed(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The events with `kernel_class`, `name_id` and `key_id` (integers: the analyses group on them, not on
     names thousands of characters long), and the table of distinct (name, kind) with their class and key."""
     is_comm = (pl.col("event_class") == "comm").alias("is_comm")
+    if events.height == 0:
+        added = {"kernel_class": pl.Utf8, "name_id": pl.UInt32, "key_id": pl.UInt32, "key": pl.Utf8}
+        empty = events.with_columns(pl.lit(None, dtype).alias(column) for column, dtype in added.items())
+        return empty, empty.select("name", "kind", is_comm, *added)
     distinct = kernel_classes_of(events.select("name", "kind", is_comm).unique(maintain_order=True))
     keys = kernel_keys(distinct.get_column("name"))
     table = (
@@ -157,13 +161,13 @@ def _roofline_part(costs: pl.DataFrame, rank: int) -> pl.DataFrame:
     )
 
 
-def rank_kernel_parts(trace: RankTrace, events: pl.DataFrame, windows: pl.DataFrame) -> KernelParts:
-    """The kernels analysis of one rank (`events`: its classified device events, `traceview.budget`;
-    `windows`: its step windows)."""
-    if events.height == 0:
+def rank_kernel_parts(
+    trace: RankTrace, classed: pl.DataFrame, names: pl.DataFrame, clipped: pl.DataFrame, windows: pl.DataFrame
+) -> KernelParts:
+    """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
+    (`classed_events`), `clipped` them cut to its step `windows` (`traceview.kernels.classes.clipped_events`)."""
+    if classed.height == 0:
         return KernelParts.empty()
-    classed, names = _classed(events)
-    clipped = clipped_events(classed, windows)
     linked = with_links(classed, trace.cpu)
     costs = operator_costs(linked, trace.cpu)
     hosted = host_windows(trace.steps, windows, trace.rank)

@@ -127,7 +127,7 @@ def _kernels(key_steps: pl.DataFrame, classes: pl.DataFrame, rank: int, referenc
     in_classes = pl.col("kernel_class").is_in(classes.get_column("kernel_class").to_list())
     compute = key_steps.filter(pl.col("rank").is_in([rank, reference]) & in_classes)
     means = _per_step(compute, ["key", "kernel_class"], ["kernels", "kernel_sum_us"])
-    names = compute.group_by("key").agg(pl.col("name").first())
+    names = compute.group_by("key").agg(pl.col("name").min())  # deterministic where ranks differ
     mine = means.filter(pl.col("rank") == rank).drop("rank")
     theirs = means.filter(pl.col("rank") == reference).drop("rank", "kernel_class")
     joined = mine.join(theirs, on="key", how="full", coalesce=True, suffix="_ref")
@@ -194,11 +194,14 @@ def explain(class_steps: pl.DataFrame, key_steps: pl.DataFrame, rank: int) -> Sl
         return None
     classes = _classes(class_steps, rank, reference)
     kernels = _split(_kernels(key_steps, classes, rank, reference)).with_columns(_cause().alias("cause"))
-    kernels = kernels.sort(pl.col("delta_us").abs(), descending=True).select(list(BY_KERNEL_SCHEMA))
+    largest = [pl.col("delta_us").abs(), pl.col("key")]
+    kernels = kernels.sort(largest, descending=[True, False]).select(list(BY_KERNEL_SCHEMA))
     value = {int(r["rank"]): float(r["comp_us"]) for r in comp.iter_rows(named=True)}
     excess = value[rank] - value[reference]
     remainder = excess - float(kernels.get_column("delta_us").sum())
-    by_class = classes.drop("_sum", "_sum_ref").sort(pl.col("delta_us").abs(), descending=True)
+    by_class = classes.drop("_sum", "_sum_ref").sort(
+        [pl.col("delta_us").abs(), pl.col("kernel_class")], descending=[True, False]
+    )
     found = SlowRank(rank, reference, value[rank], value[reference], by_class, kernels, remainder, "")
     return SlowRank(**{**found.__dict__, "sentence": sentence(found)})
 

@@ -25,7 +25,8 @@ from traceview.collectives.tables import suspected_comm_kernels
 from traceview.distributions.samples import rank_class_parts
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
-from traceview.kernels.parts import KernelParts, rank_kernel_parts
+from traceview.kernels.classes import clipped_events
+from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
 from traceview.steps.windows import StepChoice, choose_steps
@@ -167,12 +168,14 @@ def summarize(
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     compact = compact_trace(trace)
-    kernel_parts = rank_kernel_parts(trace, events, windows)
+    classed, names = classed_events(events)
+    clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
+    kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
-    kernel_classes, class_sketches = rank_class_parts(events, windows)
+    kernel_classes, class_sketches = rank_class_parts(clipped)
     return RankSummary(
         trace=compact,
         windows=windows,

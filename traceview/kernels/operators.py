@@ -51,12 +51,23 @@ def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
         .unique("correlation", keep="first", maintain_order=True)
         .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation")
     )
-    ops = (
+    call_starts = calls.select("_thread", pl.col("start_us").alias("_next_call")).sort("_next_call")
+    ops = (  # an operator no call starts inside is nobody's ancestor: left out (fewer rows to sort)
         cpu.lazy()
         .filter(pl.col("kind") == "op")
         .with_row_index("op_id")
         .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"))
-        .join(calls.select("_thread").unique(), on="_thread", how="semi")
+        .sort("start_us")
+        .join_asof(
+            call_starts,
+            left_on="start_us",
+            right_on="_next_call",
+            by="_thread",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("_next_call") <= pl.col("end_us"))
+        .drop("_next_call")
     )
     items = (  # a stable sort: ties keep the operators' trace order, then the calls'
         pl.concat([ops, calls])
@@ -112,26 +123,22 @@ def launch_links(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
         ops.sort("position"), on="position", by=["_thread", "depth"], check_sortedness=False
     )
     inside = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
-    links = joined.select("correlation", pl.when(inside).then(pl.col("op_id")).alias("op_id"))
-    names = cpu.filter(pl.col("kind") == "runtime").unique("correlation", keep="first", maintain_order=True)
+    links = joined.select(
+        "correlation",
+        pl.when(inside).then(pl.col("op_id")).alias("op_id"),
+        pl.col("start_us").alias("launch_start_us"),
+        pl.col("end_us").alias("launch_end_us"),
+    )
+    calls = cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
+    names = calls.unique("correlation", keep="first", maintain_order=True).select(
+        "correlation", pl.col("name").alias("launch_name"), is_graph_launch().alias("graph")
+    )
     op_names = (
-        cpu.filter(pl.col("kind") == "op")
-        .with_row_index("op_id")
-        .select("op_id", pl.col("name").alias("op_name"))
+        cpu.filter(pl.col("kind") == "op").select(pl.col("name").alias("op_name")).with_row_index("op_id")
     )
     return (
         links.join(op_names, on="op_id", how="left")
-        .join(
-            names.select(
-                "correlation",
-                pl.col("name").alias("launch_name"),
-                pl.col("start_us").alias("launch_start_us"),
-                pl.col("end_us").alias("launch_end_us"),
-                is_graph_launch().alias("graph"),
-            ),
-            on="correlation",
-            how="left",
-        )
+        .join(names, on="correlation", how="left")
         .select("correlation", *LINK_COLUMNS)
     )
 

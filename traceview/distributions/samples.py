@@ -150,8 +150,9 @@ CLASS_SKETCH_SCHEMA: dict[str, pl.DataType] = {
 
 def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`) from its classed
-    device events cut to its step windows (`traceview.kernels.classes.clipped_events`): per (rank, step, class)
-    the compute time, and per class the kernel count with a sketch of the durations (`CLASS_SKETCH_SCHEMA`)."""
+    device events cut to its step windows (`traceview.kernels.classes.clipped_events`): per (rank, step,
+    class) the compute time, and per class the kernel count with a sketch of the durations
+    (`CLASS_SKETCH_SCHEMA`)."""
     compute = _compute_in_steps(clipped)
     sketches = pl.DataFrame(_class_kernels(compute), schema=CLASS_SKETCH_SCHEMA)
     return _kernel_classes(compute), sketches

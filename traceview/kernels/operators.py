@@ -40,10 +40,10 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+def _sorted_items(cpu: pl.DataFrame, launched: pl.Series) -> pl.LazyFrame:
     """Operators and the calls that launched device work (`launched`: their correlation ids) of the threads
     that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's row),
-    `is_call`, `position` and `depth`. A thread is one integer (`_thread`), so sorting reads no strings."""
+    `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
     thread = pl.struct(*THREAD).hash(seed=7).alias("_thread")
     calls = (
         cpu.lazy()
@@ -69,7 +69,7 @@ def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
         .filter(pl.col("_next_call") <= pl.col("end_us"))
         .drop("_next_call")
     )
-    items = (  # a stable sort: ties keep the operators' trace order, then the calls'
+    return (  # a stable sort: ties keep the operators' trace order, then the calls'
         pl.concat([ops, calls])
         .with_columns(pl.col("op_id").is_null().alias("is_call"))
         .sort(
@@ -81,6 +81,12 @@ def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
         .collect()
         .lazy()
     )
+
+
+def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+    """`_sorted_items` with `depth`: the items open at each one's start (started before it, not ended by its
+    start)."""
+    items = _sorted_items(cpu, launched)
     ends = (  # per thread and end time: how many items have ended by then
         items.group_by("_thread", pl.col("end_us").alias("_end"))
         .agg(pl.len().alias("_ended"))

@@ -165,7 +165,8 @@ def rank_kernel_parts(
     trace: RankTrace, classed: pl.DataFrame, names: pl.DataFrame, clipped: pl.DataFrame, windows: pl.DataFrame
 ) -> KernelParts:
     """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
-    (`classed_events`), `clipped` them cut to its step `windows` (`traceview.kernels.classes.clipped_events`)."""
+    (`classed_events`), `clipped` them cut to its step `windows`
+    (`traceview.kernels.classes.clipped_events`)."""
     if classed.height == 0:
         return KernelParts.empty()
     linked = with_links(classed, trace.cpu)

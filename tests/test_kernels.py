@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from tests import kineto_factory as kf
+from traceview.kernels import slow_rank
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import analyze
@@ -243,3 +244,23 @@ def test_the_slow_rank_split_into_slower_and_more_work(tmp_path: Path) -> None:
     assert (
         "Rank 2 computes 36.0 us more per step than rank 0 (the median of the other ranks" in found.sentence
     )
+    assert (
+        f"; by class: gemm +{10 * (13 - 10)}.0 us, elementwise +{(8 - 5) * 2}.0 us; by kernel: "
+        in found.sentence
+    )
+
+
+def test_a_long_kernel_key_keeps_its_start_and_its_end() -> None:
+    start, cta, warp = (
+        "split_embedding_backward_",
+        "_kernel_cta_per_row_#",
+        "_kernel_warp_per_row_#",
+    )
+    filler = "adagrad_unweighted" * 2
+    shown = {slow_rank._short(start + filler + end) for end in (cta, warp)}
+    assert len(shown) == 2  # two variants stay apart
+    for text in shown:
+        assert len(text) == slow_rank.NAME_WIDTH
+        assert text.startswith(start)
+        assert "..." in text
+    assert slow_rank._short("volta_sgemm_#_nn") == "volta_sgemm_#_nn"

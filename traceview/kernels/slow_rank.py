@@ -210,34 +210,61 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.1f} us"
 
 
+NAME_WIDTH = 60
+"""A kernel key longer than this is shown by its start and its end (they tell variants apart)."""
+REMAINDER_CAUSES = (
+    "kernels running at once on several streams, counted once in their class's time; the overlap between "
+    "classes; kernels outside the listed ones"
+)
+
+
+def _short(name: str) -> str:
+    """`name` within `NAME_WIDTH` characters: its start and its end around '...'."""
+    if len(name) <= NAME_WIDTH:
+        return name
+    end = NAME_WIDTH // 3
+    return f"{name[: NAME_WIDTH - end - 3]}...{name[-end:]}"
+
+
 def _kernel_phrase(row: dict[str, object]) -> str:
     delta, cause = float(row["delta_us"]), str(row["cause"])  # type: ignore[arg-type]
-    name = str(row["key"])[:60]
+    name = _short(str(row["key"]))
     if cause == "same work, slower":
         ratio = f"{row['duration_ratio']:.2f}x" if row["duration_ratio"] is not None else "longer"
         return (
             f"{_ms(delta)} in {row['kernel_class']} `{name}` ({ratio} longer at the same count: the same "
-            "work "
-            "ran slower)"
+            "work ran slower)"
         )
     more = float(row["count"]) - float(row["reference_count"])  # type: ignore[arg-type]
     return f"{_ms(delta)} in {row['kernel_class']} `{name}` ({more:+.0f} kernels per step: {cause})"
 
 
+def _notable(frame: pl.DataFrame, excess_us: float) -> pl.DataFrame:
+    """The rows whose `delta_us` has the excess's sign and at least `NOTABLE` of its size."""
+    same_sign = pl.col("delta_us") * excess_us > 0
+    return frame.filter(same_sign & (pl.col("delta_us").abs() >= NOTABLE * abs(excess_us)))
+
+
+def _class_phrase(found: SlowRank) -> str:
+    """'by class: embedding +25.43 ms, other +3.90 ms' (the classes that sum to the excess, largest first)."""
+    rows = _notable(found.by_class, found.excess_us).iter_rows(named=True)
+    parts = [
+        f"{row['kernel_class']} {'+' if row['delta_us'] > 0 else '-'}{_ms(abs(row['delta_us']))}"
+        for row in rows
+    ]
+    return f"; by class: {', '.join(parts)}" if parts else ""
+
+
 def sentence(found: SlowRank) -> str:
-    """'Rank 5 computes 10.8 ms more per step than rank 3 (the median rank): 9.1 ms in gemm ...; remainder
-    ...'."""
+    """'Rank 5 computes 10.8 ms more per step than rank 3 (the median rank ...); by class: gemm +9.1 ms, ...;
+    by kernel: 9.1 ms in gemm ...; remainder ...'."""
     head = (
         f"Rank {found.rank} computes {_ms(found.excess_us)} {'more' if found.excess_us >= 0 else 'less'} "
         "per step "
         f"than rank {found.reference_rank} (the median of the other ranks, {_ms(found.reference_comp_us)})"
     )
-    notable = (pl.col("delta_us") * found.excess_us > 0) & (
-        pl.col("delta_us").abs() >= NOTABLE * abs(found.excess_us)
-    )
-    same_sign = found.by_kernel.filter(notable).head(LISTED_KERNELS)
-    parts = [_kernel_phrase(row) for row in same_sign.iter_rows(named=True)]
-    tail = (
-        f"; remainder {_ms(found.remainder_us)} (overlap between classes and kernels outside the listed ones)"
-    )
-    return head + (": " + ", ".join(parts) if parts else "") + tail + "."
+    listed = _notable(found.by_kernel, found.excess_us).head(LISTED_KERNELS)
+    parts = [_kernel_phrase(row) for row in listed.iter_rows(named=True)]
+    kernels = "; by kernel: " + ", ".join(parts) if parts else ""
+    tail = f"; remainder {_ms(found.remainder_us)} ({REMAINDER_CAUSES})"
+    return head + _class_phrase(found) + kernels + tail + "."

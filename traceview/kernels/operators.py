@@ -49,14 +49,14 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.Series) -> pl.LazyFrame:
         cpu.lazy()
         .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
         .unique("correlation", keep="first", maintain_order=True)
-        .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation")
+        .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
     )
     call_starts = calls.select("_thread", pl.col("start_us").alias("_next_call")).sort("_next_call")
     ops = (  # an operator no call starts inside is nobody's ancestor: left out (fewer rows to sort)
         cpu.lazy()
         .filter(pl.col("kind") == "op")
         .with_row_index("op_id")
-        .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"))
+        .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
         .sort("start_us")
         .join_asof(
             call_starts,
@@ -119,33 +119,25 @@ def launch_links(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
         "depth",
         "position",
         "op_id",
+        pl.col("name").alias("_op_name"),
         pl.col("start_us").alias("_op_start"),
         pl.col("end_us").alias("_op_end"),
     )
     calls = items.filter(pl.col("is_call")).select(
-        "_thread", "position", "correlation", "start_us", "end_us", pl.col("depth") - 1
+        "_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1
     )
     joined = calls.sort("position").join_asof(
         ops.sort("position"), on="position", by=["_thread", "depth"], check_sortedness=False
     )
     inside = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
-    links = joined.select(
+    return joined.select(
         "correlation",
         pl.when(inside).then(pl.col("op_id")).alias("op_id"),
+        pl.when(inside).then(pl.col("_op_name")).alias("op_name"),
+        pl.col("name").alias("launch_name"),
         pl.col("start_us").alias("launch_start_us"),
         pl.col("end_us").alias("launch_end_us"),
-    )
-    calls = cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
-    names = calls.unique("correlation", keep="first", maintain_order=True).select(
-        "correlation", pl.col("name").alias("launch_name"), is_graph_launch().alias("graph")
-    )
-    op_names = (
-        cpu.filter(pl.col("kind") == "op").select(pl.col("name").alias("op_name")).with_row_index("op_id")
-    )
-    return (
-        links.join(op_names, on="op_id", how="left")
-        .join(names, on="correlation", how="left")
-        .select("correlation", *LINK_COLUMNS)
+        is_graph_launch().alias("graph"),
     )
 
 

@@ -275,3 +275,9 @@ def test_the_h200_roofline_places_gemm_compute_bound_and_elementwise_memory_boun
     elementwise = rows[("elementwise", "bf16")]
     assert elementwise["bound"] == "memory"
     assert 0.0 < elementwise["attainable_fraction"] <= 1.0
+    integers = rows[("elementwise", "int64")]  # the H200 has no int64 peak in the hardware table
+    assert integers["bound"] is None
+    assert integers["attainable_flops"] is None
+    assert integers["attainable_fraction"] is None
+    floats = kernels.roofline.select(pl.selectors.float())
+    assert not any(floats.select(pl.all().is_nan().any()).row(0))

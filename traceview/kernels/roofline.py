@@ -112,13 +112,16 @@ def _placed(frame: pl.DataFrame) -> pl.DataFrame:
             .then(pl.lit("compute"))
             .otherwise(pl.lit("memory"))
             .alias("bound"),
-            pl.when(pl.col("intensity").is_not_null()).then(attainable).alias("attainable_flops"),
             (pl.col("achieved_flops") / pl.col("peak_flops")).alias("peak_fraction"),
+        )
+        .with_columns(  # no peak in the dtype: no bound, no attainable figures (min_horizontal skips nulls)
+            pl.when(pl.col("bound").is_not_null()).then(attainable).alias("attainable_flops"),
         )
         .with_columns(
             pl.when(pl.col("bound") == "memory")
             .then(pl.col("achieved_bytes_per_s") / pl.col("memory_bytes_per_s"))
-            .otherwise(pl.col("achieved_flops") / pl.col("attainable_flops"))
+            .when(pl.col("bound") == "compute")
+            .then(pl.col("achieved_flops") / pl.col("attainable_flops"))
             .alias("attainable_fraction")
         )
     )

@@ -207,7 +207,7 @@ def hta_event_set(trace: RankTrace, rounding: bool = True) -> pl.DataFrame:
     """The rank's classified device events as HTA keeps them (HTA's rounding included), with the HTA
     iteration of each (-1: none). Times are the trace's own (HTA rounds them before any shift).
 
-    Columns `rank`, `start_us`, `end_us`, `event_class`, `launch_us`, `iteration`, `in_whole`.
+    Columns `rank`, `name`, `kind`, `start_us`, `end_us`, `event_class`, `launch_us`, `iteration`, `in_whole`.
     """
     steps = _cpu_steps(trace)
     launches = (
@@ -225,7 +225,9 @@ def hta_event_set(trace: RankTrace, rounding: bool = True) -> pl.DataFrame:
     in_whole = (pl.col("launch_us") < last_start) if filtered else pl.lit(True)
     return in_step.with_columns(
         iteration.fill_null(-1).alias("iteration"), in_whole.fill_null(False).alias("in_whole")
-    ).select("rank", "start_us", "end_us", "event_class", "launch_us", "iteration", "in_whole")
+    ).select(
+        "rank", "name", "kind", "start_us", "end_us", "event_class", "launch_us", "iteration", "in_whole"
+    )
 
 
 def figures_on_windows(events: pl.DataFrame) -> dict[tuple[int, Any], Figures]:

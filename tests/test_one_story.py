@@ -199,8 +199,9 @@ CLAIMS = (
     re.compile(r"[Rr]ank (?P<rank>\d+) is a straggler: last in (?P<last>\d+) of its (?P<of>\d+) collectives, "
                r"median (?P<lateness>[\d.]+ ms) late, costing (?P<cost>[\d.]+ ms) per step"),
     re.compile(r"Rank (?P<rank>\d+) computes (?P<comp>[\d.]+ m?s|[\d.]+ us) per median step, \d+% more than the "
-               r"median over ranks[^,;]*, but it is last in (?P<last>\d+) of its (?P<of>\d+) collectives .*?its "
-               r"peers do not wait for it; (?:the peers wait for rank (?P<waited>\d+)|no rank is last beyond chance)"),
+               r"median over ranks[^,;]*, (?:but|and) it is last in (?P<last>\d+) of its (?P<of>\d+) collectives "
+               r".*?(?:its peers do not wait for it|too few times to tell that its peers wait for it); "
+               r"(?:the peers wait for rank (?P<waited>\d+)|no rank is last beyond chance)"),
 )  # fmt: skip
 LAST_IN = re.compile(r"last in \d+ of (?:its|the) \d+")
 UNRESOLVED = re.compile(
@@ -211,6 +212,10 @@ MISMATCH = re.compile(
     r"mismatch\(es\), the first in process group (?P<group>.+?), step (?P<step>-?\d+), rank (?P<rank>\d+)"
 )
 MORE = re.compile(r"and \d+ more (?P<kind>stragglers|ranks not resolvable) \(ranks (?P<ranks>[\d, .]+);")
+EXPLAINED = re.compile(
+    r"Rank (?P<rank>\d+) computes (?P<excess>[\d.]+ m?s|[\d.]+ us) more per step than rank (?P<reference>\d+) "
+    r"\(the median of the other ranks, (?P<comp>[\d.]+ m?s|[\d.]+ us)\)"
+)
 RANK = re.compile(r"\b[Rr]ank (\d+)|\bfor rank (\d+)")
 
 
@@ -258,6 +263,13 @@ def _check_other(text: str, document: dict[str, Any], per_rank: dict[int, Any]) 
             int(found["step"]),
             int(found["rank"]),
         )
+        spans.append(found.span())
+    explained = {row["rank"]: row for row in (document.get("kernels") or {}).get("slow_ranks", [])}
+    for found in EXPLAINED.finditer(text):
+        row = explained[int(found["rank"])]
+        assert row["reference_rank"] == int(found["reference"]), found[0]
+        assert _close(found["excess"], row["excess_us"]), found[0]
+        assert _close(found["comp"], row["reference_comp_us"]), found[0]
         spans.append(found.span())
     for found in MORE.finditer(text):
         cause = "not resolvable" if found["kind"] == "ranks not resolvable" else None

@@ -4,6 +4,7 @@
     result = traceview.analyze("runs/nightly/", local_batch=16_384)
     result.verdict                      # the headline sentence
     result.time_budget                  # polars DataFrame, one row per (rank, step)
+    result.kernels, result.operators    # the heaviest kernels and operators of each rank
     result.summary()["prediction"]      # the same document as `traceview summary RUN --json`
     result.to_html("report.html")
 
@@ -68,6 +69,26 @@ class Analysis:
     def stragglers(self) -> pl.DataFrame:
         """One row per rank: waits, times last, lateness, whether it is a straggler and the likely cause."""
         return _frame(self.raw.crossrank.per_rank if self.raw.crossrank else None)
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """One row per (rank, kernel name) of each rank's heaviest kernels (the summary keeps 24 per rank):
+        class, key, count, total, median, p99 and longest duration (docs/metrics.md, "Kernels and
+        operators")."""
+        return _frame(self.raw.kernels.parts.top_kernels if self.raw.kernels else None)
+
+    @property
+    def operators(self) -> pl.DataFrame:
+        """One row per (rank, operator) of each rank's operators of most kernel time (the innermost operator
+        that launched each kernel): calls, kernels, kernel time, FLOPs and bytes from shapes, achieved
+        FLOP/s."""
+        return _frame(self.raw.kernels.parts.operators if self.raw.kernels else None)
+
+    @property
+    def kernel_classes(self) -> pl.DataFrame:
+        """One row per (rank, step, kernel class): the class's time, its time alone (the compute classes' with
+        the `overlap` row add up to T_comp), the kernels and their summed duration."""
+        return _frame(self.raw.kernels.parts.class_steps if self.raw.kernels else None)
 
     @property
     def bubbles(self) -> pl.DataFrame:

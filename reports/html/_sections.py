@@ -16,6 +16,7 @@ from traceview.reports.html import (
     figures_bubbles,
     figures_collectives,
     figures_crossrank,
+    figures_kernels,
     figures_nccl,
     figures_prediction,
 )
@@ -74,6 +75,13 @@ SECTIONS: tuple[Section, ...] = (
         "section_crossrank.html.j2",
         figures_crossrank.crossrank_figures,
         lambda a: a.crossrank is not None and a.crossrank.instances.height > 0,
+    ),
+    Section(
+        "kernels",
+        "Kernels and operators",
+        "section_kernels.html.j2",
+        figures_kernels.kernel_figures,
+        lambda a: a.kernels is not None and a.kernels.per_rank.height > 0,
     ),
     Section(
         "nccl",

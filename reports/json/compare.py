@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceview.reports.json.summary import SCHEMA_VERSION, clean, records
+from traceview.reports.json.records import clean, records
+from traceview.reports.json.summary import SCHEMA_VERSION
 
 from traceview.compare.findings import Finding
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
 
-SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "rank")
+SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "kernel_key", "rank")
 
 
 def finding_object(finding: Finding) -> dict[str, Any]:

@@ -12,13 +12,13 @@ analysis gives the same bytes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 import msgspec
-import polars as pl
+from traceview.reports.json.kernels import kernels_document
+from traceview.reports.json.records import clean, records
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import BubbleAnalysis
@@ -27,22 +27,10 @@ from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
-
-
-def records(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """A frame as a list of row objects, non-finite floats as null."""
-    return [{k: clean(v) for k, v in row.items()} for row in frame.to_dicts()]
-
-
-def clean(value: Any) -> Any:
-    """None for a float that is not finite (NaN, inf); the value otherwise."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _time_budget(analysis: RunAnalysis) -> dict[str, Any]:
@@ -260,6 +248,10 @@ def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
     }
 
 
+def _kernels(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
+    return None if analysis.kernels is None else kernels_document(analysis.kernels, full=full)
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
@@ -268,10 +260,12 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("across_ranks", lambda analysis: _across_ranks(analysis, full=False)),
     ("prediction", _prediction),
     ("distributions", _distributions),
+    ("kernels", lambda analysis: _kernels(analysis, full=False)),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {
-    "across_ranks": lambda analysis: _across_ranks(analysis, full=True)
+    "across_ranks": lambda analysis: _across_ranks(analysis, full=True),
+    "kernels": lambda analysis: _kernels(analysis, full=True),
 }
 """The builders that list more in a full document (`summary --json --full`)."""
 

@@ -36,6 +36,7 @@ from traceview.cli.base import Command, register
 from traceview.cli.collectives import Collectives
 from traceview.cli.compare import Compare, Trend
 from traceview.cli.export import Export
+from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record
 from traceview.cli.report import Report
@@ -51,6 +52,7 @@ COMMANDS: tuple[Command, ...] = (
     Collectives(),
     Nccl(),
     Stragglers(),
+    Kernels(),
     Export(),
     Compare(),
     Trend(),

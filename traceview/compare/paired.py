@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from traceview.compare.findings import CompareSettings, Finding
+from traceview.compare.kernel_pairs import kernel_findings, kernel_pairs
 from traceview.compare.stats import TestResult, signed_rank
 
 CALL_KEYS = ["rank", "pg_key", "collective", "size_bytes"]
@@ -134,9 +135,12 @@ def rank_findings(pairs: pl.DataFrame) -> list[Finding]:
 
 
 def paired_findings(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[Finding]:
-    """Every paired finding of two summary documents (module docstring)."""
-    return collective_call_findings(call_pairs(baseline, candidate)) + rank_findings(
-        class_pairs(baseline, candidate)
+    """Every paired finding of two summary documents (module docstring; kernels by key:
+    `traceview.compare.kernel_pairs`)."""
+    return (
+        collective_call_findings(call_pairs(baseline, candidate))
+        + rank_findings(class_pairs(baseline, candidate))
+        + kernel_findings(kernel_pairs(baseline, candidate))
     )
 
 

@@ -6,8 +6,8 @@ Families: `step` (run-level budget figures, one sample per rank and step), `budg
 step), `crossrank` (arrival skew per matched collective instance), `idle` (idle time per step by cause),
 `collective` (per process group, collective and size bucket: kernel durations and bus bandwidths),
 `kernel_class` (per class: the durations of its kernels). The first four describe effects; `collective` and
-`kernel_class` name a cause, as do the paired families `collective_calls` and `rank`
-(`traceview.compare.paired`).
+`kernel_class` name a cause, as do the paired families `collective_calls`, `rank` and `kernel`
+(`traceview.compare.paired`, `traceview.compare.kernel_pairs`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-CAUSE_FAMILIES = ("collective", "collective_calls", "kernel_class", "rank")
+CAUSE_FAMILIES = ("collective", "collective_calls", "kernel_class", "kernel", "rank")
 
 
 @dataclass(frozen=True)

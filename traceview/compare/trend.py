@@ -19,22 +19,25 @@ a regression is a significant change beyond the threshold the worse way (every t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from traceview.compare.findings import TrendSettings
+from traceview.compare.kernel_pairs import kernel_means
 from traceview.compare.stats import holm, mann_whitney, relative_change
 
 
 @dataclass(frozen=True)
 class RunSeries:
-    """One summary of the series: its file name, recorded start (us, None if unknown) and step samples."""
+    """One summary of the series: its file name, recorded start (us, None if unknown), step samples, and its
+    compute kernels' mean durations per (rank, key) (`traceview.compare.kernel_pairs`)."""
 
     name: str
     started_us: float | None
     per_step: pl.DataFrame
+    kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,37 @@ def run_series(name: str, document: Mapping[str, Any]) -> RunSeries:
     """A summary document as one run of a series."""
     rows = (document.get("time_budget") or {}).get("per_step") or []
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    return RunSeries(name, recorded_start_us(document, frame), frame)
+    return RunSeries(name, recorded_start_us(document, frame), frame, kernel_means(document))
+
+
+KERNEL_METRIC = "kernel:"
+"""A trend metric `kernel:<key>`: the mean duration of that compute kernel, one sample per rank."""
+TREND_KERNELS = 5
+"""Kernels followed: the latest run's keys of largest total time that an earlier run also lists."""
+
+
+def kernel_metrics(runs: Sequence[RunSeries]) -> list[str]:
+    """The `kernel:<key>` metrics of the series (`TREND_KERNELS`)."""
+    if len(runs) < 2 or runs[-1].kernels.height == 0:
+        return []
+    earlier = {key for r in runs[:-1] if r.kernels.height for key in r.kernels.get_column("key").to_list()}
+    totals = (
+        runs[-1]
+        .kernels.group_by("key")
+        .agg(pl.col("total_us").sum())
+        .sort(["total_us", "key"], descending=[True, False])
+    )
+    keys = [key for key in totals.get_column("key").to_list() if key in earlier]
+    return [f"{KERNEL_METRIC}{key}" for key in keys[:TREND_KERNELS]]
+
+
+def _column(run: RunSeries, metric: str) -> pl.Series | None:
+    """A metric's samples in one run: a per-step column, or a kernel's mean duration per rank."""
+    if metric.startswith(KERNEL_METRIC):
+        if run.kernels.height == 0:
+            return None
+        return run.kernels.filter(pl.col("key") == metric.removeprefix(KERNEL_METRIC)).get_column("mean_us")
+    return run.per_step.get_column(metric) if metric in run.per_step.columns else None
 
 
 def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str]:
@@ -109,15 +142,13 @@ def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str]:
 
 
 def _samples(runs: Sequence[RunSeries], metric: str) -> list[float]:
-    return [
-        v for r in runs if metric in r.per_step.columns for v in r.per_step.get_column(metric).drop_nulls()
-    ]
+    columns = [_column(r, metric) for r in runs]
+    return [v for column in columns if column is not None for v in column.drop_nulls()]
 
 
 def _run_value(run: RunSeries, metric: str) -> float | None:
-    if metric not in run.per_step.columns:
-        return None
-    found = run.per_step.get_column(metric).median()
+    column = _column(run, metric)
+    found = None if column is None else column.median()
     return None if found is None else float(found)  # type: ignore[arg-type]
 
 
@@ -182,11 +213,11 @@ def change_points(runs: Sequence[RunSeries], metric: str, settings: TrendSetting
 
 
 def _judge_latest(
-    runs: Sequence[RunSeries], changes: Sequence[ChangePoint], settings: TrendSettings
+    runs: Sequence[RunSeries], changes: Sequence[ChangePoint], settings: TrendSettings, metrics: Sequence[str]
 ) -> list[LatestJudgement]:
     last = len(runs) - 1
     rows = []
-    for metric in settings.metrics:
+    for metric in metrics:
         starts = [c.index for c in changes if c.metric == metric and c.index < last]
         history = runs[max(starts, default=0) : last]
         test = mann_whitney(_samples(history, metric), _samples(runs[last:], metric))
@@ -219,16 +250,17 @@ def _outcome(history_runs: int, change: float | None, p: float | None, settings:
 def trend(named_documents: Sequence[tuple[str, Mapping[str, Any]]], settings: TrendSettings) -> Trend:
     """The trend of a series of summary documents (file name, document)."""
     runs, ordered_by = _ordered([run_series(name, doc) for name, doc in named_documents])
+    metrics = [*settings.metrics, *kernel_metrics(runs)]
     changes = sorted(
-        (c for metric in settings.metrics for c in change_points(runs, metric, settings)),
+        (c for metric in metrics for c in change_points(runs, metric, settings)),
         key=lambda c: (c.index, c.metric),
     )
     values = pl.DataFrame(
         [{"run": r.name, "index": i, "metric": m, "value": _run_value(r, m)}
-         for m in settings.metrics for i, r in enumerate(runs)],
+         for m in metrics for i, r in enumerate(runs)],
         schema={"run": pl.Utf8, "index": pl.Int64, "metric": pl.Utf8, "value": pl.Float64},
     )  # fmt: skip
-    latest = _judge_latest(runs, changes, settings) if len(runs) > 1 else []
+    latest = _judge_latest(runs, changes, settings, metrics) if len(runs) > 1 else []
     return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest))
 
 

@@ -282,7 +282,7 @@ def compare(
 
 
 CAUSE_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
-    (("comp_us", "comp_share"), ("kernel_class", "rank")),
+    (("comp_us", "comp_share"), ("kernel_class", "kernel", "rank")),
     (("comm_us", "exposed_comm_us", "exposed_comm_share", "gamma", "exposed_gamma", "transfer_gamma",
       "overlap_ratio"), ("collective", "collective_calls", "rank")),
     (("skew_us", "comm_wait_us", "idle_us", "idle_share", "dependency_bound_us", "host_bound_us"),
@@ -295,7 +295,7 @@ def _cause_families(metric: str) -> tuple[str, ...]:
     for metrics, families in CAUSE_RULES:
         if metric in metrics:
             return families
-    return ("collective", "collective_calls", "kernel_class", "rank")
+    return ("collective", "collective_calls", "kernel_class", "kernel", "rank")
 
 
 def with_likely_causes(findings: list[Finding]) -> list[Finding]:

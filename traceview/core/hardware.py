@@ -1,9 +1,11 @@
-"""The hardware table: peak FLOP/s per device and dtype, GPU links, NICs, and device-name matching (docs/metrics.md, "Predicted gamma").
+"""The hardware table: peak FLOP/s per device and dtype, peak memory bandwidth, GPU links, NICs, and
+device-name matching (docs/metrics.md, "Predicted gamma", "Achieved FLOP/s").
 
 The figures live in `hardware.toml` (package data, loaded once); every row names its datasheet. Bandwidths
 follow one convention: `bandwidth_bytes_per_s` / `scale_up_uni_bytes_per_s` is one direction per GPU, the B of
 the alpha-beta model and the figure nccl-tests busbw is compared with; the bidirectional figure is kept
-alongside because it is the one datasheets print.
+alongside because it is the one datasheets print. Memory bandwidth (`memory_bytes_per_s`, the roofline's
+slope) is the datasheet's peak, read and write together, with its own source (`memory_source`).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class GpuSpec:
     source: str
     alpha_source: str
     note: str = ""
+    memory_bytes_per_s: float | None = None  # peak memory (HBM/GDDR) bandwidth, both directions together
+    memory_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,13 @@ def _parse_gpu(key: str, row: Mapping[str, Any], links: Mapping[str, LinkSpec], 
         source=str(row["source"]),
         alpha_source=alpha_source,
         note=str(row.get("note", "")),
+        memory_bytes_per_s=_optional_float(row.get("memory_bandwidth_bytes_per_s")),
+        memory_source=str(row.get("memory_source", "")),
     )
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _parse_rule(index: int, row: Mapping[str, Any], gpus: Mapping[str, GpuSpec]) -> MatchRule:

@@ -7,7 +7,7 @@ change against the run's own spread, so the summary carries samples, not just me
   bandwidths, all of them up to `SKETCH_POINTS`, else that many evenly spaced order statistics (a quantile
   sketch; `kernels` keeps the true count);
 - `kernel_classes`: per (rank, step, kernel class) the summed duration of the compute kernels of that class
-  inside the step window (`KERNEL_CLASSES`, a table of name patterns, first match wins);
+  inside the step window (the kernel-class table, `traceview.events.kernel_classes`);
 - `class_kernels`: per kernel class the durations of its compute kernels inside step windows (sketched as
   above);
 - `algorithms`: per (collective, algorithm, protocol) the number of communication kernels (NCCL's choice as
@@ -32,26 +32,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
-from traceview.core.intervals import clip_to_windows
 
 SKETCH_POINTS = 512
 """Samples kept per collective group; beyond it, this many evenly spaced order statistics."""
-
-KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
-    ("convolution", r"conv|winograd|cudnn"),
-    ("gemm", r"gemm|cutlass|cublas|matmul|xmma|wgmma"),
-    ("attention", r"flash|fmha|attention|attn|sdpa"),
-    ("normalization", r"norm"),
-    ("softmax", r"softmax"),
-    ("optimizer", r"adam|sgd|multi_tensor|optimizer"),
-    ("reduction", r"reduce|triton_red|sum_kernel"),
-    ("embedding", r"embedding|index_select|gather|scatter"),
-    ("elementwise", r"elementwise|vectorized|unrolled|triton_poi|fill|copy"),
-)
-"""Compute kernel classes: (class, case-insensitive regex on the kernel name); the first match wins, no match
-is `other`."""
-
-OTHER_CLASS = "other"
 
 CALL_SIGNATURES = 256
 """(process group, collective, size) signatures kept per rank in `collective_calls`, the largest total first."""
@@ -67,14 +50,6 @@ class Distributions:
     algorithms: pl.DataFrame
     collective_calls: pl.DataFrame
     crossrank_skew: dict[str, object] | None = None
-
-
-def kernel_class_expr(name: pl.Expr) -> pl.Expr:
-    """The class of each compute kernel name, from `KERNEL_CLASSES`."""
-    expr: pl.Expr = pl.lit(OTHER_CLASS)
-    for kernel_class, pattern in reversed(KERNEL_CLASSES):
-        expr = pl.when(name.str.contains(f"(?i){pattern}")).then(pl.lit(kernel_class)).otherwise(expr)
-    return expr
 
 
 def sketch(values: list[float], points: int = SKETCH_POINTS) -> list[float]:
@@ -126,16 +101,15 @@ def _collective_calls(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _compute_in_steps(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Compute kernels cut to the step windows, with `step`, `kernel_class` and `dur_us`."""
-    if events.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8,
-                                    "dur_us": pl.Float64})  # fmt: skip
-    compute = events.filter(pl.col("event_class") == "compute").select("rank", "name", "start_us", "end_us")
-    return clip_to_windows(compute, windows, ["rank"]).select(
-        "rank", "step", kernel_class_expr(pl.col("name")).alias("kernel_class"),
-        (pl.col("end_us") - pl.col("start_us")).alias("dur_us"),
-    )  # fmt: skip
+def _compute_in_steps(clipped: pl.DataFrame) -> pl.DataFrame:
+    """The compute kernels of classed device events cut to the step windows (`traceview.kernels.classes`),
+    with `step`, `kernel_class` and `dur_us`."""
+    return clipped.filter(pl.col("event_class") == "compute").select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        pl.col("kernel_class").cast(pl.Utf8),
+        (pl.col("end_us") - pl.col("start_us")).cast(pl.Float64).alias("dur_us"),
+    )
 
 
 def _class_kernels(compute: pl.DataFrame) -> list[dict[str, object]]:
@@ -174,10 +148,12 @@ CLASS_SKETCH_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def rank_class_parts(events: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`): per (rank, step, class)
-    the compute time, and per class the kernel count with a sketch of the durations (`CLASS_SKETCH_SCHEMA`)."""
-    compute = _compute_in_steps(events, windows)
+def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`) from its classed
+    device events cut to its step windows (`traceview.kernels.classes.clipped_events`): per (rank, step,
+    class) the compute time, and per class the kernel count with a sketch of the durations
+    (`CLASS_SKETCH_SCHEMA`)."""
+    compute = _compute_in_steps(clipped)
     sketches = pl.DataFrame(_class_kernels(compute), schema=CLASS_SKETCH_SCHEMA)
     return _kernel_classes(compute), sketches
 

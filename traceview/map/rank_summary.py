@@ -4,15 +4,16 @@ A summary holds every per-rank result the cross-rank reduce (`traceview.reduce.r
 grows with the trace's events: the per-step time budget, the communication kernels linked to their calls, the
 step windows, one launch mark per communication kernel (the end of the compute before it, for launch gaps),
 the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration sketch of each kernel
-class (for comparisons), and a compact host-side trace (step marks, the
-FLOPs of each step, the first shape-bearing operator of each step) on which the model's inputs are read.
+class (for comparisons), the kernels analysis's bounded frames (`traceview.kernels.parts`), and a compact
+host-side trace (step marks, the FLOPs of each step, the first shape-bearing operator of each step) on which
+the model's inputs are read.
 Times are on the rank's own time base; `shifted` moves a summary onto the run's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -27,6 +28,8 @@ from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
+from traceview.kernels.classes import clipped_events
+from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import first_launches
@@ -73,6 +76,7 @@ class RankSummary:
     first_launches: pl.DataFrame
     calls: pl.DataFrame
     extent: pl.DataFrame
+    kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
     @property
     def rank(self) -> int:
@@ -193,11 +197,14 @@ def summarize(
     del device
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     compact = compact_trace(trace)
+    classed, names = classed_events(events)
+    clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
+    kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
-    kernel_classes, class_sketches = rank_class_parts(events, windows)
+    kernel_classes, class_sketches = rank_class_parts(clipped)
     return RankSummary(
         trace=compact,
         windows=windows,
@@ -218,6 +225,7 @@ def summarize(
         first_launches=starts.with_columns(pl.lit(compact.rank, pl.Int64).alias("rank")),
         calls=calls,
         extent=extent,
+        kernel_parts=kernel_parts,
     )
 
 

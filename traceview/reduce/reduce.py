@@ -23,6 +23,7 @@ from traceview.budget.time_budget import TimeBudget, budget_of
 from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
 from traceview.core.errors import ParseWarning
 from traceview.distributions.samples import distributions_from_parts
+from traceview.kernels.analysis import kernels_from_parts
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import Run, SkippedInput
@@ -191,8 +192,11 @@ def reduce_summaries(
         manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
+    kernels = kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
-    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines, shape))
+    facts = facts_of(
+        Measured(budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels)
+    )
     return RunAnalysis(
         header=header,
         budget=budget,
@@ -209,4 +213,5 @@ def reduce_summaries(
         distributions=distributions_from_parts(
             frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances
         ),
+        kernels=kernels,
     )

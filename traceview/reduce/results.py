@@ -12,6 +12,7 @@ from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.distributions.samples import Distributions
+from traceview.kernels.analysis import KernelAnalysis
 from traceview.model.trace import Run
 from traceview.nccl.join import NcclJoin
 from traceview.options.run import RunOptions
@@ -64,6 +65,7 @@ class RunAnalysis:
     prediction: Prediction | None = None
     drilldown: Drilldown | None = None  # the report's drill-down figures (traceview.timeline.drilldown)
     distributions: Distributions | None = None  # samples for `traceview compare` and `trend`
+    kernels: KernelAnalysis | None = None  # where the compute time went (traceview.kernels)
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""

@@ -18,6 +18,7 @@ from traceview.across_ranks.analysis import CrossRank
 from traceview.across_ranks.sentences import cause_text
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.kernels.analysis import KernelAnalysis
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
 
@@ -45,6 +46,7 @@ class Measured:
     nccl: NcclJoin | None = None
     timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
     shape: RunShape = field(default_factory=RunShape)
+    kernels: KernelAnalysis | None = None
 
 
 @dataclass(frozen=True)
@@ -281,6 +283,23 @@ def shape_facts(measured: Measured) -> Found:
     return numbers, words
 
 
+def kernels_facts(measured: Measured) -> Found:
+    """The host side and launches of the median step (`traceview.kernels`), and the kernel-by-kernel sentence
+    of the straggler and of the slowest-compute rank when they were explained."""
+    kernels = measured.kernels
+    if kernels is None:
+        return {}, {}
+    words: dict[str, str] = {}
+    straggler = crossrank_facts(measured)[0].get("straggler_rank", -1.0)
+    slow = _slow_rank_facts(measured.budget.per_rank).get("slow_rank", -1.0)
+    for found in kernels.slow_ranks:
+        if found.rank == straggler:
+            words["straggler_kernels"] = found.sentence
+        if found.rank == slow:
+            words["slow_rank_kernels"] = found.sentence
+    return kernels.facts(), words
+
+
 FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     shape_facts,
     budget_facts,
@@ -288,6 +307,7 @@ FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     prediction_facts,
     collectives_facts,
     nccl_facts,
+    kernels_facts,
 )
 """One function per analysis; an analysis adds its own row (returning empty facts when it did not run)."""
 

@@ -89,11 +89,78 @@ def _overlap_sentence(f: Facts) -> str:
     )
 
 
-def _idle_sentence(f: Facts) -> str:
+HOST_EVIDENCE_SHARE = 0.05
+"""A host phase taking this share of the median step is cited as evidence for an idle GPU."""
+LAUNCH_BOUND_SHARE = 0.3
+"""Kernels shorter than their own launch beyond this share of the step's kernels: launch-bound."""
+
+
+def _launch_evidence(f: Facts) -> str | None:
+    kernels, short = f.numbers.get("step_kernels", 0.0), f.numbers.get("step_short_kernels", 0.0)
+    if kernels <= 0 or short / kernels < LAUNCH_BOUND_SHARE:
+        return None
     return (
+        f"{short:.0f} of its {kernels:.0f} kernels per step run shorter than their launch (the host spends "
+        f"{_ms(f, 'step_launch_us')} launching {_ms(f, 'step_device_us')} of GPU work): launch-bound; CUDA "
+        f"graphs or fusion (torch.compile) would remove launches"
+    )
+
+
+IDLE_EVIDENCE: tuple[tuple[str, str, Callable[[Facts], str]], ...] = (
+    (
+        "host_data_loading_us",
+        "host_data_loading_spans",
+        lambda f: (
+            f"the DataLoader takes {_ms(f, 'host_data_loading_us')} per step (more workers, pinned memory, "
+            f"prefetching)"
+        ),
+    ),
+    (
+        "host_synchronize_us",
+        "host_synchronize_spans",
+        lambda f: (
+            f"{f['host_synchronize_spans']:.0f} synchronisation(s) per step hold the host "
+            f"{_ms(f, 'host_synchronize_us')} (device and stream synchronize calls)"
+        ),
+    ),
+    (
+        "host_to_host_us",
+        "host_to_host_spans",
+        lambda f: (
+            f"{f['host_to_host_spans']:.0f} read(s) of device values per step (`.item()`, `nonzero`) "
+            f"make the host wait for the GPU"
+        ),
+    ),
+)
+"""What the host side of the median step (`traceview.kernels.host`) shows: (time fact, count fact, phrase);
+cited when the time is at least `HOST_EVIDENCE_SHARE` of the step (a read of device values: whenever one
+occurs)."""
+
+
+def _idle_evidence(f: Facts) -> list[str]:
+    step = f.numbers.get("step_us", 0.0)
+    found = [
+        phrase(f)
+        for time, count, phrase in IDLE_EVIDENCE
+        if f.numbers.get(count, 0.0) > 0
+        and (f.numbers.get(time, 0.0) >= HOST_EVIDENCE_SHARE * step or time == "host_to_host_us")
+    ]
+    launch = _launch_evidence(f)
+    return [*found, launch] if launch else found
+
+
+def _idle_sentence(f: Facts) -> str:
+    head = (
         f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median step "
-        f"({_ms(f, 'idle_us')} of {_ms(f, 'step_us')}): the host does not keep it fed; look at the input "
-        f"pipeline (DataLoader workers, pinned memory), kernel launch overhead (CUDA graphs) and "
+        f"({_ms(f, 'idle_us')} of {_ms(f, 'step_us')}): the host does not keep it fed"
+    )
+    evidence = _idle_evidence(f)
+    if evidence:
+        return f"{head}; the trace shows: {'; '.join(evidence)}."
+    return (
+        f"{head}; the trace records no data loading, synchronisation or launch-bound step to blame: look at "
+        "the "
+        f"input pipeline (DataLoader workers, pinned memory), kernel launch overhead (CUDA graphs) and "
         f"synchronisations."
     )
 
@@ -147,6 +214,7 @@ def _peers_wait_for(f: Facts) -> str:
 
 
 def _slow_rank_sentence(f: Facts) -> str:
+    kernels = f" {f.word('slow_rank_kernels')}" if "slow_rank_kernels" in f else ""
     head = (
         f"Rank {f['slow_rank']:.0f} computes {_ms(f, 'slow_rank_comp_us')} per median step, "
         f"{_slow_rank_excess(f):.0%} more than the median over ranks ({_ms(f, 'median_rank_comp_us')})"
@@ -154,13 +222,20 @@ def _slow_rank_sentence(f: Facts) -> str:
     if "slow_rank_instances" not in f:
         return (
             f"{head}; no collective of it was matched across ranks, so whether its peers wait for it is not "
-            f"known: check its {_worker(f)} (clocks, thermals) and its share of the data."
+            f"known: check its {_worker(f)} (clocks, thermals) and its share of the data.{kernels}"
+        )
+    last = f"last in {f['slow_rank_times_last']:.0f} of its {f['slow_rank_instances']:.0f} collectives"
+    chance = f"1 in {f['slow_rank_group_size']:.0f} would be chance"
+    if f["slow_rank_times_last"] * f["slow_rank_group_size"] > f["slow_rank_instances"]:
+        return (
+            f"{head}, and it is {last} ({chance}): more often than chance, too few times to tell that its peers "
+            f"wait for it; {_peers_wait_for(f)}. Check its {_worker(f)} (clocks, thermals) and its share of the "
+            f"data; a longer recording tells whether it sets the pace.{kernels}"
         )
     return (
-        f"{head}, but it is last in {f['slow_rank_times_last']:.0f} of its {f['slow_rank_instances']:.0f} "
-        f"collectives (1 in {f['slow_rank_group_size']:.0f} would be chance): its peers do not wait for it; "
-        f"{_peers_wait_for(f)}. Its extra compute costs the run nothing now; check its {_worker(f)} (clocks, "
-        "thermals) and its share of the data before it does."
+        f"{head}, but it is {last} ({chance}): its peers do not wait for it; {_peers_wait_for(f)}. Its extra "
+        f"compute costs the run nothing now; check its {_worker(f)} (clocks, thermals) and its share of the "
+        f"data before it does.{kernels}"
     )
 
 
@@ -174,6 +249,7 @@ def _straggler_sentence(f: Facts) -> str:
         f"{f['straggler_group_size']:.0f} would be chance; median lateness "
         f"{_ms(f, 'straggler_median_lateness_us')}); likely cause: {because}. "
         f"{CAUSE_ADVICE.get(cause, CAUSE_ADVICE['unexplained'])}"
+        + (f" {f.word('straggler_kernels')}" if "straggler_kernels" in f else "")
     )
 
 

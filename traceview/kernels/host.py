@@ -1,0 +1,118 @@
+"""The host side of a step (docs/metrics.md, "Kernels and operators", "Host side"): what the CPU did that the
+idle-GPU advice cites, from the trace's own spans.
+
+`HOST_RULES` is a table: a phase, the kinds of host rows it reads (op | annotation | runtime) and a regex on
+their names. Per (rank, step, phase): `time_us`, the union of the matching spans cut to the host step windows
+(the CPU `ProfilerStep#N` marks; the device windows when the trace has none), and `spans`, how many there
+are. Several rules of one phase are one union (an annotated `## backward ##` and the autograd engine's
+operators inside it count once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.core.intervals import clip_to_windows, union_length
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """One row: a phase of the step, the host row kinds it reads, a regex on their names, and whose names."""
+
+    phase: str
+    kinds: tuple[str, ...]
+    regex: str
+    source: str
+
+
+HOST_RULES: tuple[HostRule, ...] = (
+    HostRule(
+        "data_loading", ("op", "annotation"), r"^enumerate\(DataLoader\)#", "torch DataLoader iteration"
+    ),
+    HostRule(
+        "data_loading",
+        ("annotation",),
+        r"^## ?(?:load_batch|data_load\w*|wait_for_batch) ?##$",
+        "TorchRec train pipeline annotations",
+    ),
+    HostRule(
+        "synchronize",
+        ("runtime",),
+        r"^(?:cuda|hip|cu)(?:Device|Stream|Event|Ctx)Synchronize(?:_v\d+)?$",
+        "CUDA/HIP runtime",
+    ),
+    HostRule(
+        "to_host",
+        ("op",),
+        r"^aten::(?:item|_local_scalar_dense|nonzero|is_nonzero|equal)$",
+        "tensor values read on the host (`.item()`, `nonzero`)",
+    ),
+    HostRule("forward", ("annotation",), r"^## forward ##$", "user annotation"),
+    HostRule(
+        "forward",
+        ("annotation", "op"),
+        r"^(?:DistributedDataParallel|FullyShardedDataParallel)\.forward$",
+        "DDP / FSDP forward",
+    ),
+    HostRule("backward", ("annotation",), r"^## backward ##$", "user annotation"),
+    HostRule("backward", ("op",), r"^autograd::engine::evaluate_function: ", "autograd engine"),
+    HostRule("optimizer", ("annotation",), r"^## (?:optimizer|zero_grad) ##$", "user annotation"),
+    HostRule("optimizer", ("annotation", "op"), r"^Optimizer\.(?:step|zero_grad)#", "torch.optim profiling"),
+)
+"""Host phases and where a trace records them; a phase with no matching row is not measured (absent)."""
+
+PHASES = tuple(dict.fromkeys(rule.phase for rule in HOST_RULES))
+HOST_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "phase": pl.Utf8(),
+    "time_us": pl.Float64(),
+    "spans": pl.Int64(),
+}
+
+
+def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
+    """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else
+    `windows`."""
+    cpu = trace_steps.filter(pl.col("source") == "cpu")
+    if cpu.height == 0:
+        return windows
+    return cpu.unique("step").select(
+        pl.lit(rank, pl.Int64).alias("rank"),
+        "step",
+        pl.col("start_us").alias("window_start_us"),
+        pl.col("end_us").alias("window_end_us"),
+    )
+
+
+def _phase() -> pl.Expr:
+    found: pl.Expr = pl.lit(None, pl.Utf8)
+    for rule in reversed(HOST_RULES):
+        matched = pl.col("kind").is_in(list(rule.kinds)) & pl.col("name").str.contains(rule.regex)
+        found = pl.when(matched).then(pl.lit(rule.phase)).otherwise(found)
+    return found
+
+
+def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
+    """Per (rank, step, phase): `HOST_SCHEMA` over the host step `windows`."""
+    any_rule = "|".join(f"(?:{rule.regex})" for rule in HOST_RULES)
+    spans = (
+        cpu.select("kind", "name", "start_us", "end_us")
+        .filter(pl.col("name").str.contains(any_rule))  # one scan of the names; the rules then run on few
+        .with_columns(_phase().alias("phase"))
+        .drop_nulls("phase")
+        .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
+    )
+    if spans.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=HOST_SCHEMA)
+    clipped = clip_to_windows(spans.select("rank", "phase", "start_us", "end_us"), windows, ["rank"])
+    keys = ["rank", "step", "phase"]
+    counted = clipped.group_by(keys).agg(pl.len().cast(pl.Int64).alias("spans"))
+    return (
+        union_length(clipped, keys, "time_us")
+        .join(counted, on=keys)
+        .sort(keys)
+        .select([pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()])
+    )

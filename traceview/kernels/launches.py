@@ -1,0 +1,122 @@
+"""Launch statistics per (rank, step) (docs/metrics.md, "Kernels and operators", "Launches").
+
+Over the device events linked to their launching call (`traceview.kernels.operators.with_links`), each in the
+step window holding its start:
+
+- `launches`: launching calls (one per correlation id), `graph_launches` of them replaying a graph;
+- `launch_us`: the calls' time on the CPU; `device_us`: the summed duration of the device work they launched;
+- `kernels`: kernels launched one per call; `short_kernels`: those shorter than their own launch call (the
+  host cannot keep such kernels back to back: launch-bound);
+- `queue_median_us`, `queue_p99_us`: from a call's return to its work's start (for a graph, its first kernel);
+- `graph_kernels`: device events replayed by graph launches (not counted in `kernels` nor `short_kernels`);
+- `capture_calls`, `captured_launches`: calls that capture or instantiate a graph, and kernel launches with no
+  kernel in the trace (captured, not run), counted in the host step windows: a step with either is marked
+  `capture_step` (captured launches outnumbering the kernels that ran).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceview.events.cuda_graphs import graph_calls
+
+LAUNCH_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "launches": pl.Int64(),
+    "graph_launches": pl.Int64(),
+    "launch_us": pl.Float64(),
+    "device_us": pl.Float64(),
+    "kernels": pl.Int64(),
+    "short_kernels": pl.Int64(),
+    "graph_kernels": pl.Int64(),
+    "queue_median_us": pl.Float64(),
+    "queue_p99_us": pl.Float64(),
+    "capture_calls": pl.Int64(),
+    "captured_launches": pl.Int64(),
+    "capture_step": pl.Boolean(),
+}
+
+
+def _in_windows(frame: pl.DataFrame, at: str, windows: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with the `step` of the window (columns step, window_start_us, window_end_us) holding `at`."""
+    starts = windows.select("step", "window_start_us", "window_end_us").sort("window_start_us")
+    placed = frame.sort(at).join_asof(starts, left_on=at, right_on="window_start_us", check_sortedness=False)
+    return placed.filter(pl.col("step").is_not_null() & (pl.col(at) < pl.col("window_end_us"))).drop(
+        "window_start_us", "window_end_us"
+    )
+
+
+def _device_side(linked: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    launched = linked.filter(pl.col("launch_start_us").is_not_null())
+    if launched.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int64})
+    first = pl.col("start_us") == pl.col("start_us").min().over("correlation")
+    duration = pl.col("end_us") - pl.col("start_us")
+    call = pl.col("launch_end_us") - pl.col("launch_start_us")
+    single = ~pl.col("graph") & (pl.col("kind") == "kernel")
+    per_call = launched.with_columns(first.alias("_first")).with_columns(
+        (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
+    )
+    stepped = _in_windows(
+        per_call.filter(pl.col("_first")).select("correlation", "start_us"), "start_us", windows
+    )
+    placed = per_call.join(stepped.select("correlation", "step"), on="correlation")
+    queued = pl.col("_queue").filter(single | (pl.col("graph") & pl.col("_first")))
+    return placed.group_by("step").agg(
+        pl.col("correlation").n_unique().cast(pl.Int64).alias("launches"),
+        pl.col("correlation").filter(pl.col("graph")).n_unique().cast(pl.Int64).alias("graph_launches"),
+        call.filter(pl.col("_first")).sum().alias("launch_us"),
+        duration.sum().alias("device_us"),
+        single.sum().cast(pl.Int64).alias("kernels"),
+        (single & (duration < call)).sum().cast(pl.Int64).alias("short_kernels"),
+        pl.col("graph").sum().cast(pl.Int64).alias("graph_kernels"),
+        queued.median().alias("queue_median_us"),
+        queued.quantile(0.99, "linear").alias("queue_p99_us"),
+    )
+
+
+def _captures(cpu: pl.DataFrame, linked: pl.DataFrame, host_windows: pl.DataFrame) -> pl.DataFrame:
+    calls = graph_calls(cpu)
+    ran = linked.select("correlation").unique()
+    captured = calls.filter(pl.col("graph_role") == "kernel_launch").join(ran, on="correlation", how="anti")
+    capture = calls.filter(pl.col("graph_role") == "capture")
+    frames = [
+        _in_windows(capture.select("start_us"), "start_us", host_windows)
+        .group_by("step")
+        .agg(pl.len().cast(pl.Int64).alias("capture_calls")),
+        _in_windows(captured.select("start_us"), "start_us", host_windows)
+        .group_by("step")
+        .agg(pl.len().cast(pl.Int64).alias("captured_launches")),
+    ]
+    return frames[0].join(frames[1], on="step", how="full", coalesce=True)
+
+
+def launch_steps(
+    linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.DataFrame, rank: int
+) -> pl.DataFrame:
+    """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`."""
+    if windows.height == 0:
+        return pl.DataFrame(schema=LAUNCH_SCHEMA)
+    captures = _captures(cpu, linked, host_windows)
+    steps = pl.concat(
+        [windows.select("step"), captures.select("step")]
+    ).unique()  # a capture step may run nothing
+    joined = (
+        steps.join(_device_side(linked, windows), on="step", how="left")
+        .join(captures, on="step", how="left")
+        .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
+    )
+    counts = [c for c, t in LAUNCH_SCHEMA.items() if t == pl.Int64() and c not in ("rank", "step")]
+    filled = joined.with_columns(
+        *[pl.col(c).fill_null(0) if c in joined.columns else pl.lit(0).alias(c) for c in counts],
+        *[pl.col(c).fill_null(0.0) for c in ("launch_us", "device_us") if c in joined.columns],
+    )
+    capture = (pl.col("capture_calls") > 0) | (pl.col("captured_launches") > pl.col("kernels"))
+    marked = filled.with_columns(capture.alias("capture_step"))
+    missing = [pl.lit(None, t).alias(c) for c, t in LAUNCH_SCHEMA.items() if c not in marked.columns]
+    return (
+        marked.with_columns(missing)
+        .select([pl.col(c).cast(t) for c, t in LAUNCH_SCHEMA.items()])
+        .sort("step")
+    )

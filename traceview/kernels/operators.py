@@ -1,0 +1,206 @@
+"""Kernels linked to the operators that launched them (docs/metrics.md, "Kernels and operators").
+
+A device event carries the correlation id of the runtime call that launched it (`cudaLaunchKernel`,
+`cudaGraphLaunch`, `hipLaunchKernel`, ...); that call runs inside a stack of host operators on its thread
+(`aten::linear` > `aten::addmm`). The kernel belongs to the innermost one, so an operator's totals never
+count a kernel twice. The innermost operator is found without a loop over rows: on each thread the operators
+and the calls are sorted by start (the longer first), each item's depth is the number of items open at its
+start (started before it, not ended by its start), and a call's operator is the last item before it one level
+up, which must contain it; a call no operator contains (an unnested or badly timed one) is unlinked.
+
+`TOP_OPERATORS` operators are kept per rank (largest kernel time first); `linked_share` states how many device
+events found an operator.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceview.events.cuda_graphs import is_graph_launch
+from traceview.events.shape_flops import shape_costs
+
+TOP_OPERATORS = 24
+"""Operators kept per rank (`top_operators`)."""
+THREAD = ["pid", "tid"]
+
+LINK_COLUMNS = ("op_id", "op_name", "launch_name", "launch_start_us", "launch_end_us", "graph")
+OPERATOR_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "operator": pl.Utf8(),
+    "op_class": pl.Utf8(),
+    "calls": pl.Int64(),
+    "kernels": pl.Int64(),
+    "kernel_us": pl.Float64(),
+    "flops": pl.Float64(),
+    "flops_kernel_us": pl.Float64(),
+    "bytes": pl.Float64(),
+    "bytes_kernel_us": pl.Float64(),
+    "dtype": pl.Utf8(),
+    "achieved_flops": pl.Float64(),
+}
+
+
+def _sorted_items(cpu: pl.DataFrame, launched: pl.Series) -> pl.LazyFrame:
+    """Operators and the calls that launched device work (`launched`: their correlation ids) of the threads
+    that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's row),
+    `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
+    thread = pl.struct(*THREAD).hash(seed=7).alias("_thread")
+    calls = (
+        cpu.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
+        .unique("correlation", keep="first", maintain_order=True)
+        .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
+    )
+    call_starts = calls.select("_thread", pl.col("start_us").alias("_next_call")).sort("_next_call")
+    ops = (  # an operator no call starts inside is nobody's ancestor: left out (fewer rows to sort)
+        cpu.lazy()
+        .filter(pl.col("kind") == "op")
+        .with_row_index("op_id")
+        .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
+        .sort("start_us")
+        .join_asof(
+            call_starts,
+            left_on="start_us",
+            right_on="_next_call",
+            by="_thread",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("_next_call") <= pl.col("end_us"))
+        .drop("_next_call")
+    )
+    return (  # a stable sort: ties keep the operators' trace order, then the calls'
+        pl.concat([ops, calls])
+        .with_columns(pl.col("op_id").is_null().alias("is_call"))
+        .sort(
+            ["_thread", "start_us", "end_us", "is_call"],
+            descending=[False, False, True, False],
+            maintain_order=True,
+        )
+        .with_columns(pl.int_range(pl.len()).over("_thread").alias("position"))
+        .collect()
+        .lazy()
+    )
+
+
+def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+    """`_sorted_items` with `depth`: the items open at each one's start (started before it, not ended by its
+    start)."""
+    items = _sorted_items(cpu, launched)
+    ends = (  # per thread and end time: how many items have ended by then
+        items.group_by("_thread", pl.col("end_us").alias("_end"))
+        .agg(pl.len().alias("_ended"))
+        .sort("_thread", "_end")
+        .with_columns(pl.col("_ended").cum_sum().over("_thread").alias("_closed"))
+        .drop("_ended")
+        .sort("_end")
+    )
+    zero = (  # zero-length items end where they start: open at their own start, not closed
+        items.filter(pl.col("end_us") == pl.col("start_us"))
+        .group_by("_thread", "start_us")
+        .agg(pl.len().alias("_zero"))
+    )
+    counted = (
+        items.sort("start_us")
+        .join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
+        .join(zero, on=["_thread", "start_us"], how="left")
+    )
+    closed = pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0)
+    depth = (pl.col("position") - closed).alias("depth")
+    return counted.with_columns(depth).drop("_end", "_closed", "_zero").collect()
+
+
+def launch_links(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+    """Per call that launched device work (`launched`: correlation ids): its name, start and end, whether it
+    replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none contains it)."""
+    items = _items(cpu, launched)
+    ops = items.filter(~pl.col("is_call")).select(
+        "_thread",
+        "depth",
+        "position",
+        "op_id",
+        pl.col("name").alias("_op_name"),
+        pl.col("start_us").alias("_op_start"),
+        pl.col("end_us").alias("_op_end"),
+    )
+    calls = items.filter(pl.col("is_call")).select(
+        "_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1
+    )
+    joined = calls.sort("position").join_asof(
+        ops.sort("position"), on="position", by=["_thread", "depth"], check_sortedness=False
+    )
+    inside = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
+    return joined.select(
+        "correlation",
+        pl.when(inside).then(pl.col("op_id")).alias("op_id"),
+        pl.when(inside).then(pl.col("_op_name")).alias("op_name"),
+        pl.col("name").alias("launch_name"),
+        pl.col("start_us").alias("launch_start_us"),
+        pl.col("end_us").alias("launch_end_us"),
+        is_graph_launch().alias("graph"),
+    )
+
+
+def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked)."""
+    launched = events.get_column("correlation").drop_nulls().unique()
+    return events.join(launch_links(cpu, launched), on="correlation", how="left", maintain_order="left")
+
+
+def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """Per operator instance that launched device work: its kernels, their time, and its FLOPs, bytes and
+    class from its shapes (`traceview.events.shape_flops`)."""
+    ops = cpu.filter(pl.col("kind") == "op").with_row_index("op_id")
+    launched = (
+        linked.filter(pl.col("op_id").is_not_null())
+        .group_by("op_id")
+        .agg(
+            pl.len().cast(pl.Int64).alias("kernels"),
+            (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_us"),
+        )
+    )
+    shaped = ops.join(launched, on="op_id", how="inner").select(
+        "op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us"
+    )
+    return shape_costs(shaped)
+
+
+def known_sums() -> list[pl.Expr]:
+    """FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none
+    has)."""
+    found = []
+    for value, name in (("op_flops", "flops"), ("shape_bytes", "bytes")):
+        known = pl.col(value).is_not_null()
+        found += [
+            pl.when(known.any()).then(pl.col(value).filter(known).sum()).alias(name),
+            pl.when(known.any()).then(pl.col("kernel_us").filter(known).sum()).alias(f"{name}_kernel_us"),
+        ]
+    return found
+
+
+def with_achieved(frame: pl.DataFrame) -> pl.DataFrame:
+    """`achieved_flops`: FLOPs over the kernel time of the calls they are known for (FLOP/s)."""
+    achieved = pl.col("flops") / (pl.col("flops_kernel_us") * 1e-6)
+    return frame.with_columns(pl.when(pl.col("flops_kernel_us") > 0).then(achieved).alias("achieved_flops"))
+
+
+def top_operators(costs: pl.DataFrame, rank: int, bound: int = TOP_OPERATORS) -> pl.DataFrame:
+    """Per operator name: calls that launched work, kernels, kernel time, and FLOPs and bytes with the kernel
+    time they were measured over; the `bound` of largest kernel time."""
+    if costs.height == 0:
+        return pl.DataFrame(schema=OPERATOR_SCHEMA)
+    grouped = costs.group_by("name").agg(
+        pl.col("op_class").first(),
+        pl.len().cast(pl.Int64).alias("calls"),
+        pl.col("kernels").sum(),
+        pl.col("kernel_us").sum(),
+        *known_sums(),
+        pl.col("op_dtype").drop_nulls().mode().sort().first().alias("dtype"),
+    )
+    return (
+        with_achieved(grouped)
+        .sort(["kernel_us", "name"], descending=[True, False])
+        .head(bound)
+        .select(pl.lit(rank, pl.Int64).alias("rank"), pl.col("name").alias("operator"), pl.exclude("name"))
+        .select([pl.col(c).cast(t) for c, t in OPERATOR_SCHEMA.items()])
+    )

@@ -1,0 +1,184 @@
+"""The map's part of the kernels analysis: one rank's trace and classified device events in, bounded frames
+out (docs/metrics.md, "Kernels and operators"; `traceview.map.rank_summary` keeps them in the rank's summary).
+
+Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNELS`, `TOP_KEYS`,
+`TOP_OPERATORS`, the classes, the host phases), never with its events; none holds a time on the rank's clock,
+so a summary moved onto the run's time base needs no change here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import polars as pl
+
+from traceview.events.kernel_classes import kernel_classes_of
+from traceview.events.kernel_keys import kernel_keys
+from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
+from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
+from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
+from traceview.kernels.operators import (
+    OPERATOR_SCHEMA,
+    known_sums,
+    operator_costs,
+    top_operators,
+    with_links,
+)
+from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, key_steps, top_kernels
+from traceview.model.trace import RankTrace
+
+RANK_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "device": pl.Utf8(),
+    "timeline": pl.Utf8(),
+    "device_events": pl.Int64(),
+    "kernels": pl.Int64(),
+    "launched": pl.Int64(),
+    "linked": pl.Int64(),
+    "linked_kernels": pl.Int64(),
+    "linked_share": pl.Float64(),
+    "graph_kernels": pl.Int64(),
+    "kernel_us": pl.Float64(),
+    "linked_kernel_us": pl.Float64(),
+}
+ROOFLINE_PART_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "op_class": pl.Utf8(),
+    "dtype": pl.Utf8(),
+    "calls": pl.Int64(),
+    "flops": pl.Float64(),
+    "flops_kernel_us": pl.Float64(),
+    "bytes": pl.Float64(),
+    "bytes_kernel_us": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class KernelParts:
+    """One rank's (or, stacked, every rank's) kernels-analysis frames."""
+
+    class_steps: pl.DataFrame
+    key_steps: pl.DataFrame
+    top_kernels: pl.DataFrame
+    operators: pl.DataFrame
+    roofline: pl.DataFrame
+    launches: pl.DataFrame
+    host: pl.DataFrame
+    ranks: pl.DataFrame
+
+    @staticmethod
+    def empty() -> KernelParts:
+        """No rows, every schema."""
+        schemas = (
+            CLASS_STEP_SCHEMA,
+            KEY_STEP_SCHEMA,
+            TOP_KERNEL_SCHEMA,
+            OPERATOR_SCHEMA,
+            ROOFLINE_PART_SCHEMA,
+            LAUNCH_SCHEMA,
+            HOST_SCHEMA,
+            RANK_SCHEMA,
+        )
+        return KernelParts(*(pl.DataFrame(schema=schema) for schema in schemas))
+
+    @staticmethod
+    def stacked(parts: list[KernelParts]) -> KernelParts:
+        """Every rank's frames one above the other."""
+        if not parts:
+            return KernelParts.empty()
+        names = [f.name for f in fields(KernelParts)]
+        return KernelParts(
+            **{n: pl.concat([getattr(p, n) for p in parts], how="vertical_relaxed") for n in names}
+        )
+
+
+def _device_name(trace: RankTrace) -> str | None:
+    devices, local = trace.meta.devices, trace.meta.local_device
+    if not devices:
+        return None
+    return devices[local] if local is not None and 0 <= local < len(devices) else devices[0]
+
+
+def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The events with `kernel_class`, `name_id` and `key_id` (integers: the analyses group on them, not on
+    names thousands of characters long), and the table of distinct (name, kind) with their class and key."""
+    is_comm = (pl.col("event_class") == "comm").alias("is_comm")
+    if events.height == 0:
+        added = {"kernel_class": pl.Utf8, "name_id": pl.UInt32, "key_id": pl.UInt32, "key": pl.Utf8}
+        empty = events.with_columns(pl.lit(None, dtype).alias(column) for column, dtype in added.items())
+        return empty, empty.select("name", "kind", is_comm, *added)
+    distinct = kernel_classes_of(events.select("name", "kind", is_comm).unique(maintain_order=True))
+    keys = kernel_keys(distinct.get_column("name"))
+    table = (
+        distinct.join(keys, on="name", how="left", maintain_order="left")
+        .with_row_index("name_id")
+        .with_columns(pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id"))
+    )
+    ids = table.select("name", "kind", "is_comm", "name_id", "key_id", "kernel_class")
+    classed = (
+        events.with_columns(is_comm).join(ids, on=["name", "kind", "is_comm"], how="left").drop("is_comm")
+    )
+    return classed, table
+
+
+def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.DataFrame:
+    kernel = pl.col("kind") == "kernel"
+    duration = pl.col("end_us") - pl.col("start_us")
+    has_op = pl.col("op_id").is_not_null()
+    row = linked.select(
+        pl.len().cast(pl.Int64).alias("device_events"),
+        kernel.sum().cast(pl.Int64).alias("kernels"),
+        pl.col("launch_start_us").is_not_null().sum().cast(pl.Int64).alias("launched"),
+        has_op.sum().cast(pl.Int64).alias("linked"),
+        (kernel & has_op).sum().cast(pl.Int64).alias("linked_kernels"),
+        pl.col("graph").fill_null(False).sum().cast(pl.Int64).alias("graph_kernels"),
+        duration.filter(kernel).sum().alias("kernel_us"),
+        duration.filter(kernel & has_op).sum().alias("linked_kernel_us"),
+    ).with_columns(
+        pl.lit(trace.rank, pl.Int64).alias("rank"),
+        pl.lit(_device_name(trace), pl.Utf8).alias("device"),
+        pl.lit(trace.meta.timeline).alias("timeline"),
+        pl.when(pl.col("kernels") > 0)
+        .then(pl.col("linked_kernels") / pl.col("kernels"))
+        .alias("linked_share"),
+    )
+    return row.select([pl.col(c).cast(t) for c, t in RANK_SCHEMA.items()])
+
+
+def _roofline_part(costs: pl.DataFrame, rank: int) -> pl.DataFrame:
+    if costs.height == 0:
+        return pl.DataFrame(schema=ROOFLINE_PART_SCHEMA)
+    return (
+        costs.filter(pl.col("op_class").is_not_null())
+        .group_by("op_class", pl.col("op_dtype").alias("dtype"))
+        .agg(
+            pl.len().cast(pl.Int64).alias("calls"),
+            *known_sums(),
+        )
+        .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
+        .sort("op_class", "dtype", nulls_last=True)
+        .select([pl.col(c).cast(t) for c, t in ROOFLINE_PART_SCHEMA.items()])
+    )
+
+
+def rank_kernel_parts(
+    trace: RankTrace, classed: pl.DataFrame, names: pl.DataFrame, clipped: pl.DataFrame, windows: pl.DataFrame
+) -> KernelParts:
+    """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
+    (`classed_events`), `clipped` them cut to its step `windows`
+    (`traceview.kernels.classes.clipped_events`)."""
+    if classed.height == 0:
+        return KernelParts.empty()
+    linked = with_links(classed, trace.cpu)
+    costs = operator_costs(linked, trace.cpu)
+    hosted = host_windows(trace.steps, windows, trace.rank)
+    return KernelParts(
+        class_steps=class_steps(clipped),
+        key_steps=key_steps(clipped, names),
+        top_kernels=top_kernels(classed, names),
+        operators=top_operators(costs, trace.rank),
+        roofline=_roofline_part(costs, trace.rank),
+        launches=launch_steps(linked, trace.cpu, windows, hosted, trace.rank),
+        host=host_steps(trace.cpu, hosted, trace.rank),
+        ranks=_rank_row(trace, linked),
+    )

@@ -1,0 +1,96 @@
+"""The heaviest kernels of a rank, bounded (docs/metrics.md, "Kernels and operators").
+
+- `top_kernels`: per (rank, kernel name) over every device event of the trace, steps or not: the class, the
+  key (`traceview.events.kernel_keys`), the count, total, median, p99 and longest duration; the `TOP_KERNELS`
+  names of largest total per rank.
+- `key_steps`: per (rank, step, key) inside the step windows (cut as the time budget cuts them): the pieces
+  and their summed duration, for the `TOP_KEYS` keys of largest total per rank. The slow rank's explanation
+  and `kernels --step` read it; what it leaves out of a class is that class's remainder (`kernel_sum_us` of
+  the class rows less the keys').
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+TOP_KERNELS = 24
+"""Kernel names kept per rank (`top_kernels`)."""
+TOP_KEYS = 24
+"""Kernel keys kept per rank, per step (`key_steps`)."""
+
+TOP_KERNEL_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "name": pl.Utf8(),
+    "key": pl.Utf8(),
+    "kernel_class": pl.Utf8(),
+    "count": pl.Int64(),
+    "total_us": pl.Float64(),
+    "median_us": pl.Float64(),
+    "p99_us": pl.Float64(),
+    "max_us": pl.Float64(),
+}
+KEY_STEP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "key": pl.Utf8(),
+    "kernel_class": pl.Utf8(),
+    "name": pl.Utf8(),
+    "kernels": pl.Int64(),
+    "kernel_sum_us": pl.Float64(),
+}
+
+
+def _largest(frame: pl.DataFrame, value: str, bound: int) -> pl.DataFrame:
+    """The `bound` rows of largest `value` per rank (ties by name order)."""
+    ranked = pl.col(value).rank("ordinal", descending=True).over("rank")
+    return frame.filter(ranked <= bound)
+
+
+def top_kernels(events: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.DataFrame:
+    """Per (rank, name) of classed device events (`name_id`; `names`: the table of names, keys and classes):
+    count, total, median, p99, max."""
+    if events.height == 0:
+        return pl.DataFrame(schema=TOP_KERNEL_SCHEMA)
+    duration = pl.col("end_us") - pl.col("start_us")
+    grouped = events.group_by("rank", "name_id").agg(
+        pl.len().cast(pl.Int64).alias("count"),
+        duration.sum().alias("total_us"),
+        duration.median().alias("median_us"),
+        duration.quantile(0.99, "linear").alias("p99_us"),
+        duration.max().alias("max_us"),
+    )
+    named = _largest(grouped.sort("rank", "name_id"), "total_us", bound).join(
+        names.select("name_id", "name", "key", "kernel_class"), on="name_id"
+    )
+    return named.sort(["rank", "total_us", "name"], descending=[False, True, False]).select(
+        list(TOP_KERNEL_SCHEMA)
+    )
+
+
+def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS) -> pl.DataFrame:
+    """Per (rank, step, key) of the windowed events (`key_id`, `name_id`): pieces and summed duration, the
+    `bound` keys of largest total per rank; `name` is the key's name of largest time."""
+    if clipped.height == 0:
+        return pl.DataFrame(schema=KEY_STEP_SCHEMA)
+    with_dur = clipped.select(
+        "rank", "step", "key_id", "name_id", (pl.col("end_us") - pl.col("start_us")).alias("_dur")
+    )
+    totals = (
+        with_dur.group_by("rank", "key_id").agg(pl.col("_dur").sum().alias("_total")).sort("rank", "key_id")
+    )
+    kept = with_dur.join(_largest(totals, "_total", bound).select("rank", "key_id"), on=["rank", "key_id"])
+    heaviest = (
+        kept.group_by("rank", "key_id", "name_id")
+        .agg(pl.col("_dur").sum())
+        .sort(["rank", "key_id", "_dur", "name_id"], descending=[False, False, True, False])
+        .group_by("rank", "key_id", maintain_order=True)
+        .agg(pl.col("name_id").first())
+        .join(names.select("name_id", "name", "kernel_class"), on="name_id")
+        .join(names.select("key_id", "key").unique("key_id"), on="key_id")
+    )
+    steps = kept.group_by("rank", "step", "key_id").agg(
+        pl.len().cast(pl.Int64).alias("kernels"), pl.col("_dur").sum().alias("kernel_sum_us")
+    )
+    return (
+        steps.join(heaviest, on=["rank", "key_id"]).sort("rank", "step", "key").select(list(KEY_STEP_SCHEMA))
+    )

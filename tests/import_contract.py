@@ -30,6 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("traceview.budget", "traceview.collectives"),
     ("traceview.bubbles", "traceview.across_ranks", "traceview.nccl", "traceview.timeline"),
     ("traceview.distributions", "traceview.prediction"),
+    ("traceview.dimensions", "traceview.moe", "traceview.links_measured"),
+    ("traceview.roofline",),
     ("traceview.verdict",),
     ("traceview.map",),
     ("traceview.reduce",),

@@ -123,6 +123,9 @@ def analyze(
     nic: str | None = None,
     gpus_per_node: int | None = None,
     dtype: str | None = None,
+    dims: str | None = None,
+    shape: str | None = None,
+    links: str = "table",
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
     run every cross-rank analysis; return the results.
@@ -131,7 +134,9 @@ def analyze(
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
     `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); the alpha-beta model's
     inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
-    `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises a `TraceviewError` subclass for
+    `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims`
+    ("tp=8,pp=4,dp=*"), the model's `shape` ("hidden=4096,seq=2048,layers=32") and `links` ("table" or
+    "measured": B and alpha fitted on this run). Raises a `TraceviewError` subclass for
     bad input or options, naming the option.
     """
     from traceview.options.run import build_options

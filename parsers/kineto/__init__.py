@@ -10,6 +10,7 @@ collective-call columns only for the rows that carry such arguments. What one fi
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -271,6 +272,8 @@ def _frame(
         **table.columns(events, args),
         **_comm_columns(args),
     }
+    if table is CPU_TABLE and ALLTOALL_BASE in data["name"]:
+        data.update(_alltoall_splits(data, args))
     given = {name: values for name, values in data.items() if _has_value(values)}
     schema = {name: table.schema[name] for name in given}
     try:
@@ -302,6 +305,36 @@ def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Col
 
 GPU_TABLE = _Table(GPU_KINDS, GPU_SCHEMA, _gpu_columns)
 CPU_TABLE = _Table(CPU_KINDS, CPU_SCHEMA, _cpu_columns)
+
+
+ALLTOALL_BASE = "c10d::alltoall_base_"
+"""The op whose `Concrete Inputs` name its split sizes: (output, input, group, output_split_sizes,
+input_split_sizes, ...); where no `record_param_comms` says them (gloo), they are its `In/Out split size`."""
+_SPLIT_ARGS = {"in_split": 4, "out_split": 3}
+
+
+def _alltoall_splits(data: dict[str, Column], args: list[Args]) -> dict[str, Column]:
+    """`in_split`/`out_split` with the split sizes of every `ALLTOALL_BASE` row that has none from its comm
+    args, read from its `Concrete Inputs` (a row without them, or with a malformed list, keeps null)."""
+    names = data["name"]
+    found: dict[str, Column] = {}
+    for column, index in _SPLIT_ARGS.items():
+        values = list(data.get(column) or [None] * len(names))
+        for row, name in enumerate(names):
+            if name == ALLTOALL_BASE and values[row] is None:
+                values[row] = _concrete_list(args[row].concrete_inputs, index)
+        found[column] = values
+    return found
+
+
+def _concrete_list(raw: msgspec.Raw, index: int) -> str | None:
+    """The `index`-th concrete input when it is a list of integers (`"[1, 3]"`), else None."""
+    try:
+        inputs = msgspec.json.decode(raw, type=list[str]) if raw else []
+    except msgspec.DecodeError:
+        return None
+    text = inputs[index].strip() if index < len(inputs) else ""
+    return text if re.fullmatch(r"\[\s*(?:-?\d+\s*,\s*)*-?\d*\s*\]", text) and text != "[]" else None
 
 
 def _comm_columns(args: list[Args]) -> dict[str, Column]:

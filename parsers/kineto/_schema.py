@@ -44,6 +44,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input Dims")
     input_dims_old: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input dims")
     input_type: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Concrete Inputs")
 
 
 NO_ARGS = Args()

@@ -81,6 +81,8 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     "pg_source": pl.Utf8(),  # args | pg_config name | pg_config only group | pg_config size | null
     "call_kernels": pl.Int64(),  # kernels linked to the same call on the rank (1 for unlinked kernels)
     "first_in_call": pl.Boolean(),  # the call's first kernel: count calls and bytes on these rows only
+    "in_split": pl.Utf8(),  # an all-to-all's split sizes (`In split size`, rows of dim 0), null when unsaid
+    "out_split": pl.Utf8(),
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
 
@@ -112,7 +114,7 @@ def _anchors(
             "kernel_dtype",
             pl.col("collective_name").is_not_null().alias("has_args"),
             *[expr.name.prefix("k_") for expr in arg_fields()],
-            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq")],
+            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq", *SPLITS)],
         )
         .join(launches, on=["rank", "correlation"], how="left")
         .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
@@ -228,10 +230,19 @@ def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
         .when(dims_in.is_not_null() | dims_out.is_not_null()).then(pl.lit("input dims"))
         .alias("bytes_source"),
         *[_first(c, args).alias(c) for c in ("group_size", "pg_name", "pg_desc", "pg_ranks", "seq")],
+        *[_listed(_first(c, args)).alias(c) for c in SPLITS],
         pl.coalesce(pl.col(f"{f}_name") for f in families).alias("call_name"),
         pl.coalesce(pl.col(f"{f}_start_us") for f in families).alias("call_start_us"),
         pl.coalesce(pl.col(f"{f}_end_us") for f in families).alias("call_end_us"),
     )  # fmt: skip
+
+
+SPLITS = ("in_split", "out_split")
+
+
+def _listed(splits: pl.Expr) -> pl.Expr:
+    """Split sizes as written (`"[3, 5]"`); null for an empty list (`"[]"`: an even split)."""
+    return pl.when(splits.str.contains(r"\d")).then(splits)
 
 
 def _group_size_from_shapes() -> pl.Expr:

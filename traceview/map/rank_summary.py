@@ -21,10 +21,12 @@ from traceview.budget.time_budget import all_step_windows, classified_events, ti
 from traceview.collectives.calls import launches
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
+from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import rank_class_parts
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
+from traceview.moe.splits import split_rows
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
 from traceview.steps.windows import StepChoice, choose_steps
 from traceview.timeline.step_view import rank_segments
@@ -40,6 +42,7 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "launch_marks": ("end_us",),
     "top_gaps": ("start_us", "end_us", "next_launch_us"),
     "segments": ("start_us", "end_us"),
+    "splits": ("start_us",),
 }
 """The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded)."""
 
@@ -63,6 +66,9 @@ class RankSummary:
     class_sketches: pl.DataFrame
     suspects: pl.DataFrame
     step_choice: StepChoice
+    group_time: pl.DataFrame  # per (step, group): comm and exposed time (traceview.dimensions.group_time)
+    group_phase: pl.DataFrame  # per (step, group, collective): calls, and those early in the step's compute
+    splits: pl.DataFrame  # its all-to-all calls with their split sizes (traceview.moe.splits)
 
     @property
     def rank(self) -> int:
@@ -164,6 +170,7 @@ def summarize(
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     compact = compact_trace(trace)
+    splits = split_rows(kernels, trace.cpu, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -186,6 +193,9 @@ def summarize(
         class_sketches=class_sketches,
         suspects=suspected_comm_kernels(events),
         step_choice=choice,
+        group_time=group_step_time(events, kernels, windows),
+        group_phase=group_phases(events, kernels, windows),
+        splits=splits,
     )
 
 

@@ -70,6 +70,17 @@ class Analysis:
         return _frame(self.raw.crossrank.per_rank if self.raw.crossrank else None)
 
     @property
+    def dimensions(self) -> pl.DataFrame:
+        """One row per parallelism dimension (and `unknown`): its groups, confidence, link and its cost per step
+        (calls, bytes, T_comm, exposed, waiting, transfer, busbw: medians over its ranks and steps)."""
+        return _frame(self.raw.dimensions.per_dimension if self.raw.dimensions else None)
+
+    @property
+    def process_groups(self) -> pl.DataFrame:
+        """One row per process group: its dimension, confidence, best guess and the evidence seen."""
+        return _frame(self.raw.dimensions.groups if self.raw.dimensions else None)
+
+    @property
     def bubbles(self) -> pl.DataFrame:
         """One row per idle gap of the device inside a step, with its cause."""
         return _frame(self.raw.bubbles.gaps if self.raw.bubbles else None)

@@ -156,7 +156,7 @@ STRUCTURE_RULES: tuple[EvidenceRule, ...] = (
         "contiguous-a2a",
         "structure",
         lambda: pl.col("contiguous") & (pl.col("nodes") == 1) & _NOT_WORLD & _share("a2a"),
-        (("ep", 0.1),),
+        (("ep", 0.15),),
         _text("contiguous ranks inside one node"),
     ),
     EvidenceRule(
@@ -170,7 +170,7 @@ STRUCTURE_RULES: tuple[EvidenceRule, ...] = (
         "strided-p2p",
         "structure",
         lambda: (pl.col("stride").fill_null(1) > 1) & _share("p2p"),
-        (("pp", 0.1),),
+        (("pp", 0.15),),
         lambda: pl.format("ranks strided by {} (one rank per stage)", pl.col("stride")),
     ),
     EvidenceRule(

@@ -18,7 +18,8 @@ and combine, forward and backward.
 
 A = activation elements per micro-batch (tokens per micro-batch x h: stated, else the TP or PP calls' own
 size), L_stage = L / pp, m micro-batches, k top-k, boundaries = 2V - [first stage] - [last stage]. The ratio
-is the median over (rank, step) of measured / expected; `CAUSE_RULES` (first match) says what a ratio means,
+is the median over (rank, step) of measured / expected (for EP, whose uneven splits give each rank its own share,
+the mean measured over the mean expected); `CAUSE_RULES` (first match) says what a ratio means,
 and a dimension whose priced calls are mostly latency (k alpha of T_pred, `LATENCY_BOUND`) is called
 latency-bound.
 """
@@ -75,6 +76,7 @@ class VolumeRule:
     needs: tuple[str, ...]  # VolumeInputs fields
     formula: str
     per_element: Callable[[VolumeInputs], pl.Expr]  # bus elements per rank per step (times e gives bytes)
+    statistic: str = "median"  # of measured / expected over (rank, step); "mean": of each, then their ratio
 
 
 def _ring(n: pl.Expr, factor: float) -> pl.Expr:
@@ -149,6 +151,7 @@ VOLUME_RULES: tuple[VolumeRule, ...] = (
             * (i.activation.value or 0)
             * (i.top_k.value or 0)
         ),
+        "mean",
     ),
 )
 """One row per (dimension, collectives) the seeds price (module docstring)."""
@@ -275,6 +278,10 @@ def rule_row(calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dic
     medians = table.select(pl.col("calls", "call_bytes", "measured", "expected", "ratio").median()).row(
         0, named=True
     )
+    if rule.statistic == "mean" and expected is not None:  # uneven splits: each rank moves its own share
+        means = table.select(pl.col("measured", "expected").mean()).row(0, named=True)
+        ratio = means["measured"] / means["expected"] if means["expected"] else None
+        medians |= {"measured": means["measured"], "expected": means["expected"], "ratio": ratio}
     return {
         "dimension": rule.dimension,
         "collectives": ", ".join(rule.collectives),
@@ -293,22 +300,26 @@ def rule_row(calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dic
     }
 
 
-def cause_of(row: dict[str, object], latency_share: float | None) -> str:
-    """What the row's ratio (and its latency share) means, in words."""
-    ratio = row["ratio"]
+def _latency_clause(row: dict[str, object], latency_share: float | None) -> str | None:
+    """ "DP makes 140 calls of 1 MiB per step: latency-bound ..." when the dimension's calls are many and
+    mostly latency in the model (`LATENCY_BOUND`), else None."""
     calls = row["calls_per_step"]
-    if (
-        latency_share is not None
-        and latency_share >= LATENCY_BOUND
-        and isinstance(calls, float)
-        and calls >= LATENCY_CALLS_MIN
-    ):
-        size = float(row["median_call_bytes"] or 0.0)  # type: ignore[arg-type]
-        return (
-            f"{str(row['dimension']).upper()} makes {calls:.0f} calls of {size / 2**20:.2g} MiB per step: "
-            f"latency-bound ({latency_share:.0%} of their model time is latency); raise the bucket size "
-            "(bucket_cap_mb) or fuse them"
-        )
+    if latency_share is None or latency_share < LATENCY_BOUND or not isinstance(calls, float):
+        return None
+    if calls < LATENCY_CALLS_MIN:
+        return None
+    size = float(row["median_call_bytes"] or 0.0)  # type: ignore[arg-type]
+    fix = (
+        "raise the bucket size (bucket_cap_mb)" if row["dimension"] == "dp" else "fuse them into fewer calls"
+    )
+    return (
+        f"{str(row['dimension']).upper()} makes {calls:.0f} calls of {size / 2**20:.2g} MiB per step: "
+        f"latency-bound ({latency_share:.0%} of their model time is latency); {fix}"
+    )
+
+
+def _ratio_cause(row: dict[str, object]) -> str:
+    ratio = row["ratio"]
     if not isinstance(ratio, float):
         return f"not computed: needs {row['missing']}" if row.get("missing") else "not computed"
     collectives = tuple(str(row["collectives"]).split(", "))
@@ -322,6 +333,12 @@ def cause_of(row: dict[str, object], latency_share: float | None) -> str:
     if abs(ratio - 1) <= 0.1:
         return "as the formula expects"
     return f"{ratio:.2f}x the formula's volume: check the stated inputs ({row['inputs'] or 'none'})"
+
+
+def cause_of(row: dict[str, object], latency_share: float | None) -> str:
+    """What the row's ratio means in words (`CAUSE_RULES`), then whether its calls are latency-bound."""
+    latency = _latency_clause(row, latency_share)
+    return _ratio_cause(row) + (f"; {latency}" if latency else "")
 
 
 def volume_table(calls: pl.DataFrame, inputs: VolumeInputs, latency: dict[str, float | None]) -> pl.DataFrame:

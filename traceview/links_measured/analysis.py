@@ -10,7 +10,7 @@ table's (`traceview.links_measured.fit`); per link scope (inside a node, across 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -31,13 +31,15 @@ MEASURED_NOTE = (
 class LinksMeasured:
     """`classes`: per class, the fit (alpha_us, bandwidth_Bps and their 95% bounds, R^2) or why not, beside
     the table's. `scopes`: the pooled fit per link scope. `overrides`: what `--links measured` feeds the
-    prediction. `used`: whether this analysis's prediction uses them. `sentence`: the finding in words."""
+    prediction. `used`: whether this analysis's prediction uses them. `sentence`: the finding in words.
+    `samples`: the transfer time (`y`, s) and bus bytes (`x`) of every matched instance, with its class."""
 
     classes: pl.DataFrame
     scopes: pl.DataFrame
     overrides: tuple[LinkOverride, ...]
     sentence: str
     used: bool = False
+    samples: pl.DataFrame = field(default_factory=pl.DataFrame)  # per matched instance: class, x, y
 
 
 def samples(kernels: pl.DataFrame, crossrank: CrossRank, priced: pl.DataFrame) -> pl.DataFrame:
@@ -95,6 +97,7 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
         )
         .select(
             *CLASS_KEYS,
+            "k",
             "calls",
             "min_bytes",
             "max_bytes",
@@ -189,4 +192,5 @@ def measure_links(
         scopes=scopes,
         overrides=overrides_of(scopes) if scopes.height else (),
         sentence=_sentence(classes, reason),
+        samples=found.select(*CLASS_KEYS, "size_bytes", "x", "y") if found.height else pl.DataFrame(),
     )

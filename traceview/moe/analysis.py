@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
-from traceview.moe.balance import HOT_LOAD, loads, parsed, send_matrix, step_balance, waits
+from traceview.moe.balance import call_loads, hot_ranks, loads, parsed, send_matrix, step_balance, waits
 
 
 @dataclass(frozen=True)
 class MoeBalance:
-    """`matrix`: per (group, step, src, dst) bytes sent. `per_rank`: per (group, rank) its median load
+    """`matrix`: per (group, src, dst) bytes sent per step (mean over steps). `per_rank`: per (group, rank) its median load
     (received bytes per step), load share and sent bytes. `per_group`: per group of all-to-alls with splits:
     steps, calls per step, median imbalance, hottest ranks, waits. `unmeasured`: groups whose all-to-alls
     carry no split sizes. `sentence`: the finding in words."""
@@ -40,11 +40,11 @@ class MoeBalance:
         return {"moe_imbalance": float(worst)}  # type: ignore[arg-type]
 
 
-def _per_group(load: pl.DataFrame, steps: pl.DataFrame, waited: pl.DataFrame) -> pl.DataFrame:
+def _per_group(
+    load: pl.DataFrame, steps: pl.DataFrame, shares: pl.DataFrame, waited: pl.DataFrame
+) -> pl.DataFrame:
     hot = (
-        load.group_by("group", "rank")
-        .agg(pl.col("load_share").median(), pl.col("received_bytes").median())
-        .filter(pl.col("load_share") >= HOT_LOAD)
+        shares.filter(pl.col("hot"))
         .sort(["group", "load_share"], descending=[False, True])
         .group_by("group", maintain_order=True)
         .agg(pl.col("rank").alias("hottest_ranks"), pl.col("load_share").alias("hottest_shares"))
@@ -110,12 +110,10 @@ def moe_balance(rows: pl.DataFrame, crossrank: CrossRank | None) -> MoeBalance:
     with_splits = parsed(rows)
     unmeasured = tuple(sorted(set(rows["group"].to_list()) - set(with_splits["group"].to_list())))
     load = loads(with_splits)
-    steps = step_balance(load)
-    hot = (
-        load.group_by("group", "rank")
-        .agg(pl.col("load_share").median())
-        .filter(pl.col("load_share") >= HOT_LOAD)
-    )
+    per_call = call_loads(with_splits)
+    steps = step_balance(per_call)
+    shares = hot_ranks(per_call, steps)
+    hot = shares.filter(pl.col("hot"))
     waited = (
         waits(crossrank.calls, crossrank.instances, hot)
         if crossrank is not None and crossrank.calls.height
@@ -128,7 +126,7 @@ def moe_balance(rows: pl.DataFrame, crossrank: CrossRank | None) -> MoeBalance:
             }
         )
     )
-    per_group = _per_group(load, steps, waited) if load.height else pl.DataFrame()
+    per_group = _per_group(load, steps, shares, waited) if load.height else pl.DataFrame()
     per_rank = (
         load.group_by("group", "rank")
         .agg(pl.col("received_bytes").median(), pl.col("sent_bytes").median(), pl.col("load_share").median())

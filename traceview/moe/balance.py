@@ -6,8 +6,10 @@ Split sizes count rows of dim 0 (tokens) per member of the group, in the group's
 - the send matrix: bytes from each rank (its own `In split size`) to each member, summed over the step's
 calls;
 - each rank's load: the bytes it received (its own `Out split size`): the tokens its experts process;
-- `imbalance` = max over ranks / mean over ranks of the load (1.0: balanced), and the hottest ranks (a load at
-  least `HOT_LOAD` times the mean);
+- `imbalance` of one call (the k-th all-to-all of the step on every rank of the group) = max over ranks / mean
+  over ranks of the bytes received in it; of the step, the largest over its calls (a dispatch concentrates
+  tokens on a hot expert's rank, the combine that returns them does not); 1.0: balanced. The hottest ranks:
+  a step load at least `HOT_LOAD` times the group's mean in the step's most imbalanced call;
 - the wait it causes: per rank, its wait for peers at the group's all-to-alls ("Across ranks"), and the share
   of those instances where a hottest rank arrives last.
 
@@ -45,8 +47,8 @@ def parsed(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def send_matrix(rows: pl.DataFrame) -> pl.DataFrame:
-    """Per (group, step, src, dst): bytes sent, summed over the step's calls (dst: a global rank where the
-    group lists its members, else the member's place in the group)."""
+    """Per (group, src, dst): bytes sent per step (summed over a step's calls, the mean over steps; dst: a
+    global rank where the group lists its members, else the member's place in the group)."""
     exploded = (
         rows.with_columns(pl.int_ranges(0, pl.col("_send").list.len()).alias("_j"))
         .explode("_send", "_j")
@@ -63,9 +65,9 @@ def send_matrix(rows: pl.DataFrame) -> pl.DataFrame:
             dst.fill_null(pl.col("_j")).alias("dst"),
             (pl.col("_send") * pl.col("_row_in")).alias("bytes"),
         )
-        .group_by("group", "step", "src", "dst")
-        .agg(pl.col("bytes").sum())
-        .sort("group", "step", "src", "dst")
+        .group_by("group", "src", "dst")
+        .agg((pl.col("bytes").sum() / pl.col("step").n_unique()).alias("bytes"))
+        .sort("group", "src", "dst")
     )
 
 
@@ -85,17 +87,48 @@ def loads(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def step_balance(load: pl.DataFrame) -> pl.DataFrame:
-    """Per (group, step): imbalance (max / mean load), ranks, the hottest rank and its share."""
+def call_loads(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per (group, step, call ordinal, rank): bytes received in that call, and the rank's share of the call's
+    mean."""
+    ordinal = pl.col("start_us").rank("ordinal").over("group", "step", "rank").cast(pl.Int64) - 1
+    received = (pl.col("_recv").list.sum() * pl.col("_row_out")).alias("received_bytes")
+    calls = rows.select("group", "step", "rank", ordinal.alias("call"), received)
+    mean = pl.col("received_bytes").mean().over("group", "step", "call")
+    return calls.with_columns(pl.when(mean > 0).then(pl.col("received_bytes") / mean).alias("load_share"))
+
+
+def step_balance(per_call: pl.DataFrame) -> pl.DataFrame:
+    """Per (group, step): imbalance (the largest max / mean over its calls), ranks, the call it was found in,
+    the hottest rank there and the step's bytes received."""
+    calls = per_call.group_by("group", "step", "call").agg(
+        (pl.col("received_bytes").max() / pl.col("received_bytes").mean()).alias("imbalance"),
+        pl.len().alias("ranks"),
+        pl.col("rank").sort_by("received_bytes", descending=True).first().alias("hottest_rank"),
+        pl.col("received_bytes").sum(),
+    )
+    worst = calls.sort(["group", "step", "imbalance", "call"], descending=[False, False, True, False])
     return (
-        load.group_by("group", "step")
+        worst.group_by("group", "step", maintain_order=True)
         .agg(
-            (pl.col("received_bytes").max() / pl.col("received_bytes").mean()).alias("imbalance"),
-            pl.len().alias("ranks"),
-            pl.col("rank").sort_by("received_bytes", descending=True).first().alias("hottest_rank"),
-            pl.col("received_bytes").sum().alias("received_bytes"),
+            pl.col("imbalance").first(),
+            pl.col("ranks").max(),
+            pl.col("call").first().alias("worst_call"),
+            pl.col("hottest_rank").first(),
+            pl.col("received_bytes").sum(),
         )
         .sort("group", "step")
+    )
+
+
+def hot_ranks(per_call: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per (group, rank): its median load share in each step's most imbalanced call; hot at `HOT_LOAD`."""
+    worst = per_call.join(
+        steps.select("group", "step", pl.col("worst_call").alias("call")), on=["group", "step", "call"]
+    )
+    return (
+        worst.group_by("group", "rank")
+        .agg(pl.col("load_share").median())
+        .with_columns((pl.col("load_share") >= HOT_LOAD).alias("hot"))
     )
 
 

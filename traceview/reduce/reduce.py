@@ -225,7 +225,9 @@ def reduce_summaries(
         manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
-    facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
+    facts = facts_of(
+        Measured(budget, crossrank, collectives, prediction, nccl, header.timelines, dimensions, moe, links)
+    )
     return RunAnalysis(
         header=header,
         budget=budget,

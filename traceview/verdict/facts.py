@@ -17,6 +17,9 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES, Dimensions
+from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured
+from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
 
@@ -31,6 +34,9 @@ class Measured:
     prediction: Prediction | None = None
     nccl: NcclJoin | None = None
     timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
+    dimensions: Dimensions | None = None
+    moe: MoeBalance | None = None
+    links: LinksMeasured | None = None
 
 
 @dataclass(frozen=True)
@@ -189,12 +195,73 @@ def nccl_facts(measured: Measured) -> Found:
     return {"nccl_flags": float(len(nccl.verdict_flags))}, {"nccl_note": " ".join(nccl.verdict_flags)}
 
 
+def dimension_facts(measured: Measured) -> Found:
+    """The named dimension that exposes the most per step: its exposed time, waiting, T_comm, busbw and
+    confidence, how many dimensions are named; its name, link and advice; the first volume gap's cause."""
+    found = measured.dimensions
+    top = found.costliest if found is not None else None
+    if found is None or top is None:
+        return {}, {}
+    numbers = finite(
+        {
+            "dimensions_named": found.named.height,
+            "dimension_exposed_us": top["exposed_us"],
+            "dimension_comm_us": top["comm_us"],
+            "dimension_wait_us": top["wait_us"],
+            "dimension_confidence": top["confidence"],
+            "dimension_busbw_Bps": top["busbw_Bps"],
+        }
+    )
+    step = measured.budget.run_median.get("step_us")
+    if step:
+        numbers["dimension_exposed_share"] = numbers["dimension_exposed_us"] / step
+    dimension = str(top["dimension"])
+    words = {
+        "dimension": dimension,
+        "dimension_name": DIMENSION_NAMES.get(dimension, dimension),
+        "dimension_advice": DIMENSION_ADVICE.get(dimension, ""),
+        "dimension_link": str(top.get("link") or "an unknown link"),
+    }
+    gaps = found.volumes.filter(
+        ((found.volumes["ratio"] - 1).abs() > 0.1) | found.volumes["cause"].str.contains("latency-bound")
+    )
+    if gaps.height:
+        numbers["volume_gaps"] = float(gaps.height)
+        words["volume_cause"] = str(gaps.item(0, "cause"))
+    return numbers, words
+
+
+def moe_facts(measured: Measured) -> Found:
+    """The most imbalanced expert-parallel group: its imbalance, hottest rank, the wait at its all-to-alls."""
+    moe = measured.moe
+    if moe is None or not moe.measurable:
+        return {}, {}
+    top = moe.per_group.row(0, named=True)
+    numbers = finite({"moe_imbalance": top["imbalance"], "moe_wait_us": top.get("wait_us")})
+    hottest = top.get("hottest_ranks") or []
+    if hottest:
+        numbers["moe_hottest_rank"] = float(hottest[0])
+        numbers |= finite({"moe_hottest_share": (top.get("hottest_shares") or [None])[0]})
+    return numbers, {"moe_sentence": moe.sentence}
+
+
+def links_facts(measured: Measured) -> Found:
+    """Whether the prediction uses the links measured in the run (a note beside the verdict)."""
+    links = measured.links
+    if links is None or not links.used:
+        return {}, {}
+    return {}, {"links_note": MEASURED_NOTE}
+
+
 FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     budget_facts,
     crossrank_facts,
     prediction_facts,
     collectives_facts,
     nccl_facts,
+    dimension_facts,
+    moe_facts,
+    links_facts,
 )
 """One function per analysis; an analysis adds its own row (returning empty facts when it did not run)."""
 

@@ -10,7 +10,6 @@ collective-call columns only for the rows that carry such arguments. What one fi
 from __future__ import annotations
 
 import contextlib
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +31,7 @@ from traceview.parsers.kineto._io import (
 )
 from traceview.parsers.kineto._meta import local_device, rank_meta, step_candidates
 from traceview.parsers.kineto._schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
+from traceview.parsers.kineto._splits import ALLTOALL_BASE, alltoall_splits
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
 from traceview.parsers.kineto.limits import (
     DEFAULT_LIMITS,
@@ -273,7 +273,7 @@ def _frame(
         **_comm_columns(args),
     }
     if table is CPU_TABLE and ALLTOALL_BASE in data["name"]:
-        data.update(_alltoall_splits(data, args))
+        data.update(alltoall_splits(data, args))
     given = {name: values for name, values in data.items() if _has_value(values)}
     schema = {name: table.schema[name] for name in given}
     try:
@@ -305,36 +305,6 @@ def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Col
 
 GPU_TABLE = _Table(GPU_KINDS, GPU_SCHEMA, _gpu_columns)
 CPU_TABLE = _Table(CPU_KINDS, CPU_SCHEMA, _cpu_columns)
-
-
-ALLTOALL_BASE = "c10d::alltoall_base_"
-"""The op whose `Concrete Inputs` name its split sizes: (output, input, group, output_split_sizes,
-input_split_sizes, ...); where no `record_param_comms` says them (gloo), they are its `In/Out split size`."""
-_SPLIT_ARGS = {"in_split": 4, "out_split": 3}
-
-
-def _alltoall_splits(data: dict[str, Column], args: list[Args]) -> dict[str, Column]:
-    """`in_split`/`out_split` with the split sizes of every `ALLTOALL_BASE` row that has none from its comm
-    args, read from its `Concrete Inputs` (a row without them, or with a malformed list, keeps null)."""
-    names = data["name"]
-    found: dict[str, Column] = {}
-    for column, index in _SPLIT_ARGS.items():
-        values = list(data.get(column) or [None] * len(names))
-        for row, name in enumerate(names):
-            if name == ALLTOALL_BASE and values[row] is None:
-                values[row] = _concrete_list(args[row].concrete_inputs, index)
-        found[column] = values
-    return found
-
-
-def _concrete_list(raw: msgspec.Raw, index: int) -> str | None:
-    """The `index`-th concrete input when it is a list of integers (`"[1, 3]"`), else None."""
-    try:
-        inputs = msgspec.json.decode(raw, type=list[str]) if raw else []
-    except msgspec.DecodeError:
-        return None
-    text = inputs[index].strip() if index < len(inputs) else ""
-    return text if re.fullmatch(r"\[\s*(?:-?\d+\s*,\s*)*-?\d*\s*\]", text) and text != "[]" else None
 
 
 def _comm_columns(args: list[Args]) -> dict[str, Column]:

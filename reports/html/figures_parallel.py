@@ -126,13 +126,19 @@ def fit_figure(links: LinksMeasured) -> go.Figure:
         colour = OKABE_ITO[index % len(OKABE_ITO)]
         label = f"{collective} n={n} {protocol} ({link})"
         figure.add_scatter(
-            name=label, x=rows["x"].to_list(), y=(rows["y"] * 1e6).to_list(), mode="markers",
+            name=label,
+            x=rows["x"].to_list(),
+            y=(rows["y"] * 1e6).to_list(),
+            mode="markers",
             marker={"color": colour, "size": 6},
-        )  # fmt: skip
+        )
         fitted = links.classes.filter(
-            (pl.col("collective") == collective) & (pl.col("group_size") == n) & (pl.col("link") == link)
-            & (pl.col("protocol") == protocol) & pl.col("fitted")
-        )  # fmt: skip
+            (pl.col("collective") == collective)
+            & (pl.col("group_size") == n)
+            & (pl.col("link") == link)
+            & (pl.col("protocol") == protocol)
+            & pl.col("fitted")
+        )
         for row in fitted.iter_rows(named=True):
             xs = rows["x"].to_list()
             ys = [row["k"] * row["alpha_us"] + x / row["bandwidth_Bps"] * 1e6 for x in xs]

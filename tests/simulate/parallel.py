@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -46,18 +47,36 @@ class _Names:
         return ProcessGroupSpec(name, (desc or f"mesh_{dimension}") if self.named else "undefined", ranks)
 
 
-def mesh_3d(named: bool = True, small_buckets: bool = False, seed: int = 3) -> Planted:
+def _eight_ranks(specs: list[CollectiveSpec] | tuple[CollectiveSpec, ...], **settings: Any) -> Scenario:
+    """A scenario of 8 ranks on 2 hosts of 4, 3 steps, IB-like links across hosts (5 us, 25 GB/s): `settings`
+    add or replace any other field."""
+    base: dict[str, Any] = {
+        "ranks": 8,
+        "steps": 3,
+        "ranks_per_host": 4,
+        "bandwidth_Bps": 25e9,
+        "alpha_s": 5e-6,
+    }
+    return Scenario(collectives=tuple(specs), **(base | settings))
+
+
+def mesh_3d(
+    named: bool = True, small_buckets: bool = False, seed: int = 3, tp_link: tuple[float, float] | None = None
+) -> Planted:
     """8 ranks on 2 hosts of 4, the seeds' 3D layout (rank = dp * 4 + pp * 2 + tp): TP=2 inside a host (2
     all-reduces of A forward and 2 backward per layer and micro-batch), PP=2 (an activation forward and a
     gradient back per micro-batch), DP=2 across hosts (the gradient buckets). L = 4 layers (2 a stage), m = 2
-    micro-batches, A = 2 x 512 / 2 x 1024 = 524,288 elements (1 MiB in bf16), P = 2^24 (P_rep = P / 4)."""
+    micro-batches, A = 2 x 512 / 2 x 1024 = 524,288 elements (1 MiB in bf16), P = 2^24 (P_rep = P / 4).
+    `tp_link` (alpha_s, B): TP's own link (slow: its all-reduces outlast the compute they run beside)."""
     names = _Names(named)
     activation, params = 512 * 1024 * 2, 2**24
     specs: list[CollectiveSpec] = []
     for group in ((0, 1), (2, 3), (4, 5), (6, 7)):
         pg = names.group("tp", group)
-        specs += [CollectiveSpec("AllReduce", activation, pg, phase="forward") for _ in range(8)]
-        specs += [CollectiveSpec("AllReduce", activation, pg) for _ in range(8)]
+        specs += [
+            CollectiveSpec("AllReduce", activation, pg, phase="forward", link=tp_link) for _ in range(8)
+        ]
+        specs += [CollectiveSpec("AllReduce", activation, pg, link=tp_link) for _ in range(8)]
     for first, second in ((0, 2), (1, 3), (4, 6), (5, 7)):
         pg = names.group("pp", (first, second))
         specs += [CollectiveSpec("SendRecv", activation, pg, phase="forward") for _ in range(2)]
@@ -66,11 +85,14 @@ def mesh_3d(named: bool = True, small_buckets: bool = False, seed: int = 3) -> P
     for ranks in ((0, 4), (1, 5), (2, 6), (3, 7)):
         pg = names.group("dp", ranks)
         specs += [CollectiveSpec("AllReduce", bucket, pg) for _ in range(params // 4 * 2 // bucket)]
-    scenario = Scenario(
-        ranks=8, steps=3, collectives=tuple(specs), compute_us=40_000.0, ranks_per_host=4,
-        bandwidth_Bps=25e9, alpha_s=5e-6, intra_host_bandwidth_Bps=300e9, intra_host_alpha_s=2e-6,
-        forward_kernels=8, seed=seed,
-    )  # fmt: skip
+    scenario = _eight_ranks(
+        specs,
+        compute_us=40_000.0,
+        intra_host_bandwidth_Bps=300e9,
+        intra_host_alpha_s=2e-6,
+        forward_kernels=8,
+        seed=seed,
+    )
     model = ManifestModel(
         params=float(params), local_batch=2.0, hidden=1024.0, seq_len=512.0, layers=4.0, micro_batches=2.0
     )
@@ -91,10 +113,7 @@ def fsdp(reshard: bool, named: bool = True) -> Planted:
         specs += [CollectiveSpec("AllGather", unit_bytes * (u + 1) // 2, pg) for u in reversed(range(units))]
     specs += [CollectiveSpec("ReduceScatter", unit_bytes * (u + 1) // 2, pg) for u in reversed(range(units))]
     total = sum(unit_bytes * (u + 1) // 2 for u in range(units)) // 2
-    scenario = Scenario(
-        ranks=8, steps=3, collectives=tuple(specs), compute_us=30_000.0, ranks_per_host=4, bandwidth_Bps=25e9,
-        alpha_s=5e-6, forward_kernels=4, seed=5,
-    )  # fmt: skip
+    scenario = _eight_ranks(specs, compute_us=30_000.0, forward_kernels=4, seed=5)
     return Planted(scenario, ManifestModel(params=float(total)), names.truth)
 
 
@@ -106,10 +125,9 @@ def ddp(bucket_bytes: int, named: bool = True, gradient_bytes: int = 2**26) -> P
     specs = tuple(
         CollectiveSpec("AllReduce", bucket_bytes, pg) for _ in range(gradient_bytes // bucket_bytes)
     )
-    scenario = Scenario(
-        ranks=8, steps=3, collectives=specs, compute_us=50_000.0, ranks_per_host=4, bandwidth_Bps=25e9,
-        alpha_s=10e-6, forward_kernels=4, backward_kernels_per_chunk=1, seed=7,
-    )  # fmt: skip
+    scenario = _eight_ranks(
+        specs, compute_us=50_000.0, alpha_s=10e-6, forward_kernels=4, backward_kernels_per_chunk=1, seed=7
+    )
     return Planted(scenario, ManifestModel(params=float(gradient_bytes // 2)), names.truth)
 
 
@@ -141,11 +159,15 @@ def moe(hot: bool, named: bool = True) -> Planted:
         pg = names.group("dp", (local, local + 4))
         specs += [CollectiveSpec("AllReduce", 2**22, pg)]
     compute = tuple(26_000.0 if hot and rank % 4 == 2 else 20_000.0 for rank in range(8))
-    scenario = Scenario(
-        ranks=8, steps=3, collectives=tuple(specs), compute_us=20_000.0, compute_us_by_rank=compute,
-        ranks_per_host=4, bandwidth_Bps=25e9, alpha_s=5e-6, intra_host_bandwidth_Bps=200e9,
-        intra_host_alpha_s=2e-6, forward_kernels=4, seed=11,
-    )  # fmt: skip
+    scenario = _eight_ranks(
+        specs,
+        compute_us=20_000.0,
+        compute_us_by_rank=compute,
+        intra_host_bandwidth_Bps=200e9,
+        intra_host_alpha_s=2e-6,
+        forward_kernels=4,
+        seed=11,
+    )
     model = ManifestModel(
         local_batch=512.0, hidden=1024.0, layers=2.0, micro_batches=1.0, top_k=1.0, moe_layers=2.0
     )
@@ -167,15 +189,25 @@ def alpha_beta(jitter: float = 0.05, straggler: bool = True) -> Planted:
     pg = names.group("dp", tuple(range(8)))
     sizes = [2**14 * 2**i for i in range(12)]
     specs = tuple(
-        CollectiveSpec("AllReduce", size, pg, protocol="LL" if size < 2**20 else "SIMPLE",
-                       link=LL_LINK if size < 2**20 else SIMPLE_LINK)
+        CollectiveSpec(
+            "AllReduce",
+            size,
+            pg,
+            protocol="LL" if size < 2**20 else "SIMPLE",
+            link=LL_LINK if size < 2**20 else SIMPLE_LINK,
+        )
         for size in sizes
-    )  # fmt: skip
-    scenario = Scenario(
-        ranks=8, steps=4, collectives=specs, compute_us=20_000.0, ranks_per_host=4, bandwidth_Bps=25e9,
-        alpha_s=5e-6, transfer_jitter=jitter, forward_kernels=2, backward_kernels_per_chunk=1, seed=13,
+    )
+    scenario = _eight_ranks(
+        specs,
+        steps=4,
+        compute_us=20_000.0,
+        transfer_jitter=jitter,
+        forward_kernels=2,
+        backward_kernels_per_chunk=1,
+        seed=13,
         straggler=StragglerSpec(5, "launch", 0.0, 400.0) if straggler else None,
-    )  # fmt: skip
+    )
     return Planted(scenario, ManifestModel(), names.truth)
 
 

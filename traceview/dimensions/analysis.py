@@ -25,6 +25,7 @@ from traceview.dimensions.cost import (
 )
 from traceview.dimensions.evidence import EVIDENCE_SCHEMA, name_rows, rule_evidence, stated_rows
 from traceview.dimensions.features import calls_in_steps, group_calls, with_structure
+from traceview.dimensions.gloo_groups import with_gloo_groups
 from traceview.dimensions.inputs import volume_inputs
 from traceview.dimensions.names import name_column
 from traceview.dimensions.volume import VolumeInputs, volume_table
@@ -141,6 +142,7 @@ def classify_groups(
 
 def analyze_dimensions(
     kernels: pl.DataFrame,
+    config: pl.DataFrame,
     windows: pl.DataFrame,
     group_parts: tuple[pl.DataFrame, pl.DataFrame],
     crossrank: CrossRank | None,
@@ -149,12 +151,13 @@ def analyze_dimensions(
     settings: tuple[Layout, ModelShape, int],
     micro_batches: float | None = None,
 ) -> Dimensions:
-    """The dimensions analysis (module docstring); `group_parts` = the map's time and phases per group
+    """The dimensions analysis (module docstring); `config` = every rank's `pg_config`
+    (`traceview.collectives.calls.config_groups`), `group_parts` = the map's time and phases per group
     (`traceview.dimensions.group_time`), `settings` = (stated layout, stated shape, virtual stages),
     `micro_batches` the pipeline's M measured by the bubbles analysis (median), if any."""
     layout, shape, virtual_stages = settings
     group_time, phases = group_parts
-    calls = calls_in_steps(kernels, windows)
+    calls = with_gloo_groups(calls_in_steps(kernels, windows), config)
     ranks_per_node = prediction.inputs.ranks_per_node if prediction else 8
     groups, evidence, note = classify_groups(calls, phases, ranks_per_node, world, layout)
     labels = groups.select("group", "dimension")

@@ -33,7 +33,7 @@ def _params(prediction: Prediction | None) -> Input:
         return Input("P", value, source)
     give = "--params or run.json model.params"
     if value is not None:
-        give += " (the trace's P is the gradient all-reduce's own size: no independent check)"
+        give += " (the P the trace suggests is a gradient all-reduce's own size: no independent check)"
     return Input("P", None, source, give)
 
 

@@ -146,7 +146,7 @@ def on_host_timeline(trace: RankTrace) -> RankTrace:
     if comm.height + compute.height == 0:
         return trace
     comm_rows = _device_rows(comm, COMM_STREAM, CORRELATION_BASE).with_columns(
-        pool_streams(comm, COMM_STREAM)  # a gloo op's stream is its worker pool's (gloo_pools)
+        pool_streams(comm, ops, COMM_STREAM)  # a gloo op's stream is its worker pool's (gloo_pools)
     )
     compute_rows = _device_rows(compute, COMPUTE_STREAM, CORRELATION_BASE + comm.height)
     launches = [_launch_rows(comm_rows, comm), _launch_rows(compute_rows, compute)]

@@ -60,6 +60,7 @@ def samples(kernels: pl.DataFrame, crossrank: CrossRank, priced: pl.DataFrame) -
     n = pl.col("group_size")
     return joined.with_columns(
         pl.col("protocol").fill_null("unknown"),
+        pl.col("link").fill_null("unknown"),
         pl.when(pl.col("spans_nodes")).then(pl.lit("inter")).otherwise(pl.lit("intra")).alias("scope"),
         latency_steps_expr(pl.col("collective"), n).alias("k"),
         (bus_factor_expr(pl.col("collective"), n) * pl.col("size_bytes").cast(pl.Float64)).alias("x"),
@@ -122,7 +123,7 @@ def scope_table(found: pl.DataFrame) -> pl.DataFrame:
     """Per link scope: the pooled fit (alpha_us, bandwidth_Bps), the links it covers, and whether it can feed
     the prediction (enough calls, sizes spread, B above 0)."""
     pooled = pooled_fits(found, ["scope"])
-    links = found.group_by("scope").agg(pl.col("link").unique().sort().alias("links"))
+    links = found.group_by("scope").agg(pl.col("link").drop_nulls().unique().sort().alias("links"))
     usable = (pl.col("calls") >= MIN_CALLS) & (pl.col("size_spread") >= MIN_SPREAD) & (pl.col("beta") > 0)
     return (
         pooled.join(links, on="scope")

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from traceview.across_ranks.matching import group_expr
+from traceview.core.vocab import dtype_size_expr
 
 ALLTOALL_CALL = r"^c10d::alltoall_base_$"
 SPLIT_SCHEMA: Mapping[str, pl.DataType] = {
@@ -30,16 +31,26 @@ SPLIT_SCHEMA: Mapping[str, pl.DataType] = {
 }
 
 
+def _tensor_bytes(index: int) -> pl.Expr:
+    """The bytes of argument `index` of an op's `Input Dims` and `Input type` (null when not a tensor)."""
+    dims = pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).list.get(index, null_on_oob=True)
+    kind = pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).list.get(index, null_on_oob=True)
+    return dims.list.eval(pl.element().product()).list.first() * dtype_size_expr(kind)
+
+
 def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """`rows` with the splits of the rank's `c10d::alltoall_base_` ops, in order, where the rows have none and
-    the counts agree."""
-    ops = cpu.filter(pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()).sort(
-        "start_us"
-    )
+    the counts agree; their bytes from the op's tensors (output, input), which it names unambiguously."""
+    named = pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()
+    ops = cpu.filter(named).sort("start_us")
     if rows.height == 0 or rows.get_column("in_split").is_not_null().any() or ops.height != rows.height:
         return rows
+    sizes = ops.select(_tensor_bytes(1).alias("in_bytes"), _tensor_bytes(0).alias("out_bytes"))
     return rows.sort("start_us").with_columns(
-        ops.get_column("in_split").alias("in_split"), ops.get_column("out_split").alias("out_split")
+        ops.get_column("in_split").alias("in_split"),
+        ops.get_column("out_split").alias("out_split"),
+        pl.coalesce(sizes.get_column("in_bytes"), pl.col("in_bytes")).alias("in_bytes"),
+        pl.coalesce(sizes.get_column("out_bytes"), pl.col("out_bytes")).alias("out_bytes"),
     )
 
 

@@ -19,6 +19,7 @@ from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
+from traceview.collectives.calls import config_groups
 from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
 from traceview.core.errors import ParseWarning
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
@@ -170,7 +171,8 @@ def _dimensions(
     worlds = [trace.meta.world_size for trace in run if trace.meta.world_size]
     micro = bubbles.pipeline.get_column("micro_batches").drop_nulls() if bubbles.pipeline.height else None
     return analyze_dimensions(
-        collectives.kernels, frames.windows, (frames.group_time, frames.group_phase), crossrank, prediction,
+        collectives.kernels,
+        config_groups(run), frames.windows, (frames.group_time, frames.group_phase), crossrank, prediction,
         max(worlds) if worlds else None, (options.layout, options.shape, options.virtual_stages),
         float(micro.median()) if micro is not None and micro.len() else None,  # type: ignore[arg-type]
     )  # fmt: skip
@@ -182,10 +184,17 @@ def _measured_prediction(
     rerun: Callable[[RunOptions], Prediction],
     options: RunOptions,
 ) -> tuple[Prediction, LinksMeasured]:
-    """With `--links measured` and links fitted: the prediction again on them (its sentence says so)."""
+    """With `--links measured` and links fitted: the prediction again on them, in place of the links of the
+    scopes they cover, stated ones included (its sentence says so)."""
     if options.links != "measured" or not links.overrides:
         return prediction, links
     model = replace(options.model, link_overrides=(*options.model.link_overrides, *links.overrides))
+    for scope in {o.scope for o in links.overrides}:  # the measured link replaces a stated one
+        model = (
+            replace(model, bandwidth_Bps=None, alpha_s=None)
+            if scope == "intra"
+            else replace(model, inter_bandwidth_Bps=None, inter_alpha_s=None)
+        )
     again = rerun(replace(options, model=model))
     return replace(again, sentence=f"{MEASURED_NOTE} {again.sentence}"), replace(links, used=True)
 

@@ -228,6 +228,7 @@ def dimension_facts(measured: Measured) -> Found:
     if gaps.height:
         numbers["volume_gaps"] = float(gaps.height)
         words["volume_cause"] = str(gaps.item(0, "cause"))
+        words["volume_of"] = f"{gaps.item(0, 'dimension')} {gaps.item(0, 'collectives')}"
     return numbers, words
 
 

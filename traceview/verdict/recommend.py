@@ -178,7 +178,8 @@ def _dimension_sentence(f: Facts) -> str:
 
 
 def _volume_sentence(f: Facts) -> str:
-    return f"A dimension moves other than its formula says: {f.word('volume_cause')}."
+    of = f" ({f.word('volume_of')})" if "volume_of" in f else ""
+    return f"Expected against measured volume{of}: {f.word('volume_cause')}."
 
 
 def _moe_sentence(f: Facts) -> str:

@@ -101,6 +101,26 @@ def test_the_pipeline_is_found_from_its_sends_and_receives(jobs: Path) -> None:
         assert (rows[dimension]["calls"], rows[dimension]["bytes"]) == (calls, size)
 
 
+def test_the_pipeline_volume_needs_its_micro_batches_and_then_matches_the_job(jobs: Path) -> None:
+    unstated = analysed(jobs, "pp").dimensions
+    assert unstated is not None
+    row = unstated.volumes.filter(pl.col("dimension") == "pp").row(0, named=True)
+    assert row["ratio"] is None
+    assert "micro_batches" in row["missing"]
+    stated = analyze(jobs / "pp" / "run" / "run.json", workers=1, shape="micro_batches=2").raw.dimensions
+    assert stated is not None
+    assert stated.inputs is not None
+    # gloo puts both pipelines ([0, 1] and [2, 3]) on one stream: every rank still has its own stage
+    assert sorted(stated.inputs.stages.get_column("rank").to_list()) == sorted(facts(jobs, "pp"))
+    row = stated.volumes.filter(pl.col("dimension") == "pp").row(0, named=True)
+    # each stage has one boundary: an activation of (BATCH / 2) x HIDDEN float32 forward and its gradient
+    # back, per micro-batch: 2 x 1 x 2 x (4 x 32) x 4 bytes; the job's own bytes per stage
+    assert row["expected_bus_bytes"] == 2 * 1 * 2 * (8 // 2 * 32) * 4
+    issued = [per_step(facts(jobs, "pp"), rank)["pp"][1] for rank in (0, 1)]
+    assert row["measured_bus_bytes"] == statistics.median(issued)
+    assert row["ratio"] == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("mode", ["dp_tp", "a2a"])
 def test_calls_and_bytes_per_dimension_are_the_jobs(jobs: Path, mode: str) -> None:
     analysis = analysed(jobs, mode)

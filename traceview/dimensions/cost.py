@@ -131,5 +131,7 @@ def dimension_links(calls: pl.DataFrame, priced: pl.DataFrame, labels: pl.DataFr
         pl.col("link").drop_nulls().unique().sort().alias("links"),
         pl.col("bandwidth_Bps").median().alias("link_Bps"),
         (pl.col("spans_nodes").cast(pl.Float64).mean() > 0.5).alias("spans_nodes"),
-        (pl.col("t_lat_us").sum() / pl.col("t_pred_us").sum()).alias("latency_share"),
+        pl.when(pl.col("t_pred_us").sum() > 0)
+        .then(pl.col("t_lat_us").sum() / pl.col("t_pred_us").sum())
+        .alias("latency_share"),
     )

@@ -2,8 +2,8 @@
 volumes): P from the command line or `run.json` (a P the trace suggests comes from the gradient all-reduce
 itself, so it checks nothing), the model's shape (`--shape`, `run.json` `model.hidden`, ...), the activation
 per micro-batch (stated: h x tokens per micro-batch; else the TP, then the PP calls' own size), the
-micro-batches (stated, else the pipeline's M, else 1) and each named dimension's group size and pipeline
-stage.
+micro-batches (stated, else the pipeline's M, else 1 without a pipeline: with one, unknown unless
+A is stated) and each named dimension's group size and pipeline stage.
 """
 
 from __future__ import annotations
@@ -78,21 +78,32 @@ def _micro_batches(shape: ModelShape, measured: float | None, pipelined: bool) -
         return Input("m (micro-batches)", shape.micro_batches, shape.source_of("micro_batches") or "")
     if pipelined and measured is not None:
         return Input("m (micro-batches)", measured, "trace (the pipeline's M)")
+    if pipelined:  # a pipeline runs several micro-batches: 1 would be a guess
+        return Input("m (micro-batches)", None, "default", "--shape micro_batches=M")
     return Input("m (micro-batches)", 1.0, "default", "--shape micro_batches=M")
 
 
-def stages_of(groups: pl.DataFrame) -> pl.DataFrame:
-    """Per rank of a pipeline group with listed ranks: its `stage` (order in the group) and `stages`."""
-    pipes = groups.filter((pl.col("dimension") == "pp") & pl.col("listed"))
-    if pipes.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "stage": pl.Float64, "stages": pl.Float64})
+def stages_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per rank with pipeline calls: its `stage` (its place in its own pipeline group's ranks, the commonest
+    list on its calls) and `stages` (that group's size). Per rank, not per group: a group read from a stream
+    (gloo) holds every pipeline of the job, each rank's calls name its own."""
+    schema = {"rank": pl.Int64, "stage": pl.Float64, "stages": pl.Float64}
+    mine = calls.filter((pl.col("dimension") == "pp") & pl.col("pg_ranks").is_not_null())
+    if mine.height == 0:
+        return pl.DataFrame(schema=schema)
+    members = pl.col("_text").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64))
     return (
-        pipes.select(
-            pl.col("ranks").alias("rank"), pl.col("ranks").list.len().cast(pl.Float64).alias("stages")
+        mine.group_by("rank")
+        .agg(pl.col("pg_ranks").mode().min().alias("_text"))
+        .with_columns(members.alias("_member"))
+        .filter(pl.col("_member").list.len() >= 2)
+        .with_columns(
+            pl.int_ranges(0, pl.col("_member").list.len()).alias("_place"),
+            pl.col("_member").list.len().cast(pl.Float64).alias("stages"),
         )
-        .with_columns(pl.int_ranges(0, pl.col("rank").list.len()).cast(pl.List(pl.Float64)).alias("stage"))
-        .explode("rank", "stage")
-        .unique("rank", keep="first")
+        .explode("_member", "_place")
+        .filter(pl.col("_member") == pl.col("rank"))
+        .select("rank", pl.col("_place").cast(pl.Float64).alias("stage"), "stages")
     )
 
 
@@ -112,9 +123,12 @@ def volume_inputs(
     }
     virtual_stages, measured = pipeline
     micro = _micro_batches(shape, measured, "pp" in sizes)
+    activation = _activation(shape, prediction, float(micro.value or 1.0), calls)
+    if micro.value is None and not activation.source.startswith("trace"):  # m x A = the stated tokens x h
+        micro = Input("m (micro-batches)", 1.0, "default (m cancels: A is the stated shape's)")
     return VolumeInputs(
         params=_params(prediction),
-        activation=_activation(shape, prediction, float(micro.value or 1.0), calls),
+        activation=activation,
         layers=_shaped(shape, "layers", "L (layers)", "--shape layers=L or run.json model.layers"),
         micro_batches=micro,
         top_k=_shaped(
@@ -123,5 +137,5 @@ def volume_inputs(
         moe_layers=_shaped(shape, "moe_layers", "MoE layers", "--shape moe_layers=N (default: every layer)"),
         virtual_stages=virtual_stages,
         sizes=sizes,
-        stages=stages_of(groups),
+        stages=stages_of(calls),
     )

@@ -18,6 +18,7 @@ from tests.shared_data import REAL_KINETO, requires_shared
 from tests.simulate.parallel import mesh_3d, write_planted
 from traceview.api import analyze
 from traceview.core.errors import UsageError
+from traceview.dimensions.gloo_groups import with_gloo_groups
 from traceview.dimensions.names import name_evidence
 from traceview.events.gloo_pools import pool_ordinals
 from traceview.options.parallel import layout_groups, parse_layout, parse_shape
@@ -146,6 +147,41 @@ def test_gloo_worker_pools() -> None:
     )
     pools = dict(pool_ordinals(ops.filter(pl.col("name").str.starts_with("gloo:")), ops).iter_rows())
     assert pools == {"10": 0, "15": 0, "20": 1, "23": 1}
+
+
+def _p2p(rank: int, collective: str, end_us: float) -> dict[str, object]:
+    return {"rank": rank, "group": "stream 0", "pg_key": "unknown", "collective": collective} | {
+        "size_bytes": 512,
+        "end_us": end_us,
+        "stream": 0,
+        "pg_desc": None,
+        "pg_ranks": None,
+        "group_size": None,
+    }
+
+
+def test_gloo_sends_of_two_lockstep_pipelines_find_their_own_group() -> None:
+    # pipelines [0, 1] and [2, 3] on one gloo stream, in lockstep: rank 0 sends to 1 and rank 2 to 3 at
+    # about 100 and 200 us; rank 2's first send ends nearest rank 1's receive, its second nearest rank 3's:
+    # a tie its lowest peer (1) would win, putting rank 2 in the default group, but rank 1's own group
+    # ([0, 1], from its commonest peer 0) leaves rank 2 out, and rank 3's holds it
+    sends = [_p2p(0, "Send", 100.0), _p2p(0, "Send", 200.0), _p2p(2, "Send", 101.0), _p2p(2, "Send", 203.5)]
+    recvs = [_p2p(1, "Recv", 100.8), _p2p(1, "Recv", 200.8), _p2p(3, "Recv", 103.0), _p2p(3, "Recv", 204.0)]
+    config = pl.DataFrame(
+        [
+            (rank, name, desc, ranks, size, order)
+            for rank in range(4)
+            for name, desc, ranks, size, order in (
+                ("0", "default_pg", "[0, 1, 2, 3]", 4, 0),
+                ("3" if rank < 2 else "4", "mesh_pp", "[0, 1]" if rank < 2 else "[2, 3]", 2, 1),
+            )
+        ],
+        schema=["rank", "cfg_name", "cfg_desc", "cfg_ranks", "cfg_size", "cfg_order"],
+        orient="row",
+    )
+    filled = with_gloo_groups(pl.DataFrame(sends + recvs), config)
+    found = dict(filled.select("rank", "pg_ranks").unique().iter_rows())
+    assert found == {0: "[0, 1]", 1: "[0, 1]", 2: "[2, 3]", 3: "[2, 3]"}
 
 
 @requires_shared

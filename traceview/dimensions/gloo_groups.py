@@ -6,8 +6,9 @@ whose pools are fewer than its groups less the default leaves its pools ambiguou
 an unknown group (`pg_key` unknown, the group being the stream):
 
 1. a Send and the Recv of the same size on another rank that ends nearest to it are one transfer: the rank's
-   partner there is its commonest such peer, and the group is the rank's smallest `pg_config` group holding
-   both (unique, else unresolved);
+   partner there is its commonest such peer, checked against the peers' own groups found so (a peer whose
+   group is not the default and leaves the rank out is dropped, one whose group holds it preferred), and the
+   group is the rank's smallest `pg_config` group holding both (unique, else unresolved);
 2. a rank's worker pools still unknown take, in creation order, its groups less the default and less those
    step 1 found, when the counts agree.
 
@@ -25,14 +26,15 @@ P2P = ("Send", "Recv", "SendRecv")
 DEFAULT_DESCS = ("default_pg",)
 
 
-def _partners(calls: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, group): the commonest rank whose Recv of the same size ends nearest each of its Sends."""
+def _pairs(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, group, peer): how many of the rank's Sends end nearest a Recv of the same size on the peer,
+    or the peer's Sends nearest the rank's Recvs (`pairs`)."""
     sends = calls.filter(pl.col("collective") == "Send").select("rank", "group", "size_bytes", "end_us")
     recvs = calls.filter(pl.col("collective") == "Recv").select(
         pl.col("rank").alias("peer"), "group", "size_bytes", pl.col("end_us").alias("_end")
     )
     if sends.height == 0 or recvs.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "group": pl.Utf8, "peer": pl.Int64})
+        return pl.DataFrame(schema={"rank": pl.Int64, "group": pl.Utf8, "peer": pl.Int64, "pairs": pl.UInt32})
     paired = (
         sends.sort("end_us")
         .join_asof(
@@ -51,7 +53,35 @@ def _partners(calls: pl.DataFrame) -> pl.DataFrame:
             paired.select(pl.col("peer").alias("rank"), "group", pl.col("rank").alias("peer")),
         ]
     )
-    return both.group_by("rank", "group").agg(pl.col("peer").mode().min())
+    return both.group_by("rank", "group", "peer").len("pairs")
+
+
+def _commonest(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, group): the peer of the most pairs, those `confirmed` first when marked (ties: the lowest
+    rank)."""
+    keys = ["confirmed", "pairs", "peer"] if "confirmed" in pairs.columns else ["pairs", "peer"]
+    ordered = pairs.sort(keys, descending=[True] * (len(keys) - 1) + [False])
+    return ordered.group_by("rank", "group", maintain_order=True).agg(pl.col("peer").first())
+
+
+def _agreeing(pairs: pl.DataFrame, first: pl.DataFrame) -> pl.DataFrame:
+    """`pairs` checked against each peer's own group found from its commonest peer (`first`): a peer whose
+    group is not the default one and leaves the rank out is dropped, one whose group holds the rank is
+    `confirmed` (two pipelines in lockstep pair ranks of different pipelines now and then)."""
+    theirs = first.select(
+        pl.col("rank").alias("peer"),
+        "group",
+        pl.col("cfg_ranks").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64)).alias("_theirs"),
+        pl.col("cfg_desc").is_in(DEFAULT_DESCS).alias("_default"),
+    )
+    joined = pairs.join(theirs, on=["peer", "group"], how="left")
+    holds = pl.col("_theirs").list.contains(pl.col("rank")).fill_null(False)
+    settled = pl.col("_theirs").is_not_null() & ~pl.col("_default").fill_null(False)
+    return (
+        joined.filter(~settled | holds)
+        .with_columns((settled & holds).alias("confirmed"))
+        .drop("_theirs", "_default")
+    )
 
 
 def _containing(partners: pl.DataFrame, config: pl.DataFrame) -> pl.DataFrame:
@@ -100,7 +130,9 @@ def with_gloo_groups(calls: pl.DataFrame, config: pl.DataFrame) -> pl.DataFrame:
     unknown = calls.filter(pl.col("pg_key") == "unknown")
     if unknown.height == 0 or config.height == 0:
         return calls
-    by_pair = _containing(_partners(unknown.filter(pl.col("collective").is_in(list(P2P)))), config)
+    pairs = _pairs(unknown.filter(pl.col("collective").is_in(list(P2P))))
+    first = _containing(_commonest(pairs), config)
+    by_pair = _containing(_commonest(_agreeing(pairs, first)), config)
     found = pl.concat([by_pair, _pools(unknown, config, by_pair)])
     filled = calls.join(found, on=["rank", "group"], how="left")
     known = pl.col("pg_key") != "unknown"

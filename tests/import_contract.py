@@ -36,6 +36,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "traceview.kernels",
     ),
     ("traceview.distributions", "traceview.prediction"),
+    ("traceview.dimensions", "traceview.moe", "traceview.links_measured"),
+    ("traceview.roofline",),
     ("traceview.verdict",),
     ("traceview.map",),
     ("traceview.reduce",),

@@ -352,6 +352,7 @@ NOT_SUSPECTED = (
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",
     "gatherTopK",
     "cub::DeviceReduceKernel",
+    "fsdp::all_gather_copy_in",  # FSDP2's host op copying parameters into the gather buffer (host timeline)
 )
 """Compute kernels with words close to the suspects (the DeepEP layout kernel only counts, locally)."""
 

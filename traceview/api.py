@@ -91,6 +91,17 @@ class Analysis:
         return _frame(self.raw.kernels.parts.class_steps if self.raw.kernels else None)
 
     @property
+    def dimensions(self) -> pl.DataFrame:
+        """One row per parallelism dimension (and `unknown`): its groups, confidence, link and its cost per step
+        (calls, bytes, T_comm, exposed, waiting, transfer, busbw: medians over its ranks and steps)."""
+        return _frame(self.raw.dimensions.per_dimension if self.raw.dimensions else None)
+
+    @property
+    def process_groups(self) -> pl.DataFrame:
+        """One row per process group: its dimension, confidence, best guess and the evidence seen."""
+        return _frame(self.raw.dimensions.groups if self.raw.dimensions else None)
+
+    @property
     def bubbles(self) -> pl.DataFrame:
         """One row per idle gap of the device inside a step, with its cause."""
         return _frame(self.raw.bubbles.gaps if self.raw.bubbles else None)
@@ -145,6 +156,9 @@ def analyze(
     nic: str | None = None,
     gpus_per_node: int | None = None,
     dtype: str | None = None,
+    dims: str | None = None,
+    shape: str | None = None,
+    links: str = "table",
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
     run every cross-rank analysis; return the results.
@@ -153,7 +167,10 @@ def analyze(
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
     `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); the alpha-beta model's
     inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
-    `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`. Raises a `TraceviewError` subclass for
+    `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds),
+    `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`
+    ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run).
+    Raises a `TraceviewError` subclass for
     bad input or options, naming the option.
     """
     from traceview.options.run import build_options

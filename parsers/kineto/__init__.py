@@ -31,6 +31,7 @@ from traceview.parsers.kineto._io import (
 )
 from traceview.parsers.kineto._meta import local_device, rank_meta, step_candidates
 from traceview.parsers.kineto._schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
+from traceview.parsers.kineto._splits import ALLTOALL_BASE, alltoall_splits
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
 from traceview.parsers.kineto.limits import (
     DEFAULT_LIMITS,
@@ -273,6 +274,8 @@ def _frame(
         **table.columns(events, args),
         **_comm_columns(args),
     }
+    if table is CPU_TABLE and ALLTOALL_BASE in data["name"]:
+        data.update(alltoall_splits(data, args))
     given = {name: values for name, values in data.items() if _has_value(values)}
     schema = {name: table.schema[name] for name in given}
     try:

@@ -16,6 +16,9 @@ RULE_FIGURES: Mapping[str, tuple[str, ...]] = {
     "communication-bound": ("fig-gamma",),
     "slow-rank-compute": ("fig-budget",),
     "straggler": ("fig-lateness", "fig-wait"),
+    "dimension-cost": ("fig-dimensions",),
+    "dimension-volume": ("fig-dimensions",),
+    "moe-imbalance": ("fig-moe-matrix",),
 }
 """Per rule, the figures that show its cited facts, the first one drawn wins."""
 RULE_RANK_FACTS: Mapping[str, str] = {"slow-rank-compute": "slow_rank", "straggler": "straggler_rank"}

@@ -18,6 +18,7 @@ from traceview.reports.html import (
     figures_crossrank,
     figures_kernels,
     figures_nccl,
+    figures_parallel,
     figures_prediction,
 )
 
@@ -82,6 +83,34 @@ SECTIONS: tuple[Section, ...] = (
         "section_kernels.html.j2",
         figures_kernels.kernel_figures,
         lambda a: a.kernels is not None and a.kernels.per_rank.height > 0,
+    ),
+    Section(
+        "dimensions",
+        "Parallelism dimensions",
+        "section_dimensions.html.j2",
+        figures_parallel.dimension_figures,
+        lambda a: a.dimensions is not None and a.dimensions.groups.height > 0,
+    ),
+    Section(
+        "moe",
+        "MoE balance",
+        "section_moe.html.j2",
+        figures_parallel.moe_figures,
+        lambda a: a.moe is not None and (a.moe.measurable or bool(a.moe.unmeasured)),
+    ),
+    Section(
+        "roofline",
+        "Communication roofline",
+        "section_roofline.html.j2",
+        figures_parallel.roofline_figures,
+        lambda a: a.roofline is not None and a.roofline.missing is None,
+    ),
+    Section(
+        "links-measured",
+        "Links measured",
+        "section_links_measured.html.j2",
+        figures_parallel.fit_figures,
+        lambda a: a.links_measured is not None and a.links_measured.classes.height > 0,
     ),
     Section(
         "nccl",

@@ -27,7 +27,7 @@ from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
@@ -252,6 +252,90 @@ def _kernels(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
     return None if analysis.kernels is None else kernels_document(analysis.kernels, full=full)
 
 
+def _dimensions(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `dimensions` object: each group's dimension and evidence, the cost per dimension and step, the
+    volumes against the seeds' formulas (docs/json-schema.md, `dimensions`)."""
+    found = analysis.dimensions
+    if found is None:
+        return None
+    inputs = found.inputs
+    listed = (
+        [
+            inputs.params,
+            inputs.activation,
+            inputs.layers,
+            inputs.micro_batches,
+            inputs.top_k,
+            inputs.moe_layers,
+        ]
+        if inputs
+        else []
+    )
+    groups = found.groups.select(
+        "group", "desc", "pg_name", "n", "ranks", "dimension", "confidence", "best", "runner_up", "evidence",
+        "calls", "calls_per_step", "ar_share", "agrs_share", "a2a_share", "p2p_share", "size_spread",
+        "median_bytes", "early_share", "contiguous", "stride", "nodes", "world",
+    )  # fmt: skip
+    return {
+        "threshold": found.threshold,
+        "layout": found.layout,
+        "layout_note": found.layout_note,
+        "costliest": found.costliest["dimension"] if found.costliest else None,
+        "groups": records(groups),
+        "evidence": records(found.evidence),
+        "per_dimension": records(found.per_dimension),
+        "per_step": records(found.per_step),
+        "volumes": records(found.volumes),
+        "inputs": [{k: clean(v) for k, v in asdict(i).items()} for i in listed],
+    }
+
+
+def _moe(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `moe` object: the all-to-alls' balance (docs/json-schema.md, `moe`)."""
+    found = analysis.moe
+    if found is None:
+        return None
+    return {
+        "sentence": found.sentence,
+        "measurable": found.measurable,
+        "unmeasured_groups": list(found.unmeasured),
+        "per_group": records(found.per_group),
+        "per_step": records(found.per_step),
+        "per_rank": records(found.per_rank),
+        "matrix": records(found.matrix),
+    }
+
+
+def _roofline(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `roofline` object: CCR per dimension against each link level's ridge."""
+    found = analysis.roofline
+    if found is None:
+        return None
+    return {
+        "sentence": found.sentence,
+        "missing": found.missing,
+        "flops_per_step": clean(found.flops_per_step),
+        "peak_flops": clean(found.peak_flops),
+        "achieved_flops": clean(found.achieved_flops),
+        "efficiency": clean(found.efficiency),
+        "levels": records(found.levels),
+        "points": records(found.points),
+    }
+
+
+def _links_measured(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `links_measured` object: alpha and B fitted on the run's transfer times."""
+    found = analysis.links_measured
+    if found is None:
+        return None
+    return {
+        "sentence": found.sentence,
+        "used_by_prediction": found.used,
+        "classes": records(found.classes),
+        "scopes": records(found.scopes),
+    }
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
@@ -261,6 +345,10 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("prediction", _prediction),
     ("distributions", _distributions),
     ("kernels", lambda analysis: _kernels(analysis, full=False)),
+    ("dimensions", _dimensions),
+    ("moe", _moe),
+    ("roofline", _roofline),
+    ("links_measured", _links_measured),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {

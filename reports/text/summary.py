@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from traceview.reports.text.dimensions import print_dimensions
 
 from traceview.core.sanitize import listed, printable
 from traceview.reduce.analysis import RunAnalysis
@@ -45,6 +46,7 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     for warning in header.warnings:
         console.print(f"[yellow]warning[/yellow] {text(warning)}", markup=True, highlight=False)
     console.print(_budget_table(analysis))
+    print_dimensions(analysis, console)
 
 
 def _host_note(timelines: tuple[str, ...]) -> str:

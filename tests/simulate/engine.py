@@ -65,13 +65,15 @@ def _ns(us: float) -> int:
 
 
 def _transfer_ns(scenario: Scenario, spec: CollectiveSpec) -> int:
-    one_host = len({scenario.host_of(rank) for rank in spec.pg.ranks}) == 1
+    one_host = len({scenario.host_of(rank) for rank in spec.members}) == 1
     bandwidth, alpha = scenario.bandwidth_Bps, scenario.alpha_s
     if one_host and scenario.intra_host_bandwidth_Bps is not None:
         bandwidth = scenario.intra_host_bandwidth_Bps
     if one_host and scenario.intra_host_alpha_s is not None:
         alpha = scenario.intra_host_alpha_s
-    seconds = transfer_s(spec.collective, spec.bytes, len(spec.pg.ranks), alpha, bandwidth)
+    if spec.link is not None:
+        alpha, bandwidth = spec.link
+    seconds = transfer_s(spec.collective, spec.bytes, len(spec.members), alpha, bandwidth)
     return max(1, round(seconds * 1e9))
 
 
@@ -146,15 +148,19 @@ def _issue_calls(scenario: Scenario, state: _RankState, step: int, indices: list
 
 def _plan_step(scenario: Scenario, state: _RankState, step: int) -> None:
     """Issue one rank's compute and collective calls for a step; arrivals are settled across ranks later."""
-    mine = [index for index, spec in enumerate(scenario.collectives) if state.rank in spec.pg.ranks]
+    mine_all = [index for index, spec in enumerate(scenario.collectives) if state.rank in spec.members]
+    early = [index for index in mine_all if scenario.collectives[index].phase == "forward"]
+    mine = [index for index in mine_all if index not in early]
     chunks = max(1, len(mine))
     durations, flops = _kernel_durations(scenario, state, chunks)
     state.compute, state.calls, state.syncs = [], [], []
     state.step_start_ns = state.cpu_ns
     state.gpu_ns = max(state.gpu_ns, state.cpu_ns)
     forward = scenario.forward_kernels
-    for duration, flop in zip(durations[:forward], flops[:forward], strict=True):
+    for kernel, (duration, flop) in enumerate(zip(durations[:forward], flops[:forward], strict=True)):
         _issue_compute(scenario, state, duration, flop, variant=len(state.compute) % 2)
+        after = [index for place, index in enumerate(early) if place * forward // len(early) == kernel]
+        _issue_calls(scenario, state, step, after)
     per_chunk = scenario.backward_kernels_per_chunk
     for chunk in range(chunks):
         start = forward + chunk * per_chunk
@@ -178,19 +184,22 @@ def _settle_collectives(
 ) -> list[InstanceTruth]:
     """Arrivals, ends and waits of the step's instances, in issue order (the same on every rank)."""
     by_index = [{call.index: call for call in state.calls if not call.extra} for state in states]
+    rng = random.Random(f"{scenario.seed}/transfer/{step}")
     extras = [(state, call) for state in states for call in state.calls if call.extra]
     instances = []
     for index, spec in enumerate(scenario.collectives):
         for state, call in extras:  # a planted extra call runs alone, before the real one
             if call.index == index:
                 _occupy(state, call, call.ready_ns, transfers[index])
-        arrivals = [max(by_index[rank][index].ready_ns, states[rank].comm_free_ns) for rank in spec.pg.ranks]
-        end_ns = max(arrivals) + transfers[index]
-        for rank, arrive in zip(spec.pg.ranks, arrivals, strict=True):
+        arrivals = [max(by_index[rank][index].ready_ns, states[rank].comm_free_ns) for rank in spec.members]
+        jitter = scenario.transfer_jitter
+        transfer = max(1, round(transfers[index] * (rng.uniform(1 - jitter, 1 + jitter) if jitter else 1.0)))
+        end_ns = max(arrivals) + transfer
+        for rank, arrive in zip(spec.members, arrivals, strict=True):
             _occupy(states[rank], by_index[rank][index], arrive, end_ns - arrive)
         seq = canonical_seq.get(spec.pg.name, 0)
         canonical_seq[spec.pg.name] = seq + 1
-        instances.append(_instance_truth(step, index, spec, seq, arrivals, end_ns, transfers[index]))
+        instances.append(_instance_truth(step, index, spec, seq, arrivals, end_ns, transfer))
     return instances
 
 
@@ -211,12 +220,12 @@ def _instance_truth(
         pg_name=spec.pg.name,
         seq=seq,
         bytes=spec.bytes,
-        ranks=spec.pg.ranks,
+        ranks=spec.members,
         arrive_us=tuple(arrive / 1000 for arrive in arrivals),
         end_us=end_ns / 1000,
         transfer_us=transfer_ns / 1000,
         skew_us=(latest - min(arrivals)) / 1000,
-        last_rank=spec.pg.ranks[arrivals.index(latest)],
+        last_rank=spec.members[arrivals.index(latest)],
         wait_us=tuple((end_ns - arrive - transfer_ns) / 1000 for arrive in arrivals),
     )
 
@@ -284,14 +293,16 @@ def _write_step(
 
 def _comm_record(scenario: Scenario, rank: int, step: int, call: _Call) -> CommCall:
     spec = scenario.collectives[call.index]
-    in_nelems, out_nelems = message_nelems(spec)
+    in_nelems, out_nelems = message_nelems(spec, rank)
     mismatch = scenario.mismatch
     planted = mismatch is not None and (mismatch.kind, mismatch.rank, mismatch.step) == ("bytes", rank, step)
     if mismatch is not None and planted and mismatch.index == call.index:
         in_nelems, out_nelems = in_nelems * mismatch.bytes_factor, out_nelems * mismatch.bytes_factor
     collective: str = spec.collective
     if collective == "SendRecv":
-        collective = "Send" if rank == spec.pg.ranks[0] else "Recv"
+        collective = "Send" if rank == spec.members[0] else "Recv"
+    member = spec.pg.ranks.index(rank)
+    splits = spec.splits or ()
     return CommCall(
         collective=collective,
         in_nelems=in_nelems,
@@ -300,6 +311,9 @@ def _comm_record(scenario: Scenario, rank: int, step: int, call: _Call) -> CommC
         pg_name=spec.pg.name,
         pg_desc=spec.pg.desc,
         pg_ranks=spec.pg.ranks,
+        in_split=splits[member] if splits else (),
+        out_split=tuple(row[member] for row in splits),
+        protocol=spec.protocol,
     )
 
 
@@ -307,7 +321,7 @@ def _process_groups(scenario: Scenario, rank: int) -> tuple[tuple[str, str, tupl
     """The groups a rank belongs to, as `distributedInfo.pg_config` lists them (the default group first)."""
     groups = {"0": ("0", "default_pg", tuple(range(scenario.ranks)))}
     for spec in scenario.collectives:
-        if rank in spec.pg.ranks:
+        if rank in spec.pg.ranks:  # a pair's group too: PyTorch lists every group a rank is in
             groups.setdefault(spec.pg.name, (spec.pg.name, spec.pg.desc, spec.pg.ranks))
     return tuple(groups.values())
 

@@ -73,8 +73,9 @@ _COMPUTE_KERNELS: Final = (
 )
 
 
-def nccl_kernel_name(collective: str, dtype: str, nccl_version: str) -> str:
-    """The NCCL kernel name a collective gets, in the grammar of `nccl_version` (2.19 renamed the kernels)."""
+def nccl_kernel_name(collective: str, dtype: str, nccl_version: str, protocol: str = "LL") -> str:
+    """The NCCL kernel name a collective gets, in the grammar of `nccl_version` (2.19 renamed the kernels),
+    with NCCL's `protocol` (LL, LL128, SIMPLE)."""
     _, _, kernel_coll, reduces = COLLECTIVE_NAMES[collective]
     _, old_type, new_type = DTYPES[dtype]
     major_minor = tuple(int(part) for part in nccl_version.split(".")[:2])
@@ -82,11 +83,11 @@ def nccl_kernel_name(collective: str, dtype: str, nccl_version: str) -> str:
         if kernel_coll == "SendRecv":
             return f"ncclDevKernel_SendRecv{_KERNEL_SIGNATURE}"
         middle = f"_Sum_{new_type}" if reduces else ""
-        return f"ncclDevKernel_{kernel_coll}{middle}_RING_LL{_KERNEL_SIGNATURE}"
+        return f"ncclDevKernel_{kernel_coll}{middle}_RING_{protocol}{_KERNEL_SIGNATURE}"
     if kernel_coll == "SendRecv":
         return f"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t{_KERNEL_SIGNATURE}"
     type_name = old_type if reduces else "int8_t"
-    return f"ncclKernel_{kernel_coll}_RING_LL_Sum_{type_name}{_KERNEL_SIGNATURE}"
+    return f"ncclKernel_{kernel_coll}_RING_{protocol}_Sum_{type_name}{_KERNEL_SIGNATURE}"
 
 
 def ranks_string(ranks: tuple[int, ...]) -> str:
@@ -127,6 +128,9 @@ class CommCall:
     pg_name: str
     pg_desc: str
     pg_ranks: tuple[int, ...]
+    in_split: tuple[int, ...] = ()
+    out_split: tuple[int, ...] = ()
+    protocol: str = "LL"
 
 
 def _device_properties(header: RankHeader) -> list[Event]:
@@ -394,14 +398,14 @@ def _comm_static(call: CommCall, nccl_version: str) -> tuple[Event, Event, str, 
         "Out msg nelems": call.out_nelems,
         "Group size": len(call.pg_ranks),
         "dtype": call.dtype,
-        "In split size": "[]",
-        "Out split size": "[]",
+        "In split size": "[" + ", ".join(map(str, call.in_split)) + "]",
+        "Out split size": "[" + ", ".join(map(str, call.out_split)) + "]",
         "Process Group Name": call.pg_name,
         "Process Group Description": call.pg_desc,
         "Process Group Ranks": ranks_string(call.pg_ranks),
     }
     rank_args: Event = {"Global rank start": call.pg_ranks[0], "Global rank stride": _stride(call.pg_ranks)}
-    kernel_name = nccl_kernel_name(call.collective, call.dtype, nccl_version)
+    kernel_name = nccl_kernel_name(call.collective, call.dtype, nccl_version, call.protocol)
     return comm_args, rank_args, kernel_name, COLLECTIVE_NAMES[call.collective][1]
 
 

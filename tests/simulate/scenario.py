@@ -56,12 +56,30 @@ class ProcessGroupSpec:
 class CollectiveSpec:
     """One collective issued every step. `bytes` is S of docs/metrics.md, "Collectives" (the size used for bandwidth: the
     AllReduce buffer, the gathered AllGather output, the full ReduceScatter input, the whole AllToAll buffer,
-    the SendRecv buffer). SendRecv's group is (sender, receiver)."""
+    the SendRecv buffer). SendRecv's group is (sender, receiver), or `pair` = (sender, receiver) inside a
+    larger group (a pipeline group of several stages).
+
+    `phase`: issued after the forward kernels (forward: after forward kernel i for the i-th forward collective
+    of the rank) or after a backward chunk (backward, the default). `splits`: an AllToAll's send matrix in rows
+    of dim 0, row i what member i sends to each member (`In split size` of member i; its column is its `Out
+    split size`); `row_bytes` the bytes of a row. `protocol`: NCCL's protocol in the kernel name; `link`:
+    (alpha_s, bandwidth_Bps) of this collective's transfer, instead of the scenario's (a protocol's own)."""
 
     collective: Collective
     bytes: int
     pg: ProcessGroupSpec
     dtype: str = "BFloat16"
+    phase: Literal["forward", "backward"] = "backward"
+    pair: tuple[int, int] | None = None
+    splits: tuple[tuple[int, ...], ...] | None = None
+    row_bytes: int = 0
+    protocol: str = "LL"
+    link: tuple[float, float] | None = None
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """The ranks that take part: the pair of a send/receive, else the group."""
+        return self.pair if self.pair is not None else self.pg.ranks
 
 
 @dataclass(frozen=True)
@@ -108,7 +126,8 @@ class Scenario:
 
     `compute_us` is one rank's compute per step (`compute_us_by_rank` overrides it per rank), split into
     `forward_fraction` forward and the rest backward; `jitter` scales each compute kernel by a factor drawn
-    from [1 - jitter, 1 + jitter]. `bandwidth_Bps`/`alpha_s` are the links of groups spanning hosts, the
+    from [1 - jitter, 1 + jitter], and each instance's transfer time by one from [1 - transfer_jitter, 1 +
+    transfer_jitter]. `bandwidth_Bps`/`alpha_s` are the links of groups spanning hosts, the
     `intra_host_*` ones those of groups inside one host (None: the same). `host_offsets_us` holds one clock
     offset per host (ranks `h * ranks_per_host ...` are host h). `include_hostname` adds a top-level
     `"hostname"` key (real traces have none). `flops_per_step` with `with_flops` writes `flops` args on the
@@ -128,6 +147,7 @@ class Scenario:
     forward_kernels: int = 4
     backward_kernels_per_chunk: int = 2
     jitter: float = 0.0
+    transfer_jitter: float = 0.0
     optimizer_us: float = 0.0
     bandwidth_Bps: float = 25e9  # noqa: N815 - B of the alpha-beta model, bytes per second
     alpha_s: float = 10e-6
@@ -245,15 +265,21 @@ def transfer_s(
     group_size: int,
     alpha_s: float,
     bandwidth_Bps: float,  # noqa: N803
-) -> float:
+) -> float:  # the ring's k(n) alpha + f(n) S / B
     """The planted transfer time k(n) * alpha + f(n) * S / B of one collective, in seconds."""
     hops, bus_factor = COST_TABLE[collective](group_size)
     return hops * alpha_s + bus_factor * size_bytes / bandwidth_Bps
 
 
-def message_nelems(spec: CollectiveSpec) -> tuple[int, int]:
-    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (docs/metrics.md, "Collectives")."""
-    total = spec.bytes // DTYPES[spec.dtype][0]
+def message_nelems(spec: CollectiveSpec, rank: int | None = None) -> tuple[int, int]:
+    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (docs/metrics.md, "Collectives");
+    an all-to-all with splits: what `rank` sends and receives."""
+    element = DTYPES[spec.dtype][0]
+    if spec.splits is not None and rank is not None:
+        member = spec.pg.ranks.index(rank)
+        sent, received = sum(spec.splits[member]), sum(row[member] for row in spec.splits)
+        return sent * spec.row_bytes // element, received * spec.row_bytes // element
+    total = spec.bytes // element
     group = len(spec.pg.ranks)
     if spec.collective == "AllGather":
         return total // group, total
@@ -312,7 +338,12 @@ def _spec_problems(scenario: Scenario, spec: CollectiveSpec) -> list[str]:
         (spec.collective in COST_TABLE, f"unknown collective {spec.collective!r}"),
         (len(ranks) >= 2 and len(set(ranks)) == len(ranks), "a group needs >= 2 distinct ranks"),
         (all(0 <= rank < scenario.ranks for rank in ranks), "group rank out of range"),
-        (spec.collective != "SendRecv" or len(ranks) == 2, "SendRecv takes a (sender, receiver) group"),
+        (
+            spec.collective != "SendRecv" or len(spec.members) == 2,
+            "SendRecv takes a (sender, receiver) group or pair",
+        ),
+        (spec.pair is None or set(spec.pair) <= set(ranks), "a pair must be in its group"),
+        (spec.splits is None or _splits_fit(spec), "splits: one row of one entry per member, row_bytes > 0"),
         (
             spec.bytes > 0 and spec.bytes % (element * _shards(spec)) == 0,
             "bytes must split into whole elements",
@@ -320,6 +351,17 @@ def _spec_problems(scenario: Scenario, spec: CollectiveSpec) -> list[str]:
         (spec.pg.name != "0" or ranks == tuple(range(scenario.ranks)), 'group "0" is the default: all ranks'),
     ]
     return [message for ok, message in checks if not ok]
+
+
+def _splits_fit(spec: CollectiveSpec) -> bool:
+    n = len(spec.pg.ranks)
+    rows = spec.splits or ()
+    return (
+        spec.collective == "AllToAll"
+        and spec.row_bytes > 0
+        and len(rows) == n
+        and all(len(r) == n for r in rows)
+    )
 
 
 def _shards(spec: CollectiveSpec) -> int:

@@ -15,10 +15,12 @@ import polars as pl
 
 from traceview.core.vocab import (
     CALL_FAMILIES,
+    CPU_ONLY_CALL,
     canonical_collective_expr,
     canonical_dtype_expr,
     dtype_size_expr,
 )
+from traceview.events.gloo_pools import pool_of_stream
 from traceview.model.time_base import aligned_ranks
 from traceview.model.trace import Run
 
@@ -39,6 +41,8 @@ _FIELDS = (
     "pg_desc",
     "pg_ranks",
     "seq",
+    "in_split",
+    "out_split",
 )
 CALL_COLUMNS = (
     "call_row",
@@ -195,12 +199,14 @@ _PG_PICKS: Mapping[str, str] = {
     "byname": "pg_config name",
     "only": "pg_config only group",
     "bysize": "pg_config size",
+    "bypool": "pg_config gloo pool",
 }
 """How a kernel's process group is found in `pg_config`, in order of preference -> its `pg_source` label."""
 
 
 def config_groups(run: Run) -> pl.DataFrame:
-    """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`."""
+    """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`,
+    `cfg_order` (the group's place in the rank's list: its creation order)."""
     rows = [
         (
             trace.rank,
@@ -208,16 +214,47 @@ def config_groups(run: Run) -> pl.DataFrame:
             group.description or None,
             ",".join(map(str, group.ranks)),
             group.size or None,
+            order,
         )
         for trace in run
-        for group in trace.meta.process_groups
+        for order, group in enumerate(trace.meta.process_groups)
     ]
-    names = ["rank", *[f"cfg_{field}" for field in _PG_FIELDS]]
-    schema = dict(zip(names, (pl.Int64, pl.Utf8, pl.Utf8, pl.Utf8, pl.Int64), strict=True))
+    names = ["rank", *[f"cfg_{field}" for field in _PG_FIELDS], "cfg_order"]
+    schema = dict(zip(names, (pl.Int64, pl.Utf8, pl.Utf8, pl.Utf8, pl.Int64, pl.Int64), strict=True))
     frame = pl.DataFrame(rows, schema=schema, orient="row")
     return frame.with_columns(canonical_ranks(pl.col("cfg_ranks")).alias("cfg_ranks")).unique(
-        ["rank", "cfg_name"], keep="first"
+        ["rank", "cfg_name"], keep="first", maintain_order=True
     )
+
+
+DEFAULT_GROUP_DESCS = ("default_pg",)
+"""Descriptions of the default (world) group, which a gloo pool may skip when nothing ran on it."""
+
+
+def _pool_candidates(groups: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, pool): the rank's process group of the same creation order, counting its groups in
+    `pg_config` order; when the rank shows one pool fewer than it has groups, the default group (unused:
+    its workers ran nothing) is left out first. Ranks whose counts leave more than one way get none."""
+    pools = frame.select("rank", _gloo_pool().alias("pool")).drop_nulls().unique()
+    seen = pools.group_by("rank").agg((pl.col("pool").max() + 1).alias("_pools"))
+    default = pl.col("cfg_desc").is_in(DEFAULT_GROUP_DESCS) | (pl.col("cfg_name") == "0")
+    ordered = (
+        groups.sort("rank", "cfg_order")
+        .join(seen, on="rank")
+        .with_columns(pl.len().over("rank").alias("_groups"), default.alias("_default"))
+    )
+    one_default = pl.col("_default").sum().over("rank") == 1
+    keep = (pl.col("_pools") == pl.col("_groups")) | (
+        (pl.col("_pools") + 1 == pl.col("_groups")) & ~pl.col("_default") & one_default
+    )
+    kept = ordered.filter(keep).with_columns(pl.int_range(pl.len()).over("rank").cast(pl.Int64).alias("pool"))
+    return kept.select("rank", "pool", *[pl.col(f"cfg_{f}").alias(f"bypool_{f}") for f in _PG_FIELDS])
+
+
+def _gloo_pool() -> pl.Expr:
+    """The gloo worker pool of a host-timeline gloo row (null for every other row)."""
+    gloo = pl.col("name").str.contains(CPU_ONLY_CALL)
+    return pl.when(gloo).then(pool_of_stream(pl.col("stream")))
 
 
 def _pg_candidates(groups: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -245,7 +282,8 @@ def _agrees(way: str) -> pl.Expr:
 
 def _pick() -> pl.Expr:
     """Which candidate fills the group: the one of the same name, else (no name in the args) the rank's only
-    group, else its only group of the kernel's size; null when none agrees."""
+    group, else its only group of the kernel's size, else (a gloo op) the group of its worker pool; null when
+    none agrees."""
     unnamed = pl.col("pg_name").is_null()
     return (
         pl.when(pl.col("byname_ranks").is_not_null() | pl.col("byname_desc").is_not_null())
@@ -254,6 +292,8 @@ def _pick() -> pl.Expr:
         .then(pl.lit("only"))
         .when(unnamed & _agrees("bysize"))
         .then(pl.lit("bysize"))
+        .when(unnamed & _agrees("bypool"))
+        .then(pl.lit("bypool"))
     )
 
 
@@ -267,11 +307,15 @@ def with_process_groups(frame: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
     args leave unknown filled from pg_config (`_pick`), and `pg_source`: `args` when the args name the group
     (by name or ranks), else how pg_config was used, else null."""
     found = _pg_candidates(groups)
+    pooled = _pool_candidates(groups, frame)
     joined = (
         frame.join(found["byname"], left_on=["rank", "pg_name"], right_on=["rank", "byname_name"], how="left")
         .join(found["only"], on="rank", how="left")
         .join(found["bysize"], left_on=["rank", "group_size"], right_on=["rank", "bysize_size"], how="left")
         .with_columns(pl.col("pg_name").alias("byname_name"), pl.col("group_size").alias("bysize_size"))
+        .with_columns(_gloo_pool().alias("_pool"))
+        .join(pooled, left_on=["rank", "_pool"], right_on=["rank", "pool"], how="left")
+        .drop("_pool")
         .with_columns(_pick().alias("_pick"))
     )
     from_args = pl.col("pg_name").is_not_null() | pl.col("pg_ranks").is_not_null()

@@ -88,6 +88,8 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     "group_size_assumed": pl.Boolean(),  # n is the world size: the call names no group (the default assumed)
     "staging_copy": pl.Boolean(),  # a copy of a host collective's data (gloo with device tensors): part of its
     # communication time, not a call of its own
+    "in_split": pl.Utf8(),  # an all-to-all's split sizes (`In split size`, rows of dim 0), null when unsaid
+    "out_split": pl.Utf8(),
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
 
@@ -113,7 +115,7 @@ def _anchors(
             pl.col("event_row").cast(pl.Int64), pl.lit(None, pl.Utf8).alias("host_tid"),
             pl.col("collective_name").is_not_null().alias("has_args"),
             *[expr.name.prefix("k_") for expr in arg_fields()],
-            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq")],
+            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq", *SPLITS)],
         )
         .join(launches, on=["rank", "correlation"], how="left")
         .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
@@ -262,10 +264,19 @@ def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
         .when(dims_in.is_not_null() | dims_out.is_not_null()).then(pl.lit("input dims"))
         .alias("bytes_source"),
         *[_first(c, args).alias(c) for c in ("group_size", "pg_name", "pg_desc", "pg_ranks", "seq")],
+        *[_listed(_first(c, args)).alias(c) for c in SPLITS],
         pl.coalesce(pl.col(f"{f}_name") for f in families).alias("call_name"),
         pl.coalesce(pl.col(f"{f}_start_us") for f in families).alias("call_start_us"),
         pl.coalesce(pl.col(f"{f}_end_us") for f in families).alias("call_end_us"),
     )  # fmt: skip
+
+
+SPLITS = ("in_split", "out_split")
+
+
+def _listed(splits: pl.Expr) -> pl.Expr:
+    """Split sizes as written (`"[3, 5]"`); null for an empty list (`"[]"`: an even split)."""
+    return pl.when(splits.str.contains(r"\d")).then(splits)
 
 
 def _group_size_from_shapes() -> pl.Expr:

@@ -5,9 +5,10 @@ schema, an analysis that did not run) gives no samples for its rows.
 Families: `step` (run-level budget figures, one sample per rank and step), `budget` (their shares of the
 step), `crossrank` (arrival skew per matched collective instance), `idle` (idle time per step by cause),
 `collective` (per process group, collective and size bucket: kernel durations and bus bandwidths),
-`kernel_class` (per class: the durations of its kernels). The first four describe effects; `collective` and
-`kernel_class` name a cause, as do the paired families `collective_calls`, `rank` and `kernel`
-(`traceview.compare.paired`, `traceview.compare.kernel_pairs`).
+`kernel_class` (per class: the durations of its kernels), `dimension` (per parallelism dimension: its exposed
+time, T_comm, waiting and bytes per rank and step). `step`, `budget`, `crossrank`, `idle` and `dimension`
+describe effects; `collective` and `kernel_class` name a cause, as do the paired families `collective_calls`,
+`rank` and `kernel` (`traceview.compare.paired`, `traceview.compare.kernel_pairs`).
 """
 
 from __future__ import annotations
@@ -143,12 +144,44 @@ def kernel_class_samples(document: Mapping[str, Any]) -> list[Samples]:
     ]  # fmt: skip
 
 
+DIMENSION_METRICS: tuple[MetricRow, ...] = (
+    MetricRow("exposed_us", "exposed_us", "median", "higher"),
+    MetricRow("comm_us", "comm_us", "median", "higher"),
+    MetricRow("wait_us", "wait_us", "median", "higher"),
+    MetricRow("bytes", "bytes", "median", "higher"),
+)
+"""The figures of each parallelism dimension compared, one sample per (rank, step) (`dimensions.per_step`)."""
+
+
+def dimension_subject(dimension: str) -> str:
+    """`dimension tp`: the subject of a dimension's findings."""
+    return f"dimension {dimension}"
+
+
+def dimension_samples(document: Mapping[str, Any]) -> list[Samples]:
+    """Per named parallelism dimension: its exposed time, T_comm, waiting and bytes per (rank, step)."""
+    frame = _frame((document.get("dimensions") or {}).get("per_step"))
+    if "dimension" not in frame.columns:
+        return []
+    found = []
+    for dimension in sorted(set(frame.get_column("dimension").drop_nulls().to_list()) - {"unknown"}):
+        mine = frame.filter(pl.col("dimension") == dimension)
+        fields = (("dimension", dimension),)
+        found += [
+            Samples("dimension", m.metric, dimension_subject(dimension), m.statistic, m.worse,
+                    _column(mine, m.column), fields)
+            for m in DIMENSION_METRICS
+        ]  # fmt: skip
+    return found
+
+
 SAMPLERS: tuple[Callable[[Mapping[str, Any]], list[Samples]], ...] = (
     step_samples,
     crossrank_samples,
     idle_samples,
     collective_samples,
     kernel_class_samples,
+    dimension_samples,
 )
 """Every family's reader, in the order findings are listed."""
 

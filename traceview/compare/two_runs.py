@@ -163,6 +163,10 @@ class Comparison:
         for finding in self.findings:
             if finding.subject == "run":
                 figures[f"{finding.metric}_change_pct"] = finding.change_pct
+            if finding.family == "dimension":  # a nightly gate on one dimension: tp_exposed_us_change_pct
+                figures[f"{dict(finding.fields)['dimension']}_{finding.metric}_change_pct"] = (
+                    finding.change_pct
+                )
         return figures
 
 
@@ -220,7 +224,7 @@ def _too_small(finding: Finding, settings: CompareSettings, step_us: float | Non
     if (
         finding.baseline is None
         or finding.candidate is None
-        or finding.family not in ("step", "budget", "idle")
+        or finding.family not in ("step", "budget", "idle", "dimension")
     ):
         return False
     moved = abs(finding.candidate - finding.baseline)

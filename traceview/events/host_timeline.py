@@ -32,6 +32,7 @@ from traceview.core.vocab import (
     DEVICE_CALL,
     canonical_collective_expr,
 )
+from traceview.events.gloo_pools import enqueued_collectives, pool_streams
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace
 
 HOST = "host"
@@ -50,7 +51,8 @@ CORRELATION_BASE = 1 << 48
 """Correlation ids of the host timeline's launches start here, above any id a profiler hands out."""
 COMPUTE_STREAM, COMM_STREAM = 1, 0
 """The `stream` of compute and of communication rows: one lane each, equal on every rank (the matching's
-fallback group when a call names no process group)."""
+fallback group when a call names no process group); a gloo op's stream is its worker pool's
+(`traceview.events.gloo_pools`)."""
 
 
 def _is_call() -> pl.Expr:
@@ -143,9 +145,12 @@ def on_host_timeline(trace: RankTrace) -> RankTrace:
     if ops.select(pl.col("name").str.contains(DEVICE_CALL).any()).item():
         return trace
     comm, compute = _comm_ops(ops), _compute_ops(ops)
+    comm = comm.with_columns(enqueued_collectives(comm, ops))  # gloo's reduce-scatter runs as an all-reduce
     if comm.height + compute.height == 0:
         return trace
-    comm_rows = _device_rows(comm, COMM_STREAM, CORRELATION_BASE)
+    comm_rows = _device_rows(comm, COMM_STREAM, CORRELATION_BASE).with_columns(
+        pool_streams(comm, ops, COMM_STREAM)  # a gloo op's stream is its worker pool's (gloo_pools)
+    )
     compute_rows = _device_rows(compute, COMPUTE_STREAM, CORRELATION_BASE + comm.height)
     launches = [_launch_rows(comm_rows, comm), _launch_rows(compute_rows, compute)]
     return replace(

@@ -232,12 +232,16 @@ CATCH_ALL_PATTERNS: tuple[KernelPattern, ...] = (
 """Names of a known library that no generation row decodes: communication, every field null."""
 
 HOST_COLLECTIVE_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern(
+        "fsdp", "FSDP2 host op (copy-in/out, chunk-cat: compute)", r"^(?i:fsdp)::\w+$", is_comm=False
+    ),
     KernelPattern("gloo", "gloo op (host timeline)", r"^(?P<collective>gloo:\w+)$"),
     KernelPattern("mpi", "MPI op (host timeline)", r"^(?P<collective>mpi:\w+)$"),
     KernelPattern("c10d", "record_param_comms (host timeline)", r"^record_param_comms:(?P<collective>\w+)$"),
     KernelPattern("c10d", "c10d collective op (host timeline)", r"^(?P<collective>c10d::\w+)$"),
 )
-"""Host collective ops, which are the communication rows of a rank analysed on its host timeline
+"""Host collective ops, which are the communication rows of a rank analysed on its host timeline (FSDP2's
+`fsdp::all_gather_copy_in` and its kin copy tensors: compute, although their names say all_gather)
 (`traceview.events.host_timeline`; a `record_param_comms` row is named after its collective there, since the bare
 name also marks GPU-side annotations); they never name a device kernel."""
 HOST_LIBRARIES = ("gloo", "mpi", "c10d")

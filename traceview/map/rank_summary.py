@@ -23,6 +23,7 @@ from traceview.collectives.calls import call_counts, launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
+from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
@@ -31,6 +32,7 @@ from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flop
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
+from traceview.moe.splits import split_rows
 from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import first_launches
 from traceview.steps.graphs import graph_steps
@@ -50,6 +52,7 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "segments": ("start_us", "end_us"),
     "first_launches": ("host_start_us", "first_launch_us"),
     "extent": ("trace_start_us", "trace_end_us"),
+    "splits": ("start_us",),
 }
 """The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded)."""
 
@@ -76,6 +79,9 @@ class RankSummary:
     first_launches: pl.DataFrame
     calls: pl.DataFrame
     extent: pl.DataFrame
+    group_time: pl.DataFrame  # per (step, group): comm and exposed time (traceview.dimensions.group_time)
+    group_phase: pl.DataFrame  # per (step, group, collective): calls, and those early in the step's compute
+    splits: pl.DataFrame  # its all-to-all calls with their split sizes (traceview.moe.splits)
     kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
     @property
@@ -200,6 +206,7 @@ def summarize(
     classed, names = classed_events(events)
     clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
     kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
+    splits = split_rows(kernels, trace.cpu, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -226,6 +233,9 @@ def summarize(
         calls=calls,
         extent=extent,
         kernel_parts=kernel_parts,
+        group_time=group_step_time(events, kernels, windows),
+        group_phase=group_phases(events, kernels, windows),
+        splits=splits,
     )
 
 

@@ -56,6 +56,13 @@ class ManifestModel(msgspec.Struct, frozen=True, omit_defaults=True):
     flops_per_sample: float | None = None
     dtype: str | None = None
     global_batch: float | None = None
+    hidden: float | None = None  # the model's shape (docs/metrics.md, "Parallelism dimensions")
+    seq_len: float | None = None
+    layers: float | None = None
+    micro_batches: float | None = None
+    top_k: float | None = None
+    experts: float | None = None
+    moe_layers: float | None = None
 
 
 class ManifestHardware(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -108,6 +115,7 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
     backend: str | None = None
     world_size: int | None = None
     ranks_per_host: int | None = None
+    parallelism: str | None = None  # the layout, innermost axis first: "tp=8,pp=4,dp=*" (as --dims)
     traces: list[ManifestTrace] = msgspec.field(default_factory=list)
     nccl_logs: list[ManifestLog] = msgspec.field(default_factory=list)
     process_groups: list[ManifestGroup] = msgspec.field(default_factory=list)
@@ -125,8 +133,10 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 _DECODER = msgspec.json.Decoder(RunManifest)
+SHAPE_FIELDS = ("hidden", "seq_len", "layers", "micro_batches", "top_k", "experts", "moe_layers")
+"""The model's shape a manifest may state (`model.<field>`): `traceview.options.parallel.ModelShape`."""
 _POSITIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("model", ("local_batch", "params", "flops_per_sample", "global_batch")),
+    ("model", ("local_batch", "params", "flops_per_sample", "global_batch", *SHAPE_FIELDS)),
     ("hardware", ("intra_bandwidth_Bps", "inter_bandwidth_Bps", "host_bandwidth_Bps", "peak_flops")),
 )
 _NON_NEGATIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -269,3 +279,9 @@ def stated_inputs(manifest: RunManifest) -> dict[str, Any]:
     if hosts:
         stated["rank_hosts"] = tuple(sorted(hosts.items()))
     return stated
+
+
+def stated_shape(manifest: RunManifest) -> dict[str, float]:
+    """The model's shape the manifest states (`model.hidden`, ...), by `ModelShape` field."""
+    values = {name: getattr(manifest.model, name) for name in SHAPE_FIELDS}
+    return {name: float(value) for name, value in values.items() if value is not None}

@@ -19,8 +19,9 @@ MANIFEST = "manifest"
 
 @dataclass(frozen=True)
 class LinkOverride:
-    """A link stated for the model (an NCCL log's socket fallback, provenance "nccl log"): replaces the link of
-    every call of process group `group` (its `pg_key`), or with `group` None the table's link of `scope`."""
+    """A link stated for the model (an NCCL log's socket fallback, provenance "nccl log"; the links measured
+    in the run, "measured"): replaces the link of every call of process group `group` (its `pg_key`), or with
+    `group` None the table's link of `scope`."""
 
     scope: Literal["intra", "inter"]
     name: str
@@ -28,6 +29,7 @@ class LinkOverride:
     alpha_s: float | None = None
     reason: str = ""
     group: str | None = None
+    source: str = "nccl log"  # or "measured": fitted on this run's transfer times (traceview.links_measured)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,9 +25,11 @@ from traceview.options.manifest import (
     load_manifest,
     manifest_files,
     stated_inputs,
+    stated_shape,
     traces_in,
 )
 from traceview.options.model import MANIFEST, ModelOptions, model_options
+from traceview.options.parallel import Layout, ModelShape, model_shape, parse_layout, parse_shape
 from traceview.options.user import UserOptions
 
 RunSpec = str | Path | Sequence[str | Path]
@@ -62,6 +64,9 @@ class RunOptions:
     virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1)
     model: ModelOptions = field(default_factory=ModelOptions)  # the alpha-beta model's stated inputs
     execution: Execution = field(default_factory=Execution)
+    layout: Layout = field(default_factory=Layout)  # --dims or run.json `parallelism`
+    shape: ModelShape = field(default_factory=ModelShape)  # --shape or run.json `model.hidden`, ...
+    links: str = "table"  # --links: the prediction's B and alpha from the table or measured in the run
 
 
 def _source(run: RunSpec) -> str:
@@ -111,6 +116,7 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         model = _with_manifest(model, manifest)
     if "ranks_per_host_source" in hosts:
         model = replace(model, sources=(*model.sources, ("ranks_per_host", MANIFEST)))
+    layout, shape = _parallelism(user, manifest, path)
     return RunOptions(
         source=_source(run),
         manifest=path,
@@ -126,8 +132,26 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
             ray_address=user.ray_address,
             max_trace_bytes=user.max_trace_bytes,
         ),
+        layout=layout,
+        shape=shape,
+        links=user.links,
         **hosts,
     )
+
+
+def _parallelism(
+    user: UserOptions, manifest: RunManifest | None, path: Path | None
+) -> tuple[Layout, ModelShape]:
+    """The layout (`--dims`, else the manifest's `parallelism`) and the model's shape (`--shape` over the
+    manifest's `model.hidden`, ...); a manifest's bad layout is a usage error naming the file."""
+    if user.dims is not None:
+        layout = parse_layout(user.dims)
+    elif manifest is not None and manifest.parallelism:
+        layout = parse_layout(manifest.parallelism, MANIFEST, f"{printable(path)}: parallelism")
+    else:
+        layout = Layout()
+    stated = parse_shape(user.shape) if user.shape is not None else {}
+    return layout, model_shape(stated, stated_shape(manifest) if manifest is not None else {})
 
 
 def _logs_in(folder: Path) -> list[Path]:

@@ -142,6 +142,24 @@ class UserOptions:
         "Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').",
         "text",
     )
+    dims: str | None = _option(
+        "--dims",
+        "The parallelism layout, innermost axis first, e.g. 'tp=8,pp=4,dp=*' (default: read from the run).",
+        "text",
+    )
+    shape: str | None = _option(
+        "--shape",
+        "The model's shape for the expected volumes, e.g. "
+        "'hidden=4096,seq=2048,layers=32,micro_batches=8,top_k=2'.",
+        "text",
+    )
+    links: str = _option(
+        "--links",
+        "B and alpha of the prediction: 'table' (the hardware table) or 'measured' (fitted on this run).",
+        "choice",
+        "table",
+        choices=("table", "measured"),
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -20,7 +20,7 @@ DEFAULT_NIC = "ib_hdr"
 """The NIC of groups that span nodes when the user names none: one HDR InfiniBand port per GPU (DGX A100)."""
 DEFAULT_ALPHA_S = {"intra": 1e-6, "inter": 5e-6, "host": 20e-6}
 """alpha when a bandwidth is given on the command line without one and the table has none."""
-KNOWN_LINK_SOURCES = ("command line", "manifest", "nccl log")
+KNOWN_LINK_SOURCES = ("command line", "manifest", "nccl log", "measured")
 """Sources of a B the run or the user states; any other B is assumed."""
 FIELDS = {"intra": ("bandwidth_Bps", "alpha_s"), "inter": ("inter_bandwidth_Bps", "inter_alpha_s")}
 """The `ModelOptions` fields of B and alpha of each scope."""
@@ -89,8 +89,8 @@ def resolve_link(options: ModelOptions, gpu: GpuSpec | None, scope: str, rpn: in
             override.name,
             override.bandwidth_Bps,
             alpha,
-            "nccl log",
-            "nccl log" if override.alpha_s is not None else (table.alpha_source if table else "default"),
+            override.source,
+            override.source if override.alpha_s is not None else (table.alpha_source if table else "default"),
             override.reason,
         )
     elif table is not None:
@@ -162,8 +162,8 @@ def group_links(options: ModelOptions, fallback: Link | None) -> tuple[tuple[str
                 o.name,
                 o.bandwidth_Bps,
                 o.alpha_s if o.alpha_s is not None else alpha,
-                "nccl log",
-                "nccl log" if o.alpha_s is not None else "default",
+                o.source,
+                o.source if o.alpha_s is not None else "default",
                 o.reason,
             ),
         )

@@ -9,7 +9,7 @@ with the traces.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import polars as pl
@@ -20,19 +20,24 @@ from traceview.across_ranks.peer_sizes import with_peer_sizes
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
+from traceview.collectives.calls import config_groups
 from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
 from traceview.core.errors import ParseWarning
+from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
 from traceview.kernels.analysis import kernels_from_parts
+from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured, measure_links
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import Run, SkippedInput
+from traceview.moe.analysis import moe_balance
 from traceview.nccl.inputs import read_logs
 from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.results import RunAnalysis, run_header
+from traceview.roofline.analysis import communication_roofline
 from traceview.timeline.drilldown import drilldown
 from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, RunShape, facts_of
@@ -59,6 +64,9 @@ class Stacked:
     first_launches: pl.DataFrame
     calls: pl.DataFrame
     extent: pl.DataFrame
+    group_time: pl.DataFrame
+    group_phase: pl.DataFrame
+    splits: pl.DataFrame
 
 
 def on_run_base(summaries: Sequence[RankSummary], shifts_us: Sequence[float]) -> list[RankSummary]:
@@ -167,6 +175,45 @@ def _prediction(
     )  # fmt: skip
 
 
+def _dimensions(
+    run: Run,
+    frames: Stacked,
+    parts: tuple[CollectiveAnalysis, CrossRank, Prediction, BubbleAnalysis],
+    options: RunOptions,
+) -> Dimensions:
+    """The parallelism dimensions of the run: groups classified, their cost per step and their volumes."""
+    collectives, crossrank, prediction, bubbles = parts
+    worlds = [trace.meta.world_size for trace in run if trace.meta.world_size]
+    micro = bubbles.pipeline.get_column("micro_batches").drop_nulls() if bubbles.pipeline.height else None
+    return analyze_dimensions(
+        collectives.kernels,
+        config_groups(run), frames.windows, (frames.group_time, frames.group_phase), crossrank, prediction,
+        max(worlds) if worlds else None, (options.layout, options.shape, options.virtual_stages),
+        float(micro.median()) if micro is not None and micro.len() else None,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _measured_prediction(
+    prediction: Prediction,
+    links: LinksMeasured,
+    rerun: Callable[[RunOptions], Prediction],
+    options: RunOptions,
+) -> tuple[Prediction, LinksMeasured]:
+    """With `--links measured` and links fitted: the prediction again on them, in place of the links of the
+    scopes they cover, stated ones included (its sentence says so)."""
+    if options.links != "measured" or not links.overrides:
+        return prediction, links
+    model = replace(options.model, link_overrides=(*options.model.link_overrides, *links.overrides))
+    for scope in {o.scope for o in links.overrides}:  # the measured link replaces a stated one
+        model = (
+            replace(model, bandwidth_Bps=None, alpha_s=None)
+            if scope == "intra"
+            else replace(model, inter_bandwidth_Bps=None, inter_alpha_s=None)
+        )
+    again = rerun(replace(options, model=model))
+    return replace(again, sentence=f"{MEASURED_NOTE} {again.sentence}"), replace(links, used=True)
+
+
 def reduce_summaries(
     summaries: Sequence[RankSummary],
     options: RunOptions | None = None,
@@ -187,6 +234,17 @@ def reduce_summaries(
     collectives = _sized_by_peers(collectives, crossrank)
     budget = budget_of(frames.per_step, crossrank.transfer)
     prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
+    links = measure_links(collectives.kernels, crossrank, prediction)
+    prediction, links = _measured_prediction(
+        prediction,
+        links,
+        lambda o: _prediction(run, frames, (collectives, budget, crossrank), o, nccl),
+        options,
+    )
+    bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages)
+    dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
+    moe = moe_balance(frames.splits, crossrank)
+    roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
     header = replace(
         run_header(run, [s.step_choice for s in aligned], collectives.warnings),
         manifest=None if options.manifest is None else str(options.manifest),
@@ -194,9 +252,20 @@ def reduce_summaries(
     )
     kernels = kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
-    facts = facts_of(
-        Measured(budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels)
+    measured = Measured(
+        budget,
+        crossrank,
+        collectives,
+        prediction,
+        nccl,
+        header.timelines,
+        shape=shape,
+        kernels=kernels,
+        dimensions=dimensions,
+        moe=moe,
+        links=links,
     )
+    facts = facts_of(measured)
     return RunAnalysis(
         header=header,
         budget=budget,
@@ -206,7 +275,7 @@ def reduce_summaries(
         recommendations=recommend(facts),
         crossrank=crossrank,
         collectives=collectives,
-        bubbles=_bubbles(frames, collectives.kernels, options.virtual_stages),
+        bubbles=bubbles,
         drilldown=drilldown(budget.per_step, crossrank.calls, collectives.per_collective),
         nccl=nccl,
         prediction=prediction,
@@ -214,4 +283,8 @@ def reduce_summaries(
             frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances
         ),
         kernels=kernels,
+        dimensions=dimensions,
+        moe=moe,
+        roofline=roofline,
+        links_measured=links,
     )

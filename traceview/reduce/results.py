@@ -11,12 +11,16 @@ from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
+from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
 from traceview.kernels.analysis import KernelAnalysis
+from traceview.links_measured.analysis import LinksMeasured
 from traceview.model.trace import Run
+from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction
+from traceview.roofline.analysis import Roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import Drilldown
 from traceview.timeline.step_view import Timeline
@@ -66,6 +70,10 @@ class RunAnalysis:
     drilldown: Drilldown | None = None  # the report's drill-down figures (traceview.timeline.drilldown)
     distributions: Distributions | None = None  # samples for `traceview compare` and `trend`
     kernels: KernelAnalysis | None = None  # where the compute time went (traceview.kernels)
+    dimensions: Dimensions | None = None  # parallelism dimensions: groups, cost, volumes
+    moe: MoeBalance | None = None  # expert-parallel balance from the all-to-alls' splits
+    roofline: Roofline | None = None  # the communication roofline per dimension and link level
+    links_measured: LinksMeasured | None = None  # alpha and beta fitted on the run's transfer times
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""
@@ -74,6 +82,9 @@ class RunAnalysis:
         figures.update(collective_gate_figures(self.collectives))
         figures.update(self.bubbles.gate_figures() if self.bubbles else {})
         figures.update(self.prediction.gate_figures() if self.prediction else {})
+        figures.update(self.dimensions.gate_figures() if self.dimensions else {})
+        figures.update(self.moe.gate_figures() if self.moe else {})
+        figures.update({"roofline_efficiency": self.roofline.efficiency} if self.roofline else {})
         return figures
 
 

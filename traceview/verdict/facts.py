@@ -18,7 +18,10 @@ from traceview.across_ranks.analysis import CrossRank
 from traceview.across_ranks.sentences import cause_text
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES, Dimensions
 from traceview.kernels.analysis import KernelAnalysis
+from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured
+from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
 
@@ -47,6 +50,9 @@ class Measured:
     timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
     shape: RunShape = field(default_factory=RunShape)
     kernels: KernelAnalysis | None = None
+    dimensions: Dimensions | None = None
+    moe: MoeBalance | None = None
+    links: LinksMeasured | None = None
 
 
 @dataclass(frozen=True)
@@ -292,12 +298,71 @@ def kernels_facts(measured: Measured) -> Found:
     words: dict[str, str] = {}
     straggler = crossrank_facts(measured)[0].get("straggler_rank", -1.0)
     slow = _slow_rank_facts(measured.budget.per_rank).get("slow_rank", -1.0)
-    for found in kernels.slow_ranks:
+    for found in (found for found in kernels.slow_ranks if found.excess_us > 0):  # its compute explains it
         if found.rank == straggler:
             words["straggler_kernels"] = found.sentence
         if found.rank == slow:
             words["slow_rank_kernels"] = found.sentence
     return kernels.facts(), words
+
+
+def dimension_facts(measured: Measured) -> Found:
+    """The named dimension that exposes the most per step: its exposed time, waiting, T_comm, busbw and
+    confidence, how many dimensions are named; its name, link and advice; the first volume gap's cause."""
+    found = measured.dimensions
+    top = found.costliest if found is not None else None
+    if found is None or top is None:
+        return {}, {}
+    numbers = finite(
+        {
+            "dimensions_named": found.named.height,
+            "dimension_exposed_us": top["exposed_us"],
+            "dimension_comm_us": top["comm_us"],
+            "dimension_wait_us": top["wait_us"],
+            "dimension_confidence": top["confidence"],
+            "dimension_busbw_Bps": top["busbw_Bps"],
+        }
+    )
+    step = measured.budget.run_median.get("step_us")
+    if step:
+        numbers["dimension_exposed_share"] = numbers["dimension_exposed_us"] / step
+    dimension = str(top["dimension"])
+    words = {
+        "dimension": dimension,
+        "dimension_name": DIMENSION_NAMES.get(dimension, dimension),
+        "dimension_advice": DIMENSION_ADVICE.get(dimension, ""),
+        "dimension_link": str(top.get("link") or "an unknown link"),
+    }
+    gaps = found.volumes.filter(
+        ((found.volumes["ratio"] - 1).abs() > 0.1) | found.volumes["cause"].str.contains("latency-bound")
+    )
+    if gaps.height:
+        numbers["volume_gaps"] = float(gaps.height)
+        words["volume_cause"] = str(gaps.item(0, "cause"))
+        words["volume_of"] = f"{gaps.item(0, 'dimension')} {gaps.item(0, 'collectives')}"
+    return numbers, words
+
+
+def moe_facts(measured: Measured) -> Found:
+    """The most imbalanced expert-parallel group: its imbalance, hottest rank, the wait at its all-to-alls."""
+    moe = measured.moe
+    if moe is None or not moe.measurable:
+        return {}, {}
+    top = moe.per_group.row(0, named=True)
+    numbers = finite({"moe_imbalance": top["imbalance"], "moe_wait_us": top.get("wait_us")})
+    hottest = top.get("hottest_ranks") or []
+    if hottest:
+        numbers["moe_hottest_rank"] = float(hottest[0])
+        numbers |= finite({"moe_hottest_share": (top.get("hottest_shares") or [None])[0]})
+    return numbers, {"moe_sentence": moe.sentence}
+
+
+def links_facts(measured: Measured) -> Found:
+    """Whether the prediction uses the links measured in the run (a note beside the verdict)."""
+    links = measured.links
+    if links is None or not links.used:
+        return {}, {}
+    return {}, {"links_note": MEASURED_NOTE}
 
 
 FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
@@ -308,6 +373,9 @@ FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     collectives_facts,
     nccl_facts,
     kernels_facts,
+    dimension_facts,
+    moe_facts,
+    links_facts,
 )
 """One function per analysis; an analysis adds its own row (returning empty facts when it did not run)."""
 

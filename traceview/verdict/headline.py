@@ -14,6 +14,9 @@ from traceview.verdict.facts import Facts, duration_text
 
 STRAGGLER_COST_MIN = 0.05
 """A straggler whose lateness costs at least this share of the median step sets the pace of the run."""
+DIMENSION_SHARE_MIN = 0.10
+"""In a run of two or more named dimensions, the one exposing at least this share of the median step sets the
+pace, unless a straggler's lateness costs more of the step."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,34 @@ def _straggler_sentence(f: Facts) -> str:
     )
 
 
+def _dimension_leads(f: Facts) -> bool:
+    """Two or more dimensions named, the costliest exposing `DIMENSION_SHARE_MIN` of the step or more, and more
+    than any straggler's lateness costs."""
+    straggler = (
+        f.numbers.get("straggler_cost_share", 0.0) if f.numbers.get("straggler_rank", -1) >= 0 else 0.0
+    )
+    share = f["dimension_exposed_share"]
+    return f["dimensions_named"] >= 2 and share >= DIMENSION_SHARE_MIN and share > straggler
+
+
+def _straggler_leads(f: Facts) -> bool:
+    """A straggler costing its peers `STRAGGLER_COST_MIN` of the step or more, unless a parallelism dimension
+    leads by exposing more (`_dimension_leads`)."""
+    costly = f["straggler_rank"] >= 0 and f["straggler_cost_share"] >= STRAGGLER_COST_MIN
+    dimension = "dimension_exposed_share" in f and "dimensions_named" in f and _dimension_leads(f)
+    return costly and not dimension
+
+
+def _dimension_sentence(f: Facts) -> str:
+    name = f.word("dimension_name")
+    return (
+        f"{name[0].upper()}{name[1:]} sets the pace: it exposes {_ms(f, 'dimension_exposed_us')} per step "
+        f"({f['dimension_exposed_share']:.0%} of the step, communication nothing hides; "
+        f"{_ms(f, 'dimension_wait_us')} of its time is waiting for peers), the most of the run's "
+        f"{f['dimensions_named']:.0f} dimensions; {f.word('dimension_advice')}. Otherwise {_bound_clause(f)}."
+    )
+
+
 def _waiting_sentence(f: Facts) -> str:
     return (
         f"Waiting-bound: communication takes {f['gamma']:.2f}x the compute time, but only "
@@ -150,7 +181,7 @@ RULES: tuple[HeadlineRule, ...] = (
             "straggler_group_size",
             *BOUND,
         ),
-        lambda f: f["straggler_rank"] >= 0 and f["straggler_cost_share"] >= STRAGGLER_COST_MIN,
+        _straggler_leads,
         _straggler_sentence,
     ),
     HeadlineRule(
@@ -158,6 +189,20 @@ RULES: tuple[HeadlineRule, ...] = (
         ("idle_us", "comp_us", "exposed_comm_us", "idle_share"),
         lambda f: f["idle_us"] > f["comp_us"] + f["exposed_comm_us"],
         _idle_sentence,
+    ),
+    HeadlineRule(
+        "dimension-bound",
+        (
+            "dimensions_named",
+            "dimension_exposed_share",
+            "dimension_exposed_us",
+            "dimension_wait_us",
+            "dimension_name",
+            "dimension_advice",
+            *BOUND,
+        ),
+        _dimension_leads,
+        _dimension_sentence,
     ),
     HeadlineRule(
         "no-communication",
@@ -265,6 +310,6 @@ def verdict(facts: Facts) -> Verdict:
         gamma=facts.numbers.get("gamma"),
         gamma_pred=facts.numbers.get("gamma_pred"),
         gamma_ratio=facts.numbers.get("gamma_ratio"),
-        notes=(facts.word("nccl_note"),) if "nccl_note" in facts else (),
+        notes=tuple(facts.word(note) for note in ("nccl_note", "links_note") if note in facts),
         run_shape=run_shape(facts),
     )

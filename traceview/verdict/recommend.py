@@ -286,6 +286,48 @@ def _suspected_sentence(f: Facts) -> str:
     )
 
 
+DIMENSION_SHARE_MIN = 0.05
+"""A dimension exposing this share of the median step or more is worth its own recommendation."""
+MOE_IMBALANCE_MIN = 1.2
+"""An expert-parallel group whose busiest rank receives this many times the mean is imbalanced."""
+
+
+DIMENSION_WORDS = ("dimension_name", "dimension_advice", "dimension_link")
+
+
+def _has(f: Facts, words: tuple[str, ...]) -> bool:
+    return all(word in f for word in words)
+
+
+def _dimension_sentence(f: Facts) -> str:
+    name = f.word("dimension_name")
+    busbw = f.numbers.get("dimension_busbw_Bps")
+    achieved = f", achieved busbw {busbw / 1e9:.3g} GB/s" if busbw else ""
+    return (
+        f"{name[0].upper()}{name[1:]} exposes {_ms(f, 'dimension_exposed_us')} per step "
+        f"({f['dimension_exposed_share']:.0%} of the step; {_ms(f, 'dimension_wait_us')} of its time waiting "
+        f"for peers{achieved} on {f.word('dimension_link')}): {f.word('dimension_advice')}."
+    )
+
+
+def _volume_sentence(f: Facts) -> str:
+    of = f" ({f.word('volume_of')})" if "volume_of" in f else ""
+    return f"Expected against measured volume{of}: {f.word('volume_cause')}."
+
+
+def _moe_sentence(f: Facts) -> str:
+    wait = (
+        f" and its peers wait {_ms(f, 'moe_wait_us')} per step at the all-to-alls"
+        if "moe_wait_us" in f
+        else ""
+    )
+    return (
+        f"Expert load is imbalanced: rank {f['moe_hottest_rank']:.0f} receives {f['moe_hottest_share']:.2f}x the "
+        f"mean of its group{wait}: strengthen the load-balancing loss, cap expert capacity, or re-place the hot "
+        f"experts across ranks."
+    )
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "exposed-communication",
@@ -368,6 +410,32 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["mismatches"] > 0,
         _mismatch_sentence,
         lambda f: 1.0,
+    ),
+    Rule(
+        "dimension-cost",
+        "dimensions",
+        ("dimension_exposed_share", "dimension_exposed_us", "dimension_wait_us"),
+        lambda f: f["dimension_exposed_share"] >= DIMENSION_SHARE_MIN and _has(f, DIMENSION_WORDS),
+        _dimension_sentence,
+        lambda f: f["dimension_exposed_share"] * 0.95,
+    ),
+    Rule(
+        "dimension-volume",
+        "dimensions",
+        ("volume_gaps",),
+        lambda f: f["volume_gaps"] > 0 and "volume_cause" in f,
+        _volume_sentence,
+        lambda f: 0.02,
+    ),
+    Rule(
+        "moe-imbalance",
+        "moe",
+        ("moe_imbalance", "moe_hottest_rank", "moe_hottest_share"),
+        lambda f: f["moe_imbalance"] >= MOE_IMBALANCE_MIN,
+        _moe_sentence,
+        lambda f: (
+            f.numbers.get("moe_wait_us", 0.0) / f.numbers["step_us"] if f.numbers.get("step_us") else 0.05
+        ),
     ),
     Rule(
         "suspected-communication",

@@ -1,0 +1,130 @@
+"""One rank's communication time per (step, group), the part of it no compute hides, and where its calls
+fall in the step's compute (the map's share of docs/metrics.md, "Parallelism dimensions").
+
+Per (rank, step, group): `comm_us` = |M_g|, the union of the group's communication kernels clipped to the step
+window; `exposed_us` = |M_g \\ C| = |M_g ∪ C| - |C|, C the union of the step's compute kernels. The reduce
+sums them over the groups of one dimension. Per (rank, step, group, collective): `calls` and `early_calls`,
+the calls that start before `EARLY_COMPUTE` of the step's compute has run (the forward pass takes about a
+third of a step's compute: a call that early carries activations, not gradients); measured on compute, not
+on time, so waiting for peers does not move a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from traceview.across_ranks.matching import group_expr
+from traceview.core.intervals import clip_to_windows, merge_intervals, union_length
+from traceview.dimensions.features import communicated
+
+EARLY_COMPUTE = 0.3
+"""A call is early when less than this share of its step's compute precedes it."""
+GROUP_PHASE_SCHEMA: Mapping[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "group": pl.Utf8(),
+    "collective": pl.Utf8(),
+    "calls": pl.Int64(),
+    "early_calls": pl.Int64(),
+}
+GROUP_TIME_SCHEMA: Mapping[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "group": pl.Utf8(),
+    "comm_us": pl.Float64(),
+    "exposed_us": pl.Float64(),
+}
+
+
+def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step, group): comm_us and exposed_us (module docstring); `GROUP_TIME_SCHEMA`."""
+    if kernels.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=GROUP_TIME_SCHEMA)
+    bounds = windows.select("rank", "step", "window_start_us", "window_end_us")
+    comm = clip_to_windows(
+        kernels.filter(communicated()).select("rank", group_expr().alias("group"), "start_us", "end_us"),
+        bounds,
+        ["rank"],
+    )
+    compute = clip_to_windows(
+        events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
+        bounds,
+        ["rank"],
+    )
+    keys = ["rank", "step", "group"]
+    cells = comm.select(keys).unique()
+    both = pl.concat(
+        [
+            comm.select(*keys, "start_us", "end_us"),
+            compute.join(cells, on=["rank", "step"]).select(*keys, "start_us", "end_us"),
+        ]
+    )
+    own = union_length(comm, keys, "comm_us")
+    covered = union_length(both, keys, "_with_compute")
+    compute_us = union_length(compute, ["rank", "step"], "_compute")
+    return (
+        own.join(covered, on=keys)
+        .join(compute_us, on=["rank", "step"], how="left")
+        .select(
+            *keys,
+            "comm_us",
+            (pl.col("_with_compute") - pl.col("_compute").fill_null(0.0))
+            .clip(lower_bound=0.0)
+            .alias("exposed_us"),
+        )
+        .select([pl.col(c).cast(t) for c, t in GROUP_TIME_SCHEMA.items()])
+        .sort(keys)
+    )
+
+
+def group_phases(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step, group, collective): calls and early calls (module docstring); `GROUP_PHASE_SCHEMA`."""
+    calls = kernels.filter(communicated() & pl.col("first_in_call"))
+    if calls.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=GROUP_PHASE_SCHEMA)
+    bounds = windows.select("rank", "step", "window_start_us", "window_end_us")
+    compute = merge_intervals(
+        clip_to_windows(
+            events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
+            bounds,
+            ["rank"],
+        ),
+        ["rank", "step"],
+    )
+    done = (pl.col("end_us") - pl.col("start_us")).cum_sum().over("rank", "step")
+    segments = compute.with_columns(
+        (done - (pl.col("end_us") - pl.col("start_us"))).alias("_before"), done.alias("_done")
+    ).with_columns(pl.col("_done").max().over("rank", "step").alias("_total"))
+    placed = (
+        calls.select("rank", group_expr().alias("group"), "collective", "start_us")
+        .sort("start_us")
+        .join_asof(
+            bounds.sort("window_start_us"),
+            left_on="start_us",
+            right_on="window_start_us",
+            by="rank",
+            check_sortedness=False,
+        )
+        .filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us")))
+    )
+    found = placed.join_asof(
+        segments.select("rank", "step", "start_us", "end_us", "_before", "_total")
+        .rename({"start_us": "_seg_start", "end_us": "_seg_end"})
+        .sort("_seg_start"),
+        left_on="start_us",
+        right_on="_seg_start",
+        by=["rank", "step"],
+        check_sortedness=False,
+    )
+    before = (pl.col("_before") + pl.min_horizontal("start_us", "_seg_end") - pl.col("_seg_start")).fill_null(
+        0.0
+    )
+    early = (before < EARLY_COMPUTE * pl.col("_total")).fill_null(False)
+    return (
+        found.group_by("rank", "step", "group", "collective")
+        .agg(pl.len().alias("calls"), early.sum().alias("early_calls"))
+        .select([pl.col(c).cast(t) for c, t in GROUP_PHASE_SCHEMA.items()])
+        .sort("rank", "step", "group", "collective")
+    )

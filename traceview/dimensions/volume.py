@@ -1,0 +1,363 @@
+"""Expected against measured volume per dimension (docs/metrics.md, "Parallelism dimensions", volumes).
+
+Volume = bus bytes per rank per step, sum of f(n) S over the calls (what a ring puts on each rank's links;
+f the bus factor of "Collectives"). The expectation is the least the dimension needs per step, from the seeds'
+formulas with the run's own inputs (`VOLUME_RULES`; n the group's size, e its calls' element size):
+
+| dimension | collectives | expected bus bytes per rank per step |
+|---|---|---|
+| dp | AllReduce | 2(K-1)/K x P_rep x e, P_rep = P / (tp x pp x fsdp) |
+| fsdp | AllGather; ReduceScatter | (F-1)/F x P_local x e each, P_local = P / (tp x pp) |
+| tp | AllReduce, AllGather, ReduceScatter | 8 (T-1)/T x L_stage x m x A x e |
+| pp | Send, Recv, SendRecv | 2 x boundaries x m x A x e |
+| ep | AllToAll | 4 (E-1)/E x L_moe x m x A x k x e |
+
+FSDP: every parameter gathered once and every gradient scattered once; TP: 4 all-reduces of A a layer (2
+forward, 2 backward); PP: an activation forward and a gradient back per micro-batch per boundary; EP: dispatch
+and combine, forward and backward.
+
+A = activation elements per micro-batch (tokens per micro-batch x h: stated, else the TP or PP calls' own
+size), L_stage = L / pp, m micro-batches, k top-k, boundaries = 2V - [first stage] - [last stage]. The ratio
+is the median over (rank, step) of measured / expected (for EP, whose uneven splits give each rank its own share,
+the mean measured over the mean expected); `CAUSE_RULES` (first match) says what a ratio means,
+and a dimension whose priced calls are mostly latency (k alpha of T_pred, `LATENCY_BOUND`) is called
+latency-bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceview.core.costmodel import bus_factor_expr
+
+LATENCY_BOUND = 0.25
+"""A dimension whose model time is at least this share latency (k alpha) makes too many small calls."""
+LATENCY_CALLS_MIN = 16
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of the expected volumes: its value (None: unknown), where it came from, how to give it."""
+
+    name: str
+    value: float | None
+    source: str
+    give: str = ""
+
+
+@dataclass(frozen=True)
+class VolumeInputs:
+    """The inputs of the formulas, and per rank its pipeline stage (`stages`: rank, stage, stages)."""
+
+    params: Input
+    activation: Input
+    layers: Input
+    micro_batches: Input
+    top_k: Input
+    moe_layers: Input
+    virtual_stages: int = 1
+    sizes: dict[str, float] = field(default_factory=dict)  # group size of each named dimension
+    stages: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    def size(self, dimension: str) -> float:
+        """The group size of `dimension` in this run (1 when the run has no such dimension)."""
+        return self.sizes.get(dimension, 1.0)
+
+
+@dataclass(frozen=True)
+class VolumeRule:
+    """The expected bus bytes of one dimension's calls of some collectives, per rank per step."""
+
+    dimension: str
+    collectives: tuple[str, ...]
+    needs: tuple[str, ...]  # VolumeInputs fields
+    formula: str
+    per_element: Callable[[VolumeInputs], pl.Expr]  # bus elements per rank per step (times e gives bytes)
+    statistic: str = "median"  # of measured / expected over (rank, step); "mean": of each, then their ratio
+
+
+def _ring(n: pl.Expr, factor: float) -> pl.Expr:
+    return factor * (n - 1) / n
+
+
+def _layers_per_stage(i: VolumeInputs) -> float:
+    return float(i.layers.value or 0.0) / i.size("pp")
+
+
+def _boundaries(i: VolumeInputs) -> pl.Expr:
+    v = i.virtual_stages
+    return (
+        2 * v
+        - (pl.col("stage") == 0).cast(pl.Float64)
+        - (pl.col("stage") == pl.col("stages") - 1).cast(pl.Float64)
+    )
+
+
+VOLUME_RULES: tuple[VolumeRule, ...] = (
+    VolumeRule(
+        "dp",
+        ("AllReduce",),
+        ("params",),
+        "2(K-1)/K x P_rep x e",
+        lambda i: (
+            _ring(pl.col("n"), 2) * (i.params.value or 0) / (i.size("tp") * i.size("pp") * i.size("fsdp"))
+        ),
+    ),
+    VolumeRule(
+        "fsdp",
+        ("AllGather",),
+        ("params",),
+        "(F-1)/F x P_local x e",
+        lambda i: _ring(pl.col("n"), 1) * (i.params.value or 0) / (i.size("tp") * i.size("pp")),
+    ),
+    VolumeRule(
+        "fsdp",
+        ("ReduceScatter",),
+        ("params",),
+        "(F-1)/F x P_local x e",
+        lambda i: _ring(pl.col("n"), 1) * (i.params.value or 0) / (i.size("tp") * i.size("pp")),
+    ),
+    VolumeRule(
+        "tp",
+        ("AllReduce", "AllGather", "ReduceScatter"),
+        ("layers", "activation", "micro_batches"),
+        "8(T-1)/T x L_stage x m x A x e",
+        lambda i: (
+            _ring(pl.col("n"), 8)
+            * _layers_per_stage(i)
+            * (i.micro_batches.value or 0)
+            * (i.activation.value or 0)
+        ),
+    ),
+    VolumeRule(
+        "pp",
+        ("SendRecv", "Send", "Recv"),
+        ("activation", "micro_batches"),
+        "2 x boundaries x m x A x e",
+        lambda i: 2 * _boundaries(i) * (i.micro_batches.value or 0) * (i.activation.value or 0),
+    ),
+    VolumeRule(
+        "ep",
+        ("AllToAll",),
+        ("layers", "activation", "micro_batches", "top_k"),
+        "4(E-1)/E x L_moe x m x A x k x e",
+        lambda i: (
+            _ring(pl.col("n"), 4)
+            * (float(i.moe_layers.value or i.layers.value or 0) / i.size("pp"))
+            * (i.micro_batches.value or 0)
+            * (i.activation.value or 0)
+            * (i.top_k.value or 0)
+        ),
+        "mean",
+    ),
+)
+"""One row per (dimension, collectives) the seeds price (module docstring)."""
+
+
+@dataclass(frozen=True)
+class CauseRule:
+    """What a ratio in [low, high) of a dimension's collectives means."""
+
+    dimension: str
+    collectives: tuple[str, ...]
+    low: float
+    high: float
+    cause: str
+
+
+_ANY = float("inf")
+CAUSE_RULES: tuple[CauseRule, ...] = (
+    CauseRule(
+        "fsdp",
+        ("AllGather",),
+        0.9,
+        1.1,
+        "each parameter is gathered once per step (no resharding after forward)",
+    ),
+    CauseRule(
+        "fsdp",
+        ("AllGather",),
+        1.8,
+        2.2,
+        "FSDP gathers {ratio:.1f}x the parameters per step: resharding after forward gathers them "
+        "again in backward (the seeds' 3N; reshard_after_forward=False halves it for more memory)",
+    ),
+    CauseRule(
+        "fsdp",
+        ("AllGather",),
+        2.8,
+        3.2,
+        "FSDP gathers {ratio:.1f}x the parameters per step: resharding plus activation checkpointing, "
+        "whose recomputed forward gathers them a third time",
+    ),
+    CauseRule(
+        "dp",
+        ("AllReduce",),
+        1.8,
+        _ANY,
+        "the gradients are all-reduced {ratio:.1f} times per step: gradient accumulation without "
+        "no_sync() reduces every micro-batch",
+    ),
+    CauseRule(
+        "dp",
+        ("AllReduce",),
+        0.0,
+        0.9,
+        "only {ratio:.0%} of the parameters' gradients are all-reduced: frozen or unused "
+        "parameters, or P counts parameters this group does not replicate",
+    ),
+    CauseRule(
+        "tp",
+        ("AllReduce", "AllGather", "ReduceScatter"),
+        1.4,
+        1.6,
+        "TP moves {ratio:.1f}x the activations of L layers: activation "
+        "recomputation repeats the forward's collectives (6 a layer instead of 4)",
+    ),
+    CauseRule(
+        "pp",
+        ("SendRecv", "Send", "Recv"),
+        1.8,
+        _ANY,
+        "the pipeline moves {ratio:.1f}x the activations a stage boundary needs: more boundaries per "
+        "rank (interleaved stages: give --virtual-stages) or more micro-batches than stated",
+    ),
+    CauseRule(
+        "ep",
+        ("AllToAll",),
+        1.1,
+        _ANY,
+        "the all-to-alls move {ratio:.1f}x the routed tokens: a capacity factor above 1 pads them",
+    ),
+    CauseRule(
+        "ep",
+        ("AllToAll",),
+        0.0,
+        0.9,
+        "the all-to-alls move {ratio:.0%} of the routed tokens: tokens dropped at capacity",
+    ),
+)
+"""Causes of a gap, first match wins; a ratio in no band within 10% of 1 is as expected."""
+
+
+def _measured(calls: pl.DataFrame, rule: VolumeRule) -> pl.DataFrame:
+    """Per (rank, step) of the rule's dimension: bus bytes and calls of its collectives, n and e."""
+    mine = calls.filter(
+        (pl.col("dimension") == rule.dimension) & pl.col("collective").is_in(list(rule.collectives))
+    )
+    bus = bus_factor_expr(pl.col("collective"), pl.col("group_size")).fill_null(1.0) * pl.col("size_bytes")
+    return mine.group_by("rank", "step").agg(
+        bus.sum().alias("measured"),
+        pl.len().alias("calls"),
+        pl.col("size_bytes").median().alias("call_bytes"),
+        pl.col("group_size").median().cast(pl.Float64).alias("n"),
+        pl.col("elem_size").median().cast(pl.Float64).alias("e"),
+    )
+
+
+def rule_row(calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dict[str, object] | None:
+    """The rule's row: medians of calls, call size, measured and expected volume, their ratio, what it
+    lacks."""
+    measured = _measured(calls, rule)
+    if measured.height == 0:
+        return None
+    missing = [getattr(inputs, name) for name in rule.needs if getattr(inputs, name).value is None]
+    if rule.dimension == "pp" and inputs.stages.height == 0:
+        missing.append(Input("stages", None, "default", "the pipeline group's ranks (its order of stages)"))
+    frame = measured.join(inputs.stages, on="rank", how="left") if inputs.stages.height else measured
+    expected = None if missing else rule.per_element(inputs) * pl.col("e")
+    table = frame.with_columns(
+        (expected if expected is not None else pl.lit(None, pl.Float64)).alias("expected")
+    )
+    table = table.with_columns(
+        pl.when(pl.col("expected") > 0).then(pl.col("measured") / pl.col("expected")).alias("ratio")
+    )
+    medians = table.select(pl.col("calls", "call_bytes", "measured", "expected", "ratio").median()).row(
+        0, named=True
+    )
+    if rule.statistic == "mean" and expected is not None:  # uneven splits: each rank moves its own share
+        means = table.select(pl.col("measured", "expected").mean()).row(0, named=True)
+        ratio = means["measured"] / means["expected"] if means["expected"] else None
+        medians |= {"measured": means["measured"], "expected": means["expected"], "ratio": ratio}
+    return {
+        "dimension": rule.dimension,
+        "collectives": ", ".join(rule.collectives),
+        "formula": rule.formula,
+        "calls_per_step": medians["calls"],
+        "median_call_bytes": medians["call_bytes"],
+        "measured_bus_bytes": medians["measured"],
+        "expected_bus_bytes": medians["expected"],
+        "ratio": medians["ratio"],
+        "inputs": "; ".join(
+            f"{i.name} = {i.value:.6g} ({i.source})"
+            for i in (getattr(inputs, n) for n in rule.needs)
+            if i.value is not None
+        ),
+        "missing": "; ".join(f"{i.name}: {i.give}" for i in missing) or None,
+    }
+
+
+def _latency_clause(row: dict[str, object], latency_share: float | None) -> str | None:
+    """ "DP makes 140 calls of 1 MiB per step: latency-bound ..." when the dimension's calls are many and
+    mostly latency in the model (`LATENCY_BOUND`), else None."""
+    calls = row["calls_per_step"]
+    if latency_share is None or latency_share < LATENCY_BOUND or not isinstance(calls, float):
+        return None
+    if calls < LATENCY_CALLS_MIN:
+        return None
+    size = float(row["median_call_bytes"] or 0.0)  # type: ignore[arg-type]
+    fix = (
+        "raise the bucket size (bucket_cap_mb)" if row["dimension"] == "dp" else "fuse them into fewer calls"
+    )
+    return (
+        f"{str(row['dimension']).upper()} makes {calls:.0f} calls of {size / 2**20:.2g} MiB per step: "
+        f"latency-bound ({latency_share:.0%} of their model time is latency); {fix}"
+    )
+
+
+def _ratio_cause(row: dict[str, object]) -> str:
+    ratio = row["ratio"]
+    if not isinstance(ratio, float):
+        return f"not computed: needs {row['missing']}" if row.get("missing") else "not computed"
+    collectives = tuple(str(row["collectives"]).split(", "))
+    for rule in CAUSE_RULES:
+        if (
+            rule.dimension == row["dimension"]
+            and rule.collectives == collectives
+            and rule.low <= ratio < rule.high
+        ):
+            return rule.cause.format(ratio=ratio)
+    if abs(ratio - 1) <= 0.1:
+        return "as the formula expects"
+    return f"{ratio:.2f}x the formula's volume: check the stated inputs ({row['inputs'] or 'none'})"
+
+
+def cause_of(row: dict[str, object], latency_share: float | None) -> str:
+    """What the row's ratio means in words (`CAUSE_RULES`), then whether its calls are latency-bound."""
+    latency = _latency_clause(row, latency_share)
+    return _ratio_cause(row) + (f"; {latency}" if latency else "")
+
+
+def volume_table(calls: pl.DataFrame, inputs: VolumeInputs, latency: dict[str, float | None]) -> pl.DataFrame:
+    """One row per rule whose dimension made such calls: figures, ratio and cause (`calls`: calls with their
+    `dimension`, `collective`, `size_bytes`, `group_size`, `elem_size`, `rank`, `step`)."""
+    rows = [row for rule in VOLUME_RULES if (row := rule_row(calls, rule, inputs)) is not None]
+    for row in rows:
+        row["cause"] = cause_of(row, latency.get(str(row["dimension"])))
+    schema = {
+        "dimension": pl.Utf8,
+        "collectives": pl.Utf8,
+        "formula": pl.Utf8,
+        "calls_per_step": pl.Float64,
+        "median_call_bytes": pl.Float64,
+        "measured_bus_bytes": pl.Float64,
+        "expected_bus_bytes": pl.Float64,
+        "ratio": pl.Float64,
+        "inputs": pl.Utf8,
+        "missing": pl.Utf8,
+        "cause": pl.Utf8,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

@@ -1,0 +1,73 @@
+"""One rank's all-to-all calls with their split sizes (the map's share of docs/metrics.md, "MoE balance").
+
+Per all-to-all call (its first on-device kernel): rank, step, group, start, duration, the split sizes it sent
+and received (`In split size` / `Out split size`: rows of dim 0 per member of the group, in the group's rank
+order) and its bytes. Where the kernels carry no splits but the rank's `c10d::alltoall_base_` ops do (gloo:
+the worker's op is not linked to the call that enqueued it), the k-th such op gives the k-th all-to-all's
+splits, when the rank has as many of one as of the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from traceview.across_ranks.matching import group_expr
+from traceview.core.vocab import dtype_size_expr
+
+ALLTOALL_CALL = r"^c10d::alltoall_base_$"
+SPLIT_SCHEMA: Mapping[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "group": pl.Utf8(),
+    "pg_ranks": pl.Utf8(),
+    "start_us": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "in_split": pl.Utf8(),
+    "out_split": pl.Utf8(),
+    "in_bytes": pl.Int64(),
+    "out_bytes": pl.Int64(),
+}
+
+
+def _tensor_bytes(index: int) -> pl.Expr:
+    """The bytes of argument `index` of an op's `Input Dims` and `Input type` (null when not a tensor)."""
+    dims = pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).list.get(index, null_on_oob=True)
+    kind = pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).list.get(index, null_on_oob=True)
+    return dims.list.eval(pl.element().product()).list.first() * dtype_size_expr(kind)
+
+
+def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with the splits of the rank's `c10d::alltoall_base_` ops, in order, where the rows have none and
+    the counts agree; their bytes from the op's tensors (output, input), which it names unambiguously."""
+    named = pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()
+    ops = cpu.filter(named).sort("start_us")
+    if rows.height == 0 or rows.get_column("in_split").is_not_null().any() or ops.height != rows.height:
+        return rows
+    sizes = ops.select(_tensor_bytes(1).alias("in_bytes"), _tensor_bytes(0).alias("out_bytes"))
+    return rows.sort("start_us").with_columns(
+        ops.get_column("in_split").alias("in_split"),
+        ops.get_column("out_split").alias("out_split"),
+        pl.coalesce(sizes.get_column("in_bytes"), pl.col("in_bytes")).alias("in_bytes"),
+        pl.coalesce(sizes.get_column("out_bytes"), pl.col("out_bytes")).alias("out_bytes"),
+    )
+
+
+def split_rows(kernels: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The rank's all-to-all calls in its step windows, with their splits (module docstring)."""
+    calls = kernels.filter(
+        pl.col("first_in_call") & pl.col("on_device") & (pl.col("collective") == "AllToAll")
+    ).with_columns(group_expr().alias("group"))
+    if calls.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=SPLIT_SCHEMA)
+    calls = _from_calls(calls, cpu)
+    placed = calls.sort("start_us").join_asof(
+        windows.select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us"),
+        left_on="start_us",
+        right_on="window_start_us",
+        by="rank",
+        check_sortedness=False,
+    )
+    inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us"))
+    return placed.filter(inside).select([pl.col(c).cast(t) for c, t in SPLIT_SCHEMA.items()])

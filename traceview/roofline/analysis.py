@@ -1,0 +1,155 @@
+"""The communication roofline (docs/metrics.md, "Communication roofline"; the seeds' chapter 6).
+
+CCR = the step's FLOPs (per rank, the prediction's FLOPs per step, median) over the bytes a dimension moves
+per step (its bus bytes per rank, median over (rank, step): `traceview.dimensions`), and over all of them.
+Each link level (inside a node, across nodes) has a ridge point CCR* = peak FLOP/s / B of that level. A
+dimension sits on the level its calls ran on; its scaling efficiency (seeds 6.5) is min(1, CCR / CCR*): below
+the ridge the link caps the throughput at CCR x B, above it the GPU's peak does; `gamma_at_peak` = CCR* / CCR
+is the T_comm / T_comp the point implies at peak FLOP/s. The run's: min(1, (FLOPs / peak) / max over levels of
+(bytes on that level / its B)), the levels working at once. `REGIMES` name where a point sits (the seeds' 6.6
+bands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.dimensions.analysis import Dimensions
+from traceview.prediction.gamma import Prediction
+
+REGIMES: tuple[tuple[float, str], ...] = (
+    (0.2, "severely communication-bound"),
+    (0.8, "communication-bound"),
+    (1.2, "near the ridge"),
+    (float("inf"), "compute-bound"),
+)
+"""(upper bound of CCR / CCR*, regime), first that holds."""
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """`levels`: per link level its name, B and ridge point. `points`: per dimension (and `all`) its bytes per
+    step, CCR, level, ridge, CCR / ridge, regime, efficiency. `flops_per_step`, `peak_flops`, `achieved_flops`
+    (FLOPs per step / the median step). `efficiency`: the run's implied scaling efficiency. `missing`: what it
+    lacks when it cannot be drawn."""
+
+    levels: pl.DataFrame
+    points: pl.DataFrame
+    flops_per_step: float | None
+    peak_flops: float | None
+    achieved_flops: float | None
+    efficiency: float | None
+    sentence: str
+    missing: str | None = None
+
+
+def _regime(ratio: pl.Expr) -> pl.Expr:
+    """The first regime of `REGIMES` whose bound the ratio CCR / CCR* is under (null without a ridge)."""
+    return pl.coalesce([pl.when(ratio < bound).then(pl.lit(name)) for bound, name in REGIMES])
+
+
+def _levels(prediction: Prediction, peak: float) -> pl.DataFrame:
+    rows = [
+        (scope, found.name, found.bandwidth_Bps, peak / found.bandwidth_Bps)
+        for scope, found in (("intra", prediction.inputs.intra), ("inter", prediction.inputs.inter))
+        if found is not None and found.bandwidth_Bps > 0
+    ]
+    schema = {"level": pl.Utf8, "link": pl.Utf8, "bandwidth_Bps": pl.Float64, "ridge": pl.Float64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float) -> pl.DataFrame:
+    rows = dimensions.per_dimension.filter(pl.col("bus_bytes") > 0).select(
+        "dimension",
+        pl.col("bus_bytes").alias("bytes_per_step"),
+        pl.when(pl.col("spans_nodes").fill_null(False))
+        .then(pl.lit("inter"))
+        .otherwise(pl.lit("intra"))
+        .alias("level"),
+    )
+    placed = rows.join(levels.select("level", "bandwidth_Bps", "ridge"), on="level", how="left")
+    total = placed.select(
+        pl.lit("all").alias("dimension"),
+        pl.col("bytes_per_step").sum(),
+        pl.lit(None, pl.Utf8).alias("level"),
+        pl.lit(None, pl.Float64).alias("bandwidth_Bps"),
+        pl.lit(None, pl.Float64).alias("ridge"),
+    )
+    ratio = pl.col("ccr") / pl.col("ridge")
+    return (
+        pl.concat([placed, total])
+        .with_columns((flops / pl.col("bytes_per_step")).alias("ccr"))
+        .with_columns(ratio.alias("ccr_over_ridge"), _regime(ratio).alias("regime"))
+        .with_columns(
+            pl.min_horizontal(pl.lit(1.0), pl.col("ccr_over_ridge")).alias("efficiency"),
+            (pl.col("ridge") / pl.col("ccr")).alias("gamma_at_peak"),
+        )
+    )
+
+
+def _run_efficiency(points: pl.DataFrame, flops: float, peak: float) -> float | None:
+    """min(1, (FLOPs / peak) / max over levels of (bytes on the level / its B))."""
+    per_level = (
+        points.filter(pl.col("level").is_not_null() & pl.col("bandwidth_Bps").is_not_null())
+        .group_by("level")
+        .agg((pl.col("bytes_per_step").sum() / pl.col("bandwidth_Bps").first()).alias("seconds"))
+    )
+    if per_level.height == 0:
+        return None
+    comm = float(per_level.get_column("seconds").max())  # type: ignore[arg-type]
+    return min(1.0, (flops / peak) / comm) if comm > 0 else 1.0
+
+
+def _missing(dimensions: Dimensions | None, prediction: Prediction | None) -> tuple[str | None, float | None]:
+    if prediction is None or prediction.inputs.peak_flops is None:
+        return "peak FLOP/s (--peak-flops or a device in the hardware table)", None
+    flops = prediction.inputs.flops
+    if flops.height == 0 or flops.get_column("flops").drop_nulls().len() == 0:
+        return "FLOPs per step (--local-batch with --params, or with_flops=True)", None
+    if dimensions is None or dimensions.per_dimension.filter(pl.col("bus_bytes") > 0).height == 0:
+        return "communication of known size", None
+    return None, float(flops.get_column("flops").median())  # type: ignore[arg-type]
+
+
+def _sentence(points: pl.DataFrame, efficiency: float | None) -> str:
+    named = points.filter((pl.col("dimension") != "all") & pl.col("ccr_over_ridge").is_not_null())
+    if named.height == 0:
+        return "No dimension's link level is known: the roofline has no ridge to compare with."
+    worst = named.sort("ccr_over_ridge").row(0, named=True)
+    overall = f"; the run's implied scaling efficiency is {efficiency:.0%}" if efficiency is not None else ""
+    return (
+        f"{worst['dimension'].upper()} sits lowest on the communication roofline: CCR {worst['ccr']:.3g} "
+        f"FLOP/B against the {worst['level']}-node ridge {worst['ridge']:.3g} ({worst['regime']}, efficiency "
+        f"{worst['efficiency']:.0%}){overall}."
+    )
+
+
+def communication_roofline(
+    dimensions: Dimensions | None, prediction: Prediction | None, step_us: float | None
+) -> Roofline:
+    """The roofline of the run (module docstring); `step_us` the run's median step (for achieved FLOP/s)."""
+    missing, flops = _missing(dimensions, prediction)
+    if missing is not None or flops is None or dimensions is None or prediction is None:
+        return Roofline(
+            pl.DataFrame(),
+            pl.DataFrame(),
+            None,
+            None,
+            None,
+            None,
+            f"No roofline: it needs the {missing}.",
+            missing,
+        )
+    peak = float(prediction.inputs.peak_flops or 0.0)
+    levels = _levels(prediction, peak)
+    points = _points(dimensions, levels, flops)
+    efficiency = _run_efficiency(points, flops, peak)
+    points = points.with_columns(
+        pl.when(pl.col("dimension") == "all")
+        .then(pl.lit(efficiency, pl.Float64))
+        .otherwise(pl.col("efficiency"))
+    )
+    achieved = flops / (step_us * 1e-6) if step_us else None
+    return Roofline(levels, points, flops, peak, achieved, efficiency, _sentence(points, efficiency))

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-import msgspec
 import polars as pl
+from traceview.reports.json.encode import json_text
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import BubbleAnalysis
@@ -258,5 +258,5 @@ def summary_document(analysis: RunAnalysis) -> dict[str, Any]:
 
 
 def render_json(analysis: RunAnalysis) -> str:
-    """The JSON summary as text (UTF-8, indented, stable across runs)."""
-    return msgspec.json.format(msgspec.json.encode(summary_document(analysis)), indent=2).decode()
+    """The JSON summary as text (UTF-8, indented, stable across runs; `traceview.reports.json.encode`)."""
+    return json_text(summary_document(analysis))

@@ -73,11 +73,12 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
 
     from traceview.options.run import build_options
     from traceview.options.user import UserOptions
+    from traceview.reports.json.encode import json_bytes
     from traceview.reports.json.summary import summary_document
 
     analysis = analyse(spec, build_options(spec, UserOptions(workers=workers)), quiet=True)
     report_skipped(analysis)
-    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis)))
+    document: dict[str, Any] = msgspec.json.decode(json_bytes(summary_document(analysis)))
     document["run"]["source"] = spec  # as given (a run.json, not the files it lists)
     return document
 

@@ -45,14 +45,14 @@ def resolve_trace_files(
     if listed is not None:
         return list[Location](listed)
     path = Path(spec)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a file, or a FIFO or device named as one: said when read
         return [path]
     if path.is_dir():
         files = traces_in(path)
         if not files:
             raise RunError(f"{path}: no .json or .json.gz traces in this folder")
         return list[Location](files)
-    matches = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
+    matches = sorted(Path(p) for p in glob.glob(str(spec)) if not Path(p).is_dir())
     if not matches:
         raise RunError(f"{spec}: no such file, folder or glob match")
     return list[Location](matches)

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from traceview.core.errors import InputError
+from traceview.core.reading import check_kind, with_compressed
 
 MANIFEST_NAME = "run.json"
 SCHEMA_VERSION = "1.0"
@@ -142,16 +143,18 @@ def is_manifest_file(path: Path) -> bool:
     return path.name == MANIFEST_NAME or (path.name.startswith(PART_PREFIX) and path.suffix == ".json")
 
 
-TRACE_SUFFIXES = (".json", ".json.gz")
-"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
+TRACE_SUFFIXES = with_compressed((".json",))
+"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included, and every compressed
+format `traceview.core.reading` knows: those it cannot read are named as skipped, never silently left out)."""
 
 
 def traces_in(folder: Path) -> list[Path]:
-    """The trace files of a folder, sorted: its `.json`/`.json.gz` files that are not manifests."""
+    """The trace files of a folder, sorted: the entries named like traces (`TRACE_SUFFIXES`) that are not
+    manifests nor folders; whatever else they are (a FIFO, a socket) is said when they are read."""
     return sorted(
         p
         for p in folder.iterdir()
-        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p)
+        if p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p) and not p.is_dir()
     )
 
 
@@ -192,6 +195,7 @@ def _check_numbers(path: Path, manifest: RunManifest) -> None:
 def load_manifest(path: str | Path) -> RunManifest:
     """Read and check a `run.json`. Raises `InputError` naming the file and the problem."""
     path = Path(path)
+    check_kind(path)
     try:
         data = path.read_bytes()
     except OSError as exc:

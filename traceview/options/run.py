@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from traceview.core.errors import UsageError
+from traceview.core.reading import with_compressed
 from traceview.core.sanitize import printable
 from traceview.options.manifest import (
     MANIFEST_NAME,
@@ -34,6 +35,7 @@ RunSpec = str | Path | Sequence[str | Path]
 """A trace file, a folder of per-rank traces, a glob, a `run.json`, or several files (a shell's expansion)."""
 
 NCCL_LOG_SUFFIXES, NCCL_LOG_PROBE_BYTES = (".log", ".txt", ".out"), 64 * 1024
+COMPRESSED_LOG_SUFFIXES = with_compressed(NCCL_LOG_SUFFIXES)[len(NCCL_LOG_SUFFIXES) :]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,17 +133,21 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
 
 
 def _logs_in(folder: Path) -> list[Path]:
-    """Files of `folder` ending .log/.txt/.out (or .gz of them) whose first 64 KB say `NCCL INFO`."""
+    """Files of `folder` ending .log/.txt/.out whose first 64 KB say `NCCL INFO`, and those ending so then a
+    compressed format's suffix (`.log.gz`, `.txt.zst`: read, or named as skipped, when the logs are read)."""
     found = []
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
-        if not path.name.removesuffix(".gz").endswith(NCCL_LOG_SUFFIXES):
+        if path.name.endswith(COMPRESSED_LOG_SUFFIXES):
+            found.append(path)
+            continue
+        if not path.name.endswith(NCCL_LOG_SUFFIXES):
             continue
         try:
             with path.open("rb") as handle:
                 head = handle.read(NCCL_LOG_PROBE_BYTES)
         except OSError:
             continue
-        if b"NCCL INFO" in head or path.suffix == ".gz":
+        if b"NCCL INFO" in head:
             found.append(path)
     return found
 

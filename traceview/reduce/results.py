@@ -7,19 +7,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from traceview.across_ranks.analysis import CrossRank
-from traceview.bubbles.gaps import BubbleAnalysis
-from traceview.budget.time_budget import TimeBudget
+from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
+from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.distributions.samples import Distributions
 from traceview.model.trace import Run
 from traceview.nccl.join import NcclJoin
+from traceview.nccl.problems import NCCL_GATE_FIGURES, nccl_gate_figures
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction
 from traceview.steps.windows import StepChoice
 from traceview.timeline.step_view import Timeline
 from traceview.verdict.headline import Verdict
 from traceview.verdict.recommend import Recommendations
+
+GATE_FIGURES: frozenset[str] = frozenset(
+    (
+        *MEDIAN_COLUMNS,
+        *TRANSFER_COLUMNS,
+        *("stragglers", "mismatches", "median_skew_us", "max_wait_share"),  # across ranks
+        *("comm_linked_share", "comm_unknown_kernels"),  # collectives
+        *(f"idle_{column}" for column in CAUSE_COLUMNS.values()),
+        *("pipeline_bubble", "pipeline_bubble_excess"),  # bubbles
+        *("gamma_pred", "gamma_ratio"),  # prediction
+        *NCCL_GATE_FIGURES,
+    )
+)
+"""Every figure `--fail-on` may name (`RunAnalysis.gate_figures`), known before any file is read, so that a
+misspelled metric is refused at once (tests/test_gates.py checks it against the figures of real runs)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,7 @@ class RunAnalysis:
         figures.update(collective_gate_figures(self.collectives))
         figures.update(self.bubbles.gate_figures() if self.bubbles else {})
         figures.update(self.prediction.gate_figures() if self.prediction else {})
+        figures.update(nccl_gate_figures(self.nccl))
         return figures
 
 

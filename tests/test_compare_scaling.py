@@ -91,7 +91,10 @@ def test_slower_network_than_the_model_is_a_shortfall(
     saved = [tmp_path_factory.mktemp("saved") / name for name in ("8.json", "64.json")]
     for path, document in zip(saved, (runs[8], slow), strict=True):
         path.write_text(json.dumps(document), encoding="utf-8")
-    result = traceview("compare", *map(str, saved), "--json")
+    refused = traceview("compare", *map(str, saved), "--json")
+    assert refused.returncode == 2  # a scale-up is another job: said, and refused unless allowed
+    assert "world size 8 -> 64" in refused.stderr
+    result = traceview("compare", *map(str, saved), "--json", "--allow-different-jobs")
     assert result.returncode == 1
     assert json.loads(result.stdout)["scaling"]["predicted_efficiency"] == pytest.approx(
         scaling.predicted_efficiency

@@ -9,8 +9,8 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.safe import safe
 
-from traceview.core.sanitize import printable
 from traceview.model.nccl_log import NcclLog
 from traceview.nccl.log_views import collective_summary, communicator_summary, warning_counts
 
@@ -19,7 +19,7 @@ _MAX_ROWS = 20
 
 def _safe(value: object) -> str:
     """Input-derived text as it may be printed: sanitized, then markup-escaped."""
-    return escape(printable(value))
+    return safe(value)
 
 
 def _cell(value: object) -> str:

@@ -22,13 +22,16 @@ from typing import Any
 
 import polars as pl
 
-from traceview.compare.findings import CompareSettings, Finding, TrendSettings
+from traceview.compare.findings import TREND_METRICS, CompareSettings, Finding, TrendSettings
+from traceview.compare.new_problems import new_problems
 from traceview.compare.paired import explained_by_ranks, paired_findings
-from traceview.compare.samples import Samples, all_samples
+from traceview.compare.same_job import job_differences
+from traceview.compare.samples import RUN_METRICS, Samples, all_samples
 from traceview.compare.scaling import Scaling, scaling_analysis
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
-from traceview.core.errors import UsageError
+from traceview.core.errors import InputError, UsageError
+from traceview.core.reading import check_kind
 from traceview.core.sanitize import printable
 
 
@@ -39,38 +42,102 @@ def _table(text: str, source: str) -> dict[str, Any]:
         raise UsageError(f"{source}: not valid TOML: {exc}") from None
 
 
+SETTING_KINDS: dict[str, dict[str, str]] = {
+    "compare": {
+        "threshold_pct": "number",
+        "alpha": "number",
+        "min_step_share": "number",
+        "min_samples": "count",
+        "metric_threshold_pct": "table",
+    },
+    "trend": {
+        "threshold_pct": "number",
+        "alpha": "number",
+        "metrics": "metrics",
+        "min_segment": "count",
+        "min_step_share": "number",
+    },
+}
+"""Every key a thresholds file may hold, by table, with the kind of its value: anything else is refused."""
+
+
+def _kind_problem(kind: str, value: Any) -> str | None:
+    """Why `value` is not of `kind` (None: it is)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "number" and not number:
+        return f"takes a number, got {value!r}"
+    if kind == "count" and (not isinstance(value, int) or isinstance(value, bool)):
+        return f"takes a whole number, got {value!r}"
+    if kind == "table" and not isinstance(value, dict):
+        return f"takes a table of metric = percent, got {value!r}"
+    if kind == "metrics" and not (
+        isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+    ):
+        return f"takes a list of metric names, got {value!r}"
+    return None
+
+
+def check_thresholds_file(table: Mapping[str, Any], source: str) -> None:
+    """Refuse (`UsageError` naming the file and the key) a thresholds table with an unknown table or key, a
+    value of the wrong kind, a per-metric threshold that is not a number, or a trend metric no summary has."""
+    for section, values in table.items():
+        kinds = SETTING_KINDS.get(section)
+        if kinds is None or not isinstance(values, dict):
+            raise UsageError(
+                f"{printable(source)}: unknown table [{printable(section)}] (known: compare, trend)"
+            )
+        for key, value in values.items():
+            if key not in kinds:
+                known = ", ".join(kinds)
+                raise UsageError(
+                    f"{printable(source)}: unknown key {section}.{printable(key)} (known: {known})"
+                )
+            problem = _kind_problem(kinds[key], value)
+            if problem is None and kinds[key] == "table":
+                bad = next((k for k, v in value.items() if _kind_problem("number", v)), None)
+                problem = None if bad is None else f"{printable(bad)} {_kind_problem('number', value[bad])}"
+            if problem is None and kinds[key] == "metrics":
+                unknown = [m for m in value if m not in TREND_METRICS]
+                problem = (
+                    f"names unknown metric(s) {printable(unknown)} (known: {', '.join(TREND_METRICS)})"
+                    if unknown
+                    else None
+                )
+            if problem is not None:
+                raise UsageError(f"{printable(source)}: {section}.{printable(key)} {problem}")
+
+
 def load_settings(
     path: Path | None = None, threshold_pct: float | None = None
 ) -> tuple[CompareSettings, TrendSettings]:
-    """The defaults, overridden by the file at `path` (if any), then by `threshold_pct` (if given)."""
+    """The defaults, overridden by the file at `path` (if any, checked: `check_thresholds_file`), then by
+    `threshold_pct` (if given)."""
     defaults = _table(
         resources.files("traceview.compare").joinpath("thresholds.toml").read_text(), "defaults"
     )
     if threshold_pct is not None and not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise UsageError(f"--threshold must be a finite percentage >= 0, got {threshold_pct}")
     user = {} if path is None else _table(_read(path), str(path))
+    check_thresholds_file(user, str(path))
     compare = {**defaults["compare"], **user.get("compare", {})}
     trend = {**defaults["trend"], **user.get("trend", {})}
     if threshold_pct is not None:
         compare["threshold_pct"] = trend["threshold_pct"] = threshold_pct
     per_metric = {**defaults["compare"]["metric_threshold_pct"], **compare.get("metric_threshold_pct", {})}
-    try:
-        compare_settings = CompareSettings(
-            threshold_pct=float(compare["threshold_pct"]),
-            alpha=float(compare["alpha"]),
-            min_step_share=float(compare["min_step_share"]),
-            min_samples=int(compare["min_samples"]),
-            metric_threshold_pct=tuple(sorted((k, float(v)) for k, v in per_metric.items())),
-        )
-        trend_settings = TrendSettings(
-            threshold_pct=float(trend["threshold_pct"]),
-            alpha=float(trend["alpha"]),
-            metrics=tuple(str(m) for m in trend["metrics"]),
-            min_segment=int(trend["min_segment"]),
-            min_step_share=float(trend["min_step_share"]),
-        )
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{path or 'thresholds'}: a threshold is not a number: {exc}") from None
+    compare_settings = CompareSettings(
+        threshold_pct=float(compare["threshold_pct"]),
+        alpha=float(compare["alpha"]),
+        min_step_share=float(compare["min_step_share"]),
+        min_samples=int(compare["min_samples"]),
+        metric_threshold_pct=tuple(sorted((k, float(v)) for k, v in per_metric.items())),
+    )
+    trend_settings = TrendSettings(
+        threshold_pct=float(trend["threshold_pct"]),
+        alpha=float(trend["alpha"]),
+        metrics=tuple(str(m) for m in trend["metrics"]),
+        min_segment=int(trend["min_segment"]),
+        min_step_share=float(trend["min_step_share"]),
+    )
     for settings in (compare_settings, trend_settings):
         _check_bounds(settings, str(path or "thresholds"))
     return compare_settings, trend_settings
@@ -94,6 +161,10 @@ def _check_bounds(settings: CompareSettings | TrendSettings, source: str) -> Non
 
 def _read(path: Path) -> str:
     try:
+        check_kind(path)
+    except InputError as exc:
+        raise UsageError(f"--thresholds {exc}") from None
+    try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{printable(path)}: cannot read the thresholds file: {exc.strerror}") from None
@@ -114,6 +185,7 @@ class Comparison:
     settings: CompareSettings
     verdict: str = ""
     budgets: pl.DataFrame = field(default_factory=pl.DataFrame)
+    different_jobs: tuple[str, ...] = ()  # what makes the runs different jobs (`traceview.compare.same_job`)
 
     @property
     def regressions(self) -> list[Finding]:
@@ -164,6 +236,17 @@ class Comparison:
             if finding.subject == "run":
                 figures[f"{finding.metric}_change_pct"] = finding.change_pct
         return figures
+
+
+COMPARE_GATE_FIGURES: frozenset[str] = frozenset(
+    (
+        "regressions",
+        "improvements",
+        "scaling_shortfall_pct",
+        *(f"{metric}_change_pct" for metric in RUN_METRICS),
+    )
+)
+"""Every figure `compare --fail-on` may name (`Comparison.gate_figures`), known before any file is read."""
 
 
 def _ranked(findings: list[Finding]) -> list[Finding]:
@@ -269,6 +352,9 @@ def compare(
         candidate,
         settings,
     )
+    findings += [
+        replace(f, partial=structure.is_partial(f.family)) for f in new_problems(baseline, candidate)
+    ]
     comparison = Comparison(
         baseline_source=str((baseline.get("run") or {}).get("source", "")),
         candidate_source=str((candidate.get("run") or {}).get("source", "")),
@@ -277,6 +363,7 @@ def compare(
         scaling=scaling_analysis(baseline, candidate) if structure.world_size_changed else None,
         settings=settings,
         budgets=budget_table(baseline, candidate),
+        different_jobs=tuple(job_differences(baseline, candidate)),
     )
     return replace(comparison, verdict=verdict_sentence(comparison))
 
@@ -340,16 +427,28 @@ def budget_table(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> p
 
 
 def _describe(finding: Finding) -> str:
+    if finding.metric == "lateness_cost_us" and finding.candidate is not None:
+        share = dict(finding.fields).get("lateness_cost_share")
+        of_step = f" ({share:.0%} of the step)" if isinstance(share, float) else ""
+        return (
+            f"{finding.subject} a new straggler costing {finding.candidate / 1000:.2f} ms per step{of_step}"
+        )
+    if finding.metric == "mismatches":
+        return f"{finding.candidate:.0f} collective mismatch(es) across ranks, none in the baseline"
     change = "" if finding.change_pct is None else f" {finding.change_pct:+.0f}%"
     return f"{finding.metric} of {finding.subject}{change}"
 
 
 def verdict_sentence(comparison: Comparison) -> str:
-    """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said;
-    a changed setup (devices, NCCL, PyTorch) named, as the first suspect of whatever changed."""
+    """One sentence: different jobs first, then regressions (causes first) or improvements, or no significant
+    change; partial runs said; a changed setup (devices, NCCL, PyTorch) named, as the first suspect of
+    whatever changed."""
     sentence = _core_verdict(comparison)
     setup = comparison.structure.setup_changes
-    return f"{sentence[:-1]}, with the setup changed ({'; '.join(setup)})." if setup else sentence
+    sentence = f"{sentence[:-1]}, with the setup changed ({'; '.join(setup)})." if setup else sentence
+    if comparison.different_jobs:
+        return f"Different jobs ({'; '.join(comparison.different_jobs)}): {sentence[0].lower()}{sentence[1:]}"
+    return sentence
 
 
 def _core_verdict(comparison: Comparison) -> str:

@@ -53,8 +53,8 @@ class ReadLimits:
     ratio_hint: str = "limits max_inflation_ratio and ratio_checked_after_bytes; raise them with ParseLimits"
 
 
-RAW_CHUNK = 1 << 20
-"""Compressed bytes read at a time."""
+RAW_CHUNK = 64 << 10
+"""Compressed bytes read at a time (what the ratio is measured against runs ahead by at most this much)."""
 
 
 class Inflating:

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceview.core.errors import TraceviewError, UsageError
+from traceview.core.errors import TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
 from traceview.core.sanitize import printable
 from traceview.model.trace import SkippedInput
@@ -73,7 +73,7 @@ def summarize_file(task: MapTask) -> Any:
             task.ranks_in_run,
         )
     except TraceviewError as exc:
-        return SkippedInput(task.path, str(exc))
+        return SkippedInput(task.path, reason_of(exc))
     except Exception as exc:  # a defect met on one rank must not lose the others: skipped, and said so
         reason = f"internal error while reading it ({type(exc).__name__}: {exc}); please report"
         return SkippedInput(task.path, reason)

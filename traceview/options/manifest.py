@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,7 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
     schema_version: str = SCHEMA_VERSION
     kind: str = KIND
     job: str | None = None
+    commit: str | None = None  # the code's version (a git commit), for trend's labels
     created: str | None = None  # ISO 8601, UTC
     backend: str | None = None
     world_size: int | None = None
@@ -192,6 +194,18 @@ def _check_numbers(path: Path, manifest: RunManifest) -> None:
             raise InputError(path, f"{name} = {value} is outside 1 .. 16,777,216")
 
 
+def _check_created(path: Path, manifest: RunManifest) -> None:
+    """Refuse a `created` that is not an ISO 8601 time (trend orders runs by it)."""
+    if manifest.created is None:
+        return
+    try:
+        dt.datetime.fromisoformat(manifest.created.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            path, f"created = {manifest.created!r} is not an ISO 8601 time (2026-11-20T02:00:00Z)"
+        ) from None
+
+
 def load_manifest(path: str | Path) -> RunManifest:
     """Read and check a `run.json`. Raises `InputError` naming the file and the problem."""
     path = Path(path)
@@ -214,6 +228,7 @@ def load_manifest(path: str | Path) -> RunManifest:
             f"schema_version {manifest.schema_version} is not readable by this traceview (reads {SCHEMA_VERSION})",
         )
     _check_numbers(path, manifest)
+    _check_created(path, manifest)
     return manifest
 
 

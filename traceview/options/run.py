@@ -49,6 +49,17 @@ class Execution:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunFacts:
+    """Who the run is, for a history (`traceview trend`): run.json's job, commit and creation time, and the
+    label the user gave (`--label`)."""
+
+    job: str | None = None
+    commit: str | None = None
+    created: str | None = None  # ISO 8601, UTC
+    label: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """What one run is analysed with; every field has the default a plain `traceview report RUN` uses."""
 
@@ -64,6 +75,7 @@ class RunOptions:
     virtual_stages: int = 1  # V of the pipeline-bubble theory (P-1)/(M*V+P-1)
     model: ModelOptions = field(default_factory=ModelOptions)  # the alpha-beta model's stated inputs
     execution: Execution = field(default_factory=Execution)
+    facts: RunFacts = field(default_factory=RunFacts)  # job, commit, time, label (docs/run-manifest.md)
 
 
 def _source(run: RunSpec) -> str:
@@ -113,8 +125,15 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         model = _with_manifest(model, manifest)
     if "ranks_per_host_source" in hosts:
         model = replace(model, sources=(*model.sources, ("ranks_per_host", MANIFEST)))
+    facts = RunFacts(
+        job=manifest.job if manifest else None,
+        commit=manifest.commit if manifest else None,
+        created=manifest.created if manifest else None,
+        label=user.run_label,
+    )
     return RunOptions(
         source=_source(run),
+        facts=facts,
         manifest=path,
         listed_traces=None if found is None else _listed_traces(*found),
         nccl_logs=tuple(nccl_log_paths(run, user.nccl_logs, found)),

@@ -136,6 +136,12 @@ class UserOptions:
         "Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').",
         "text",
     )
+    run_label: str | None = _option(
+        "--label",
+        "A label for this run (a commit, a job id), kept in the JSON summary: trend shows it (default: "
+        "run.json's commit, else its job).",
+        "text",
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -30,7 +30,7 @@ from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
-from traceview.reduce.results import RunAnalysis, run_header
+from traceview.reduce.results import RunAnalysis, run_header, with_identity
 from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, facts_of
 from traceview.verdict.headline import verdict
@@ -176,6 +176,7 @@ def reduce_summaries(
         manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
+    header = with_identity(header, run, budget, options.facts)
     facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
     return RunAnalysis(
         header=header,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
@@ -12,10 +12,11 @@ from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeB
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.distributions.samples import Distributions
+from traceview.model.time_base import iso_time, recorded_start_us
 from traceview.model.trace import Run
 from traceview.nccl.join import NcclJoin
 from traceview.nccl.problems import NCCL_GATE_FIGURES, nccl_gate_figures
-from traceview.options.run import RunOptions
+from traceview.options.run import RunFacts, RunOptions
 from traceview.prediction.gamma import Prediction
 from traceview.steps.windows import StepChoice
 from traceview.timeline.step_view import Timeline
@@ -60,6 +61,11 @@ class RunHeader:
     base_shifts_us: tuple[
         float, ...
     ] = ()  # each rank's move onto the run's time base (traceview.model.time_base)
+    recorded_at: str | None = None  # when the run started, ISO 8601 UTC (docs/json-schema.md, `run`)
+    recorded_at_source: str | None = None  # "trace base time" | "run.json created"
+    job: str | None = None  # run.json's job
+    commit: str | None = None  # run.json's commit
+    label: str | None = None  # --label
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,26 @@ class RunAnalysis:
         figures.update(self.prediction.gate_figures() if self.prediction else {})
         figures.update(nccl_gate_figures(self.nccl))
         return figures
+
+
+def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFacts) -> RunHeader:
+    """`header` with when the run started and who it is (`recorded_at` and its source, `job`, `commit`,
+    `label`): run.json's `created` when it states one (the manifest's facts come before the traces', as for
+    every input), else the traces' time base and first step (`traceview.model.time_base.recorded_start_us`)."""
+    windows = budget.per_step.get_column("window_start_us") if budget.per_step.height else None
+    first = None if windows is None else windows.min()
+    started = recorded_start_us([t.meta.base_time_ns for t in run], first)  # type: ignore[arg-type]
+    at, source = (facts.created, "run.json created") if facts.created else (None, None)
+    if at is None and started is not None:
+        at, source = iso_time(started), "trace base time"
+    return replace(
+        header,
+        recorded_at=at,
+        recorded_at_source=source,
+        job=facts.job,
+        commit=facts.commit,
+        label=facts.label,
+    )
 
 
 def _distinct(values: list[str]) -> tuple[str, ...]:

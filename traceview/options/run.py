@@ -11,6 +11,7 @@ traces, then the hardware table, then a stated default (`traceview.prediction.in
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -171,20 +172,37 @@ def _logs_in(folder: Path) -> list[Path]:
     return found
 
 
-def _given_logs(given: Sequence[Path]) -> list[Path]:
+def _given_logs(given: Sequence[Path], flag: str = "--nccl-log ") -> list[Path]:
     """The logs named by `--nccl-log`: a file as it is, a folder's logs; a missing path is a usage error."""
     found: list[Path] = []
     for path in given:
         if path.is_dir():
             inside = _logs_in(path)
             if not inside:
-                raise UsageError(f"--nccl-log {printable(path)}: a folder without NCCL_DEBUG logs in it")
+                raise UsageError(f"{flag}{printable(path)}: a folder without NCCL_DEBUG logs in it")
             found += inside
         elif not path.exists():
-            raise UsageError(f"--nccl-log {printable(path)}: no such file")
+            raise UsageError(f"{flag}{printable(path)}: no such file")
         else:
             found.append(path)
     return found
+
+
+def nccl_log_files(specs: Sequence[str]) -> list[Path]:
+    """The NCCL logs `specs` name (the `nccl` command's arguments): a file as it is, a folder's logs (those
+    ending .log/.txt/.out whose first 64 KB say `NCCL INFO`, and their compressed forms), a glob's matches;
+    each once, in order. Raises `UsageError` for a spec that names none."""
+    found: list[Path] = []
+    for spec in specs:
+        path = Path(spec)
+        if path.is_dir() or path.exists():
+            found += _given_logs([path], flag="")
+            continue
+        matches = sorted(Path(p) for p in glob.glob(spec) if not Path(p).is_dir())
+        if not matches:
+            raise UsageError(f"{printable(spec)}: no such file, folder or glob match")
+        found += matches
+    return list(dict.fromkeys(found))
 
 
 def nccl_log_paths(

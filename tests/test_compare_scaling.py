@@ -51,7 +51,9 @@ def test_measured_and_predicted_efficiency(runs: dict[int, dict[str, object]]) -
     assert factors["exposed transfer (bandwidth)"] == pytest.approx(step_64 - step_8, rel=1e-4)
     assert abs(factors["compute change"]) < 1.0
     assert comparison.failing == []  # as the model expects: exit 0
-    assert comparison.verdict.startswith("Scaling 8 -> 64 GPUs")
+    assert comparison.verdict.startswith(
+        "Different jobs (world size 8 -> 64; process groups 8 ranks -> 64 ranks): scaling 8 -> 64 GPUs"
+    )
 
 
 def test_slower_network_than_the_model_is_a_shortfall(

@@ -22,9 +22,10 @@ from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
+from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 
 
@@ -38,6 +39,13 @@ def clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def _run(analysis: RunAnalysis) -> dict[str, Any]:
+    """The `run` object: the header's fields, `sources` as an object (field -> where it came from)."""
+    found = asdict(analysis.header)
+    found["sources"] = dict(analysis.header.sources)
+    return found
 
 
 def _time_budget(analysis: RunAnalysis) -> dict[str, Any]:
@@ -129,6 +137,7 @@ def nccl_document(nccl: NcclJoin) -> dict[str, Any]:
         "link_overrides": [_link_override(override) for override in nccl.link_overrides],
         "link_override": _link_override(nccl.link_override),
         "verdict_flags": list(nccl.verdict_flags),
+        "problems": records(nccl_problems(nccl)),
         "notes": list(nccl.notes),
         "foreign": [{"path": path, "reasons": reasons} for path, reasons in nccl.foreign],
     }
@@ -247,7 +256,7 @@ def summary_document(analysis: RunAnalysis) -> dict[str, Any]:
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "traceview_version": __version__,
-        "run": asdict(analysis.header),
+        "run": _run(analysis),
         "verdict": asdict(analysis.verdict),
         "recommendations": _recommendations(analysis),
         "timeline": _timeline(analysis),

@@ -84,5 +84,8 @@ def new_mismatches(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) ->
 
 
 def new_problems(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Sequence[Finding]:
-    """Every new straggler and new mismatch of the candidate, as regressions (module docstring)."""
+    """Every new straggler and new mismatch of the candidate, as regressions (module docstring); none when
+    either summary has no across-ranks analysis (an older schema, one rank): it cannot say what is new."""
+    if not (baseline.get("across_ranks") and candidate.get("across_ranks")):
+        return []
     return [*new_stragglers(baseline, candidate), *new_mismatches(baseline, candidate)]

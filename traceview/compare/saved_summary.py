@@ -119,8 +119,8 @@ def check_summary(path: object, document: Any, needs: Sequence[tuple[str, type]]
 
 
 def is_summary(path: Location) -> bool:
-    """Whether `path` is a saved summary rather than a trace: a JSON file whose first 64 KiB name a
-    `schema_version` (a summary begins with it; a trace never has it)."""
+    """Whether `path` is a saved summary rather than a trace or a run.json: a JSON file whose first 64 KiB
+    name a `schema_version` (a summary begins with it; a trace never has it) and not the manifest's kind."""
     if not str(path).endswith(SUMMARY_SUFFIXES) or (isinstance(path, Path) and not path.is_file()):
         return False
     try:
@@ -129,7 +129,7 @@ def is_summary(path: Location) -> bool:
             head = stream.read(PROBE_BYTES)
     except (InputError, OSError):
         return False
-    return b'"schema_version"' in head
+    return b'"schema_version"' in head and b'"traceview-run"' not in head  # run.json has a version too
 
 
 def read_summary(path: Location, needs: Sequence[tuple[str, type]] = COMPARE_NEEDS) -> dict[str, Any]:

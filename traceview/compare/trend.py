@@ -166,7 +166,8 @@ def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str, tuple[str
         f"modification time, {r.date} UTC"
         for r in by_file
     )
-    if any(r.started_us is None for r in runs):
+    starts = {r.started_us for r in runs}
+    if None in starts or (len(starts) == 1 and len(runs) > 1):  # unknown, or one time for every run
         return list(runs), "as given", warnings
     ordered = sorted(runs, key=lambda r: r.started_us or 0.0)
     return ordered, "run time and file time" if by_file else "run time", warnings

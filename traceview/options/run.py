@@ -58,6 +58,8 @@ class RunFacts:
     commit: str | None = None
     created: str | None = None  # ISO 8601, UTC
     label: str | None = None
+    pytorch_version: str | None = None  # run.json's versions.torch
+    world_size: int | None = None  # run.json's world_size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +133,8 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         commit=manifest.commit if manifest else None,
         created=manifest.created if manifest else None,
         label=user.run_label,
+        pytorch_version=manifest.versions.torch if manifest else None,
+        world_size=manifest.world_size if manifest else None,
     )
     return RunOptions(
         source=_source(run),

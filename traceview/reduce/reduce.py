@@ -19,7 +19,12 @@ from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
-from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
+from traceview.collectives.tables import (
+    CollectiveAnalysis,
+    collective_tables,
+    merged_suspects,
+    with_transfer_busbw,
+)
 from traceview.core.errors import ParseWarning
 from traceview.distributions.samples import distributions_from_parts
 from traceview.map.rank_summary import RankSummary
@@ -30,7 +35,7 @@ from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
-from traceview.reduce.results import RunAnalysis, run_header, with_identity
+from traceview.reduce.results import RunAnalysis, run_header, with_identity, with_stated_facts
 from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, facts_of
 from traceview.verdict.headline import verdict
@@ -170,6 +175,7 @@ def reduce_summaries(
     nccl = _nccl(options, collectives, run)
     crossrank = _cross_rank(run, frames, collectives.kernels, budget_of(frames.per_step), options, nccl)
     budget = budget_of(frames.per_step, crossrank.transfer)
+    collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
     header = replace(
         run_header(run, [s.step_choice for s in aligned], collectives.warnings),
@@ -177,6 +183,7 @@ def reduce_summaries(
         base_shifts_us=base.shifts_us,
     )
     header = with_identity(header, run, budget, options.facts)
+    header = with_stated_facts(header, crossrank.hosts, options.facts)
     facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
     return RunAnalysis(
         header=header,

@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import polars as pl
+
 from traceview.across_ranks.analysis import CrossRank
+from traceview.across_ranks.clocks import ASSUMED_HOSTS
 from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
 from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
@@ -66,6 +69,7 @@ class RunHeader:
     job: str | None = None  # run.json's job
     commit: str | None = None  # run.json's commit
     label: str | None = None  # --label
+    sources: tuple[tuple[str, str], ...] = ()  # where hostnames, pytorch_versions, world_size came from
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,34 @@ def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFac
         job=facts.job,
         commit=facts.commit,
         label=facts.label,
+    )
+
+
+def with_stated_facts(header: RunHeader, hosts: pl.DataFrame, facts: RunFacts) -> RunHeader:
+    """`header` with the one answer the whole page and document give for hosts, PyTorch version and world size:
+    the traces' own, else what the run names elsewhere (hosts: the ranks' hosts the clock alignment used, from
+    the traces, the NCCL logs or run.json, `traceview.across_ranks.clocks.rank_hosts`; the others: run.json),
+    each with its source in `sources`."""
+    stated = hosts.filter(pl.col("host_source") != ASSUMED_HOSTS)
+    names = tuple(sorted(set(stated.get_column("host").to_list())))
+    sources = (
+        {"hostnames": ", ".join(sorted(set(stated.get_column("host_source").to_list())))} if names else {}
+    )
+    pytorch, world = header.pytorch_versions, header.world_size
+    if not pytorch and facts.pytorch_version:
+        pytorch, sources["pytorch_versions"] = (facts.pytorch_version,), "run.json"
+    elif pytorch:
+        sources["pytorch_versions"] = "trace"
+    if world is None and facts.world_size:
+        world, sources["world_size"] = facts.world_size, "run.json"
+    elif world is not None:
+        sources["world_size"] = "trace"
+    return replace(
+        header,
+        hostnames=names or header.hostnames,
+        pytorch_versions=pytorch,
+        world_size=world,
+        sources=tuple(sorted(sources.items())),
     )
 
 

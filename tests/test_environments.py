@@ -214,7 +214,7 @@ CASES: tuple[Case, ...] = (
         "gzip bomb (1 GiB) as a trace",
         ("summary", "{lab}/bomb.json.gz"),
         2,
-        r"bomb\.json\.gz \(compressed byte \d+\): gzip inflates more than 200 times",
+        r"bomb\.json\.gz: compressed byte \d+: gzip inflates more than 200 times",
     ),
     Case(
         "gzip bomb (10 GiB) as a trace",

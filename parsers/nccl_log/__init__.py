@@ -233,9 +233,12 @@ class _Reader:
 
 
 LOG_LIMITS = ReadLimits(
-    size_hint="limit of an NCCL log's text", ratio_hint="an NCCL log inflates 5 to 30 times"
+    ratio_after_bytes=1 << 20,
+    size_hint="limit of an NCCL log's text",
+    ratio_hint="an NCCL log inflates 5 to 30 times",
 )
-"""How far a compressed NCCL log may inflate (docs/metrics.md, "Input limits")."""
+"""How far a compressed NCCL log may inflate (docs/metrics.md, "Input limits"): the ratio is checked from the
+first MiB, since a log is read line by line (a bomb of empty lines costs time, not memory)."""
 
 
 def _open(path: Path) -> tuple[TextIO, BoundedReader | None]:

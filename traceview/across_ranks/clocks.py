@@ -153,6 +153,12 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
+def far_clock_warnings(offsets: ClockOffsets) -> tuple[str, ...]:
+    """One warning per host whose clock is `FAR_OFFSET_US` or more from the reference host's, naming it, its
+    ranks and the offset applied (also among `offsets.warnings`; the run's header repeats them)."""
+    return tuple(_far_offsets(offsets.offsets, offsets.reference))
+
+
 def _far_offsets(offsets: pl.DataFrame, reference: str) -> list[str]:
     far = offsets.filter(pl.col("offset_us").abs() >= FAR_OFFSET_US)
     return [

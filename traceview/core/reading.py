@@ -67,6 +67,8 @@ class Inflating:
         self.raw, self.new, self.magic = raw, new, magic
         self.decompressor = new()
         self.pending = b""
+        self.consumed = 0
+        """Compressed bytes the decompressors have taken (zlib: exactly; bzip2, xz: every byte fed)."""
 
     def _next_member(self) -> bool:
         tail = self.decompressor.unused_data + self.pending or self.raw.read(RAW_CHUNK)
@@ -89,8 +91,10 @@ class Inflating:
                 self.pending = self.raw.read(RAW_CHUNK)
                 if not self.pending:
                     raise EOFError("the compressed stream ends before its end-of-stream marker")
+            given = len(self.pending)
             out = decompressor.decompress(self.pending, size)
             self.pending = getattr(decompressor, "unconsumed_tail", b"")
+            self.consumed += given - len(self.pending)
         return out
 
     def close(self) -> None:
@@ -267,7 +271,11 @@ class BoundedReader(io.RawIOBase):
 
     @property
     def consumed(self) -> int:
-        """Compressed bytes read so far."""
+        """Compressed bytes consumed so far: the decompressor's count where it keeps one, else the file's
+        position."""
+        counted = getattr(self.inner, "consumed", None)
+        if isinstance(counted, int):
+            return counted
         try:
             return int(self.raw.tell())
         except (OSError, ValueError):

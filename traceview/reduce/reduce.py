@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank, run_cross_rank
-from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
+from traceview.across_ranks.clocks import far_clock_warnings, rank_offsets, shift_to_reference
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
@@ -184,6 +184,7 @@ def reduce_summaries(
     )
     header = with_identity(header, run, budget, options.facts)
     header = with_stated_facts(header, crossrank.hosts, options.facts)
+    header = replace(header, warnings=(*header.warnings, *far_clock_warnings(crossrank.clocks)))
     facts = facts_of(Measured(budget, crossrank, collectives, prediction, nccl, header.timelines))
     return RunAnalysis(
         header=header,

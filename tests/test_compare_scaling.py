@@ -11,7 +11,8 @@ import pytest
 from tests.simulate.engine import write_run
 from tests.simulate.scenario import data_parallel_scenario
 from tests.test_compare_planted import summary
-from traceview.compare.two_runs import compare, load_settings
+from traceview.compare.settings import load_settings
+from traceview.compare.two_runs import compare
 
 PARAMS, LOCAL_BATCH, FLOPS, BUCKETS = 100_000_000, 50_000, 150e12, 4
 BUCKET_BYTES = PARAMS // BUCKETS * 2  # bf16 gradients

@@ -12,8 +12,8 @@ import pytest
 from tests.simulate.engine import write_run
 from tests.simulate.scenario import data_parallel_scenario
 from tests.test_compare_planted import summary
+from traceview.compare.settings import load_settings
 from traceview.compare.trend import trend
-from traceview.compare.two_runs import load_settings
 
 NIGHTS, CHANGE_AT = 7, 4  # 0-based: nights 4, 5, 6 are slower
 

@@ -97,6 +97,27 @@ def _local_files(*specs: str) -> list[Location]:
     return found
 
 
+def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output: Path | None) -> None:
+    """The comparison on stdout (tables, `--json` or `--markdown`) and, with `-o`, as its page."""
+    if json_output:
+        from traceview.reports.json.compare import compare_document
+
+        print_json(compare_document(comparison))
+    elif markdown:
+        from traceview.reports.text.compare_markdown import render_markdown
+
+        sys.stdout.write(render_markdown(comparison))
+    else:
+        from traceview.reports.text.compare import render_comparison
+
+        render_comparison(comparison, stdout_console(200))
+    if output is not None:
+        from traceview.reports.html.compare import render_compare_html
+
+        size = write_text(output, render_compare_html(comparison))
+        say(f"wrote {printable(output)} ({size_text(size)})")
+
+
 class Compare(Command):
     """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
 
@@ -129,7 +150,8 @@ class Compare(Command):
         ] = False,
     ) -> None:
         """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
-        from traceview.compare.two_runs import COMPARE_GATE_FIGURES, load_settings
+        from traceview.compare.settings import load_settings
+        from traceview.compare.two_runs import COMPARE_GATE_FIGURES
         from traceview.compare.two_runs import compare as compare_runs
         from traceview.core.output import refuse_inputs
 
@@ -147,23 +169,7 @@ class Compare(Command):
                 f"{printable(baseline)} and {printable(candidate)} are different jobs: "
                 f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with --allow-different-jobs)"
             )
-        if json_output:
-            from traceview.reports.json.compare import compare_document
-
-            print_json(compare_document(comparison))
-        elif markdown:
-            from traceview.reports.text.compare_markdown import render_markdown
-
-            sys.stdout.write(render_markdown(comparison))
-        else:
-            from traceview.reports.text.compare import render_comparison
-
-            render_comparison(comparison, stdout_console(200))
-        if output is not None:
-            from traceview.reports.html.compare import render_compare_html
-
-            size = write_text(output, render_compare_html(comparison))
-            say(f"wrote {printable(output)} ({size_text(size)})")
+        _show_comparison(comparison, json_output, markdown, output)
         if fail_on:
             gate(comparison.gate_figures(), fail_on)
         elif comparison.failing:
@@ -213,6 +219,42 @@ def read_series(specs: list[str]) -> tuple[list[Any], list[tuple[str, str]]]:
     return runs, skipped
 
 
+def _trend_runs(summaries: list[str], history: Path | None) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The runs of the trend: the summaries given (those unreadable skipped, each named on stderr), added to
+    the history when one is kept and then every run it holds; an error when summaries were given and none
+    could be read."""
+    from traceview.compare.history import read_history, runs_of, update_history
+
+    runs, skipped = read_series(summaries)
+    for path, reason in skipped:
+        say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
+    if summaries and not runs:
+        first = skipped[0]
+        raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
+    if history is not None:
+        runs = update_history(history, runs) if runs else runs_of(read_history(history))
+    return runs, skipped
+
+
+def _show_trend(result: Any, json_output: bool, output: Path | None) -> None:
+    """The trend's warnings on stderr, the trend on stdout (tables or `--json`) and, with `-o`, its page."""
+    for warning in result.warnings:
+        say(f"traceview: warning: {printable(warning)}")
+    if json_output:
+        from traceview.reports.json.compare import trend_document
+
+        print_json(trend_document(result))
+    else:
+        from traceview.reports.text.compare import render_trend
+
+        render_trend(result, stdout_console(200))
+    if output is not None:
+        from traceview.reports.html.compare import render_trend_html
+
+        size = write_text(output, render_trend_html(result))
+        say(f"wrote {printable(output)} ({size_text(size)})")
+
+
 class Trend(Command):
     """Metrics over a series of nightly summaries, ordered by run time: change points, the latest run against
     the history; exit 1 on a regression of the latest run."""
@@ -238,9 +280,8 @@ class Trend(Command):
     ) -> None:
         """Metrics over a series of nightly summaries, ordered by run time: change points, the latest run
         against the history; exit 1 on a regression of the latest run."""
-        from traceview.compare.history import read_history, runs_of, update_history
+        from traceview.compare.settings import load_settings
         from traceview.compare.trend import trend_of_runs
-        from traceview.compare.two_runs import load_settings
         from traceview.core.output import refuse_inputs
 
         if not summaries and history is None:
@@ -249,31 +290,9 @@ class Trend(Command):
         if output is not None:
             inputs = [str(p) for spec in summaries or () for p in summary_files(spec)]
             refuse_inputs(output, [*inputs, *([history] if history else [])])
-        runs, skipped = read_series(list(summaries or ()))
-        for path, reason in skipped:
-            say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
-        if summaries and not runs:
-            raise InputError(
-                skipped[0][0], f"none of the {len(skipped)} summaries could be read; first: {skipped[0][1]}"
-            )
-        if history is not None:
-            runs = update_history(history, runs) if runs else runs_of(read_history(history))
+        runs, skipped = _trend_runs(list(summaries or ()), history)
         result = trend_of_runs(runs, settings)
-        for warning in result.warnings:
-            say(f"traceview: warning: {printable(warning)}")
-        if json_output:
-            from traceview.reports.json.compare import trend_document
-
-            print_json(trend_document(result))
-        else:
-            from traceview.reports.text.compare import render_trend
-
-            render_trend(result, stdout_console(200))
-        if output is not None:
-            from traceview.reports.html.compare import render_trend_html
-
-            size = write_text(output, render_trend_html(result))
-            say(f"wrote {printable(output)} ({size_text(size)})")
+        _show_trend(result, json_output, output)
         if result.latest_regressions:
             raise ThresholdCrossed(f"regression: {result.verdict}")
         if skipped:

@@ -54,6 +54,15 @@ def _recompressed(folder: Path, rank: int, suffix: str, compress: Callable[[byte
     (folder / f"rank-{rank}.pt.trace.json{suffix}").write_bytes(compress(data))
 
 
+def _padded_run(folder: Path) -> None:
+    """The sample run uncompressed, each rank padded with 3 MiB of blanks (valid JSON): past the 16 MB from
+    which the local executor starts worker processes."""
+    folder.mkdir()
+    for source in sorted(SAMPLE.glob("rank-*.pt.trace.json.gz")):
+        target = folder / source.name.removesuffix(".gz")
+        target.write_bytes(gzip.decompress(source.read_bytes()) + b" " * (3 << 20))
+
+
 def _zstd(data: bytes) -> bytes:
     import zstandard
 
@@ -79,6 +88,7 @@ def _build_lab(lab: Path) -> None:
     _recompressed(compressed, 3, ".zst", _zstd)
     _recompressed(compressed, 4, ".xz", lzma.compress)
     _recompressed(compressed, 5, ".bz2", lambda data: __import__("bz2").compress(data))
+    _padded_run(lab / "big-run")
     lz4 = _copy_run(lab, "lz4-run")
     _recompressed(lz4, 3, ".lz4", lambda data: b"\x04\x22\x4d\x18" + zlib.compress(data))
     odd = _copy_run(lab, "bytes-run")
@@ -109,7 +119,7 @@ class Case:
     env: Mapping[str, str | None] = field(default_factory=dict)  # None: unset
     stdout: str = "pipe"  # pipe | closed | broken (reader gone before the first write) | full (/dev/full)
     stderr: str = "pipe"  # pipe | closed
-    interrupt_after_s: float | None = None
+    interrupt_after_s: float | None = None  # Ctrl-C to the command's process group after so many seconds
     absent: str | None = None  # a path (under {lab}) that must not exist afterwards
     stdout_has_no: str | None = None  # a regular expression stdout must not match
 
@@ -272,6 +282,14 @@ CASES: tuple[Case, ...] = (
         absent="sigint.html",
     ),
     Case(
+        "SIGINT while worker processes parse",
+        ("report", "{lab}/big-run", "--workers", "4", "-o", "{lab}/sigint-pool.html"),
+        130,
+        r"^traceview: interrupted$",
+        interrupt_after_s=2.0,
+        absent="sigint-pool.html",
+    ),
+    Case(
         "SIGINT at start-up",
         ("report", "{lab}/run", "-o", "{lab}/sigint0.html"),
         130,
@@ -319,14 +337,16 @@ def _streams(case: Case) -> tuple[list[str], dict[str, object]]:
 def run_case(case: Case, lab: Path) -> tuple[int, str, bytes, float | None]:
     """Run `case`: its exit code, stderr, stdout and (interrupted) the seconds from the signal to the exit."""
     prefix, streams = _streams(case)
-    process = subprocess.Popen([*prefix, *_argv(case, lab)], env=_environment(case), cwd=lab, **streams)  # type: ignore[call-overload]
+    process = subprocess.Popen(  # type: ignore[call-overload]
+        [*prefix, *_argv(case, lab)], env=_environment(case), cwd=lab, start_new_session=True, **streams
+    )
     if case.stdout == "broken":
         process.stdout.close()  # the reader is gone before the command writes
     stopped = None
     if case.interrupt_after_s is not None:
         time.sleep(case.interrupt_after_s)
         signalled = time.monotonic()
-        process.send_signal(signal.SIGINT)
+        os.killpg(process.pid, signal.SIGINT)  # to the process group, workers included, as a terminal does
         process.wait(timeout=60)
         stopped = time.monotonic() - signalled
     out = b"" if case.stdout in ("broken", "closed", "full") else process.stdout.read()

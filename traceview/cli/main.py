@@ -36,6 +36,7 @@ from traceview.cli.base import Command, register
 from traceview.cli.collectives import Collectives
 from traceview.cli.compare import Compare, Trend
 from traceview.cli.export import Export
+from traceview.cli.interrupts import finished
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record
 from traceview.cli.report import Report
@@ -122,6 +123,7 @@ def _exit_code(error: BaseException) -> int:
         say(f"traceview: error: {printable(error.format_message())}")
         return EXIT_INPUT
     if isinstance(error, typer.Abort | KeyboardInterrupt):
+        finished()  # the line is said here, not by the deadline's watcher
         say("traceview: interrupted")
         return EXIT_INTERRUPTED
     log = _crash_log(error)
@@ -133,6 +135,8 @@ def _run() -> int:
     """The app's exit code, every error mapped to one (one line each, never a traceback)."""
     try:
         code = app(standalone_mode=False, prog_name="traceview")
+        if code == EXIT_INTERRUPTED:  # typer returns an interrupt as 130, silently: said here
+            code = _exit_code(KeyboardInterrupt())
         sys.stdout.flush()  # a closed reader is found here, as a broken pipe
     except typer.Exit as done:  # typer turns an interrupt into Exit(130), silently: said here
         interrupt = done.__cause__
@@ -157,4 +161,5 @@ def main() -> None:
     except StdoutClosed:
         silence_stdout()
         code = EXIT_OK
+    finished()
     sys.exit(code)

@@ -23,6 +23,16 @@ from traceview.core.sanitize import printable
 TEMPORARY_PREFIX = ".traceview-"
 """The temporary file beside the target starts so (and ends with the target's name, suffixes included)."""
 
+_UNFINISHED: set[Path] = set()
+"""The temporary files being written now (removed by `remove_unfinished_outputs` on a hard interrupt)."""
+
+
+def remove_unfinished_outputs() -> None:
+    """Remove every temporary output still being written (an interrupt that ends the process at once)."""
+    for temporary in list(_UNFINISHED):
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
 
 def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
     """The path resolved (symbolic links followed) and its (device, inode) when it exists."""
@@ -86,6 +96,7 @@ def atomic_output(output: Path, flag: str = "-o") -> Iterator[Path]:
         raise UsageError(f"{flag} {printable(output)}: cannot write: {exc.strerror or exc}") from None
     os.close(handle)
     temporary = Path(name)
+    _UNFINISHED.add(temporary)
     try:
         yield temporary
         mode = os.stat(target).st_mode & 0o7777 if target.exists() else _file_mode()
@@ -94,6 +105,7 @@ def atomic_output(output: Path, flag: str = "-o") -> Iterator[Path]:
     except OSError as exc:
         raise UsageError(f"{flag} {printable(output)}: cannot write: {exc.strerror or exc}") from None
     finally:
+        _UNFINISHED.discard(temporary)
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
 

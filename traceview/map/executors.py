@@ -24,7 +24,8 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,9 @@ from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 EXECUTORS = ("local", "ray")
 PARALLEL_MIN_BYTES = 16_000_000
 """Below this much input the local executor works in this process (each worker imports polars afresh)."""
+
+RESULT_POLL_S = 0.1
+"""How often the parent, waiting for a worker's result, looks for an interrupt (seconds)."""
 
 Progress = Callable[[int, int, int], None]
 """progress(ranks done, ranks in all, bytes of the files done)."""
@@ -133,11 +137,40 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         child.terminate()
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C back while the workers start: a process inherits the signal mask of the thread that starts
+    it, so a Ctrl-C sent to the process group during a worker's start-up (before its initializer ran) never
+    reaches it; the parent gets the held interrupt when the block ends."""
+    held = {signal.SIGINT}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _result_of(future: Future[Any]) -> Any:
+    """The future's result, waited for in short slices: a wait on a lock is not woken by a signal that another
+    thread received, so the main thread looks at pending interrupts (Ctrl-C) between slices."""
+    while True:
+        try:
+            return future.result(timeout=RESULT_POLL_S)
+        except FutureTimeout:
+            continue
+
+
 def _pooled(tasks: Sequence[MapTask], count: int) -> Iterable[Any]:
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=ignore_interrupts)
     try:
-        yield from pool.map(summarize_file, tasks)
+        with _interrupts_held():
+            futures = [pool.submit(summarize_file, task) for task in tasks]  # every worker started
+        for future in futures:
+            yield _result_of(future)
     except BaseException:  # an interrupt, or the reader of the results gone
         _stop_workers(pool)
         raise

@@ -14,6 +14,7 @@ import pytest
 from traceview.parsers import nccl_log
 
 from tests import nccl_log_factory as nf
+from tests.shared_data import REAL_NCCL_LOGS, requires_shared
 from traceview.nccl.jobs import group_logs, nccl_jobs
 
 WORLD, MISSING, HOSTS = 8, 5, ("gpu-a", "gpu-b")
@@ -152,3 +153,33 @@ def test_globs_and_json(folder: Path) -> None:
 def test_a_healthy_job_alone_passes_the_gate(folder: Path) -> None:
     done = traceview("nccl", f"{folder}/train.rank*.log", "--fail-on", "nccl_errors>0")
     assert done.returncode == 0, done.stderr
+
+
+def test_fragments_that_state_no_version_nor_size_stay_apart(tmp_path: Path) -> None:
+    """Logs with no commId, no NCCL version and no init line (pasted fragments): nothing links them, so each is
+    a job of its own; two older-NCCL logs of one version and world size are one job."""
+    for name, host in (("a.log", "gpu-x"), ("b.log", "gpu-y")):
+        writer = nf.Writer(host, 10, 11, 0)
+        (tmp_path / name).write_text(writer.info(nf.CHANNEL_NEW, 0, 2, 1, 1, 0, 0, "P2P/IPC") + "\n")
+    for rank in (0, 1):
+        writer = nf.Writer("gpu-z", 20 + rank, 30 + rank, rank)
+        old_init = (
+            f"comm 0x{0x900 + rank:x} rank {rank} nranks 2 cudaDev {rank} busId {rank}000 - Init COMPLETE"
+        )
+        lines = [writer.info("NCCL version 2.10.3+cuda11.0"), writer.info(old_init)]
+        (tmp_path / f"old.{rank}.log").write_text("\n".join(lines) + "\n")
+    logs = [nccl_log.parse(path) for path in sorted(tmp_path.iterdir())]
+    groups = group_logs(logs)
+    assert sorted(sorted(Path(log.path).name for log in group) for group in groups) == [
+        ["a.log"],
+        ["b.log"],
+        ["old.0.log", "old.1.log"],
+    ]
+
+
+@requires_shared
+def test_the_real_logs_each_their_own_job() -> None:
+    """The real logs come from different threads and machines (their provenance): no two are one job."""
+    paths = sorted(REAL_NCCL_LOGS.glob("*.log"))
+    groups = group_logs([nccl_log.parse(path) for path in paths])
+    assert sorted(len(group) for group in groups) == [1] * len(paths)

@@ -4,7 +4,8 @@ view of a folder of logs.
 Logs are grouped into jobs by their communicators' ids: two logs whose communicators share a `commId` (NCCL
 2.16+ draws it at random for each communicator and prints it on every rank's init line) are one job, and so are
 logs linked through others; two jobs' logs in one folder stay two. A log that names no `commId` (older NCCL) is
-one job with the other such logs of the same NCCL version and world size (the largest communicator).
+one job with the other such logs of the same NCCL version and world size (the largest communicator); one that
+states neither its version nor a communicator's size (a fragment) is a job of its own: nothing links it.
 
 Each job's logs are read together (`traceview.nccl.join.join_nccl`): each communicator's ranks merged into
 one row, with the ranks seen out of its size and those missing (`7 of 8`, a rank whose log is absent), its
@@ -68,9 +69,14 @@ def _links(logs: Sequence[NcclLog]) -> list[set[str]]:
     return [set(log.communicators.get_column("comm_id").drop_nulls().to_list()) for log in logs]
 
 
-def _key_without_ids(log: NcclLog) -> tuple[str | None, int | None]:
+def _key_without_ids(log: NcclLog, index: int) -> tuple[object, ...]:
+    """What links a log without `commId`s to others: its NCCL version and world size, both stated; a log that
+    lacks either is a job of its own (`index`: its place among the logs)."""
     sizes = log.communicators.get_column("nranks").drop_nulls()
-    return log.version, int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
+    size = int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
+    if log.version is None or size is None:
+        return ("alone", index)
+    return ("no commId", log.version, size)
 
 
 def group_logs(logs: Sequence[NcclLog]) -> list[list[NcclLog]]:
@@ -87,7 +93,7 @@ def group_logs(logs: Sequence[NcclLog]) -> list[list[NcclLog]]:
 
     first_with: dict[object, int] = {}
     for index, log in enumerate(logs):
-        keys: list[object] = list(ids[index]) or [("no commId", *_key_without_ids(log))]
+        keys: list[object] = list(ids[index]) or [_key_without_ids(log, index)]
         for key in keys:
             if key in first_with:
                 owner[root(index)] = root(first_with[key])

@@ -128,6 +128,10 @@ CASES: tuple[Case, ...] = (
     # the environment: standard streams, terminals, temporary folder, colours
     Case("stdout's reader gone (| head)", ("summary", "{lab}/run"), 0, "", stdout="broken"),
     Case("stdout closed (>&-)", ("summary", "{lab}/run"), 0, "", stdout="closed"),
+    Case("collectives | head", ("collectives", "{lab}/run"), 0, "", stdout="broken"),
+    Case("stragglers | head", ("stragglers", "{lab}/run"), 0, "", stdout="broken"),
+    Case("nccl | head", ("nccl", "{lab}/nccl.log"), 0, "", stdout="broken"),
+    Case("summary --json | head", ("summary", "{lab}/run", "--json"), 0, "", stdout="broken"),
     Case(
         "stdout closed, report -o",
         ("report", "{lab}/run", "-o", "{lab}/closed.html"),
@@ -247,6 +251,13 @@ CASES: tuple[Case, ...] = (
     ),
     Case("a name that is not UTF-8", ("summary", "{lab}/bytes-run", "--json"), 0, ""),
     Case(
+        "a name that is not UTF-8, C locale",
+        ("summary", "{lab}/bytes-run"),
+        0,
+        "",
+        env={"LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0"},
+    ),
+    Case(
         "markup and emoji codes in a name",
         ("summary", "{lab}/markup-run"),
         4,
@@ -271,6 +282,13 @@ CASES: tuple[Case, ...] = (
         2,
         r"--ranks 90, 91, .*: the run has none of them",
         absent="none.json.gz",
+    ),
+    # gates: checked before anything is read
+    Case(
+        "--fail-on a misspelled metric",
+        ("summary", "{lab}/run", "--fail-on", "exposed_gama>0.5"),
+        2,
+        r"--fail-on .*exposed_gama.*did you mean exposed_gamma",
     ),
     # signals and executors
     Case(

@@ -31,6 +31,9 @@ ARTIFACTS = ROOT / "test-artifacts" / "exit-codes"
 GIB = 1 << 30
 
 
+pytestmark = pytest.mark.usefixtures("interruptible")
+
+
 def _bomb(path: Path, inflated: int, byte: bytes = b"\0", start: bytes = b"") -> Path:
     """A gzip bomb of `inflated` bytes of `byte` after `start`: members of 64 MiB (a few MiB on disk)."""
     member = gzip.compress(byte * (64 << 20), compresslevel=9)
@@ -356,7 +359,11 @@ def run_case(case: Case, lab: Path) -> tuple[int, str, bytes, float | None]:
     """Run `case`: its exit code, stderr, stdout and (interrupted) the seconds from the signal to the exit."""
     prefix, streams = _streams(case)
     process = subprocess.Popen(  # type: ignore[call-overload]
-        [*prefix, *_argv(case, lab)], env=_environment(case), cwd=lab, start_new_session=True, **streams
+        [*prefix, *_argv(case, lab)],
+        env=_environment(case),
+        cwd=lab,
+        start_new_session=True,
+        **streams,
     )
     if case.stdout == "broken":
         process.stdout.close()  # the reader is gone before the command writes

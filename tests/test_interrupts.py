@@ -11,7 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from traceview.cli.interrupts import HARD_EXIT_AFTER_S
+
+pytestmark = pytest.mark.usefixtures("interruptible")
+
 
 SWALLOWS_INTERRUPTS = """
 import sys, time
@@ -44,14 +49,20 @@ threading.Event().wait()  # never woken: the signal reaches the other thread
 
 def _interrupted(code: str, *args: str) -> tuple[int, str, float]:
     process = subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     process.stdout.readline()  # the program is past its start-up
     time.sleep(0.3)  # and in its loop or its wait
     signalled = time.monotonic()
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=30)
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()  # a program the interrupt did not end is not left behind
     return process.returncode, err, time.monotonic() - signalled
 
 

@@ -156,8 +156,8 @@ def test_a_healthy_job_alone_passes_the_gate(folder: Path) -> None:
 
 
 def test_fragments_that_state_no_version_nor_size_stay_apart(tmp_path: Path) -> None:
-    """Logs with no commId, no NCCL version and no init line (pasted fragments): nothing links them, so each is
-    a job of its own; two older-NCCL logs of one version and world size are one job."""
+    """Logs with no commId, no NCCL version and no init line (pasted fragments): nothing links them, so each
+    is a job of its own; two older-NCCL logs of one version and world size are one job."""
     for name, host in (("a.log", "gpu-x"), ("b.log", "gpu-y")):
         writer = nf.Writer(host, 10, 11, 0)
         (tmp_path / name).write_text(writer.info(nf.CHANNEL_NEW, 0, 2, 1, 1, 0, 0, "P2P/IPC") + "\n")

@@ -3,9 +3,9 @@ second, the workers stopped and no partial output file left (docs/metrics.md, "E
 
 One mechanism, installed first thing (`guard_interrupts`, before the command line is imported):
 
-- the signal raises `KeyboardInterrupt` in the main thread, which unwinds the command (workers stopped, Ray
-  tasks cancelled, temporary outputs removed by their own `finally` blocks) and becomes exit 130 in
-  `traceview.cli.main`;
+- the first signal raises `KeyboardInterrupt` in the main thread (later ones are ignored), which unwinds the
+  command (workers stopped, Ray tasks cancelled, temporary outputs removed by their own `finally` blocks) and
+  becomes exit 130 in `traceview.cli.main`;
 - the signal also arms a deadline (`HARD_EXIT_AFTER_S`), watched by a thread woken by the signal itself
   (`signal.set_wakeup_fd`, so it is woken even while the main thread is busy in compiled code): when the
   command has not ended by then (a library swallowed the interrupt, or the main thread is stuck in a long
@@ -17,6 +17,7 @@ A Ctrl-C ignored by the parent shell (a background job: `SIGINT` inherited as ig
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -33,6 +34,9 @@ EXIT_INTERRUPTED = 130
 _finished = threading.Event()
 """Set when the command has its exit code: the deadline no longer applies."""
 
+_line_said = threading.Event()
+"""Set when the command has said `traceview: interrupted` itself (the deadline, still armed, says nothing)."""
+
 
 def _hard_exit() -> None:
     """End the process now: unfinished outputs removed, workers ended, one line, exit 130."""
@@ -44,8 +48,9 @@ def _hard_exit() -> None:
     for child in multiprocessing.active_children():
         with contextlib.suppress(Exception):
             child.terminate()
-    with contextlib.suppress(OSError):
-        os.write(2, INTERRUPTED_LINE.encode())
+    if not _line_said.is_set():
+        with contextlib.suppress(OSError):
+            os.write(2, INTERRUPTED_LINE.encode())
     os._exit(EXIT_INTERRUPTED)
 
 
@@ -67,11 +72,14 @@ def _watch(reader: int) -> None:
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    """The first Ctrl-C stops the command; later ones are ignored (they would break the stopping in the
+    middle), the deadline ending the command should the stopping take too long."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
 def guard_interrupts() -> None:
-    """Install the handler and the watcher (once, from the main thread); a SIGINT already ignored is left so."""
+    """Install the handler and the watcher (once, from the main thread); an ignored SIGINT is left ignored."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return
     reader, writer = os.pipe()
@@ -91,11 +99,25 @@ def finished() -> None:
     _finished.set()
 
 
+def interruption_said() -> None:
+    """The command says `traceview: interrupted` itself; the deadline stays armed for what follows."""
+    _line_said.set()
+
+
 def interrupted_exit() -> None:
     """Say `traceview: interrupted` and exit 130 (an interrupt outside the command, at start or at exit)."""
-    finished()
+    _line_said.set()
     if sys.stderr is not None:
         with contextlib.suppress(Exception):
             sys.stderr.write(INTERRUPTED_LINE)
             sys.stderr.flush()
     os._exit(EXIT_INTERRUPTED)
+
+
+def forget_escaped_interrupt() -> None:
+    """Make the interpreter exit with the code it is given. CPython notes a `KeyboardInterrupt` that escaped
+    code an extension ran through `PyRun_String` (as PyO3 modules do), and at exit kills itself with SIGINT
+    instead of returning the exit code (a status of -2, not 130); the note is cleared by the next such run,
+    an empty one here."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.pythonapi.PyRun_SimpleString(b"")

@@ -36,7 +36,7 @@ from traceview.cli.base import Command, register
 from traceview.cli.collectives import Collectives
 from traceview.cli.compare import Compare, Trend
 from traceview.cli.export import Export
-from traceview.cli.interrupts import finished
+from traceview.cli.interrupts import finished, forget_escaped_interrupt, interruption_said
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record
 from traceview.cli.report import Report
@@ -123,7 +123,7 @@ def _exit_code(error: BaseException) -> int:
         say(f"traceview: error: {printable(error.format_message())}")
         return EXIT_INPUT
     if isinstance(error, typer.Abort | KeyboardInterrupt):
-        finished()  # the line is said here, not by the deadline's watcher
+        interruption_said()  # the line is said here, not by the deadline's watcher
         say("traceview: interrupted")
         return EXIT_INTERRUPTED
     log = _crash_log(error)
@@ -161,5 +161,7 @@ def main() -> None:
     except StdoutClosed:
         silence_stdout()
         code = EXIT_OK
-    finished()
+    if code != EXIT_INTERRUPTED:  # an interrupted command stays under the deadline until it has exited
+        finished()
+    forget_escaped_interrupt()
     sys.exit(code)

@@ -71,7 +71,7 @@ def test_a_swallowed_interrupt_still_ends_the_command(tmp_path: Path) -> None:
     code, err, seconds = _interrupted(SWALLOWS_INTERRUPTS, str(output))
     assert code == 130, err
     assert err == "traceview: interrupted\n"
-    assert HARD_EXIT_AFTER_S <= seconds < HARD_EXIT_AFTER_S + 0.6
+    assert HARD_EXIT_AFTER_S <= seconds < HARD_EXIT_AFTER_S + 1.5  # slack for a loaded machine
     assert os.listdir(tmp_path) == []  # neither the output nor its temporary file
 
 
@@ -79,4 +79,4 @@ def test_an_interrupt_in_a_wait_ends_the_command() -> None:
     code, err, seconds = _interrupted(STUCK_IN_A_LOCK)
     assert code == 130, err
     assert err == "traceview: interrupted\n"
-    assert HARD_EXIT_AFTER_S <= seconds < HARD_EXIT_AFTER_S + 0.6
+    assert HARD_EXIT_AFTER_S <= seconds < HARD_EXIT_AFTER_S + 1.5  # slack for a loaded machine

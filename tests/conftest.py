@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -30,3 +32,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if SHARED_MISSING_REASON in reason:
         report.outcome = "failed"
         report.longrepr = f"skipped under CI: {reason}"
+
+
+@pytest.fixture(scope="module")
+def interruptible() -> Iterator[None]:
+    """Programs started by the tests get Ctrl-C as from a terminal, even when the tests run as a background
+    job (`pytest &` in a script inherits SIGINT ignored, its children too, and traceview leaves an ignored
+    SIGINT ignored): SIGINT is handled in this process for the module's duration (a handled signal is reset
+    to its default in a program started from here)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -12,8 +12,9 @@ from traceview.reports.html.compare import render_compare_html, render_trend_htm
 
 from tests.browser import Browser, assert_clean, chromium_or_skip, page_state
 from tests.test_compare_documents import document
+from traceview.compare.settings import load_settings
 from traceview.compare.trend import trend
-from traceview.compare.two_runs import compare, load_settings
+from traceview.compare.two_runs import compare
 
 CHROMIUM = Path(os.environ.get("TRACEVIEW_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.test_cli import traceview
-from traceview.compare.two_runs import compare, load_settings
+from traceview.compare.settings import load_settings
+from traceview.compare.two_runs import compare
 
 XSS = "<script>alert(1)</script>"
 

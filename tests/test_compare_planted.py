@@ -15,7 +15,8 @@ from traceview.reports.json.summary import summary_document
 
 from tests.compare_factory import jitter as jitter_edit
 from tests.compare_factory import planted_copy, scale_collective, scale_compute
-from traceview.compare.two_runs import Comparison, compare, load_settings
+from traceview.compare.settings import load_settings
+from traceview.compare.two_runs import Comparison, compare
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import analyze
 

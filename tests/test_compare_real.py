@@ -20,7 +20,8 @@ from tests.compare_factory import jitter as jitter_edit
 from tests.compare_factory import planted_copy, scale_collective, scale_compute
 from tests.shared_data import REAL_KINETO, requires_shared
 from tests.test_compare_planted import cause_subjects, named_anything, summary
-from traceview.compare.two_runs import Comparison, compare, load_settings
+from traceview.compare.settings import load_settings
+from traceview.compare.two_runs import Comparison, compare
 
 pytestmark = requires_shared
 SAMPLED = REAL_KINETO / "hta_sampled_2rank"

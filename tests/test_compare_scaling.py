@@ -11,7 +11,8 @@ import pytest
 from tests.simulate.engine import write_run
 from tests.simulate.scenario import data_parallel_scenario
 from tests.test_compare_planted import summary
-from traceview.compare.two_runs import compare, load_settings
+from traceview.compare.settings import load_settings
+from traceview.compare.two_runs import compare
 
 PARAMS, LOCAL_BATCH, FLOPS, BUCKETS = 100_000_000, 50_000, 150e12, 4
 BUCKET_BYTES = PARAMS // BUCKETS * 2  # bf16 gradients
@@ -51,7 +52,9 @@ def test_measured_and_predicted_efficiency(runs: dict[int, dict[str, object]]) -
     assert factors["exposed transfer (bandwidth)"] == pytest.approx(step_64 - step_8, rel=1e-4)
     assert abs(factors["compute change"]) < 1.0
     assert comparison.failing == []  # as the model expects: exit 0
-    assert comparison.verdict.startswith("Scaling 8 -> 64 GPUs")
+    assert comparison.verdict.startswith(
+        "Different jobs (world size 8 -> 64; process groups 8 ranks -> 64 ranks): scaling 8 -> 64 GPUs"
+    )
 
 
 def test_slower_network_than_the_model_is_a_shortfall(
@@ -91,7 +94,10 @@ def test_slower_network_than_the_model_is_a_shortfall(
     saved = [tmp_path_factory.mktemp("saved") / name for name in ("8.json", "64.json")]
     for path, document in zip(saved, (runs[8], slow), strict=True):
         path.write_text(json.dumps(document), encoding="utf-8")
-    result = traceview("compare", *map(str, saved), "--json")
+    refused = traceview("compare", *map(str, saved), "--json")
+    assert refused.returncode == 2  # a scale-up is another job: said, and refused unless allowed
+    assert "world size 8 -> 64" in refused.stderr
+    result = traceview("compare", *map(str, saved), "--json", "--allow-different-jobs")
     assert result.returncode == 1
     assert json.loads(result.stdout)["scaling"]["predicted_efficiency"] == pytest.approx(
         scaling.predicted_efficiency

@@ -31,10 +31,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import traceview.cli.main as cli  # noqa: E402
 from tests import kineto_factory as kf  # noqa: E402
 from tests import nccl_log_factory as nf  # noqa: E402
 from tests import report_factory as rf  # noqa: E402
-from traceview.cli import main as cli  # noqa: E402
 
 EXAMPLES = int(os.environ.get("TRACEVIEW_FUZZ_EXAMPLES", "12"))
 FUZZ = settings(

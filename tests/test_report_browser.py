@@ -247,7 +247,7 @@ def test_each_recommendation_links_to_the_figure_that_proves_it(
     visible = browser.evaluate(
         "document.getElementById('fig-heatmap').data.map(function (t) { return t.visible; })"
     )
-    assert visible == [False, False, True]
+    assert visible == [False, False, False, True]
     assert_clean(page_state(browser))
 
 

@@ -151,7 +151,7 @@ def test_workers_share_the_cores_among_their_threads() -> None:
 PROBE = """
 import sys
 sys.argv = ["traceview", *sys.argv[1:]]
-from traceview.cli import main
+from traceview.cli.entry import main
 try:
     main()
 except SystemExit:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from polars.testing import assert_frame_equal
@@ -146,3 +147,27 @@ def test_ray_reads_the_ranks_from_s3(s3_endpoint: dict[str, str], local_copy: Pa
     on_disk = summary_json(str(local_copy), s3_endpoint)
     on_ray = summary_json(f"s3://{BUCKET}/dp8", s3_endpoint, "--executor", "ray")
     assert on_ray == on_disk
+
+
+def test_trend_reads_summaries_from_a_bucket(s3_endpoint: dict[str, str], tmp_path: Path) -> None:
+    """Saved summaries under a prefix and a glob, as a nightly job keeps them in a bucket: ordered by their
+    recorded time, not by name."""
+    import s3fs
+
+    today: dict[str, Any] = summary_json(str(SAMPLES / "dp8_straggler"), s3_endpoint)
+    storage = s3fs.S3FileSystem(endpoint_url=s3_endpoint["AWS_ENDPOINT_URL"], key="testing", secret="testing")
+    for name, day in (("b.json", "2026-11-20"), ("a.json", "2026-11-21")):
+        document = {**today, "run": {**today["run"], "recorded_at": f"{day}T02:00:00Z"}}
+        storage.pipe_file(f"{BUCKET}/summaries/{name}", json.dumps(document).encode())
+    for spec in (f"s3://{BUCKET}/summaries/", f"s3://{BUCKET}/summaries/*.json"):
+        done = subprocess.run(
+            [sys.executable, "-m", "traceview", "trend", spec, "--json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **s3_endpoint},
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        document = json.loads(done.stdout)
+        assert document["runs"] == ["b.json", "a.json"]
+        assert document["ordered_by"] == "run time"

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from traceview.core.version import __version__
 
-__all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "load_rank", "profile"]
+__all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "load_rank", "profile", "to_ms"]
 
 if TYPE_CHECKING:
-    from traceview.api import Analysis, analyze, load_rank
+    from traceview.api import Analysis, analyze, load_rank, to_ms
     from traceview.core.errors import TraceviewError
     from traceview.record.profile import profile
 
@@ -22,6 +22,7 @@ _LAZY = {
     "Analysis": "traceview.api",
     "analyze": "traceview.api",
     "load_rank": "traceview.api",
+    "to_ms": "traceview.api",
     "profile": "traceview.record.profile",
     "TraceviewError": "traceview.core.errors",
 }

@@ -1,6 +1,6 @@
 """`python -m traceview`."""
 
-from traceview.cli import main
+from traceview.cli.entry import main
 
 if __name__ == "__main__":
     main()

@@ -9,45 +9,158 @@
     result.to_html("report.html")
 
 Everything here is a thin layer over the command line's own path (parse -> analyse -> render), so the API and
-the CLI give the same figures.
+the CLI give the same figures. Every bad input, an unknown keyword included, is a `traceview.TraceviewError`
+naming the argument as the API spells it (`local_batch`, not `--local-batch`); tables keep their units in
+their column names (`_us`), `to_ms` turns them into milliseconds.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import polars as pl
 
+from traceview.core.errors import TraceviewError, UsageError
+from traceview.core.output import write_output
 from traceview.model.trace import RankTrace, Run
 from traceview.options.user import UserOptions
 from traceview.parsers import kineto
 from traceview.reduce.analysis import RunAnalysis
 from traceview.reduce.analysis import analyze as analyze_run
 
-RunSpec = str | Path | Run
-"""A trace file, a folder of per-rank traces, a glob, a `run.json`, or a `Run` already loaded."""
+RunSpec = str | Path | Run | Sequence[str | Path]
+"""A trace file, a folder of per-rank traces, a glob, a `run.json`, several files, or a `Run` already loaded."""
+
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+_FLAGS = {f.metadata["flag"].flag: f.name for f in fields(UserOptions)}
+_FLAG = re.compile("|".join(re.escape(flag) for flag in sorted(_FLAGS, key=len, reverse=True)) + r"(?![\w-])")
 
 
+def in_api_terms(error: TraceviewError) -> TraceviewError:
+    """`error` with every command-line flag of a shared option named as the API spells it (`--local-batch`
+    -> `local_batch`): the same error class, the same problem."""
+    text = _FLAG.sub(lambda found: _FLAGS[found[0]], str(error))
+    if text == str(error):
+        return error
+    return type(error)(text) if isinstance(error, UsageError) else UsageError(text)
+
+
+def _unknown_argument(function: Callable[..., Any], error: TypeError, given: dict[str, Any]) -> UsageError:
+    known = list(inspect.signature(function).parameters)
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(known)})"
+        return UsageError(f"{function.__name__}: unknown argument {unknown[0]!r}{hint}")
+    return UsageError(f"{function.__name__}: {error}")
+
+
+def api_call(function: Callable[Params, Result]) -> Callable[Params, Result]:
+    """A public function whose every bad call is a `TraceviewError` in the API's terms: arguments that do not
+    bind (an unknown or missing one) before anything runs, option errors renamed (`in_api_terms`)."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def call(*args: Params.args, **kwargs: Params.kwargs) -> Result:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise _unknown_argument(function, exc, dict(kwargs)) from None
+        try:
+            return function(*args, **kwargs)
+        except TraceviewError as exc:
+            renamed = in_api_terms(exc)
+            if renamed is exc:
+                raise
+            raise renamed from None
+
+    return call
+
+
+def _path(value: object, name: str) -> Path:
+    """`value` as a path; anything else a `UsageError` naming the argument."""
+    if isinstance(value, str | Path) and str(value):
+        return Path(value)
+    raise UsageError(f"{name}: expected a path (str or pathlib.Path), got {value!r}")
+
+
+def _run_spec(run: object) -> str | Path | Run | list[str | Path]:
+    """`run` checked: a path, a glob, a `Run`, or a list of paths; anything else a `UsageError`."""
+    if isinstance(run, Run | Path) or (isinstance(run, str) and run):
+        return run
+    if isinstance(run, list | tuple) and run and all(isinstance(item, str | Path) for item in run):
+        return list(run)
+    raise UsageError(
+        f"run: expected a trace file, a folder, a glob, a run.json, a list of files or a Run, got {run!r}"
+    )
+
+
+@api_call
 def load_rank(path: str | Path) -> RankTrace:
-    """One rank's Kineto trace (`.json` or `.json.gz`), parsed and validated. Raises `InputError`."""
-    return kineto.parse(path).validate()
+    """One rank's Kineto trace (`.json`, `.json.gz` or another compressed form), parsed and validated.
+    Raises `InputError`."""
+    return kineto.parse(_path(path, "path")).validate()
 
 
-@dataclass(frozen=True)
+def to_ms(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every microsecond column (`..._us`) in milliseconds, renamed `..._ms`; others as they are."""
+    if not isinstance(frame, pl.DataFrame):
+        raise UsageError(f"to_ms: expected a polars DataFrame, got {type(frame).__name__}")
+    micro = [name for name in frame.columns if name.endswith("_us")]
+    return frame.with_columns(
+        (pl.col(name) / 1000).alias(name.removesuffix("_us") + "_ms") for name in micro
+    ).select(name.removesuffix("_us") + "_ms" if name in micro else name for name in frame.columns)
+
+
+@dataclass(frozen=True, repr=False)
 class Analysis:
-    """Every result of one run, with its tables as polars DataFrames. `raw` is the full `RunAnalysis` the
-    renderers read."""
+    """Every result of one run, with its tables as polars DataFrames (units in the column names: `_us`,
+    `_Bps`; `traceview.to_ms` for milliseconds). `raw` is the full `RunAnalysis` the renderers read. A notebook
+    shows it as its verdict card (`_repr_html_`)."""
 
     raw: RunAnalysis
 
     @property
     def verdict(self) -> str:
-        """The headline: the verdict sentence (`raw.verdict.label` is its one-word form)."""
+        """The headline: the verdict sentence (`label` is its one-word form)."""
         return self.raw.verdict.sentence
+
+    @property
+    def label(self) -> str:
+        """The verdict's label: `compute-bound`, `communication-bound`, `straggler-bound`, ... (docs/metrics.md)."""
+        return self.raw.verdict.label
+
+    @property
+    def figures(self) -> dict[str, float | None]:
+        """The run's headline figures by name: what `--fail-on` can name (medians of the time budget, gamma,
+        stragglers, ...)."""
+        return self.raw.gate_figures()
+
+    def __repr__(self) -> str:
+        header, figures = self.raw.header, self.raw.gate_figures()
+        step, gamma = figures.get("step_us"), figures.get("gamma")
+        step_text = "-" if step is None else f"{step / 1000:.3g} ms"
+        gamma_text = "-" if gamma is None else f"{gamma:.3g}"
+        source = header.source if len(header.source) <= 60 else header.source[:57] + "..."
+        return (
+            f"<traceview.Analysis {source!r}: {len(header.ranks)} rank(s), {self.label}, "
+            f"median step {step_text}, gamma {gamma_text}>"
+        )
+
+    def _repr_html_(self) -> str:
+        """The verdict card: label, sentence and headline figures (`traceview.reports.html.card`)."""
+        from traceview.reports.html.card import verdict_card
+
+        return verdict_card(self.raw)
 
     @property
     def time_budget(self) -> pl.DataFrame:
@@ -114,26 +227,42 @@ class Analysis:
         return document
 
     def to_json(self, path: str | Path) -> Path:
-        """Write the JSON summary to `path`; returns it."""
+        """Write the JSON summary to `path` (atomically, never over one of the run's inputs); returns it."""
         from traceview.reports.json.summary import render_json
 
-        target = Path(path)
-        target.write_text(render_json(self.raw) + "\n", encoding="utf-8")
+        target = _path(path, "path")
+        self._write(target, render_json(self.raw) + "\n")
         return target
 
     def to_html(self, path: str | Path, plotlyjs: str = "inline") -> Path:
-        """Write the self-contained HTML report to `path` (`plotlyjs="cdn"` for a smaller page); returns it."""
+        """Write the self-contained HTML report to `path` (`plotlyjs="cdn"` for a smaller page; atomically,
+        never over one of the run's inputs); returns it."""
         from traceview.reports.html.page import render_html
 
-        target = Path(path)
-        target.write_text(render_html(self.raw, plotlyjs=plotlyjs), encoding="utf-8")
+        target = _path(path, "path")
+        if plotlyjs not in ("inline", "cdn"):
+            raise UsageError(f"plotlyjs: takes 'inline' or 'cdn', got {plotlyjs!r}")
+        self._write(target, render_html(self.raw, plotlyjs=plotlyjs))
         return target
+
+    def _write(self, target: Path, text: str) -> None:
+        from traceview.core.output import refuse_inputs
+
+        header = self.raw.header
+        inputs = [
+            *header.files,
+            *(self.raw.nccl.paths if self.raw.nccl else ()),
+            *([header.manifest] if header.manifest else []),
+        ]
+        refuse_inputs(target, inputs, flag="path")
+        write_output(target, text, flag="path")
 
 
 def _frame(frame: pl.DataFrame | None) -> pl.DataFrame:
     return frame if frame is not None else pl.DataFrame()
 
 
+@api_call
 def analyze(
     run: RunSpec,
     *,
@@ -159,6 +288,7 @@ def analyze(
     dims: str | None = None,
     shape: str | None = None,
     links: str = "table",
+    run_label: str | None = None,
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
     run every cross-rank analysis; return the results.
@@ -169,18 +299,19 @@ def analyze(
     inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
     `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds),
     `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`
-    ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run).
-    Raises a `TraceviewError` subclass for
-    bad input or options, naming the option.
+    ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run);
+    `run_label` a label kept in the summary (`run.label`, as `--label`). Raises a `TraceviewError` subclass
+    for bad input or options, naming the argument as this function spells it.
     """
     from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files
 
     stated = {name: value for name, value in locals().items() if name in _OPTION_NAMES}
+    spec = _run_spec(run)
     user = UserOptions(**stated)
-    if isinstance(run, Run):
-        return Analysis(analyze_run(run, build_options(run.source, user)))
-    return Analysis(analyze_files(run, build_options(run, user)))
+    if isinstance(spec, Run):
+        return Analysis(analyze_run(spec, build_options(spec.source, user)))
+    return Analysis(analyze_files(spec, build_options(spec, user)))
 
 
 _OPTION_NAMES = frozenset(f.name for f in fields(UserOptions))

@@ -27,6 +27,7 @@ from traceview.parsers.kineto._io import (
     complete_event_batches,
     decode,
     not_kineto,
+    refuse_unless_json,
     refuse_without_kineto_events,
 )
 from traceview.parsers.kineto._meta import local_device, rank_meta, step_candidates
@@ -162,6 +163,8 @@ def _read(path: Location, limits: ParseLimits) -> _Read:
     text = read_text(path, limits, whole_up_to=limits.stream_above_bytes)
     streamed = stream_events(path, text, limits.stream_chunk_bytes) if text.rest is not None else None
     if streamed is None:
+        if text.rest is not None:  # a large text is refused on its first bytes, before the rest is read
+            refuse_unless_json(path, text.head)
         data = text.head if text.rest is None else b"".join((text.head, *text.rest))
         text.head = b""
         return _read_whole(path, data, limits, text.warnings)

@@ -258,6 +258,18 @@ def _head(path: Location, data: bytes) -> bytes:
     return head
 
 
+def refuse_unless_json(path: Location, head: bytes) -> None:
+    """Refuse a text whose first bytes `head` do not start a JSON object or array (only whitespace, NUL bytes,
+    other text): said before the rest of the file is read."""
+    start = first_byte(head)
+    if not start:
+        raise NotKinetoError(
+            path, f"no JSON in its first {len(head)} bytes (only whitespace): not a Kineto trace"
+        )
+    if start not in (b"{", b"["):
+        raise NotKinetoError(path, _describe_text(head))
+
+
 def first_byte(data: bytes) -> bytes:
     """The first byte that is not ASCII whitespace (`bytes.lstrip` would copy the whole document)."""
     start = LEADING_SPACE.match(data).end()  # type: ignore[union-attr]  # the pattern matches ""

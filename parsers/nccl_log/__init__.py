@@ -13,7 +13,7 @@ record whose prefix was written alone (interleaving); anything else is counted i
 from __future__ import annotations
 
 import collections
-import gzip
+import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import replace
@@ -36,6 +36,7 @@ from traceview.parsers.nccl_log._raw import BATCH_ROWS, RawRows
 from traceview.parsers.nccl_log._totals import REDUCERS, WARNING_SOURCES, CallTally
 
 from traceview.core.errors import InputError
+from traceview.core.reading import BoundedReader, ReadLimits, open_bytes
 from traceview.model.nccl_log import NcclLog
 
 MAX_CALL_ROWS = 100_000
@@ -231,10 +232,19 @@ class _Reader:
         return False
 
 
-def _open(path: Path) -> TextIO:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return path.open("r", encoding="utf-8", errors="replace")
+LOG_LIMITS = ReadLimits(
+    ratio_after_bytes=1 << 20,
+    size_hint="limit of an NCCL log's text",
+    ratio_hint="an NCCL log inflates 5 to 30 times",
+)
+"""How far a compressed NCCL log may inflate (docs/metrics.md, "Input limits"): the ratio is checked from the
+first MiB, since a log is read line by line (a bomb of empty lines costs time, not memory)."""
+
+
+def _open(path: Path) -> tuple[TextIO, BoundedReader | None]:
+    """The log's text (decompressed, `traceview.core.reading`) and its decompressor (None: a plain file)."""
+    stream, inflating = open_bytes(path, LOG_LIMITS)
+    return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None), inflating
 
 
 def _lines(handle: TextIO, reader: _Reader) -> Iterator[str]:
@@ -259,17 +269,18 @@ def _read(source: Path, reader: _Reader) -> str | None:
 
     Raises InputError when the file cannot be opened or read, or a .gz is corrupt.
     """
+    handle, inflating = _open(source)
     try:
-        with _open(source) as handle:
+        with handle:
             for line in _lines(handle, reader):
                 reader.feed(line)
-    except EOFError as err:  # gzip stream cut short: keep what was read
-        return (
-            f"truncated gzip file (its stream ends early: cut short, or damaged): kept the {reader.line_no} "
-            f"lines read before ({err})"
-        )
     except (OSError, zlib.error) as err:
         raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
+    if inflating is not None and inflating.truncated:  # a compressed stream cut short: keep what was read
+        return (
+            f"truncated {inflating.compression.name} file (its stream ends early: cut short, or damaged): kept "
+            f"the {reader.line_no} lines read before"
+        )
     return None
 
 

@@ -34,6 +34,8 @@ class Section:
     template: str
     figures: Callable[[RunAnalysis], dict[str, go.Figure]]
     shown: Callable[[RunAnalysis], bool]
+    empty: str = ""
+    """The one line the page shows instead of the section when `shown` is false: why it is empty."""
 
 
 def _budget_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
@@ -47,6 +49,7 @@ SECTIONS: tuple[Section, ...] = (
         "section_drilldown.html.j2",
         drilldown.drilldown_figures,
         lambda a: a.budget.per_step.height > 0,
+        "No (rank, step) window was analysed: nothing to draw per rank and step.",
     ),
     Section("time-budget", "Time budget", "section_budget.html.j2", _budget_figures, lambda a: True),
     Section(
@@ -55,6 +58,8 @@ SECTIONS: tuple[Section, ...] = (
         "section_collectives.html.j2",
         figures_collectives.collective_figures,
         lambda a: a.collectives is not None and a.collectives.kernels.height > 0,
+        "No communication kernel in the traces: a single-process run, or kernels no pattern names "
+        "(--comm-pattern REGEX).",
     ),
     Section(
         "bubbles",
@@ -62,6 +67,7 @@ SECTIONS: tuple[Section, ...] = (
         "section_bubbles.html.j2",
         figures_bubbles.bubble_figures,
         lambda a: a.bubbles is not None and a.bubbles.per_step.height > 0,
+        "No step window with device activity: no idle time to split by cause.",
     ),
     Section(
         "prediction",
@@ -69,6 +75,7 @@ SECTIONS: tuple[Section, ...] = (
         "section_prediction.html.j2",
         figures_prediction.prediction_figures,
         lambda a: a.prediction is not None and a.prediction.calls.height > 0,
+        "No collective call to price: the alpha-beta model needs communication kernels linked to their calls.",
     ),
     Section(
         "across-ranks",
@@ -76,6 +83,8 @@ SECTIONS: tuple[Section, ...] = (
         "section_crossrank.html.j2",
         figures_crossrank.crossrank_figures,
         lambda a: a.crossrank is not None and a.crossrank.instances.height > 0,
+        "No collective matched across ranks: the run has one rank, or no collective that two ranks both "
+        "recorded.",
     ),
     Section(
         "kernels",
@@ -118,5 +127,7 @@ SECTIONS: tuple[Section, ...] = (
         "section_nccl.html.j2",
         figures_nccl.nccl_figures,
         lambda a: a.nccl is not None,
+        "No NCCL_DEBUG log given or found in the run folder (NCCL_DEBUG=INFO writes them; pass them with "
+        "--nccl-log).",
     ),
 )

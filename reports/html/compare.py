@@ -85,14 +85,35 @@ def render_compare_html(comparison: Comparison, generated: dt.datetime | None = 
     return _page("compare.html.j2", figures, generated, comparison=comparison, noise=noise)
 
 
+def _dates(starts: list[float | None]) -> list[str] | None:
+    """The runs' recorded starts as ISO dates for a date axis; None when any is unknown."""
+    if any(start is None for start in starts):
+        return None
+    return [
+        dt.datetime.fromtimestamp((s or 0.0) / 1e6, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S") for s in starts
+    ]
+
+
 def trend_figure(found: Trend, metric: str) -> go.Figure:
-    """One metric over the series, its change points as vertical lines."""
+    """One metric over the series on a date axis (the runs' recorded starts; runs in order when a start is
+    unknown), each point named by its run's label, change points as dashed vertical lines."""
     frame = found.values.filter(found.values.get_column("metric") == metric)
-    figure = go.Figure(go.Scatter(x=frame.get_column("run").to_list(), y=frame.get_column("value").to_list(),
-                                  mode="lines+markers", name=metric))  # fmt: skip
+    labels = frame.get_column("label").to_list()
+    dates = _dates(frame.get_column("started_us").to_list())
+    x = dates if dates is not None else labels
+    scatter = go.Scatter(x=x, y=frame.get_column("value").to_list(), mode="lines+markers", name=metric,
+                         text=labels, hovertemplate="%{text}<br>%{y}<extra></extra>")  # fmt: skip
+    figure = go.Figure(scatter)
     for change in (c for c in found.changes if c.metric == metric):
-        figure.add_vline(x=change.index - 0.5, line_dash="dash", line_color="#D55E00")
-    figure.update_layout(title=metric, xaxis_title="run", yaxis_title=metric, xaxis_type="category")
+        if dates is None:
+            figure.add_vline(x=change.index - 0.5, line_dash="dash", line_color="#D55E00")
+        else:  # halfway between the last run before the change and the first after it
+            before, after = (dt.datetime.fromisoformat(dates[i]) for i in (change.index - 1, change.index))
+            figure.add_vline(
+                x=(before + (after - before) / 2).isoformat(), line_dash="dash", line_color="#D55E00"
+            )
+    axis = {"xaxis_title": "run date (UTC)", "xaxis_type": "date"} if dates else {"xaxis_type": "category"}
+    figure.update_layout(title=metric, yaxis_title=metric, **axis)
     return figure
 
 

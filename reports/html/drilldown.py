@@ -24,10 +24,34 @@ from traceview.timeline.drilldown import COST_KEYS
 
 HEATMAP_METRICS: tuple[tuple[str, str], ...] = (
     ("step_us", "step time"),
+    ("comp_us", "compute (T_comp)"),
     ("exposed_comm_us", "exposed communication"),
     ("wait_us", "wait for later peers"),
 )
 """The heatmap's metrics: (column of `cells`, name); the menu switches between them."""
+OPENING_METRIC: tuple[tuple[str, str | None, str], ...] = (
+    ("straggler-bound", "slow compute", "comp_us"),
+    ("straggler-bound", None, "wait_us"),
+    ("waiting-bound", None, "wait_us"),
+    ("communication-bound", None, "exposed_comm_us"),
+)
+"""(verdict label, the straggler's cause or None for any, metric): the heatmap opens on the first row that fits
+the run's verdict, the metric that shows its problem (a synchronous job's step time is the same on every rank:
+it hides the straggler); `step_us` when none fits."""
+
+
+def opening_metric(analysis: RunAnalysis) -> str:
+    """The heatmap metric the page opens on (`OPENING_METRIC`)."""
+    causes: set[str | None] = {None}
+    if analysis.crossrank is not None:
+        stragglers = analysis.crossrank.per_rank.filter(pl.col("straggler"))
+        causes |= set(stragglers.get_column("cause").to_list())
+    label = analysis.verdict.label
+    return next(
+        (metric for rule, cause, metric in OPENING_METRIC if rule == label and cause in causes), "step_us"
+    )
+
+
 CELL_FIGURES = ("step_us", "comp_us", "comm_us", "exposed_comm_us", "idle_us", "wait_us")
 
 
@@ -39,12 +63,13 @@ def cells(analysis: RunAnalysis) -> pl.DataFrame:
     return per_step.join(analysis.drilldown.step_waits, on=["rank", "step"], how="left")
 
 
-def heatmap(table: pl.DataFrame) -> go.Figure:
-    """Step (columns) x rank (rows) heatmap of each metric of `HEATMAP_METRICS` (ms), one visible at a time."""
+def heatmap(table: pl.DataFrame, first: str = "step_us") -> go.Figure:
+    """Step (columns) x rank (rows) heatmap of each metric of `HEATMAP_METRICS` (ms), one visible at a time:
+    `first` when the page opens."""
     steps = sorted(table.get_column("step").unique().to_list())
     ranks = sorted(table.get_column("rank").unique().to_list())
     figure = go.Figure()
-    for index, (column, name) in enumerate(HEATMAP_METRICS):
+    for column, name in HEATMAP_METRICS:
         wide = table.select("rank", "step", chart_ms(column).alias("ms")).pivot(
             on="step", index="rank", values="ms", sort_columns=True
         )
@@ -52,7 +77,7 @@ def heatmap(table: pl.DataFrame) -> go.Figure:
         present = set(wide.columns)  # once: `columns` builds a new list on every call
         figure.add_heatmap(
             z=wide.select([str(s) for s in steps if str(s) in present]).rows(),
-            x=steps, y=ranks, name=name, visible=index == 0, colorscale="Viridis",
+            x=steps, y=ranks, name=name, visible=column == first, colorscale="Viridis",
             colorbar={"title": "ms"}, hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra>" + name + "</extra>",
         )  # fmt: skip
     buttons = [
@@ -60,10 +85,13 @@ def heatmap(table: pl.DataFrame) -> go.Figure:
                                                      {"title.text": f"{name.capitalize()} per rank and step (ms); click a cell"}]}
         for i, (_, name) in enumerate(HEATMAP_METRICS)
     ]  # fmt: skip
+    opening = dict(HEATMAP_METRICS)[first]
     figure.update_layout(
-        title="Step time per rank and step (ms); click a cell", xaxis={"title": "step", "type": "category"},
+        title=f"{opening[0].upper()}{opening[1:]} per rank and step (ms); click a cell",
+        xaxis={"title": "step", "type": "category"},
         yaxis={"title": "rank", "type": "category", "autorange": "reversed"},
-        updatemenus=[{"buttons": buttons, "x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "bottom"}],
+        updatemenus=[{"buttons": buttons, "active": [c for c, _ in HEATMAP_METRICS].index(first), "x": 1.0,
+                      "xanchor": "right", "y": 1.0, "yanchor": "bottom"}],
         **{**LAYOUT, "height": max(360, min(1100, 120 + 12 * len(ranks)))},
     )  # fmt: skip
     return figure
@@ -123,4 +151,6 @@ def collectives_by_cost(analysis: RunAnalysis) -> list[dict[str, Any]]:
 
 def drilldown_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
     """The section's figure: the step x rank heatmap."""
-    return {"fig-heatmap": heatmap(cells(analysis))} if analysis.budget.per_step.height else {}
+    if not analysis.budget.per_step.height:
+        return {}
+    return {"fig-heatmap": heatmap(cells(analysis), opening_metric(analysis))}

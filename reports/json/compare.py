@@ -11,6 +11,7 @@ from traceview.reports.json.summary import SCHEMA_VERSION
 from traceview.compare.findings import Finding
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
+from traceview.model.time_base import iso_time
 
 SUBJECT_FIELDS = ("collective", "pg_key", "size_bucket", "kernel_class", "kernel_key", "rank")
 
@@ -66,6 +67,7 @@ def compare_document(comparison: Comparison) -> dict[str, Any]:
         "baseline": comparison.baseline_source,
         "candidate": comparison.candidate_source,
         "verdict": comparison.verdict,
+        "different_jobs": list(comparison.different_jobs),
         "regressions": [finding_object(f) for f in comparison.regressions],
         "improvements": [finding_object(f) for f in comparison.improvements],
         "not_significant": [finding_object(f) for f in comparison.not_significant],
@@ -95,6 +97,10 @@ def compare_document(comparison: Comparison) -> dict[str, Any]:
     }
 
 
+def _iso(epoch_us: float | None) -> str | None:
+    return None if epoch_us is None else iso_time(epoch_us)
+
+
 def trend_document(found: Trend) -> dict[str, Any]:
     """The `traceview trend --json` document."""
     return {
@@ -102,9 +108,15 @@ def trend_document(found: Trend) -> dict[str, Any]:
         "verdict": found.verdict,
         "ordered_by": found.ordered_by,
         "runs": [run.name for run in found.runs],
+        "run_details": [
+            {"name": run.name, "label": run.shown, "recorded_at": _iso(run.started_us),
+             "time_source": run.time_source, "source": run.source, "commit": run.commit, "job": run.job}
+            for run in found.runs
+        ],
+        "warnings": list(found.warnings),
         "changes": [
-            {"metric": c.metric, "run": c.run, "index": c.index, "before": clean(c.before), "after": clean(c.after),
-             "change_pct": clean(c.change_pct), "p_value": clean(c.p_value)}
+            {"metric": c.metric, "run": c.run, "label": c.label, "index": c.index, "before": clean(c.before),
+             "after": clean(c.after), "change_pct": clean(c.change_pct), "p_value": clean(c.p_value)}
             for c in found.changes
         ],
         "latest": [

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-import msgspec
+from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.records import clean, records
 
@@ -25,12 +25,20 @@ from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.core.version import __version__
 from traceview.nccl.join import LinkOverride, NcclJoin
+from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.9"
+SCHEMA_VERSION = "1.10"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
+
+
+def _run(analysis: RunAnalysis) -> dict[str, Any]:
+    """The `run` object: the header's fields, `sources` as an object (field -> where it came from)."""
+    found = asdict(analysis.header)
+    found["sources"] = dict(analysis.header.sources)
+    return found
 
 
 def _time_budget(analysis: RunAnalysis) -> dict[str, Any]:
@@ -136,6 +144,7 @@ def nccl_document(nccl: NcclJoin) -> dict[str, Any]:
         "link_overrides": [_link_override(override) for override in nccl.link_overrides],
         "link_override": _link_override(nccl.link_override),
         "verdict_flags": list(nccl.verdict_flags),
+        "problems": records(nccl_problems(nccl)),
         "notes": list(nccl.notes),
         "foreign": [{"path": path, "reasons": reasons} for path, reasons in nccl.foreign],
     }
@@ -363,7 +372,7 @@ def summary_document(analysis: RunAnalysis, full: bool = False) -> dict[str, Any
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "traceview_version": __version__,
-        "run": asdict(analysis.header),
+        "run": _run(analysis),
         "verdict": asdict(analysis.verdict),
         "recommendations": _recommendations(analysis),
         "timeline": _timeline(analysis),
@@ -374,5 +383,6 @@ def summary_document(analysis: RunAnalysis, full: bool = False) -> dict[str, Any
 
 
 def render_json(analysis: RunAnalysis, full: bool = False) -> str:
-    """The JSON summary as text (UTF-8, indented, stable across runs); compact unless `full`."""
-    return msgspec.json.format(msgspec.json.encode(summary_document(analysis, full)), indent=2).decode()
+    """The JSON summary as text (UTF-8, indented, stable across runs; `traceview.reports.json.encode`);
+    compact unless `full`."""
+    return json_text(summary_document(analysis, full))

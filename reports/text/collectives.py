@@ -7,11 +7,10 @@ from collections.abc import Callable, Mapping
 
 import polars as pl
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.safe import safe
 
 from traceview.collectives.tables import CollectiveAnalysis
-from traceview.core.sanitize import printable
 
 MAX_ROWS = 40
 _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
@@ -45,11 +44,11 @@ def plain(value: object) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return escape(printable(value))
+    return safe(value)
 
 
 def _table(title: str, frame: pl.DataFrame, columns: Mapping[str, tuple[str, Cell]]) -> Table:
-    table = Table(title=escape(printable(title)), title_justify="left")
+    table = Table(title=safe(title), title_justify="left")
     for header, _ in columns.values():
         table.add_column(header, justify="right")
     for row in frame.head(MAX_ROWS).iter_rows(named=True):

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.safe import safe
 
 from traceview.compare.findings import Finding
 from traceview.compare.scaling import Scaling
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
-from traceview.core.sanitize import printable
 
 MAX_ROWS = 15
 
@@ -54,7 +54,7 @@ def note_text(finding: Finding) -> str:
 
 
 def _note(finding: Finding) -> str:
-    return escape(printable(note_text(finding)))
+    return safe(note_text(finding))
 
 
 def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
@@ -63,7 +63,7 @@ def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
         table.add_column(header)
     for f in findings[:MAX_ROWS]:
         table.add_row(
-            escape(printable(f.subject)), f.metric, value_text(f.metric, f.baseline),
+            safe(f.subject), f.metric, value_text(f.metric, f.baseline),
             value_text(f.metric, f.candidate), change_text(f.change_pct), p_text(f.p_adjusted),
             f"{f.test.baseline_n}/{f.test.candidate_n}", _note(f),
         )  # fmt: skip
@@ -113,7 +113,7 @@ def _busbw_table(scaling: Scaling) -> Table:
         bandwidth.add_column(header)
     for row in scaling.busbw.iter_rows(named=True):
         bandwidth.add_row(
-            escape(printable(row["collective"])), escape(printable(row["pg_key"])),
+            safe(row["collective"]), safe(row["pg_key"]),
             value_text("_Bps", row["baseline_busbw_Bps"]), value_text("_Bps", row["candidate_busbw_Bps"]),
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
         )  # fmt: skip
@@ -124,28 +124,26 @@ def _structure(comparison: Comparison, console: Console) -> None:
     structure = comparison.structure
     for label, subjects in (("appeared", structure.appeared), ("disappeared", structure.disappeared)):
         if subjects:
-            console.print(f"{label}: {escape(printable(', '.join(subjects)))}")
+            console.print(f"{label}: {safe(', '.join(subjects))}")
     for row in structure.algorithm_mix.iter_rows(named=True):
         console.print(
-            escape(printable(f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
-                             f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels"))
+            safe(f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
+                             f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels")
         )  # fmt: skip
     if structure.baseline_stragglers != structure.candidate_stragglers:
         console.print(
             f"stragglers: {structure.baseline_stragglers or 'none'} -> {structure.candidate_stragglers or 'none'}"
         )
     for change in structure.setup_changes:
-        console.print(f"setup changed: {escape(printable(change))}")
+        console.print(f"setup changed: {safe(change)}")
     for note in structure.partial_notes:
-        console.print(f"[yellow]partial: {escape(printable(note))}[/yellow]")
+        console.print(f"[yellow]partial: {safe(note)}[/yellow]")
 
 
 def render_comparison(comparison: Comparison, console: Console) -> None:
     """The verdict first, then regressions, improvements, structure changes, budgets and scaling."""
-    console.print(f"[bold]{escape(printable(comparison.verdict))}[/bold]")
-    console.print(
-        escape(printable(f"baseline {comparison.baseline_source}  candidate {comparison.candidate_source}"))
-    )
+    console.print(f"[bold]{safe(comparison.verdict)}[/bold]")
+    console.print(safe(f"baseline {comparison.baseline_source}  candidate {comparison.candidate_source}"))
     for title, findings in (
         ("Regressions", comparison.regressions),
         ("Improvements", comparison.improvements),
@@ -164,13 +162,19 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
 
 def render_trend(found: Trend, console: Console) -> None:
     """The verdict, the change points and the latest run's judgement."""
-    console.print(f"[bold]{escape(printable(found.verdict))}[/bold]")
+    console.print(f"[bold]{safe(found.verdict)}[/bold]")
     console.print(f"{len(found.runs)} runs, ordered by {found.ordered_by}")
+    runs = Table(title="Runs", title_justify="left")
+    for header in ("#", "run", "recorded at (UTC)", "from", "file"):
+        runs.add_column(header)
+    for index, run in enumerate(found.runs):
+        runs.add_row(str(index), safe(run.shown), run.date or "-", run.time_source or "-", safe(run.name))
+    console.print(runs)
     changes = Table(title="Change points", title_justify="left")
     for header in ("metric", "first run after", "before", "after", "change", "p"):
         changes.add_column(header)
     for c in found.changes:
-        changes.add_row(c.metric, escape(printable(c.run)), value_text(c.metric, c.before),
+        changes.add_row(c.metric, safe(c.label or c.run), value_text(c.metric, c.before),
                         value_text(c.metric, c.after), change_text(c.change_pct), p_text(c.p_value))  # fmt: skip
     console.print(changes)
     latest = Table(title="Latest run against the history", title_justify="left")

@@ -5,13 +5,16 @@ as escapes, long text cut), then rich's markup escape."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.safe import safe
 
-from traceview.core.sanitize import printable
 from traceview.model.nccl_log import NcclLog
+from traceview.nccl.jobs import NcclJob
 from traceview.nccl.log_views import collective_summary, communicator_summary, warning_counts
 
 _MAX_ROWS = 20
@@ -19,7 +22,7 @@ _MAX_ROWS = 20
 
 def _safe(value: object) -> str:
     """Input-derived text as it may be printed: sanitized, then markup-escaped."""
-    return escape(printable(value))
+    return safe(value)
 
 
 def _cell(value: object) -> str:
@@ -116,3 +119,89 @@ def render_nccl(log: NcclLog, console: Console) -> None:
         console.print(
             _table("Warnings and errors", warns, {"kind": "kind", "count": "count", "example": "example"})
         )
+
+
+def _ranks_text(row: dict[str, Any]) -> str:
+    """`7 of 8 (missing 5)`, `8 of 8`."""
+    missing: list[int] = row["missing_ranks"] or []
+    listed = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+    return f"{row['ranks_seen']} of {row['nranks']}" + (f" (missing {listed})" if missing else "")
+
+
+def _init_text(row: dict[str, Any]) -> str:
+    failed = row["init_failed"] or 0
+    return f"FAILED on {failed}" if failed else f"complete on {row['init_complete'] or 0}"
+
+
+def _channels_text(row: dict[str, Any]) -> str:
+    rings, trees = row["ring_channels"], row["tree_channels"]
+    parts = [f"{rings} ring" if rings else "", f"{trees} tree" if trees else ""]
+    return ", ".join(part for part in parts if part) or "-"
+
+
+def _job_communicators(job: NcclJob) -> Table:
+    table = Table(title="Communicators (each merged over its ranks' logs)", title_justify="left")
+    for header in (
+        "communicator",
+        "ranks",
+        "init",
+        "hosts",
+        "transports",
+        "channels",
+        "algo/proto",
+        "degraded",
+    ):
+        table.add_column(header)
+    for row in job.communicators.head(_MAX_ROWS).iter_rows(named=True):
+        failing = bool(row["init_failed"]) or bool(row["missing_ranks"])
+        table.add_row(
+            safe(row["comm_key"]),
+            _ranks_text(row),
+            _init_text(row),
+            _cell(row["hosts"]),
+            _cell(row["transports"]),
+            _channels_text(row),
+            _cell(row["algo_proto"]),
+            _cell(row["degraded_reason"]),
+            style="bold red" if failing else None,
+        )
+    if job.communicators.height > _MAX_ROWS:
+        table.caption = f"{job.communicators.height - _MAX_ROWS} more communicators not shown"
+    return table
+
+
+def render_nccl_jobs(jobs: list[NcclJob], first_line: str, console: Console) -> None:
+    """The `nccl` command: the headline (failures first), then each job: its logs, communicators merged
+    over ranks, failures, collectives and warnings."""
+    console.print(safe(first_line), style="bold red" if first_line.startswith("NCCL FAILED") else "bold")
+    for job in jobs:
+        versions = ", ".join(job.versions) or "not stated"
+        console.print(
+            f"[bold]Job {job.index + 1} of {len(jobs)}[/bold]: {len(job.logs)} log(s), NCCL {safe(versions)}, "
+            f"hosts {safe(', '.join(job.hosts) or 'unknown')}"
+        )
+        console.print(f"  logs: {safe(', '.join(job.logs), 1000)}")
+        if job.communicators.height:
+            console.print(_job_communicators(job))
+        if job.problems.height:
+            console.print(
+                _table("Failures", job.problems, {"kind": "kind", "count": "count", "example": "first"})
+            )
+        if job.algorithms.height:
+            columns = {
+                "op": "op",
+                "size_bucket": "message size",
+                "algo": "algo",
+                "proto": "proto",
+                "choices": "choices",
+            }
+            console.print(
+                _table("NCCL's algorithm and protocol choices (TUNING lines)", job.join.algorithms, columns)
+            )
+        if job.join.calls.height:
+            columns = {
+                name: name
+                for name in job.join.calls.columns
+                if name in ("comm_key", "op", "dtype", "calls", "bytes")
+            }
+            console.print(_table("Collectives (COLL lines)", job.join.calls, columns))

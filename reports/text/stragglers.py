@@ -6,6 +6,7 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.safe import safe
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.core.sanitize import printable
@@ -22,14 +23,14 @@ def _cell(value: object, scale: float = 1.0, digits: int = 3) -> str:
         return f"{value / scale:.{digits}f}"
     if isinstance(value, list):
         return escape(printable(", ".join(str(item) for item in value)))
-    return escape(printable(value))
+    return safe(value)
 
 
 def _table(
     title: str, frame: pl.DataFrame, columns: dict[str, tuple[str, float]], flag: str | None = None
 ) -> Table:
     """Columns: name -> (header, divisor for floats)."""
-    table = Table(title=escape(printable(title)), title_justify="left")
+    table = Table(title=safe(title), title_justify="left")
     for header, _ in columns.values():
         table.add_column(header)
     for row in frame.head(MAX_ROWS).iter_rows(named=True):
@@ -60,7 +61,7 @@ MISMATCH_COLUMNS = {
 
 def render_crossrank(crossrank: CrossRank, console: Console) -> None:
     """The straggler sentence, the clock offsets, the per-rank table, mismatches and warnings."""
-    console.print(f"[bold]{escape(printable(crossrank.sentence))}[/bold]", highlight=False)
+    console.print(f"[bold]{safe(crossrank.sentence)}[/bold]", highlight=False)
     skew = crossrank.gate_figures()["median_skew_us"]
     console.print(
         f"{crossrank.instances.height} instances matched, {crossrank.usable_instances} complete on 2+ ranks; "
@@ -77,4 +78,4 @@ def render_crossrank(crossrank: CrossRank, console: Console) -> None:
             _table(f"Mismatches ({crossrank.mismatches.height})", crossrank.mismatches, MISMATCH_COLUMNS)
         )
     for warning in crossrank.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(printable(warning))}", highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {safe(warning)}", highlight=False)

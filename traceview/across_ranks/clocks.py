@@ -22,6 +22,10 @@ import polars as pl
 SPREAD_WARN_US = 100.0
 """Interquartile range of a host's end-time differences above which its offset is flagged (docs/metrics.md)."""
 
+FAR_OFFSET_US = 60e6
+"""A host whose clock is this far (a minute) or farther from the reference host's is named in a warning with the
+offset applied: synchronised clocks differ by milliseconds, a wrong time zone or a clock never set by hours."""
+
 ASSUMED_HOSTS = "one rank per host (assumed)"
 """`host_source` of a rank whose host nothing in the run names."""
 
@@ -137,13 +141,40 @@ def clock_offsets(
         .select(list(OFFSET_SCHEMA))
         .sort(pl.col("ranks").list.first())
     )
-    return ClockOffsets(offsets, str(reference), _warnings(offsets, spread_warn_us))
+    return ClockOffsets(offsets, str(reference), _warnings(offsets, spread_warn_us, str(reference)))
 
 
-def _warnings(offsets: pl.DataFrame, spread_warn_us: float) -> tuple[str, ...]:
+def _duration(seconds: float) -> str:
+    """`3 h 0 min`, `12 min 5 s`, `75 s`."""
+    whole = round(abs(seconds))
+    hours, minutes, rest = whole // 3600, whole % 3600 // 60, whole % 60
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def far_clock_warnings(offsets: ClockOffsets) -> tuple[str, ...]:
+    """One warning per host whose clock is `FAR_OFFSET_US` or more from the reference host's, naming it, its
+    ranks and the offset applied (also among `offsets.warnings`; the run's header repeats them)."""
+    return tuple(_far_offsets(offsets.offsets, offsets.reference))
+
+
+def _far_offsets(offsets: pl.DataFrame, reference: str) -> list[str]:
+    far = offsets.filter(pl.col("offset_us").abs() >= FAR_OFFSET_US)
+    return [
+        f"the clock of {row['host']} (rank{'s' if len(row['ranks']) > 1 else ''} "
+        f"{', '.join(map(str, row['ranks']))}) is {_duration(row['offset_us'] / 1e6)} "
+        f"{'ahead of' if row['offset_us'] > 0 else 'behind'} {reference}'s: offset {row['offset_us'] / 1e6:+.3f} s "
+        "applied (aligned by the collectives' end times)"
+        for row in far.iter_rows(named=True)
+    ]
+
+
+def _warnings(offsets: pl.DataFrame, spread_warn_us: float, reference: str) -> tuple[str, ...]:
+    notes = _far_offsets(offsets, reference)
     wide = offsets.filter(pl.col("spread_us") > spread_warn_us)
     lost = offsets.filter(pl.col("offset_us").is_null())
-    notes = [
+    notes += [
         f"clock offset of {row['host']} has a spread of {row['spread_us']:.0f} us (> {spread_warn_us:.0f} us): "
         "skews of its ranks are uncertain by about that much"
         for row in wide.iter_rows(named=True)

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from traceview.core.errors import PartialRun, ThresholdCrossed, UsageError
+from traceview.cli.streams import console
+from traceview.core.errors import PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from traceview.options.run import RunOptions, RunSpec
     from traceview.reduce.results import RunAnalysis
 
-EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
 def _click_exceptions() -> Any:
@@ -50,12 +51,17 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,  # `main` turns every error into one line; rich's tracebacks cost 30 ms
 )
-stderr = Console(stderr=True, soft_wrap=True, highlight=False)  # one line per message, never wrapped
+
+
+def stderr_console() -> Console:
+    """The console of stderr's lines and progress bar: one line per message, never wrapped."""
+    return console(stderr=True, soft_wrap=True)
 
 
 def say(message: str) -> None:
-    """One line on stderr, input-derived text already made printable by the caller."""
-    stderr.print(message, markup=False, highlight=False)
+    """One line on stderr, input-derived text already made printable by the caller (never read as markup or
+    emoji codes)."""
+    stderr_console().print(message, markup=False, highlight=False, emoji=False)
 
 
 def _version(value: bool) -> None:
@@ -84,8 +90,9 @@ def command_names() -> list[str]:
 
 
 def stdout_console(width_when_piped: int = 160) -> Console:
-    """A console for tables on stdout: the terminal's width, or a fixed one when piped."""
-    return Console(width=None if sys.stdout.isatty() else width_when_piped)
+    """A console for tables on stdout: the terminal's width, or a fixed one when piped
+    (`traceview.cli.streams.console`: no emoji codes, `NO_COLOR` honoured)."""
+    return console(width_when_piped=width_when_piped)
 
 
 _JSON_UNSAFE = (
@@ -108,10 +115,11 @@ def write_json_text(text: str) -> None:
 
 
 def print_json(document: Any) -> None:
-    """Write `document` to stdout as indented JSON (terminal-safe, `write_json_text`)."""
-    import msgspec
+    """Write `document` to stdout as indented JSON (terminal-safe, `write_json_text`; names that are not
+    UTF-8 shown as `\\xNN`, `traceview.reports.json.encode`)."""
+    from traceview.reports.json.encode import json_text
 
-    write_json_text(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
+    write_json_text(json_text(document))
 
 
 def analyse(spec: RunSpec, options: RunOptions, quiet: bool) -> RunAnalysis:
@@ -119,16 +127,30 @@ def analyse(spec: RunSpec, options: RunOptions, quiet: bool) -> RunAnalysis:
     from traceview.map.progress import load_progress
     from traceview.reduce.pipeline import analyze_files
 
-    with load_progress(stderr, quiet) as progress:
+    with load_progress(stderr_console(), quiet) as progress:
         return analyze_files(spec, options, progress)
 
 
-def check_thresholds(fail_on: Sequence[str] | None) -> None:
-    """Refuse a malformed `--fail-on` before any work is done."""
-    from traceview.verdict.gates import parse_threshold
+def check_thresholds(fail_on: Sequence[str] | None, known: Collection[str] | None = None) -> None:
+    """Refuse a malformed `--fail-on`, or one naming a figure not in `known`, before any work is done."""
+    from traceview.verdict.gates import check_metric, parse_threshold
 
     for text in fail_on or ():
-        parse_threshold(text)
+        threshold = parse_threshold(text)
+        if known is not None:
+            check_metric(threshold, known)
+
+
+def run_inputs(spec: RunSpec, options: RunOptions) -> list[str | Path]:
+    """Every input file of the run `spec` names (traces, NCCL logs, `run.json`): what no output may be."""
+    from traceview.core.location import is_url
+    from traceview.load.inputs import resolve_trace_files
+
+    specs = [spec] if isinstance(spec, str | Path) else list(spec)
+    if any(is_url(one) for one in specs):
+        return []
+    files: list[str | Path] = [*resolve_trace_files(spec, options.listed_traces), *options.nccl_logs]  # type: ignore[list-item]
+    return [*files, *([options.manifest] if options.manifest else []), *specs]
 
 
 def gate(figures: Mapping[str, float | None], fail_on: Sequence[str] | None) -> None:
@@ -168,9 +190,16 @@ def report_warnings(analysis: RunAnalysis) -> None:
         say(f"traceview: warning: {printable(warning)}")
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write an output file; a path that cannot be written is a usage error naming it."""
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"-o {printable(path)}: cannot write: {exc.strerror or exc}") from exc
+def write_text(path: Path, text: str) -> int:
+    """Write an output file atomically (`traceview.core.output`); a path that cannot be written is a usage
+    error naming it. Returns the bytes written."""
+    from traceview.core.output import write_output
+
+    return write_output(path, text)
+
+
+def size_text(size_bytes: int) -> str:
+    """A file's size for the `wrote ...` line: `5.1 MB`, `12 kB`, `812 bytes`."""
+    if size_bytes >= 1_000_000:
+        return f"{size_bytes / 1e6:.1f} MB"
+    return f"{size_bytes / 1e3:.0f} kB" if size_bytes >= 1_000 else f"{size_bytes} bytes"

@@ -109,11 +109,18 @@ class AnalysisCommand(Command):
     """A command that analyses a run: the shared options, then `render` with its own."""
 
     prints_warnings: ClassVar[bool] = False  # the run's warnings on stderr: its output has no place for them
+    outputs: ClassVar[tuple[str, ...]] = ()  # own options naming output files: never one of the run's inputs
     render: Callable[..., None]
     """Show the analysis (the first parameter) with the command's own options (the keyword parameters)."""
 
     def check(self, **own: Any) -> None:
         """Refuse a bad own option before any file is read (default: nothing to check)."""
+
+    def gate_names(self) -> frozenset[str]:
+        """The figures `--fail-on` may name (checked before any file is read)."""
+        from traceview.reduce.results import GATE_FIGURES
+
+        return GATE_FIGURES
 
     def parameters(self) -> list[inspect.Parameter]:
         """`runs`, the command's own options (those of `render`), then the shared ones."""
@@ -137,13 +144,25 @@ class AnalysisCommand(Command):
         own: dict[str, Any],
     ) -> None:
         """Gates checked, options built once, the run analysed, skipped inputs named, rendered, gates applied."""
-        from traceview.cli.app import analyse, check_thresholds, finish, report_skipped, report_warnings
+        from traceview.cli.app import (
+            analyse,
+            check_thresholds,
+            finish,
+            report_skipped,
+            report_warnings,
+            run_inputs,
+        )
+        from traceview.core.output import refuse_inputs
         from traceview.options.run import build_options
 
-        check_thresholds(fail_on)
+        check_thresholds(fail_on, self.gate_names())
         self.check(**own)
         spec = runs[0] if len(runs) == 1 else list(runs)
-        analysis = analyse(spec, build_options(spec, user), quiet)
+        options = build_options(spec, user)
+        for name in self.outputs:
+            if own.get(name) is not None:
+                refuse_inputs(own[name], run_inputs(spec, options))
+        analysis = analyse(spec, options, quiet)
         report_skipped(analysis)
         if self.prints_warnings:
             report_warnings(analysis)

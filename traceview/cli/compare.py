@@ -7,7 +7,7 @@ Each side of a comparison is a run (file, folder, glob, run.json) or a JSON summ
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,15 +20,30 @@ from traceview.cli.app import (
     print_json,
     report_skipped,
     say,
+    size_text,
     stdout_console,
     write_text,
 )
 from traceview.cli.base import Command, FailOnOpt, user_option
-from traceview.core.errors import InputError, PartialRun, ThresholdCrossed
+from traceview.compare.saved_summary import (
+    COMPARE_NEEDS,
+    TREND_NEEDS,
+    is_summary,
+    read_documents,
+    read_summary,
+    summary_files,
+)
+from traceview.core.errors import (
+    InputError,
+    PartialRun,
+    RunError,
+    ThresholdCrossed,
+    TraceviewError,
+    UsageError,
+    reason_of,
+)
+from traceview.core.location import Location, location
 from traceview.core.sanitize import printable
-
-SUMMARY_KEYS = ("schema_version", "time_budget")
-SUPPORTED_MAJOR = "1"
 
 ThresholdOpt = Annotated[
     float | None,
@@ -39,34 +54,19 @@ ThresholdsFileOpt = Annotated[
 ]
 
 
-def summary_from_file(path: Path) -> dict[str, Any] | None:
-    """The summary document in `path`, None when the file is not a traceview summary (a trace, run.json)."""
-    if path.suffix != ".json" or not path.is_file():
+def summary_from_file(spec: str) -> dict[str, Any] | None:
+    """The summary document `spec` names, checked for what a comparison needs; None when it is not a saved
+    summary (a run: a trace, a folder, a run.json)."""
+    path = location(spec)
+    if not is_summary(path):
         return None
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(4096)
-        if b'"schema_version"' not in head:
-            return None
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(path, f"cannot read the JSON summary: {exc}") from None
-    if not isinstance(document, dict) or not all(key in document for key in SUMMARY_KEYS):
-        return None
-    if str(document["schema_version"]).split(".")[0] != SUPPORTED_MAJOR:
-        raise InputError(
-            path, f"summary schema {document['schema_version']} is not 1.x: written by another traceview"
-        )
-    from traceview.compare.saved_summary import check_sections
-
-    check_sections(path, document)
-    return document
+    return read_summary(path, COMPARE_NEEDS)
 
 
 def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
     """The summary document of a run spec or a saved summary: a run is analysed as `traceview summary RUN
     --json` would (the map/reduce pipeline, its NCCL logs), quietly."""
-    found = summary_from_file(Path(spec))
+    found = summary_from_file(spec)
     if found is not None:
         found.setdefault("run", {}).setdefault("source", spec)
         return found
@@ -74,13 +74,48 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
 
     from traceview.options.run import build_options
     from traceview.options.user import UserOptions
+    from traceview.reports.json.encode import json_bytes
     from traceview.reports.json.summary import summary_document
 
     analysis = analyse(spec, build_options(spec, UserOptions(workers=workers)), quiet=True)
     report_skipped(analysis)
-    document: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(summary_document(analysis, full=True)))
+    document: dict[str, Any] = msgspec.json.decode(json_bytes(summary_document(analysis, full=True)))
     document["run"]["source"] = spec  # as given (a run.json, not the files it lists)
     return document
+
+
+def _local_files(*specs: str) -> list[Location]:
+    """The local input files of the compared runs (their traces), for the `-o` check; nothing for URLs."""
+    from traceview.load.inputs import resolve_trace_files
+
+    found: list[Location] = []
+    for spec in specs:
+        try:
+            found += resolve_trace_files(spec)
+        except TraceviewError:
+            continue
+    return found
+
+
+def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output: Path | None) -> None:
+    """The comparison on stdout (tables, `--json` or `--markdown`) and, with `-o`, as its page."""
+    if json_output:
+        from traceview.reports.json.compare import compare_document
+
+        print_json(compare_document(comparison))
+    elif markdown:
+        from traceview.reports.text.compare_markdown import render_markdown
+
+        sys.stdout.write(render_markdown(comparison))
+    else:
+        from traceview.reports.text.compare import render_comparison
+
+        render_comparison(comparison, stdout_console(200))
+    if output is not None:
+        from traceview.reports.html.compare import render_compare_html
+
+        size = write_text(output, render_compare_html(comparison))
+        say(f"wrote {printable(output)} ({size_text(size)})")
 
 
 class Compare(Command):
@@ -105,36 +140,36 @@ class Compare(Command):
         thresholds: ThresholdsFileOpt = None,
         fail_on: FailOnOpt = None,
         workers: Annotated[int | None, user_option("workers")] = None,
+        allow_different_jobs: Annotated[
+            bool,
+            typer.Option(
+                "--allow-different-jobs",
+                help="Compare runs of different jobs (parameters, world size, process groups or model shapes "
+                "differ: a scale-up post-mortem); without it they are refused (exit 2).",
+            ),
+        ] = False,
     ) -> None:
         """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
-        from traceview.compare.saved_summary import read_documents
+        from traceview.compare.settings import load_settings
+        from traceview.compare.two_runs import COMPARE_GATE_FIGURES
         from traceview.compare.two_runs import compare as compare_runs
-        from traceview.compare.two_runs import load_settings
+        from traceview.core.output import refuse_inputs
 
-        check_thresholds(fail_on)
+        check_thresholds(fail_on, COMPARE_GATE_FIGURES)
         settings, _ = load_settings(thresholds, threshold)
+        if output is not None:
+            refuse_inputs(output, [baseline, candidate, *(str(p) for p in _local_files(baseline, candidate))])
         sides = summary_of(baseline, workers), summary_of(candidate, workers)
         comparison = read_documents(
             [(baseline, sides[0]), (candidate, sides[1])],
             lambda docs: compare_runs(docs[0], docs[1], settings),
         )
-        if json_output:
-            from traceview.reports.json.compare import compare_document
-
-            print_json(compare_document(comparison))
-        elif markdown:
-            from traceview.reports.text.compare_markdown import render_markdown
-
-            typer.echo(render_markdown(comparison), nl=False)
-        else:
-            from traceview.reports.text.compare import render_comparison
-
-            render_comparison(comparison, stdout_console(200))
-        if output is not None:
-            from traceview.reports.html.compare import render_compare_html
-
-            write_text(output, render_compare_html(comparison))
-            say(f"wrote {printable(output)}")
+        if comparison.different_jobs and not allow_different_jobs:
+            raise RunError(
+                f"{printable(baseline)} and {printable(candidate)} are different jobs: "
+                f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with --allow-different-jobs)"
+            )
+        _show_comparison(comparison, json_output, markdown, output)
         if fail_on:
             gate(comparison.gate_figures(), fail_on)
         elif comparison.failing:
@@ -146,52 +181,121 @@ class Compare(Command):
             )
 
 
+HistoryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        help="Parquet file of the series: the summaries given are added to it (atomically, one writer at a "
+        "time) and the trend is drawn over all of it.",
+    ),
+]
+
+
+def _file_time_us(path: Location) -> float | None:
+    try:
+        return None if not isinstance(path, Path) else path.stat().st_mtime * 1e6
+    except OSError:
+        return None
+
+
+def _series(path: Location) -> Any:
+    """The run a saved summary at `path` is (`traceview.compare.trend.run_series`); `InputError` naming it."""
+    from traceview.compare.trend import run_series
+
+    document = read_summary(path, TREND_NEEDS)
+    file_time = _file_time_us(path)
+    return read_documents([(str(path), document)], lambda docs: run_series(path.name, docs[0], file_time))
+
+
+def read_series(specs: list[str]) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The runs the summaries `specs` name (files, folders, globs, URLs), and those skipped (path, reason):
+    a file that is not a readable traceview summary is skipped and named."""
+    runs, skipped = [], []
+    for path in [found for spec in specs for found in summary_files(spec)]:
+        try:
+            runs.append(_series(path))
+        except InputError as exc:
+            skipped.append((str(path), reason_of(exc)))
+    return runs, skipped
+
+
+def _trend_runs(summaries: list[str], history: Path | None) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The runs of the trend: the summaries given (those unreadable skipped, each named on stderr), added to
+    the history when one is kept and then every run it holds; an error when summaries were given and none
+    could be read."""
+    from traceview.compare.history import read_history, runs_of, update_history
+
+    runs, skipped = read_series(summaries)
+    for path, reason in skipped:
+        say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
+    if summaries and not runs:
+        first = skipped[0]
+        raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
+    if history is not None:
+        runs = update_history(history, runs) if runs else runs_of(read_history(history))
+    return runs, skipped
+
+
+def _show_trend(result: Any, json_output: bool, output: Path | None) -> None:
+    """The trend's warnings on stderr, the trend on stdout (tables or `--json`) and, with `-o`, its page."""
+    for warning in result.warnings:
+        say(f"traceview: warning: {printable(warning)}")
+    if json_output:
+        from traceview.reports.json.compare import trend_document
+
+        print_json(trend_document(result))
+    else:
+        from traceview.reports.text.compare import render_trend
+
+        render_trend(result, stdout_console(200))
+    if output is not None:
+        from traceview.reports.html.compare import render_trend_html
+
+        size = write_text(output, render_trend_html(result))
+        say(f"wrote {printable(output)} ({size_text(size)})")
+
+
 class Trend(Command):
-    """Metrics over a series of summaries, change points, and the latest run against the history."""
+    """Metrics over a series of nightly summaries, ordered by run time: change points, the latest run against
+    the history; exit 1 on a regression of the latest run."""
 
     name = "trend"
 
     def run(
         self,
         summaries: Annotated[
-            list[Path], typer.Argument(help="JSON summaries of the nightly runs (summary --json).")
-        ],
+            list[str] | None,
+            typer.Argument(
+                help="JSON summaries of the nightly runs (summary --json): files, folders, globs or URLs.",
+                show_default=False,
+            ),
+        ] = None,
         json_output: Annotated[bool, typer.Option("--json", help="Print the trend as JSON.")] = False,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", help="Write the HTML trend page here.")
         ] = None,
+        history: HistoryOpt = None,
         threshold: ThresholdOpt = None,
         thresholds: ThresholdsFileOpt = None,
     ) -> None:
-        """Metrics over a series of summaries, change points, and the latest run against the history."""
-        from traceview.compare.saved_summary import read_documents
-        from traceview.compare.trend import trend as trend_of
-        from traceview.compare.two_runs import load_settings
+        """Metrics over a series of nightly summaries, ordered by run time: change points, the latest run
+        against the history; exit 1 on a regression of the latest run."""
+        from traceview.compare.settings import load_settings
+        from traceview.compare.trend import trend_of_runs
+        from traceview.core.output import refuse_inputs
 
+        if not summaries and history is None:
+            raise UsageError("give summaries (files, folders, globs, URLs) or --history FILE, or both")
         _, settings = load_settings(thresholds, threshold)
-        documents = []
-        for path in summaries:
-            found = summary_from_file(path)
-            if found is None:
-                raise InputError(
-                    path, "not a traceview JSON summary (write one with `traceview summary RUN --json`)"
-                )
-            documents.append((path.name, found))
-        sources = [(str(path), document) for path, (_, document) in zip(summaries, documents, strict=True)]
-        names = [name for name, _ in documents]
-        result = read_documents(sources, lambda docs: trend_of(list(zip(names, docs, strict=True)), settings))
-        if json_output:
-            from traceview.reports.json.compare import trend_document
-
-            print_json(trend_document(result))
-        else:
-            from traceview.reports.text.compare import render_trend
-
-            render_trend(result, stdout_console(200))
         if output is not None:
-            from traceview.reports.html.compare import render_trend_html
-
-            write_text(output, render_trend_html(result))
-            say(f"wrote {printable(output)}")
+            inputs = [str(p) for spec in summaries or () for p in summary_files(spec)]
+            refuse_inputs(output, [*inputs, *([history] if history else [])])
+        runs, skipped = _trend_runs(list(summaries or ()), history)
+        result = trend_of_runs(runs, settings)
+        _show_trend(result, json_output, output)
         if result.latest_regressions:
             raise ThresholdCrossed(f"regression: {result.verdict}")
+        if skipped:
+            raise PartialRun(
+                f"trend drawn without {len(skipped)} summar(ies) that could not be read (named above)"
+            )

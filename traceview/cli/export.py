@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from traceview.cli.app import say
+from traceview.cli.app import say, size_text
 from traceview.cli.base import AnalysisCommand
 from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
@@ -47,6 +47,7 @@ class Export(AnalysisCommand):
 
     name = "export"
     prints_warnings = True
+    outputs = ("output",)
 
     def check(
         self, ranks: str | None = None, steps: str | None = None, window: str | None = None, **_: object
@@ -66,15 +67,26 @@ class Export(AnalysisCommand):
         window: WindowOpt = None,
         max_events: MaxEventsOpt = 5_000_000,
     ) -> None:
-        """Write the trace and say what it holds."""
-        from traceview.export.perfetto import export_run
+        """Write the trace (atomically: `traceview.core.output`) and say what it holds; an export of nothing is
+        a usage error, and writes nothing."""
+        from traceview.core.output import atomic_output
+        from traceview.export.perfetto import check_selection, export_run
 
-        try:
-            stats = export_run(analysis, output, _bounds(ranks, steps, window, max_events))
-        except OSError as exc:
-            raise UsageError(f"-o {printable(output)}: cannot write: {exc.strerror or exc}") from exc
+        bounds = _bounds(ranks, steps, window, max_events)
+        check_selection(analysis, bounds)
+        with atomic_output(output) as temporary:
+            stats = export_run(analysis, temporary, bounds)
+            if stats.events == 0:
+                chosen = ", ".join(f"{flag} {value}" for flag, value in self._chosen(ranks, steps, window))
+                raise UsageError(f"nothing to export: no event of the run lies within {chosen or 'the run'}")
+            size = temporary.stat().st_size
         cut = f"; stopped at --max-events {max_events}" if stats.truncated else ""
         say(
-            f"wrote {printable(output)}: {len(stats.ranks)} rank(s), {stats.events} events, "
+            f"wrote {printable(output)} ({size_text(size)}): {len(stats.ranks)} rank(s), {stats.events} events, "
             f"{stats.flows} collective flows, aligned clock{cut}"
         )
+
+    @staticmethod
+    def _chosen(ranks: str | None, steps: str | None, window: str | None) -> list[tuple[str, str]]:
+        given = (("--ranks", ranks), ("--steps", steps), ("--window", window))
+        return [(flag, printable(value)) for flag, value in given if value is not None]

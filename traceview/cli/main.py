@@ -15,7 +15,6 @@ import os
 import sys
 import tempfile
 import traceback
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -23,6 +22,7 @@ import typer
 from traceview.cli.app import (
     EXIT_INPUT,
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_THRESHOLD,
@@ -36,11 +36,13 @@ from traceview.cli.base import Command, register
 from traceview.cli.collectives import Collectives
 from traceview.cli.compare import Compare, Trend
 from traceview.cli.export import Export
+from traceview.cli.interrupts import finished, forget_escaped_interrupt, interruption_said
 from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record
 from traceview.cli.report import Report
 from traceview.cli.stragglers import Stragglers
+from traceview.cli.streams import StdoutClosed, guard_streams, silence_stdout
 from traceview.cli.summary import Summary
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
@@ -83,14 +85,20 @@ def _environment_problem(error: OSError | MemoryError) -> str:
     return f"{where}{printable(error.strerror or error)}"
 
 
-def _crash_log(error: BaseException) -> Path:
-    """Write the traceback of an internal error to a file of its own; returns its path."""
+def _crash_log(error: BaseException) -> str:
+    """Write the traceback of an internal error to a file of its own (in `$TMPDIR`, else the system's
+    temporary folder, else the working folder); returns where, or why it could not be written."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-    handle, name = tempfile.mkstemp(prefix=f"traceview-crash-{stamp}-", suffix=".log")
-    with os.fdopen(handle, "w", encoding="utf-8") as log:
-        log.write(f"traceview {__version__}, {sys.argv!r}\n")
-        log.write("".join(traceback.format_exception(error)))
-    return Path(name)
+    text = f"traceview {__version__}, {sys.argv!r}\n" + "".join(traceback.format_exception(error))
+    for folder in (None, "/tmp", "."):
+        try:
+            handle, name = tempfile.mkstemp(prefix=f"traceview-crash-{stamp}-", suffix=".log", dir=folder)
+        except OSError:
+            continue
+        with os.fdopen(handle, "w", encoding="utf-8", errors="traceview.bytes") as log:
+            log.write(text)
+        return f"traceback in {printable(name)}"
+    return "no folder could take the traceback; set TMPDIR to a writable folder"
 
 
 def _exit_code(error: BaseException) -> int:
@@ -117,23 +125,45 @@ def _exit_code(error: BaseException) -> int:
         say(f"traceview: error: {printable(error.format_message())}")
         return EXIT_INPUT
     if isinstance(error, typer.Abort | KeyboardInterrupt):
+        interruption_said()  # the line is said here, not by the deadline's watcher
         say("traceview: interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     log = _crash_log(error)
-    say(f"traceview: internal error: {type(error).__name__}: {printable(error, 300)} (traceback in {log})")
+    say(f"traceview: internal error: {type(error).__name__}: {printable(error, 300)} ({log})")
     return EXIT_INTERNAL
 
 
-def main() -> None:
-    """Console entry point: run the app and map errors to exit codes, one line each, never a traceback."""
+def _run() -> int:
+    """The app's exit code, every error mapped to one (one line each, never a traceback)."""
     try:
         code = app(standalone_mode=False, prog_name="traceview")
-    except typer.Exit as done:
-        code = done.exit_code
+        if code == EXIT_INTERRUPTED:  # typer returns an interrupt as 130, silently: said here
+            code = _exit_code(KeyboardInterrupt())
+        sys.stdout.flush()  # a closed reader is found here, as a broken pipe
+    except typer.Exit as done:  # typer turns an interrupt into Exit(130), silently: said here
+        interrupt = done.__cause__
+        code = _exit_code(interrupt) if isinstance(interrupt, KeyboardInterrupt) else done.exit_code
     except SystemExit as done:
         code = done.code if isinstance(done.code, int) else EXIT_INPUT
+    except StdoutClosed:
+        raise
     except BaseException as error:
         if os.environ.get("TRACEVIEW_DEBUG") and not isinstance(error, TraceviewError | ClickError):
             raise
         code = _exit_code(error)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def main() -> None:
+    """Console entry point: run the app and map errors to exit codes. A stdout whose reader is gone (a broken
+    pipe, a closed stdout) stops the command quietly with exit 0 (`traceview.cli.streams`)."""
+    guard_streams()
+    try:
+        code = _run()
+    except StdoutClosed:
+        silence_stdout()
+        code = EXIT_OK
+    if code != EXIT_INTERRUPTED:  # an interrupted command stays under the deadline until it has exited
+        finished()
+    forget_escaped_interrupt()
+    sys.exit(code)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from traceview.cli.app import say, write_text
+from traceview.cli.app import say, size_text, write_text
 from traceview.cli.base import AnalysisCommand
 from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
@@ -18,10 +18,20 @@ if TYPE_CHECKING:
     from traceview.reduce.results import RunAnalysis
 
 
+def _plotly_hint(plotlyjs: str) -> str:
+    """What `--plotlyjs cdn` would save, said when plotly.js is inline."""
+    if plotlyjs != "inline":
+        return ", plotly.js from its CDN: the page needs the network"
+    from plotly.offline import get_plotlyjs
+
+    return f" with plotly.js inline; --plotlyjs cdn makes it {size_text(len(get_plotlyjs()))} smaller"
+
+
 class Report(AnalysisCommand):
     """Write the self-contained HTML report of a run."""
 
     name = "report"
+    outputs = ("output",)
 
     def check(self, plotlyjs: str = "inline", **_: object) -> None:
         """`--plotlyjs` is inline or cdn."""
@@ -44,9 +54,11 @@ class Report(AnalysisCommand):
         """Write the page, say where and what it says, open it when asked."""
         from traceview.reports.html.page import render_html
 
-        write_text(output, render_html(analysis, plotlyjs=plotlyjs))
-        size_mb = output.stat().st_size / 1e6
-        say(f"wrote {printable(output)} ({size_mb:.1f} MB): {printable(analysis.verdict.sentence, 1000)}")
+        size = write_text(output, render_html(analysis, plotlyjs=plotlyjs))
+        say(
+            f"wrote {printable(output)} ({size_text(size)}{_plotly_hint(plotlyjs)}): "
+            f"{printable(analysis.verdict.sentence, 1000)}"
+        )
         if open_page:
             import webbrowser
 

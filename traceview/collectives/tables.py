@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from traceview.collectives.kernels import comm_kernels
+from traceview.core.costmodel import bus_factor_expr
 from traceview.core.intervals import union_length
 from traceview.core.sanitize import printable
 from traceview.events.kernel_table import SUSPECTED_LIBRARY
@@ -139,6 +140,8 @@ def per_collective_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFr
             _agreed("group_size"),
             *_call_figures(),
             pl.col("dur_us").median().alias("median_us"),
+            pl.col("size_bytes").min().alias("size_min_bytes"),
+            pl.col("size_bytes").max().alias("size_max_bytes"),
             busbw.median().alias("median_busbw_Bps"),
             busbw.quantile(0.1, "linear").alias("p10_busbw_Bps"),
             busbw.quantile(0.9, "linear").alias("p90_busbw_Bps"),
@@ -153,6 +156,34 @@ def per_collective_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFr
         .drop("_device_us", "comm_us")
         .sort(["rank", "pg_key", "collective", "size_bucket_bytes"], nulls_last=True)
     )
+
+
+def with_transfer_busbw(analysis: CollectiveAnalysis, calls: pl.DataFrame) -> CollectiveAnalysis:
+    """The analysis with `median_transfer_busbw_Bps` in `per_collective`: the bus bandwidth with the wait for
+    later peers removed, S / transfer time x f(n) per call (transfer: the instance's time after its last member
+    arrived, `calls` rows of the across-ranks analysis: rank, group, collective, size_bytes, transfer_us),
+    median per (rank, process group, collective, size bucket); null where no call was matched across ranks
+    (docs/metrics.md, "Collectives")."""
+    table = analysis.per_collective.drop("median_transfer_busbw_Bps", strict=False)
+    keys = [*GROUP_KEYS]
+    sizes = table.select(*keys, "group_size")
+    transfer = (
+        calls.filter((pl.col("transfer_us") > 0) & pl.col("size_bytes").is_not_null())
+        .rename({"group": "pg_key"})
+        .with_columns(pl.col("collective").fill_null(UNKNOWN), *size_bucket_exprs(pl.col("size_bytes")))
+        .join(sizes, on=keys, how="inner")
+        .with_columns(
+            (
+                pl.col("size_bytes")
+                / (pl.col("transfer_us") * 1e-6)
+                * bus_factor_expr(pl.col("collective"), pl.col("group_size"))
+            ).alias("transfer_busbw_Bps")
+        )
+        .group_by(keys)
+        .agg(pl.col("transfer_busbw_Bps").median().alias("median_transfer_busbw_Bps"))
+    )
+    joined = table.join(transfer, on=keys, how="left")
+    return replace(analysis, per_collective=joined)
 
 
 def per_process_group_table(kernels: pl.DataFrame) -> pl.DataFrame:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS
 from traceview.compare.samples import CAUSE_FAMILIES
 from traceview.compare.stats import TestResult
 
@@ -23,6 +24,10 @@ class CompareSettings:
     def threshold_for(self, metric: str) -> float:
         """The relative threshold (percent) that applies to `metric`."""
         return dict(self.metric_threshold_pct).get(metric, self.threshold_pct)
+
+
+TREND_METRICS: tuple[str, ...] = (*MEDIAN_COLUMNS, *TRANSFER_COLUMNS)
+"""The figures a trend may follow: the time budget's per-step figures (docs/metrics.md, section 4)."""
 
 
 @dataclass(frozen=True)

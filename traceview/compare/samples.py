@@ -52,6 +52,14 @@ BUDGET_SHARES: tuple[tuple[str, str], ...] = (
 """(share, numerator column): the share of the step, per rank and step; a larger share is worse except for
 compute, whose share is judged in the `step` family's absolute figure instead (shown, never flagged)."""
 IDLE_CAUSES: tuple[str, ...] = ("host_bound_us", "dependency_bound_us", "comm_wait_us")
+RUN_METRICS: tuple[str, ...] = (
+    *(m.metric for m in STEP_METRICS),
+    *(share for share, _ in BUDGET_SHARES),
+    "skew_us",
+    *IDLE_CAUSES,
+    "mismatches",
+)
+"""Every run-level metric a comparison finds (subject `run`): their `<metric>_change_pct` are gate figures."""
 
 
 @dataclass(frozen=True)

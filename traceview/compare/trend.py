@@ -1,10 +1,12 @@
 """A series of nightly summaries: chosen metrics over the runs, change points, and the latest run judged
 against the history (docs/metrics.md, "Compare and trend").
 
-Order: by each summary's recorded run time when every summary has one and they all differ, else as given. The
-recorded time is the run's time base (the smallest `baseTimeNanoseconds` of its ranks, `run.base_times_ns`)
-plus the start of its first step window on that base; a trace without a time base whose clock is already a
-date (a window starting after `EPOCH_FLOOR_US`) needs none; any other has no recorded time. Values: each run's median over its (rank, step) samples.
+Order: by each run's recorded start (`run.recorded_at`, schema 1.6: the traces' time base and first step, else
+run.json's `created`; in older summaries the time base, `run.base_times_ns`, plus the first step window, as
+`traceview.model.time_base.recorded_start_us`); a summary without one is placed by its file's modification time,
+with a warning; equal times keep the order given. Each run is labelled by its date and its commit, else its job,
+else its file name (`run.label`, from `--label`, replaces the commit). Values: each run's median over its
+(rank, step) samples.
 
 Change points, by binary segmentation: in a segment of runs, the split (leaving at least `min_segment` runs
 on each side) that minimises the summed squared deviations of the run values from each side's mean is a
@@ -18,6 +20,7 @@ a regression is a significant change beyond the threshold the worse way (every t
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,17 +30,38 @@ import polars as pl
 from traceview.compare.findings import TrendSettings
 from traceview.compare.kernel_pairs import kernel_means
 from traceview.compare.stats import holm, mann_whitney, relative_change
+from traceview.model.time_base import recorded_start_us
 
 
 @dataclass(frozen=True)
 class RunSeries:
-    """One summary of the series: its file name, recorded start (us, None if unknown), step samples, and its
-    compute kernels' mean durations per (rank, key) (`traceview.compare.kernel_pairs`)."""
+    """One run of the series: its file name, recorded start (us since the epoch, None if unknown) and step
+    samples; where the start came from (`trace base time`, `run.json created`, `file time`), who the run is
+    (source, commit, job, label), and its compute kernels' mean durations per (rank, key)
+    (`traceview.compare.kernel_pairs`)."""
 
     name: str
     started_us: float | None
     per_step: pl.DataFrame
+    time_source: str | None = None
+    source: str = ""
+    commit: str | None = None
+    job: str | None = None
+    label: str | None = None
     kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    @property
+    def date(self) -> str | None:
+        """The recorded start as `2026-11-20 02:00` (UTC), None when unknown."""
+        if self.started_us is None:
+            return None
+        return dt.datetime.fromtimestamp(self.started_us / 1e6, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+    @property
+    def shown(self) -> str:
+        """How the run is named in the tables and the plots: its date and its label, commit, job or name."""
+        who = self.label or (self.commit[:12] if self.commit else None) or self.job or self.name
+        return f"{self.date} {who}" if self.date else who
 
 
 @dataclass(frozen=True)
@@ -51,6 +75,7 @@ class ChangePoint:
     after: float | None
     change_pct: float | None
     p_value: float
+    label: str = ""  # the run as shown (`RunSeries.shown`)
 
 
 @dataclass(frozen=True)
@@ -68,14 +93,16 @@ class LatestJudgement:
 
 @dataclass(frozen=True)
 class Trend:
-    """The series, its change points and the judgement of the latest run."""
+    """The series, its change points and the judgement of the latest run; `warnings`: runs placed by their
+    file's time."""
 
     runs: list[RunSeries]
-    ordered_by: str  # run time | as given
+    ordered_by: str  # run time | run time and file time | as given
     values: pl.DataFrame  # run, index, metric, value
     changes: list[ChangePoint]
     latest: list[LatestJudgement]
     verdict: str
+    warnings: tuple[str, ...] = ()
 
     @property
     def latest_regressions(self) -> list[LatestJudgement]:
@@ -83,25 +110,55 @@ class Trend:
         return [j for j in self.latest if j.outcome == "regression"]
 
 
-EPOCH_FLOOR_US = 946_684_800_000_000.0
-"""2000-01-01 UTC in microseconds since the epoch: a recorded time before it is not a date."""
+def _stated_start(run: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """`run.recorded_at` (schema 1.6) as microseconds since the epoch, with its source."""
+    stated = run.get("recorded_at")
+    if not isinstance(stated, str):
+        return None, None
+    try:
+        moment = dt.datetime.fromisoformat(stated.replace("Z", "+00:00"))
+    except ValueError:
+        return None, None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp() * 1e6, str(run.get("recorded_at_source") or "run.json created")
 
 
-def recorded_start_us(document: Mapping[str, Any], per_step: pl.DataFrame) -> float | None:
-    """The run's recorded start in microseconds since the epoch (module docstring), None when unknown."""
+def recorded_start(document: Mapping[str, Any], per_step: pl.DataFrame) -> tuple[float | None, str | None]:
+    """The run's recorded start (us since the epoch) and where it came from (module docstring)."""
+    run = document.get("run") or {}
+    started, source = _stated_start(run)
+    if started is not None:
+        return started, source
     if "window_start_us" not in per_step.columns or per_step.height == 0:
-        return None
+        return None, None
     first = per_step.get_column("window_start_us").min()
-    bases = [int(b) for b in (document.get("run") or {}).get("base_times_ns") or ()]
-    started = float(first) + (min(bases) / 1000 if bases else 0.0)  # type: ignore[arg-type]
-    return started if started >= EPOCH_FLOOR_US else None
+    found = recorded_start_us(run.get("base_times_ns") or (), first)  # type: ignore[arg-type]
+    return found, None if found is None else "trace base time"
 
 
-def run_series(name: str, document: Mapping[str, Any]) -> RunSeries:
-    """A summary document as one run of a series."""
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def run_series(name: str, document: Mapping[str, Any], file_time_us: float | None = None) -> RunSeries:
+    """A summary document as one run of a series; `file_time_us` places a run without a recorded start."""
     rows = (document.get("time_budget") or {}).get("per_step") or []
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    return RunSeries(name, recorded_start_us(document, frame), frame, kernel_means(document))
+    started, source = recorded_start(document, frame)
+    if started is None and file_time_us is not None:
+        started, source = file_time_us, "file time"
+    run = document.get("run") or {}
+    return RunSeries(
+        name,
+        started,
+        frame,
+        source,
+        str(run.get("source") or name),
+        _text(run.get("commit")),
+        _text(run.get("job")),
+        _text(run.get("label")),
+        kernel_means(document),
+    )
 
 
 KERNEL_METRIC = "kernel:"
@@ -134,11 +191,20 @@ def _column(run: RunSeries, metric: str) -> pl.Series | None:
     return run.per_step.get_column(metric) if metric in run.per_step.columns else None
 
 
-def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str]:
-    starts = [r.started_us for r in runs]
-    if None in starts or len(set(starts)) < len(starts):
-        return list(runs), "as given"
-    return sorted(runs, key=lambda r: r.started_us or 0.0), "run time"
+def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str, tuple[str, ...]]:
+    """The runs by recorded start (stable: equal or unknown starts keep the order given), how they were
+    ordered, and a warning for each run placed by its file's time."""
+    by_file = [r for r in runs if r.time_source == "file time"]
+    warnings = tuple(
+        f"{r.name}: no recorded run time (no trace time base, no run.json `created`): placed by its file's "
+        f"modification time, {r.date} UTC"
+        for r in by_file
+    )
+    starts = {r.started_us for r in runs}
+    if None in starts or (len(starts) == 1 and len(runs) > 1):  # unknown, or one time for every run
+        return list(runs), "as given", warnings
+    ordered = sorted(runs, key=lambda r: r.started_us or 0.0)
+    return ordered, "run time and file time" if by_file else "run time", warnings
 
 
 def _samples(runs: Sequence[RunSeries], metric: str) -> list[float]:
@@ -197,7 +263,7 @@ def _best_split(
         return None
     if not _material(metric, before, after, _step_reference(runs[lo:hi]), settings):
         return None
-    return ChangePoint(metric, k, runs[k].name, before, after, change * 100, p_value)
+    return ChangePoint(metric, k, runs[k].name, before, after, change * 100, p_value, runs[k].shown)
 
 
 def change_points(runs: Sequence[RunSeries], metric: str, settings: TrendSettings) -> list[ChangePoint]:
@@ -247,21 +313,41 @@ def _outcome(history_runs: int, change: float | None, p: float | None, settings:
     return "regression" if change > 0 else "improvement"
 
 
+VALUE_SCHEMA = {
+    "run": pl.Utf8,
+    "index": pl.Int64,
+    "metric": pl.Utf8,
+    "value": pl.Float64,
+    "label": pl.Utf8,
+    "started_us": pl.Float64,
+}
+"""`Trend.values`: each run's value of each metric, with the run as shown and its start."""
+
+
 def trend(named_documents: Sequence[tuple[str, Mapping[str, Any]]], settings: TrendSettings) -> Trend:
     """The trend of a series of summary documents (file name, document)."""
-    runs, ordered_by = _ordered([run_series(name, doc) for name, doc in named_documents])
+    return trend_of_runs([run_series(name, doc) for name, doc in named_documents], settings)
+
+
+def trend_of_runs(series: Sequence[RunSeries], settings: TrendSettings) -> Trend:
+    """The trend of a series of runs (module docstring), ordered by their recorded start."""
+    runs, ordered_by, warnings = _ordered(series)
     metrics = [*settings.metrics, *kernel_metrics(runs)]
     changes = sorted(
         (c for metric in metrics for c in change_points(runs, metric, settings)),
         key=lambda c: (c.index, c.metric),
     )
     values = pl.DataFrame(
-        [{"run": r.name, "index": i, "metric": m, "value": _run_value(r, m)}
-         for m in metrics for i, r in enumerate(runs)],
-        schema={"run": pl.Utf8, "index": pl.Int64, "metric": pl.Utf8, "value": pl.Float64},
-    )  # fmt: skip
+        [
+            {"run": r.name, "index": i, "metric": m, "value": _run_value(r, m), "label": r.shown}
+            | {"started_us": r.started_us}
+            for m in metrics
+            for i, r in enumerate(runs)
+        ],
+        schema=VALUE_SCHEMA,
+    )
     latest = _judge_latest(runs, changes, settings, metrics) if len(runs) > 1 else []
-    return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest))
+    return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest), warnings)
 
 
 def _verdict(
@@ -270,8 +356,8 @@ def _verdict(
     worse = [j for j in latest if j.outcome == "regression"]
     if worse:
         listed = "; ".join(f"{j.metric} {j.change_pct:+.0f}%" for j in worse)
-        return f"The latest run ({runs[-1].name}) is a regression against the history: {listed}."
+        return f"The latest run ({runs[-1].shown}) is a regression against the history: {listed}."
     moved = f"; {len(changes)} change point(s) in the series" if changes else ""
     if not runs:
         return "No runs."
-    return f"The latest run ({runs[-1].name}) is within the history's spread{moved}."
+    return f"The latest run ({runs[-1].shown}) is within the history's spread{moved}."

@@ -12,93 +12,20 @@ run was read only in part (skipped files, unlinked kernels, mismatched collectiv
 
 from __future__ import annotations
 
-import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from traceview.compare.findings import CompareSettings, Finding, TrendSettings
+from traceview.compare.findings import CompareSettings, Finding
+from traceview.compare.new_problems import new_problems
 from traceview.compare.paired import explained_by_ranks, paired_findings
-from traceview.compare.samples import Samples, all_samples
+from traceview.compare.same_job import job_differences
+from traceview.compare.samples import RUN_METRICS, Samples, all_samples
 from traceview.compare.scaling import Scaling, scaling_analysis
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
-from traceview.core.errors import UsageError
-from traceview.core.sanitize import printable
-
-
-def _table(text: str, source: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{source}: not valid TOML: {exc}") from None
-
-
-def load_settings(
-    path: Path | None = None, threshold_pct: float | None = None
-) -> tuple[CompareSettings, TrendSettings]:
-    """The defaults, overridden by the file at `path` (if any), then by `threshold_pct` (if given)."""
-    defaults = _table(
-        resources.files("traceview.compare").joinpath("thresholds.toml").read_text(), "defaults"
-    )
-    if threshold_pct is not None and not (math.isfinite(threshold_pct) and threshold_pct >= 0):
-        raise UsageError(f"--threshold must be a finite percentage >= 0, got {threshold_pct}")
-    user = {} if path is None else _table(_read(path), str(path))
-    compare = {**defaults["compare"], **user.get("compare", {})}
-    trend = {**defaults["trend"], **user.get("trend", {})}
-    if threshold_pct is not None:
-        compare["threshold_pct"] = trend["threshold_pct"] = threshold_pct
-    per_metric = {**defaults["compare"]["metric_threshold_pct"], **compare.get("metric_threshold_pct", {})}
-    try:
-        compare_settings = CompareSettings(
-            threshold_pct=float(compare["threshold_pct"]),
-            alpha=float(compare["alpha"]),
-            min_step_share=float(compare["min_step_share"]),
-            min_samples=int(compare["min_samples"]),
-            metric_threshold_pct=tuple(sorted((k, float(v)) for k, v in per_metric.items())),
-        )
-        trend_settings = TrendSettings(
-            threshold_pct=float(trend["threshold_pct"]),
-            alpha=float(trend["alpha"]),
-            metrics=tuple(str(m) for m in trend["metrics"]),
-            min_segment=int(trend["min_segment"]),
-            min_step_share=float(trend["min_step_share"]),
-        )
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{path or 'thresholds'}: a threshold is not a number: {exc}") from None
-    for settings in (compare_settings, trend_settings):
-        _check_bounds(settings, str(path or "thresholds"))
-    return compare_settings, trend_settings
-
-
-SETTING_BOUNDS = {"threshold_pct": (0.0, 1e6), "alpha": (1e-9, 1.0), "min_step_share": (0.0, 1.0)}
-SETTING_BOUNDS.update(min_samples=(1, 1e6), min_segment=(1, 1e6))
-"""The range of each setting (both ends included); a per-metric threshold has `threshold_pct`'s."""
-
-
-def _check_bounds(settings: CompareSettings | TrendSettings, source: str) -> None:
-    values = {name: getattr(settings, name) for name in SETTING_BOUNDS if hasattr(settings, name)}
-    values.update(getattr(settings, "metric_threshold_pct", ()))
-    for name, value in values.items():
-        low, high = SETTING_BOUNDS.get(name, SETTING_BOUNDS["threshold_pct"])
-        if not (math.isfinite(value) and low <= value <= high):
-            raise UsageError(
-                f"{printable(source)}: {printable(name)} = {value} is not in [{low:g}, {high:g}]"
-            )
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{printable(path)}: cannot read the thresholds file: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{printable(path)}: not a UTF-8 TOML file (byte {exc.start})") from None
 
 
 @dataclass(frozen=True)
@@ -114,6 +41,7 @@ class Comparison:
     settings: CompareSettings
     verdict: str = ""
     budgets: pl.DataFrame = field(default_factory=pl.DataFrame)
+    different_jobs: tuple[str, ...] = ()  # what makes the runs different jobs (`traceview.compare.same_job`)
 
     @property
     def regressions(self) -> list[Finding]:
@@ -168,6 +96,17 @@ class Comparison:
                     finding.change_pct
                 )
         return figures
+
+
+COMPARE_GATE_FIGURES: frozenset[str] = frozenset(
+    (
+        "regressions",
+        "improvements",
+        "scaling_shortfall_pct",
+        *(f"{metric}_change_pct" for metric in RUN_METRICS),
+    )
+)
+"""Every figure `compare --fail-on` may name (`Comparison.gate_figures`), known before any file is read."""
 
 
 def _ranked(findings: list[Finding]) -> list[Finding]:
@@ -273,6 +212,9 @@ def compare(
         candidate,
         settings,
     )
+    findings += [
+        replace(f, partial=structure.is_partial(f.family)) for f in new_problems(baseline, candidate)
+    ]
     comparison = Comparison(
         baseline_source=str((baseline.get("run") or {}).get("source", "")),
         candidate_source=str((candidate.get("run") or {}).get("source", "")),
@@ -281,6 +223,7 @@ def compare(
         scaling=scaling_analysis(baseline, candidate) if structure.world_size_changed else None,
         settings=settings,
         budgets=budget_table(baseline, candidate),
+        different_jobs=tuple(job_differences(baseline, candidate)),
     )
     return replace(comparison, verdict=verdict_sentence(comparison))
 
@@ -344,16 +287,28 @@ def budget_table(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> p
 
 
 def _describe(finding: Finding) -> str:
+    if finding.metric == "lateness_cost_us" and finding.candidate is not None:
+        share = dict(finding.fields).get("lateness_cost_share")
+        of_step = f" ({share:.0%} of the step)" if isinstance(share, float) else ""
+        return (
+            f"{finding.subject} a new straggler costing {finding.candidate / 1000:.2f} ms per step{of_step}"
+        )
+    if finding.metric == "mismatches":
+        return f"{finding.candidate:.0f} collective mismatch(es) across ranks, none in the baseline"
     change = "" if finding.change_pct is None else f" {finding.change_pct:+.0f}%"
     return f"{finding.metric} of {finding.subject}{change}"
 
 
 def verdict_sentence(comparison: Comparison) -> str:
-    """One sentence: regressions (causes first) or improvements, or no significant change; partial runs said;
-    a changed setup (devices, NCCL, PyTorch) named, as the first suspect of whatever changed."""
+    """One sentence: different jobs first, then regressions (causes first) or improvements, or no significant
+    change; partial runs said; a changed setup (devices, NCCL, PyTorch) named, as the first suspect of
+    whatever changed."""
     sentence = _core_verdict(comparison)
     setup = comparison.structure.setup_changes
-    return f"{sentence[:-1]}, with the setup changed ({'; '.join(setup)})." if setup else sentence
+    sentence = f"{sentence[:-1]}, with the setup changed ({'; '.join(setup)})." if setup else sentence
+    if comparison.different_jobs:
+        return f"Different jobs ({'; '.join(comparison.different_jobs)}): {sentence[0].lower()}{sentence[1:]}"
+    return sentence
 
 
 def _core_verdict(comparison: Comparison) -> str:

@@ -28,6 +28,16 @@ class InputError(TraceviewError):
         location = f"{self.path} ({where})" if where else self.path
         super().__init__(f"{location}: {problem}")
 
+    @property
+    def reason(self) -> str:
+        """What is wrong and where, without the file's name (for a line that names the file already)."""
+        return f"{self.where}: {self.problem}" if self.where else self.problem
+
+
+def reason_of(error: TraceviewError) -> str:
+    """What `error` says, without the file's name when it is an `InputError` (which names it first)."""
+    return error.reason if isinstance(error, InputError) else str(error)
+
 
 class NotKinetoError(InputError):
     """The file is JSON (or text) of another kind: the message says what it looks like instead."""

@@ -1,14 +1,18 @@
-"""Text from an input file made safe to print on a terminal.
+"""Text from an input file or a file system made safe to show: the one place such text is escaped.
 
 A trace, a log or a file name can hold ESC sequences, NUL, backspace, carriage returns or bidirectional-override
 characters; printed raw they would move the cursor, recolour or rewrite what the user reads. `printable` shows
 each such character as a visible escape (`\\x1b`, `\\u202e`) instead, and cuts very long text with a marker.
-Every renderer that writes input-derived text to a terminal passes it through here (the HTML report escapes on
-its own).
+A file name that is not UTF-8 reaches Python with its bytes as lone surrogates (U+DC80..U+DCFF): each is shown
+as the byte it stands for (`\\xff`), and the codec error handler `traceview.bytes` does the same wherever such
+text is encoded (an output file, JSON). Every renderer that writes input-derived text to a terminal passes it
+through here (the terminal renderers then escape rich's markup, `traceview.reports.text.safe`; emoji codes are
+never read, the consoles are made without them); the HTML report escapes on its own.
 """
 
 from __future__ import annotations
 
+import codecs
 import unicodedata
 from collections.abc import Sequence
 
@@ -20,7 +24,25 @@ _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u20
 
 def _visible(char: str) -> str:
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte of a name that is not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _shown_as_escapes(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler `traceview.bytes`: characters that cannot be encoded (lone surrogates) as escapes."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(map(_visible, error.object[error.start : error.end])), error.end
+
+
+codecs.register_error("traceview.bytes", _shown_as_escapes)
+
+
+def shown(text: str) -> str:
+    """`text` with its lone surrogates (bytes of a name that is not UTF-8) shown as escapes, nothing else
+    changed: for text that must stay whole (JSON values, page text) but be valid UTF-8."""
+    return text.encode("utf-8", "traceview.bytes").decode("utf-8")
 
 
 def _unsafe(char: str) -> bool:

@@ -395,6 +395,25 @@ def _events(analysis: RunAnalysis, bounds: ExportBounds, stats: ExportStats) -> 
     yield from _marks(analysis, clocks, bounds, threads)
 
 
+def _listed(values: Sequence[int]) -> str:
+    return ", ".join(map(str, values[:16])) + (f" ... ({len(values)} in all)" if len(values) > 16 else "")
+
+
+def check_selection(analysis: RunAnalysis, bounds: ExportBounds) -> None:
+    """Refuse (`UsageError`) `--ranks` or `--steps` that name none of the run's ranks or steps: an export of
+    nothing is a usage error, said before anything is written."""
+    ranks = list(analysis.header.ranks)
+    if bounds.ranks is not None and not bounds.ranks & set(ranks):
+        raise UsageError(
+            f"--ranks {_listed(sorted(bounds.ranks))}: the run has none of them (ranks {_listed(ranks)})"
+        )
+    steps = sorted(set(analysis.budget.per_step.get_column("step").to_list()))
+    if bounds.steps is not None and not bounds.steps & set(steps):
+        raise UsageError(
+            f"--steps {_listed(sorted(bounds.steps))}: the run has none of them (steps {_listed(steps)})"
+        )
+
+
 def export_run(analysis: RunAnalysis, out: str | Path, bounds: ExportBounds | None = None) -> ExportStats:
     """Write the aligned Chrome/Perfetto trace of `analysis`'s run to `out` (gzip when it ends `.gz`)."""
     bounds = bounds or ExportBounds()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from traceview.core.errors import InputError, RunError, TraceviewError
+from traceview.core.errors import InputError, RunError, TraceviewError, reason_of
 from traceview.core.location import Location, is_url, size_of, url_files
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
@@ -45,14 +45,14 @@ def resolve_trace_files(
     if listed is not None:
         return list[Location](listed)
     path = Path(spec)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a file, or a FIFO or device named as one: said when read
         return [path]
     if path.is_dir():
         files = traces_in(path)
         if not files:
             raise RunError(f"{path}: no .json or .json.gz traces in this folder")
         return list[Location](files)
-    matches = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
+    matches = sorted(Path(p) for p in glob.glob(str(spec)) if not Path(p).is_dir())
     if not matches:
         raise RunError(f"{spec}: no such file, folder or glob match")
     return list[Location](matches)
@@ -62,7 +62,7 @@ def _parse_or_skip(path: Location, limits: ParseLimits = DEFAULT_LIMITS) -> Rank
     try:
         return kineto.parse(path, limits)
     except TraceviewError as exc:
-        return SkippedInput(str(path), str(exc))
+        return SkippedInput(str(path), reason_of(exc))
 
 
 def load_run(

@@ -20,15 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import multiprocessing
 import os
+import signal
+import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceview.core.errors import TraceviewError, UsageError
+from traceview.core.errors import TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
+from traceview.core.sanitize import printable
 from traceview.model.trace import SkippedInput
 from traceview.options.run import RunOptions
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
@@ -39,6 +45,8 @@ PARALLEL_MIN_BYTES = 16_000_000
 
 THREADS_VARIABLE = "POLARS_MAX_THREADS"
 """The variable polars reads once, when its thread pool starts: set for each worker before it is spawned."""
+RESULT_POLL_S = 0.1
+"""How often the parent, waiting for a worker's result, looks for an interrupt (seconds)."""
 
 Progress = Callable[[int, int, int], None]
 """progress(ranks done, ranks in all, bytes of the files done)."""
@@ -74,7 +82,7 @@ def summarize_file(task: MapTask) -> Any:
             task.ranks_in_run,
         )
     except TraceviewError as exc:
-        return SkippedInput(task.path, str(exc))
+        return SkippedInput(task.path, reason_of(exc))
     except Exception as exc:  # a defect met on one rank must not lose the others: skipped, and said so
         reason = f"internal error while reading it ({type(exc).__name__}: {exc}); please report"
         return SkippedInput(task.path, reason)
@@ -141,12 +149,121 @@ def _environment(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
+def ignore_interrupts() -> None:
+    """A worker's initializer: Ctrl-C reaches the whole process group, and the parent alone answers it (it
+    stops the workers), so that no worker prints a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (an interrupt: exit within a second)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for child in multiprocessing.active_children():
+        child.terminate()
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C back while the workers start: a process inherits the signal mask of the thread that starts
+    it, so a Ctrl-C sent to the process group during a worker's start-up (before its initializer ran) never
+    reaches it; the parent gets the held interrupt when the block ends."""
+    held = {signal.SIGINT}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _result_of(future: Future[Any]) -> Any:
+    """The future's result, waited for in short slices: a wait on a lock is not woken by a signal that another
+    thread received, so the main thread looks at pending interrupts (Ctrl-C) between slices."""
+    while True:
+        try:
+            return future.result(timeout=RESULT_POLL_S)
+        except FutureTimeout:
+            continue
+
+
 def _pooled(tasks: Sequence[MapTask], count: int) -> Iterable[Any]:
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-        with _environment(THREADS_VARIABLE, str(worker_threads(count))):
-            results = pool.map(summarize_file, tasks)  # every task submitted: the workers are spawned here
-        yield from results
+    pool = ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=ignore_interrupts)
+    try:
+        with _interrupts_held(), _environment(THREADS_VARIABLE, str(worker_threads(count))):
+            futures = [pool.submit(summarize_file, task) for task in tasks]  # every worker started
+        for future in futures:
+            yield _result_of(future)
+    except BaseException:  # an interrupt, or the reader of the results gone
+        _stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+RAY_CONNECT_TIMEOUT_S = 10.0
+"""How long `--ray-address HOST:PORT` may take to accept a connection before the run is refused."""
+
+
+def _check_reachable(address: str | None) -> None:
+    """Refuse, within `RAY_CONNECT_TIMEOUT_S`, a Ray address whose host cannot be reached (Ray itself retries
+    for minutes); `auto`, `local` and addresses without a port are left to Ray."""
+    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise UsageError(
+            f"--ray-address {printable(address)}: cannot connect within {RAY_CONNECT_TIMEOUT_S:g} s ({reason})"
+        ) from None
+
+
+@contextlib.contextmanager
+def _connect_within(address: str, seconds: float) -> Iterator[None]:
+    """Bound a connection to a Ray cluster: Ray's own messages (its retries print a line a second) are held
+    back, and when it has not connected after `seconds` the command ends with one line and exit 2 (Ray retries
+    inside its C++ client, where no Python exception can reach it, so the process ends from a timer)."""
+    done = threading.Event()
+    saved = os.dup(2)
+
+    def give_up() -> None:
+        if done.is_set():
+            return
+        os.dup2(saved, 2)
+        line = f"traceview: error: --ray-address {printable(address)}: no Ray cluster answered within {seconds:g} s\n"
+        os.write(2, line.encode("utf-8", "backslashreplace"))
+        os._exit(2)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    timer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        timer.cancel()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _ray_init(ray: Any, address: str | None) -> None:
+    """Start or join Ray: a given address within `RAY_CONNECT_TIMEOUT_S` (one line when it cannot)."""
+    settings = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    if not address or address in ("auto", "local"):
+        ray.init(address=address, **settings)
+        return
+    _check_reachable(address)
+    try:
+        with _connect_within(address, RAY_CONNECT_TIMEOUT_S):
+            ray.init(address=address, **settings)
+    except ConnectionError as exc:
+        raise UsageError(f"--ray-address {printable(address)}: {printable(exc)}") from None
 
 
 def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
@@ -155,11 +272,15 @@ def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
     except ImportError as exc:
         raise UsageError("--executor ray needs Ray: pip install 'traceview[ray]'") from exc
     if not ray.is_initialized():
-        ray.init(
-            address=address or os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False
-        )
+        _ray_init(ray, address or os.environ.get("RAY_ADDRESS"))
     threads = {"env_vars": {THREADS_VARIABLE: "1"}}
     remote = ray.remote(num_cpus=1, runtime_env=threads)(summarize_file)
     pending = [remote.remote(task) for task in tasks]
-    for reference in pending:  # in order: the summaries of finished tasks wait in Ray's object store
-        yield ray.get(reference)
+    try:
+        for reference in pending:  # in order: the summaries of finished tasks wait in Ray's object store
+            yield ray.get(reference)
+    except BaseException:  # an interrupt: the tasks still running are cancelled
+        for reference in pending:
+            with contextlib.suppress(Exception):
+                ray.cancel(reference, force=True)
+        raise

@@ -59,7 +59,8 @@ TRANSPORT_KINDS: tuple[tuple[str, str], ...] = (
 WARNING_KINDS: tuple[tuple[str, str], ...] = (
     ("watchdog", r"Watchdog"),
     ("timeout", r"(?i)\btime(?:d)?[ -]?out"),
-    ("error", r"(?i)unhandled|internal error|invalid|remote process|NCCL error|-> \d+$"),
+    ("abort", r"(?i)\babort"),
+    ("error", r"(?i)unhandled|internal error|invalid|remote process|NCCL error|duplicate GPU|-> \d+$"),
 )
 
 IDENTITY_SCHEMA: dict[str, pl.DataType] = {

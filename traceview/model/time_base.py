@@ -11,6 +11,7 @@ times then align it exactly (`traceview.across_ranks.clocks`), so no offset of a
 
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,3 +94,24 @@ def aligned_ranks(run: Run) -> tuple[RankTrace, ...]:
     `baseTimeNanoseconds`."""
     shifts = trace_time_base(run.ranks).shifts_us
     return tuple(trace.shifted(shift) for trace, shift in zip(run.ranks, shifts, strict=True))
+
+
+EPOCH_FLOOR_US = 946_684_800_000_000.0
+"""2000-01-01 UTC in microseconds since the epoch: a recorded time before it is not a date."""
+
+
+def recorded_start_us(base_times_ns: Sequence[int], first_window_us: float | None) -> float | None:
+    """When the run started, in microseconds since the epoch: its time base (the smallest known
+    `baseTimeNanoseconds`) plus the start of its first step on that base; a run without a base whose clock is
+    already a date needs none; None when it is not a date (docs/metrics.md, "Compare and trend")."""
+    if first_window_us is None:
+        return None
+    bases = [int(base) for base in base_times_ns if int(base) > 0]
+    started = float(first_window_us) + (min(bases) / 1000 if bases else 0.0)
+    return started if started >= EPOCH_FLOOR_US else None
+
+
+def iso_time(epoch_us: float) -> str:
+    """`epoch_us` (microseconds since the epoch) as ISO 8601 UTC, to the second: `2026-11-20T02:00:00Z`."""
+    moment = dt.datetime.fromtimestamp(epoch_us / 1e6, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

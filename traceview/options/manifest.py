@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import msgspec
 
 from traceview.core.errors import InputError
+from traceview.core.reading import check_kind, with_compressed
 
 MANIFEST_NAME = "run.json"
 SCHEMA_VERSION = "1.0"
@@ -111,6 +113,7 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
     schema_version: str = SCHEMA_VERSION
     kind: str = KIND
     job: str | None = None
+    commit: str | None = None  # the code's version (a git commit), for trend's labels
     created: str | None = None  # ISO 8601, UTC
     backend: str | None = None
     world_size: int | None = None
@@ -154,16 +157,18 @@ def is_manifest_file(path: Path) -> bool:
     return path.name == MANIFEST_NAME or (path.name.startswith(PART_PREFIX) and path.suffix == ".json")
 
 
-TRACE_SUFFIXES = (".json", ".json.gz")
-"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included)."""
+TRACE_SUFFIXES = with_compressed((".json",))
+"""File endings read as Kineto traces inside a folder (`.pt.trace.json[.gz]` included, and every compressed
+format `traceview.core.reading` knows: those it cannot read are named as skipped, never silently left out)."""
 
 
 def traces_in(folder: Path) -> list[Path]:
-    """The trace files of a folder, sorted: its `.json`/`.json.gz` files that are not manifests."""
+    """The trace files of a folder, sorted: the entries named like traces (`TRACE_SUFFIXES`) that are not
+    manifests nor folders; whatever else they are (a FIFO, a socket) is said when they are read."""
     return sorted(
         p
         for p in folder.iterdir()
-        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p)
+        if p.name.endswith(TRACE_SUFFIXES) and not is_manifest_file(p) and not p.is_dir()
     )
 
 
@@ -201,9 +206,22 @@ def _check_numbers(path: Path, manifest: RunManifest) -> None:
             raise InputError(path, f"{name} = {value} is outside 1 .. 16,777,216")
 
 
+def _check_created(path: Path, manifest: RunManifest) -> None:
+    """Refuse a `created` that is not an ISO 8601 time (trend orders runs by it)."""
+    if manifest.created is None:
+        return
+    try:
+        dt.datetime.fromisoformat(manifest.created.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            path, f"created = {manifest.created!r} is not an ISO 8601 time (2026-11-20T02:00:00Z)"
+        ) from None
+
+
 def load_manifest(path: str | Path) -> RunManifest:
     """Read and check a `run.json`. Raises `InputError` naming the file and the problem."""
     path = Path(path)
+    check_kind(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -222,6 +240,7 @@ def load_manifest(path: str | Path) -> RunManifest:
             f"schema_version {manifest.schema_version} is not readable by this traceview (reads {SCHEMA_VERSION})",
         )
     _check_numbers(path, manifest)
+    _check_created(path, manifest)
     return manifest
 
 

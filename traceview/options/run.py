@@ -11,12 +11,14 @@ traces, then the hardware table, then a stated default (`traceview.prediction.in
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from traceview.core.errors import UsageError
+from traceview.core.reading import with_compressed
 from traceview.core.sanitize import printable
 from traceview.options.manifest import (
     MANIFEST_NAME,
@@ -36,6 +38,7 @@ RunSpec = str | Path | Sequence[str | Path]
 """A trace file, a folder of per-rank traces, a glob, a `run.json`, or several files (a shell's expansion)."""
 
 NCCL_LOG_SUFFIXES, NCCL_LOG_PROBE_BYTES = (".log", ".txt", ".out"), 64 * 1024
+COMPRESSED_LOG_SUFFIXES = with_compressed(NCCL_LOG_SUFFIXES)[len(NCCL_LOG_SUFFIXES) :]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +49,19 @@ class Execution:
     executor: str = "local"
     ray_address: str | None = None
     max_trace_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFacts:
+    """Who the run is, for a history (`traceview trend`): run.json's job, commit and creation time, and the
+    label the user gave (`--label`)."""
+
+    job: str | None = None
+    commit: str | None = None
+    created: str | None = None  # ISO 8601, UTC
+    label: str | None = None
+    pytorch_version: str | None = None  # run.json's versions.torch
+    world_size: int | None = None  # run.json's world_size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +83,7 @@ class RunOptions:
     layout: Layout = field(default_factory=Layout)  # --dims or run.json `parallelism`
     shape: ModelShape = field(default_factory=ModelShape)  # --shape or run.json `model.hidden`, ...
     links: str = "table"  # --links: the prediction's B and alpha from the table or measured in the run
+    facts: RunFacts = field(default_factory=RunFacts)  # job, commit, time, label (docs/run-manifest.md)
 
 
 def _source(run: RunSpec) -> str:
@@ -117,8 +134,17 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
     if "ranks_per_host_source" in hosts:
         model = replace(model, sources=(*model.sources, ("ranks_per_host", MANIFEST)))
     layout, shape = _parallelism(user, manifest, path)
+    facts = RunFacts(
+        job=manifest.job if manifest else None,
+        commit=manifest.commit if manifest else None,
+        created=manifest.created if manifest else None,
+        label=user.run_label,
+        pytorch_version=manifest.versions.torch if manifest else None,
+        world_size=manifest.world_size if manifest else None,
+    )
     return RunOptions(
         source=_source(run),
+        facts=facts,
         manifest=path,
         listed_traces=None if found is None else _listed_traces(*found),
         nccl_logs=tuple(nccl_log_paths(run, user.nccl_logs, found)),
@@ -155,35 +181,56 @@ def _parallelism(
 
 
 def _logs_in(folder: Path) -> list[Path]:
-    """Files of `folder` ending .log/.txt/.out (or .gz of them) whose first 64 KB say `NCCL INFO`."""
+    """Files of `folder` ending .log/.txt/.out whose first 64 KB say `NCCL INFO`, and those ending so then a
+    compressed format's suffix (`.log.gz`, `.txt.zst`: read, or named as skipped, when the logs are read)."""
     found = []
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
-        if not path.name.removesuffix(".gz").endswith(NCCL_LOG_SUFFIXES):
+        if path.name.endswith(COMPRESSED_LOG_SUFFIXES):
+            found.append(path)
+            continue
+        if not path.name.endswith(NCCL_LOG_SUFFIXES):
             continue
         try:
             with path.open("rb") as handle:
                 head = handle.read(NCCL_LOG_PROBE_BYTES)
         except OSError:
             continue
-        if b"NCCL INFO" in head or path.suffix == ".gz":
+        if b"NCCL INFO" in head:
             found.append(path)
     return found
 
 
-def _given_logs(given: Sequence[Path]) -> list[Path]:
+def _given_logs(given: Sequence[Path], flag: str = "--nccl-log ") -> list[Path]:
     """The logs named by `--nccl-log`: a file as it is, a folder's logs; a missing path is a usage error."""
     found: list[Path] = []
     for path in given:
         if path.is_dir():
             inside = _logs_in(path)
             if not inside:
-                raise UsageError(f"--nccl-log {printable(path)}: a folder without NCCL_DEBUG logs in it")
+                raise UsageError(f"{flag}{printable(path)}: a folder without NCCL_DEBUG logs in it")
             found += inside
         elif not path.exists():
-            raise UsageError(f"--nccl-log {printable(path)}: no such file")
+            raise UsageError(f"{flag}{printable(path)}: no such file")
         else:
             found.append(path)
     return found
+
+
+def nccl_log_files(specs: Sequence[str]) -> list[Path]:
+    """The NCCL logs `specs` name (the `nccl` command's arguments): a file as it is, a folder's logs (those
+    ending .log/.txt/.out whose first 64 KB say `NCCL INFO`, and their compressed forms), a glob's matches;
+    each once, in order. Raises `UsageError` for a spec that names none."""
+    found: list[Path] = []
+    for spec in specs:
+        path = Path(spec)
+        if path.is_dir() or path.exists():
+            found += _given_logs([path], flag="")
+            continue
+        matches = sorted(Path(p) for p in glob.glob(spec) if not Path(p).is_dir())
+        if not matches:
+            raise UsageError(f"{printable(spec)}: no such file, folder or glob match")
+        found += matches
+    return list(dict.fromkeys(found))
 
 
 def nccl_log_paths(

@@ -160,6 +160,12 @@ class UserOptions:
         "table",
         choices=("table", "measured"),
     )
+    run_label: str | None = _option(
+        "--label",
+        "A label for this run (a commit, a job id), kept in the JSON summary: trend shows it (default: "
+        "run.json's commit, else its job).",
+        "text",
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):

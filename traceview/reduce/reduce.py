@@ -15,13 +15,18 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank, run_cross_rank
-from traceview.across_ranks.clocks import rank_offsets, shift_to_reference
+from traceview.across_ranks.clocks import far_clock_warnings, rank_offsets, shift_to_reference
 from traceview.across_ranks.peer_sizes import with_peer_sizes
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
 from traceview.collectives.calls import config_groups
-from traceview.collectives.tables import CollectiveAnalysis, collective_tables, merged_suspects
+from traceview.collectives.tables import (
+    CollectiveAnalysis,
+    collective_tables,
+    merged_suspects,
+    with_transfer_busbw,
+)
 from traceview.core.errors import ParseWarning
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
@@ -36,7 +41,7 @@ from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
-from traceview.reduce.results import RunAnalysis, run_header
+from traceview.reduce.results import RunAnalysis, run_header, with_identity, with_stated_facts
 from traceview.roofline.analysis import communication_roofline
 from traceview.timeline.drilldown import drilldown
 from traceview.timeline.step_view import Timeline, timeline_from_segments
@@ -233,6 +238,7 @@ def reduce_summaries(
     crossrank = _cross_rank(run, frames, collectives.kernels, budget_of(frames.per_step), options, nccl)
     collectives = _sized_by_peers(collectives, crossrank)
     budget = budget_of(frames.per_step, crossrank.transfer)
+    collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
     links = measure_links(collectives.kernels, crossrank, prediction)
     prediction, links = _measured_prediction(
@@ -250,6 +256,9 @@ def reduce_summaries(
         manifest=None if options.manifest is None else str(options.manifest),
         base_shifts_us=base.shifts_us,
     )
+    header = with_identity(header, run, budget, options.facts)
+    header = with_stated_facts(header, crossrank.hosts, options.facts)
+    header = replace(header, warnings=(*header.warnings, *far_clock_warnings(crossrank.clocks)))
     kernels = kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
     measured = Measured(

@@ -4,21 +4,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
-from traceview.bubbles.gaps import BubbleAnalysis
-from traceview.budget.time_budget import TimeBudget
+from traceview.across_ranks.clocks import ASSUMED_HOSTS
+from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
+from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.links_measured.analysis import LinksMeasured
+from traceview.model.time_base import iso_time, recorded_start_us
 from traceview.model.trace import Run
 from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
-from traceview.options.run import RunOptions
+from traceview.nccl.problems import NCCL_GATE_FIGURES, nccl_gate_figures
+from traceview.options.run import RunFacts, RunOptions
 from traceview.prediction.gamma import Prediction
 from traceview.roofline.analysis import Roofline
 from traceview.steps.windows import StepChoice
@@ -26,6 +31,21 @@ from traceview.timeline.drilldown import Drilldown
 from traceview.timeline.step_view import Timeline
 from traceview.verdict.headline import Verdict
 from traceview.verdict.recommend import Recommendations
+
+GATE_FIGURES: frozenset[str] = frozenset(
+    (
+        *MEDIAN_COLUMNS,
+        *TRANSFER_COLUMNS,
+        *("stragglers", "mismatches", "median_skew_us", "max_wait_share"),  # across ranks
+        *("comm_linked_share", "comm_unknown_kernels"),  # collectives
+        *(f"idle_{column}" for column in CAUSE_COLUMNS.values()),
+        *("pipeline_bubble", "pipeline_bubble_excess"),  # bubbles
+        *("gamma_pred", "gamma_ratio"),  # prediction
+        *NCCL_GATE_FIGURES,
+    )
+)
+"""Every figure `--fail-on` may name (`RunAnalysis.gate_figures`), known before any file is read, so that a
+misspelled metric is refused at once (tests/test_gates.py checks it against the figures of real runs)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +70,12 @@ class RunHeader:
     base_shifts_us: tuple[
         float, ...
     ] = ()  # each rank's move onto the run's time base (traceview.model.time_base)
+    recorded_at: str | None = None  # when the run started, ISO 8601 UTC (docs/json-schema.md, `run`)
+    recorded_at_source: str | None = None  # "trace base time" | "run.json created"
+    job: str | None = None  # run.json's job
+    commit: str | None = None  # run.json's commit
+    label: str | None = None  # --label
+    sources: tuple[tuple[str, str], ...] = ()  # where hostnames, pytorch_versions, world_size came from
 
 
 @dataclass(frozen=True)
@@ -85,7 +111,56 @@ class RunAnalysis:
         figures.update(self.dimensions.gate_figures() if self.dimensions else {})
         figures.update(self.moe.gate_figures() if self.moe else {})
         figures.update({"roofline_efficiency": self.roofline.efficiency} if self.roofline else {})
+        figures.update(nccl_gate_figures(self.nccl))
         return figures
+
+
+def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFacts) -> RunHeader:
+    """`header` with when the run started and who it is (`recorded_at` and its source, `job`, `commit`,
+    `label`): run.json's `created` when it states one (the manifest's facts come before the traces', as for
+    every input), else the traces' time base and first step (`traceview.model.time_base.recorded_start_us`)."""
+    windows = budget.per_step.get_column("window_start_us") if budget.per_step.height else None
+    first = None if windows is None else windows.min()
+    started = recorded_start_us([t.meta.base_time_ns for t in run], first)  # type: ignore[arg-type]
+    at, source = (facts.created, "run.json created") if facts.created else (None, None)
+    if at is None and started is not None:
+        at, source = iso_time(started), "trace base time"
+    return replace(
+        header,
+        recorded_at=at,
+        recorded_at_source=source,
+        job=facts.job,
+        commit=facts.commit,
+        label=facts.label,
+    )
+
+
+def with_stated_facts(header: RunHeader, hosts: pl.DataFrame, facts: RunFacts) -> RunHeader:
+    """`header` with the one answer the whole page and document give for hosts, PyTorch version and world size:
+    the traces' own, else what the run names elsewhere (hosts: the ranks' hosts the clock alignment used, from
+    the traces, the NCCL logs or run.json, `traceview.across_ranks.clocks.rank_hosts`; the others: run.json),
+    each with its source in `sources`."""
+    stated = hosts.filter(pl.col("host_source") != ASSUMED_HOSTS)
+    names = tuple(sorted(set(stated.get_column("host").to_list())))
+    sources = (
+        {"hostnames": ", ".join(sorted(set(stated.get_column("host_source").to_list())))} if names else {}
+    )
+    pytorch, world = header.pytorch_versions, header.world_size
+    if not pytorch and facts.pytorch_version:
+        pytorch, sources["pytorch_versions"] = (facts.pytorch_version,), "run.json"
+    elif pytorch:
+        sources["pytorch_versions"] = "trace"
+    if world is None and facts.world_size:
+        world, sources["world_size"] = facts.world_size, "run.json"
+    elif world is not None:
+        sources["world_size"] = "trace"
+    return replace(
+        header,
+        hostnames=names or header.hostnames,
+        pytorch_versions=pytorch,
+        world_size=world,
+        sources=tuple(sorted(sources.items())),
+    )
 
 
 def _distinct(values: list[str]) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ the collective behind it, computed once here so that the page and the JSON show 
 - `median_ranks`: per step, the rank of median step time (the lower median: ranks sorted by step time, then
   rank), the one a clicked cell is set against.
 - `by_cost`: per (process group, collective, message-size bucket), the kernel time over every rank, the calls
-  and the ranks, costliest first; `costly_instances`: behind each row, its `TOP_INSTANCES` instances with the
+  and the ranks, the smallest and largest message size (`size_min_bytes`, `size_max_bytes`: one size when
+  equal), costliest first; `costly_instances`: behind each row, its `TOP_INSTANCES` instances with the
   most waiting (the sum of every member's wait).
 """
 
@@ -51,7 +52,13 @@ def _median_ranks(per_step: pl.DataFrame) -> pl.DataFrame:
 def _by_cost(per_collective: pl.DataFrame) -> pl.DataFrame:
     return (
         per_collective.group_by(COST_KEYS)
-        .agg(pl.col("total_us").sum(), pl.col("calls").sum(), pl.col("rank").n_unique().alias("ranks"))
+        .agg(
+            pl.col("total_us").sum(),
+            pl.col("calls").sum(),
+            pl.col("rank").n_unique().alias("ranks"),
+            pl.col("size_min_bytes").min(),
+            pl.col("size_max_bytes").max(),
+        )
         .sort(["total_us", *COST_KEYS], descending=[True, False, False, False])
     )
 

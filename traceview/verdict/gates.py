@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from traceview.core.errors import UsageError
@@ -49,6 +50,17 @@ def parse_threshold(text: str) -> Threshold:
         return Threshold(metric, op, float(value))
     except ValueError:
         raise UsageError(f"--fail-on {text!r}: {value!r} is not a number") from None
+
+
+def check_metric(threshold: Threshold, known: Collection[str]) -> None:
+    """Refuse a threshold on a figure that is not in `known` (a misspelled metric), naming the nearest ones."""
+    if threshold.metric in known:
+        return
+    near = difflib.get_close_matches(threshold.metric, sorted(known), n=3)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise UsageError(
+        f"--fail-on {threshold}: unknown metric {threshold.metric!r} ({hint}known: {', '.join(sorted(known))})"
+    )
 
 
 def crossings(thresholds: Sequence[Threshold], figures: Mapping[str, float | None]) -> list[Crossing]:

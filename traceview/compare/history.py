@@ -1,0 +1,141 @@
+"""A trend's history kept as a Parquet file (`traceview trend --history FILE`, docs/compare.md, "History"):
+one row per (run, rank, step) with the run's identity and the time budget's per-step figures, so that a
+nightly job adds tonight's summary to the series and other dashboards read the same file (polars, pandas,
+DuckDB, Spark read Parquet).
+
+Rewritten atomically night by night (`traceview.core.output.atomic_output`: a temporary file beside it, then a
+rename) under an exclusive lock on `FILE.lock` (`fcntl.flock`), so that two writers at once take turns and the
+second adds its runs to the first's; a run already in the history (same source and start) is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from traceview.compare.findings import TREND_METRICS
+from traceview.compare.trend import RunSeries
+from traceview.core.errors import InputError
+from traceview.core.output import atomic_output
+from traceview.core.reading import check_kind
+
+RUN_COLUMNS: dict[str, pl.DataType] = {
+    "run_key": pl.Utf8(),
+    "name": pl.Utf8(),
+    "label": pl.Utf8(),
+    "started_us": pl.Float64(),
+    "time_source": pl.Utf8(),
+    "source": pl.Utf8(),
+    "job": pl.Utf8(),
+    "commit": pl.Utf8(),
+}
+"""Who each run is (repeated on each of its rows)."""
+STEP_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    **{metric: pl.Float64() for metric in TREND_METRICS},
+}
+HISTORY_SCHEMA: dict[str, pl.DataType] = {**RUN_COLUMNS, **STEP_COLUMNS}
+"""The history's columns (a run's figure a summary lacks is null)."""
+
+
+def run_key(run: RunSeries) -> str:
+    """What makes a run the same run twice: its source and its recorded start (else its file name)."""
+    return f"{run.source}@{run.started_us}" if run.started_us is not None else f"{run.source}@{run.name}"
+
+
+def _rows(run: RunSeries) -> pl.DataFrame:
+    frame = run.per_step
+    present = [pl.col(c).cast(t, strict=False) for c, t in STEP_COLUMNS.items() if c in frame.columns]
+    missing = [pl.lit(None, t).alias(c) for c, t in STEP_COLUMNS.items() if c not in frame.columns]
+    steps = frame.select(*present, *missing) if frame.height else pl.DataFrame(schema=STEP_COLUMNS)
+    identity = {
+        "run_key": run_key(run),
+        "name": run.name,
+        "label": run.label,
+        "started_us": run.started_us,
+        "time_source": run.time_source,
+        "source": run.source,
+        "job": run.job,
+        "commit": run.commit,
+    }
+    return steps.with_columns(pl.lit(v, RUN_COLUMNS[k]).alias(k) for k, v in identity.items()).select(
+        list(HISTORY_SCHEMA)
+    )
+
+
+def history_frame(runs: Sequence[RunSeries]) -> pl.DataFrame:
+    """The rows of `runs`, in the history's schema."""
+    return pl.concat([pl.DataFrame(schema=HISTORY_SCHEMA), *map(_rows, runs)], how="vertical_relaxed")
+
+
+def runs_of(frame: pl.DataFrame) -> list[RunSeries]:
+    """The runs a history holds, in the order their rows first appear."""
+    runs = []
+    for _, rows in frame.group_by("run_key", maintain_order=True):
+        first = rows.row(0, named=True)
+        runs.append(
+            RunSeries(
+                first["name"],
+                first["started_us"],
+                rows.select(list(STEP_COLUMNS)),
+                first["time_source"],
+                first["source"] or first["name"],
+                first["commit"],
+                first["job"],
+                first["label"],
+            )
+        )
+    return runs
+
+
+def read_history(path: Path) -> pl.DataFrame:
+    """The history at `path` (an empty one when it does not exist). Raises `InputError` when it is not a
+    traceview history (another file, a column missing)."""
+    if not path.exists():
+        return pl.DataFrame(schema=HISTORY_SCHEMA)
+    check_kind(path)
+    try:
+        frame = pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise InputError(path, f"not a Parquet file ({str(exc).splitlines()[0][:200]})") from None
+    missing = [column for column in RUN_COLUMNS if column not in frame.columns]
+    if missing:
+        raise InputError(path, f"not a traceview trend history: no column {missing[0]!r}")
+    extra = [pl.lit(None, t).alias(c) for c, t in HISTORY_SCHEMA.items() if c not in frame.columns]
+    return frame.with_columns(extra).select(
+        pl.col(c).cast(t, strict=False) for c, t in HISTORY_SCHEMA.items()
+    )
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` + `.lock` (created when missing), held for the block: writers take turns."""
+    lock = path.with_name(path.name + ".lock")
+    handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        os.close(handle)
+
+
+def update_history(path: Path, runs: Sequence[RunSeries]) -> list[RunSeries]:
+    """Add `runs` to the history at `path` (a run already there is replaced), rewrite it atomically under
+    the lock, and return every run it now holds."""
+    new = history_frame(runs)
+    with locked(path):
+        old = read_history(path)
+        kept = old.filter(~pl.col("run_key").is_in(new.get_column("run_key").unique().to_list()))
+        merged = pl.concat([kept, new], how="vertical_relaxed").sort(
+            "started_us", nulls_last=True, maintain_order=True
+        )
+        with atomic_output(path, "--history") as temporary:
+            merged.write_parquet(temporary)
+    return runs_of(merged)

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -225,3 +226,62 @@ def test_a_loop_without_an_optimizer_is_recorded_with_step_on(tmp_path: Path) ->
     _check_steps(recorded)
     _check_manifest(recorded)
     _check_quiet(recorded)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _two_nodes(folders: tuple[Path, Path]) -> list[subprocess.CompletedProcess[str]]:
+    """A job of two nodes (one torchrun each, one rank per node, met over c10d on this host), each node's
+    torchrun under its own `traceview record -o FOLDER`."""
+    port, schedule = _free_port(), ["--wait", "1", "--warmup", "1", "--active", "2"]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
+    launcher += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-nodes"]
+    job = [*launcher, "--monitor-interval", "0.1", str(JOB), "--loop", "plain", "--steps", "5"]
+    recorders = [
+        subprocess.Popen(
+            [sys.executable, "-m", "traceview", "record", "-o", str(folder), *schedule, "--", *job],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for folder in folders
+    ]
+    return [subprocess.CompletedProcess(r.args, r.wait(timeout=300), *r.communicate()) for r in recorders]
+
+
+def _check_two_node_run(path: Path, ended: list[subprocess.CompletedProcess[str]]) -> None:
+    assert [done.returncode for done in ended] == [0, 0], [done.stderr[-2000:] for done in ended]
+    printed = [json.loads(line) for done in ended for line in done.stdout.splitlines()]
+    recorded = Recorded(path.parent, (1, 1, 2), printed, "", None)
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    assert [t["rank"] for t in manifest["traces"]] == [0, 1]
+    assert (manifest["world_size"], manifest.get("notes", [])) == (2, [])
+    for trace in manifest["traces"]:
+        with gzip.open(path.parent / trace["path"], "rt", encoding="utf-8") as handle:
+            events = json.load(handle)["traceEvents"]
+        assert sorted(_statistic_steps(events)) == recorded.active_steps
+    assert manifest["model"]["params"] == recorded.ranks()[0]["params"]
+    assert manifest["model"]["local_batch"] == recorded.steps(0)[recorded.active_steps[0]]["local_batch"]
+
+
+def test_two_nodes_recorded_into_their_own_folders_merge_into_one_run(tmp_path: Path) -> None:
+    ended = _two_nodes((tmp_path / "node0", tmp_path / "node1"))
+    merged = subprocess.run(
+        [sys.executable, "-m", "traceview", "record-merge", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert merged.returncode == 0, merged.stderr
+    _check_two_node_run(tmp_path / "run.json", ended)
+    paths = [t["path"] for t in json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))["traces"]]
+    assert {path.split("/")[0] for path in paths} == {"node0", "node1"}
+
+
+def test_two_nodes_recorded_into_one_shared_folder_make_one_run(tmp_path: Path) -> None:
+    ended = _two_nodes((tmp_path / "shared", tmp_path / "shared"))
+    _check_two_node_run(tmp_path / "shared" / "run.json", ended)

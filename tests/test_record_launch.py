@@ -1,6 +1,6 @@
-"""`traceview record` around a command, without PyTorch: the start-up hook on the command's path (chained to the
-environment's own sitecustomize, armed only under `traceview record`), the command's output, exit status and
-signals passed through, and `traceview record-merge` of per-node folders."""
+"""`traceview record` around a command, without PyTorch: the start-up hook on the command's path (chained to
+the environment's own sitecustomize, armed only under `traceview record`), the command's output, exit status
+and signals passed through, and `traceview record-merge` of per-node folders."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from traceview.record.launch import HOOK_DIR, hook_env
 from traceview.record.parts import write_part
 
 PROBE = (
-    "import json, sys; print(json.dumps({'watching': any(type(f).__name__ == 'AfterImport' for f in sys.meta_path),"
-    " 'traceview': 'traceview' in sys.modules, 'site': getattr(sys.modules.get('sitecustomize'), 'MARK', None)}))"
+    "import json, sys; print(json.dumps({"
+    "'watching': any(type(f).__name__ == 'AfterImport' for f in sys.meta_path), "
+    "'traceview': 'traceview' in sys.modules, "
+    "'site': getattr(sys.modules.get('sitecustomize'), 'MARK', None)}))"
 )
 
 

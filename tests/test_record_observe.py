@@ -1,5 +1,5 @@
-"""What the drop-in recorder measures of a model and where it finds a step's end, in one process (PyTorch on the
-CPU): the batch of a forward's input (examples, or every token id), the model among the modules alive, the
+"""What the drop-in recorder measures of a model and where it finds a step's end, in one process (PyTorch on
+the CPU): the batch of a forward's input (examples, or every token id), the model among the modules alive, the
 parameter count with tied weights once and sharded parameters at their global size, the optimizer step as
 the step's end (nested and second optimizers not), and a sharded two-rank model (FSDP, DTensor, DeviceMesh).
 Expected values are hand arithmetic over the layers' shapes."""

@@ -103,13 +103,12 @@ def test_parts_state_their_sources_and_the_ranks_that_are_missing(tmp_path: Path
     assert "2 of 4 ranks recorded no trace: 1, 3" in merged.notes
 
 
-def test_the_command_failing_is_said_after_the_manifest_is_written_and_its_code_passed_on(
-    tmp_path: Path,
-) -> None:
+def test_a_failing_command_is_said_after_the_manifest_is_written_and_its_code_kept(tmp_path: Path) -> None:
     code = 3
     part = _part(0, "h", 1)
     script = (
-        "import os, sys; from traceview.record.parts import write_part; from traceview.load.manifest import *; "
+        "import os, sys; from traceview.record.parts import write_part; "
+        "from traceview.load.manifest import *; "
         f"write_part(__import__('pathlib').Path(os.environ['TRACEVIEW_RUN_DIR']), 0, RunManifest("
         f"traces=[ManifestTrace(rank=0, path='{part.traces[0].path}')])); sys.exit({code})"
     )

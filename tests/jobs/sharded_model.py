@@ -1,5 +1,5 @@
-"""Two ranks (gloo, on the CPU) shard one small model three ways and write, per rank, what the drop-in recorder
-counts of it and which process groups it names: FSDP2 (`fully_shard` on a 2-D DeviceMesh named
+"""Two ranks (gloo, on the CPU) shard one small model three ways and write, per rank, what the drop-in
+recorder counts of it and which process groups it names: FSDP2 (`fully_shard` on a 2-D DeviceMesh named
 ("replicate", "shard"): DTensor parameters), FSDP1 with flat parameters, FSDP1 keeping the original ones.
 
     python tests/jobs/sharded_model.py OUT_DIR      # writes OUT_DIR/rank<N>.json

@@ -15,8 +15,8 @@ language model token ids `[b, seq]` (its output head tied to its embedding).
 Each step k (its optimizer step index, from 0) runs one `aten::cumsum` over k + 1 elements before stepping (a
 running statistic of the job's own), so a trace's step can be told by its contents. Printed: `{"rank",
 "world_size", "params"}` once (`params`: `sum(p.numel() for p in model.parameters())`, shared weights once),
-then per step `{"rank", "step", "local_batch", "unit", "micro_batches", "step_s"}` (the batch it fed: examples,
-or every token id; the wall time of the step).
+then per step `{"rank", "step", "local_batch", "unit", "micro_batches", "step_s"}` (the batch it fed:
+examples, or every token id; the wall time of the step).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""`traceview record [options] -- CMD...`: run a training command with every rank recorded into one run folder,
-and `traceview record-merge FOLDER...`: one run.json of a job recorded per node (docs/run-manifest.md,
-"Recording"). Every Python process of CMD that imports PyTorch records itself (the drop-in recorder, armed by the
-start-up hook on its PYTHONPATH), or through `traceview.profile()` where the script calls it."""
+"""`traceview record [options] -- CMD...`: run a training command with every rank recorded into one run
+folder, and `traceview record-merge FOLDER...`: one run.json of a job recorded per node (docs/run-manifest.md,
+"Recording"). Every Python process of CMD that imports PyTorch records itself (the drop-in recorder, armed by
+the start-up hook on its PYTHONPATH), or through `traceview.profile()` where the script calls it."""
 
 from __future__ import annotations
 
@@ -124,10 +124,18 @@ def record(
     if step_on is not None:
         parse_step_on(step_on)
     settings = RecordSettings(
-        wait=wait, warmup=warmup, active=active, record_shapes=not no_shapes, with_flops=not no_flops,
-        local_batch=local_batch, params=params, flops_per_sample=flops_per_sample, nic=nic, job=job,
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        record_shapes=not no_shapes,
+        with_flops=not no_flops,
+        local_batch=local_batch,
+        params=params,
+        flops_per_sample=flops_per_sample,
+        nic=nic,
+        job=job,
         step_on=step_on,
-    )  # fmt: skip
+    )
     output.mkdir(parents=True, exist_ok=True)
     status = run_command(command, record_env(output, settings, not no_nccl_debug))
     _ended(command[0], status, output)

@@ -36,7 +36,13 @@ from traceview.record.parts import (
     trace_name,
     write_part,
 )
-from traceview.record.rank_facts import MeasuredModel, RankRecording, rank_of, rank_part
+from traceview.record.rank_facts import (
+    MeasuredModel,
+    RankRecording,
+    profiler_activities,
+    rank_of,
+    rank_part,
+)
 from traceview.record.steps import FunctionSteps, OptimizerSteps, is_main_script
 from traceview.record.trace_export import export_trace
 
@@ -145,10 +151,7 @@ class Recorder:
                 self.profiler.step()
 
     def _activities(self) -> tuple[list[Any], list[str]]:
-        kinds = self.torch.profiler.ProfilerActivity
-        usable = {"cpu": kinds.CPU, **({"cuda": kinds.CUDA} if self.torch.cuda.is_available() else {})}
-        names = [name for name in self.settings.activities if name in usable]
-        return [usable[name] for name in names], names
+        return profiler_activities(self.torch, tuple(self.settings.activities))
 
     def _save(self, finished: Any) -> None:
         """`on_trace_ready`: write the rank's trace, unless another process of this rank wrote one."""
@@ -192,7 +195,8 @@ class Recorder:
         window = []
         if self.window_start is not None and self.window_start > settings.wait:
             window = [
-                f"the window started at step {self.window_start}, not {settings.wait}: once the process group was up"
+                f"the window started at step {self.window_start}, not {settings.wait}: once the process "
+                "group was up"
             ]
         return RankRecording(
             run_dir=self.run_dir,
@@ -230,6 +234,12 @@ class Recorder:
 
     def at_exit(self) -> None:
         """The process ends: a window cut short is written as far as it got; else say why nothing was."""
+        try:
+            self._exiting()
+        except Exception as error:  # never a traceback at the job's exit
+            say(f"rank {rank_of(self.torch)} not recorded: {type(error).__name__}: {error}")
+
+    def _exiting(self) -> None:
         if self.state == "recording" and self.recorded_steps():
             ended = self.step
             self._close_profiler()  # writes the trace: the open step is the process's end
@@ -243,9 +253,9 @@ class Recorder:
         if self.state in ("watching", "recording") and self.step > 0:
             start = self.window_start if self.window_start is not None else self.settings.wait
             self.stand_down(
-                f"rank {rank_of(self.torch)} ended after {self.step} step(s), before its window recorded one "
-                f"(steps from {start + self.settings.warmup}): nothing recorded; lower --wait/--warmup or run "
-                "more steps"
+                f"rank {rank_of(self.torch)} ended after {self.step} step(s), before its window recorded "
+                f"one (steps from {start + self.settings.warmup}): nothing recorded; lower --wait/--warmup "
+                "or run more steps"
             )
         self.stand_down(None)
 
@@ -257,7 +267,8 @@ def _profiler_enabled(torch: Any) -> bool:
 
 
 def _guard_profilers(torch: Any) -> None:
-    """Before any profiler the job starts itself, stand the recorder down (two sessions corrupt each other)."""
+    """Before any profiler the job starts itself, stand the recorder down (two sessions corrupt each
+    other)."""
     legacy = torch.autograd.profiler.profile
     original: Callable[..., Any] | None = getattr(legacy, "_prepare_trace", None)
     if original is None:

@@ -1,6 +1,6 @@
-"""Running the recorded command (docs/run-manifest.md, "Recording"): its environment (the settings, NCCL's logs,
-the start-up hook first on PYTHONPATH) and the process itself, whose output, exit status and signals pass
-through unchanged.
+"""Running the recorded command (docs/run-manifest.md, "Exit status, output and signals"): its environment
+(the settings, NCCL's logs, the start-up hook first on PYTHONPATH) and the process itself, whose output, exit
+status and signals pass through unchanged.
 
 Signals: the command runs in the recorder's process group, so a signal the terminal sends (Ctrl-C, Ctrl-\\,
 a hang-up) reaches it directly and is not sent again; any other signal the recorder receives (SIGTERM from a

@@ -1,8 +1,7 @@
-"""A job recorded on several nodes (docs/run-manifest.md, "Several nodes"): each node's `traceview record -o DIR`
-wrote its ranks' traces and parts into a folder of its own; `traceview record-merge` merges the parts of every
-such folder into one `run.json` whose paths lead into the node folders. (Nodes that share one folder need no
-merge: every recorder merges the parts present when its command ends.)
-"""
+"""A job recorded on several nodes (docs/run-manifest.md, "Several nodes"): each node's `traceview record -o
+DIR` wrote its ranks' traces and parts into a folder of its own; `traceview record-merge` merges the parts of
+every such folder into one `run.json` whose paths lead into the node folders. (Nodes that share one folder
+need no merge: every recorder merges the parts present when its command ends.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""What the drop-in recorder measures of an unmodified job's model (docs/run-manifest.md, "Drop-in recording"):
-which module is the model, the local batch of each step (summed over the micro-batches of one optimizer step),
-and the parameter count of the whole model with global shapes (FSDP, DeepSpeed ZeRO-3, DTensor).
+"""What the drop-in recorder measures of an unmodified job's model (docs/run-manifest.md, "Drop-in
+recording"): which module is the model, the local batch of each step (summed over the micro-batches of one
+optimizer step), and the parameter count of the whole model with global shapes (FSDP, DeepSpeed ZeRO-3,
+DTensor).
 
 The model is found once, at the end of the first step: among the modules alive with no parent module, the one
 holding the most of the stepping optimizer's parameters (the largest, without an optimizer), then down through
@@ -36,10 +37,15 @@ NESTED_DEPTH = 3
 GLOBAL_NUMEL_RULES: tuple[tuple[str, str, Callable[[Any], int]], ...] = (
     # (attribute that marks the parameter, what it is, its count in the whole model)
     ("ds_numel", "DeepSpeed ZeRO-3 partition (ds_numel)", lambda p: int(p.ds_numel)),
-    ("_unpadded_unsharded_size", "FSDP flat parameter (unsharded size)", lambda p: int(p._unpadded_unsharded_size.numel())),
+    (
+        "_unpadded_unsharded_size",
+        "FSDP flat parameter (unsharded)",
+        lambda p: int(p._unpadded_unsharded_size.numel()),
+    ),
     ("device_mesh", "DTensor (global shape)", lambda p: int(p.numel())),
-)  # fmt: skip
-"""How a sharded parameter counts in the whole model: the first rule whose attribute it has; else `numel()`."""
+)
+"""How a sharded parameter counts in the whole model: the first rule whose attribute it has, else `numel()`
+(`_fsdp_flattened` views into a flat parameter are left out: the flat parameter counts them)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,8 @@ def _root_modules(torch: Any) -> list[Any]:
 
 def model_chain(torch: Any, optimizer_params: set[int]) -> list[Any]:
     """The model: the root module holding the most of `optimizer_params` (most parameters first when none
-    is known or held), then each only child that holds all of its parameters (DDP, FSDP, torch.compile)."""
+    is known or held), then each only child that holds all of its parameters (DDP, FSDP), down to a
+    `torch.compile` wrapper at most (a hook inside compiled code would make it compile again)."""
     scored = []
     for module in _root_modules(torch):
         held = {id(p): p for p in module.parameters()}
@@ -105,12 +112,13 @@ def model_chain(torch: Any, optimizer_params: set[int]) -> list[Any]:
     if not scored:
         return []
     chain = [max(scored, key=lambda item: item[:2])[2]]
-    while True:
+    while not hasattr(chain[-1], "_orig_mod"):  # torch.compile's wrapper: the compiled module is left alone
         every = {id(p) for p in chain[-1].parameters()}
         whole = [c for c in chain[-1].children() if {id(p) for p in c.parameters()} == every]
         if len(whole) != 1:
-            return chain
+            break
         chain.append(whole[0])
+    return chain
 
 
 def global_param_count(model: Any) -> tuple[int, Counter[str]]:
@@ -198,14 +206,16 @@ class BatchObserver:
         sources = {"model.params": f"measured: the parameters of {_describe(model)}, each once{ruled}"}
         batches = [self.steps[s] for s in steps if s in self.steps]
         if not batches:
-            note = f"no training forward of {_describe(model)} was seen in the recorded steps: give --local-batch"
+            seen = f"no training forward of {_describe(model)} was seen in the recorded steps"
+            note = f"{seen}: give --local-batch"
             return MeasuredModel(params=float(params), sources=sources, notes=(note,))
         sizes = [b.size for b in batches]
         first = batches[0]
         unit_rule = "all dimensions of the ids" if first.unit == "tokens" else "its first dimension"
         sources["model.local_batch"] = (
-            f"measured: the input of {_describe(self.chain[0])}'s training forwards ({first.input}: {first.unit}, "
-            f"{unit_rule}), summed over the {first.calls} forward(s) of each {step_name}; steps {steps[0]}-{steps[-1]}"
+            f"measured: the input of {_describe(self.chain[0])}'s training forwards ({first.input}: "
+            f"{first.unit}, {unit_rule}), summed over the {first.calls} forward(s) of each {step_name}; "
+            f"steps {steps[0]}-{steps[-1]}"
         )
         notes = (
             ()

@@ -9,7 +9,8 @@
 Each rank writes `rank<N>.pt.trace.json.gz` (`torch.profiler` with a wait/warmup/active schedule,
 `record_shapes`, `with_flops`, CPU and, where there is one, CUDA activity) and its part of the manifest,
 `run.rank<N>.json`; rank 0 then merges the parts present into `run.json` (under `traceview record`, which
-merges again when the command has exited, at once; otherwise after waiting up to `merge_wait_s` for the others).
+merges again when the command has exited, at once; otherwise after waiting up to `merge_wait_s` for the
+others).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from traceview.record.parts import (
     settings_from_env,
     write_part,
 )
-from traceview.record.rank_facts import MeasuredModel, RankRecording, rank_of, rank_part
+from traceview.record.rank_facts import MeasuredModel, RankRecording, profiler_activities, rank_of, rank_part
 from traceview.record.trace_export import export_trace
 
 MERGE_WAIT_S = 30.0
@@ -135,14 +136,6 @@ def _finish(recording: Profile, torch: Any, activities: list[str], merge_wait_s:
     merge_parts(recording.run_dir)
 
 
-def _activities(torch: Any, wanted: tuple[str, ...]) -> tuple[list[Any], list[str]]:
-    """The profiler activities asked for that this machine has (CUDA only where a GPU is), and their names."""
-    kinds = torch.profiler.ProfilerActivity
-    usable = {"cpu": kinds.CPU, **({"cuda": kinds.CUDA} if torch.cuda.is_available() else {})}
-    names = [name for name in wanted if name in usable]
-    return [usable[name] for name in names], names
-
-
 @contextlib.contextmanager
 def profile(
     run_dir: str | Path | None = None, *, merge_wait_s: float = MERGE_WAIT_S, **settings: Any
@@ -165,7 +158,7 @@ def profile(
     folder = Path(run_dir or os.environ.get(RUN_DIR_ENV) or DEFAULT_RUN_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     recording = Profile(folder, chosen)
-    activities, names = _activities(torch, tuple(chosen.activities))
+    activities, names = profiler_activities(torch, tuple(chosen.activities))
     schedule = torch.profiler.schedule(wait=chosen.wait, warmup=chosen.warmup, active=chosen.active, repeat=1)
     with torch.profiler.profile(
         activities=activities,

@@ -1,8 +1,8 @@
-"""What one recorded process knows of itself, and its part of the manifest (docs/run-manifest.md, "Recording"):
-its rank, the process groups (with their DeviceMesh dimension names), its device, the software versions, its
-NCCL settings, each with the source `run.json` names. Both recorders use it: `traceview.profile()` and the
-drop-in recorder of `traceview record`. PyTorch is passed in (`torch`), never imported here.
-"""
+"""What one recorded process knows of itself, and its part of the manifest (docs/run-manifest.md, "What each
+rank writes"): its rank, the process groups (with their DeviceMesh dimension names), its device, the software
+versions, its NCCL settings, each with the source `run.json` names. Both recorders use it:
+`traceview.profile()` and the drop-in recorder of `traceview record`. PyTorch is passed in (`torch`), never
+imported here."""
 
 from __future__ import annotations
 
@@ -130,6 +130,14 @@ def process_groups(torch: Any) -> tuple[str | None, int | None, list[ManifestGro
         for c in configs
     ]
     return str(dist.get_backend()), int(dist.get_world_size()), groups
+
+
+def profiler_activities(torch: Any, wanted: tuple[str, ...]) -> tuple[list[Any], list[str]]:
+    """The profiler activities asked for that this machine has (CUDA only where a GPU is), and their names."""
+    kinds = torch.profiler.ProfilerActivity
+    usable = {"cpu": kinds.CPU, **({"cuda": kinds.CUDA} if torch.cuda.is_available() else {})}
+    names = [name for name in wanted if name in usable]
+    return [usable[name] for name in names], names
 
 
 def versions(torch: Any) -> ManifestVersions:

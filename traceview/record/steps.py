@@ -172,6 +172,6 @@ class FunctionSteps:
         return f"returns of {self.module}:{self.name} (--step-on)"
 
     def close(self) -> None:
-        """Stop watching (a wrapped function stays wrapped, ending no more steps once the recorder is done)."""
+        """Stop watching (a wrapped function stays wrapped: the recorder ignores it once done)."""
         if self._watching:
             self._stop_watching()

@@ -1,4 +1,5 @@
-"""Writing a rank's trace into the run folder: `rank<N>.pt.trace.json.gz` (docs/run-manifest.md, "Recording")."""
+"""Writing a rank's trace into the run folder: `rank<N>.pt.trace.json.gz` (docs/run-manifest.md, "What each
+rank writes")."""
 
 from __future__ import annotations
 

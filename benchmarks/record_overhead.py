@@ -35,7 +35,9 @@ ACTIVE = 5
 def _run(command: list[str]) -> tuple[float, dict[int, list[float]]]:
     """Run the command; (wall seconds, step -> the step times both ranks printed)."""
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:6])} ... exited {done.returncode}:\n{done.stderr[-4000:]}")
     wall = time.perf_counter() - started
     steps: dict[int, list[float]] = {}
     for line in done.stdout.splitlines():

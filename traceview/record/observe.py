@@ -15,7 +15,7 @@ import statistics
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from traceview.record.rank_facts import MeasuredModel, alive
@@ -145,21 +145,26 @@ def _describe(module: Any) -> str:
     return type(module).__name__ + (f"({type(inner).__name__})" if inner is not None else "")
 
 
-@dataclass
 class BatchObserver:
-    """Forward hooks on the model's chain that sum each step's batch; `end_step()` closes a step."""
+    """Forward hooks on the model's chain that sum each step's batch; `end_step()` closes a step. It holds the
+    job's modules only weakly: the job's model must die when the job drops it, not at the interpreter's end
+    (a DDP model freed during finalisation races gloo's threads, which can abort the process)."""
 
-    torch: Any
-    chain: list[Any]
-    steps: dict[int, StepBatch] = field(default_factory=dict)
-    _depth: int = 0
-    _inputs: list[tuple[weakref.ref[Any], int, str, str]] = field(default_factory=list)
-    _handles: list[Any] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        for module in self.chain:
+    def __init__(self, torch: Any, chain: Sequence[Any]) -> None:
+        self.torch = torch
+        self.steps: dict[int, StepBatch] = {}
+        self._chain = [weakref.ref(module) for module in chain]
+        self._depth = 0
+        self._inputs: list[tuple[weakref.ref[Any], int, str, str]] = []
+        self._handles: list[Any] = []
+        for module in chain:
             self._handles.append(module.register_forward_pre_hook(self._enter, with_kwargs=True))
             self._handles.append(module.register_forward_hook(self._leave, always_call=True))
+
+    @property
+    def model(self) -> Any:
+        """The outermost module of the chain, while the job keeps it (None: none found, or dropped)."""
+        return self._chain[0]() if self._chain else None
 
     def _enter(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._depth += 1
@@ -170,10 +175,8 @@ class BatchObserver:
             return
         name, tensor = found
         size, unit = batch_of(tensor, self.torch)
-        shape = list(tensor.shape)
-        self._inputs.append(
-            (weakref.ref(tensor), size, unit, f"{name} {str(tensor.dtype).removeprefix('torch.')} {shape}")
-        )
+        described = f"{name} {str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}"
+        self._inputs.append((weakref.ref(tensor), size, unit, described))
 
     def _leave(self, *_: Any) -> None:
         self._depth = max(0, self._depth - 1)
@@ -196,30 +199,27 @@ class BatchObserver:
 
     def measured(self, steps: Sequence[int], step_name: str) -> MeasuredModel:
         """The local batch of `steps` (the recorded ones) and the model's parameters, each with its source."""
-        if not self.chain:
-            return MeasuredModel(
-                notes=("no model found (no module holds parameters): give --local-batch and --params",)
-            )
-        model = self.chain[0]
+        model = self.model
+        if model is None:
+            note = "no model found (no module holds parameters): give --local-batch and --params"
+            return MeasuredModel(notes=(note,))
         params, rules = global_param_count(model)
         ruled = "".join(f"; {count} {rule}" for rule, count in sorted(rules.items()))
         sources = {"model.params": f"measured: the parameters of {_describe(model)}, each once{ruled}"}
         batches = [self.steps[s] for s in steps if s in self.steps]
         if not batches:
-            seen = f"no training forward of {_describe(model)} was seen in the recorded steps"
-            note = f"{seen}: give --local-batch"
+            note = f"no training forward of {_describe(model)} in the recorded steps: give --local-batch"
             return MeasuredModel(params=float(params), sources=sources, notes=(note,))
         sizes = [b.size for b in batches]
-        first = batches[0]
-        unit_rule = "all dimensions of the ids" if first.unit == "tokens" else "its first dimension"
-        sources["model.local_batch"] = (
-            f"measured: the input of {_describe(self.chain[0])}'s training forwards ({first.input}: "
-            f"{first.unit}, {unit_rule}), summed over the {first.calls} forward(s) of each {step_name}; "
-            f"steps {steps[0]}-{steps[-1]}"
-        )
-        notes = (
-            ()
-            if len(set(sizes)) == 1
-            else (f"the local batch varied over the recorded steps: {sizes}; run.json states the median",)
-        )
-        return MeasuredModel(float(statistics.median(sizes)), first.unit, float(params), sources, notes)
+        sources["model.local_batch"] = _batch_source(batches[0], _describe(model), step_name, steps)
+        varied = f"the local batch varied over the recorded steps: {sizes}; run.json states the median"
+        notes = () if len(set(sizes)) == 1 else (varied,)
+        return MeasuredModel(float(statistics.median(sizes)), batches[0].unit, float(params), sources, notes)
+
+
+def _batch_source(first: StepBatch, model: str, step_name: str, steps: Sequence[int]) -> str:
+    rule = "all dimensions of the ids" if first.unit == "tokens" else "its first dimension"
+    return (
+        f"measured: the input of {model}'s training forwards ({first.input}: {first.unit}, {rule}), summed "
+        f"over the {first.calls} forward(s) of each {step_name}; steps {steps[0]}-{steps[-1]}"
+    )

@@ -78,9 +78,9 @@ class RankRecording:
 
 
 def alive(kind: type) -> list[Any]:
-    """The objects of `kind` alive in the process, garbage collected first (the warnings a deprecated object's
-    check raises hidden)."""
-    gc.collect()
+    """The objects of `kind` the garbage collector tracks (the warnings a deprecated object's check raises
+    hidden). No collection is forced: when the job's garbage is freed is the job's own affair (a DDP model
+    left to the interpreter's final collection races gloo's threads, which can abort the process)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return [o for o in gc.get_objects() if isinstance(o, kind)]

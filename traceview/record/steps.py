@@ -31,7 +31,7 @@ class OptimizerSteps:
 
     Each step in progress is kept with the frame of PyTorch's step wrapper that runs it: a step is inside
     another when that one's frame is among its callers (a subclass's `super().step()` included), and a step
-    whose frame is no longer there raised."""
+    whose frame is no longer there raised. The step ends when that wrapper has returned."""
 
     def __init__(self, torch: Any, on_step_end: StepEnd) -> None:
         self._on_step_end = on_step_end
@@ -62,7 +62,23 @@ class OptimizerSteps:
         if self._leader is None or self._leader() is None:
             self._leader, self._leader_name = weakref.ref(optimizer), type(optimizer).__name__
         if self._leader() is optimizer:
+            self._end_after(wrapper)
+
+    def _end_after(self, wrapper: FrameType) -> None:
+        """End the step once PyTorch's step wrapper has returned: outside its `record_function`, which the
+        profiler must never start or stop inside (a session stopped within an open range can abort the
+        process at its exit). A one-shot profile hook sees the return; where the job profiles Python
+        itself (`sys.getprofile()`), the step ends here."""
+        if sys.getprofile() is not None:
             self._on_step_end()
+            return
+
+        def returned(frame: FrameType, event: str, _: Any) -> None:
+            if event == "return" and frame is wrapper:
+                sys.setprofile(None)
+                self._on_step_end()
+
+        sys.setprofile(returned)
 
     def optimizer_params(self) -> set[int]:
         """The ids of the leading optimizer's parameters (none before its first step)."""
@@ -75,9 +91,10 @@ class OptimizerSteps:
         return f"optimizer steps (torch.optim global step hooks; {self._leader_name or 'no optimizer'}.step)"
 
     def close(self) -> None:
-        """Remove the hooks."""
+        """Remove the hooks (and the frames of steps that raised)."""
         for handle in self._handles:
             handle.remove()
+        self._stepping = []
 
 
 def parse_step_on(text: str) -> tuple[str, str]:
@@ -95,9 +112,12 @@ def parse_step_on(text: str) -> tuple[str, str]:
 
 
 def is_main_script(module: str) -> bool:
-    """Whether `module` names the script Python runs (`__main__`, or the script's file name)."""
+    """Whether `module` names what Python runs as `__main__`: `__main__` itself, the script's file name
+    (`train` for `python train.py`), or the module of `python -m` (once it runs)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     script = sys.argv[0] if sys.argv else ""
-    return module == "__main__" or (script.endswith(".py") and Path(script).stem == module.rpartition(".")[2])
+    named = script.endswith(".py") and Path(script).stem == module.rpartition(".")[2]
+    return module == "__main__" or named or getattr(spec, "name", None) == module
 
 
 class FunctionSteps:
@@ -163,7 +183,7 @@ class FunctionSteps:
         return code.co_qualname == self.name and frame.f_globals.get("__name__") == "__main__"
 
     def _stop_watching(self) -> None:
-        self._watching = False
+        self._watching, self._watched = False, None
         sys.setprofile(None)
         threading.setprofile(None)
 

@@ -228,6 +228,11 @@ def main(argv: list[str]) -> None:
         )
         started = now
     if dist.is_initialized():
+        # PyTorch 2.13's gloo worker threads outlive destroy_process_group; one still freeing the last
+        # backward's all-reduce (it holds a Python object, so it needs the GIL) once the interpreter is
+        # finalising aborts the process ("terminate called without an active exception"), bare or recorded.
+        # The barrier's wait releases the GIL: a worker thread still freeing an earlier work gets it first.
+        dist.barrier()
         dist.destroy_process_group()
 
 

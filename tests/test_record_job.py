@@ -81,6 +81,7 @@ def data_parallel(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrote" in done.stderr
     assert "run.json" in done.stderr
+    assert "traceview record:" not in done.stderr  # the drop-in recorder left the job to its own profile()
     return Recorded("dp", root / "run", _facts(root / "facts"), 1, 1, 2, by_record=True)
 
 
@@ -142,7 +143,11 @@ def test_run_json_says_what_the_job_was(recorded: Recorded) -> None:
         ["cpu"],
     )
     assert manifest.get("nccl_logs", []) == []  # gloo never starts NCCL, so NCCL wrote no log
+    steps = manifest["sources"]["profiler"]
+    assert steps.endswith("steps: prof.step() of traceview.profile()")  # recorded once: by profile()
+    assert manifest["sources"]["model.params"].startswith("stated")
     if recorded.by_record:
+        assert manifest["sources"]["model.local_batch"].startswith("stated: traceview record --local-batch")
         assert manifest["job"] == "dp-test"
         assert manifest["nccl_env"]["NCCL_DEBUG"] == "INFO"
         assert manifest["nccl_env"]["NCCL_DEBUG_SUBSYS"] == "INIT,COLL,TUNING"

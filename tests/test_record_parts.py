@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
+
 from traceview.options.manifest import (
     ManifestGroup,
     ManifestLog,
@@ -27,7 +29,9 @@ from traceview.record.parts import (
 
 
 def test_settings_survive_the_environment() -> None:
-    settings = RecordSettings(wait=2, warmup=0, active=5, record_shapes=False, local_batch=8.0, nic="ib_ndr")
+    settings = RecordSettings(
+        wait=2, warmup=0, active=5, record_shapes=False, local_batch=8.0, nic="ib_ndr", step_on="train:step"
+    )
     assert settings_from_env(settings_env(settings)) == settings
     assert settings_from_env({}) == RecordSettings()
 
@@ -79,18 +83,37 @@ def test_a_command_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> N
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "no rank recorded anything" in done.stderr
+    assert "--step-on" in done.stderr  # it says what to do
 
 
-def test_the_command_failing_is_said_after_the_manifest_is_written(tmp_path: Path) -> None:
+def test_a_failing_command_that_recorded_nothing_keeps_its_code(tmp_path: Path) -> None:
+    done = _record(tmp_path / "run", sys.executable, "-c", "raise SystemExit(5)")
+    assert done.returncode == 5
+    assert "no rank recorded anything" in done.stderr
+    assert "exited with code 5" in done.stderr
+
+
+def test_parts_state_their_sources_and_the_ranks_that_are_missing(tmp_path: Path) -> None:
+    for rank in (0, 2):  # of a world of 4
+        part = _part(rank, "h", rank)
+        sources = {"model.local_batch": f"measured on rank {rank}", **({"devices": "d"} if rank else {})}
+        write_part(tmp_path, rank, msgspec.structs.replace(part, sources=sources))
+    merged = load_manifest(merge_parts(tmp_path) or tmp_path / "missing")
+    assert merged.sources == {"devices": "d", "model.local_batch": "measured on rank 0"}
+    assert "2 of 4 ranks recorded no trace: 1, 3" in merged.notes
+
+
+def test_a_failing_command_is_said_after_the_manifest_is_written_and_its_code_kept(tmp_path: Path) -> None:
     code = 3
     part = _part(0, "h", 1)
     script = (
-        "import os, sys; from traceview.record.parts import write_part; from traceview.options.manifest import *; "
+        "import os, sys; from traceview.record.parts import write_part; "
+        "from traceview.options.manifest import *; "
         f"write_part(__import__('pathlib').Path(os.environ['TRACEVIEW_RUN_DIR']), 0, RunManifest("
         f"traces=[ManifestTrace(rank=0, path='{part.traces[0].path}')])); sys.exit({code})"
     )
     done = _record(tmp_path / "run", sys.executable, "-c", script)
-    assert done.returncode == 2
+    assert done.returncode == code
     assert f"exited with code {code}" in done.stderr
     assert [t.rank for t in load_manifest(tmp_path / "run" / "run.json").traces] == [0]
 

@@ -39,7 +39,7 @@ from traceview.cli.export import Export
 from traceview.cli.interrupts import finished, forget_escaped_interrupt, interruption_said
 from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
-from traceview.cli.record import Record
+from traceview.cli.record import Record, RecordMerge
 from traceview.cli.report import Report
 from traceview.cli.stragglers import Stragglers
 from traceview.cli.streams import StdoutClosed, guard_streams, silence_stdout
@@ -59,6 +59,7 @@ COMMANDS: tuple[Command, ...] = (
     Compare(),
     Trend(),
     Record(),
+    RecordMerge(),
 )
 """Every command, in the order of `--help`."""
 

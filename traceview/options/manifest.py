@@ -41,19 +41,23 @@ class ManifestLog(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class ManifestGroup(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A process group as the job created it: name (PyTorch's id), description, member ranks, backend."""
+    """A process group as the job created it: name (PyTorch's id), description, member ranks, backend, and the
+    DeviceMesh dimension it serves (`dp`, `tp`, ...) where the job built a mesh."""
 
     name: str
     ranks: list[int] = msgspec.field(default_factory=list)
     desc: str | None = None
     backend: str | None = None
+    mesh_dim: str | None = None
 
 
 class ManifestModel(msgspec.Struct, frozen=True, omit_defaults=True):
     """What the user knows of the workload: local batch b (examples, or tokens for a transformer), parameter
-    count P, model FLOPs per sample (forward + backward), compute dtype, global batch."""
+    count P, model FLOPs per sample (forward + backward), compute dtype, global batch; the unit of the local
+    batch (`examples` or `tokens`) where the recorder measured it."""
 
     local_batch: float | None = None
+    local_batch_unit: str | None = None
     params: float | None = None
     flops_per_sample: float | None = None
     dtype: str | None = None
@@ -129,6 +133,9 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
     hardware: ManifestHardware = msgspec.field(default_factory=ManifestHardware)
     profiler: ManifestProfiler = msgspec.field(default_factory=ManifestProfiler)
     notes: list[str] = msgspec.field(default_factory=list)
+    sources: dict[str, str] = msgspec.field(
+        default_factory=dict
+    )  # field ("model.params") -> where it came from
 
     def hosts_by_rank(self) -> dict[int, str]:
         """Global rank -> host, from the trace entries that name one."""

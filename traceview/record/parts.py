@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import socket
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -21,7 +22,14 @@ from pathlib import Path
 import msgspec
 
 from traceview.core.errors import InputError
-from traceview.options.manifest import MANIFEST_NAME, ManifestLog, RunManifest, load_manifest, write_manifest
+from traceview.options.manifest import (
+    MANIFEST_NAME,
+    ManifestLog,
+    ManifestTrace,
+    RunManifest,
+    load_manifest,
+    write_manifest,
+)
 
 PART_PATTERN = re.compile(r"^run\.rank(\d+)\.json$")
 ENV_PREFIX = "TRACEVIEW_"
@@ -36,8 +44,9 @@ NCCL_DEBUG_ENV: Mapping[str, str] = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": 
 
 @dataclass(frozen=True)
 class RecordSettings:
-    """How each rank records: the `torch.profiler.schedule` (wait, warmup, active steps), its options, and
-    what the user knows of the model and machine (each optional; see docs/run-manifest.md)."""
+    """How each rank records: the `torch.profiler.schedule` (wait, warmup, active steps), its options, what
+    the user knows of the model and machine (each optional; see docs/run-manifest.md), and for the drop-in
+    recorder the function whose returns end a step (`MODULE:FUNCTION`; None: optimizer steps)."""
 
     wait: int = 1
     warmup: int = 1
@@ -50,6 +59,7 @@ class RecordSettings:
     flops_per_sample: float | None = None
     nic: str | None = None
     job: str | None = None
+    step_on: str | None = None
 
 
 _ENV_NAMES = {f.name: ENV_PREFIX + f.name.upper() for f in fields(RecordSettings)}
@@ -125,11 +135,12 @@ def part_paths(run_dir: Path) -> list[Path]:
 
 def write_part(run_dir: Path, rank: int, part: RunManifest) -> Path:
     """Write one rank's part (atomically: a temporary file renamed)."""
-    return _write_atomic(run_dir / part_name(rank), part)
+    return write_atomic(run_dir / part_name(rank), part)
 
 
-def _write_atomic(target: Path, manifest: RunManifest) -> Path:
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+def write_atomic(target: Path, manifest: RunManifest) -> Path:
+    """Write to a temporary name (host and pid in it: several hosts may share the folder), then rename."""
+    temporary = target.with_name(f".{target.name}.{socket.gethostname()}.{os.getpid()}.tmp")
     write_manifest(temporary, manifest)
     os.replace(temporary, target)
     return target
@@ -154,20 +165,34 @@ def _existing_logs(run_dir: Path, parts: Sequence[RunManifest]) -> list[Manifest
     return [log for log in logs if (run_dir / log.path).is_file()]
 
 
-def merge(parts: Sequence[RunManifest], run_dir: Path) -> RunManifest:
-    """One manifest of every part: the traces, logs, devices and groups of all, the rest from the first part
-    (lowest rank) that states it; `ranks_per_host` is the most ranks on one host."""
+def missing_ranks_note(traces: Sequence[ManifestTrace], world_size: int | None) -> list[str]:
+    """A note naming the ranks of the world that recorded no trace (none when every rank did)."""
+    missing = sorted(set(range(world_size or 0)) - {t.rank for t in traces})
+    if not missing:
+        return []
+    shown = ", ".join(map(str, missing[:16])) + (", ..." if len(missing) > 16 else "")
+    return [f"{len(missing)} of {world_size} ranks recorded no trace: {shown}"]
+
+
+def merge(
+    parts: Sequence[RunManifest], run_dir: Path, logs: Sequence[ManifestLog] | None = None
+) -> RunManifest:
+    """One manifest of every part: the traces, logs, devices and groups of all, the rest (and each field's
+    source) from the first part (lowest rank) that states it; `ranks_per_host` is the most ranks on one host.
+    `logs`: the NCCL logs to list (default: those the parts name that exist in `run_dir`)."""
     traces = sorted((t for part in parts for t in part.traces), key=lambda t: t.rank)
     hosts = Counter(t.host for t in traces if t.host)
     groups = {g.name: g for part in reversed(parts) for g in part.process_groups}
+    world_size: int | None = _first([p.world_size for p in parts])  # type: ignore[assignment]
+    notes = {n for part in parts for n in part.notes} | set(missing_ranks_note(traces, world_size))
     return RunManifest(
         job=_first([p.job for p in parts]),  # type: ignore[arg-type]
         created=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         backend=_first([p.backend for p in parts]),  # type: ignore[arg-type]
-        world_size=_first([p.world_size for p in parts]),  # type: ignore[arg-type]
+        world_size=world_size,
         ranks_per_host=max(hosts.values()) if hosts else None,
         traces=traces,
-        nccl_logs=_existing_logs(run_dir, parts),
+        nccl_logs=list(logs) if logs is not None else _existing_logs(run_dir, parts),
         process_groups=sorted(groups.values(), key=lambda g: (len(g.name), g.name)),
         devices=sorted({d for part in parts for d in part.devices}),
         versions=_first_struct(parts, "versions"),  # type: ignore[arg-type]
@@ -175,7 +200,10 @@ def merge(parts: Sequence[RunManifest], run_dir: Path) -> RunManifest:
         model=_first_struct(parts, "model"),  # type: ignore[arg-type]
         hardware=_first_struct(parts, "hardware"),  # type: ignore[arg-type]
         profiler=_first_struct(parts, "profiler"),  # type: ignore[arg-type]
-        notes=sorted({n for part in parts for n in part.notes}),
+        notes=sorted(notes),
+        sources=dict(
+            sorted({key: text for part in reversed(parts) for key, text in part.sources.items()}.items())
+        ),
     )
 
 
@@ -185,7 +213,7 @@ def merge_parts(run_dir: str | Path) -> Path | None:
     paths = part_paths(folder)
     if not paths:
         return None
-    return _write_atomic(folder / MANIFEST_NAME, merge([load_manifest(p) for p in paths], folder))
+    return write_atomic(folder / MANIFEST_NAME, merge([load_manifest(p) for p in paths], folder))
 
 
 def recorded(run_json: Path) -> RunManifest:

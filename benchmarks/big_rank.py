@@ -1,12 +1,12 @@
-"""One big rank, read whole (the baseline) and streamed (issue 11, part 4): wall time and peak RSS of the process
-tree of `traceview summary RANK --json`, and of the parse alone, as the rank grows.
+"""One big rank, read whole (the baseline) and streamed (issue 11, part 4): wall time and peak RSS of the
+process tree of `traceview summary RANK --json`, and of the parse alone, as the rank grows.
 
 The rank is built from a real one (`hta_df_index_resolver`, 54 MB of text) repeated `copies` times one after
 another: each copy's times moved past the previous copy's end, its step numbers, correlation and external ids
-moved past the previous copy's, so that the result reads as one long profile of the same job (written plain, or
-gzip with `--gzip`). "whole" sets `ParseLimits.stream_above_bytes` beyond the file's size (the text held whole,
-as before streaming existed); "streamed" uses the defaults. Both runs of a size read the same file, one after the
-other, in fresh processes; their JSON documents are checked equal.
+moved past the previous copy's, so that the result reads as one long profile of the same job (written plain,
+or gzip with `--gzip`). "whole" sets `ParseLimits.stream_above_bytes` beyond the file's size (the text held
+whole, as before streaming existed); "streamed" uses the defaults. Both runs of a size read the same file, one
+after the other, in fresh processes; their JSON documents are checked equal.
 
     python benchmarks/big_rank.py [--copies 1 10 40] [--gzip] [--folder /tmp/big]
 """

@@ -44,21 +44,34 @@ def inputs(
     end = pl.col("i").cast(pl.Float64) * PERIOD_US + DELAY_US + 200.0 + offset
     base = grid.with_columns(start.alias("start_us"), end.alias("end_us"))
     kernels = base.select(
-        pl.col("rank"), pl.lit("ncclDevKernel_AllReduce_Sum_bf16_RING_LL").alias("name"), "start_us", "end_us",
-        (pl.col("end_us") - pl.col("start_us")).alias("dur_us"), pl.lit(20, pl.Int64).alias("stream"),
-        pl.lit("AllReduce").alias("collective"), (pl.lit(1 << 20) + (pl.col("i") % 4) * 4096).cast(pl.Int64).alias("size_bytes"),
-        pl.lit("0").alias("pg_key"), pl.lit("0").alias("pg_name"), pl.lit(f"[{', '.join(map(str, range(ranks)))}]").alias("pg_ranks"),
+        pl.col("rank"),
+        pl.lit("ncclDevKernel_AllReduce_Sum_bf16_RING_LL").alias("name"),
+        "start_us",
+        "end_us",
+        (pl.col("end_us") - pl.col("start_us")).alias("dur_us"),
+        pl.lit(20, pl.Int64).alias("stream"),
+        pl.lit("AllReduce").alias("collective"),
+        (pl.lit(1 << 20) + (pl.col("i") % 4) * 4096).cast(pl.Int64).alias("size_bytes"),
+        pl.lit("0").alias("pg_key"),
+        pl.lit("0").alias("pg_name"),
+        pl.lit(f"[{', '.join(map(str, range(ranks)))}]").alias("pg_ranks"),
         (pl.col("start_us") - 20.0).alias("launch_us"),
-    )  # fmt: skip
+    )
     missing = [c for c in KERNEL_COLUMNS if c not in kernels.columns]
     kernels = kernels.with_columns(pl.lit(None).alias(c) for c in missing).select(KERNEL_COLUMNS)
-    events = base.select("rank", (pl.col("start_us") - 400.0).alias("start_us"), (pl.col("start_us") - 5.0).alias("end_us"),
-                         pl.lit("compute").alias("event_class"))  # fmt: skip
+    events = base.select(
+        "rank",
+        (pl.col("start_us") - 400.0).alias("start_us"),
+        (pl.col("start_us") - 5.0).alias("end_us"),
+        pl.lit("compute").alias("event_class"),
+    )
     step_of = pl.col("i") // per_step
     windows = grid.filter(pl.col("i") % per_step == 0).select(
-        "rank", step_of.alias("step"), (pl.col("i").cast(pl.Float64) * PERIOD_US - 500.0 + offset).alias("window_start_us"),
+        "rank",
+        step_of.alias("step"),
+        (pl.col("i").cast(pl.Float64) * PERIOD_US - 500.0 + offset).alias("window_start_us"),
         ((pl.col("i") + per_step).cast(pl.Float64) * PERIOD_US - 500.0 + offset).alias("window_end_us"),
-    )  # fmt: skip
+    )
     steps = windows.select(
         "rank",
         "step",
@@ -84,10 +97,12 @@ def main() -> None:
     print(f"cross_rank: {seconds:.2f} s ({kernels.height / seconds / 1e6:.2f} M kernels/s)")
     print(f"peak RSS: {before:.0f} MB after building inputs, {_peak_mb():.0f} MB after the analysis")
     print(
-        f"instances {result.instances.height}, usable {result.usable_instances}, mismatches {result.mismatches.height}"
+        f"instances {result.instances.height}, usable {result.usable_instances}, mismatches "
+        f"{result.mismatches.height}"
     )
     print(
-        f"stragglers {result.stragglers} (planted ({STRAGGLER},)); worst offset error {worst:.1f} us (jitter <= 10 us)"
+        f"stragglers {result.stragglers} (planted ({STRAGGLER},)); worst offset error {worst:.1f} us (jitter "
+        f"<= 10 us)"
     )
 
 

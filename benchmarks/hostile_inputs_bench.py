@@ -1,10 +1,10 @@
 """Time and peak memory of `traceview` on hostile inputs, before and after issue 22's bounded reads.
 
-Each figure is one fresh child running the command line (`traceview summary FILE --json` for a trace, `traceview
-nccl FILE` for a log) with a time limit (`--timeout`, default 120 s: a child past it is killed and said so); peak
-memory is the child's `ru_maxrss` from `os.wait4`. "Before" imports the package from a baseline source tree
-(`git archive` of `--baseline`, by default main before issue 22), "after" from the working tree. Inputs, made
-once in a temporary folder:
+Each figure is one fresh child running the command line (`traceview summary FILE --json` for a trace,
+`traceview nccl FILE` for a log) with a time limit (`--timeout`, default 120 s: a child past it is killed and
+said so); peak memory is the child's `ru_maxrss` from `os.wait4`. "Before" imports the package from a baseline
+source tree (`git archive` of `--baseline`, by default main before issue 22), "after" from the working tree.
+Inputs, made once in a temporary folder:
 
 - a gzip bomb of `--bomb-gib` GiB of zero bytes (default 10), and one of spaces after `{"traceEvents": [` (the
   same size: it passes the check of the first bytes, so only the ratio guard stops it), as traces;
@@ -40,7 +40,8 @@ runpy.run_module("traceview", run_name="__main__")
 
 
 def bomb(path: Path, gib: int, byte: bytes, start: bytes = b"") -> Path:
-    """`gib` GiB of `byte` after `start`, one gzip stream (`head -c 10G /dev/zero | gzip`), a MiB at a time."""
+    """`gib` GiB of `byte` after `start`, one gzip stream (`head -c 10G /dev/zero | gzip`), a MiB
+    at a time."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
     block = byte * (1 << 20)
     with path.open("wb") as out:
@@ -58,7 +59,8 @@ def sparse(path: Path, gib: int) -> Path:
 
 
 def measure(source: str, timeout: float, *args: str) -> str:
-    """Run the command in a child importing traceview from `source`: wall time, peak memory, exit, first line."""
+    """Run the command in a child importing traceview from `source`: wall time, peak memory, exit,
+    first line."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         child = subprocess.Popen(

@@ -29,11 +29,11 @@ step windows, traceview on HTA's window, and HTA. HTA's definitions (hta 0.5, re
   analyses above recompute `ts + dur`, so they are not affected; `include_last_profiler_step=True` is, since
   it compares shifted `ts` with the stale `end`).
 
-traceview's own windows (`traceview.steps.windows`) differ: step N runs from its first device activity to the first
-device activity of step N+1, so the gap before the next step is charged to step N, and the last step is kept.
-The "ours on HTA window" columns recompute our figures with `traceview.core.intervals.union_length` over exactly
-HTA's event set and span, so they must agree with HTA to rounding; the "ours" columns are what traceview
-reports.
+traceview's own windows (`traceview.steps.windows`) differ: step N runs from its first device activity to the
+first device activity of step N+1, so the gap before the next step is charged to step N, and the last step is
+kept. The "ours on HTA window" columns recompute our figures with `traceview.core.intervals.union_length` over
+exactly HTA's event set and span, so they must agree with HTA to rounding; the "ours" columns are what
+traceview reports.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ near or under 1. Then the same text cut into 60 KB lines, which are matched: the
 The log is written streaming (a block of lines repeated with fresh opCounts): per block, 8 processes' COLL
 lines (80%), TUNING lines, transport and init lines, one WARN, and non-NCCL application lines (skipped).
 DISTINCT_COUNTS 0 (the default) gives every block a new element count, so the distinct call keys the parser
-counts by grow with the log (a quarter of the COLL lines: the worst case); N > 0 cycles the count over N values,
-as a training job's fixed set of bucket sizes does (the call totals then stay a few hundred rows).
+counts by grow with the log (a quarter of the COLL lines: the worst case); N > 0 cycles the count over N
+values, as a training job's fixed set of bucket sizes does (the call totals then stay a few hundred rows).
 Prints MB/s of parsing and the peak resident memory of the process (resource.getrusage).
 """
 

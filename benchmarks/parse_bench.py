@@ -115,7 +115,8 @@ def report(trace: Path, ours: list[Measurement], hta: list[Measurement]) -> bool
     memory_ratio = mine.peak_mib / theirs.peak_mib
     for label, m in (("traceview", mine), ("HTA", theirs)):
         print(
-            f"median {label + ':':<10} {m.wall_s:.2f} s wall, {m.cpu_s:.2f} s CPU, {m.peak_mib:.0f} MiB peak RSS"
+            f"median {label + ':':<10} {m.wall_s:.2f} s wall, {m.cpu_s:.2f} s CPU, {m.peak_mib:.0f} MiB peak "
+            f"RSS"
         )
     print(f"speed-up (HTA / traceview wall): {speedup:.2f}x (target >= {TARGET_SPEEDUP:.0f}x)")
     print(f"speed-up on CPU time: {theirs.cpu_s / mine.cpu_s:.2f}x")

@@ -1,4 +1,5 @@
-"""Peak memory of hostile traces, and the parse time of a real one, before and after the input limits (issue 16).
+"""Peak memory of hostile traces, and the parse time of a real one, before and after the input limits (issue
+16).
 
 Every figure comes from a fresh child process of this interpreter; peak memory is the child's `ru_maxrss` from
 `os.wait4`. "Before" runs the same code from a baseline source tree (`git archive` of `--baseline`, by default
@@ -57,7 +58,8 @@ from traceview.core.errors import TraceviewError
 from traceview.parsers import kineto
 try:
     trace = kineto.parse(sys.argv[2])
-    print("parsed:", trace.gpu.height, "kernels, longest name", trace.gpu["name"].str.len_chars().max(), "chars")
+    longest = trace.gpu["name"].str.len_chars().max()
+    print("parsed:", trace.gpu.height, "kernels, longest name", longest, "chars")
 except TraceviewError as exc:
     print("refused:", str(exc)[:160])
 """
@@ -97,7 +99,8 @@ class Measurement:
 
 
 def measure(script: str, source: str, *args: str) -> Measurement:
-    """Run `script` in a child importing traceview from `source`; stdout kept (last line), stderr discarded."""
+    """Run `script` in a child importing traceview from `source`; stdout kept (last line), stderr
+    discarded."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         child = subprocess.Popen(

@@ -1,23 +1,26 @@
-"""Cost per rank (issue 26): wall time, CPU time of the whole process tree, peak RSS of the tree and of the parent,
-as the ranks of a run grow and per worker count; the fixed cost per rank and the parallel efficiency from them.
+"""Cost per rank (issue 26): wall time, CPU time of the whole process tree, peak RSS of the tree and of the
+parent, as the ranks of a run grow and per worker count; the fixed cost per rank and the parallel
+efficiency from them.
 
-    python benchmarks/rank_cost.py --ranks 64 256 1024 --workers 0 1 2                  # tiny ranks (default rank)
-    python benchmarks/rank_cost.py --rank ../shared/data/real/kineto/hta_nccl_data/nccl_data.json.gz \\
+    python benchmarks/rank_cost.py --ranks 64 256 1024 --workers 0 1 2                  # tiny ranks (default
+    rank) python benchmarks/rank_cost.py --rank ../shared/data/real/kineto/hta_nccl_data/nccl_data.json.gz \\
         --ranks 8 64 128 --workers 2
 
-Builds N copies of one real rank (default `hta_amd_mi250`: 67 KB of text, one step) into a temporary folder, each
-with its own `distributedInfo` (rank r of a world of N) and its own timestamps (every `ts` moved by r x 1.25 ms
-plus a jitter of r x 7 us), so no two files are equal and nothing computed for one file can serve another. Then
-`traceview summary FOLDER --json --quiet` runs in a fresh process per (N, workers): workers 0 is the map in the
-command's own process (no pool), workers W >= 1 a pool of W processes whatever the input's size.
+Builds N copies of one real rank (default `hta_amd_mi250`: 67 KB of text, one step) into a temporary folder,
+each with its own `distributedInfo` (rank r of a world of N) and its own timestamps (every `ts` moved by r x
+1.25 ms plus a jitter of r x 7 us), so no two files are equal and nothing computed for one file can serve
+another. Then `traceview summary FOLDER --json --quiet` runs in a fresh process per (N, workers): workers 0 is
+the map in the command's own process (no pool), workers W >= 1 a pool of W processes whatever the input's
+size.
 
-Printed per row: wall seconds; CPU seconds of the whole tree (user + system of the command and of every worker it
-reaped, from `os.wait4`) and per rank; peak RSS of the tree and of the parent alone (sampled every 50 ms from
-/proc); the serial part (the command's wall time outside the map: start-up, imports, the reduce, the JSON). Then
-per worker count: the fixed cost per rank (the least-squares slope of the tree's CPU seconds over N), the parent's
-memory per extra rank (slope of the parent's peak over N), the tree's peak at the largest N over the smallest; per
-N: the parallel efficiency of W workers, T(best one-process configuration) / (W x T(W)), and the serial fraction
-(serial part / wall of the one-process run). Runs of a row alternate with `--repeat` > 1 and the median is kept.
+Printed per row: wall seconds; CPU seconds of the whole tree (user + system of the command and of every worker
+it reaped, from `os.wait4`) and per rank; peak RSS of the tree and of the parent alone (sampled every 50 ms
+from /proc); the serial part (the command's wall time outside the map: start-up, imports, the reduce, the
+JSON). Then per worker count: the fixed cost per rank (the least-squares slope of the tree's CPU seconds over
+N), the parent's memory per extra rank (slope of the parent's peak over N), the tree's peak at the largest N
+over the smallest; per N: the parallel efficiency of W workers, T(best one-process configuration) / (W x
+T(W)), and the serial fraction (serial part / wall of the one-process run). Runs of a row alternate with
+`--repeat` > 1 and the median is kept.
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ def _shifted(events: list[Any], delta_us: float) -> None:
 
 
 def replicate(source: Path, ranks: int, folder: Path) -> None:
-    """`ranks` copies of `source` as rank-<r>.json.gz, each with its own rank and timestamps (module docstring)."""
+    """`ranks` copies of `source` as rank-<r>.json.gz, each with its own rank and timestamps (module
+    docstring)."""
     raw = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
     for rank in range(ranks):
         document = msgspec.json.decode(raw)
@@ -179,7 +183,8 @@ def report(rows: list[Row]) -> None:
         parent = slope([(r.ranks, r.parent_peak_mib) for r in mine])
         growth = mine[-1].tree_peak_mib / mine[0].tree_peak_mib
         print(
-            f"  {_label(workers):11s} CPU per extra rank (tree) {fixed:7.1f} ms; parent memory per extra rank "
+            f"  {_label(workers):11s} CPU per extra rank (tree) {fixed:7.1f} ms; parent memory per extra "
+            f"rank "
             f"{parent:6.3f} MiB; tree peak N={mine[-1].ranks}/N={mine[0].ranks} x{growth:.2f}"
         )
     print("\nper N (efficiency against the best one-process configuration)")
@@ -223,7 +228,8 @@ def main() -> None:
                 row = median_row(runs[workers])
                 rows.append(row)
                 print(
-                    f"N={count:5d} {_label(row.workers):11s} wall {row.wall_s:7.2f} s (serial {row.serial_s:5.2f} s)"
+                    f"N={count:5d} {_label(row.workers):11s} wall {row.wall_s:7.2f} s (serial "
+                    f"{row.serial_s:5.2f} s)"
                     f"  CPU {row.cpu_s:7.2f} s = {1000 * row.cpu_s / count:6.1f} ms/rank"
                     f"  peak tree {row.tree_peak_mib:7.1f} MiB, parent {row.parent_peak_mib:7.1f} MiB",
                     flush=True,

@@ -3,10 +3,10 @@
     python benchmarks/reduce_scale.py --ranks 64 256 1024
 
 Summarises the 8 ranks of `sample_traces/dp8_straggler` once (the map), then builds N summaries from them:
-rank r is rank r % 8's summary renumbered, its times jittered by up to 0.5 ms (a seeded draw), its process group
-the world of N ranks. Prints, per N: the time of the reduce (matching, clocks, stragglers, bubbles, prediction,
-verdict), of the JSON and of the HTML report, the report's size, and the peak RSS of this process; and the
-ratios against the smallest N.
+rank r is rank r % 8's summary renumbered, its times jittered by up to 0.5 ms (a seeded draw), its process
+group the world of N ranks. Prints, per N: the time of the reduce (matching, clocks, stragglers, bubbles,
+prediction, verdict), of the JSON and of the HTML report, the report's size, and the peak RSS of this process;
+and the ratios against the smallest N.
 """
 
 from __future__ import annotations

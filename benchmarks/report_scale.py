@@ -3,13 +3,14 @@
     python benchmarks/report_scale.py                      # 8, 64 and 1,024 ranks
     python benchmarks/report_scale.py --ranks 8 64 --loads 5
 
-Per N, the simulator (`tests.simulate.scenario`) writes a run shaped like sample_traces/dp8_straggler at N ranks
-(6 steps, 8 all-reduces of 25 MiB over the world per step, 8 ranks per host (4 at N = 8), every other host's clock
-25 ms ahead, rank 5 a compute straggler); `traceview.analyze` reads it (2 workers) and the report is rendered
-with plotly.js inline. Headless Chromium (tests/browser.py) then opens the page once (cold: plotly.js not yet
-compiled) and `--loads` times more, each after about:blank, and takes the page's own mark `traceview-drawn` (every
-figure drawn and painted) since navigation started; printed: the cold load, the median and max of the others,
-the page size, and the ratios against the smallest N (the baseline, run in the same process).
+Per N, the simulator (`tests.simulate.scenario`) writes a run shaped like sample_traces/dp8_straggler at N
+ranks (6 steps, 8 all-reduces of 25 MiB over the world per step, 8 ranks per host (4 at N = 8), every other
+host's clock 25 ms ahead, rank 5 a compute straggler); `traceview.analyze` reads it (2 workers) and the report
+is rendered with plotly.js inline. Headless Chromium (tests/browser.py) then opens the page once (cold:
+plotly.js not yet compiled) and `--loads` times more, each after about:blank, and takes the page's own mark
+`traceview-drawn` (every figure drawn and painted) since navigation started; printed: the cold load, the
+median and max of the others, the page size, and the ratios against the smallest N (the baseline, run in the
+same process).
 """
 
 from __future__ import annotations
@@ -82,8 +83,14 @@ def measure(ranks: int, work: Path, browser: Browser, loads: int) -> dict[str, f
     page = work / f"report-{ranks}.html"
     analysis.to_html(page)
     cold, *warm = [load_seconds(browser, page) for _ in range(loads + 1)]
-    return {"ranks": ranks, "analyse_s": analysed, "mb": page.stat().st_size / 1e6,
-            "cold_s": cold, "load_s": statistics.median(warm), "load_max_s": max(warm)}  # fmt: skip
+    return {
+        "ranks": ranks,
+        "analyse_s": analysed,
+        "mb": page.stat().st_size / 1e6,
+        "cold_s": cold,
+        "load_s": statistics.median(warm),
+        "load_max_s": max(warm),
+    }
 
 
 def main() -> None:
@@ -103,11 +110,15 @@ def main() -> None:
             browser.close()
     base = rows[0]
     print(
-        f"plotly.js inline: {plotly_mb:.2f} MB of every page; per page the first load (cold), then {args.loads}"
+        f"plotly.js inline: {plotly_mb:.2f} MB of every page; per page the first load (cold), then "
+        f"{args.loads}"
     )
     print("more (median, max): navigation start to every figure drawn and painted, measured in the page")
-    print(f"{'ranks':>6} {'analyse s':>10} {'report MB':>10} {'cold s':>7} {'load s':>7} {'max s':>6} {'MB x':>6}"
-          f" {'load x':>7}")  # fmt: skip
+    print(
+        f"{'ranks':>6} {'analyse s':>10} {'report MB':>10} {'cold s':>7} {'load s':>7} {'max s':>6} "
+        f"{'MB x':>6}"
+        f" {'load x':>7}"
+    )
     for row in rows:
         print(
             f"{row['ranks']:>6.0f} {row['analyse_s']:>10.1f} {row['mb']:>10.2f} {row['cold_s']:>7.2f}"

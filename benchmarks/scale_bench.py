@@ -4,10 +4,10 @@
 
 Builds N ranks by replicating one real rank (its `distributedInfo.rank` rewritten to 0..N-1) into a temporary
 folder, then runs, each in a fresh process: the baseline (`load_run` then `analyze`: every rank's parsed trace
-held until the end) and the pipeline (`traceview.reduce.pipeline.analyze_files`: one parse per worker, summaries only)
-with one worker and with `--workers`. Prints wall time and the peak RSS of the whole process tree (the parent
-and its workers together, sampled from /proc every 20 ms), and the ratios: peak(N) / peak(first N) per method,
-and pipeline / baseline.
+held until the end) and the pipeline (`traceview.reduce.pipeline.analyze_files`: one parse per worker,
+summaries only) with one worker and with `--workers`. Prints wall time and the peak RSS of the whole process
+tree (the parent and its workers together, sampled from /proc every 20 ms), and the ratios: peak(N) /
+peak(first N) per method, and pipeline / baseline.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ RUNNERS = {
 
 
 def replicate(source: Path, ranks: int, folder: Path) -> None:
-    """`ranks` copies of `source` as rank-<r>.json.gz, each with distributedInfo.rank = r and world_size = ranks
-    (a copy that kept its world size would be set apart as another job's, and no figure would cover it)."""
+    """`ranks` copies of `source` as rank-<r>.json.gz, each with distributedInfo.rank = r and world_size =
+    ranks (a copy that kept its world size would be set apart as another job's, and no figure would cover
+    it)."""
     raw = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
     rank_field = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)-?\d+')
     world_field = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"world_size"\s*:\s*)-?\d+')
@@ -62,9 +63,9 @@ def _tree_rss_kib(root: int) -> int:
 
 
 def measure(code: str, folder: Path, workers: int) -> tuple[float, float]:
-    """(wall seconds, peak tree RSS MiB) of `code`, each from a fresh process of its own: the wall time from one
-    that nothing watches (sampling /proc takes CPU from the workers on a small machine), the peak from one
-    sampled every 20 ms."""
+    """(wall seconds, peak tree RSS MiB) of `code`, each from a fresh process of its own: the wall time from
+    one that nothing watches (sampling /proc takes CPU from the workers on a small machine), the peak from
+    one sampled every 20 ms."""
     command = [sys.executable, "-c", "import sys; " + code, str(folder), str(workers)]
     start = time.perf_counter()
     if subprocess.run(command, check=False).returncode:
@@ -105,14 +106,16 @@ def main() -> None:
         first = found[0]
         for count, wall, peak in found[1:]:
             print(
-                f"{method:12s} N={count:4d}/{first[0]}: peak x{peak / first[2]:.2f}, wall x{wall / first[1]:.2f}"
+                f"{method:12s} N={count:4d}/{first[0]}: peak x{peak / first[2]:.2f}, wall "
+                f"x{wall / first[1]:.2f}"
             )
     if "baseline" in rows:
         for method, found in rows.items():
             for (count, wall, peak), (_, base_wall, base_peak) in zip(found, rows["baseline"], strict=True):
                 if method != "baseline":
                     print(
-                        f"{method:12s} N={count:4d} vs baseline: peak x{peak / base_peak:.2f}, wall x{wall / base_wall:.2f}"
+                        f"{method:12s} N={count:4d} vs baseline: peak x{peak / base_peak:.2f}, wall "
+                        f"x{wall / base_wall:.2f}"
                     )
 
 

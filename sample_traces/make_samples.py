@@ -5,8 +5,8 @@
     python sample_traces/make_samples.py --benchmark 256 2000   # time/size: 256 ranks x 2,000 collectives
 
 Each sample is a folder of per-rank Kineto traces and its `run.json` manifest (what the simulator used), with
-`<name>.ground_truth.json` beside the folder (what a correct analysis must find; see `sample_traces/README.md`,
-`tests.simulate.scenario` and `tests.simulate.manifest`).
+`<name>.ground_truth.json` beside the folder (what a correct analysis must find; see
+`sample_traces/README.md`, `tests.simulate.scenario` and `tests.simulate.manifest`).
 """
 
 from __future__ import annotations

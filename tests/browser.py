@@ -169,7 +169,8 @@ class Browser:
         self.call("Input.dispatchMouseEvent", type="mouseMoved", x=0, y=0)  # no hover label left behind
         if selector:
             box = self.evaluate(
-                f"(function () {{ var el = document.querySelector({json.dumps(selector)}); el.scrollIntoView();"
+                f"(function () {{ var el = document.querySelector({json.dumps(selector)}); "
+                f"el.scrollIntoView();"
                 " var r = el.getBoundingClientRect();"
                 " return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height}; })()"
             )
@@ -180,8 +181,8 @@ class Browser:
         return target
 
     def problems(self) -> list[str]:
-        """Console errors and warnings, uncaught exceptions and the browser's own error log since the last call
-        (a content-security violation or a blocked request is logged there)."""
+        """Console errors and warnings, uncaught exceptions and the browser's own error log since the last
+        call (a content-security violation or a blocked request is logged there)."""
         found = []
         for event in self.events:
             method, params = event.get("method"), event.get("params", {})
@@ -226,11 +227,13 @@ STATE = """(function (verdictId) {
     alerts: window.__tv.alerts, blocked: window.__tv.blocked,
     resources: performance.getEntriesByType("resource").map(function (e) { return e.name; }),
     images: document.images.length, innerHeight: window.innerHeight,
-    verdict: verdict ? {text: verdict.innerText, box: box(verdict), visibility: getComputedStyle(verdict).visibility,
+    verdict: verdict ? {text: verdict.innerText, box: box(verdict),
+                        visibility: getComputedStyle(verdict).visibility,
                         display: getComputedStyle(verdict).display} : null,
     figures: Array.prototype.map.call(document.querySelectorAll("div.figure[id^='fig-']"), function (el) {
       var svg = el.querySelector(".main-svg");
-      return {id: el.id, plotly: el.classList.contains("js-plotly-plot"), traces: el.data ? el.data.length : 0,
+      return {id: el.id, plotly: el.classList.contains("js-plotly-plot"),
+              traces: el.data ? el.data.length : 0,
               bars: el.querySelectorAll(".point").length, box: box(el), svg: svg ? box(svg) : null,
               title: el.layout && el.layout.title ? el.layout.title.text : null};
     })

@@ -1,7 +1,8 @@
-"""A reference implementation of the gamma model's data-parallel formulas, for the tests only: the strong-scaling
-sweep, T_comp and the ring all-reduce, the latency crossover, what-ifs of the closed form, and the sum form over any
-list of collectives priced by `traceview.core.costmodel`. The tests hold the program's closed form and its
-per-call pricing against these and against the published tables they reproduce."""
+"""A reference implementation of the gamma model's data-parallel formulas, for the tests only: the
+strong-scaling sweep, T_comp and the ring all-reduce, the latency crossover, what-ifs of the closed form,
+and the sum form over any list of collectives priced by `traceview.core.costmodel`. The tests hold the
+program's closed form and its per-call pricing against these and against the published tables they
+reproduce."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def compute_time_s(
     flops_per_s: float,
     flops_per_param_per_example: float = FLOPS_PER_PARAM_PER_EXAMPLE,
 ) -> float:
-    """T_comp = 6 * P * b / R: forward and backward over the local batch (the gamma model, docs/metrics.md "Predicted gamma")."""
+    """T_comp = 6 * P * b / R: forward and backward over the local batch (the gamma model, docs/metrics.md
+    "Predicted gamma")."""
     return flops_per_param_per_example * params * local_batch / flops_per_s
 
 
@@ -32,10 +34,11 @@ def allreduce_time_s(
     bandwidth_bytes_per_s: float,
     alpha_s: float = 0.0,
 ) -> float:
-    """T_comm = 2(K-1)/K * g * P / B + 2(K-1) * alpha: the ring all-reduce of the gradient (the gamma model's ring estimate, docs/metrics.md "Predicted gamma").
+    """T_comm = 2(K-1)/K * g * P / B + 2(K-1) * alpha: the ring all-reduce of the gradient (the gamma model's
+    ring estimate, docs/metrics.md "Predicted gamma").
 
-    With alpha = 0 (the default) this is the gamma model's bandwidth-only estimate; alpha > 0 adds the latency floor
-    of docs/metrics.md, "Predicted gamma".
+    With alpha = 0 (the default) this is the gamma model's bandwidth-only estimate; alpha > 0 adds the latency
+    floor of docs/metrics.md, "Predicted gamma".
     """
     ring_share = 2.0 * (workers - 1) / workers
     return ring_share * params * grad_bytes_per_param / bandwidth_bytes_per_s + 2.0 * (workers - 1) * alpha_s
@@ -75,8 +78,8 @@ def latency_crossover_params(
 ) -> float:
     """The parameter count P at which the ring all-reduce's latency floor equals its bandwidth term.
 
-    2(K-1) * alpha = 2(K-1)/K * g * P / B  gives  P = K * alpha * B / g. Below it latency dominates (docs/metrics.md,
-    "Predicted gamma").
+    2(K-1) * alpha = 2(K-1)/K * g * P / B  gives  P = K * alpha * B / g. Below it latency dominates
+    (docs/metrics.md, "Predicted gamma").
     """
     return workers * alpha_s * bandwidth_bytes_per_s / grad_bytes_per_param
 
@@ -129,8 +132,8 @@ def predicted_comm_time_s(
 ) -> float:
     """T_comm_pred: the sum of T_pred over a frame of collectives.
 
-    The frame has columns collective, group_size and size_bytes (the S of docs/metrics.md, "Collectives"), one row per
-    instance.
+    The frame has columns collective, group_size and size_bytes (the S of docs/metrics.md, "Collectives"), one
+    row per instance.
 
     `group_size_factor` scales every group (a what-if for a purely data-parallel job). Unknown collectives
     raise UsageError rather than being dropped from the sum.
@@ -159,7 +162,8 @@ def gamma_sum_form(
     bandwidth_bytes_per_s: float,
     algorithm: Algorithm = "ring",
 ) -> float:
-    """gamma_pred = T_comm_pred / T_comp_pred, T_comm_pred the sum over the step's collectives (docs/metrics.md, "Predicted gamma")."""
+    """gamma_pred = T_comm_pred / T_comp_pred, T_comm_pred the sum over the step's collectives
+    (docs/metrics.md, "Predicted gamma")."""
     return predicted_comm_time_s(collectives, alpha_s, bandwidth_bytes_per_s, algorithm) / compute_time_s
 
 

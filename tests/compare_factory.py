@@ -64,9 +64,11 @@ def _launched_inside(document: dict[str, Any], annotation: str) -> set[int]:
     ]
     launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
     return {
-        e["args"]["correlation"] for e in launches for tid, start, end in spans
+        e["args"]["correlation"]
+        for e in launches
+        for tid, start, end in spans
         if e.get("tid") == tid and start <= e["ts"] <= end
-    }  # fmt: skip
+    }
 
 
 def scale_collective(collective: str, factor: float) -> Edit:

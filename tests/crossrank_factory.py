@@ -1,4 +1,5 @@
-"""Frames in the `comm_kernels` contract (traceview.across_ranks.matching.KERNEL_COLUMNS), built directly for cross-rank tests."""
+"""Frames in the `comm_kernels` contract (traceview.across_ranks.matching.KERNEL_COLUMNS), built directly for
+cross-rank tests."""
 
 from __future__ import annotations
 
@@ -7,14 +8,37 @@ from typing import Any
 import polars as pl
 
 KERNEL_SCHEMA: dict[str, Any] = {
-    "rank": pl.Int64, "name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64, "dur_us": pl.Float64,
-    "stream": pl.Int64, "correlation": pl.Int64, "on_device": pl.Boolean, "collective": pl.Utf8,
-    "algorithm": pl.Utf8, "protocol": pl.Utf8, "reduce_op": pl.Utf8, "dtype": pl.Utf8, "elem_size": pl.Int64,
-    "in_bytes": pl.Int64, "out_bytes": pl.Int64, "size_bytes": pl.Int64, "group_size": pl.Int64,
-    "pg_key": pl.Utf8, "pg_name": pl.Utf8, "pg_desc": pl.Utf8, "pg_ranks": pl.Utf8, "seq": pl.Int64,
-    "call_name": pl.Utf8, "call_start_us": pl.Float64, "call_end_us": pl.Float64, "launch_us": pl.Float64,
-    "linked_by": pl.Utf8, "algbw_Bps": pl.Float64, "busbw_Bps": pl.Float64,
-}  # fmt: skip
+    "rank": pl.Int64,
+    "name": pl.Utf8,
+    "start_us": pl.Float64,
+    "end_us": pl.Float64,
+    "dur_us": pl.Float64,
+    "stream": pl.Int64,
+    "correlation": pl.Int64,
+    "on_device": pl.Boolean,
+    "collective": pl.Utf8,
+    "algorithm": pl.Utf8,
+    "protocol": pl.Utf8,
+    "reduce_op": pl.Utf8,
+    "dtype": pl.Utf8,
+    "elem_size": pl.Int64,
+    "in_bytes": pl.Int64,
+    "out_bytes": pl.Int64,
+    "size_bytes": pl.Int64,
+    "group_size": pl.Int64,
+    "pg_key": pl.Utf8,
+    "pg_name": pl.Utf8,
+    "pg_desc": pl.Utf8,
+    "pg_ranks": pl.Utf8,
+    "seq": pl.Int64,
+    "call_name": pl.Utf8,
+    "call_start_us": pl.Float64,
+    "call_end_us": pl.Float64,
+    "launch_us": pl.Float64,
+    "linked_by": pl.Utf8,
+    "algbw_Bps": pl.Float64,
+    "busbw_Bps": pl.Float64,
+}
 
 
 def comm(
@@ -35,10 +59,25 @@ def comm(
     contract column is null."""
     row: dict[str, Any] = dict.fromkeys(KERNEL_SCHEMA)
     row.update(
-        rank=rank, name=f"ncclKernel_{collective}", start_us=start, end_us=end, dur_us=end - start, stream=stream,
-        on_device=True, collective=collective, size_bytes=size, pg_key=pg, pg_name=pg, pg_ranks=ranks, seq=seq,
-        launch_us=launch, call_start_us=launch, in_bytes=size, out_bytes=size if out is None else out, dtype=dtype,
-    )  # fmt: skip
+        rank=rank,
+        name=f"ncclKernel_{collective}",
+        start_us=start,
+        end_us=end,
+        dur_us=end - start,
+        stream=stream,
+        on_device=True,
+        collective=collective,
+        size_bytes=size,
+        pg_key=pg,
+        pg_name=pg,
+        pg_ranks=ranks,
+        seq=seq,
+        launch_us=launch,
+        call_start_us=launch,
+        in_bytes=size,
+        out_bytes=size if out is None else out,
+        dtype=dtype,
+    )
     return row
 
 

@@ -1,8 +1,8 @@
 """The layers of the installed package and the check that imports run only downward (tests/test_layers.py).
 
 A unit is a subpackage of `traceview`, `traceview.parsers` or `traceview.reports` (or a module directly under
-`traceview`). `LAYERS` lists every unit once, from the ground up; a unit may import a unit of a lower layer and
-never one of its own layer or a higher one. Every import counts: module level, inside functions, under
+`traceview`). `LAYERS` lists every unit once, from the ground up; a unit may import a unit of a lower layer
+and never one of its own layer or a higher one. Every import counts: module level, inside functions, under
 `TYPE_CHECKING`, and `importlib.import_module("...")` with a literal name.
 """
 

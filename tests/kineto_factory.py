@@ -1,4 +1,5 @@
-"""A small factory of Kineto trace documents for tests: events in the PyTorch 2.x schema, written plain or gzip."""
+"""A small factory of Kineto trace documents for tests: events in the PyTorch 2.x schema, written plain or
+gzip."""
 
 from __future__ import annotations
 

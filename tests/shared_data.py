@@ -1,8 +1,8 @@
 """Where the real inputs of `../shared/data/real/` live, and how a test that needs them says so.
 
 A user's fresh clone has no `../shared`: tests that read it skip with a reason (`requires_shared`). Under CI
-(`CI=true`) such a skip is turned into a failure by `tests/conftest.py`, so CI, which has `../shared`, runs them
-all.
+(`CI=true`) such a skip is turned into a failure by `tests/conftest.py`, so CI, which has `../shared`, runs
+them all.
 """
 
 from __future__ import annotations

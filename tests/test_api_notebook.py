@@ -1,6 +1,6 @@
-"""The API as a notebook uses it: every bad call is a `traceview.TraceviewError` naming the argument as the API
-spells it (never a TypeError, a ZeroDivisionError or a FileNotFoundError), a short repr and a verdict card,
-`label`, units in column names and `to_ms`."""
+"""The API as a notebook uses it: every bad call is a `traceview.TraceviewError` naming the argument as the
+API spells it (never a TypeError, a ZeroDivisionError or a FileNotFoundError), a short repr and a verdict
+card, `label`, units in column names and `to_ms`."""
 
 from __future__ import annotations
 

@@ -61,16 +61,24 @@ def attribution_events() -> list[kf.Event]:
     return [
         kf.step(1, 1000, 200, on_gpu=True),
         kf.step(2, 1200, 150, on_gpu=True),
-        kf.launch(990, 1), kf.kernel("gemm_a", 1000, 50, 1),  # [1000, 1050)
-        kf.launch(1060, 2), kf.kernel("gemm_b", 1080, 20, 2),  # launched 1060 >= 1050: host-bound 30
-        kf.launch(1070, 3), kf.kernel("gemm_c", 1120, 30, 3),  # launched 1070 < 1100: dependency-bound 20
-        kf.launch(1075, 4), kf.kernel(NCCL_AR, 1160, 20, 4, stream=20),  # comm, launched 1075 < 1150: comm-wait 10
-        kf.launch(1182, 5), kf.kernel(NCCL_AR, 1185, 5, 5, stream=20),  # comm launched 1182 >= 1180: host-bound 5
+        kf.launch(990, 1),
+        kf.kernel("gemm_a", 1000, 50, 1),  # [1000, 1050)
+        kf.launch(1060, 2),
+        kf.kernel("gemm_b", 1080, 20, 2),  # launched 1060 >= 1050: host-bound 30
+        kf.launch(1070, 3),
+        kf.kernel("gemm_c", 1120, 30, 3),  # launched 1070 < 1100: dependency-bound 20
+        # comm, launched 1075 < 1150: comm-wait 10
+        kf.launch(1075, 4),
+        kf.kernel(NCCL_AR, 1160, 20, 4, stream=20),
+        # comm launched 1182 >= 1180: host-bound 5
+        kf.launch(1182, 5),
+        kf.kernel(NCCL_AR, 1185, 5, 5, stream=20),
         # trailing [1190, 1200) of step 1: the next event is gemm_f, launched 1230 >= 1190: host-bound 10
-        kf.launch(1230, 6), kf.kernel("gemm_f", 1240, 60, 6),  # leading [1200, 1240) of step 2: host-bound 40
+        kf.launch(1230, 6),
+        kf.kernel("gemm_f", 1240, 60, 6),  # leading [1200, 1240) of step 2: host-bound 40
         kf.kernel("gemm_g", 1320, 10),  # no correlation: [1300, 1320) unattributed 20
         # trailing [1330, 1350): nothing follows, unattributed 20
-    ]  # fmt: skip
+    ]
 
 
 def test_each_gap_gets_the_cause_of_its_next_kernel(tmp_path: Path) -> None:
@@ -117,15 +125,23 @@ def test_totals_per_step_and_cause_add_up_to_idle(tmp_path: Path) -> None:
 def test_overlapping_streams_and_memory_ops_close_gaps(tmp_path: Path) -> None:
     events = [
         kf.step(1, 0, 100, on_gpu=True),
-        kf.launch(0, 1), kf.kernel("gemm", 0, 30, 1),
-        kf.launch(1, 2), kf.kernel("conv", 10, 40, 2, stream=9),  # [10, 50) on another stream: one segment [0, 50)
-        kf.launch(40, 3), kf.memcpy(60, 10, 3),  # memcpy [60, 70)
-        kf.launch(2, 4), kf.kernel("gemm", 70, 10, 4),  # [70, 80) starts right after the memcpy: no gap
-        kf.launch(75, 5), kf.kernel("gemm", 90, 10, 5), kf.launch(20, 6), kf.kernel("relu", 90, 5, 6, stream=9),
-    ]  # fmt: skip
+        kf.launch(0, 1),
+        kf.kernel("gemm", 0, 30, 1),
+        # [10, 50) on another stream: one segment [0, 50)
+        kf.launch(1, 2),
+        kf.kernel("conv", 10, 40, 2, stream=9),
+        kf.launch(40, 3),
+        kf.memcpy(60, 10, 3),  # memcpy [60, 70)
+        kf.launch(2, 4),
+        kf.kernel("gemm", 70, 10, 4),  # [70, 80) starts right after the memcpy: no gap
+        kf.launch(75, 5),
+        kf.kernel("gemm", 90, 10, 5),
+        kf.launch(20, 6),
+        kf.kernel("relu", 90, 5, 6, stream=9),
+    ]
     analysis = bubbles_of(run_of(tmp_path, {0: kf.document(events)}))
-    # [50, 60): the memcpy was launched at 40, before the gap: dependency-bound. [80, 90): two kernels start at
-    # 90; the one launched first (relu, at 20) decides: dependency-bound.
+    # [50, 60): the memcpy was launched at 40, before the gap: dependency-bound. [80, 90): two kernels start
+    # at 90; the one launched first (relu, at 20) decides: dependency-bound.
     assert gap_rows(analysis) == [(1, 50.0, 60.0, "dependency-bound"), (1, 80.0, 90.0, "dependency-bound")]
     assert analysis.gaps.get_column("next_name").to_list()[1] == "relu"
     assert analysis.per_step.item(0, "idle_us") == pytest.approx(100 - (50 + 10 + 10 + 10))
@@ -135,12 +151,14 @@ def test_cpu_step_windows_charge_the_gap_between_steps_to_the_next(tmp_path: Pat
     events = [
         kf.step(1, 0, 100),
         kf.step(2, 100, 100),
-        kf.launch(10, 1), kf.kernel("gemm", 20, 30, 1),
-        kf.launch(120, 2), kf.kernel("gemm", 150, 30, 2),
-    ]  # fmt: skip
+        kf.launch(10, 1),
+        kf.kernel("gemm", 20, 30, 1),
+        kf.launch(120, 2),
+        kf.kernel("gemm", 150, 30, 2),
+    ]
     analysis = bubbles_of(run_of(tmp_path, {0: kf.document(events)}))
-    # CPU steps: window 1 = [20, 50) (its first to its last activity), window 2 = [50, 180) (from where step 1's
-    # device work ended): the gap before step 2's kernel, launched at 120 >= 50, leads step 2.
+    # CPU steps: window 1 = [20, 50) (its first to its last activity), window 2 = [50, 180) (from where step
+    # 1's device work ended): the gap before step 2's kernel, launched at 120 >= 50, leads step 2.
     assert gap_rows(analysis) == [(2, 50.0, 150.0, "host-bound")]
     assert analysis.gaps.get_column("position").to_list() == ["leading"]
     assert analysis.per_step.get_column("idle_us").to_list() == [0.0, 150 - 50]
@@ -150,9 +168,11 @@ def test_a_window_without_device_activity_is_one_leading_gap(tmp_path: Path) -> 
     events = [
         kf.step(1, 0, 100, on_gpu=True),
         kf.step(2, 100, 100, on_gpu=True),
-        kf.launch(5, 1), kf.kernel("gemm", 10, 10, 1),
-        kf.launch(240, 2), kf.kernel("gemm", 250, 10, 2),  # after both windows
-    ]  # fmt: skip
+        kf.launch(5, 1),
+        kf.kernel("gemm", 10, 10, 1),
+        kf.launch(240, 2),
+        kf.kernel("gemm", 250, 10, 2),  # after both windows
+    ]
     analysis = bubbles_of(run_of(tmp_path, {0: kf.document(events)}))
     # [0, 10): launched 5 >= 0; [20, 100) and [100, 200): the next event, launched 240, is after both starts.
     assert gap_rows(analysis) == [
@@ -174,8 +194,15 @@ def test_virtual_stages_must_be_positive(tmp_path: Path) -> None:
 
 
 def p2p(ts: float, collective: str, low: int) -> kf.Event:
-    args = {"Collective name": collective, "Process Group Name": f"pp_{low}", "Process Group Ranks": f"[{low}, {low + 1}]",
-            "Group size": 2, "dtype": "BFloat16", "In msg nelems": 1024, "Out msg nelems": 1024}  # fmt: skip
+    args = {
+        "Collective name": collective,
+        "Process Group Name": f"pp_{low}",
+        "Process Group Ranks": f"[{low}, {low + 1}]",
+        "Group size": 2,
+        "dtype": "BFloat16",
+        "In msg nelems": 1024,
+        "Out msg nelems": 1024,
+    }
     return kf.kernel(NCCL_P2P, ts, 1, stream=20, args=args)
 
 
@@ -216,7 +243,8 @@ def test_gpipe_bubble_equals_the_theory(tmp_path: Path) -> None:
 
 
 def test_interleaved_schedule_counts_more_boundaries() -> None:
-    # P = 2, V = 2, M = 4: each stage's chunks touch 2V - 1 = 3 stage boundaries, 2 kernels per micro-batch each.
+    # P = 2, V = 2, M = 4: each stage's chunks touch 2V - 1 = 3 stage boundaries, 2 kernels per micro-batch
+    # each.
     p2p_frame = pl.DataFrame(
         {
             "rank": [0] * 24 + [1] * 24,
@@ -279,12 +307,18 @@ def test_cli_passes_virtual_stages_to_the_json_and_the_gate(tmp_path: Path) -> N
     for rank, doc in gpipe_docs(3, 4, 100.0, 200.0).items():
         kf.write(doc, tmp_path / f"rank{rank}.json")
     command = [sys.executable, "-m", "traceview", "summary", str(tmp_path), "--json"]
-    done = subprocess.run([*command, "--virtual-stages", "2", "--fail-on", "pipeline_bubble>0.3"],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [*command, "--virtual-stages", "2", "--fail-on", "pipeline_bubble>0.3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 1  # measured (6 - 4) / 6 > 0.3
     bubbles = json.loads(done.stdout)["bubbles"]
     assert bubbles["virtual_stages"] == 2
-    # V = 2: stage 0 touches 2 * 2 - 1 = 3 boundaries, 8 kernels -> M = ceil(8 / 6) = 2; stage 1: ceil(16 / 8).
+    # V = 2: stage 0 touches 2 * 2 - 1 = 3 boundaries, 8 kernels -> M = ceil(8 / 6) = 2; stage 1: ceil(16 /
+    # 8).
     assert [row["micro_batches"] for row in bubbles["pipeline_per_step"]] == [2, 2, 2]
     assert bubbles["pipelines"][0]["theory_fraction"] == pytest.approx((3 - 1) / (2 * 2 + 3 - 1))
     refused = subprocess.run(

@@ -169,9 +169,9 @@ def _launch_steps(plain: PlainTrace) -> dict[int, list[tuple[float, float, str]]
 
 
 def plain_windows(plain: PlainTrace) -> dict[int, Interval]:
-    """Step N: from the end of step N-1's last device work to the end of step N's (the first step: from its first
-    device activity); GPU steps as written; no steps: one window (numbered -1) from the first device activity to
-    the last."""
+    """Step N: from the end of step N-1's last device work to the end of step N's (the first step: from its
+    first device activity); GPU steps as written; no steps: one window (numbered -1) from the first device
+    activity to the last."""
     if plain.gpu_steps and len(plain.gpu_steps) >= len(plain.cpu_steps):
         return dict(plain.gpu_steps)
     if not plain.cpu_steps:

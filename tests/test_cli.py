@@ -115,14 +115,22 @@ def test_report_open_hands_the_page_to_the_default_browser(small_run: Path, tmp_
     environment = {**os.environ, "BROWSER": f"{shlex.quote(sys.executable)} -c {shlex.quote(recorder)} %s"}
     done = subprocess.run(
         [sys.executable, "-m", "traceview", "report", str(small_run), "-o", str(out), "--open"],
-        capture_output=True, text=True, timeout=120, env=environment, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert seen.read_text(encoding="utf-8") == out.resolve().as_uri()
     seen.unlink()
     without = subprocess.run(
         [sys.executable, "-m", "traceview", "report", str(small_run), "-o", str(tmp_path / "b.html")],
-        capture_output=True, text=True, timeout=120, env=environment, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        check=False,
+    )
     assert without.returncode == 0
     assert not seen.exists()  # without --open, nothing is opened

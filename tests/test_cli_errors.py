@@ -1,5 +1,6 @@
-"""The error model of the command line: usage errors exit 2 in one line, a bad rank makes a partial run (exit 4)
-with the others analysed, internal errors exit 3 with the traceback in a file, and nothing raw reaches stderr."""
+"""The error model of the command line: usage errors exit 2 in one line, a bad rank makes a partial run (exit
+4) with the others analysed, internal errors exit 3 with the traceback in a file, and nothing raw reaches
+stderr."""
 
 from __future__ import annotations
 
@@ -237,9 +238,13 @@ def test_an_internal_error_writes_the_traceback_to_a_log_not_the_screen(tmp_path
         "c.main()\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={**os.environ, "TMPDIR": str(tmp_path)},
-    )  # fmt: skip
+    )
     assert done.returncode == 3
     line = one_line(done)
     [log] = list(tmp_path.glob("traceview-crash-*.log"))

@@ -1,4 +1,5 @@
-"""Host clock alignment (traceview.across_ranks.clocks): hosts per rank, offsets from collective ends, spread warnings."""
+"""Host clock alignment (traceview.across_ranks.clocks): hosts per rank, offsets from collective ends, spread
+warnings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Collectives (SPEC sections 2 and 3) on small factory traces: linking, bytes, process groups, algbw/busbw and
-the tables, with expected values written as arithmetic."""
+"""Collectives (SPEC sections 2 and 3) on small factory traces: linking, bytes, process groups, algbw/busbw
+and the tables, with expected values written as arithmetic."""
 
 from __future__ import annotations
 
@@ -84,11 +84,37 @@ def analysis_of(tmp_path: Path, events: list[kf.Event], **doc: Any) -> Collectiv
 
 def test_schema_is_the_contract(tmp_path: Path) -> None:
     assert list(COMM_KERNEL_SCHEMA) == [
-        "rank", "name", "start_us", "end_us", "dur_us", "stream", "correlation", "on_device", "collective",
-        "algorithm", "protocol", "reduce_op", "dtype", "elem_size", "in_bytes", "out_bytes", "size_bytes",
-        "group_size", "pg_key", "pg_name", "pg_desc", "pg_ranks", "seq", "call_name", "call_start_us",
-        "call_end_us", "launch_us", "linked_by", "algbw_Bps", "busbw_Bps",
-    ]  # fmt: skip
+        "rank",
+        "name",
+        "start_us",
+        "end_us",
+        "dur_us",
+        "stream",
+        "correlation",
+        "on_device",
+        "collective",
+        "algorithm",
+        "protocol",
+        "reduce_op",
+        "dtype",
+        "elem_size",
+        "in_bytes",
+        "out_bytes",
+        "size_bytes",
+        "group_size",
+        "pg_key",
+        "pg_name",
+        "pg_desc",
+        "pg_ranks",
+        "seq",
+        "call_name",
+        "call_start_us",
+        "call_end_us",
+        "launch_us",
+        "linked_by",
+        "algbw_Bps",
+        "busbw_Bps",
+    ]
     floats = {
         "start_us",
         "end_us",
@@ -130,8 +156,10 @@ def test_schema_is_the_contract(tmp_path: Path) -> None:
 
 def test_kernel_args_give_everything(tmp_path: Path) -> None:
     args = comm_args("allreduce", 1_000_000, **PG, Seq=7)
-    events = [*nested_call(100, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
-              kf.kernel(ALLREDUCE, 200, 400, correlation=1, stream=20, args=args)]  # fmt: skip
+    events = [
+        *nested_call(100, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
+        kf.kernel(ALLREDUCE, 200, 400, correlation=1, stream=20, args=args),
+    ]
     row = kernels_of(tmp_path, events).row(0, named=True)
     assert row["linked_by"] == "kernel args"
     assert (row["collective"], row["dtype"], row["elem_size"]) == ("AllReduce", "float32", 4)
@@ -156,8 +184,10 @@ def test_kernel_args_give_everything(tmp_path: Path) -> None:
 
 def test_correlation_link_takes_args_from_record_param_comms(tmp_path: Path) -> None:
     args = comm_args("allgather_into_tensor_coalesced", 256, out_nelems=1024, **PG)
-    events = [*nested_call(0, 5, "c10d::allgather_into_tensor_coalesced", "nccl:all_gather", rpc_args=args),
-              kf.kernel(ALLGATHER, 60, 10, correlation=5)]  # fmt: skip
+    events = [
+        *nested_call(0, 5, "c10d::allgather_into_tensor_coalesced", "nccl:all_gather", rpc_args=args),
+        kf.kernel(ALLGATHER, 60, 10, correlation=5),
+    ]
     row = kernels_of(tmp_path, events).row(0, named=True)
     assert row["linked_by"] == "correlation"
     assert row["collective"] == "AllGather"
@@ -206,9 +236,12 @@ def test_unlinked_kernel_keeps_what_its_name_says(tmp_path: Path) -> None:
 def test_input_dims_of_base_ops_give_output_input_and_group_size(tmp_path: Path) -> None:
     c10d = {"Input Dims": [[32, 4], [8, 4], []], "Input type": ["float", "float", ""]}
     backend = {"Input Dims": [[8, 4]], "Input type": ["float"]}
-    events = [kf.cpu_op("c10d::_allgather_base_", 0, 50, args=c10d),
-              kf.cpu_op("nccl:_all_gather_base", 10, 30, cat="user_annotation", args=backend),
-              kf.launch(20, 4), kf.kernel(SENDRECV, 60, 8, correlation=4)]  # fmt: skip
+    events = [
+        kf.cpu_op("c10d::_allgather_base_", 0, 50, args=c10d),
+        kf.cpu_op("nccl:_all_gather_base", 10, 30, cat="user_annotation", args=backend),
+        kf.launch(20, 4),
+        kf.kernel(SENDRECV, 60, 8, correlation=4),
+    ]
     row = kernels_of(tmp_path, events).row(0, named=True)
     assert row["collective"] == "AllGather"  # the call's, not the kernel name's SendRecv
     assert (row["in_bytes"], row["out_bytes"]) == (8 * 4 * 4, 32 * 4 * 4)
@@ -222,8 +255,10 @@ def test_input_dims_of_base_ops_give_output_input_and_group_size(tmp_path: Path)
 
 def test_coalesced_call_sums_its_tensors_and_counts_the_kernel_once(tmp_path: Path) -> None:
     backend = {"Input Dims": [[10], [20, 3], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]}
-    events = [*nested_call(0, 1, "c10d::allreduce_coalesced_", "nccl:allreduce_coalesced", backend_args=backend),
-              kf.kernel(ALLREDUCE, 60, 10, correlation=1)]  # fmt: skip
+    events = [
+        *nested_call(0, 1, "c10d::allreduce_coalesced_", "nccl:allreduce_coalesced", backend_args=backend),
+        kf.kernel(ALLREDUCE, 60, 10, correlation=1),
+    ]
     analysis = analysis_of(tmp_path, events)
     row = analysis.kernels.row(0, named=True)
     assert row["in_bytes"] == row["size_bytes"] == (10 + 20 * 3) * 2
@@ -234,8 +269,12 @@ def test_coalesced_call_sums_its_tensors_and_counts_the_kernel_once(tmp_path: Pa
 
 def test_a_call_that_launches_two_kernels_is_one_call(tmp_path: Path) -> None:
     args = comm_args("alltoall", 100, **PG)
-    events = [*nested_call(0, 1, "c10d::alltoall_", "nccl:all_to_all", rpc_args=args), kf.launch(25, 2),
-              kf.kernel(SENDRECV, 60, 10, correlation=1), kf.kernel(SENDRECV, 61, 30, correlation=2, stream=8)]  # fmt: skip
+    events = [
+        *nested_call(0, 1, "c10d::alltoall_", "nccl:all_to_all", rpc_args=args),
+        kf.launch(25, 2),
+        kf.kernel(SENDRECV, 60, 10, correlation=1),
+        kf.kernel(SENDRECV, 61, 30, correlation=2, stream=8),
+    ]
     analysis = analysis_of(tmp_path, events)
     frame = analysis.kernels
     assert frame.get_column("call_kernels").to_list() == [2, 2]
@@ -248,16 +287,21 @@ def test_a_call_that_launches_two_kernels_is_one_call(tmp_path: Path) -> None:
 
 
 def test_process_group_from_pg_config(tmp_path: Path) -> None:
-    groups = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
-              {"pg_name": "5", "pg_desc": "dp", "pg_size": 2, "ranks": [0, 2]}]  # fmt: skip
+    groups = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+        {"pg_name": "5", "pg_desc": "dp", "pg_size": 2, "ranks": [0, 2]},
+    ]
     events = [
         kf.cpu_op("record_param_comms", 0, 40, args=comm_args("allreduce", 8, **{"Process Group ID": 5})),
-        kf.launch(10, 1), kf.kernel(ALLREDUCE, 50, 10, correlation=1),
+        kf.launch(10, 1),
+        kf.kernel(ALLREDUCE, 50, 10, correlation=1),
         kf.cpu_op("record_param_comms", 100, 40, args=comm_args("allreduce", 8, **{"Group size": 4})),
-        kf.launch(110, 2), kf.kernel(ALLREDUCE, 150, 10, correlation=2),
+        kf.launch(110, 2),
+        kf.kernel(ALLREDUCE, 150, 10, correlation=2),
         kf.cpu_op("record_param_comms", 200, 40, args=comm_args("allreduce", 8)),
-        kf.launch(210, 3), kf.kernel(ALLREDUCE, 250, 10, correlation=3),
-    ]  # fmt: skip
+        kf.launch(210, 3),
+        kf.kernel(ALLREDUCE, 250, 10, correlation=3),
+    ]
     info = {"backend": "nccl", "rank": 0, "world_size": 4, "pg_config": groups}
     path = kf.write({**kf.document(events), "distributedInfo": info}, tmp_path / "rank0.json")
     run = load_run(path)
@@ -284,14 +328,20 @@ def test_process_group_from_pg_config(tmp_path: Path) -> None:
     )
     run = load_run(path)
     frame = comm_kernels(run, classified_events(run))
-    # The first names group 5 (absent from pg_config), the second says size 4 (contradicts): only the third is filled.
+    # The first names group 5 (absent from pg_config), the second says size 4 (contradicts): only the third is
+    # filled.
     assert frame.get_column("pg_source").to_list() == ["args", None, "pg_config only group"]
     assert frame.get_column("pg_key").to_list() == ["5", "unknown", "0"]
 
 
 def test_cpu_only_gloo_call_is_a_row(tmp_path: Path) -> None:
-    gloo = kf.cpu_op("gloo:all_reduce", 10, 200, cat="user_annotation",
-                     args={"Input Dims": [[1000]], "Input type": ["float"]})  # fmt: skip
+    gloo = kf.cpu_op(
+        "gloo:all_reduce",
+        10,
+        200,
+        cat="user_annotation",
+        args={"Input Dims": [[1000]], "Input type": ["float"]},
+    )
     analysis = analysis_of(tmp_path, [gloo, kf.kernel("gemm", 0, 5)])
     row = analysis.kernels.row(0, named=True)
     assert (row["on_device"], row["linked_by"], row["collective"]) == (False, "cpu call", "AllReduce")
@@ -309,8 +359,10 @@ def test_tables_and_percentiles(tmp_path: Path) -> None:
     durations = (10.0, 20.0, 40.0)
     for i, dur in enumerate(durations):
         args = comm_args("allreduce", 1000, **PG)
-        events += [*nested_call(1000 * i, i + 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
-                   kf.kernel(ALLREDUCE, 1000 * i + 100, dur, correlation=i + 1)]  # fmt: skip
+        events += [
+            *nested_call(1000 * i, i + 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
+            kf.kernel(ALLREDUCE, 1000 * i + 100, dur, correlation=i + 1),
+        ]
     events.append(kf.kernel(SENDRECV, 5000, 30))  # unlinked, no launch
     analysis = analysis_of(tmp_path, events)
     busbw = [4000 / (d * 1e-6) * 2 * 3 / 4 for d in durations]  # descending: 10, 20, 40 us
@@ -367,8 +419,10 @@ def test_unknown_collective_is_counted(tmp_path: Path) -> None:
 def test_two_ranks_on_one_time_base(tmp_path: Path) -> None:
     for rank, base in ((0, 1_700_000_000_000_000_000), (1, 1_700_000_000_000_002_000)):  # rank 1: 2 us later
         args = comm_args("allreduce", 10, **{**PG, "Group size": 2, "Process Group Ranks": "[0, 1]"})
-        events = [*nested_call(0, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
-                  kf.kernel(ALLREDUCE, 100, 10, correlation=1)]  # fmt: skip
+        events = [
+            *nested_call(0, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
+            kf.kernel(ALLREDUCE, 100, 10, correlation=1),
+        ]
         kf.write(kf.document(events, rank=rank, world_size=2, base_ns=base), tmp_path / f"rank{rank}.json")
     run = load_run(tmp_path)
     frame = comm_kernels(run, classified_events(run))
@@ -382,8 +436,12 @@ def test_two_ranks_on_one_time_base(tmp_path: Path) -> None:
 
 def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
     args = comm_args("allreduce", 1000, **PG)
-    events = [kf.step(1, 0, 1000), *nested_call(10, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
-              kf.kernel("gemm", 20, 50), kf.kernel(ALLREDUCE, 100, 10, correlation=1, stream=20, args=args)]  # fmt: skip
+    events = [
+        kf.step(1, 0, 1000),
+        *nested_call(10, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
+        kf.kernel("gemm", 20, 50),
+        kf.kernel(ALLREDUCE, 100, 10, correlation=1, stream=20, args=args),
+    ]
     path = kf.write(kf.document(events), tmp_path / "rank0.json")
     analysis = analyze(load_run(path))
     assert analysis.collectives is not None
@@ -405,7 +463,8 @@ def test_analyze_json_html_and_cli(tmp_path: Path) -> None:
 
 
 def test_simulated_data_parallel_run_gives_back_its_bandwidth(tmp_path: Path) -> None:
-    """The simulator times each all-reduce as f(n) * S / B (alpha = 0), so busbw = S / t * f(n) = B exactly."""
+    """The simulator times each all-reduce as f(n) * S / B (alpha = 0), so busbw = S / t * f(n) =
+    B exactly."""
     from tests.simulate.engine import write_run
     from tests.simulate.scenario import data_parallel_scenario
 
@@ -428,8 +487,11 @@ def test_names_from_the_trace_are_escaped_in_the_report(tmp_path: Path) -> None:
     args = comm_args(
         "allreduce", 1000, **{**PG, "Process Group Name": evil, "Process Group Description": evil}
     )
-    events = [kf.step(1, 0, 1000), *nested_call(10, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
-              kf.kernel(ALLREDUCE, 100, 10, correlation=1, args=args)]  # fmt: skip
+    events = [
+        kf.step(1, 0, 1000),
+        *nested_call(10, 1, "c10d::allreduce_", "nccl:all_reduce", rpc_args=args),
+        kf.kernel(ALLREDUCE, 100, 10, correlation=1, args=args),
+    ]
     html = render_html(analyze(load_run(kf.write(kf.document(events), tmp_path / "rank0.json"))))
     assert evil not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -1,9 +1,9 @@
 """Collectives on real traces (../shared/data/real/kineto, never edited).
 
 Expected values come from an independent plain-Python pass over the JSON (json + gzip, dictionaries and
-bisect, no polars and no traceview code): each NCCL kernel, its launch by correlation, the collective calls that
-contain the launch on the same thread, and the collective and bytes those calls name. busbw is checked by hand
-arithmetic on numbers read from the JSON for one kernel of each collective type present.
+bisect, no polars and no traceview code): each NCCL kernel, its launch by correlation, the collective calls
+that contain the launch on the same thread, and the collective and bytes those calls name. busbw is checked by
+hand arithmetic on numbers read from the JSON for one kernel of each collective type present.
 """
 
 from __future__ import annotations
@@ -35,8 +35,14 @@ TRACES = (
 )
 
 # The spellings these five traces use, written out by hand.
-COLLECTIVES = {"allreduce": "AllReduce", "all_reduce": "AllReduce", "broadcast": "Broadcast",
-               "_all_gather_base": "AllGather", "_reduce_scatter_base": "ReduceScatter", "all_to_all": "AllToAll"}  # fmt: skip
+COLLECTIVES = {
+    "allreduce": "AllReduce",
+    "all_reduce": "AllReduce",
+    "broadcast": "Broadcast",
+    "_all_gather_base": "AllGather",
+    "_reduce_scatter_base": "ReduceScatter",
+    "all_to_all": "AllToAll",
+}
 ELEMENT_BYTES = {"Float": 4, "float": 4, "Long": 8, "long": 8, "int": 4, "signed char": 1, "unsigned char": 1}
 CALL_PREFIXES = ("nccl:", "c10d::")
 
@@ -71,7 +77,8 @@ def _containing(calls: list[dict[str, Any]], starts: list[float], ts: float) -> 
 
 
 def _from_calls(containing: list[dict[str, Any]]) -> tuple[str, int | None]:
-    """(collective, S) from the `nccl:*` annotation's Input Dims (and the c10d base op's output for AllGather)."""
+    """(collective, S) from the `nccl:*` annotation's Input Dims (and the c10d base op's output for
+    AllGather)."""
     backend = next(c for c in containing if c["name"].startswith("nccl:"))
     collective = COLLECTIVES[backend["name"].removeprefix("nccl:")]
     args = backend.get("args", {})
@@ -190,8 +197,8 @@ def kernel(name: str, rank: int, correlation: int) -> dict[str, Any]:
     return rows.row(0, named=True)
 
 
-# (trace, rank, correlation) -> (collective, S, t in us, f(n)); numbers from the JSON. Where the trace names no
-# process group (PyTorch before 1.13), n is its `distributedInfo.world_size`: the default group is assumed.
+# (trace, rank, correlation) -> (collective, S, t in us, f(n)); numbers from the JSON. Where the trace names
+# no process group (PyTorch before 1.13), n is its `distributedInfo.world_size`: the default group is assumed.
 HAND_CHECKS: dict[tuple[str, int, int], tuple[str, int, float, float]] = {
     ("hta_nccl_data", 0, 19832): ("Broadcast", 53120 * 4, 30.975, 1.0),
     ("hta_nccl_data", 0, 25941): ("AllReduce", 2049000 * 4, 3306.963, 2 * (2 - 1) / 2),

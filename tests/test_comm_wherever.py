@@ -92,15 +92,20 @@ def test_at_world_size_one_a_host_collective_moves_nothing(tmp_path: Path) -> No
 
 
 NCCL_ARGS = {
-    "Collective name": "_allgather_base", "In msg nelems": 256, "Out msg nelems": 512, "Group size": 2,
-    "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": "[0, 1]",
-}  # fmt: skip
+    "Collective name": "_allgather_base",
+    "In msg nelems": 256,
+    "Out msg nelems": 512,
+    "Group size": 2,
+    "dtype": "Float",
+    "Process Group Name": "0",
+    "Process Group Ranks": "[0, 1]",
+}
 
 
 def test_copy_engine_collectives_by_call_and_by_stream(tmp_path: Path) -> None:
-    """NCCL 2.28's copy-engine all-gather: memcpy rows on NCCL's stream 30, no kernel. The copy launched inside
-    the call is linked by correlation; a copy on the stream of a communication kernel by its stream; a copy on
-    the compute stream outside every call stays a memory op, whatever its name."""
+    """NCCL 2.28's copy-engine all-gather: memcpy rows on NCCL's stream 30, no kernel. The copy launched
+    inside the call is linked by correlation; a copy on the stream of a communication kernel by its stream;
+    a copy on the compute stream outside every call stays a memory op, whatever its name."""
     events = [
         kf.step(1, 0, 1000),
         kf.cpu_op("record_param_comms", 100, 30, args=NCCL_ARGS),

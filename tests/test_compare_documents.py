@@ -23,19 +23,37 @@ def document(
     collectives: tuple[str, ...] = ("AllReduce",),
     **run: Any,
 ) -> dict[str, Any]:
-    """A summary of 2 ranks x 6 steps: step/comp/comm per step with a +-1% spread, 24 kernels per collective."""
+    """A summary of 2 ranks x 6 steps: step/comp/comm per step with a +-1% spread, 24 kernels per
+    collective."""
     spread = [0.99, 1.0, 1.01, 0.995, 1.005, 1.0]
     per_step = [
-        {"rank": rank, "step": step, "window_start_us": 1000.0 * step, "step_us": step_us * f,
-         "comp_us": 0.6 * step_us * f, "comm_us": 0.3 * step_us * f, "exposed_comm_us": 0.2 * step_us * f,
-         "idle_us": 0.2 * step_us * f, "gamma": 0.5, "exposed_gamma": 0.2 / 0.6, "overlap_ratio": 1 / 3}
-        for rank in (0, 1) for step, f in enumerate(spread)
-    ]  # fmt: skip
+        {
+            "rank": rank,
+            "step": step,
+            "window_start_us": 1000.0 * step,
+            "step_us": step_us * f,
+            "comp_us": 0.6 * step_us * f,
+            "comm_us": 0.3 * step_us * f,
+            "exposed_comm_us": 0.2 * step_us * f,
+            "idle_us": 0.2 * step_us * f,
+            "gamma": 0.5,
+            "exposed_gamma": 0.2 / 0.6,
+            "overlap_ratio": 1 / 3,
+        }
+        for rank in (0, 1)
+        for step, f in enumerate(spread)
+    ]
     kernels = [
-        {"pg_key": "0", "collective": name, "size_bucket": "4 MiB - 64 MiB", "kernels": 24,
-         "dur_us": [allreduce_us * f for f in spread * 4], "busbw_Bps": [1e9 / f for f in spread * 4]}
+        {
+            "pg_key": "0",
+            "collective": name,
+            "size_bucket": "4 MiB - 64 MiB",
+            "kernels": 24,
+            "dur_us": [allreduce_us * f for f in spread * 4],
+            "busbw_Bps": [1e9 / f for f in spread * 4],
+        }
         for name in collectives
-    ]  # fmt: skip
+    ]
     return {
         "schema_version": "1.3",
         "run": {"source": "hand", "ranks": [0, 1], "world_size": 2, "skipped": [], **run},
@@ -163,14 +181,18 @@ def test_algorithm_mix_prefers_the_nccl_logs() -> None:
     Ring/LL128 -> 1 of 4), not from the kernel names (Ring/LL in both)."""
     settings, _ = load_settings()
     base, cand = document(), document()
-    base["nccl"] = {"algorithms": [
-        {"op": "AllReduce", "algo": "Ring", "proto": "LL128", "choices": 3},
-        {"op": "AllReduce", "algo": "Tree", "proto": "LL", "choices": 1},
-    ]}  # fmt: skip
-    cand["nccl"] = {"algorithms": [
-        {"op": "AllReduce", "algo": "Ring", "proto": "LL128", "choices": 1},
-        {"op": "AllReduce", "algo": "Tree", "proto": "LL", "choices": 3},
-    ]}  # fmt: skip
+    base["nccl"] = {
+        "algorithms": [
+            {"op": "AllReduce", "algo": "Ring", "proto": "LL128", "choices": 3},
+            {"op": "AllReduce", "algo": "Tree", "proto": "LL", "choices": 1},
+        ]
+    }
+    cand["nccl"] = {
+        "algorithms": [
+            {"op": "AllReduce", "algo": "Ring", "proto": "LL128", "choices": 1},
+            {"op": "AllReduce", "algo": "Tree", "proto": "LL", "choices": 3},
+        ]
+    }
     mix = compare(base, cand, settings).structure.algorithm_mix.to_dicts()
     assert {(r["algorithm"], r["baseline_share"], r["candidate_share"]) for r in mix} == {
         ("Ring", 3 / 4, 1 / 4),
@@ -183,15 +205,28 @@ def with_calls(doc: dict[str, Any], factor: float, only_rank: int | None = None)
     rank, step and class (gemm, softmax) a compute time; `factor` scales the calls, or with `only_rank` that
     rank's compute only."""
     calls = [
-        {"rank": rank, "pg_key": "0", "collective": "AllReduce", "size_bytes": size << 20, "kernels": 6,
-         "median_us": 10.0 * size * (factor if only_rank is None else 1.0)}
-        for rank in (0, 1) for size in (1, 2, 3, 4)
-    ]  # fmt: skip
+        {
+            "rank": rank,
+            "pg_key": "0",
+            "collective": "AllReduce",
+            "size_bytes": size << 20,
+            "kernels": 6,
+            "median_us": 10.0 * size * (factor if only_rank is None else 1.0),
+        }
+        for rank in (0, 1)
+        for size in (1, 2, 3, 4)
+    ]
     classes = [
-        {"rank": rank, "step": step, "kernel_class": kernel_class,
-         "time_us": (30.0 + step) * (factor if rank == only_rank else 1.0)}
-        for rank in (0, 1) for step in range(6) for kernel_class in ("gemm", "softmax")
-    ]  # fmt: skip
+        {
+            "rank": rank,
+            "step": step,
+            "kernel_class": kernel_class,
+            "time_us": (30.0 + step) * (factor if rank == only_rank else 1.0),
+        }
+        for rank in (0, 1)
+        for step in range(6)
+        for kernel_class in ("gemm", "softmax")
+    ]
     doc["distributions"] |= {"collective_calls": calls, "kernel_classes": classes}
     return doc
 

@@ -138,8 +138,8 @@ def test_the_whole_run_passes_the_independent_checks(checker: ModuleType, whole:
         checker.collective_identity(checker.load(SAMPLES / "dp8_straggler" / "rank-0.pt.trace.json.gz"))
     )
     assert len(flows) == collectives * (8 - 1)  # every instance: the first arrival to each of the 7 others
-    # rank 5, the planted straggler (sample_traces/README.md), is last in every instance: never a flow's start,
-    # the end of one flow per instance
+    # rank 5, the planted straggler (sample_traces/README.md), is last in every instance: never a flow's
+    # start, the end of one flow per instance
     assert 5 not in {e["pid"] for e in flows}
     assert sum(e["ph"] == "f" and e["pid"] == 5 for e in document["traceEvents"]) == collectives
 

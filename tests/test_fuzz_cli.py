@@ -1,10 +1,10 @@
 """Property-based tests of the command line against mutated inputs and options (hypothesis).
 
-Classes of mutation: truncations, byte flips, structural mutations of events and headers, control characters in
-every name a trace or log carries (kernel, device, host, process-group description, file name, NCCL log text),
-multi-rank runs with one bad rank, and bad options. The properties, for every input: the exit code is one of
-0, 1, 2, 4 (never 3, an internal error); no traceback; stdout and stderr hold no raw control character (ESC, NUL,
-C0 but newline, C1, DEL, bidi overrides); a run with one bad rank still reports the others.
+Classes of mutation: truncations, byte flips, structural mutations of events and headers, control characters
+in every name a trace or log carries (kernel, device, host, process-group description, file name, NCCL log
+text), multi-rank runs with one bad rank, and bad options. The properties, for every input: the exit code is
+one of 0, 1, 2, 4 (never 3, an internal error); no traceback; stdout and stderr hold no raw control character
+(ESC, NUL, C0 but newline, C1, DEL, bidi overrides); a run with one bad rank still reports the others.
 
 `traceview.cli.main` runs in this process (a subprocess per example would cost ~1 s each). The number of
 examples per class is bounded (`TRACEVIEW_FUZZ_EXAMPLES`, default 12) to keep the suite fast; with
@@ -170,10 +170,14 @@ def test_structural_mutations(
 
 @FUZZ
 @given(
-    kernel=nasty_text, device=nasty_text, host=nasty_text, pg_desc=nasty_text, file_name=nasty_text,
+    kernel=nasty_text,
+    device=nasty_text,
+    host=nasty_text,
+    pg_desc=nasty_text,
+    file_name=nasty_text,
     command=st.sampled_from(["summary", "collectives", "stragglers", "report"]),
     as_json=st.booleans(),
-)  # fmt: skip
+)
 def test_control_characters_in_names(
     folder: Path,
     kernel: str,
@@ -185,9 +189,12 @@ def test_control_characters_in_names(
     as_json: bool,
 ) -> None:
     doc = kf.document(
-        rf.rank_events(0, kernel_name=kernel, pg_desc=pg_desc), rank=0, world_size=1, base_ns=rf.BASE_NS,
+        rf.rank_events(0, kernel_name=kernel, pg_desc=pg_desc),
+        rank=0,
+        world_size=1,
+        base_ns=rf.BASE_NS,
         hostname=host,
-    )  # fmt: skip
+    )
     doc["deviceProperties"] = [{"id": 0, "name": device}]
     doc["distributedInfo"]["pg_config"] = [{"pg_name": "0", "pg_desc": pg_desc, "ranks": [0]}]
     safe_name = file_name.replace("/", "_").replace("\x00", "_")

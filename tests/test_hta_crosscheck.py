@@ -1,7 +1,7 @@
 """traceview's overlap ratio and idle share against HolisticTraceAnalysis (GitHub issue 2).
 
-Runs where HTA is installed: CI installs it (`.ci/run`, without its notebook dependencies) and fails this module
-when it is missing there; elsewhere it skips. The comparison itself lives in
+Runs where HTA is installed: CI installs it (`.ci/run`, without its notebook dependencies) and fails this
+module when it is missing there; elsewhere it skips. The comparison itself lives in
 `benchmarks/hta_crosscheck.py`, which documents HTA's definitions. On HTA's own window (its event filter, its
 iterations, first start to last end, its rounding of ns timestamps) our interval unions must give HTA's
 figures to within 0.5 percentage points; on our own step windows the figures may differ, and the module

@@ -38,21 +38,46 @@ Fields = tuple[str, str | None, str | None, str | None, str | None, str | None]
 REAL_EXPECTED: dict[str, Fields] = {
     "ncclKernel_AllReduce": ("nccl", "AllReduce", None, None, None, None),
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (
-        "nccl", "AllReduce", "RING", "LL", "Sum", "float32"
+        "nccl",
+        "AllReduce",
+        "RING",
+        "LL",
+        "Sum",
+        "float32",
     ),
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "AllReduce", "RING", "LL", "Sum", "float32"
+        "nccl",
+        "AllReduce",
+        "RING",
+        "LL",
+        "Sum",
+        "float32",
     ),
     "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "Broadcast", "RING", "LL", "Sum", "int8"
+        "nccl",
+        "Broadcast",
+        "RING",
+        "LL",
+        "Sum",
+        "int8",
     ),
     "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)": (
-        "nccl", "SendRecv", "RING", "SIMPLE", "Sum", "int8"
+        "nccl",
+        "SendRecv",
+        "RING",
+        "SIMPLE",
+        "Sum",
+        "int8",
     ),
     "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "SendRecv", "RING", "SIMPLE", "Sum", "int8"
+        "nccl",
+        "SendRecv",
+        "RING",
+        "SIMPLE",
+        "Sum",
+        "int8",
     ),
-}  # fmt: skip
+}
 """Every distinct communication-kernel name of the real traces, decoded by hand."""
 
 GENERATION_EXPECTED: dict[str, Fields] = {
@@ -69,64 +94,149 @@ GENERATION_EXPECTED: dict[str, Fields] = {
     "ncclAllReduceLLKernel_sum_f32": ("nccl", "AllReduce", None, "LL", "Sum", "float32"),
     # NCCL 2.8-2.18: ncclKernel_<Coll>_<ALGO>_<PROTO>_<Op>_<ctype>
     "ncclKernel_AllReduce_RING_LL_Sum_half(ncclWorkElem)": (
-        "nccl", "AllReduce", "RING", "LL", "Sum", "float16"
+        "nccl",
+        "AllReduce",
+        "RING",
+        "LL",
+        "Sum",
+        "float16",
     ),
     "ncclKernel_AllReduce_TREE_LL_Sum___nv_bfloat16(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "AllReduce", "TREE", "LL", "Sum", "bfloat16"
+        "nccl",
+        "AllReduce",
+        "TREE",
+        "LL",
+        "Sum",
+        "bfloat16",
     ),
     "ncclKernel_AllReduce_COLLNET_LL_Sum_double(ncclWorkElem)": (
-        "nccl", "AllReduce", "COLLNET_CHAIN", "LL", "Sum", "float64"
+        "nccl",
+        "AllReduce",
+        "COLLNET_CHAIN",
+        "LL",
+        "Sum",
+        "float64",
     ),
     "ncclKernel_AllReduce_COLLNET_DIRECT_LL_PreMulSum_float": (
-        "nccl", "AllReduce", "COLLNET_DIRECT", "LL", "PreMulSum", "float32"
+        "nccl",
+        "AllReduce",
+        "COLLNET_DIRECT",
+        "LL",
+        "PreMulSum",
+        "float32",
     ),
     "ncclKernel_AllReduce_NVLS_TREE_LL_SumPostDiv_uint64_t": (
-        "nccl", "AllReduce", "NVLS_TREE", "LL", "SumPostDiv", "uint64"
+        "nccl",
+        "AllReduce",
+        "NVLS_TREE",
+        "LL",
+        "SumPostDiv",
+        "uint64",
     ),
     "ncclKernel_ReduceScatter_NVLS_LL_Max_int64_t": ("nccl", "ReduceScatter", "NVLS", "LL", "Max", "int64"),
     "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "AllGather", "RING", "LL", "Sum", "int8"
+        "nccl",
+        "AllGather",
+        "RING",
+        "LL",
+        "Sum",
+        "int8",
     ),
     "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)": (
-        "nccl", "Broadcast", "RING", "LL", "Sum", "int8"
+        "nccl",
+        "Broadcast",
+        "RING",
+        "LL",
+        "Sum",
+        "int8",
     ),
     "ncclKernel_Reduce_RING_LL_Prod_uint32_t": ("nccl", "Reduce", "RING", "LL", "Prod", "uint32"),
     "ncclKernel_AllToAllPivot_RING_SIMPLE_Sum_int8_t": ("nccl", "AllToAll", "RING", "SIMPLE", "Sum", "int8"),
     "ncclKernel_SendRecv_RING": ("nccl", "SendRecv", "RING", None, None, None),
     # NCCL >= 2.19: ncclDevKernel_<Coll>[_<Op>_<ty>]_<ALGO>_<PROTO>
     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "AllReduce", "RING", "LL", "Sum", "float32"
+        "nccl",
+        "AllReduce",
+        "RING",
+        "LL",
+        "Sum",
+        "float32",
     ),
     "ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(ncclDevKernelArgsStorage<4096ul>)": (
-        "nccl", "AllReduce", "TREE", "LL", "Sum", "bfloat16"
+        "nccl",
+        "AllReduce",
+        "TREE",
+        "LL",
+        "Sum",
+        "bfloat16",
     ),
     "ncclDevKernel_AllReduce_Sum_f16_NVLS_SIMPLE": ("nccl", "AllReduce", "NVLS", "SIMPLE", "Sum", "float16"),
     "ncclDevKernel_AllReduce_MinMax_u8_NVLS_TREE_SIMPLE": (
-        "nccl", "AllReduce", "NVLS_TREE", "SIMPLE", "MinMax", "uint8"
+        "nccl",
+        "AllReduce",
+        "NVLS_TREE",
+        "SIMPLE",
+        "MinMax",
+        "uint8",
     ),
     "ncclDevKernel_AllReduce_Sum_f64_COLLNET_DIRECT_SIMPLE": (
-        "nccl", "AllReduce", "COLLNET_DIRECT", "SIMPLE", "Sum", "float64"
+        "nccl",
+        "AllReduce",
+        "COLLNET_DIRECT",
+        "SIMPLE",
+        "Sum",
+        "float64",
     ),
     "ncclDevKernel_AllReduce_PreMulSum_f8e4m3_COLLNET_CHAIN_SIMPLE": (
-        "nccl", "AllReduce", "COLLNET_CHAIN", "SIMPLE", "PreMulSum", "float8_e4m3fn"
+        "nccl",
+        "AllReduce",
+        "COLLNET_CHAIN",
+        "SIMPLE",
+        "PreMulSum",
+        "float8_e4m3fn",
     ),
     "ncclDevKernel_AllReduce_SumPostDiv_i64_TREE_LL128": (
-        "nccl", "AllReduce", "TREE", "LL128", "SumPostDiv", "int64"
+        "nccl",
+        "AllReduce",
+        "TREE",
+        "LL128",
+        "SumPostDiv",
+        "int64",
     ),
     "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "AllGather", "RING", "LL", None, None
+        "nccl",
+        "AllGather",
+        "RING",
+        "LL",
+        None,
+        None,
     ),
     "ncclDevKernel_AllGather_PAT_SIMPLE": ("nccl", "AllGather", "PAT", "SIMPLE", None, None),
     "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL": (
-        "nccl", "ReduceScatter", "RING", "LL", "Sum", "bfloat16"
+        "nccl",
+        "ReduceScatter",
+        "RING",
+        "LL",
+        "Sum",
+        "bfloat16",
     ),
     "ncclDevKernel_ReduceScatter_Sum_f8e5m2_PAT_SIMPLE": (
-        "nccl", "ReduceScatter", "PAT", "SIMPLE", "Sum", "float8_e5m2"
+        "nccl",
+        "ReduceScatter",
+        "PAT",
+        "SIMPLE",
+        "Sum",
+        "float8_e5m2",
     ),
     "ncclDevKernel_Reduce_Sum_i32_RING_LL": ("nccl", "Reduce", "RING", "LL", "Sum", "int32"),
     "ncclDevKernel_Broadcast_RING_LL": ("nccl", "Broadcast", "RING", "LL", None, None),
     "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)": (
-        "nccl", "SendRecv", None, None, None, None
+        "nccl",
+        "SendRecv",
+        None,
+        None,
+        None,
+        None,
     ),
     "ncclDevKernel_Generic(ncclDevComm*, unsigned long, ncclWork*)": ("nccl", None, None, None, None, None),
     "ncclDevKernel_Generic": ("nccl", None, None, None, None, None),
@@ -135,18 +245,38 @@ GENERATION_EXPECTED: dict[str, Fields] = {
     "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)": ("rccl", None, None, None, None, None),
     # NCCL >= 2.27 symmetric-memory kernels: the symmetric algorithm is outside the algorithm list
     "ncclSymDevKernel_AllReduce_AGxLL_R_sum_bf16(ncclSymDevArgs)": (
-        "nccl", "AllReduce", None, None, "Sum", "bfloat16"
+        "nccl",
+        "AllReduce",
+        None,
+        None,
+        "Sum",
+        "bfloat16",
     ),
     "ncclSymDevKernel_AllGather_LL(ncclSymDevArgs)": ("nccl", "AllGather", None, None, None, None),
     "ncclSymkDevKernel_ReduceScatter_RailA2A_LsaLD_avg_f8e4m3": (
-        "nccl", "ReduceScatter", None, None, "Avg", "float8_e4m3fn"
+        "nccl",
+        "ReduceScatter",
+        None,
+        None,
+        "Avg",
+        "float8_e4m3fn",
     ),
     # MSCCL (in RCCL and msccl): op, type, protocol; the collective is the user's algorithm
     "mscclKernel_Sum_float_LL128_false(ncclDevComm*, mscclAlgo*, mscclWork*)": (
-        "msccl", None, None, "LL128", "Sum", "float32"
+        "msccl",
+        None,
+        None,
+        "LL128",
+        "Sum",
+        "float32",
     ),
     "mscclKernel_MinMax_hip_bfloat16_Simple(ncclDevComm*, mscclAlgo*, mscclWork*)": (
-        "msccl", None, None, "SIMPLE", "MinMax", "bfloat16"
+        "msccl",
+        None,
+        None,
+        "SIMPLE",
+        "MinMax",
+        "bfloat16",
     ),
     # communication kernels no grammar row knows: still communication, every field null
     "ncclDevKernel_AllReduce_Sum_f32_RING_LL_SOMETHING_NEW": ("nccl", None, None, None, None, None),
@@ -155,152 +285,339 @@ GENERATION_EXPECTED: dict[str, Fields] = {
     "rcclGenericKernel": ("rccl", None, None, None, None, None),
     "rccl_allreduce_clique_kernel": ("rccl", None, None, None, None, None),
     "mscclKernelNew": ("msccl", None, None, None, None, None),
-}  # fmt: skip
+}
 """Every naming generation, written by hand (the convention of each is in the comment above its rows)."""
 
 LIBRARY_EXPECTED: dict[str, Fields] = {
     # NCCL 2.27/2.28 symmetric kernels, NVLS. Names from NCCL's generated sources (an NCCL fork's
-    # src/device/symmetric/gen_files/reduce_scatter_sum_bf16.cu: ncclSymkDevKernel_ReduceScatter_LDMC_sum_bf16;
-    # a PyTorch link error quoting _Z54ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_f8e4m3...), NCCL's docs
-    # ("device kernel names should resemble ncclSymkDevKernel_AllReduce_AGxLLMC_R_sum_bf16") and a test table
-    # of NVLS names in public code (ncclSymkDevKernel_AllGather_STMC, ncclDevKernel_AllReduce_Sum_bf16_NVLS_SIMPLE)
+    # src/device/symmetric/gen_files/reduce_scatter_sum_bf16.cu:
+    # ncclSymkDevKernel_ReduceScatter_LDMC_sum_bf16; a PyTorch link error quoting
+    # _Z54ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_f8e4m3...), NCCL's docs ("device kernel names should
+    # resemble ncclSymkDevKernel_AllReduce_AGxLLMC_R_sum_bf16") and a test table of NVLS names in public code
+    # (ncclSymkDevKernel_AllGather_STMC, ncclDevKernel_AllReduce_Sum_bf16_NVLS_SIMPLE)
     "ncclSymkDevKernel_ReduceScatter_LDMC_sum_bf16(ncclSymkDevWorkArgs4K)": (
-        "nccl", "ReduceScatter", None, None, "Sum", "bfloat16"
+        "nccl",
+        "ReduceScatter",
+        None,
+        None,
+        "Sum",
+        "bfloat16",
     ),
     "ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_f8e4m3(ncclSymkDevWorkArgs4K)": (
-        "nccl", "AllReduce", None, None, "Sum", "float8_e4m3fn"
+        "nccl",
+        "AllReduce",
+        None,
+        None,
+        "Sum",
+        "float8_e4m3fn",
     ),
     "ncclSymkDevKernel_AllReduce_AGxLLMC_R_sum_bf16": ("nccl", "AllReduce", None, None, "Sum", "bfloat16"),
     "ncclSymkDevKernel_AllGather_STMC": ("nccl", "AllGather", None, None, None, None),
     "ncclDevKernel_AllReduce_Sum_bf16_NVLS_SIMPLE(ncclDevKernelArgsStorage<4096ul>)": (
-        "nccl", "AllReduce", "NVLS", "SIMPLE", "Sum", "bfloat16"
+        "nccl",
+        "AllReduce",
+        "NVLS",
+        "SIMPLE",
+        "Sum",
+        "bfloat16",
     ),
     "ncclDevKernel_AllReduce_Sum_bf16_NVLS_TREE_SIMPLE": (
-        "nccl", "AllReduce", "NVLS_TREE", "SIMPLE", "Sum", "bfloat16"
+        "nccl",
+        "AllReduce",
+        "NVLS_TREE",
+        "SIMPLE",
+        "Sum",
+        "bfloat16",
     ),
     # RCCL: ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>) quoted from an AMD_LOG_LEVEL=4 log in
     # public notes; the colltrace build's ncclDevKernelDebug_Generic_4 from RCCL's device header
     "ncclDevKernel_Generic_2(ncclDevKernelArgsDefaultStorage)": ("rccl", None, None, None, None, None),
     "ncclDevKernelDebug_Generic_4(ncclDevKernelArgs4K)": ("rccl", None, None, None, None, None),
     # PyTorch symmetric memory (torch.ops.symm_mem): nsys/Kineto tables in public vLLM/SGLang profiling notes
-    "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, "
+    "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned "
+    "long, "
     "unsigned int**, unsigned long, unsigned long)": ("torch_symm_mem", "AllReduce", None, None, None, None),
     "void <unnamed>::multimem_all_reduce_kernel<c10::BFloat16, (int)16>(T1 *, unsigned long, unsigned in": (
-        "torch_symm_mem", "AllReduce", None, None, None, None
+        "torch_symm_mem",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     "multimem_all_reduce_kernel<bfloat16>": ("torch_symm_mem", "AllReduce", None, None, None, None),
-    # two-shot in place: verbatim from public vLLM kernel tables; one_shot_all_reduce_kernel from a public nsys
-    # script's set of all-reduce kernel names; multimem_all_gather_kernel from PyTorch's own symmetric-memory
-    # test (`any("multimem_all_gather_kernel" in event.key ...)`) and a Triton port (`_multimem_all_gather_kernel`)
+    # two-shot in place: verbatim from public vLLM kernel tables; one_shot_all_reduce_kernel from a public
+    # nsys script's set of all-reduce kernel names; multimem_all_gather_kernel from PyTorch's own
+    # symmetric-memory test (`any("multimem_all_gather_kernel" in event.key ...)`) and a Triton port
+    # (`_multimem_all_gather_kernel`)
     "void (anonymous namespace)::two_shot_all_reduce_kernel_inplace<c10::BFloat16, 16, 2>(c10::BFloat16**, "
     "unsigned long, unsigned long, unsigned int**, unsigned long, unsigned lo": (
-        "torch_symm_mem", "AllReduce", None, None, None, None
+        "torch_symm_mem",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     "one_shot_all_reduce_kernel": ("torch_symm_mem", "AllReduce", None, None, None, None),
     "multimem_all_gather_kernel": ("torch_symm_mem", "AllGather", None, None, None, None),
     "_multimem_all_gather_kernel": ("torch_symm_mem", "AllGather", None, None, None, None),
     # PyTorch IntraNodeComm: verbatim (truncated) from a torch.profiler table in public notes
     "void c10d::intra_node_comm::oneShotAllReduceKernel<4...": (
-        "torch_intra_node_comm", "AllReduce", None, None, None, None
+        "torch_intra_node_comm",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     # DeepEP: Kineto/nsys kernel tables in public MoE profiling notes (intranode dispatch/combine/notify),
     # a Kineto trace checker listing internode_ll dispatch and internode dispatch names, and the kernels
     # "dpsk::ep::internode::dispatch_ll"/"combine_ll" of deepseek-ai/profile-data (DeepEP issue #348)
-    "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int4 const*)": (
-        "deepep", "AllToAll", None, None, None, None
+    (
+        "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, "
+        "int4 const*)"
+    ): (
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void deep_ep::intranode::combine<__nv_bfloat16, (int)8, (int)768, (int)4096>(T1 *, float *": (
-        "deepep", "AllToAll", None, None, None, None
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void deep_ep::intranode::notify_dispatch<(int)8>(const int *, int *, const int *, int *, i": (
-        "deepep", "AllToAll", None, None, None, None
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void deep_ep::intranode::cached_notify_combine<(int)8>(void **, int *, int, int, int, int ": (
-        "deepep", "AllToAll", None, None, None, None
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
-    "void deep_ep::internode::dispatch<false, 4, false, 7, 4>(int4*, float*, long*, float*, deep_ep::internode::SourceMeta*": (
-        "deepep", "AllToAll", None, None, None, None
+    (
+        "void deep_ep::internode::dispatch<false, 4, false, 7, 4>(int4*, float*, long*, float*, "
+        "deep_ep::internode::SourceMeta*"
+    ): (
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
-    "void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*, int*, long*, int*, void*, int*, void*": (
-        "deepep", "AllToAll", None, None, None, None
+    (
+        "void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*, int*, long*, int*, "
+        "void*, int*, void*"
+    ): (
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
-    "void deep_ep::internode_ll::combine<(bool)0, (int)6144, (int)11, (int)4>(void *, void *, int *, void *": (
-        "deepep", "AllToAll", None, None, None, None
+    (
+        "void deep_ep::internode_ll::combine<(bool)0, (int)6144, (int)11, (int)4>(void *, void *, int *, "
+        "void *"
+    ): (
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void dpsk::ep::internode::dispatch_ll": ("deepep", "AllToAll", None, None, None, None),
-    # DeepSeek's own builds (deepseek-ai/profile-data train.json, prefill.json): `dpsk::ep::` namespace, internode
-    # notify/cached_notify rounds on the same stream as dispatch/combine; upstream csrc/kernels/internode.cu
-    # names the kernel `cached_notify`, intranode.cu `barrier`, internode_ll.cu `clean_low_latency_buffer`
+    # DeepSeek's own builds (deepseek-ai/profile-data train.json, prefill.json): `dpsk::ep::` namespace,
+    # internode notify/cached_notify rounds on the same stream as dispatch/combine; upstream
+    # csrc/kernels/internode.cu names the kernel `cached_notify`, intranode.cu `barrier`, internode_ll.cu
+    # `clean_low_latency_buffer`
     "void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int, int, int, int*)": (
-        "deepep", "AllToAll", None, None, None, None
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, long*, int, int const*, int*)": (
-        "deepep", "AllToAll", None, None, None, None
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void deep_ep::internode::cached_notify<false>(int, int, int, int, int, int, int, int*)": (
-        "deepep", "AllToAll", None, None, None, None
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void deep_ep::intranode::barrier<8>(int**, int)": ("deepep", "Barrier", None, None, None, None),
     "void deep_ep::internode_ll::clean_low_latency_buffer<32>(int*, int, int*, int)": (
-        "deepep", "Barrier", None, None, None, None
+        "deepep",
+        "Barrier",
+        None,
+        None,
+        None,
+        None,
     ),
     "void dpsk::ep::internode::combine_ll": ("deepep", "AllToAll", None, None, None, None),
-    # vLLM/SGLang custom all-reduce: verbatim (some truncated by their tables) from Kineto/nsys kernel tables in
-    # public vLLM/SGLang profiling notes (SGLang's copy of the kernel carries the same name on ROCm)
-    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
+    # vLLM/SGLang custom all-reduce: verbatim (some truncated by their tables) from Kineto/nsys kernel tables
+    # in public vLLM/SGLang profiling notes (SGLang's copy of the kernel carries the same name on ROCm)
+    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, "
+    "vllm::Signal*, "
     "__nv_bfloat16*, int, int)": ("custom_allreduce", "AllReduce", None, None, None, None),
-    "void vllm::cross_device_reduce_2stage<__hip_bfloat16": ("custom_allreduce", "AllReduce", None, None, None, None),
+    "void vllm::cross_device_reduce_2stage<__hip_bfloat16": (
+        "custom_allreduce",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
     "void vllm::cross_device_reduce_1stage<__half, (int)2>(vllm::RankData *, vllm::RankSignals, vllm::Si": (
-        "custom_allreduce", "AllReduce", None, None, None, None
+        "custom_allreduce",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     # TensorRT-LLM custom all-reduce: demangled by hand from the launches of customAllReduceKernels.cu
-    # (oneShotAllReduceKernel<T, RANKS_PER_NODE>, twoShotAllReduceKernel<T, RANKS_PER_NODE, !USE_MEMCPY, PUSH_MODE>);
-    # its FlashInfer port: verbatim (truncated) from public vLLM/SGLang kernel tables
-    "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(tensorrt_llm::kernels::AllReduceParams)": (
-        "trtllm_allreduce", "AllReduce", None, None, None, None
+    # (oneShotAllReduceKernel<T, RANKS_PER_NODE>, twoShotAllReduceKernel<T, RANKS_PER_NODE, !USE_MEMCPY,
+    # PUSH_MODE>); its FlashInfer port: verbatim (truncated) from public vLLM/SGLang kernel tables
+    (
+        "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, "
+        "8>(tensorrt_llm::kernels::AllReduceParams)"
+    ): (
+        "trtllm_allreduce",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
-    "void tensorrt_llm::kernels::twoShotAllReduceKernel<half, 4, true, false>(tensorrt_llm::kernels::AllReduceParams)": (
-        "trtllm_allreduce", "AllReduce", None, None, None, None
+    (
+        "void tensorrt_llm::kernels::twoShotAllReduceKernel<half, 4, true, "
+        "false>(tensorrt_llm::kernels::AllReduceParams)"
+    ): (
+        "trtllm_allreduce",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<(flashinfer::"
     "trtllm_allreduce_fusion::AllReduceFusionPattern)1, __nv_bfloat16, 8, false, false>(flashinfer::": (
-        "trtllm_allreduce", "AllReduce", None, None, None, None
+        "trtllm_allreduce",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
-    "void flashinfer::trtllm_mnnvl_allreduce::twoshotAllreduceKernel<(unsigned char)4, __nv_bfloat16, true, float4>(": (
-        "trtllm_allreduce", "AllReduce", None, None, None, None
+    (
+        "void flashinfer::trtllm_mnnvl_allreduce::twoshotAllreduceKernel<(unsigned char)4, "
+        "__nv_bfloat16, true, float4>("
+    ): (
+        "trtllm_allreduce",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     # Transformer Engine userbuffers: verbatim from TE's log lines
     # ("[userbuffers.cu:userbuffers_fp16_sum_inplace_gpu_rr_rs_oop_fp8:797]"), public Megatron profiling notes
     # (userbuffers_fp16_sum_inplace_gpu_rw_ag, userbuffers_fp16_sum_inplace_gpu_rr_rs_oop), a test list of
-    # communication kernels in public code (kuserbuffers_pushsend) and TE's userbuffers.cu (..._gpu_mc, ..._gpu_rw)
+    # communication kernels in public code (kuserbuffers_pushsend) and TE's userbuffers.cu (..._gpu_mc,
+    # ..._gpu_rw)
     "userbuffers_fp16_sum_inplace_gpu_rw_ag": ("userbuffers", "AllGather", None, None, None, None),
-    "userbuffers_fp16_sum_inplace_gpu_rr_rs_oop_fp8": ("userbuffers", "ReduceScatter", None, None, None, None),
+    "userbuffers_fp16_sum_inplace_gpu_rr_rs_oop_fp8": (
+        "userbuffers",
+        "ReduceScatter",
+        None,
+        None,
+        None,
+        None,
+    ),
     "userbuffers_fp16_sum_inplace_gpu_rr_rs_oop": ("userbuffers", "ReduceScatter", None, None, None, None),
     "kuserbuffers_pushsend": ("userbuffers", "SendRecv", None, None, None, None),
     "userbuffers_fp16_sum_inplace_gpu_mc": ("userbuffers", None, None, None, None, None),
     "userbuffers_fp16_sum_inplace_gpu_rw": ("userbuffers", None, None, None, None, None),
-    # NVSHMEM / rocSHMEM on-stream collectives: barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int, int)
-    # verbatim from a public kernel-name table; sync_all_on_stream_kernel_warp, alltoall_on_stream_kernel<TYPE>
-    # and rocshmem_reduce_on_stream_kernel<T, Op> from the libraries' sources, their argument lists demangled by
-    # hand; broadcast/fcollect/reducescatter and nvshmemi_* written by hand after the same on-stream naming
+    # NVSHMEM / rocSHMEM on-stream collectives: barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int,
+    # int) verbatim from a public kernel-name table; sync_all_on_stream_kernel_warp,
+    # alltoall_on_stream_kernel<TYPE> and rocshmem_reduce_on_stream_kernel<T, Op> from the libraries' sources,
+    # their argument lists demangled by hand; broadcast/fcollect/reducescatter and nvshmemi_* written by hand
+    # after the same on-stream naming
     "void alltoall_on_stream_kernel<float>(int, float*, float const*, unsigned long)": (
-        "nvshmem", "AllToAll", None, None, None, None
+        "nvshmem",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
     ),
     "void barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int, int)": (
-        "nvshmem", "Barrier", None, None, None, None
+        "nvshmem",
+        "Barrier",
+        None,
+        None,
+        None,
+        None,
     ),
     "sync_all_on_stream_kernel_warp": ("nvshmem", "Barrier", None, None, None, None),
     "void broadcast_on_stream_kernel<int>(int, int*, int const*, unsigned long, int)": (
-        "nvshmem", "Broadcast", None, None, None, None
+        "nvshmem",
+        "Broadcast",
+        None,
+        None,
+        None,
+        None,
     ),
     "void fcollect_on_stream_kernel<float>(int, float*, float const*, unsigned long)": (
-        "nvshmem", "AllGather", None, None, None, None
+        "nvshmem",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
     ),
     "void reducescatter_on_stream_kernel<float, (rdxn_ops)0>(int, float*, float const*, unsigned long)": (
-        "nvshmem", "ReduceScatter", None, None, None, None
+        "nvshmem",
+        "ReduceScatter",
+        None,
+        None,
+        None,
+        None,
     ),
     "void rocshmem_reduce_on_stream_kernel<float, (ROCSHMEM_OP)0>(rocshmem_team_t, float*)": (
-        "nvshmem", "AllReduce", None, None, None, None
+        "nvshmem",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
     ),
     "nvshmemi_transfer_rma_kernel": ("nvshmem", None, None, None, None, None),
     # NCCLX (Meta's NCCL with ctran algorithms): `__global__ void ncclKernel<Collective><Algo>` in its
@@ -308,21 +625,27 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     # ncclKernelAllToAllvDynamic, ncclKernelDeviceAllToAllvPipes, ncclKernelAllGatherPInit)
     "ncclKernelAllReduceCtranDirect": ("nccl", "AllReduce", None, None, None, None),
     "ncclKernelAllGatherCtranStreamedRd(ctran::gpe::KernelFlagDev*, CtranAlgoDeviceState*)": (
-        "nccl", "AllGather", None, None, None, None
+        "nccl",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
     ),
     "ncclKernelAllToAllvDynamic<__nv_bfloat16>": ("nccl", "AllToAll", None, None, None, None),
     "ncclKernelDeviceAllToAllvPipes": ("nccl", "AllToAll", None, None, None, None),
     "ncclKernelAllGatherPInit": ("nccl", "AllGather", None, None, None, None),
-    # Host collective ops, the communication rows of a CPU-only rank (traceview.events.host_timeline): names as
-    # PyTorch 2.13 records them on CPU tensors with the gloo backend (sample_traces/gloo_dp2).
+    # Host collective ops, the communication rows of a CPU-only rank (traceview.events.host_timeline): names
+    # as PyTorch 2.13 records them on CPU tensors with the gloo backend (sample_traces/gloo_dp2).
     "gloo:all_reduce": ("gloo", "AllReduce", None, None, None, None),
     "gloo:recv": ("gloo", "Recv", None, None, None, None),
-    # ProcessGroupMPI's work entries are profiled under these names (torch/csrc/distributed/c10d/ProcessGroupMPI.cpp)
+    # ProcessGroupMPI's work entries are profiled under these names
+    # (torch/csrc/distributed/c10d/ProcessGroupMPI.cpp)
     "mpi:all_reduce": ("mpi", "AllReduce", None, None, None, None),
     "record_param_comms:all_gather": ("c10d", "AllGather", None, None, None, None),
     "c10d::allreduce_": ("c10d", "AllReduce", None, None, None, None),
     "c10d::_allgather_base_": ("c10d", "AllGather", None, None, None, None),
-}  # fmt: skip
+}
 """One or more names per row of the other libraries, with where they were seen."""
 
 SUSPECTED_EXPECTED: tuple[str, ...] = (
@@ -346,7 +669,8 @@ SUSPECTED_EXPECTED: tuple[str, ...] = (
 
 NOT_SUSPECTED = (
     "void at::native::(anonymous namespace)::small_gather_kernel<float>(float*)",  # `small_gather`
-    "void deep_ep::internode::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int)",
+    "void deep_ep::internode::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, "
+    "int)",
     "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int)",
     "void cdpsk::ep::CUB_DeviceScanKernel<int>(int*)",  # a CUB scan in a look-alike namespace
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",

@@ -158,7 +158,8 @@ def test_integers_beyond_64_bits_and_absurd_element_counts_become_null(tmp_path:
             {},
             None,
             (1, 0),
-            "no baseTimeNanoseconds (the document is complete: older profilers write none): this rank's clock is "
+            "no baseTimeNanoseconds (the document is complete: older profilers write none): this rank's "
+            "clock is "
             "aligned by its collectives",
         ),
     ],

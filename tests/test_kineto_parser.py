@@ -1,4 +1,5 @@
-"""The Kineto parser on factory traces: schema, time base, ranks, truncation, gzip, and refusing other formats."""
+"""The Kineto parser on factory traces: schema, time base, ranks, truncation, gzip, and refusing other
+formats."""
 
 from __future__ import annotations
 

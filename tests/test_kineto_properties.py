@@ -1,9 +1,9 @@
-"""Property tests of the Kineto parser on mutated traces (issue 16): whatever the bytes, `kineto.parse` returns a
-`RankTrace` that validates, or raises `InputError` with a one-line message; never anything else.
+"""Property tests of the Kineto parser on mutated traces (issue 16): whatever the bytes, `kineto.parse`
+returns a `RankTrace` that validates, or raises `InputError` with a one-line message; never anything else.
 
-Mutation classes: truncation at any offset, byte flips, structural mutations (an event replaced by another JSON
-value, a field given a value of another type; `json.dumps` writes an infinite float as `Infinity`, which is not
-JSON, so a few of those are refused as malformed), and control characters in names. Run with
+Mutation classes: truncation at any offset, byte flips, structural mutations (an event replaced by another
+JSON value, a field given a value of another type; `json.dumps` writes an infinite float as `Infinity`, which
+is not JSON, so a few of those are refused as malformed), and control characters in names. Run with
 `--hypothesis-show-statistics` to see how many inputs each class ran and their outcomes (`event` labels).
 """
 
@@ -62,7 +62,8 @@ SAMPLE = json.dumps(sample_document(), indent=1).encode()
 
 
 def outcome_of(data: bytes, kind: str) -> str:
-    """Parse `data`; the outcome as a label. Anything but a validated trace or a one-line `InputError` fails."""
+    """Parse `data`; the outcome as a label. Anything but a validated trace or a one-line
+    `InputError` fails."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "rank0.json"
         path.write_bytes(data)
@@ -124,7 +125,8 @@ def test_a_header_value_of_another_type(key: str, value: Any) -> None:
 @FUZZ
 @given(names=st.tuples(st.text(alphabet=st.characters(max_codepoint=0x9F), min_size=1), st.text(min_size=1)))
 def test_control_characters_in_names(names: tuple[str, str]) -> None:
-    """Names are kept as written (a lone surrogate, invalid in UTF-8, becomes U+FFFD); the file is never refused."""
+    """Names are kept as written (a lone surrogate, invalid in UTF-8, becomes U+FFFD); the file is never
+    refused."""
     data = json.dumps(sample_document(names), ensure_ascii=False).encode("utf-8", "surrogatepass")
     assert "parsed" in outcome_of(data, "control characters")
     with tempfile.TemporaryDirectory() as folder:

@@ -1,6 +1,6 @@
-"""A streamed trace reads exactly as the same text read whole: frames, steps, metadata, warnings (byte numbers and
-counts included) and refusals, on every real trace and on every kind of damage, with chunks small enough that
-each file is cut many times."""
+"""A streamed trace reads exactly as the same text read whole: frames, steps, metadata, warnings (byte numbers
+and counts included) and refusals, on every real trace and on every kind of damage, with chunks small
+enough that each file is cut many times."""
 
 from __future__ import annotations
 
@@ -162,8 +162,8 @@ def test_invalid_utf8_in_events_and_in_the_header(tmp_path: Path, small_slices: 
 
 
 def test_text_that_looks_like_a_cut(tmp_path: Path, small_slices: None) -> None:
-    """Strings holding `},{`, arguments holding arrays of objects, and one event longer than many chunks: a cut
-    there would not decode, and is never made."""
+    """Strings holding `},{`, arguments holding arrays of objects, and one event longer than many chunks: a
+    cut there would not decode, and is never made."""
     events = many_events()
     for i, event in enumerate(events[::3]):
         event["args"] = {**event.get("args", {}), "note": "a}, {b", "shapes": [{"x": i}, {"y": [{}]}]}

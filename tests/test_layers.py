@@ -62,7 +62,9 @@ def test_the_check_finds_siblings_and_literal_module_names(tmp_path: Path) -> No
             "pkg/__init__.py": "",
             "pkg/left/__init__.py": "import importlib\nimportlib.import_module('pkg.right.x')\n",
             "pkg/right/__init__.py": "",
-            "pkg/right/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..left import y\n",
+            "pkg/right/x.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..left import y\n"
+            ),
             "pkg/left/y.py": "",
         },
     )

@@ -1,6 +1,6 @@
 """run.json (docs/run-manifest.md): read and checked, its inputs reaching the prediction with the source
-`manifest` below the command line, never read as a trace; the samples' manifests state what the simulator used,
-so `traceview summary sample_traces/dp8_ideal` predicts its gamma with no flags."""
+`manifest` below the command line, never read as a trace; the samples' manifests state what the simulator
+used, so `traceview summary sample_traces/dp8_ideal` predicts its gamma with no flags."""
 
 from __future__ import annotations
 

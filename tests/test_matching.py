@@ -1,4 +1,5 @@
-"""Matching collective instances across ranks (traceview.across_ranks.matching), on frames built by tests/crossrank_factory."""
+"""Matching collective instances across ranks (traceview.across_ranks.matching), on frames built by
+tests/crossrank_factory."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_extra_call_is_reported_and_later_calls_resynchronise() -> None:
 
 
 def test_missing_call_is_reported_and_later_calls_resynchronise() -> None:
-    """Ranks 0 and 2 make four calls, rank 1 skips the second: missing on rank 1 at seq 1, the rest aligned."""
+    """Ranks 0 and 2 make four calls, rank 1 skips the second: missing on rank 1 at seq 1, the
+    rest aligned."""
     sizes = [100, 200, 300, 400]
     rows = [
         comm(r, 100 * i + r, 100 * i + 10, ranks="[0, 1, 2]", size=s)
@@ -63,7 +65,8 @@ def test_missing_call_is_reported_and_later_calls_resynchronise() -> None:
 
 
 def test_two_ranks_with_different_counts_report_an_extra_call() -> None:
-    """Two ranks, 4 calls against 3: the tie goes to the smaller count, so the extra is on the rank with more."""
+    """Two ranks, 4 calls against 3: the tie goes to the smaller count, so the extra is on the
+    rank with more."""
     sizes = [100, 200, 300, 400]
     rows = [comm(0, 100 * i, 100 * i + 10, size=s) for i, s in enumerate(sizes)]
     rows += [comm(1, 100 * i + 1, 100 * i + 10, size=s) for i, s in enumerate(sizes) if i != 1]
@@ -182,9 +185,9 @@ def test_alltoall_calls_of_different_sizes_never_pair() -> None:
 
 def test_even_alltoall_sizes_are_part_of_the_signature() -> None:
     """Even AllToAlls (input = output) of 1024 and 4096 bytes, issued in swapped order by rank 1 (a real
-    mismatch: NCCL would pair them by order). Aligned by signature, rank 1's 1024-byte call pairs with rank 0's
-    and its 4096-byte call is left over; which of the two crossed calls is the odd one is not known, so both
-    keys are flagged and neither instance is usable."""
+    mismatch: NCCL would pair them by order). Aligned by signature, rank 1's 1024-byte call pairs with rank
+    0's and its 4096-byte call is left over; which of the two crossed calls is the odd one is not known, so
+    both keys are flagged and neither instance is usable."""
     rows = [
         comm(0, 0, 10, collective="AllToAll", size=1024),
         comm(0, 20, 30, collective="AllToAll", size=4096),

@@ -1,7 +1,7 @@
-"""`traceview nccl` on a folder of logs read as jobs (docs/metrics.md, "NCCL log", "Jobs"): one job's ranks each in
-their own log (one rank's log missing) and a second job whose init failed, in one folder: two jobs, each
-communicator merged over its ranks (`7 of 8`, the missing rank named), failures in the first line, a gate on
-them."""
+"""`traceview nccl` on a folder of logs read as jobs (docs/metrics.md, "NCCL log", "Jobs"): one job's ranks
+each in their own log (one rank's log missing) and a second job whose init failed, in one folder: two jobs,
+each communicator merged over its ranks (`7 of 8`, the missing rank named), failures in the first line, a
+gate on them."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def traceview(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def rank_log(rank: int) -> str:
-    """Rank `rank` of job A (8 ranks on two hosts): the world communicator and, for ranks 0-3, a group of four."""
+    """Rank `rank` of job A (8 ranks on two hosts): the world communicator and, for ranks 0-3, a group of
+    four."""
     host = HOSTS[rank // 4]
     writer = nf.Writer(host, 1000 + rank, 2000 + rank, rank % 4)
     comm, group = f"0x{0x5000 + rank:x}", f"0x{0x6000 + rank:x}"
@@ -75,7 +76,10 @@ def failed_job_log(rank: int) -> str:
     """Job B, two ranks on one host: rank 1's init fails (both on one GPU)."""
     writer = nf.Writer("gpu-c", 3000 + rank, 4000 + rank, 0)
     state = "COMPLETE" if rank == 0 else "START"
-    init = f"ncclCommInitRank comm 0x{0x7000 + rank:x} rank {rank} nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x{JOB_B:x} - Init {state}"
+    init = (
+        f"ncclCommInitRank comm 0x{0x7000 + rank:x} rank {rank} nranks 2 cudaDev 0 nvmlDev 0 busId 1000 "
+        f"commId 0x{JOB_B:x} - Init {state}"
+    )
     lines = [writer.info("NCCL version 2.21.5+cuda12.4"), writer.info(init)]
     if rank == 1:
         lines.append(

@@ -93,10 +93,19 @@ def comm_lines(rank: int, comm_id: int, network: str) -> list[str]:
     )
     return [
         w.info(RING_LIST_NEW, 0, 1, " ".join(f"{i:3d}" for i in range(size))),
-        w.info(CHANNEL_NEW.replace(" [receive]", ""), 0, 0, me, w.dev, (me + 1) % size, peer % PER_HOST, transport(rank, peer, network)),
+        w.info(
+            CHANNEL_NEW.replace(" [receive]", ""),
+            0,
+            0,
+            me,
+            w.dev,
+            (me + 1) % size,
+            peer % PER_HOST,
+            transport(rank, peer, network),
+        ),
         w.info(SHAPE, pointer, me, size, nodes, len(local), local.index(rank), 0),
         w.info(*init),
-    ]  # fmt: skip
+    ]
 
 
 def coll_line(rank: int, comm_id: int, op: str, count: int) -> str:
@@ -116,8 +125,12 @@ def host_log(host_index: int, network: str, pg_lines: bool = False) -> str:
                 lines += comm_lines(rank, comm_id, network)
                 if pg_lines:
                     rank_in = members.index(rank)
-                    lines.append(f"[PG ID {group} PG GUID {group} Rank {rank_in}] ProcessGroupNCCL created ncclComm_ 0x{base + rank:x} on CUDA device: {rank % PER_HOST}")  # fmt: skip
-        # COLL counts are elements of one rank's buffer: AllReduce S / 2 bytes, AllGather S / 8 ranks / 2 bytes.
+                    lines.append(
+                        f"[PG ID {group} PG GUID {group} Rank {rank_in}] ProcessGroupNCCL created ncclComm_ "
+                        f"0x{base + rank:x} on CUDA device: {rank % PER_HOST}"
+                    )
+        # COLL counts are elements of one rank's buffer: AllReduce S / 2 bytes, AllGather S / 8 ranks / 2
+        # bytes.
         tuning = (
             TUNING_NEW + " comm %s",
             "AllReduce",
@@ -149,9 +162,14 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("nccl_join") / "run"
     collectives = tuple(CollectiveSpec(kind, size, pg) for pg, kind, size in GROUPS.values())  # type: ignore[arg-type]
     scenario = Scenario(
-        ranks=RANKS, steps=3, collectives=collectives, compute_us=2000.0, ranks_per_host=PER_HOST,
-        host_offsets_us=(0.0, HOST_OFFSET_US), nccl_version="2.21.5",  # the logs' version: the same job
-    )  # fmt: skip
+        ranks=RANKS,
+        steps=3,
+        collectives=collectives,
+        compute_us=2000.0,
+        ranks_per_host=PER_HOST,
+        host_offsets_us=(0.0, HOST_OFFSET_US),
+        nccl_version="2.21.5",  # the logs' version: the same job
+    )
     write_run(scenario, folder)
     return folder
 
@@ -272,7 +290,8 @@ def test_socket_fallback_reaches_the_prediction(with_ib: RunAnalysis, with_socke
 
 def test_nccl_log_hosts_and_socket_links_feed_the_model(with_socket: RunAnalysis) -> None:
     """The logs' hosts place 4 ranks per node (source nccl log); the socket groups' B is the log's, so known;
-    group 2 (ranks 1, 2 on one host) stays on the hardware table's link, so the run's links are not all known."""
+    group 2 (ranks 1, 2 on one host) stays on the hardware table's link, so the run's links are not all
+    known."""
     prediction = with_socket.prediction
     assert prediction is not None
     assert prediction.inputs.topology is not None

@@ -236,9 +236,9 @@ FACTS: dict[str, dict[str, Any]] = {
         "transports": set(),
         "skipped": 1 + 2 + 5,
     },
-    # Recorded for this project (NCCL 2.28.9, one rank): one communicator; "opCount" lines counted by grep; the
-    # Trees line is cut by NCCL's line buffer inside channel 47's entry, so 47 complete trees; 64 "Channel NN/64"
-    # ring lines; every line is NCCL's.
+    # Recorded for this project (NCCL 2.28.9, one rank): one communicator; "opCount" lines counted by grep;
+    # the Trees line is cut by NCCL's line buffer inside channel 47's entry, so 47 complete trees; 64 "Channel
+    # NN/64" ring lines; every line is NCCL's.
     "h200_nccl_2.28.9_ddp1.log": {
         "version": "2.28.9+cuda13.0",
         "comms": 1,

@@ -1,5 +1,5 @@
-"""NCCL_DEBUG log parser on hostile input: huge lines, adversarial text for every pattern, broken gzip, invalid
-UTF-8, terminal escapes.
+"""NCCL_DEBUG log parser on hostile input: huge lines, adversarial text for every pattern, broken gzip,
+invalid UTF-8, terminal escapes.
 
 Nothing here is timed: a pattern that backtracks catastrophically does not finish on these inputs (a quadratic
 regex on a 64 KiB line is billions of steps), so "the test returns" is the check.
@@ -32,8 +32,8 @@ from traceview.core.errors import InputError
 W = Writer("node-a", 100, 101, 0)
 COLL = W.info(COLL_FORMAT, "AllReduce", 1, "0x1", "0x2", 256, 7, 0, 0, "0xa0", 2, "0x9")
 
-# One text each pattern of the tables must match (body patterns at the start of a record body, foreign patterns
-# anywhere in a line), in table order: the seeds of the adversarial inputs.
+# One text each pattern of the tables must match (body patterns at the start of a record body, foreign
+# patterns anywhere in a line), in table order: the seeds of the adversarial inputs.
 BODY_EXAMPLES = (
     "AllReduce: opCount 1a sendbuff 0x7f00 recvbuff 0x7f00 count 1000 datatype 7 op 0 root 0 comm 0x4000 "
     "[nranks=8] stream 0x99 task 0 globalrank 3",

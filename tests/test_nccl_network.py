@@ -32,23 +32,44 @@ CASES: tuple[tuple[tuple[str, ...], str | None, str | None], ...] = (
     ((NO_PLUGIN, IB), "IB", "NET/IB : Using"),
     ((IB, "Using network IB"), "IB", "Using network"),
     ((NO_IB, SOCKET, "Using network Socket"), "Socket", "Using network"),
-    (("NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)", "Using network IBext_v8"), "IB", "Using network"),
+    (
+        ("NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)", "Using network IBext_v8"),
+        "IB",
+        "Using network",
+    ),
     (("NET/OFI Using aws-ofi-nccl 1.7.4-aws", "Using network AWS Libfabric"), "Plugin", "Using network"),
     (("NET/OFI Using aws-ofi-nccl 1.7.4-aws",), "Plugin", "NET/<plugin>"),
-    (("Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so", "P2P plugin IBext"), "IB", "P2P plugin"),
+    (
+        ("Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so", "P2P plugin IBext"),
+        "IB",
+        "P2P plugin",
+    ),
     (("NCCL_NET set by environment to Socket", IB), "Socket", "NCCL_NET"),
     (("NCCL_IB_DISABLE set by environment to 1.",), "Socket", "NCCL_IB_DISABLE=1"),
     (("NCCL_IB_DISABLE set by environment to 0.", IB), "IB", "NET/IB : Using"),
     (("NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'",), "Socket", "NET/Socket"),
-    (("NET/Socket : Using [0]eth0:10.0.4.51<0>", "Initialized NET plugin Socket",  # 2.24+
-      "Assigned NET plugin Socket to comm"), "Socket", "Assigned NET plugin"),
-    (("NET/OFI Initializing aws-ofi-nccl 1.16.2", "Initialized NET plugin Libfabric"), "Plugin",
-     "Initialized NET plugin"),
-    (("Successfully loaded external network plugin /opt/rocm/lib/librccl-net.so",), "Plugin",
-     "external network plugin"),  # RCCL
+    (
+        (
+            "NET/Socket : Using [0]eth0:10.0.4.51<0>",
+            "Initialized NET plugin Socket",  # 2.24+
+            "Assigned NET plugin Socket to comm",
+        ),
+        "Socket",
+        "Assigned NET plugin",
+    ),
+    (
+        ("NET/OFI Initializing aws-ofi-nccl 1.16.2", "Initialized NET plugin Libfabric"),
+        "Plugin",
+        "Initialized NET plugin",
+    ),
+    (
+        ("Successfully loaded external network plugin /opt/rocm/lib/librccl-net.so",),
+        "Plugin",
+        "external network plugin",
+    ),  # RCCL
     (("Using non-device net plugin version 0", "Using network Socket"), "Socket", "Using network"),
     ((NO_PLUGIN, "Bootstrap : Using eth0:10.0.0.1<0>"), None, None),
-)  # fmt: skip
+)
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -84,8 +105,9 @@ def test_socket_settings_are_read(tmp_path: Path) -> None:
     assert log.settings == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}
 
 
-# (op, count, datatype code, element bytes, nranks) -> S by the nccl-tests convention: AllGather's count is the
-# sendcount and ReduceScatter's the recvcount (one rank's share), every other op's count is the whole buffer.
+# (op, count, datatype code, element bytes, nranks) -> S by the nccl-tests convention: AllGather's count is
+# the sendcount and ReduceScatter's the recvcount (one rank's share), every other op's count is the whole
+# buffer.
 CALLS = (
     ("AllGather", 1000, 7, 4, 8, 1000 * 4 * 8),
     ("ReduceScatter", 250, 9, 2, 4, 250 * 2 * 4),

@@ -1,6 +1,6 @@
-"""Every parser and the analyses on real files the suite keeps of its own (`tests/fixtures/`, provenance in its
-README): these run on a fresh clone, where `../shared` is absent. Expected values are read from the files by a
-plain-Python pass (gzip + json, grep-like line counts), never from the program's output."""
+"""Every parser and the analyses on real files the suite keeps of its own (`tests/fixtures/`, provenance in
+its README): these run on a fresh clone, where `../shared` is absent. Expected values are read from the
+files by a plain-Python pass (gzip + json, grep-like line counts), never from the program's output."""
 
 from __future__ import annotations
 

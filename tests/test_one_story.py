@@ -1,5 +1,5 @@
-"""One fact, one value, on every surface (docs/metrics.md sections 4 and 5): a property test over every sample run
-and every real trace of ../shared/data/real/kineto.
+"""One fact, one value, on every surface (docs/metrics.md sections 4 and 5): a property test over every sample
+run and every real trace of ../shared/data/real/kineto.
 
 - T_comm never exceeds the step, its split (device / copy engine / host) adds up to it, and the window's
   identity step = busy + host wait + idle holds;
@@ -7,8 +7,8 @@ and every real trace of ../shared/data/real/kineto.
   intervals read from the raw JSON (NCCL kernels, copies launched inside a collective call or on an NCCL
   kernel's stream, gloo ops on the host; nothing at world size 1), counted once;
 - the collectives' rows agree with the budget: clipped to the windows, their union is the budget's T_comm;
-- every rank, "last in k of n" and time the rendered text claims about stragglers and slow ranks is the JSON's,
-  and a straggler run has at least one such claim checked;
+- every rank, "last in k of n" and time the rendered text claims about stragglers and slow ranks is the
+  JSON's, and a straggler run has at least one such claim checked;
 - every matched instance has its flows in the export (one per member after the first to arrive).
 
 Expected values come from the raw JSON or the JSON summary, never from the figure under test.
@@ -82,18 +82,27 @@ def comm_intervals(events: list[dict[str, Any]], world: int | None) -> list[tupl
     """Every communication interval of a rank, by a second, plain reading of docs/metrics.md section 2: NCCL
     kernels; at world size above 1, copies whose launch lies inside a collective call on its thread or that
     run on an NCCL kernel's stream, and gloo/MPI ops on the host."""
-    spans = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in ("kernel", "Kernel")
-             and DEVICE_COMM.search(e.get("name", ""))]  # fmt: skip
+    spans = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") in ("kernel", "Kernel") and DEVICE_COMM.search(e.get("name", ""))
+    ]
     if world == 1:
         return spans
-    comm_streams = {e.get("args", {}).get("stream") for e in events
-                    if e.get("cat") in ("kernel", "Kernel") and DEVICE_COMM.search(e.get("name", ""))}  # fmt: skip
+    comm_streams = {
+        e.get("args", {}).get("stream")
+        for e in events
+        if e.get("cat") in ("kernel", "Kernel") and DEVICE_COMM.search(e.get("name", ""))
+    }
     calls: dict[tuple[Any, Any], list[tuple[float, float]]] = defaultdict(list)
     for e in events:
         if e.get("cat") in HOST_CATEGORIES and CALL.match(e.get("name", "")):
             calls[(e.get("pid"), e.get("tid"))].append((e["ts"], e["ts"] + e["dur"]))
-    launches = {e["args"]["correlation"]: e for e in events
-                if e.get("cat") in RUNTIME and "correlation" in e.get("args", {})}  # fmt: skip
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in RUNTIME and "correlation" in e.get("args", {})
+    }
     for e in events:
         if e.get("cat") in ("gpu_memcpy", "Memcpy"):
             launch = launches.get(e.get("args", {}).get("correlation"))
@@ -191,21 +200,30 @@ def rendered(analysis: RunAnalysis) -> str:
 
 CLAIMS = (
     # (pattern, the named groups it claims)
-    re.compile(r"Rank (?P<rank>\d+) sets the pace: it arrives last in (?P<last>\d+) of its (?P<of>\d+) "
-               r"collectives .*?its lateness costs (?P<cost>[\d.]+ m?s|[\d.]+ us) per step"),
-    re.compile(r"Rank (?P<rank>\d+)'s late arrival costs (?P<cost>[\d.]+ m?s|[\d.]+ us) per step .*? last in "
-               r"(?P<last>\d+) of the (?P<of>\d+) collectives it joins .*?median lateness "
-               r"(?P<lateness>[\d.]+ m?s|[\d.]+ us)"),
-    re.compile(r"[Rr]ank (?P<rank>\d+) is a straggler: last in (?P<last>\d+) of its (?P<of>\d+) collectives, "
-               r"median (?P<lateness>[\d.]+ ms) late, costing (?P<cost>[\d.]+ ms) per step"),
-    re.compile(r"Rank (?P<rank>\d+) computes (?P<comp>[\d.]+ m?s|[\d.]+ us) per median step, \d+% more than the "
-               r"median over ranks[^,;]*, (?:but|and) it is last in (?P<last>\d+) of its (?P<of>\d+) collectives "
-               r".*?(?:its peers do not wait for it|too few times to tell that its peers wait for it); "
-               r"(?:the peers wait for rank (?P<waited>\d+)|no rank is last beyond chance)"),
-)  # fmt: skip
+    re.compile(
+        r"Rank (?P<rank>\d+) sets the pace: it arrives last in (?P<last>\d+) of its (?P<of>\d+) "
+        r"collectives .*?its lateness costs (?P<cost>[\d.]+ m?s|[\d.]+ us) per step"
+    ),
+    re.compile(
+        r"Rank (?P<rank>\d+)'s late arrival costs (?P<cost>[\d.]+ m?s|[\d.]+ us) per step .*? last in "
+        r"(?P<last>\d+) of the (?P<of>\d+) collectives it joins .*?median lateness "
+        r"(?P<lateness>[\d.]+ m?s|[\d.]+ us)"
+    ),
+    re.compile(
+        r"[Rr]ank (?P<rank>\d+) is a straggler: last in (?P<last>\d+) of its (?P<of>\d+) collectives, "
+        r"median (?P<lateness>[\d.]+ ms) late, costing (?P<cost>[\d.]+ ms) per step"
+    ),
+    re.compile(
+        r"Rank (?P<rank>\d+) computes (?P<comp>[\d.]+ m?s|[\d.]+ us) per median step, \d+% more than the "
+        r"median over ranks[^,;]*, (?:but|and) it is last in (?P<last>\d+) of its (?P<of>\d+) collectives "
+        r".*?(?:its peers do not wait for it|too few times to tell that its peers wait for it); "
+        r"(?:the peers wait for rank (?P<waited>\d+)|no rank is last beyond chance)"
+    ),
+)
 LAST_IN = re.compile(r"last in \d+ of (?:its|the) \d+")
 UNRESOLVED = re.compile(
-    r"[Rr]ank (?P<rank>\d+) arrives late \(median (?P<lateness>[\d.]+ ms)\) but the clock alignment is uncertain by "
+    r"[Rr]ank (?P<rank>\d+) arrives late \(median (?P<lateness>[\d.]+ ms)\) but the clock alignment is "
+    r"uncertain by "
     r"(?P<uncertainty>[\d.]+ ms): not resolvable"
 )
 MISMATCH = re.compile(

@@ -1,8 +1,8 @@
-"""Plausibility before the headline (docs/metrics.md, "Predicted gamma"): a prediction with stated inputs and a
-ratio within 10x leads the verdict's line; one whose achieved FLOP/s cannot be (outside 1% to 100% of a known
-peak), or that is 10x off while an input is a guess, is withheld and names the doubtful input; a B measured in
-the run is said to be no independent check. The `dp8_ideal` sample (R = 150 TFLOP/s stated as its peak, at
-efficiency 1) and its planted figures."""
+"""Plausibility before the headline (docs/metrics.md, "Predicted gamma"): a prediction with stated inputs and
+a ratio within 10x leads the verdict's line; one whose achieved FLOP/s cannot be (outside 1% to 100% of a
+known peak), or that is 10x off while an input is a guess, is withheld and names the doubtful input; a B
+measured in the run is said to be no independent check. The `dp8_ideal` sample (R = 150 TFLOP/s stated as
+its peak, at efficiency 1) and its planted figures."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The alpha-beta prediction: pricing by hand, the factor identity on a factory step, inputs and their
-provenance, the NCCL-log hook, what-ifs, and a simulated data-parallel run built to the model's assumptions."""
+provenance, the NCCL-log hook, what-ifs, and a simulated data-parallel run built to the model's
+assumptions."""
 
 from __future__ import annotations
 
@@ -30,10 +31,24 @@ INTER = Link("inter", "test NIC", 10e9, 5e-6, "command line", "command line")
 def inputs(**changes: object) -> ModelInputs:
     """Model inputs for factory frames: R = 100e12 x 0.5, 8 GPUs per node, the links above."""
     base = ModelInputs(
-        device=None, gpu=None, dtype="bf16", peak_flops=100e12, efficiency=0.5, ranks_per_node=8, intra=INTRA,
-        inter=INTER, params=None, local_batch=None, grad_group="0", grad_bytes_per_param=2, workers=2,
-        flops=pl.DataFrame({"rank": [0], "step": [1], "flops": [1e12]}), flops_source="trace", assumptions=(), notes=(),
-    )  # fmt: skip
+        device=None,
+        gpu=None,
+        dtype="bf16",
+        peak_flops=100e12,
+        efficiency=0.5,
+        ranks_per_node=8,
+        intra=INTRA,
+        inter=INTER,
+        params=None,
+        local_batch=None,
+        grad_group="0",
+        grad_bytes_per_param=2,
+        workers=2,
+        flops=pl.DataFrame({"rank": [0], "step": [1], "flops": [1e12]}),
+        flops_source="trace",
+        assumptions=(),
+        notes=(),
+    )
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -41,12 +56,22 @@ def calls(rows: list[tuple[str, int, int, str, float]]) -> pl.DataFrame:
     """Calls of rank 0 step 1: (collective, S, n, pg_ranks, duration us)."""
     return pl.DataFrame(
         {
-            "rank": [0] * len(rows), "step": [1] * len(rows), "collective": [r[0] for r in rows],
-            "size_bytes": [r[1] for r in rows], "group_size": [r[2] for r in rows], "pg_key": ["0"] * len(rows),
-            "pg_ranks": [r[3] for r in rows], "dur_us": [r[4] for r in rows],
+            "rank": [0] * len(rows),
+            "step": [1] * len(rows),
+            "collective": [r[0] for r in rows],
+            "size_bytes": [r[1] for r in rows],
+            "group_size": [r[2] for r in rows],
+            "pg_key": ["0"] * len(rows),
+            "pg_ranks": [r[3] for r in rows],
+            "dur_us": [r[4] for r in rows],
         },
-        schema_overrides={"size_bytes": pl.Int64, "group_size": pl.Int64, "dur_us": pl.Float64, "pg_ranks": pl.Utf8},
-    )  # fmt: skip
+        schema_overrides={
+            "size_bytes": pl.Int64,
+            "group_size": pl.Int64,
+            "dur_us": pl.Float64,
+            "pg_ranks": pl.Utf8,
+        },
+    )
 
 
 def test_parse_quantities() -> None:
@@ -91,9 +116,16 @@ def factory_step(transfer_us: float) -> tuple[pl.DataFrame, TimeBudget]:
         inputs(),
     )
     per_step = pl.DataFrame(
-        {"rank": [0], "step": [1], "comm_us": [20000.0], "comp_us": [40000.0], "exposed_gamma": [0.5],
-         "transfer_us": [transfer_us], "transfer_gamma": [transfer_us / 40000]}
-    )  # fmt: skip
+        {
+            "rank": [0],
+            "step": [1],
+            "comm_us": [20000.0],
+            "comp_us": [40000.0],
+            "exposed_gamma": [0.5],
+            "transfer_us": [transfer_us],
+            "transfer_gamma": [transfer_us / 40000],
+        }
+    )
     return priced, TimeBudget(per_step=per_step, per_rank=pl.DataFrame(), run_median={})
 
 
@@ -108,7 +140,8 @@ def test_factors_by_hand_and_the_identity() -> None:
     assert row["gamma"] == pytest.approx(20000 / 40000)
     assert row["gamma_pred"] == pytest.approx(t_pred / 20000)
     assert row["waiting"] == pytest.approx((20000 + 50) / 8020)
-    # the AllReduce is the one bandwidth-bound call: its model time 8002 us against its 20000 us, waits removed
+    # the AllReduce is the one bandwidth-bound call: its model time 8002 us against its 20000 us, waits
+    # removed
     assert row["bandwidth_eff"] == pytest.approx(t_allreduce * (20050 / 8020) / 20000)
     assert row["latency"] == pytest.approx((20050 / 20000) / (t_pred / t_allreduce))
     assert row["compute_eff"] == pytest.approx(20000 / 40000)
@@ -143,14 +176,22 @@ def test_dominant_factor_is_the_largest_log_effect() -> None:
 def test_step_calls_collapse_a_call_and_keep_calls_inside_windows() -> None:
     kernels = pl.DataFrame(
         {
-            "rank": [0, 0, 0], "on_device": [True, True, True], "start_us": [10.0, 12.0, 500.0],
+            "rank": [0, 0, 0],
+            "on_device": [True, True, True],
+            "start_us": [10.0, 12.0, 500.0],
             "end_us": [11.0, 14.0, 503.0],
-            "dur_us": [1.0, 2.0, 3.0], "call_name": ["nccl:all_reduce", "nccl:all_reduce", None],
-            "call_start_us": [9.0, 9.0, None], "collective": ["AllReduce"] * 3, "dtype": ["float32"] * 3,
-            "elem_size": [4] * 3, "size_bytes": [400, 400, 8], "group_size": [2] * 3, "pg_key": ["0"] * 3,
+            "dur_us": [1.0, 2.0, 3.0],
+            "call_name": ["nccl:all_reduce", "nccl:all_reduce", None],
+            "call_start_us": [9.0, 9.0, None],
+            "collective": ["AllReduce"] * 3,
+            "dtype": ["float32"] * 3,
+            "elem_size": [4] * 3,
+            "size_bytes": [400, 400, 8],
+            "group_size": [2] * 3,
+            "pg_key": ["0"] * 3,
             "pg_ranks": ["[0, 1]"] * 3,
         }
-    )  # fmt: skip
+    )
     windows = pl.DataFrame({"rank": [0], "step": [7], "window_start_us": [5.0], "window_end_us": [100.0]})
     found = step_calls(kernels, windows)
     assert found.height == 1  # the kernel at 500 us lies outside every window
@@ -167,15 +208,25 @@ def test_step_calls_count_a_host_op_and_its_device_copies_once() -> None:
     # staging copy [5, 8) launched before it is communication time but no call of its own.
     kernels = pl.DataFrame(
         {
-            "rank": [0, 0, 0], "on_device": [True, False, True], "start_us": [5.0, 10.0, 40.0],
-            "end_us": [8.0, 50.0, 45.0], "dur_us": [3.0, 40.0, 5.0],
+            "rank": [0, 0, 0],
+            "on_device": [True, False, True],
+            "start_us": [5.0, 10.0, 40.0],
+            "end_us": [8.0, 50.0, 45.0],
+            "dur_us": [3.0, 40.0, 5.0],
             "call_name": ["c10d::allreduce_", "gloo:all_reduce", "gloo:all_reduce"],
-            "call_start_us": [4.0, 10.0, 10.0], "collective": ["AllReduce"] * 3, "dtype": ["float32"] * 3,
-            "elem_size": [4] * 3, "size_bytes": [None, 400, 400], "group_size": [2] * 3, "pg_key": ["0"] * 3,
-            "pg_ranks": ["[0, 1]"] * 3, "comm_kind": ["copy engine", "host", "copy engine"],
-            "moves_data": [True] * 3, "staging_copy": [True, False, False],
+            "call_start_us": [4.0, 10.0, 10.0],
+            "collective": ["AllReduce"] * 3,
+            "dtype": ["float32"] * 3,
+            "elem_size": [4] * 3,
+            "size_bytes": [None, 400, 400],
+            "group_size": [2] * 3,
+            "pg_key": ["0"] * 3,
+            "pg_ranks": ["[0, 1]"] * 3,
+            "comm_kind": ["copy engine", "host", "copy engine"],
+            "moves_data": [True] * 3,
+            "staging_copy": [True, False, False],
         }
-    )  # fmt: skip
+    )
     windows = pl.DataFrame({"rank": [0], "step": [1], "window_start_us": [0.0], "window_end_us": [100.0]})
     found = step_calls(kernels, windows)
     assert found.select("dur_us", "kernels", "comm_kind", "size_bytes").rows() == [
@@ -186,11 +237,16 @@ def test_step_calls_count_a_host_op_and_its_device_copies_once() -> None:
 def test_gradient_allreduce_takes_the_group_with_the_most_bytes() -> None:
     frame = pl.DataFrame(
         {
-            "rank": [0, 0, 0, 0], "step": [1, 1, 2, 1], "collective": ["AllReduce"] * 3 + ["AllReduce"],
-            "dtype": ["bfloat16", "bfloat16", "bfloat16", "int64"], "elem_size": [2, 2, 2, 8],
-            "size_bytes": [600, 400, 1000, 10**6], "group_size": [4, 4, 4, 4], "pg_key": ["dp", "dp", "dp", "dp"],
+            "rank": [0, 0, 0, 0],
+            "step": [1, 1, 2, 1],
+            "collective": ["AllReduce"] * 3 + ["AllReduce"],
+            "dtype": ["bfloat16", "bfloat16", "bfloat16", "int64"],
+            "elem_size": [2, 2, 2, 8],
+            "size_bytes": [600, 400, 1000, 10**6],
+            "group_size": [4, 4, 4, 4],
+            "pg_key": ["dp", "dp", "dp", "dp"],
         }
-    )  # fmt: skip
+    )
     found = gradient_allreduce(frame)  # the int64 all-reduce is no gradient
     assert found["params"] == (600 + 400) / 2
     assert (found["group"], found["elem_size"], found["workers"]) == ("dp", 2, 4)

@@ -137,9 +137,24 @@ def _traceview(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_options_reach_the_prediction_with_command_line_provenance() -> None:
     done = _traceview(
-        "summary", str(REAL), "--json", "--local-batch", "32", "--bandwidth", "150G,50G", "--alpha", "2,8",
-        "--peak-flops", "156T", "--efficiency", "0.4", "--gpus-per-node", "1", "--fail-on", "gamma_pred>1e9",
-    )  # fmt: skip
+        "summary",
+        str(REAL),
+        "--json",
+        "--local-batch",
+        "32",
+        "--bandwidth",
+        "150G,50G",
+        "--alpha",
+        "2,8",
+        "--peak-flops",
+        "156T",
+        "--efficiency",
+        "0.4",
+        "--gpus-per-node",
+        "1",
+        "--fail-on",
+        "gamma_pred>1e9",
+    )
     assert done.returncode == 0, done.stderr
     rows = {a["name"]: a for a in json.loads(done.stdout)["prediction"]["assumptions"]}
     assert (rows["B inside a node"]["value"], rows["B across nodes"]["value"]) == (150e9, 50e9)

@@ -1,6 +1,7 @@
-"""What a prediction lacks or doubts (docs/metrics.md, "Predicted gamma"): always a `Prediction`, with one line
-naming the missing input when gamma_pred cannot be computed; stated P and b used for the FLOPs; figures no
-device reaches named; and on a real single-rank trace, call durations that do not grow with their bytes."""
+"""What a prediction lacks or doubts (docs/metrics.md, "Predicted gamma"): always a `Prediction`, with one
+line naming the missing input when gamma_pred cannot be computed; stated P and b used for the FLOPs;
+figures no device reaches named; and on a real single-rank trace, call durations that do not grow with
+their bytes."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def test_an_unknown_device_lacks_the_link_then_the_peak(tmp_path: Path) -> None:
     write_run(replace(scenario, device_name="Mystery Accelerator 9000"), tmp_path)
     first = predicted(tmp_path)
     assert first.missing_input == (
-        "link bandwidth (device 'Mystery Accelerator 9000' is not in the hardware table): pass --bandwidth or "
+        "link bandwidth (device 'Mystery Accelerator 9000' is not in the hardware table): pass --bandwidth "
+        "or "
         "write hardware.intra_bandwidth_Bps in run.json"
     )
     then = predicted(tmp_path, bandwidth_Bps=10e9)
@@ -113,7 +115,8 @@ def test_flops_per_sample_times_b(recorded: Path) -> None:
 
 
 def test_achieved_flops_above_the_peak_is_named(recorded: Path) -> None:
-    """A stated peak of 1 TFLOP/s against a run computing at 40: achieved / peak = 40, which no device does."""
+    """A stated peak of 1 TFLOP/s against a run computing at 40: achieved / peak = 40, which no
+    device does."""
     found = predicted(recorded, peak_flops=1e12, efficiency=1.0, bandwidth_Bps=BW, alpha_s=0.0)
     assert found.dominant == "compute_eff"
     assert found.run["compute_eff"] == pytest.approx(R / 1e12, rel=1e-3)

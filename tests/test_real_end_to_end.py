@@ -1,5 +1,5 @@
-"""Every analysis and every renderer on every real trace folder in ../shared/data/real/kineto: nothing crashes,
-the outputs hold together, and the identities of docs/metrics.md hold on real data."""
+"""Every analysis and every renderer on every real trace folder in ../shared/data/real/kineto: nothing
+crashes, the outputs hold together, and the identities of docs/metrics.md hold on real data."""
 
 from __future__ import annotations
 

@@ -75,9 +75,25 @@ def data_parallel(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     job = [str(JOB), "--mode", "dp", "--steps", "4", "--facts", str(root / "facts")]
     done = _traceview(
-        "record", "-o", root / "run", "--wait", "1", "--warmup", "1", "--active", "2",
-        "--local-batch", str(LOCAL_BATCH), "--job", "dp-test", "--", *launcher, "--monitor-interval", "0.1", *job,
-    )  # fmt: skip
+        "record",
+        "-o",
+        root / "run",
+        "--wait",
+        "1",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--local-batch",
+        str(LOCAL_BATCH),
+        "--job",
+        "dp-test",
+        "--",
+        *launcher,
+        "--monitor-interval",
+        "0.1",
+        *job,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrote" in done.stderr
     assert "run.json" in done.stderr
@@ -89,9 +105,25 @@ def data_parallel(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     root = tmp_path_factory.mktemp("pp")
     command = [
-        sys.executable, str(JOB), "--mode", "pp", "--spawn", "2", "--steps", "3", "--run-dir", str(root / "run"),
-        "--facts", str(root / "facts"), "--wait", "0", "--warmup", "1", "--active", "2",
-    ]  # fmt: skip
+        sys.executable,
+        str(JOB),
+        "--mode",
+        "pp",
+        "--spawn",
+        "2",
+        "--steps",
+        "3",
+        "--run-dir",
+        str(root / "run"),
+        "--facts",
+        str(root / "facts"),
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return Recorded("pp", root / "run", _facts(root / "facts"), 0, 1, 2, by_record=False)

@@ -126,5 +126,8 @@ def test_a_folder_with_a_run_is_refused(tmp_path: Path) -> None:
 
 
 def test_nothing_imports_torch_until_a_profile_starts() -> None:
-    probe = "import sys, traceview, traceview.cli.main, traceview.record.profile; traceview.profile; assert 'torch' not in sys.modules"
+    probe = (
+        "import sys, traceview, traceview.cli.main, traceview.record.profile; traceview.profile; assert "
+        "'torch' not in sys.modules"
+    )
     assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0

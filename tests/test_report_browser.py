@@ -5,8 +5,8 @@ Clicks are trusted mouse events at a heatmap cell's pixel; load times are the pa
 drawn and painted, `traceview-drawn`) since navigation started, in real time.
 
 Skipped when /usr/bin/chromium is absent, except under CI (`CI` set), where a missing browser is a failure.
-Screenshots (the verdict, the heatmap, a drill-down, the first screen, a 64-rank page) and the measured sizes and
-load times (`report-scale-N.txt`) go to test-artifacts/.
+Screenshots (the verdict, the heatmap, a drill-down, the first screen, a 64-rank page) and the measured sizes
+and load times (`report-scale-N.txt`) go to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def _click_menu_item(browser: Browser, figure: str, item: int) -> None:
 def _centre(browser: Browser, selector: str, index: int = 0) -> tuple[float, float]:
     found = browser.evaluate(
         f"(function () {{ var el = document.querySelectorAll({json.dumps(selector)})[{index}];"
-        " el.scrollIntoView({block: 'center'}); var r = el.getClientRects()[0];"  # a wrapped link: its first line
+        # a wrapped link: its first line
+        " el.scrollIntoView({block: 'center'}); var r = el.getClientRects()[0];"
         " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
     )
     return float(found[0]), float(found[1])
@@ -141,7 +142,8 @@ def _cell_centre(browser: Browser, rank: int, step: int) -> tuple[float, float]:
     found = browser.evaluate(
         "(function (rank, step) { var gd = document.getElementById('fig-heatmap');"
         " gd.scrollIntoView({block: 'center'}); var fl = gd._fullLayout, box = gd.getBoundingClientRect();"
-        " function at(axis, value) { return axis._offset + axis.l2p(axis._categories.map(String).indexOf(String(value))); }"
+        " function at(axis, value) { return axis._offset + "
+        "axis.l2p(axis._categories.map(String).indexOf(String(value))); }"
         " return [box.left + at(fl.xaxis, step), box.top + at(fl.yaxis, rank)];"
         f" }})({rank}, {step})"
     )
@@ -234,10 +236,16 @@ def test_each_recommendation_links_to_the_figure_that_proves_it(
     facts = browser.evaluate(
         "Array.prototype.map.call(document.querySelectorAll('#verdict-figures a.fact'), function (a) {"
         " var target = document.querySelector(a.getAttribute('href'));"
-        " return [a.querySelector('.label').textContent, target !== null && target.classList.contains('js-plotly-plot')]; })"
+        " return [a.querySelector('.label').textContent, target !== null && "
+        "target.classList.contains('js-plotly-plot')]; })"
     )
-    assert dict(facts) == {"measured gamma": True, "exposed communication": True, "exposed gamma": True,
-                           "GPU idle": True, "top straggler": True}  # fmt: skip
+    assert dict(facts) == {
+        "measured gamma": True,
+        "exposed communication": True,
+        "exposed gamma": True,
+        "GPU idle": True,
+        "top straggler": True,
+    }
     by_rule = {x["rule"]: x for x in links}
     assert by_rule["rec-straggler"]["figure"] == "#fig-lateness"  # rank 5's row is late in every instance
     assert by_rule["rec-straggler"]["cell"] == "#cell=5-6"  # rank 5 in the median step (6)
@@ -266,10 +274,13 @@ def test_the_mode_bar_stays_off_titles_legends_and_menus(
     open_report(browser, written(tmp_path, sample_analysis))
     boxes = browser.evaluate(
         "Array.prototype.map.call(document.querySelectorAll('div.figure.js-plotly-plot'), function (gd) {"
-        " function boxes(selector) { return Array.prototype.map.call(gd.querySelectorAll(selector), function (el) {"
-        "   var r = el.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; })"
+        " function boxes(selector) { return Array.prototype.map.call(gd.querySelectorAll(selector), function "
+        "(el) {"
+        "   var r = el.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: "
+        "r.bottom}; })"
         "   .filter(function (r) { return r.right > r.left && r.bottom > r.top; }); }"
-        " return {id: gd.id, modebar: boxes('.modebar'), others: boxes('.gtitle, .legend, .updatemenu-header-group,"
+        " return {id: gd.id, modebar: boxes('.modebar'), others: boxes('.gtitle, .legend, "
+        ".updatemenu-header-group,"
         " .colorbar, .annotation')}; })"
     )
     assert boxes
@@ -280,7 +291,8 @@ def test_the_mode_bar_stays_off_titles_legends_and_menus(
 
 
 def _scaled_analysis(ranks: int) -> RunAnalysis:
-    """`ranks` varied copies of sample_traces/dp8_straggler's rank summaries, reduced (benchmarks/reduce_scale.py)."""
+    """`ranks` varied copies of sample_traces/dp8_straggler's rank summaries, reduced
+    (benchmarks/reduce_scale.py)."""
     import importlib.util
     import sys
 
@@ -302,7 +314,10 @@ def _scaled_analysis(ranks: int) -> RunAnalysis:
 
 
 def _record(ranks: int, size_mb: float, load_s: float) -> None:
-    line = f"{ranks} ranks: report {size_mb:.2f} MB, in-browser load (navigation to every figure drawn) {load_s:.2f} s\n"
+    line = (
+        f"{ranks} ranks: report {size_mb:.2f} MB, in-browser load (navigation to every figure drawn) "
+        f"{load_s:.2f} s\n"
+    )
     artifact(f"report-scale-{ranks}.txt").write_text(line, encoding="utf-8")
 
 
@@ -355,7 +370,8 @@ def test_collectives_by_cost_open_their_instances(browser: Browser, tmp_path: Pa
     run = SAMPLES / "pp4_mismatch"
     open_report(browser, written(tmp_path, analyze(load_run(run, workers=1))))
     rows = browser.evaluate(
-        "Array.prototype.map.call(document.querySelectorAll('#table-collectives-cost > tbody > tr'), function (tr) {"
+        "Array.prototype.map.call(document.querySelectorAll('#table-collectives-cost > tbody > tr'), "
+        "function (tr) {"
         " return [tr.cells[0].textContent, parseFloat(tr.cells[5].textContent),"
         " tr.querySelectorAll('details tbody tr').length]; })"
     )

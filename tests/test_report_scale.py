@@ -1,5 +1,5 @@
-"""The report's charts without a browser: noise drawn as 0 in every chart, the palette, outliers named once per
-value, rank lists as ranges, the straggler sentence bounded."""
+"""The report's charts without a browser: noise drawn as 0 in every chart, the palette, outliers named once
+per value, rank lists as ranges, the straggler sentence bounded."""
 
 from __future__ import annotations
 
@@ -46,8 +46,11 @@ def with_noise(analysis: RunAnalysis) -> RunAnalysis:
         part = getattr(analysis, field.name)
         if not dataclasses.is_dataclass(part) or isinstance(part, type):
             continue
-        frames = {f.name: _noisy(getattr(part, f.name)) for f in dataclasses.fields(part)
-                  if isinstance(getattr(part, f.name), pl.DataFrame)}  # fmt: skip
+        frames = {
+            f.name: _noisy(getattr(part, f.name))
+            for f in dataclasses.fields(part)
+            if isinstance(getattr(part, f.name), pl.DataFrame)
+        }
         if frames:
             changed[field.name] = dataclasses.replace(part, **frames)
     return dataclasses.replace(analysis, **changed)
@@ -70,8 +73,12 @@ def test_every_chart_draws_sub_microsecond_noise_as_zero(sample: RunAnalysis) ->
                 drawn += [(figure_id, key, v) for v in _numbers(trace.get(key))]
     data = drill_data(noisy)
     drawn += [("drill cells", key, v) for key, values in data["cells"].items() for v in _numbers(values)]
-    drawn += [("drill segments", step, v) for step, ranks in data["segments"].items()
-              for segments in ranks.values() for v in _numbers([s[2:] for s in segments])]  # fmt: skip
+    drawn += [
+        ("drill segments", step, v)
+        for step, ranks in data["segments"].items()
+        for segments in ranks.values()
+        for v in _numbers([s[2:] for s in segments])
+    ]
     assert drawn
     assert [d for d in drawn if 0 < abs(d[2]) < 1e-3] == []  # ms: nothing between 0 and 1 us
 

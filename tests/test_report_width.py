@@ -31,7 +31,8 @@ OVERFLOW = """(() => {
     }
   }
   for (const s of document.querySelectorAll('section')) {
-    if (s.scrollWidth > s.clientWidth + 1) found.push('#' + s.id + ' scrolls sideways: ' + s.scrollWidth + ' px');
+    if (s.scrollWidth > s.clientWidth + 1)
+      found.push('#' + s.id + ' scrolls sideways: ' + s.scrollWidth + ' px');
   }
   return {width: width, page: document.documentElement.scrollWidth, found: found.slice(0, 20)};
 })()"""

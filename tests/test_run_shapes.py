@@ -1,6 +1,6 @@
-"""Run shapes said plainly and kernel families matched whole (docs/metrics.md sections 2, 3 and 5): graph capture
-and replay steps, world size 1, no step annotations, DeepEP's families; factory traces, expected values as
-arithmetic, and the real H200 world-size-1 recordings."""
+"""Run shapes said plainly and kernel families matched whole (docs/metrics.md sections 2, 3 and 5): graph
+capture and replay steps, world size 1, no step annotations, DeepEP's families; factory traces, expected
+values as arithmetic, and the real H200 world-size-1 recordings."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def test_a_capture_step_is_said_and_left_out_of_the_medians(tmp_path: Path) -> N
     assert analysis.budget.per_rank.row(0, named=True)["steps"] == 2
     said = " ".join(analysis.verdict.run_shape)
     assert (
-        "1 of the 3 (rank, step) windows capture a CUDA/HIP graph (30 kernel launches recorded, 2 of them ran)"
-        in said
+        "1 of the 3 (rank, step) windows capture a CUDA/HIP graph (30 kernel launches recorded, 2 of them "
+        "ran)" in said
     )
     assert "left out of every median" in said
     assert analysis.verdict.label != "graph-capture"
@@ -78,8 +78,14 @@ def test_launches_that_never_ran_make_a_capture_step_without_a_capture_call(tmp_
 
 
 def test_without_step_annotations_the_window_and_the_recorded_span_are_said(tmp_path: Path) -> None:
-    events = [kf.cpu_op("aten::mm", 0, 10), kf.launch(5, 1), kf.kernel("gemm", 100, 50, correlation=1),
-              kf.launch(200, 2), kf.kernel("gemm", 300, 50, correlation=2), kf.cpu_op("aten::add", 900, 100)]  # fmt: skip
+    events = [
+        kf.cpu_op("aten::mm", 0, 10),
+        kf.launch(5, 1),
+        kf.kernel("gemm", 100, 50, correlation=1),
+        kf.launch(200, 2),
+        kf.kernel("gemm", 300, 50, correlation=2),
+        kf.cpu_op("aten::add", 900, 100),
+    ]
     analysis = _analysed(tmp_path, events)
     said = " ".join(analysis.verdict.run_shape)
     window, span = 350 - 100, 1000 - 0

@@ -1,7 +1,7 @@
-"""Saved summaries of every schema version written so far stay readable by `compare` and `trend`; a document that
-is not a traceview summary, or lacks a field the command needs, is refused in one line naming the file and the
-field (exit 2, never 0 or 3); a thresholds file with an unknown key, a wrong type or a non-finite value is
-refused (docs/json-schema.md, "Versioning"; docs/compare.md).
+"""Saved summaries of every schema version written so far stay readable by `compare` and `trend`; a document
+that is not a traceview summary, or lacks a field the command needs, is refused in one line naming the file
+and the field (exit 2, never 0 or 3); a thresholds file with an unknown key, a wrong type or a non-finite
+value is refused (docs/json-schema.md, "Versioning"; docs/compare.md).
 
 The older versions are today's document with the keys later versions added taken away (the version table of
 docs/json-schema.md, read as data below)."""

@@ -1,7 +1,7 @@
 """GPU or CPU step annotations, chosen per rank by evidence (docs/metrics.md section 3).
 
-Factory traces state the expected windows and shares as arithmetic. On every real trace, a plain-Python pass over
-the JSON (its own interval union, its own launch matching) checks that the chosen windows hold the device
+Factory traces state the expected windows and shares as arithmetic. On every real trace, a plain-Python pass
+over the JSON (its own interval union, its own launch matching) checks that the chosen windows hold the device
 activity of the steps.
 """
 
@@ -36,10 +36,13 @@ def _rocm_like() -> list[kf.Event]:
         kf.step(2, 1000, 1000),
         kf.step(1, 100, 5, on_gpu=True),
         kf.step(2, 1100, 5, on_gpu=True),
-        kf.launch(10, 1), kf.kernel("gemm", 100, 100, 1),  # [100, 200)
-        kf.launch(20, 2), kf.kernel("gemm", 300, 100, 2),  # [300, 400)
-        kf.launch(1010, 3), kf.kernel("gemm", 1100, 100, 3),  # [1100, 1200)
-    ]  # fmt: skip
+        kf.launch(10, 1),
+        kf.kernel("gemm", 100, 100, 1),  # [100, 200)
+        kf.launch(20, 2),
+        kf.kernel("gemm", 300, 100, 2),  # [300, 400)
+        kf.launch(1010, 3),
+        kf.kernel("gemm", 1100, 100, 3),  # [1100, 1200)
+    ]
 
 
 def test_gpu_annotations_covering_a_sliver_give_way_to_the_cpu_steps(tmp_path: Path) -> None:
@@ -67,12 +70,17 @@ def test_the_choice_and_its_reason_reach_the_run_header(tmp_path: Path) -> None:
 
 def test_gpu_annotations_holding_the_steps_device_work_are_used(tmp_path: Path) -> None:
     events = [
-        kf.step(1, 0, 1000), kf.step(2, 1000, 1000),
-        kf.step(1, 100, 300, on_gpu=True), kf.step(2, 1100, 100, on_gpu=True),
-        kf.launch(10, 1), kf.kernel("gemm", 100, 100, 1),
-        kf.launch(20, 2), kf.kernel("gemm", 300, 100, 2),
-        kf.launch(1010, 3), kf.kernel("gemm", 1100, 100, 3),
-    ]  # fmt: skip
+        kf.step(1, 0, 1000),
+        kf.step(2, 1000, 1000),
+        kf.step(1, 100, 300, on_gpu=True),
+        kf.step(2, 1100, 100, on_gpu=True),
+        kf.launch(10, 1),
+        kf.kernel("gemm", 100, 100, 1),
+        kf.launch(20, 2),
+        kf.kernel("gemm", 300, 100, 2),
+        kf.launch(1010, 3),
+        kf.kernel("gemm", 1100, 100, 3),
+    ]
     trace = _run(tmp_path, events).ranks[0]
     choice = choose_steps(trace)
     assert (choice.source, choice.warning) == ("gpu", None)
@@ -102,10 +110,14 @@ def test_without_cpu_steps_a_sliver_of_gpu_annotation_gives_the_whole_trace(tmp_
 
 def test_an_inference_trace_without_steps_is_one_window_over_all_device_activity(tmp_path: Path) -> None:
     events = [
-        kf.launch(1, 1), kf.kernel("gemm", 50, 20, 1),  # [50, 70)
-        kf.launch(2, 2), kf.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 60, 30, 2, stream=20),  # [60, 90)
-        kf.launch(3, 3), kf.kernel("softmax", 200, 10, 3),  # [200, 210)
-    ]  # fmt: skip
+        kf.launch(1, 1),
+        kf.kernel("gemm", 50, 20, 1),  # [50, 70)
+        # [60, 90)
+        kf.launch(2, 2),
+        kf.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 60, 30, 2, stream=20),
+        kf.launch(3, 3),
+        kf.kernel("softmax", 200, 10, 3),  # [200, 210)
+    ]
     run = _run(tmp_path, events)
     assert choose_steps(run.ranks[0]).source == "none"
     row = time_budget(classified_events(run), all_step_windows(run)).per_step.row(0, named=True)

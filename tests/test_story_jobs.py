@@ -44,8 +44,18 @@ JOB = Path(__file__).parent / "jobs" / "story_job.py"
 
 
 def _record(root: Path, mode: str, ranks: int) -> Path:
-    command = [sys.executable, str(JOB), "--mode", mode, "--spawn", str(ranks), "--run-dir", str(root / "run"),
-               "--facts", str(root / "facts")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(JOB),
+        "--mode",
+        mode,
+        "--spawn",
+        str(ranks),
+        "--run-dir",
+        str(root / "run"),
+        "--facts",
+        str(root / "facts"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return root / "run" / "run.json"
@@ -197,8 +207,9 @@ def test_a_conv_nets_flops_are_counted_from_its_shapes(conv: tuple[Path, RunAnal
         events = raw(path)
         assert not any("flops" in e.get("args", {}) for e in events)  # recorded without the profiler's flops
         for step, window in steps_of(events).items():
-            expected[(rank, step)] = sum(counted_flops(e) for e in events
-                                         if e.get("cat") == "cpu_op" and in_step(e, window))  # fmt: skip
+            expected[(rank, step)] = sum(
+                counted_flops(e) for e in events if e.get("cat") == "cpu_op" and in_step(e, window)
+            )
     found = {(r["rank"], r["step"]): r["flops"] for r in prediction["per_step"] if r["flops"] is not None}
     assert found
     assert found.keys() <= expected.keys()

@@ -1,4 +1,5 @@
-"""Skew, wait, transfer and straggler verdicts: factory frames (hand arithmetic) and simulated runs (ground truth)."""
+"""Skew, wait, transfer and straggler verdicts: factory frames (hand arithmetic) and simulated runs (ground
+truth)."""
 
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ def _events(rows: list[tuple[int, float, float]]) -> pl.DataFrame:
 
 def _factory_run(late_launch: bool) -> CrossRank:
     """Three ranks, five AllReduces 1000 us apart (last in 5 of 5 among 3: chance would give that with
-    probability (1/3)^5 = 0.4%, below the 1% of the evidence rule; 4 of 4 would be 1.2%). Rank 2 starts each 300 us after the others (who start at
-    t and t + 10); all end at t + 500. Rank 2's compute is 2000 us longer per step, or (late_launch) its launch
-    comes 300 us after its last compute kernel ended, the others launching 50 us before theirs ended."""
+    probability (1/3)^5 = 0.4%, below the 1% of the evidence rule; 4 of 4 would be 1.2%). Rank 2 starts
+    each 300 us after the others (who start at t and t + 10); all end at t + 500. Rank 2's compute is 2000
+    us longer per step, or (late_launch) its launch comes 300 us after its last compute kernel ended, the
+    others launching 50 us before theirs ended."""
     rows, compute = [], []
     for i in range(5):
         t = 1000.0 * i
@@ -121,9 +123,16 @@ OFFSETS = (0.0, 25_000.0, -40_000.0, 61_000.0)
 
 def _simulate(tmp_path: Path, **changes: object) -> tuple[GroundTruth, CrossRank]:
     scenario = Scenario(
-        ranks=8, steps=5, collectives=COLLECTIVES, compute_us=20_000.0, ranks_per_host=2, jitter=0.01,
-        host_offsets_us=OFFSETS, seed=3, **changes,  # type: ignore[arg-type]
-    )  # fmt: skip
+        ranks=8,
+        steps=5,
+        collectives=COLLECTIVES,
+        compute_us=20_000.0,
+        ranks_per_host=2,
+        jitter=0.01,
+        host_offsets_us=OFFSETS,
+        seed=3,
+        **changes,  # type: ignore[arg-type]
+    )
     truth = write_run(scenario, tmp_path)
     analysis = analyze(load_run(str(tmp_path)), RunOptions(ranks_per_host=2))
     assert analysis.crossrank is not None
@@ -191,8 +200,8 @@ def _four_ranks(
     host_steps: pl.DataFrame | None = None,
 ) -> CrossRank:
     """Four ranks, five AllReduces 10 ms apart, each 5 ms long; `late_rank` starts `late_us` after the others,
-    its compute kernel before it (400 us, ending 1 us before) and its launch (5 us before) as late.
-    Ranks 2 and 3 record their ends `end_jitter[i]` later in instance i (their host's clock reading wanders)."""
+    its compute kernel before it (400 us, ending 1 us before) and its launch (5 us before) as late. Ranks 2
+    and 3 record their ends `end_jitter[i]` later in instance i (their host's clock reading wanders)."""
     rows, compute = [], []
     for i, jitter in enumerate(end_jitter):
         t = 10_000.0 * i
@@ -204,9 +213,13 @@ def _four_ranks(
     hosts = rank_hosts([0, 1, 2, 3], hostnames)
     per_step = _per_step(dict.fromkeys(range(4), 5000.0))
     return cross_rank(
-        kernels(rows), _events(compute), windows([0, 1, 2, 3], [(1, -1000.0, 60_000.0)]), per_step, hosts,
+        kernels(rows),
+        _events(compute),
+        windows([0, 1, 2, 3], [(1, -1000.0, 60_000.0)]),
+        per_step,
+        hosts,
         host_steps,
-    )  # fmt: skip
+    )
 
 
 def _rank(result: CrossRank, rank: int) -> dict[str, object]:
@@ -312,9 +325,12 @@ def test_disjoint_pairs_are_mismatches_and_leave_the_clock_alone() -> None:
     rows = [comm(r, 1000.0 * i, 1000.0 * i + 100) for i in range(4) for r in (0, 1)]
     rows += [comm(0, 5000, 5100), comm(1, 5300, 5400)]
     result = cross_rank(
-        kernels(rows), _events([]), windows([0, 1], [(1, -1.0, 9999.0)]), _per_step({0: 1.0, 1: 1.0}),
+        kernels(rows),
+        _events([]),
+        windows([0, 1], [(1, -1.0, 9999.0)]),
+        _per_step({0: 1.0, 1: 1.0}),
         rank_hosts([0, 1], {}),
-    )  # fmt: skip
+    )
     assert result.mismatches.select("rank", "kind").rows() == [(1, "disjoint")]
     assert "starts 0.2 ms after rank 0's call ended" in result.mismatches.item(0, "detail")
     assert result.usable_instances == 4
@@ -322,10 +338,10 @@ def test_disjoint_pairs_are_mismatches_and_leave_the_clock_alone() -> None:
 
 
 def _pytorch1_rank(rank: int, late_rank: int, late_us: float) -> dict[str, object]:
-    """One rank of an 8-rank PyTorch 1.x job on one host: no `distributedInfo`, no hostname, the collective only
-    in a `nccl:all_reduce` annotation with `Input Dims`. Four steps of 20 ms: an 8 ms GEMM, then a 4 MiB
-    all-reduce launched right after it; `late_rank` enters every step `late_us` late on the host (its data
-    loading), and the all-reduce ends at the same instant on every rank (the others wait for it)."""
+    """One rank of an 8-rank PyTorch 1.x job on one host: no `distributedInfo`, no hostname, the collective
+    only in a `nccl:all_reduce` annotation with `Input Dims`. Four steps of 20 ms: an 8 ms GEMM, then a 4
+    MiB all-reduce launched right after it; `late_rank` enters every step `late_us` late on the host (its
+    data loading), and the all-reduce ends at the same instant on every rank (the others wait for it)."""
     events: list[dict[str, object]] = []
     for step in range(1, 5):
         t0 = 20_000.0 * step
@@ -334,13 +350,21 @@ def _pytorch1_rank(rank: int, late_rank: int, late_us: float) -> dict[str, objec
             cpu_op(f"ProfilerStep#{step}", host, 19_000.0),
             launch(host + 50, correlation=10 * step),
             kernel("volta_sgemm_128x64_nn", host + 100, 8000.0, correlation=10 * step),
-            cpu_op("nccl:all_reduce", host + 8100, 50.0, args={"Input Dims": [[1048576]], "Input type": ["float"]}),
+            cpu_op(
+                "nccl:all_reduce",
+                host + 8100,
+                50.0,
+                args={"Input Dims": [[1048576]], "Input type": ["float"]},
+            ),
             launch(host + 8110, correlation=10 * step + 1),
             kernel(
-                "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", host + 8120,
-                t0 + late_us + 9120.0 - (host + 8120), correlation=10 * step + 1, stream=13,
+                "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+                host + 8120,
+                t0 + late_us + 9120.0 - (host + 8120),
+                correlation=10 * step + 1,
+                stream=13,
             ),
-        ]  # fmt: skip
+        ]
     return {
         "schemaVersion": 1,
         "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],

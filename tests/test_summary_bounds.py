@@ -1,6 +1,6 @@
-"""What a rank costs the run (issue 26): a summary bounded by steps and collectives, never by events; a compact
-JSON document; saved schema-1.5 summaries still read; workers and polars threads sized together; commands that
-import only what they use."""
+"""What a rank costs the run (issue 26): a summary bounded by steps and collectives, never by events; a
+compact JSON document; saved schema-1.5 summaries still read; workers and polars threads sized together;
+commands that import only what they use."""
 
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ def test_default_against_a_lower_bound_is_one_line() -> None:
     found = resolve_topology(RunFacts(ranks=(3,), world_size=16, local_devices={3: 11}))
     assert found.source == "default"
     assert found.conflicts == (
-        "GPUs per node 8 (default) although device ids in the traces: device 11 in use (trace): at least 12 per node",
+        "GPUs per node 8 (default) although device ids in the traces: device 11 in use (trace): at least 12 "
+        "per node",
     )
 
 
@@ -135,10 +136,15 @@ def test_dp8_straggler_two_hosts_of_four_from_its_traces_alone(tmp_path: Path) -
 def _two_hosts(hostnames: bool) -> Scenario:
     world = ProcessGroupSpec("0", "default_pg", (0, 1, 2, 3))
     return Scenario(
-        ranks=4, ranks_per_host=2, steps=2, compute_us=5_000.0,
+        ranks=4,
+        ranks_per_host=2,
+        steps=2,
+        compute_us=5_000.0,
         collectives=(CollectiveSpec("AllReduce", 1 << 20, world, "Float"),),
-        host_offsets_us=(0.0, 8_000.0), include_hostname=hostnames, seed=5,
-    )  # fmt: skip
+        host_offsets_us=(0.0, 8_000.0),
+        include_hostname=hostnames,
+        seed=5,
+    )
 
 
 def test_simulated_hostnames_and_file_names(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""A nightly job end to end (docs/compare.md, "History"): seven nights simulated, each folder's run.json stating
-when it ran and at which commit, summarised by `traceview summary --json` into files whose names do not sort by
-time, one night (the last) a planted compute regression; `traceview trend FOLDER --history h.parquet` orders the
-runs by their recorded time, labels them by date and commit, finds the regressed night and exits 1; a malformed
-summary among them is named and skipped (exit 4 when nothing regressed). The history is a Parquet file polars
-reads, rewritten atomically and safe against two writers at once."""
+"""A nightly job end to end (docs/compare.md, "History"): seven nights simulated, each folder's run.json
+stating when it ran and at which commit, summarised by `traceview summary --json` into files whose names do
+not sort by time, one night (the last) a planted compute regression; `traceview trend FOLDER --history
+h.parquet` orders the runs by their recorded time, labels them by date and commit, finds the regressed
+night and exits 1; a malformed summary among them is named and skipped (exit 4 when nothing regressed). The
+history is a Parquet file polars reads, rewritten atomically and safe against two writers at once."""
 
 from __future__ import annotations
 

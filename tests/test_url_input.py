@@ -1,6 +1,6 @@
-"""A run read from object storage (`s3://...`, through fsspec) gives exactly what the same files give on disk, on
-the local executor and on Ray; a local S3-compatible server (moto) on the loopback stands in for S3 (CI installs
-`traceview[remote]` and moto)."""
+"""A run read from object storage (`s3://...`, through fsspec) gives exactly what the same files give on disk,
+on the local executor and on Ray; a local S3-compatible server (moto) on the loopback stands in for S3 (CI
+installs `traceview[remote]` and moto)."""
 
 from __future__ import annotations
 

@@ -94,7 +94,8 @@ def test_a_costly_straggler_sets_the_pace_with_its_cost_and_cause() -> None:
 
 
 def test_a_costly_straggler_comes_before_idle() -> None:
-    # the straggler's host sleeps: its own device idles, and that idle is the straggler's, not the input pipeline's
+    # the straggler's host sleeps: its own device idles, and that idle is the straggler's, not the input
+    # pipeline's
     idle = BUDGET | {"idle_us": 90_000.0, "idle_share": 0.9}  # above compute + exposed communication
     assert _verdict(idle | STRAGGLER, {"straggler_cause": "late launch"}) == "straggler-bound"
     assert _verdict(idle) == "idle-bound"

@@ -212,17 +212,42 @@ def test_algorithm_protocol_and_reduce_op_spellings() -> None:
     algorithms: list[str | None] = ["Ring", "RING", "Tree", "NVLS", "NVLSTree", "NVLS_TREE", "CollNetDirect"]
     algorithms += ["COLLNET_CHAIN", "CollNet", "PAT", "AGxLL_R", None]
     assert _apply(canonical_algorithm_expr(pl.col("v")), algorithms) == [
-        "RING", "RING", "TREE", "NVLS", "NVLS_TREE", "NVLS_TREE", "COLLNET_DIRECT", "COLLNET_CHAIN",
-        "COLLNET_CHAIN", "PAT", None, None,
-    ]  # fmt: skip
+        "RING",
+        "RING",
+        "TREE",
+        "NVLS",
+        "NVLS_TREE",
+        "NVLS_TREE",
+        "COLLNET_DIRECT",
+        "COLLNET_CHAIN",
+        "COLLNET_CHAIN",
+        "PAT",
+        None,
+        None,
+    ]
     protocols = ["LL", "LL128", "Simple", "SIMPLE", "ll64", None]
     assert _apply(canonical_protocol_expr(pl.col("v")), protocols) == [
-        "LL", "LL128", "SIMPLE", "SIMPLE", None, None,
-    ]  # fmt: skip
+        "LL",
+        "LL128",
+        "SIMPLE",
+        "SIMPLE",
+        None,
+        None,
+    ]
     ops = ["sum", "Sum", "prod", "min", "max", "MinMax", "avg", "PreMulSum", "SumPostDiv", "copy", None]
     assert _apply(canonical_reduce_op_expr(pl.col("v")), ops) == [
-        "Sum", "Sum", "Prod", "Min", "Max", "MinMax", "Avg", "PreMulSum", "SumPostDiv", None, None,
-    ]  # fmt: skip
+        "Sum",
+        "Sum",
+        "Prod",
+        "Min",
+        "Max",
+        "MinMax",
+        "Avg",
+        "PreMulSum",
+        "SumPostDiv",
+        None,
+        None,
+    ]
 
 
 def test_no_spelling_is_listed_twice() -> None:

@@ -7,15 +7,15 @@
    required fields; `pid` and `tid` integers; `ts` and `dur` finite numbers, `dur` >= 0; metadata events name
    processes and threads; flow ids each used by exactly one start ("s") and one end ("f", bound to its
    enclosing slice, "bp": "e").
-2. Offsets: every exported kernel is found in its rank's own file by (name, correlation id); its shift (exported
-   ts - original ts) is one number per rank, and that number is the rank's base-time difference
+2. Offsets: every exported kernel is found in its rank's own file by (name, correlation id); its shift
+   (exported ts - original ts) is one number per rank, and that number is the rank's base-time difference
    ((baseTimeNanoseconds(rank) - the run's smallest) / 1000, an unknown base counting as 0) minus the clock
    offset of the rank's host that the alignment reported (`across_ranks.clock_offsets` of the summary).
-3. Flows: both ends lie inside an exported kernel slice on their process and thread, and the two kernels are one
-   collective instance: the same process group, collective and element count, and the same ordinal among their
-   rank's kernels of that group in issue order (one kernel per collective call, as NCCL launches them); a trace
-   without process-group args (older PyTorch, sampled traces whose ranks lost different calls) groups NCCL
-   kernels by the collective in their name, and there the two kernels must also overlap in time on the
+3. Flows: both ends lie inside an exported kernel slice on their process and thread, and the two kernels are
+   one collective instance: the same process group, collective and element count, and the same ordinal among
+   their rank's kernels of that group in issue order (one kernel per collective call, as NCCL launches them);
+   a trace without process-group args (older PyTorch, sampled traces whose ranks lost different calls) groups
+   NCCL kernels by the collective in their name, and there the two kernels must also overlap in time on the
    exported clock (members of one collective wait for each other), within `OVERLAP_SLACK_US`.
 
 Prints one line per check and exits 1 when any fails.
@@ -33,8 +33,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-PHASE_FIELDS = {"X": ("name", "ts", "dur", "pid", "tid"), "M": ("name", "pid", "args"),
-                "s": ("name", "cat", "id", "ts", "pid", "tid"), "f": ("name", "cat", "id", "ts", "pid", "tid")}  # fmt: skip
+PHASE_FIELDS = {
+    "X": ("name", "ts", "dur", "pid", "tid"),
+    "M": ("name", "pid", "args"),
+    "s": ("name", "cat", "id", "ts", "pid", "tid"),
+    "f": ("name", "cat", "id", "ts", "pid", "tid"),
+}
 METADATA = {"process_name", "process_sort_index", "thread_name", "thread_sort_index"}
 Kernel = tuple[str, int]  # (name, correlation)
 
@@ -106,7 +110,8 @@ def expected_shifts(documents: dict[int, Any], summary: Any) -> dict[int, float]
 
 
 OVERLAP_SLACK_US = 100.0
-"""How far apart (us) two kernels of one instance may lie on the exported clock: the clock alignment's error."""
+"""How far apart (us) two kernels of one instance may lie on the exported clock: the clock alignment's error.
+"""
 NCCL_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 
 
@@ -120,8 +125,8 @@ def _group(event: Any) -> str | None:
 
 
 def collective_identity(document: Any) -> dict[Kernel, tuple[str, str, int, int]]:
-    """(name, correlation) -> (group, collective, elements, ordinal in the group) of every collective kernel of
-    a rank's file, ordinals by start time."""
+    """(name, correlation) -> (group, collective, elements, ordinal in the group) of every collective kernel
+    of a rank's file, ordinals by start time."""
     kernels = sorted(
         (e for e in document["traceEvents"] if e.get("cat") == "kernel" and _group(e) is not None),
         key=lambda e: e["ts"],
@@ -142,8 +147,14 @@ def collective_identity(document: Any) -> dict[Kernel, tuple[str, str, int, int]
 
 def offset_problems(events: list[Any], documents: dict[int, Any], expected: dict[int, float]) -> list[str]:
     """Check 2: one shift per rank, equal to the expected one."""
-    original = {rank: {(e["name"], e["args"]["correlation"]): e["ts"] for e in doc["traceEvents"]
-                       if e.get("cat") == "kernel"} for rank, doc in documents.items()}  # fmt: skip
+    original = {
+        rank: {
+            (e["name"], e["args"]["correlation"]): e["ts"]
+            for e in doc["traceEvents"]
+            if e.get("cat") == "kernel"
+        }
+        for rank, doc in documents.items()
+    }
     shifts: dict[int, list[float]] = defaultdict(list)
     for event in events:
         if event["ph"] == "X" and event.get("cat") == "kernel":

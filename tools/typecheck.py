@@ -1,7 +1,8 @@
-"""Run `mypy --strict` on the package as it installs: traceview/, with parsers/ as traceview.parsers and reports/
-as traceview.reports (the setuptools `package-dir` mapping, which mypy cannot follow on its own).
+"""Run `mypy --strict` on the package as it installs: traceview/, with parsers/ as traceview.parsers and
+reports/ as traceview.reports (the setuptools `package-dir` mapping, which mypy cannot follow on its own).
 
-Builds a tree of symlinks under build/typecheck/ and checks it. Usage: `python tools/typecheck.py [mypy args]`.
+Builds a tree of symlinks under build/typecheck/ and checks it. Usage: `python tools/typecheck.py [mypy
+args]`.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ from traceview.reduce.analysis import RunAnalysis
 from traceview.reduce.analysis import analyze as analyze_run
 
 RunSpec = str | Path | Run | Sequence[str | Path]
-"""A trace file, a folder of per-rank traces, a glob, a `run.json`, several files, or a `Run` already loaded."""
+"""A trace file, a folder of per-rank traces, a glob, a `run.json`, several files, or a `Run` already loaded.
+"""
 
 Params = ParamSpec("Params")
 Result = TypeVar("Result")
@@ -112,7 +113,8 @@ def load_rank(path: str | Path) -> RankTrace:
 
 
 def to_ms(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with every microsecond column (`..._us`) in milliseconds, renamed `..._ms`; others as they are."""
+    """`frame` with every microsecond column (`..._us`) in milliseconds, renamed `..._ms`; others
+    as they are."""
     if not isinstance(frame, pl.DataFrame):
         raise UsageError(f"to_ms: expected a polars DataFrame, got {type(frame).__name__}")
     micro = [name for name in frame.columns if name.endswith("_us")]
@@ -124,8 +126,8 @@ def to_ms(frame: pl.DataFrame) -> pl.DataFrame:
 @dataclass(frozen=True, repr=False)
 class Analysis:
     """Every result of one run, with its tables as polars DataFrames (units in the column names: `_us`,
-    `_Bps`; `traceview.to_ms` for milliseconds). `raw` is the full `RunAnalysis` the renderers read. A notebook
-    shows it as its verdict card (`_repr_html_`)."""
+    `_Bps`; `traceview.to_ms` for milliseconds). `raw` is the full `RunAnalysis` the renderers read. A
+    notebook shows it as its verdict card (`_repr_html_`)."""
 
     raw: RunAnalysis
 
@@ -136,7 +138,8 @@ class Analysis:
 
     @property
     def label(self) -> str:
-        """The verdict's label: `compute-bound`, `communication-bound`, `straggler-bound`, ... (docs/metrics.md)."""
+        """The verdict's label: `compute-bound`, `communication-bound`, `straggler-bound`, ...
+        (docs/metrics.md)."""
         return self.raw.verdict.label
 
     @property
@@ -164,7 +167,8 @@ class Analysis:
 
     @property
     def time_budget(self) -> pl.DataFrame:
-        """One row per (rank, step): T_comp, T_comm, overlap, exposed communication, idle, gammas (docs/metrics.md)."""
+        """One row per (rank, step): T_comp, T_comm, overlap, exposed communication, idle, gammas
+        (docs/metrics.md)."""
         return self.raw.budget.per_step
 
     @property
@@ -175,7 +179,8 @@ class Analysis:
 
     @property
     def instances(self) -> pl.DataFrame:
-        """One row per collective instance matched across ranks, with its skew, last rank and transfer time."""
+        """One row per collective instance matched across ranks, with its skew, last rank and
+        transfer time."""
         return _frame(self.raw.crossrank.instances if self.raw.crossrank else None)
 
     @property
@@ -205,8 +210,8 @@ class Analysis:
 
     @property
     def dimensions(self) -> pl.DataFrame:
-        """One row per parallelism dimension (and `unknown`): its groups, confidence, link and its cost per step
-        (calls, bytes, T_comm, exposed, waiting, transfer, busbw: medians over its ranks and steps)."""
+        """One row per parallelism dimension (and `unknown`): its groups, confidence, link and its cost per
+        step (calls, bytes, T_comm, exposed, waiting, transfer, busbw: medians over its ranks and steps)."""
         return _frame(self.raw.dimensions.per_dimension if self.raw.dimensions else None)
 
     @property

@@ -2,9 +2,10 @@
 
 Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (see `kineto_io`): each batch of
 complete events becomes small polars frames column by column, its Python objects are freed, and the frames are
-joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter` (loops in C), and the
-collective-call columns only for the rows that carry such arguments. What one file may cost and hold is bounded
-(`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and counted, never the file.
+joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter` (loops in C),
+and the collective-call columns only for the rows that carry such arguments. What one file may cost and hold
+is bounded (`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and counted, never
+the file.
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ class _Read:
 
 
 def parse(path: str | Path | Url, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
-    """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for a
-    file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
+    """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for
+    a file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
     path = location(path)
     try:
         read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
@@ -192,8 +193,8 @@ def _read_whole(path: Location, data: bytes, limits: ParseLimits, warnings: list
 def _read_streamed(
     path: Location, head: bytes, streamed: StreamedEvents, limits: ParseLimits, warnings: list[ParseWarning]
 ) -> _Read:
-    """As `_read_whole`, a chunk at a time: the file is refused as another profiler's only once every chunk has
-    been seen without a PyTorch profiler category."""
+    """As `_read_whole`, a chunk at a time: the file is refused as another profiler's only once every chunk
+    has been seen without a PyTorch profiler category."""
     frames = _Frames(limits)
     known_category = False
     for events in streamed.chunks():
@@ -246,7 +247,8 @@ def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[f
 
 
 def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all null."""
+    """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all
+    null."""
     if not frames:
         return empty_frame(schema)
     joined = pl.concat(frames, how="diagonal", rechunk=False)
@@ -261,7 +263,8 @@ def _frame(
 ) -> pl.DataFrame:
     """A frame of some of the columns of `table.schema`, a row per event; a column without a value is left out
     (`_concat` makes it), as polars would scan it in Python for a first value. A name longer than
-    `max_name_chars` is cut here, before polars copies it; an integer beyond 64 bits is set to null (counted)."""
+    `max_name_chars` is cut here, before polars copies it; an integer beyond 64 bits is set to null
+    (counted)."""
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
@@ -314,7 +317,8 @@ CPU_TABLE = _Table(CPU_KINDS, CPU_SCHEMA, _cpu_columns)
 
 
 def _comm_columns(args: list[Args]) -> dict[str, Column]:
-    """The collective-call columns, built from the few rows that carry any of those arguments; none if none do."""
+    """The collective-call columns, built from the few rows that carry any of those arguments; none if none
+    do."""
     carries = list(map(NO_COMM_ARGS.__ne__, map(COMM_ARGS, args)))
     if True not in carries:
         return {}
@@ -349,7 +353,8 @@ def _field(items: Sequence[Any], name: str) -> list[Any]:
 
 
 def _present(items: list[Args], name: str, fallback: str) -> list[Any]:
-    """Field `name` of each item, or field `fallback` where `name` is None (rows found by `list.index`, in C)."""
+    """Field `name` of each item, or field `fallback` where `name` is None (rows found by
+    `list.index`, in C)."""
     values = _field(items, name)
     row = -1
     with contextlib.suppress(ValueError):  # no None after `row`
@@ -368,9 +373,9 @@ def _either(items: list[Args], name: str, fallback: str) -> list[msgspec.Raw]:
 
 
 def _interned(texts: Sequence[str | None]) -> pl.Series:
-    """`texts` as a string column in which equal strings share one copy: the distinct strings, gathered (polars'
-    string views then point into one buffer). Event names repeat (a few hundred kernels, thousands of times), so
-    this holds a column in about 16 bytes a row instead of 16 plus the name's length."""
+    """`texts` as a string column in which equal strings share one copy: the distinct strings, gathered
+    (polars' string views then point into one buffer). Event names repeat (a few hundred kernels, thousands
+    of times), so this holds a column in about 16 bytes a row instead of 16 plus the name's length."""
     distinct = {text: code for code, text in enumerate(dict.fromkeys(texts))}
     return pl.Series(list(distinct), dtype=pl.Utf8).gather(list(map(distinct.__getitem__, texts)))
 

@@ -1,6 +1,6 @@
-"""A trace file's text, read and decompressed a slice at a time (`traceview.core.reading`: gzip, bzip2, xz, zstd),
-so that a decompression bomb is refused before it fills memory and a trace larger than memory can be decoded as
-it is read (docs/metrics.md, "Input limits")."""
+"""A trace file's text, read and decompressed a slice at a time (`traceview.core.reading`: gzip, bzip2, xz,
+zstd), so that a decompression bomb is refused before it fills memory and a trace larger than memory can be
+decoded as it is read (docs/metrics.md, "Input limits")."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ INFLATED_SLICE = 16 << 20
 
 @dataclass
 class TraceText:
-    """A trace file's JSON text, gunzipped if needed: `head`, its first bytes (the whole text when `rest` is None),
-    then `rest`, the following slices, read as they are asked for. `warnings` receives a gzip stream cut short
-    once it is met. Every slice is checked against `limits` before the next is read."""
+    """A trace file's JSON text, gunzipped if needed: `head`, its first bytes (the whole text when `rest` is
+    None), then `rest`, the following slices, read as they are asked for. `warnings` receives a gzip stream
+    cut short once it is met. Every slice is checked against `limits` before the next is read."""
 
     head: bytes
     rest: Iterator[bytes] | None
@@ -30,10 +30,10 @@ class TraceText:
 
 
 def read_text(path: Location, limits: ParseLimits, whole_up_to: int | None = None) -> TraceText:
-    """The file's text: whole when it is at most `whole_up_to` bytes (default: any size the limits allow), else
-    its first `whole_up_to` bytes and an iterator over the rest. Raises `InputError` when the path is not a
-    regular file, when the file, or its inflated text, is larger than `limits` allow, or when it cannot be
-    read (`traceview.core.reading`)."""
+    """The file's text: whole when it is at most `whole_up_to` bytes (default: any size the limits allow),
+    else its first `whole_up_to` bytes and an iterator over the rest. Raises `InputError` when the path is
+    not a regular file, when the file, or its inflated text, is larger than `limits` allow, or when it
+    cannot be read (`traceview.core.reading`)."""
     whole_up_to = limits.max_inflated_bytes if whole_up_to is None else whole_up_to
     text = TraceText(b"", None)
     slices = _slices(path, limits, text.warnings)
@@ -60,7 +60,8 @@ def read_limits(limits: ParseLimits) -> ReadLimits:
 
 def _slices(path: Location, limits: ParseLimits, warnings: list[ParseWarning]) -> Iterator[bytes]:
     """The text, `INFLATED_SLICE` bytes at a time; a plain file larger than the limit is refused before it is
-    read, a compressed one as it inflates; a compressed stream cut short yields what it held, with a warning."""
+    read, a compressed one as it inflates; a compressed stream cut short yields what it held, with a
+    warning."""
     stream, inflating = open_bytes(path, read_limits(limits))
     with stream:
         if inflating is None:

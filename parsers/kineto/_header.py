@@ -1,5 +1,5 @@
-"""A Kineto document's top level, read leniently: a header value of the wrong type (a rank written as a string, a
-`distributedInfo` that is a list) is ignored with a warning instead of refusing the whole file."""
+"""A Kineto document's top level, read leniently: a header value of the wrong type (a rank written as a
+string, a `distributedInfo` that is a list) is ignored with a warning instead of refusing the whole file."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ FIELDS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def decode_object(path: Location, data: bytes) -> tuple[RawDocument, list[ParseWarning]]:
-    """The document, each event kept as its JSON text. Raises `msgspec.DecodeError` when it is not well-formed,
-    `InputError` when `traceEvents` is not an array."""
+    """The document, each event kept as its JSON text. Raises `msgspec.DecodeError` when it is not
+    well-formed, `InputError` when `traceEvents` is not an array."""
     try:
         return RAW_DOCUMENT_DECODER.decode(data), []
     except msgspec.ValidationError:

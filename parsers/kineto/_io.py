@@ -1,10 +1,10 @@
-"""A trace's JSON bytes in, its header and its events' JSON texts out: truncation and malformation recovery, one
-line for what cannot be read, and a one-line explanation when a file is some other kind of trace.
+"""A trace's JSON bytes in, its header and its events' JSON texts out: truncation and malformation recovery,
+one line for what cannot be read, and a one-line explanation when a file is some other kind of trace.
 
-Each event is kept as its JSON text (`msgspec.Raw`, a view into the bytes) and the events are decoded in batches
-(`complete_event_batches`), so that only one batch of Python objects lives at a time. A batch the typed decoders
-refuse is decoded event by event: an event of the wrong type is dropped and counted, invalid UTF-8 inside an event
-is replaced, and the rest of the file is kept (docs/metrics.md, "Input limits").
+Each event is kept as its JSON text (`msgspec.Raw`, a view into the bytes) and the events are decoded in
+batches (`complete_event_batches`), so that only one batch of Python objects lives at a time. A batch the
+typed decoders refuse is decoded event by event: an event of the wrong type is dropped and counted, invalid
+UTF-8 inside an event is replaced, and the rest of the file is kept (docs/metrics.md, "Input limits").
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ DEEP_NESTING = re.compile(rb'(?:[\[{]\s*(?:"[^"\\]{0,64}"\s*:\s*)?){128,}')
 """A run of openers (`[`, or `{` and a key) that no trace has: where a document too deeply nested starts."""
 MAX_RECOVERY_TRIES = 64
 BATCH_EVENTS = 10_000
-"""Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the per-batch
-costs (a join, a decoder call, small polars frames) stay negligible."""
+"""Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the
+per-batch costs (a join, a decoder call, small polars frames) stay negligible."""
 BATCH_ERRORS = (msgspec.ValidationError, UnicodeDecodeError)
 WRONG_TYPE = "dropped {count} events of the wrong type (not an object, or a field of another type)"
 REPAIRED_UTF8 = "replaced invalid UTF-8 by U+FFFD in {count} events"
@@ -83,9 +83,9 @@ class Decoded:
 
 
 def decode(path: Location, data: bytes, origin: Origin = WHOLE_FILE) -> Decoded:
-    """The header and each event's JSON text; a truncated document's complete events. Raises `InputError` in one
-    line for a document that cannot be read, `NotKinetoError` for another format. Byte numbers and counts in
-    what it says are the file's, by `origin`."""
+    """The header and each event's JSON text; a truncated document's complete events. Raises `InputError` in
+    one line for a document that cannot be read, `NotKinetoError` for another format. Byte numbers and
+    counts in what it says are the file's, by `origin`."""
     if data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM) :]
     head = _head(path, data)
@@ -183,7 +183,8 @@ def _salvage_before(
         raise refusal from None
     note = ParseWarning(
         str(path),
-        f"{refusal.problem} at byte {origin.byte(at)}: kept the {origin.events(len(decoded.events))} complete "
+        f"{refusal.problem} at byte {origin.byte(at)}: kept the {origin.events(len(decoded.events))} "
+        f"complete "
         "events before it, "
         f"not the {len(data) - at} bytes from there on",
     )
@@ -355,7 +356,10 @@ def _describe_array(items: Any) -> str:
         return "a JSON array of arrays (looks like a torch memory timeline export), not a Kineto trace"
     phases = {item.get("ph") for item in items[:5000] if isinstance(item, dict)}
     if {"B", "E"} & phases:
-        return "a Chrome-trace event array with B/E events and no PyTorch profiler categories (a Horovod timeline?)"
+        return (
+            "a Chrome-trace event array with B/E events and no PyTorch profiler categories (a Horovod "
+            "timeline?)"
+        )
     return "a JSON array that is not a list of Kineto events"
 
 

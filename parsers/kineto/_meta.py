@@ -48,7 +48,8 @@ class HeaderChecks:
         return cut_text(value or "", self.max_name_chars, self.cut)
 
     def devices(self, names: Sequence[str | None]) -> tuple[str, ...]:
-        """The distinct device names, sorted, at most `MAX_DEVICE_NAMES` (a note says how many were dropped)."""
+        """The distinct device names, sorted, at most `MAX_DEVICE_NAMES` (a note says how many
+        were dropped)."""
         distinct = sorted({self.text(name) for name in names if name})
         if len(distinct) > MAX_DEVICE_NAMES:
             self.notes.append(
@@ -96,9 +97,9 @@ class HeaderChecks:
     def process_groups(
         self, configs: Sequence[PgConfig] | None, world_size: int | None = None
     ) -> tuple[ProcessGroupConfig, ...]:
-        """`distributedInfo.pg_config`. A group can hold no more ranks than the world (`world_size`, else 2^24):
-        a rank list past that, or naming a rank outside it, is dropped; a size outside 1 to the world is
-        replaced by the number of ranks listed; each noted."""
+        """`distributedInfo.pg_config`. A group can hold no more ranks than the world (`world_size`, else
+        2^24): a rank list past that, or naming a rank outside it, is dropped; a size outside 1 to the
+        world is replaced by the number of ranks listed; each noted."""
         return tuple(self._group(config, world_size or MAX_WORLD_SIZE) for config in configs or ())
 
     def _group(self, config: PgConfig, world: int) -> ProcessGroupConfig:
@@ -121,8 +122,8 @@ class HeaderChecks:
 
 
 def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the first
-    source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
+    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the
+    first source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
     gpu_steps = pl.DataFrame(
         {
             "name": [e.name or "" for e in gpu_annotations],

@@ -1,13 +1,14 @@
 """msgspec Structs for the parts of a Kineto trace traceview reads, and nothing else.
 
-Unknown keys are skipped by the decoder without being materialised, which is what makes decoding fast. Types are
-unions where real traces disagree (a process group name may be written as a number; a tid as "stream 7").
+Unknown keys are skipped by the decoder without being materialised, which is what makes decoding fast. Types
+are unions where real traces disagree (a process group name may be written as a number; a tid as "stream 7").
 
 The document is read with `traceEvents` as `list[msgspec.Raw]` (each event's bytes, not decoded), then the
 events in batches through a union tagged by `ph`, where every phase but complete events (`X`) decodes to a
-field-less struct. The tolerant `Event` takes any object (a missing or unknown `ph` included); it reads a batch
-the union refuses, and one event at a time a batch that neither reads. No Struct here can be part of a reference cycle, so all are
-`gc=False`: the collector neither tracks nor scans the hundreds of thousands of them a trace decodes into.
+field-less struct. The tolerant `Event` takes any object (a missing or unknown `ph` included); it reads a
+batch the union refuses, and one event at a time a batch that neither reads. No Struct here can be part of a
+reference cycle, so all are `gc=False`: the collector neither tracks nor scans the hundreds of thousands of
+them a trace decodes into.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ COMM_ARG_FIELDS = (
     "in_split",
     "out_split",
 )
-"""The `Args` fields of a collective call (docs/metrics.md, "Collectives"): absent on all but a few events of a trace."""
+"""The `Args` fields of a collective call (docs/metrics.md, "Collectives"): absent on all but a few events of
+a trace."""
 
 
 class Event(msgspec.Struct, frozen=True, gc=False):

@@ -1,14 +1,15 @@
-"""A trace larger than `ParseLimits.stream_above_bytes`, decoded as it is read: the event array a chunk at a time,
-so that what one rank costs is its frames and one chunk, never its whole text (docs/metrics.md, "Input limits").
+"""A trace larger than `ParseLimits.stream_above_bytes`, decoded as it is read: the event array a chunk at a
+time, so that what one rank costs is its frames and one chunk, never its whole text (docs/metrics.md,
+"Input limits").
 
 A chunk ends after an event followed by a comma, and the cut is proven by decoding: a chunk that starts at an
 element of the event array and decodes as a list of complete values ends at an element too (the JSON grammar
-reads a prefix as it reads the whole; a cut inside a string, an event or a nested array leaves something open).
-The last event of each chunk is carried into the next, so the tail, the document's header fields from its start
-and its end around the last chunk's events, is decoded as a whole document by `kineto_io.decode` with its byte
-numbers moved to the file's (`Origin`): truncation, trailing bytes, malformed JSON after the last good chunk and a
-header value of the wrong type read exactly as they read in the whole text. A document whose event array cannot be
-found with certainty in its first bytes is read whole.
+reads a prefix as it reads the whole; a cut inside a string, an event or a nested array leaves something
+open). The last event of each chunk is carried into the next, so the tail, the document's header fields from
+its start and its end around the last chunk's events, is decoded as a whole document by `kineto_io.decode`
+with its byte numbers moved to the file's (`Origin`): truncation, trailing bytes, malformed JSON after the
+last good chunk and a header value of the wrong type read exactly as they read in the whole text. A document
+whose event array cannot be found with certainty in its first bytes is read whole.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ EMPTY_EVENTS = b'"traceEvents":[]}'
 
 @dataclass
 class StreamedEvents:
-    """A streamed document: `chunks()` yields the event texts a chunk at a time, in file order; once it is done,
-    `header`, `warnings` and `truncated_at_byte` are those of the whole document."""
+    """A streamed document: `chunks()` yields the event texts a chunk at a time, in file order; once it is
+    done, `header`, `warnings` and `truncated_at_byte` are those of the whole document."""
 
     path: Location
     prefix: bytes
@@ -127,10 +128,10 @@ def _array_start(path: Location, head: bytes, bom: int) -> tuple[int, int] | Non
 
 
 def _cut(text: bytearray) -> tuple[list[msgspec.Raw], int, bytes] | None:
-    """The events of `text` (which starts with `[` at an element of the event array) up to the last event that a
-    comma follows, but for that event; where that event starts, and the text from there on, after a `[`; None
-    when no such cut
-    is proven within `MAX_CUT_TRIES` closing braces (at least two events are needed, so that one is carried)."""
+    """The events of `text` (which starts with `[` at an element of the event array) up to the last event that
+    a comma follows, but for that event; where that event starts, and the text from there on, after a `[`;
+    None when no such cut is proven within `MAX_CUT_TRIES` closing braces (at least two events are needed,
+    so that one is carried)."""
     end = len(text)
     for _ in range(MAX_CUT_TRIES):
         brace = text.rfind(b"}", 1, end)

@@ -28,13 +28,14 @@ class ParseLimits:
 
     - `max_inflated_bytes`: the JSON text's size (after gunzip) above which the file is refused.
     - `max_inflation_ratio` / `ratio_checked_after_bytes`: a compressed file whose inflated text passes
-      `ratio_checked_after_bytes` while being more than `max_inflation_ratio` times the compressed bytes read so
-      far is a decompression bomb, refused before it fills memory. Real traces inflate 5 to 30 times, bombs
+      `ratio_checked_after_bytes` while being more than `max_inflation_ratio` times the compressed bytes read
+      so far is a decompression bomb, refused before it fills memory. Real traces inflate 5 to 30 times, bombs
       about 1,000 times (`traceview.core.reading`).
     - `max_name_chars`: a string (event name, category, process group description, host or device name) longer
       than this is cut to this many characters followed by `...[cut N chars]`.
     - `stream_above_bytes` / `stream_chunk_bytes`: a text larger than `stream_above_bytes` is decoded as it is
-      read, about `stream_chunk_bytes` at a time, so that its whole text is never held (`parsers/kineto/_stream.py`).
+      read, about `stream_chunk_bytes` at a time, so that its whole text is never held
+      (`parsers/kineto/_stream.py`).
     """
 
     max_inflated_bytes: int = 16 * GIB
@@ -53,7 +54,8 @@ MIN_TIMESTAMP_US = -1e12
 MAX_DURATION_US = 1e11
 """About 28 hours: no profiled region lasts longer."""
 MAX_ELEMENT_COUNT = 2**50
-"""`In msg nelems` / `Out msg nelems` above this overflow a byte total (times an 8-byte element, times ranks)."""
+"""`In msg nelems` / `Out msg nelems` above this overflow a byte total (times an 8-byte element, times ranks).
+"""
 MAX_WORLD_SIZE = 2**24
 COUNT_BOUNDS = {
     "in_nelems": (0, MAX_ELEMENT_COUNT, "element counts outside [0, 2^50]"),
@@ -69,8 +71,8 @@ BASE_TIME_RANGE_NS = (946_684_800 * 10**9, 4_102_444_800 * 10**9)
 
 @dataclass(frozen=True)
 class RangeRule:
-    """Events whose `quantity` (`ts` or `dur`, microseconds) lies outside [low, high] are dropped, counted under
-    `note` (a warning's text, `{count}` the number of events)."""
+    """Events whose `quantity` (`ts` or `dur`, microseconds) lies outside [low, high] are dropped, counted
+    under `note` (a warning's text, `{count}` the number of events)."""
 
     quantity: str
     low: float
@@ -96,9 +98,9 @@ QUANTITIES = {"ts": pl.col("start_us"), "dur": pl.col("end_us") - pl.col("start_
 
 
 def sane_frame(frame: pl.DataFrame, max_chars: int, notes: Counter[str]) -> pl.DataFrame:
-    """`frame` without absurd intervals (dropped), counts outside `COUNT_BOUNDS` (null) or long strings (cut; but
-    `name`, cut by `cut_texts` as it is decoded), each counted in `notes`; one pass of minima and maxima when
-    nothing is wrong, as in every real trace."""
+    """`frame` without absurd intervals (dropped), counts outside `COUNT_BOUNDS` (null) or long strings (cut;
+    but `name`, cut by `cut_texts` as it is decoded), each counted in `notes`; one pass of minima and
+    maxima when nothing is wrong, as in every real trace."""
     counts = [name for name in COUNT_BOUNDS if name in frame.columns]
     texts = [name for name, dtype in frame.schema.items() if dtype == pl.Utf8 and name != "name"]
     extremes = frame.select(
@@ -209,5 +211,6 @@ def int64_or_none(values: Any, dtype: pl.DataType, nulled: Counter[str]) -> Any:
 
 
 def counted_warnings(path: str, notes: Counter[str]) -> list[ParseWarning]:
-    """One warning per kind of problem: its note ("dropped {count} events of the wrong type") with the count."""
+    """One warning per kind of problem: its note ("dropped {count} events of the wrong type") with
+    the count."""
     return [ParseWarning(path, note.format(count=count)) for note, count in notes.items() if count]

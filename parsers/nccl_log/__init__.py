@@ -1,4 +1,5 @@
-"""Parse an NCCL_DEBUG=INFO log into a `traceview.model.nccl_log.NcclLog`, streaming (memory independent of file size).
+"""Parse an NCCL_DEBUG=INFO log into a `traceview.model.nccl_log.NcclLog`, streaming (memory independent of
+file size).
 
 One pass over the physical lines. A line is cut at every record start (`host:pid:tid [dev] NCCL INFO|WARN`,
 `parsers.nccl_log_patterns.RECORD_START`): text before the first start is a foreign prefix (launchers,
@@ -40,7 +41,8 @@ from traceview.core.reading import BoundedReader, ReadLimits, open_bytes
 from traceview.model.nccl_log import NcclLog
 
 MAX_CALL_ROWS = 100_000
-"""COLL lines kept as rows (`NcclLog.collectives`), the first of the log; `NcclLog.call_totals` counts them all."""
+"""COLL lines kept as rows (`NcclLog.collectives`), the first of the log; `NcclLog.call_totals` counts them
+all."""
 MAX_TUNING_ROWS = 100_000
 """TUNING lines kept as rows (`NcclLog.tuning`); `NcclLog.tuning_totals` counts them all."""
 MAX_WARNING_ROWS = 10_000
@@ -62,7 +64,8 @@ Identity = tuple[int, str | None, str | None, str | None, str | None]
 
 
 class _Sink:
-    """Raw rows per pattern, typed into polars frames every BATCH_ROWS rows; `limits`: rows kept per family."""
+    """Raw rows per pattern, typed into polars frames every BATCH_ROWS rows; `limits`: rows kept
+    per family."""
 
     def __init__(self, limits: dict[str, int]) -> None:
         self.rows: dict[Pattern, list[tuple[object, ...]]] = collections.defaultdict(list)
@@ -278,7 +281,8 @@ def _read(source: Path, reader: _Reader) -> str | None:
         raise InputError(source, f"cannot read NCCL log: {err}", f"line {reader.line_no + 1}") from err
     if inflating is not None and inflating.truncated:  # a compressed stream cut short: keep what was read
         return (
-            f"truncated {inflating.compression.name} file (its stream ends early: cut short, or damaged): kept "
+            f"truncated {inflating.compression.name} file (its stream ends early: cut short, or damaged): "
+            f"kept "
             f"the {reader.line_no} lines read before"
         )
     return None
@@ -293,11 +297,11 @@ def parse(
 ) -> NcclLog:
     """Parse the NCCL_DEBUG log at `path` (plain text or .gz) into a validated `NcclLog`.
 
-    The `max_*_rows` caps bound the rows kept per record family (see `NcclLog`); the totals count every record.
-    Lines longer than `MAX_LINE_CHARS` are not matched (counted in `lines_too_long` and `lines_skipped`);
-    invalid UTF-8 is replaced by U+FFFD (counted in `chars_replaced`); a truncated .gz keeps what was read,
-    with a note in `NcclLog.notes`. Raises InputError when the file cannot be read, a .gz is corrupt, or it
-    holds no NCCL record at all.
+    The `max_*_rows` caps bound the rows kept per record family (see `NcclLog`); the totals count every
+    record. Lines longer than `MAX_LINE_CHARS` are not matched (counted in `lines_too_long` and
+    `lines_skipped`); invalid UTF-8 is replaced by U+FFFD (counted in `chars_replaced`); a truncated .gz keeps
+    what was read, with a note in `NcclLog.notes`. Raises InputError when the file cannot be read, a .gz is
+    corrupt, or it holds no NCCL record at all.
     """
     source = Path(path)
     limits = {"tuning": max_tuning_rows, **dict.fromkeys(WARNING_SOURCES, max_warning_rows)}
@@ -327,7 +331,8 @@ def _notes(log: NcclLog, truncated: str | None) -> tuple[str, ...]:
     notes = [] if truncated is None else [truncated]
     if log.lines_too_long:
         notes.append(
-            f"{log.lines_too_long} line(s) longer than {MAX_LINE_CHARS} characters not read (counted as skipped)"
+            f"{log.lines_too_long} line(s) longer than {MAX_LINE_CHARS} characters not read (counted as "
+            f"skipped)"
         )
     if log.chars_replaced:
         notes.append(f"{log.chars_replaced} invalid UTF-8 byte sequence(s) replaced by U+FFFD")

@@ -59,8 +59,8 @@ _IB_DEVICE = r"\[\d+\][\w.\-]+:\d+/\w+"
 
 
 def conform_exprs(columns: list[str], name: str) -> list[pl.Expr]:
-    """Expressions selecting the model schema `name` from `columns`: in order, cast (a number too large for its
-    type becomes null), absent ones null."""
+    """Expressions selecting the model schema `name` from `columns`: in order, cast (a number too large for
+    its type becomes null), absent ones null."""
     return [
         (pl.col(col) if col in columns else pl.lit(None)).cast(dtype, strict=False).alias(col)
         for col, dtype in SCHEMAS[name].items()
@@ -317,7 +317,8 @@ def _settings(rows: pl.DataFrame) -> dict[str, str]:
 
 
 def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
-    """Per process (host, pid) the network NCCL uses, by `traceview.parsers.nccl_log._rules.NETWORK_RULES` (evidence, line)."""
+    """Per process (host, pid) the network NCCL uses, by `traceview.parsers.nccl_log._rules.NETWORK_RULES`
+    (evidence, line)."""
     parts = [settings.select("line", "host", "pid", source="name", detail="value")]
     if not network.is_empty():
         parts.append(_with_text_columns(network, "source").select("line", "host", "pid", "source", "detail"))
@@ -344,7 +345,8 @@ def _networks(network: pl.DataFrame, settings: pl.DataFrame) -> pl.DataFrame:
 def build_log(
     path: str, raw: RawRows, processes: pl.DataFrame, counts: LineCounts, calls: pl.DataFrame
 ) -> NcclLog:
-    """Shape the raw rows into the model (not yet validated); `calls`: `CallTally.totals` of every COLL line."""
+    """Shape the raw rows into the model (not yet validated); `calls`: `CallTally.totals` of every
+    COLL line."""
     setting_rows, network_rows = _setting_rows(raw), raw.frame("network")
     settings = _settings(setting_rows)
     comms, inits = _communicators(raw)

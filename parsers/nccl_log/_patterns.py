@@ -6,13 +6,12 @@ every match contains) occurs in the text, so a record costs a few substring test
 pattern's named groups become the columns of the raw frame of that name; types are fixed later, in polars.
 
 Formats covered (NCCL 2.4 to 2.27): `NCCL version`, bootstrap and NET/IB / NET/Socket NIC selection, the four
-generations of the communicator init line, `nRanks nNodes localRanks`, rings (`Ring 00 :` in 2.4-2.6,
-`Channel 00/02 :` after), trees (2.4 `up->me->down`, 2.5-2.6 dual `down->me->up|up->me->down`, 2.7+
-`down->me->up`), transports (`Ring|Channel|CollNet NN[/c] : a[dev] -> b[dev] [send|receive] via X`), channel
-counts (three generations), COLL lines, TUNING lines (2.4-2.22 `N Bytes -> Algo a proto p time t`, 2.23+
-`Op: N Bytes -> Algo NAME proto NAME channel{Lo..Hi}={a..b}[ comm %p]`), `Init timings` (2.22 and 2.23+),
-error propagation (`file.cc:123 -> 4`), `NCCL_X|RCCL_X set by environment to v`, and PyTorch's ProcessGroupNCCL
-lines.
+generations of the communicator init line, `nRanks nNodes localRanks`, rings (`Ring 00 :` in 2.4-2.6, `Channel
+00/02 :` after), trees (2.4 `up->me->down`, 2.5-2.6 dual `down->me->up|up->me->down`, 2.7+ `down->me->up`),
+transports (`Ring|Channel|CollNet NN[/c] : a[dev] -> b[dev] [send|receive] via X`), channel counts (three
+generations), COLL lines, TUNING lines (2.4-2.22 `N Bytes -> Algo a proto p time t`, 2.23+ `Op: N Bytes ->
+Algo NAME proto NAME channel{Lo..Hi}={a..b}[ comm %p]`), `Init timings` (2.22 and 2.23+), error propagation
+(`file.cc:123 -> 4`), `NCCL_X|RCCL_X set by environment to v`, and PyTorch's ProcessGroupNCCL lines.
 """
 
 from __future__ import annotations
@@ -54,8 +53,9 @@ LINE_START = re.compile(
 HOST_TAIL = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<host>[A-Za-z0-9_.\-]++):(?P<pid>\d++):(?P<tid>\d++)\Z")
 
 # The fast path for the commonest line of a big log: one whole COLL record starting the line, nothing after it
-# but blanks. Its groups are the writer's (host, pid, tid, dev) then those of the "coll" body pattern, in order.
-# A line it does not match takes the general path (record starts, then the body table), with the same result.
+# but blanks. Its groups are the writer's (host, pid, tid, dev) then those of the "coll" body pattern, in
+# order. A line it does not match takes the general path (record starts, then the body table), with the same
+# result.
 _COLL_BODY = (
     r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff "
     + _PTR
@@ -79,7 +79,8 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
         " via ",
         re.compile(
             r"(?P<scope>Ring|Channel|CollNet) (?P<channel>\d++)(?:/(?P<conn>\d++))? : (?P<from_rank>\d++)"
-            r"(?:\[(?P<from_dev>[0-9a-fA-F]++)\])?(?: -> (?P<to_rank>\d++)(?:\[(?P<to_dev>[0-9a-fA-F]++)\])?)?"
+            r"(?:\[(?P<from_dev>[0-9a-fA-F]++)\])?(?: -> "
+            r"(?P<to_rank>\d++)(?:\[(?P<to_dev>[0-9a-fA-F]++)\])?)?"
             r"(?: \[(?P<direction>send|receive)\])? via (?P<via>.*\S)"
         ),
     ),
@@ -106,7 +107,8 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
         "- Init ",
         re.compile(
             r"(?:(?P<func>nccl\w+) )?comm (?P<comm>" + _PTR + r") rank (?P<rank>\d++) nranks (?P<nranks>\d++)"
-            r" cudaDev (?P<init_dev>\d++)(?>(?: nvmlDev (?P<nvml_dev>\d++))?(?: busId (?P<bus_id>[0-9a-fA-F]++))?"
+            r" cudaDev (?P<init_dev>\d++)(?>(?: nvmlDev (?P<nvml_dev>\d++))?(?: busId "
+            r"(?P<bus_id>[0-9a-fA-F]++))?"
             r"(?: commId (?P<comm_id>0x[0-9a-fA-F]++))?).*?- Init (?P<state>START|COMPLETE)"
         ),
     ),
@@ -148,8 +150,8 @@ BODY_PATTERNS: tuple[Pattern, ...] = (
     # `NET/Socket : Using [0]eth0:10.0.0.1<0>`, `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'`), the
     # plugin loader (`NET/Plugin : No plugin found (libnccl-net.so)...`, `NET/Plugin: Loaded net plugin X`,
     # `Plugin Path : /opt/.../libnccl-net.so`, `P2P plugin IBext`, AWS's `NET/OFI Using aws-ofi-nccl 1.7`;
-    # 2.24+ `Initialized NET plugin X` and `Assigned NET plugin X to comm`; RCCL's `Successfully loaded external
-    # network plugin /path`), and the bootstrap interface.
+    # 2.24+ `Initialized NET plugin X` and `Assigned NET plugin X to comm`; RCCL's `Successfully loaded
+    # external network plugin /path`), and the bootstrap interface.
     Pattern("network", "Using network", re.compile(r"Using network (?P<detail>.*\S)")),
     Pattern("network", "Bootstrap", re.compile(r"(?P<source>Bootstrap) ?: Using (?P<detail>.*\S)")),
     Pattern("network", "P2P plugin", re.compile(r"(?P<source>P2P plugin) (?P<detail>\S++)")),

@@ -1,7 +1,7 @@
 """The raw rows of the NCCL_DEBUG log reader, typed into polars frames batch by batch (`RawRows`).
 
-Raw rows are text tuples (identity + a pattern's groups); `RawRows.add` types a batch as soon as it is full, so
-what is held is compact columns, not strings. A family with a limit keeps its first rows only; the rest are
+Raw rows are text tuples (identity + a pattern's groups); `RawRows.add` types a batch as soon as it is full,
+so what is held is compact columns, not strings. A family with a limit keeps its first rows only; the rest are
 counted by its `parsers.nccl_log_totals.Reducer` (bounded memory on huge logs).
 """
 

@@ -27,26 +27,48 @@ NETWORK_RULES: tuple[tuple[str, int, pl.Expr, str | None], ...] = (
     ("Using network", 0, pl.col("source").is_null(), None),
     ("Assigned NET plugin", 0, pl.col("source") == "Assigned NET plugin", None),
     ("NCCL_NET", 1, pl.col("source") == "NCCL_NET", None),
-    ("NET/Socket : Using", 2, (pl.col("source") == "NET/Socket") & pl.col("detail").str.starts_with("Using"),
-     "Socket"),
+    (
+        "NET/Socket : Using",
+        2,
+        (pl.col("source") == "NET/Socket") & pl.col("detail").str.starts_with("Using"),
+        "Socket",
+    ),
     ("NET/IB : Using", 2, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("Using"), "IB"),
     ("P2P plugin", 2, pl.col("source") == "P2P plugin", None),
     ("Initialized NET plugin", 2, pl.col("source") == "Initialized NET plugin", None),
-    ("NET/Plugin : Loaded", 2, (pl.col("source") == "NET/Plugin") & pl.col("detail").str.contains("(?i)loaded"),
-     "Plugin"),
-    ("NET/<plugin>", 2, pl.col("source").str.contains(r"^NET/") & ~pl.col("source").is_in(
-        ["NET/IB", "NET/Socket", "NET/Plugin"]), "Plugin"),
+    (
+        "NET/Plugin : Loaded",
+        2,
+        (pl.col("source") == "NET/Plugin") & pl.col("detail").str.contains("(?i)loaded"),
+        "Plugin",
+    ),
+    (
+        "NET/<plugin>",
+        2,
+        pl.col("source").str.contains(r"^NET/")
+        & ~pl.col("source").is_in(["NET/IB", "NET/Socket", "NET/Plugin"]),
+        "Plugin",
+    ),
     ("NET/Socket", 3, pl.col("source") == "NET/Socket", "Socket"),
-    ("external network plugin", 3, pl.col("source") == "Successfully loaded external network plugin", "Plugin"),
+    (
+        "external network plugin",
+        3,
+        pl.col("source") == "Successfully loaded external network plugin",
+        "Plugin",
+    ),
     ("NCCL_IB_DISABLE=1", 4, (pl.col("source") == "NCCL_IB_DISABLE") & (pl.col("detail") == "1"), "Socket"),
-    ("NET/IB : No device found", 5, (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("No device"),
-     "Socket"),
-)  # fmt: skip
+    (
+        "NET/IB : No device found",
+        5,
+        (pl.col("source") == "NET/IB") & pl.col("detail").str.starts_with("No device"),
+        "Socket",
+    ),
+)
 
 
 def with_call_size(frame: pl.DataFrame, count_bytes: str) -> pl.DataFrame:
-    """`frame` (COLL rows: op, nranks) with `collective` (canonical name) and `size_bytes`: S of the call in the
-    nccl-tests convention, by the project's one S rule (`traceview.core.costmodel.SIZE_RULES`).
+    """`frame` (COLL rows: op, nranks) with `collective` (canonical name) and `size_bytes`: S of the call in
+    the nccl-tests convention, by the project's one S rule (`traceview.core.costmodel.SIZE_RULES`).
 
     A COLL line's `count` (column `count_bytes` = count x element size) is the count the API call was given,
     in every NCCL and RCCL generation: for the collectives of `SIZE_RULES` that is the shard (AllGather's

@@ -6,9 +6,9 @@ a cap, and counted in full by streaming totals whose size is the number of disti
   are the ones that identify it) and counts every call per `CALL_KEY` in a dict, folded into a compact polars
   frame every `FLUSH_KEYS` distinct keys.
 - TUNING lines (one per call when NCCL_DEBUG_SUBSYS includes TUNING) and the warnings (NCCL WARN records,
-  `x.cc:N -> r` error lines, ProcessGroupNCCL errors, `NCCL error` lines): `RawRows` keeps the first rows of each
-  pattern up to its limit and hands every overflow batch to the pattern's `Reducer` (polars group-by), whose
-  partial totals are merged as they accumulate.
+  `x.cc:N -> r` error lines, ProcessGroupNCCL errors, `NCCL error` lines): `RawRows` keeps the first rows of
+  each pattern up to its limit and hands every overflow batch to the pattern's `Reducer` (polars group-by),
+  whose partial totals are merged as they accumulate.
 
 Init-time families (communicators, transports, rings, trees, channel counts, events, network) are printed once
 per communicator and rank, so they are kept whole.
@@ -109,8 +109,8 @@ def _sum_calls(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 class Reducer(NamedTuple):
-    """How a capped family is counted: `reduce` turns overflow rows (typed raw columns) of the named family into
-    partial totals; `merge` turns concatenated partial totals into totals of the same shape."""
+    """How a capped family is counted: `reduce` turns overflow rows (typed raw columns) of the named family
+    into partial totals; `merge` turns concatenated partial totals into totals of the same shape."""
 
     reduce: Callable[[str, pl.DataFrame], pl.DataFrame]
     merge: Callable[[pl.DataFrame], pl.DataFrame]

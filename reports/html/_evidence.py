@@ -1,6 +1,6 @@
-"""Where each recommendation's evidence is on the page: a table from rule to the figure that proves it, and, for a
-rule that names a rank, the drill-down cell of that rank in the median step (its step beside the median
-rank's). A figure the page does not draw falls back to the rule's section."""
+"""Where each recommendation's evidence is on the page: a table from rule to the figure that proves it, and,
+for a rule that names a rank, the drill-down cell of that rank in the median step (its step beside the
+median rank's). A figure the page does not draw falls back to the rule's section."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """The styles plotly.js writes into a page, read from the bundled plotly.js, so that the report's
 Content-Security-Policy can allow exactly them by hash instead of `style-src 'unsafe-inline'`.
 
-plotly.js (4.x) writes three kinds of inline style when it loads and draws: an empty `<style>` element whose rules
-it then inserts through the CSSOM (not governed by the policy), a `<style>` element holding a stylesheet of its
-map library, and `style` attributes: the empty string (colour-bar fills) and a list of `image-rendering`
-declarations (heatmap images). Each text is taken from the bundle itself; when a later plotly.js writes them
-differently, the text is not found, the browser tests report the violation, and this module is updated.
+plotly.js (4.x) writes three kinds of inline style when it loads and draws: an empty `<style>` element whose
+rules it then inserts through the CSSOM (not governed by the policy), a `<style>` element holding a stylesheet
+of its map library, and `style` attributes: the empty string (colour-bar fills) and a list of
+`image-rendering` declarations (heatmap images). Each text is taken from the bundle itself; when a later
+plotly.js writes them differently, the text is not found, the browser tests report the violation, and this
+module is updated.
 """
 
 from __future__ import annotations

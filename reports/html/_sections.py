@@ -75,7 +75,8 @@ SECTIONS: tuple[Section, ...] = (
         "section_prediction.html.j2",
         figures_prediction.prediction_figures,
         lambda a: a.prediction is not None and a.prediction.calls.height > 0,
-        "No collective call to price: the alpha-beta model needs communication kernels linked to their calls.",
+        "No collective call to price: the alpha-beta model needs communication kernels linked to their "
+        "calls.",
     ),
     Section(
         "across-ranks",

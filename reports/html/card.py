@@ -1,6 +1,6 @@
-"""The verdict card a notebook shows for an analysis (`traceview.Analysis._repr_html_`): the verdict's label and
-sentence and the headline figures, as a small HTML fragment with inline styles (a notebook has no stylesheet
-of ours). Renders only: every figure comes from the results; input text is HTML-escaped."""
+"""The verdict card a notebook shows for an analysis (`traceview.Analysis._repr_html_`): the verdict's label
+and sentence and the headline figures, as a small HTML fragment with inline styles (a notebook has no
+stylesheet of ours). Renders only: every figure comes from the results; input text is HTML-escaped."""
 
 from __future__ import annotations
 
@@ -51,9 +51,11 @@ def verdict_card(analysis: RunAnalysis) -> str:
     return (
         f"<div class='traceview-card' style='border-left:6px solid {colour};padding:6px 12px;"
         "font-family:sans-serif;max-width:60em'>"
-        f"<div style='color:#555'>traceview: {_text(header.source)}, {len(header.ranks)} rank(s), {steps} step(s)"
+        f"<div style='color:#555'>traceview: {_text(header.source)}, {len(header.ranks)} rank(s), {steps} "
+        f"step(s)"
         "</div>"
-        f"<div style='margin:4px 0'><b style='color:{colour}'>{_text(verdict.label)}</b> {_text(verdict.sentence)}"
+        f"<div style='margin:4px 0'><b style='color:{colour}'>{_text(verdict.label)}</b> "
+        f"{_text(verdict.sentence)}"
         "</div>"
         f"<table style='font-size:90%'>{rows}</table></div>"
     )

@@ -31,8 +31,10 @@ def budget_figure(comparison: Comparison) -> go.Figure:
     """The time budget's run medians, baseline beside candidate, in ms."""
     frame = comparison.budgets
     figure = go.Figure()
-    for column, name, colour in (("baseline_us", "baseline", BASELINE_COLOUR),
-                                 ("candidate_us", "candidate", CANDIDATE_COLOUR)):  # fmt: skip
+    for column, name, colour in (
+        ("baseline_us", "baseline", BASELINE_COLOUR),
+        ("candidate_us", "candidate", CANDIDATE_COLOUR),
+    ):
         values = [None if v is None else v / 1000 for v in frame.get_column(column).to_list()]
         figure.add_bar(x=frame.get_column("figure").to_list(), y=values, name=name, marker_color=colour)
     figure.update_layout(title="Time budget (median step)", yaxis_title="ms", barmode="group")
@@ -43,8 +45,10 @@ def busbw_figure(comparison: Comparison) -> go.Figure:
     """Median bus bandwidth of each (collective, group, bucket) compared, baseline beside candidate."""
     rows = [f for f in comparison.findings if f.metric == "busbw_Bps" and (f.baseline or f.candidate)]
     figure = go.Figure()
-    for attribute, name, colour in (("baseline", "baseline", BASELINE_COLOUR),
-                                    ("candidate", "candidate", CANDIDATE_COLOUR)):  # fmt: skip
+    for attribute, name, colour in (
+        ("baseline", "baseline", BASELINE_COLOUR),
+        ("candidate", "candidate", CANDIDATE_COLOUR),
+    ):
         values = [None if getattr(f, attribute) is None else getattr(f, attribute) / 1e9 for f in rows]
         figure.add_bar(x=[f.subject for f in rows], y=values, name=name, marker_color=colour)
     figure.update_layout(title="Bus bandwidth per collective", yaxis_title="GB/s", barmode="group")
@@ -55,12 +59,19 @@ def changes_figure(comparison: Comparison) -> go.Figure:
     """The relative change of every judged finding, regressions red, improvements green."""
     colours = {"regression": "#D55E00", "improvement": "#0072B2", "not significant": "#bbbbbb"}
     rows = [f for f in comparison.findings if f.outcome in colours and f.change_pct is not None][:40]
-    figure = go.Figure(go.Bar(
-        x=[f.change_pct for f in rows], y=[f"{f.metric} · {f.subject}" for f in rows], orientation="h",
-        marker_color=[colours[f.outcome] for f in rows],
-    ))  # fmt: skip
-    figure.update_layout(title="Changes beyond the threshold (%)", xaxis_title="change %",
-                         height=max(300, 28 * len(rows) + 120))  # fmt: skip
+    figure = go.Figure(
+        go.Bar(
+            x=[f.change_pct for f in rows],
+            y=[f"{f.metric} · {f.subject}" for f in rows],
+            orientation="h",
+            marker_color=[colours[f.outcome] for f in rows],
+        )
+    )
+    figure.update_layout(
+        title="Changes beyond the threshold (%)",
+        xaxis_title="change %",
+        height=max(300, 28 * len(rows) + 120),
+    )
     return figure
 
 
@@ -70,9 +81,13 @@ def _page(
     inline_js, cdn_url = plotly_script("inline")
     page = _ENVIRONMENT.get_template(template).render(
         figures={figure_id: figure_json(f) for figure_id, f in figures.items()},
-        plotly_inline=inline_js, plotly_cdn=cdn_url, csp=content_policy(cdn=False), version=__version__,
-        generated=(generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"), **context,
-    )  # fmt: skip
+        plotly_inline=inline_js,
+        plotly_cdn=cdn_url,
+        csp=content_policy(cdn=False),
+        version=__version__,
+        generated=(generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        **context,
+    )
     return with_script_hashes(page)
 
 
@@ -101,8 +116,14 @@ def trend_figure(found: Trend, metric: str) -> go.Figure:
     labels = frame.get_column("label").to_list()
     dates = _dates(frame.get_column("started_us").to_list())
     x = dates if dates is not None else labels
-    scatter = go.Scatter(x=x, y=frame.get_column("value").to_list(), mode="lines+markers", name=metric,
-                         text=labels, hovertemplate="%{text}<br>%{y}<extra></extra>")  # fmt: skip
+    scatter = go.Scatter(
+        x=x,
+        y=frame.get_column("value").to_list(),
+        mode="lines+markers",
+        name=metric,
+        text=labels,
+        hovertemplate="%{text}<br>%{y}<extra></extra>",
+    )
     figure = go.Figure(scatter)
     for change in (c for c in found.changes if c.metric == metric):
         if dates is None:

@@ -35,9 +35,9 @@ OPENING_METRIC: tuple[tuple[str, str | None, str], ...] = (
     ("waiting-bound", None, "wait_us"),
     ("communication-bound", None, "exposed_comm_us"),
 )
-"""(verdict label, the straggler's cause or None for any, metric): the heatmap opens on the first row that fits
-the run's verdict, the metric that shows its problem (a synchronous job's step time is the same on every rank:
-it hides the straggler); `step_us` when none fits."""
+"""(verdict label, the straggler's cause or None for any, metric): the heatmap opens on the first row that
+fits the run's verdict, the metric that shows its problem (a synchronous job's step time is the same on
+every rank: it hides the straggler); `step_us` when none fits."""
 
 
 def opening_metric(analysis: RunAnalysis) -> str:
@@ -77,38 +77,63 @@ def heatmap(table: pl.DataFrame, first: str = "step_us") -> go.Figure:
         present = set(wide.columns)  # once: `columns` builds a new list on every call
         figure.add_heatmap(
             z=wide.select([str(s) for s in steps if str(s) in present]).rows(),
-            x=steps, y=ranks, name=name, visible=column == first, colorscale="Viridis",
-            colorbar={"title": "ms"}, hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra>" + name + "</extra>",
-        )  # fmt: skip
+            x=steps,
+            y=ranks,
+            name=name,
+            visible=column == first,
+            colorscale="Viridis",
+            colorbar={"title": "ms"},
+            hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra>" + name + "</extra>",
+        )
     buttons = [
-        {"label": name, "method": "update", "args": [{"visible": [i == j for j in range(len(HEATMAP_METRICS))]},
-                                                     {"title.text": f"{name.capitalize()} per rank and step (ms); click a cell"}]}
+        {
+            "label": name,
+            "method": "update",
+            "args": [
+                {"visible": [i == j for j in range(len(HEATMAP_METRICS))]},
+                {"title.text": f"{name.capitalize()} per rank and step (ms); click a cell"},
+            ],
+        }
         for i, (_, name) in enumerate(HEATMAP_METRICS)
-    ]  # fmt: skip
+    ]
     opening = dict(HEATMAP_METRICS)[first]
     figure.update_layout(
         title=f"{opening[0].upper()}{opening[1:]} per rank and step (ms); click a cell",
         xaxis={"title": "step", "type": "category"},
         yaxis={"title": "rank", "type": "category", "autorange": "reversed"},
-        updatemenus=[{"buttons": buttons, "active": [c for c, _ in HEATMAP_METRICS].index(first), "x": 1.0,
-                      "xanchor": "right", "y": 1.0, "yanchor": "bottom"}],
+        updatemenus=[
+            {
+                "buttons": buttons,
+                "active": [c for c, _ in HEATMAP_METRICS].index(first),
+                "x": 1.0,
+                "xanchor": "right",
+                "y": 1.0,
+                "yanchor": "bottom",
+            }
+        ],
         **{**LAYOUT, "height": max(360, min(1100, 120 + 12 * len(ranks)))},
-    )  # fmt: skip
+    )
     return figure
 
 
 def _timeline_segments(analysis: RunAnalysis) -> tuple[dict[str, Any], list[str]]:
-    """The timeline's kept segments as {step: {rank: [[lane, label, start_ms, end_ms, kernels, longest], ...]}}
-    (`longest`: index of the segment's longest kernel name in the second value, -1 for none)."""
+    """The timeline's kept segments as {step: {rank: [[lane, label, start_ms, end_ms, kernels, longest],
+    ...]}} (`longest`: index of the segment's longest kernel name in the second value, -1 for none)."""
     timeline = analysis.timeline
     if timeline is None or timeline.segments.height == 0:
         return {}, []
     names = timeline.segments.get_column("longest_kernel").drop_nulls().unique().sort().to_list()
     index = pl.DataFrame({"longest_kernel": names, "longest": list(range(len(names)))})
     rows = timeline.segments.join(index, on="longest_kernel", how="left").select(
-        "step", "rank", "lane", "label", chart_ms("start_us").round(4), chart_ms("end_us").round(4),
-        "kernels", pl.col("longest").fill_null(-1),
-    )  # fmt: skip
+        "step",
+        "rank",
+        "lane",
+        "label",
+        chart_ms("start_us").round(4),
+        chart_ms("end_us").round(4),
+        "kernels",
+        pl.col("longest").fill_null(-1),
+    )
     found: dict[str, Any] = {}
     for step, rank, *segment in rows.iter_rows():  # bounded: the timeline's drawn segments
         found.setdefault(str(step), {}).setdefault(str(rank), []).append(segment)

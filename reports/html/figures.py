@@ -22,7 +22,8 @@ draws from it, from `TINTS` and from greys (idle, unknowns); heatmaps use Viridi
 TINTS = ("#80CFB9", "#2B7A9E")
 """Lighter bluish green (compute overlapped with communication) and darker blue (Recv beside Send)."""
 NOISE_FLOOR_MS = 0.001
-"""Chart values below 1 us are float rounding of `ts + dur`, not time: drawn as 0 (tables keep the figures)."""
+"""Chart values below 1 us are float rounding of `ts + dur`, not time: drawn as 0 (tables keep the figures).
+"""
 
 
 def chart_ms(column: str) -> pl.Expr:
@@ -170,13 +171,20 @@ def rank_distribution(
         )
         for value, ranks in outliers.of(column) if outliers is not None else ():
             figure.add_annotation(
-                x=name, y=value, text=outlier_label(ranks), showarrow=False, xanchor="left", xshift=12,
+                x=name,
+                y=value,
+                text=outlier_label(ranks),
+                showarrow=False,
+                xanchor="left",
+                xshift=12,
                 font={"size": 10},
-            )  # fmt: skip
+            )
     figure.update_layout(
         title=f"{title}: {per_rank.height} ranks, outliers named",
-        showlegend=False, yaxis_title=yaxis_title or "", **LAYOUT,
-    )  # fmt: skip
+        showlegend=False,
+        yaxis_title=yaxis_title or "",
+        **LAYOUT,
+    )
     return figure
 
 
@@ -202,7 +210,8 @@ def budget_bars(analysis: RunAnalysis) -> go.Figure:
 
 
 def gamma_bars(analysis: RunAnalysis) -> go.Figure:
-    """Measured and exposed gamma per rank, with the break-even line at 1 (the gamma model, docs/metrics.md "Predicted gamma")."""
+    """Measured and exposed gamma per rank, with the break-even line at 1 (the gamma model, docs/metrics.md
+    "Predicted gamma")."""
     bars = (
         ("measured gamma (T_comm / T_comp)", "gamma", "#0072B2"),
         ("exposed gamma (exposed comm / T_comp)", "exposed_gamma", "#E69F00"),

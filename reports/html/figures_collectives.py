@@ -1,8 +1,8 @@
 """Figures of the collectives section: busbw against message size, one scatter per collective, log axes.
 
-Each point is one kernel (or CPU-only call) with a known size S and busbw (docs/metrics.md, "Collectives"), coloured by process group.
-No computation beyond unit conversion and, past `MAX_POINTS` kernels of a collective, keeping every k-th one
-(the figure's title says so).
+Each point is one kernel (or CPU-only call) with a known size S and busbw (docs/metrics.md, "Collectives"),
+coloured by process group. No computation beyond unit conversion and, past `MAX_POINTS` kernels of a
+collective, keeping every k-th one (the figure's title says so).
 """
 
 from __future__ import annotations

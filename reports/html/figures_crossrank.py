@@ -1,8 +1,8 @@
 """Figures of the across-ranks section: a rank-by-instance lateness heatmap and per-rank wait bars.
 
-Lateness and wait come from `traceview.across_ranks.analysis.CrossRank` (docs/metrics.md, "Across ranks"); nothing is
-computed here beyond reshaping and unit conversion. Past `MAX_INSTANCES` usable instances the heatmap keeps
-every k-th one (its title says so).
+Lateness and wait come from `traceview.across_ranks.analysis.CrossRank` (docs/metrics.md, "Across ranks");
+nothing is computed here beyond reshaping and unit conversion. Past `MAX_INSTANCES` usable instances the
+heatmap keeps every k-th one (its title says so).
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ def lateness_heatmap(crossrank: CrossRank) -> go.Figure:
     )
     sampled = f" (every {stride}th instance)" if stride > 1 else ""
     figure.update_layout(
-        title=f"Lateness per rank and collective instance{sampled}", xaxis_title="instance",
+        title=f"Lateness per rank and collective instance{sampled}",
+        xaxis_title="instance",
         **{**LAYOUT, "height": max(360, min(1200, 40 + 14 * table.height))},
-    )  # fmt: skip
+    )
     return figure
 
 

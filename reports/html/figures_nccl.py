@@ -33,12 +33,15 @@ def algorithm_bars(algorithms: pl.DataFrame) -> go.Figure:
     figure.update_layout(
         title="NCCL's algorithm / protocol choices by message size (TUNING lines)",
         barmode="stack",
-        xaxis={"title": "operation · message size (bytes as NCCL printed them)", "categoryorder": "array",
-               "categoryarray": order},
+        xaxis={
+            "title": "operation · message size (bytes as NCCL printed them)",
+            "categoryorder": "array",
+            "categoryarray": order,
+        },
         yaxis={"title": "choices logged"},
         legend={"orientation": "h"},
         **LAYOUT,
-    )  # fmt: skip
+    )
     return figure
 
 

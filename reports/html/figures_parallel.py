@@ -1,6 +1,6 @@
-"""Figures of the parallelism sections: cost per dimension, the MoE send matrix, the communication roofline and
-the alpha-beta fit. Unit conversion only: every figure comes from `traceview.dimensions`, `traceview.moe`,
-`traceview.roofline` and `traceview.links_measured`.
+"""Figures of the parallelism sections: cost per dimension, the MoE send matrix, the communication roofline
+and the alpha-beta fit. Unit conversion only: every figure comes from `traceview.dimensions`,
+`traceview.moe`, `traceview.roofline` and `traceview.links_measured`.
 """
 
 from __future__ import annotations
@@ -83,7 +83,10 @@ def roofline_figure(roofline: Roofline) -> go.Figure:
     figure = go.Figure()
     for index, row in enumerate(roofline.levels.iter_rows(named=True)):
         figure.add_scatter(
-            name=f"{row['level']}-node ceiling ({row['bandwidth_Bps'] / 1e9:.3g} GB/s; ridge {row['ridge']:.3g})",
+            name=(
+                f"{row['level']}-node ceiling ({row['bandwidth_Bps'] / 1e9:.3g} GB/s; ridge "
+                f"{row['ridge']:.3g})"
+            ),
             x=xs,
             y=[min(peak, x * row["bandwidth_Bps"]) for x in xs],
             mode="lines",

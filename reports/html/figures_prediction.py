@@ -1,6 +1,6 @@
-"""Figures of the predicted-gamma section: the gamma model's strong-scaling figure made real (gamma against the worker
-count K, log axes, break-even line at 1, the model's curve for this hardware, the run's measured and
-predicted points) and the factors of measured / predicted gamma. No computation beyond unit conversion.
+"""Figures of the predicted-gamma section: the gamma model's strong-scaling figure made real (gamma against
+the worker count K, log axes, break-even line at 1, the model's curve for this hardware, the run's measured
+and predicted points) and the factors of measured / predicted gamma. No computation beyond unit conversion.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ def scaling_figure(prediction: Prediction) -> go.Figure | None:
     figure = go.Figure()
     figure.add_trace(
         go.Scatter(
-            x=curve["K"].to_list(), y=curve["gamma_pred"].to_list(), mode="lines+markers",
-            name="alpha-beta model, this hardware", hovertemplate="K = %{x}<br>gamma_pred = %{y:.3g}<extra></extra>",
+            x=curve["K"].to_list(),
+            y=curve["gamma_pred"].to_list(),
+            mode="lines+markers",
+            name="alpha-beta model, this hardware",
+            hovertemplate="K = %{x}<br>gamma_pred = %{y:.3g}<extra></extra>",
         )
-    )  # fmt: skip
+    )
     k_values = curve["K"].to_list()
     figure.add_trace(
         go.Scatter(

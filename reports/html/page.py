@@ -6,9 +6,10 @@ Content-Security-Policy forbids every request (no connections, images only from 
 cdn` the one script URL is the only exception. It allows `eval` (plotly.js probes its WebGL support with
 generated code when it loads; without `unsafe-eval` the browser reports a violation), which cannot reach the
 network. Nothing inline runs or applies but by its SHA-256 hash in the policy (no `unsafe-inline` at all): the
-scripts are plotly.js and the page's own (`templates/report.js`), the styles the page's `<style>` block and the
-few plotly.js writes (`plotly_styles`; `unsafe-hashes` lets those hashes match plotly's `style` attributes, the
-page itself writes none: it uses classes); the figures travel as JSON data blocks, which are never executed. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
+scripts are plotly.js and the page's own (`templates/report.js`), the styles the page's `<style>` block and
+the few plotly.js writes (`plotly_styles`; `unsafe-hashes` lets those hashes match plotly's `style`
+attributes, the page itself writes none: it uses classes); the figures travel as JSON data blocks, which are
+never executed. Output is stable: figures are sorted-key JSON with the page's own template and element ids,
 and the generation time is the only thing that changes between two renders of the same analysis.
 """
 
@@ -44,8 +45,8 @@ def _ratio(value: float | None) -> str:
 
 
 CDN_URL = "https://cdn.plot.ly/plotly-{version}.min.js"
-"""plotly.js on its CDN, at the version of the plotly.js bundled with the Python package (not the package's own
-version: plotly 7.1.0 bundles plotly.js 4.1.1)."""
+"""plotly.js on its CDN, at the version of the plotly.js bundled with the Python package (not the package's
+own version: plotly 7.1.0 bundles plotly.js 4.1.1)."""
 CSP = (
     "default-src 'none'; script-src {hashes} 'unsafe-eval'{cdn}; style-src 'unsafe-hashes' {style_hashes}; "
     "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
@@ -161,7 +162,8 @@ def page_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
 
 
 def script_hash(source: str) -> str:
-    """The CSP source that lets exactly this inline script (or style block) run: `'sha256-<base64 digest>'`."""
+    """The CSP source that lets exactly this inline script (or style block) run: `'sha256-<base64
+    digest>'`."""
     digest = hashlib.sha256(source.encode("utf-8")).digest()
     return f"'sha256-{base64.b64encode(digest).decode()}'"
 
@@ -173,8 +175,8 @@ _INLINE_STYLE = re.compile(r"<style[^>]*>(?P<body>.*?)</style>", re.DOTALL)
 
 
 def with_script_hashes(page: str) -> str:
-    """`page` with the placeholders in its policy replaced by the hash of every inline script it runs (a script
-    with `src` or a JSON data block is not one) and of every `<style>` block (and plotly's, empty)."""
+    """`page` with the placeholders in its policy replaced by the hash of every inline script it runs (a
+    script with `src` or a JSON data block is not one) and of every `<style>` block (and plotly's, empty)."""
     bodies = [
         found["body"]
         for found in _INLINE_SCRIPT.finditer(page)

@@ -109,21 +109,42 @@ def trend_document(found: Trend) -> dict[str, Any]:
         "ordered_by": found.ordered_by,
         "runs": [run.name for run in found.runs],
         "run_details": [
-            {"name": run.name, "label": run.shown, "recorded_at": _iso(run.started_us),
-             "time_source": run.time_source, "source": run.source, "commit": run.commit, "job": run.job}
+            {
+                "name": run.name,
+                "label": run.shown,
+                "recorded_at": _iso(run.started_us),
+                "time_source": run.time_source,
+                "source": run.source,
+                "commit": run.commit,
+                "job": run.job,
+            }
             for run in found.runs
         ],
         "warnings": list(found.warnings),
         "changes": [
-            {"metric": c.metric, "run": c.run, "label": c.label, "index": c.index, "before": clean(c.before),
-             "after": clean(c.after), "change_pct": clean(c.change_pct), "p_value": clean(c.p_value)}
+            {
+                "metric": c.metric,
+                "run": c.run,
+                "label": c.label,
+                "index": c.index,
+                "before": clean(c.before),
+                "after": clean(c.after),
+                "change_pct": clean(c.change_pct),
+                "p_value": clean(c.p_value),
+            }
             for c in found.changes
         ],
         "latest": [
-            {"metric": j.metric, "history_runs": j.history_runs, "history": clean(j.history),
-             "latest": clean(j.latest), "change_pct": clean(j.change_pct), "p_adjusted": clean(j.p_adjusted),
-             "outcome": j.outcome}
+            {
+                "metric": j.metric,
+                "history_runs": j.history_runs,
+                "history": clean(j.history),
+                "latest": clean(j.latest),
+                "change_pct": clean(j.change_pct),
+                "p_adjusted": clean(j.p_adjusted),
+                "outcome": j.outcome,
+            }
             for j in found.latest
         ],
         "values": records(found.values),
-    }  # fmt: skip
+    }

@@ -1,5 +1,6 @@
 """JSON text of a document: UTF-8, indented, keys in the document's order; a string holding a name that is not
-UTF-8 (its bytes as lone surrogates) is written with those bytes as `\\xNN` (`traceview.core.sanitize.shown`)."""
+UTF-8 (its bytes as lone surrogates) is written with those bytes as `\\xNN`
+(`traceview.core.sanitize.shown`)."""
 
 from __future__ import annotations
 

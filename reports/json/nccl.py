@@ -1,6 +1,6 @@
-"""The `traceview nccl --json` document (docs/json-schema.md, "`traceview nccl --json`"): every log read together
-as before (`traceview.reports.json.summary.nccl_document`), then the headline, the gate figures, and each job
-with its communicators merged over ranks and its failures."""
+"""The `traceview nccl --json` document (docs/json-schema.md, "`traceview nccl --json`"): every log read
+together as before (`traceview.reports.json.summary.nccl_document`), then the headline, the gate figures,
+and each job with its communicators merged over ranks and its failures."""
 
 from __future__ import annotations
 

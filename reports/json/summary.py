@@ -223,9 +223,14 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
         "headline_doubt": trust.doubt if trust else None,
         "guessed_inputs": list(trust.guesses) if trust else [],
         "links_measured": trust.links_measured if trust else False,
-        "topology": None if topology is None else {
-            "gpus_per_node": topology.ranks_per_node, "source": topology.source, "detail": topology.detail,
-            "hosts": topology.hosts, "conflicts": list(topology.conflicts),
+        "topology": None
+        if topology is None
+        else {
+            "gpus_per_node": topology.ranks_per_node,
+            "source": topology.source,
+            "detail": topology.detail,
+            "hosts": topology.hosts,
+            "conflicts": list(topology.conflicts),
             "evidence": [{k: clean(v) for k, v in asdict(e).items()} for e in topology.evidence],
         },
         "assumptions": [{k: clean(v) for k, v in asdict(a).items()} for a in found.inputs.assumptions],
@@ -233,13 +238,18 @@ def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
         "run": {k: clean(v) for k, v in found.run.items()},
         "per_step": records(found.per_step),
         "per_collective": records(found.per_collective),
-        "what_if": None if what_if is None else {
-            "rank": what_if.rank, "step": what_if.step, "workers": what_if.workers,
+        "what_if": None
+        if what_if is None
+        else {
+            "rank": what_if.rank,
+            "step": what_if.step,
+            "workers": what_if.workers,
             "closed_form_gamma": clean(what_if.closed_form_gamma),
             "break_even_workers": clean(what_if.break_even_workers),
-            "table": records(what_if.table), "curve": records(what_if.curve),
+            "table": records(what_if.table),
+            "curve": records(what_if.curve),
         },
-    }  # fmt: skip
+    }
 
 
 def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
@@ -281,10 +291,30 @@ def _dimensions(analysis: RunAnalysis) -> dict[str, Any] | None:
         else []
     )
     groups = found.groups.select(
-        "group", "desc", "pg_name", "n", "ranks", "dimension", "confidence", "best", "runner_up", "evidence",
-        "calls", "calls_per_step", "ar_share", "agrs_share", "a2a_share", "p2p_share", "size_spread",
-        "median_bytes", "early_share", "contiguous", "stride", "nodes", "world",
-    )  # fmt: skip
+        "group",
+        "desc",
+        "pg_name",
+        "n",
+        "ranks",
+        "dimension",
+        "confidence",
+        "best",
+        "runner_up",
+        "evidence",
+        "calls",
+        "calls_per_step",
+        "ar_share",
+        "agrs_share",
+        "a2a_share",
+        "p2p_share",
+        "size_spread",
+        "median_bytes",
+        "early_share",
+        "contiguous",
+        "stride",
+        "nodes",
+        "world",
+    )
     return {
         "threshold": found.threshold,
         "layout": found.layout,

@@ -42,7 +42,8 @@ def p_text(p_value: float | None) -> str:
 
 
 def note_text(finding: Finding) -> str:
-    """What a finding's row says beside its figures: partial, beyond its peers, explained, its likely cause."""
+    """What a finding's row says beside its figures: partial, beyond its peers, explained, its
+    likely cause."""
     parts = ["partial run"] if finding.partial else []
     if finding.beyond_peers_pct is not None:
         parts.append(f"beyond its peers {change_text(finding.beyond_peers_pct)}")
@@ -63,10 +64,15 @@ def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
         table.add_column(header)
     for f in findings[:MAX_ROWS]:
         table.add_row(
-            safe(f.subject), f.metric, value_text(f.metric, f.baseline),
-            value_text(f.metric, f.candidate), change_text(f.change_pct), p_text(f.p_adjusted),
-            f"{f.test.baseline_n}/{f.test.candidate_n}", _note(f),
-        )  # fmt: skip
+            safe(f.subject),
+            f.metric,
+            value_text(f.metric, f.baseline),
+            value_text(f.metric, f.candidate),
+            change_text(f.change_pct),
+            p_text(f.p_adjusted),
+            f"{f.test.baseline_n}/{f.test.candidate_n}",
+            _note(f),
+        )
     if len(findings) > MAX_ROWS:
         table.caption = f"{len(findings) - MAX_ROWS} more (--json lists all)"
     return table
@@ -78,9 +84,12 @@ def _budgets(comparison: Comparison) -> Table:
         table.add_column(header)
     for row in comparison.budgets.iter_rows(named=True):
         table.add_row(
-            row["figure"], value_text("_us", row["baseline_us"]), value_text("_share", row["baseline_share"]),
-            value_text("_us", row["candidate_us"]), value_text("_share", row["candidate_share"]),
-        )  # fmt: skip
+            row["figure"],
+            value_text("_us", row["baseline_us"]),
+            value_text("_share", row["baseline_share"]),
+            value_text("_us", row["candidate_us"]),
+            value_text("_share", row["candidate_share"]),
+        )
     return table
 
 
@@ -113,10 +122,12 @@ def _busbw_table(scaling: Scaling) -> Table:
         bandwidth.add_column(header)
     for row in scaling.busbw.iter_rows(named=True):
         bandwidth.add_row(
-            safe(row["collective"]), safe(row["pg_key"]),
-            value_text("_Bps", row["baseline_busbw_Bps"]), value_text("_Bps", row["candidate_busbw_Bps"]),
+            safe(row["collective"]),
+            safe(row["pg_key"]),
+            value_text("_Bps", row["baseline_busbw_Bps"]),
+            value_text("_Bps", row["candidate_busbw_Bps"]),
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
-        )  # fmt: skip
+        )
     return bandwidth
 
 
@@ -127,12 +138,15 @@ def _structure(comparison: Comparison, console: Console) -> None:
             console.print(f"{label}: {safe(', '.join(subjects))}")
     for row in structure.algorithm_mix.iter_rows(named=True):
         console.print(
-            safe(f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
-                             f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels")
-        )  # fmt: skip
+            safe(
+                f"NCCL mix: {row['collective']} {row['algorithm']}/{row['protocol']} "
+                f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels"
+            )
+        )
     if structure.baseline_stragglers != structure.candidate_stragglers:
         console.print(
-            f"stragglers: {structure.baseline_stragglers or 'none'} -> {structure.candidate_stragglers or 'none'}"
+            f"stragglers: {structure.baseline_stragglers or 'none'} -> "
+            f"{structure.candidate_stragglers or 'none'}"
         )
     for change in structure.setup_changes:
         console.print(f"setup changed: {safe(change)}")
@@ -174,13 +188,26 @@ def render_trend(found: Trend, console: Console) -> None:
     for header in ("metric", "first run after", "before", "after", "change", "p"):
         changes.add_column(header)
     for c in found.changes:
-        changes.add_row(c.metric, safe(c.label or c.run), value_text(c.metric, c.before),
-                        value_text(c.metric, c.after), change_text(c.change_pct), p_text(c.p_value))  # fmt: skip
+        changes.add_row(
+            c.metric,
+            safe(c.label or c.run),
+            value_text(c.metric, c.before),
+            value_text(c.metric, c.after),
+            change_text(c.change_pct),
+            p_text(c.p_value),
+        )
     console.print(changes)
     latest = Table(title="Latest run against the history", title_justify="left")
     for header in ("metric", "history runs", "history", "latest", "change", "p (Holm)", "outcome"):
         latest.add_column(header)
     for j in found.latest:
-        latest.add_row(j.metric, str(j.history_runs), value_text(j.metric, j.history), value_text(j.metric, j.latest),
-                       change_text(j.change_pct), p_text(j.p_adjusted), j.outcome)  # fmt: skip
+        latest.add_row(
+            j.metric,
+            str(j.history_runs),
+            value_text(j.metric, j.history),
+            value_text(j.metric, j.latest),
+            change_text(j.change_pct),
+            p_text(j.p_adjusted),
+            j.outcome,
+        )
     console.print(latest)

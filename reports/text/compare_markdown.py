@@ -27,7 +27,8 @@ def _rows(findings: Sequence[Finding]) -> list[str]:
     for f in findings[:TOP]:
         lines.append(
             f"| {_cell(f.subject)} | {f.metric} | {value_text(f.metric, f.baseline)} | "
-            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} | {_cell(note_text(f))} |"
+            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} | "
+            f"{_cell(note_text(f))} |"
         )
     if len(findings) > TOP:
         lines.append(f"\n{len(findings) - TOP} more: see the HTML report or `--json`.")
@@ -37,8 +38,12 @@ def _rows(findings: Sequence[Finding]) -> list[str]:
 def render_markdown(comparison: Comparison) -> str:
     """The CI comment as Markdown text."""
     failing = bool(comparison.failing)
-    lines = [f"### traceview compare: {'regression' if failing else 'no significant regression'}", "",
-             f"**{_cell(comparison.verdict)}**", ""]  # fmt: skip
+    lines = [
+        f"### traceview compare: {'regression' if failing else 'no significant regression'}",
+        "",
+        f"**{_cell(comparison.verdict)}**",
+        "",
+    ]
     for title, findings in (
         ("Regressions", comparison.regressions),
         ("Improvements", comparison.improvements),
@@ -47,11 +52,14 @@ def render_markdown(comparison: Comparison) -> str:
             lines += [f"#### {title}", "", *_rows(findings), ""]
     structure = comparison.structure
     if structure.appeared or structure.disappeared:
-        lines.append(f"Appeared: {_cell(', '.join(structure.appeared) or '-')}; "
-                     f"disappeared: {_cell(', '.join(structure.disappeared) or '-')}")  # fmt: skip
+        lines.append(
+            f"Appeared: {_cell(', '.join(structure.appeared) or '-')}; "
+            f"disappeared: {_cell(', '.join(structure.disappeared) or '-')}"
+        )
     if structure.baseline_stragglers != structure.candidate_stragglers:
         lines.append(
-            f"- stragglers: {structure.baseline_stragglers or 'none'} -> {structure.candidate_stragglers or 'none'}"
+            f"- stragglers: {structure.baseline_stragglers or 'none'} -> "
+            f"{structure.candidate_stragglers or 'none'}"
         )
     lines += [f"- setup changed: {_cell(change)}" for change in structure.setup_changes]
     lines += [f"- partial: {_cell(note)}" for note in structure.partial_notes]

@@ -1,5 +1,6 @@
-"""The terminal's parallelism lines (docs/metrics.md, "Parallelism dimensions", "MoE balance", "Links measured",
-"Communication roofline"): one line per dimension, then one sentence per other analysis. Renders, never computes.
+"""The terminal's parallelism lines (docs/metrics.md, "Parallelism dimensions", "MoE balance", "Links
+measured", "Communication roofline"): one line per dimension, then one sentence per other analysis.
+Renders, never computes.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def _bandwidth(value: float | None) -> str:
 
 
 def dimension_line(row: dict[str, Any]) -> str:
-    """`tp (groups 3, 4 of 2 ranks; confidence 1.00; NVLink): 16 calls, 16.0 MiB, T_comm 0.12 ms, exposed 0.00 ms,
-    waiting 0.00 ms, busbw 140 GB/s per step` (medians over (rank, step))."""
+    """`tp (groups 3, 4 of 2 ranks; confidence 1.00; NVLink): 16 calls, 16.0 MiB, T_comm 0.12 ms, exposed 0.00
+    ms, waiting 0.00 ms, busbw 140 GB/s per step` (medians over (rank, step))."""
     names = row.get("groups") or []
     groups = (
         ", ".join(names[:4]) + (f" (+{len(names) - 4})" if len(names) > 4 else "") if names else "none seen"
@@ -43,7 +44,8 @@ def dimension_line(row: dict[str, Any]) -> str:
     return (
         f"{row['dimension']} (groups {groups}{size}{sure}{link}): "
         f"{row['calls']:.0f} calls, {_size(row['bytes'])}, T_comm {_ms(row['comm_us'])}, exposed "
-        f"{_ms(row['exposed_us'])}, waiting {_ms(row['wait_us'])}, busbw {_bandwidth(row['busbw_Bps'])} per step"
+        f"{_ms(row['exposed_us'])}, waiting {_ms(row['wait_us'])}, busbw {_bandwidth(row['busbw_Bps'])} per "
+        f"step"
     )
 
 
@@ -55,7 +57,10 @@ def dimension_lines(analysis: RunAnalysis) -> Iterator[str]:
         for row in found.per_dimension.iter_rows(named=True):
             yield "  " + dimension_line(row)
         for row in found.volumes.filter(found.volumes["ratio"].is_not_null()).iter_rows(named=True):
-            yield f"  volume {row['dimension']} {row['collectives']}: {row['ratio']:.2f}x expected: {row['cause']}"
+            yield (
+                f"  volume {row['dimension']} {row['collectives']}: {row['ratio']:.2f}x expected: "
+                f"{row['cause']}"
+            )
         if found.layout_note:
             yield f"  {found.layout_note}"
     for part in (analysis.moe, analysis.links_measured, analysis.roofline):

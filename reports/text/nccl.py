@@ -1,7 +1,8 @@
-"""Terminal tables for one parsed NCCL_DEBUG log (rich). Renders only: figures come from traceview.model.nccl_log.
+"""Terminal tables for one parsed NCCL_DEBUG log (rich). Renders only: figures come from
+traceview.model.nccl_log.
 
-Every string read from the log passes through `traceview.core.sanitize.printable` (control and bidi characters shown
-as escapes, long text cut), then rich's markup escape."""
+Every string read from the log passes through `traceview.core.sanitize.printable` (control and bidi characters
+shown as escapes, long text cut), then rich's markup escape."""
 
 from __future__ import annotations
 
@@ -177,7 +178,8 @@ def render_nccl_jobs(jobs: list[NcclJob], first_line: str, console: Console) -> 
     for job in jobs:
         versions = ", ".join(job.versions) or "not stated"
         console.print(
-            f"[bold]Job {job.index + 1} of {len(jobs)}[/bold]: {len(job.logs)} log(s), NCCL {safe(versions)}, "
+            f"[bold]Job {job.index + 1} of {len(jobs)}[/bold]: {len(job.logs)} log(s), NCCL "
+            f"{safe(versions)}, "
             f"hosts {safe(', '.join(job.hosts) or 'unknown')}"
         )
         console.print(f"  logs: {safe(', '.join(job.logs), 1000)}")

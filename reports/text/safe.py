@@ -1,7 +1,7 @@
 """The one way input-derived text reaches a rich console: made printable (`traceview.core.sanitize.printable`:
-controls, bidi overrides and bytes of names that are not UTF-8 as escapes), then rich's markup escaped, so a
-`[red]` or a `[/]` in a file name is text. Emoji codes (`:x:`) are left as they are: the command line's consoles
-never read them (`traceview.cli.streams.console`)."""
+controls, bidi overrides and bytes of names that are not UTF-8 as escapes), then rich's markup escaped, so
+a `[red]` or a `[/]` in a file name is text. Emoji codes (`:x:`) are left as they are: the command line's
+consoles never read them (`traceview.cli.streams.console`)."""
 
 from __future__ import annotations
 

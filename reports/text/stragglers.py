@@ -1,4 +1,5 @@
-"""Terminal tables of the across-ranks analysis (rich). Renders only: figures come from traceview.across_ranks.analysis."""
+"""Terminal tables of the across-ranks analysis (rich). Renders only: figures come from
+traceview.across_ranks.analysis."""
 
 from __future__ import annotations
 
@@ -42,21 +43,37 @@ def _table(
 
 
 OFFSET_COLUMNS = {
-    "host": ("host", 1.0), "host_source": ("from", 1.0), "ranks": ("ranks", 1.0), "offset_us": ("offset ms", 1000.0),
-    "spread_us": ("spread ms (IQR)", 1000.0), "samples": ("instances", 1.0), "via": ("via", 1.0),
-}  # fmt: skip
+    "host": ("host", 1.0),
+    "host_source": ("from", 1.0),
+    "ranks": ("ranks", 1.0),
+    "offset_us": ("offset ms", 1000.0),
+    "spread_us": ("spread ms (IQR)", 1000.0),
+    "samples": ("instances", 1.0),
+    "via": ("via", 1.0),
+}
 RANK_COLUMNS = {
-    "rank": ("rank", 1.0), "instances": ("instances", 1.0), "wait_us": ("wait ms", 1000.0),
-    "wait_share": ("wait share", 1.0), "times_last": ("times last", 1.0),
-    "median_lateness_us": ("median lateness ms", 1000.0), "comp_excess_us": ("T_comp excess ms", 1000.0),
-    "launch_gap_excess_us": ("launch gap excess ms", 1000.0), "host_entry_excess_us": ("host entry late ms", 1000.0),
-    "clock_uncertainty_us": ("clock ± ms", 1000.0), "lateness_cost_us": ("cost per step ms", 1000.0),
-    "straggler": ("straggler", 1.0), "cause": ("cause", 1.0),
-}  # fmt: skip
+    "rank": ("rank", 1.0),
+    "instances": ("instances", 1.0),
+    "wait_us": ("wait ms", 1000.0),
+    "wait_share": ("wait share", 1.0),
+    "times_last": ("times last", 1.0),
+    "median_lateness_us": ("median lateness ms", 1000.0),
+    "comp_excess_us": ("T_comp excess ms", 1000.0),
+    "launch_gap_excess_us": ("launch gap excess ms", 1000.0),
+    "host_entry_excess_us": ("host entry late ms", 1000.0),
+    "clock_uncertainty_us": ("clock ± ms", 1000.0),
+    "lateness_cost_us": ("cost per step ms", 1000.0),
+    "straggler": ("straggler", 1.0),
+    "cause": ("cause", 1.0),
+}
 MISMATCH_COLUMNS = {
-    "rank": ("rank", 1.0), "group": ("group", 1.0), "step": ("step", 1.0), "seq": ("seq", 1.0),
-    "kind": ("kind", 1.0), "detail": ("detail", 1.0),
-}  # fmt: skip
+    "rank": ("rank", 1.0),
+    "group": ("group", 1.0),
+    "step": ("step", 1.0),
+    "seq": ("seq", 1.0),
+    "kind": ("kind", 1.0),
+    "detail": ("detail", 1.0),
+}
 
 
 def render_crossrank(crossrank: CrossRank, console: Console) -> None:

@@ -50,10 +50,14 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
 
 
 def _host_note(timelines: tuple[str, ...]) -> str:
-    """The timeline fact when some rank was analysed on its host operators (docs/metrics.md, "Host timeline")."""
+    """The timeline fact when some rank was analysed on its host operators (docs/metrics.md, "Host
+    timeline")."""
     if "host" not in timelines:
         return ""
-    return "; timeline: host (no device activity: host operators are the compute, host collective ops the communication)"
+    return (
+        "; timeline: host (no device activity: host operators are the compute, host collective ops the "
+        "communication)"
+    )
 
 
 def _print_recommendations(analysis: RunAnalysis, console: Console) -> None:

@@ -1,5 +1,5 @@
-"""A tiny real training job on the CPU with the gloo backend, recorded by `traceview.profile()`; it writes what
-it did (its facts) beside the run, so tests check traceview against the job itself.
+"""A tiny real training job on the CPU with the gloo backend, recorded by `traceview.profile()`; it writes
+what it did (its facts) beside the run, so tests check traceview against the job itself.
 
     python -m torch.distributed.run --nproc-per-node 2 tests/jobs/gloo_train.py --mode dp --facts DIR
     python tests/jobs/gloo_train.py --mode pp --spawn 2 --run-dir RUN --facts DIR   # its own launcher
@@ -113,19 +113,26 @@ def train(args: argparse.Namespace) -> None:
             per_step.append(calls)
             prof.step()
     facts = {
-        "rank": rank, "world_size": dist.get_world_size(), "host": socket.gethostname(),
-        "backend": str(dist.get_backend()), "torch": torch.__version__, "steps": per_step,
+        "rank": rank,
+        "world_size": dist.get_world_size(),
+        "host": socket.gethostname(),
+        "backend": str(dist.get_backend()),
+        "torch": torch.__version__,
+        "steps": per_step,
         "params": settings["params"],
-    }  # fmt: skip
+    }
     Path(args.facts, f"facts.rank{rank}.json").write_text(json.dumps(facts), encoding="utf-8")
     dist.destroy_process_group()
 
 
 def _spawned(rank: int, args: argparse.Namespace, world_size: int, port: int) -> None:
     os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
-    )  # fmt: skip
+    )
     train(args)
 
 

@@ -1,5 +1,6 @@
 """Small real gloo jobs on the CPU for the run's story (tests/test_story_jobs.py), recorded by
-`traceview.profile()`; each rank writes what it did beside the run, so the tests check traceview against the job.
+`traceview.profile()`; each rank writes what it did beside the run, so the tests check traceview against
+the job.
 
     python tests/jobs/story_job.py --mode straggle --spawn 3 --run-dir RUN --facts DIR
     python tests/jobs/story_job.py --mode conv --spawn 2 --run-dir RUN --facts DIR
@@ -7,8 +8,8 @@
 `--mode straggle`: a data-parallel MLP, one all-reduce of the flat gradients a step; rank `SLEEPER` sleeps
 `SLEEP_S` on the host at the start of every step, before any operator (a host-side straggler), and rank
 `HEAVY` runs `HEAVY_MATMULS` extra matrix products a step before its all-reduce (it computes more, but less
-than the sleeper sleeps: its peers never wait for it). `--mode conv`: a small convolutional net, data parallel,
-recorded with shapes and without the profiler's `flops` (traceview counts them from the shapes).
+than the sleeper sleeps: its peers never wait for it). `--mode conv`: a small convolutional net, data
+parallel, recorded with shapes and without the profiler's `flops` (traceview counts them from the shapes).
 """
 
 from __future__ import annotations
@@ -98,19 +99,26 @@ def train(args: argparse.Namespace) -> None:
             step(model, optimiser, rank)
             prof.step()
     facts = {
-        "rank": rank, "world_size": dist.get_world_size(), "host": socket.gethostname(), "mode": args.mode,
+        "rank": rank,
+        "world_size": dist.get_world_size(),
+        "host": socket.gethostname(),
+        "mode": args.mode,
         "sleeps_s": SLEEP_S if args.mode == "straggle" and rank == SLEEPER else 0.0,
-        "extra_matmuls": HEAVY_MATMULS if args.mode == "straggle" and rank == HEAVY else 0, "params": params,
-    }  # fmt: skip
+        "extra_matmuls": HEAVY_MATMULS if args.mode == "straggle" and rank == HEAVY else 0,
+        "params": params,
+    }
     Path(args.facts, f"facts.rank{rank}.json").write_text(json.dumps(facts), encoding="utf-8")
     dist.destroy_process_group()
 
 
 def _spawned(rank: int, args: argparse.Namespace, world_size: int, port: int) -> None:
     os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
-    )  # fmt: skip
+    )
     train(args)
 
 

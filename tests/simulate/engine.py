@@ -1,8 +1,8 @@
 """The timeline engine behind `tests.simulate.scenario.write_run`: plans each rank's step, settles every
 collective's arrivals across its group, and streams the events to `tests.simulate.kineto_writer`.
 
-See `tests.simulate.scenario` for the semantics (the truth) this engine implements. Its scratch state is mutable
-and private; everything it returns is a frozen ground-truth dataclass.
+See `tests.simulate.scenario` for the semantics (the truth) this engine implements. Its scratch state is
+mutable and private; everything it returns is a frozen ground-truth dataclass.
 """
 
 from __future__ import annotations

@@ -50,13 +50,23 @@ DTYPES: Final[dict[str, tuple[int, str, str]]] = {
 }
 # The launch-configuration args CUPTI adds to kernels (values as in the real NCCL 2.17 trace / a GEMM).
 _COMM_KERNEL_ARGS: Final[Event] = {
-    "registers per thread": 96, "shared memory": 87568, "blocks per SM": 0.074074, "warps per SM": 1.259259,
-    "grid": (8, 1, 1), "block": (544, 1, 1), "est. achieved occupancy %": 0,
-}  # fmt: skip
+    "registers per thread": 96,
+    "shared memory": 87568,
+    "blocks per SM": 0.074074,
+    "warps per SM": 1.259259,
+    "grid": (8, 1, 1),
+    "block": (544, 1, 1),
+    "est. achieved occupancy %": 0,
+}
 _COMPUTE_KERNEL_ARGS: Final[Event] = {
-    "registers per thread": 128, "shared memory": 49152, "blocks per SM": 2.37037, "warps per SM": 18.962963,
-    "grid": (256, 1, 1), "block": (256, 1, 1), "est. achieved occupancy %": 30,
-}  # fmt: skip
+    "registers per thread": 128,
+    "shared memory": 49152,
+    "blocks per SM": 2.37037,
+    "warps per SM": 18.962963,
+    "grid": (256, 1, 1),
+    "block": (256, 1, 1),
+    "est. achieved occupancy %": 30,
+}
 _KERNEL_SIGNATURE: Final = "(ncclDevComm*, unsigned long, ncclWork*)"
 _COMPUTE_KERNELS: Final = (
     ("aten::mm", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_nn"),
@@ -280,8 +290,14 @@ class RankWriter:
         its `ac2g` flow pair."""
         launch_ns, start_ns, end_ns = span
         external_id, correlation = ids
-        args: Event = {"External id": external_id, "queued": 0, "device": self._device, "context": 1,
-                       "stream": stream, "correlation": correlation}  # fmt: skip
+        args: Event = {
+            "External id": external_id,
+            "queued": 0,
+            "device": self._device,
+            "context": 1,
+            "stream": stream,
+            "correlation": correlation,
+        }
         if extra:
             args.update(_COMM_KERNEL_ARGS)
             args.update(extra)
@@ -290,19 +306,50 @@ class RankWriter:
         offset = self._clock_offset_ns
         ts = (start_ns + offset) / 1000
         self._events += [
-            {"ph": "X", "cat": "kernel", "name": name, "pid": self._device, "tid": stream, "ts": ts,
-             "dur": (end_ns - start_ns) / 1000, "args": args},
-            {"ph": "s", "id": correlation, "pid": self._pid, "tid": self._pid,
-             "ts": (launch_ns + offset) / 1000, "cat": "ac2g", "name": "ac2g"},
-            {"ph": "f", "id": correlation, "pid": self._device, "tid": stream, "ts": ts, "cat": "ac2g",
-             "name": "ac2g", "bp": "e"},
-        ]  # fmt: skip
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": self._device,
+                "tid": stream,
+                "ts": ts,
+                "dur": (end_ns - start_ns) / 1000,
+                "args": args,
+            },
+            {
+                "ph": "s",
+                "id": correlation,
+                "pid": self._pid,
+                "tid": self._pid,
+                "ts": (launch_ns + offset) / 1000,
+                "cat": "ac2g",
+                "name": "ac2g",
+            },
+            {
+                "ph": "f",
+                "id": correlation,
+                "pid": self._device,
+                "tid": stream,
+                "ts": ts,
+                "cat": "ac2g",
+                "name": "ac2g",
+                "bp": "e",
+            },
+        ]
 
     def _cpu(self, cat: str, name: str, start_ns: int, end_ns: int, args: Event) -> None:
         self._events.append(
-            {"ph": "X", "cat": cat, "name": name, "pid": self._pid, "tid": self._pid,
-             "ts": (start_ns + self._clock_offset_ns) / 1000, "dur": (end_ns - start_ns) / 1000, "args": args}
-        )  # fmt: skip
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": self._pid,
+                "tid": self._pid,
+                "ts": (start_ns + self._clock_offset_ns) / 1000,
+                "dur": (end_ns - start_ns) / 1000,
+                "args": args,
+            }
+        )
 
     def compute_kernel(
         self, cpu: tuple[int, int, int, int], gpu: tuple[int, int], variant: int, flops: int | None
@@ -357,10 +404,17 @@ class RankWriter:
         self._cpu("user_annotation", f"ProfilerStep#{number}", cpu[0], cpu[1], args)
         if gpu is not None:
             self._events.append(
-                {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}",
-                 "pid": self._device, "tid": COMPUTE_STREAM, "ts": self._ts(gpu[0]),
-                 "dur": _us(gpu[1] - gpu[0]), "args": {"External id": self._external_id}}
-            )  # fmt: skip
+                {
+                    "ph": "X",
+                    "cat": "gpu_user_annotation",
+                    "name": f"ProfilerStep#{number}",
+                    "pid": self._device,
+                    "tid": COMPUTE_STREAM,
+                    "ts": self._ts(gpu[0]),
+                    "dur": _us(gpu[1] - gpu[0]),
+                    "args": {"External id": self._external_id},
+                }
+            )
 
     def flush(self) -> None:
         """Encode and write the buffered events."""
@@ -374,15 +428,34 @@ class RankWriter:
     def close(self, start_ns: int, end_ns: int) -> None:
         """Add the profiler's own span events, close `traceEvents`, write the footer and close the file."""
         self._events += [
-            {"ph": "X", "cat": "Trace", "ts": self._ts(start_ns), "dur": _us(end_ns - start_ns),
-             "pid": "Spans", "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)",
-             "args": {"Op count": 0}},
-            {"name": "process_sort_index", "ph": "M", "ts": self._ts(start_ns), "pid": "Spans", "tid": 0,
-             "args": {"sort_index": 536870912}},
-            {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
-             "tid": "Trace PyTorch Profiler", "ts": self._ts(start_ns)},
+            {
+                "ph": "X",
+                "cat": "Trace",
+                "ts": self._ts(start_ns),
+                "dur": _us(end_ns - start_ns),
+                "pid": "Spans",
+                "tid": "PyTorch Profiler",
+                "name": "PyTorch Profiler (0)",
+                "args": {"Op count": 0},
+            },
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "ts": self._ts(start_ns),
+                "pid": "Spans",
+                "tid": 0,
+                "args": {"sort_index": 536870912},
+            },
+            {
+                "name": "Iteration Start: PyTorch Profiler",
+                "ph": "i",
+                "s": "g",
+                "pid": "Traces",
+                "tid": "Trace PyTorch Profiler",
+                "ts": self._ts(start_ns),
+            },
             {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": self._ts(end_ns)},
-        ]  # fmt: skip
+        ]
         self.flush()
         footer = {"traceName": self.path.name, "displayTimeUnit": "ms", "baseTimeNanoseconds": BASE_TIME_NS}
         self._stream.write(b"\n  ],\n  " + _ENCODER.encode(footer)[1:] + b"\n")

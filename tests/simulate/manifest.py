@@ -95,6 +95,7 @@ def scenario_manifest(job: str, scenario: Scenario, files: Sequence[Path]) -> Ru
         model=_model(scenario),
         hardware=_hardware(scenario),
         notes=[
-            "written by traceview's simulator (sample_traces/make_samples.py): links, placement and workload as simulated"
+            "written by traceview's simulator (sample_traces/make_samples.py): links, placement and workload "
+            "as simulated"
         ],
     )

@@ -1,8 +1,9 @@
-"""Simulated multi-dimensional runs with known truth (docs/metrics.md, "Parallelism dimensions", "MoE balance",
-"Links measured"): a 3D (TP x PP x DP) run, FSDP with and without resharding, DDP with small or large
-buckets, expert parallelism with a hot expert or a balanced control, and a run of all-reduces of many sizes
-for the alpha-beta fit. Each builder returns a `Planted`: the scenario, the model facts its `run.json` states,
-and the true dimension of every process group; `write_planted` writes the traces and the `run.json`.
+"""Simulated multi-dimensional runs with known truth (docs/metrics.md, "Parallelism dimensions", "MoE
+balance", "Links measured"): a 3D (TP x PP x DP) run, FSDP with and without resharding, DDP with small or
+large buckets, expert parallelism with a hot expert or a balanced control, and a run of all-reduces of many
+sizes for the alpha-beta fit. Each builder returns a `Planted`: the scenario, the model facts its
+`run.json` states, and the true dimension of every process group; `write_planted` writes the traces and the
+`run.json`.
 
 Every group is named as torchtitan's DeviceMesh names it (`mesh_tp`, ...) or, with `named=False`, as PyTorch
 names an undescribed group (`undefined`): the same run read from its structure and its collectives alone.

@@ -2,15 +2,14 @@
 
 The truth. Times are integer nanoseconds of "true time" inside the simulator. In each step each rank runs its
 forward kernels, then its backward split in one chunk per collective it takes part in. A collective's kernel
-on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute it depends on, the end of
-the rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP
-buckets, on their own stream); without it, on the end of the step's compute. The collective ends on every
-member at `end_i = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (docs/metrics.md,
-"Collectives" and "Predicted gamma"), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is
-`end_i - arrive[r, i] - transfer_i`, the instance's arrival skew is `max arrive - min arrive` and its last
-rank the latest arrival. A trace records true time plus its host's clock offset (ranks on one host share
-it). The optimizer (if any) runs after the step's collectives; then the host synchronises and starts the
-next `ProfilerStep`.
+on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute it depends on, the end of the
+rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP buckets, on
+their own stream); without it, on the end of the step's compute. The collective ends on every member at `end_i
+= max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (docs/metrics.md, "Collectives"
+and "Predicted gamma"), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is `end_i - arrive[r, i] -
+transfer_i`, the instance's arrival skew is `max arrive - min arrive` and its last rank the latest arrival. A
+trace records true time plus its host's clock offset (ranks on one host share it). The optimizer (if any) runs
+after the step's collectives; then the host synchronises and starts the next `ProfilerStep`.
 
 `write_run(scenario, out_dir)` writes one trace per rank and returns the `GroundTruth`;
 `data_parallel_scenario` builds a run that satisfies the alpha-beta model's assumptions, so its measured
@@ -30,7 +29,8 @@ from traceview.core.errors import UsageError
 Collective = Literal["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "SendRecv"]
 
 
-# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f: docs/metrics.md, "Collectives", k: section 5.
+# Ring costs: collective -> n -> (k(n) latency hops, f(n) bus factor); f: docs/metrics.md, "Collectives", k:
+# section 5.
 TRUE_ORIGIN_NS: Final = 2_000_000_000  # true time 0 of a run, relative to baseTimeNanoseconds (2 s)
 
 COST_TABLE: Final[dict[str, Callable[[int], tuple[float, float]]]] = {
@@ -54,15 +54,15 @@ class ProcessGroupSpec:
 
 @dataclass(frozen=True)
 class CollectiveSpec:
-    """One collective issued every step. `bytes` is S of docs/metrics.md, "Collectives" (the size used for bandwidth: the
-    AllReduce buffer, the gathered AllGather output, the full ReduceScatter input, the whole AllToAll buffer,
-    the SendRecv buffer). SendRecv's group is (sender, receiver), or `pair` = (sender, receiver) inside a
-    larger group (a pipeline group of several stages).
+    """One collective issued every step. `bytes` is S of docs/metrics.md, "Collectives" (the size used for
+    bandwidth: the AllReduce buffer, the gathered AllGather output, the full ReduceScatter input, the whole
+    AllToAll buffer, the SendRecv buffer). SendRecv's group is (sender, receiver), or `pair` = (sender,
+    receiver) inside a larger group (a pipeline group of several stages).
 
     `phase`: issued after the forward kernels (forward: after forward kernel i for the i-th forward collective
-    of the rank) or after a backward chunk (backward, the default). `splits`: an AllToAll's send matrix in rows
-    of dim 0, row i what member i sends to each member (`In split size` of member i; its column is its `Out
-    split size`); `row_bytes` the bytes of a row. `protocol`: NCCL's protocol in the kernel name; `link`:
+    of the rank) or after a backward chunk (backward, the default). `splits`: an AllToAll's send matrix in
+    rows of dim 0, row i what member i sends to each member (`In split size` of member i; its column is its
+    `Out split size`); `row_bytes` the bytes of a row. `protocol`: NCCL's protocol in the kernel name; `link`:
     (alpha_s, bandwidth_Bps) of this collective's transfer, instead of the scenario's (a protocol's own)."""
 
     collective: Collective
@@ -108,7 +108,8 @@ class MismatchSpec:
 
 @dataclass(frozen=True)
 class ModelTruth:
-    """The planted parameters of a data-parallel run and the closed form they give (docs/metrics.md, "Predicted gamma")."""
+    """The planted parameters of a data-parallel run and the closed form they give (docs/metrics.md,
+    "Predicted gamma")."""
 
     workers: int
     params: int
@@ -127,14 +128,14 @@ class Scenario:
     `compute_us` is one rank's compute per step (`compute_us_by_rank` overrides it per rank), split into
     `forward_fraction` forward and the rest backward; `jitter` scales each compute kernel by a factor drawn
     from [1 - jitter, 1 + jitter], and each instance's transfer time by one from [1 - transfer_jitter, 1 +
-    transfer_jitter]. `bandwidth_Bps`/`alpha_s` are the links of groups spanning hosts, the
-    `intra_host_*` ones those of groups inside one host (None: the same). `host_offsets_us` holds one clock
-    offset per host (ranks `h * ranks_per_host ...` are host h). `include_hostname` adds a top-level
-    `"hostname"` key (real traces have none). `flops_per_step` with `with_flops` writes `flops` args on the
-    `aten::mm` ops, split over them in proportion to their planned durations. `pytorch_version` is recorded in
-    the ground truth only (Kineto traces do not carry it); so is `model`, the planted alpha-beta parameters.
-    `recorded_workload` (local batch, parameters) is what a recording states of the job in `run.json`, beside a
-    run that plants no model.
+    transfer_jitter]. `bandwidth_Bps`/`alpha_s` are the links of groups spanning hosts, the `intra_host_*`
+    ones those of groups inside one host (None: the same). `host_offsets_us` holds one clock offset per host
+    (ranks `h * ranks_per_host ...` are host h). `include_hostname` adds a top-level `"hostname"` key (real
+    traces have none). `flops_per_step` with `with_flops` writes `flops` args on the `aten::mm` ops, split
+    over them in proportion to their planned durations. `pytorch_version` is recorded in the ground truth only
+    (Kineto traces do not carry it); so is `model`, the planted alpha-beta parameters. `recorded_workload`
+    (local batch, parameters) is what a recording states of the job in `run.json`, beside a run that plants no
+    model.
     """
 
     ranks: int
@@ -196,9 +197,9 @@ class Scenario:
 
 @dataclass(frozen=True)
 class StepTruth:
-    """One rank's step budget (docs/metrics.md section 4). Windows are on the rank's own clock (as written, us relative
-    to baseTimeNanoseconds); `idle_us` uses the CPU `ProfilerStep` window, `idle_gpu_window_us` the GPU
-    one."""
+    """One rank's step budget (docs/metrics.md section 4). Windows are on the rank's own clock (as written, us
+    relative to baseTimeNanoseconds); `idle_us` uses the CPU `ProfilerStep` window, `idle_gpu_window_us`
+    the GPU one."""
 
     rank: int
     step: int
@@ -272,8 +273,8 @@ def transfer_s(
 
 
 def message_nelems(spec: CollectiveSpec, rank: int | None = None) -> tuple[int, int]:
-    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (docs/metrics.md, "Collectives");
-    an all-to-all with splits: what `rank` sends and receives."""
+    """`In msg nelems` and `Out msg nelems` of a collective of S = `spec.bytes` (docs/metrics.md,
+    "Collectives"); an all-to-all with splits: what `rank` sends and receives."""
     element = DTYPES[spec.dtype][0]
     if spec.splits is not None and rank is not None:
         member = spec.pg.ranks.index(rank)

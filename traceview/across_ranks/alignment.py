@@ -1,18 +1,20 @@
-"""Placing each rank's calls of a (group, step) cell on the reference positions (docs/metrics.md, "Across ranks").
+"""Placing each rank's calls of a (group, step) cell on the reference positions (docs/metrics.md, "Across
+ranks").
 
-A call's *signature* is (collective, bytes, dtype): Send and Recv count as SendRecv; the bytes of an AllToAll or
-SendRecv whose input and output differ in size (an uneven split: its members legitimately move different
+A call's *signature* is (collective, bytes, dtype): Send and Recv count as SendRecv; the bytes of an AllToAll
+or SendRecv whose input and output differ in size (an uneven split: its members legitimately move different
 amounts) are left out; a null byte count or dtype (not recorded) matches any. Two calls of different sizes or
 types therefore never pair.
 
 A rank whose calls agree with the reference at every position keeps its ordinals (the vectorised fast path:
 nearly every rank of a healthy run). Any other rank is aligned by the longest common subsequence of signatures
-(`lcs_table`; cells past `MAX_ALIGNED_PAIRS` call x position pairs are paired in order instead), so every agreeing call keeps its order and a dropped, extra or different call shifts nothing
-after it; between two aligned calls, leftovers of equal number on both sides are paired position by position
-(a *different* call), the rest are extra calls or missing positions. The alignment is computed twice, taking
-matches as early as possible and as late as possible: a rank with more calls than the reference keeps the
-late one (an extra call is a copy issued just before the real one), any other the early one; positions where
-the two disagree are *ambiguous* (neighbours with one signature: where the odd call sits is not known).
+(`lcs_table`; cells past `MAX_ALIGNED_PAIRS` call x position pairs are paired in order instead), so every
+agreeing call keeps its order and a dropped, extra or different call shifts nothing after it; between two
+aligned calls, leftovers of equal number on both sides are paired position by position (a *different* call),
+the rest are extra calls or missing positions. The alignment is computed twice, taking matches as early as
+possible and as late as possible: a rank with more calls than the reference keeps the late one (an extra call
+is a copy issued just before the real one), any other the early one; positions where the two disagree are
+*ambiguous* (neighbours with one signature: where the odd call sits is not known).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def signature_columns() -> list[pl.Expr]:
 
 
 def agrees(left: list[str], right: list[str]) -> pl.Expr:
-    """Signatures `left` and `right` (columns collective, size, dtype) agree: the same collective, and the same
-    size and dtype wherever both are known. False when `right` is absent (no reference there)."""
+    """Signatures `left` and `right` (columns collective, size, dtype) agree: the same collective, and the
+    same size and dtype wherever both are known. False when `right` is absent (no reference there)."""
     same = pl.col(left[0]).eq_missing(pl.col(right[0])) & pl.col(right[0]).is_not_null()
     for mine, theirs in zip(left[1:], right[1:], strict=True):
         same = same & (pl.col(mine).is_null() | pl.col(theirs).is_null() | (pl.col(mine) == pl.col(theirs)))
@@ -61,9 +63,9 @@ def agrees(left: list[str], right: list[str]) -> pl.Expr:
 
 
 def lcs_table(match: Matrix) -> list[list[int]]:
-    """`table[i][j]` = the length of the longest common subsequence of calls i.. and positions j.. (`match[i][j]`:
-    call i agrees with position j). Row i is the running maximum from the right of max(table[i + 1][j],
-    table[i + 1][j + 1] + 1 where call i matches position j)."""
+    """`table[i][j]` = the length of the longest common subsequence of calls i.. and positions j..
+    (`match[i][j]`: call i agrees with position j). Row i is the running maximum from the right of
+    max(table[i + 1][j], table[i + 1][j + 1] + 1 where call i matches position j)."""
     positions = len(match[0]) if match else 0
     table = [[0] * (positions + 1) for _ in range(len(match) + 1)]
     for i in range(len(match) - 1, -1, -1):
@@ -158,11 +160,15 @@ def _vocabulary(calls: pl.DataFrame) -> pl.DataFrame:
 def _signature_lists(
     disagreeing: pl.DataFrame, signatures: pl.DataFrame
 ) -> tuple[pl.DataFrame, dict[tuple[str, int], list[Signature]]]:
-    """(per disagreeing (cell, rank): its `fwd` and coded signatures `sig` in order, count, ref_count; per cell:
-    the reference's coded signatures in position order)."""
-    vocabulary = _vocabulary(disagreeing.select("sig_collective", "sig_dtype").vstack(
-        signatures.select(pl.col("ref_collective").alias("sig_collective"), pl.col("ref_dtype").alias("sig_dtype"))
-    ))  # fmt: skip
+    """(per disagreeing (cell, rank): its `fwd` and coded signatures `sig` in order, count, ref_count; per
+    cell: the reference's coded signatures in position order)."""
+    vocabulary = _vocabulary(
+        disagreeing.select("sig_collective", "sig_dtype").vstack(
+            signatures.select(
+                pl.col("ref_collective").alias("sig_collective"), pl.col("ref_dtype").alias("sig_dtype")
+            )
+        )
+    )
     coded = pl.concat_list("c0", "c1", "c2").alias("sig")
     mine = _codes(disagreeing, SIGNATURE, vocabulary).sort(*CELL_RANK, "fwd")
     per_rank = mine.group_by(CELL_RANK, maintain_order=True).agg(
@@ -188,10 +194,13 @@ def aligned_positions(
         placed.extend((row["group"], row["step"], row["rank"], row["fwd"][i], j) for i, j in pairs)
         ambiguous.extend((row["group"], row["step"], j, row["rank"]) for j in unsure)
     placements = pl.DataFrame(
-        placed, schema={"group": pl.Utf8, "step": pl.Int64, "rank": pl.Int64, "fwd": pl.Int64, "position": pl.Int64},
+        placed,
+        schema={"group": pl.Utf8, "step": pl.Int64, "rank": pl.Int64, "fwd": pl.Int64, "position": pl.Int64},
         orient="row",
-    )  # fmt: skip
+    )
     keys = pl.DataFrame(
-        ambiguous, schema={"group": pl.Utf8, "step": pl.Int64, "position": pl.Int64, "rank": pl.Int64}, orient="row"
-    )  # fmt: skip
+        ambiguous,
+        schema={"group": pl.Utf8, "step": pl.Int64, "position": pl.Int64, "rank": pl.Int64},
+        orient="row",
+    )
     return placements, keys

@@ -37,12 +37,12 @@ from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA
 class CrossRank:
     """Every cross-rank result; renderers read it and never compute.
 
-    `instances`: one row per key (matching columns + members, skew_us, last_rank, transfer_us for usable ones).
-    `calls`: one row per (usable instance, rank): aligned times, lateness_us, wait_us, is_last, cost_us.
-    `per_rank`: instances, wait_us, wait_share, times_last, last_share, group_size, median_lateness_us, comp_us,
-    comp_excess_us, launch_gap_us, launch_gap_excess_us, host_entry_excess_us, clock_uncertainty_us,
-    resolvable, spans_hosts, lateness_cost_us, lateness_cost_share, straggler, cause (docs/metrics.md).
-    `mismatches`: one row per mismatch (group, step, position, seq, rank, kind, detail).
+    `instances`: one row per key (matching columns + members, skew_us, last_rank, transfer_us for usable
+    ones). `calls`: one row per (usable instance, rank): aligned times, lateness_us, wait_us, is_last,
+    cost_us. `per_rank`: instances, wait_us, wait_share, times_last, last_share, group_size,
+    median_lateness_us, comp_us, comp_excess_us, launch_gap_us, launch_gap_excess_us, host_entry_excess_us,
+    clock_uncertainty_us, resolvable, spans_hosts, lateness_cost_us, lateness_cost_share, straggler, cause
+    (docs/metrics.md). `mismatches`: one row per mismatch (group, step, position, seq, rank, kind, detail).
     """
 
     groups: pl.DataFrame
@@ -59,7 +59,8 @@ class CrossRank:
 
     @property
     def outliers(self) -> pl.DataFrame:
-        """The ranks whose total wait or median lateness lies beyond Tukey's fences (`traceview.core.outliers`)."""
+        """The ranks whose total wait or median lateness lies beyond Tukey's fences
+        (`traceview.core.outliers`)."""
         return rank_outliers(self.per_rank, ("wait_us", "median_lateness_us"))
 
     @property

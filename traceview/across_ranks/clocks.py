@@ -5,11 +5,11 @@ Ranks on one host share a clock; hosts do not. A rank's host comes from, in orde
 `--ranks-per-host` option (ranks `h*k .. h*k+k-1` on host h), else every rank is its own host.
 
 A collective ends at nearly the same instant on every member, so per matched instance and host the host's end
-is the median end of its ranks there, and a host's offset is the median over shared instances of
-`end(host) - end(reference)`; the reference is the host of the lowest rank (offset 0). A host that shares no
-instance with the reference is reached through hosts already aligned (`end(host) - (end(other) - offset(other))`),
-one hop per round. Its spread is the interquartile range of those differences; a spread above
-`SPREAD_WARN_US` is a warning, because skews smaller than it cannot be trusted. Aligned time = time - offset.
+is the median end of its ranks there, and a host's offset is the median over shared instances of `end(host) -
+end(reference)`; the reference is the host of the lowest rank (offset 0). A host that shares no instance with
+the reference is reached through hosts already aligned (`end(host) - (end(other) - offset(other))`), one hop
+per round. Its spread is the interquartile range of those differences; a spread above `SPREAD_WARN_US` is a
+warning, because skews smaller than it cannot be trusted. Aligned time = time - offset.
 """
 
 from __future__ import annotations
@@ -20,24 +20,32 @@ from dataclasses import dataclass
 import polars as pl
 
 SPREAD_WARN_US = 100.0
-"""Interquartile range of a host's end-time differences above which its offset is flagged (docs/metrics.md)."""
+"""Interquartile range of a host's end-time differences above which its offset is flagged (docs/metrics.md).
+"""
 
 FAR_OFFSET_US = 60e6
-"""A host whose clock is this far (a minute) or farther from the reference host's is named in a warning with the
-offset applied: synchronised clocks differ by milliseconds, a wrong time zone or a clock never set by hours."""
+"""A host whose clock is this far (a minute) or farther from the reference host's is named in a warning with
+the offset applied: synchronised clocks differ by milliseconds, a wrong time zone or a clock never set by
+hours."""
 
 ASSUMED_HOSTS = "one rank per host (assumed)"
 """`host_source` of a rank whose host nothing in the run names."""
 
 OFFSET_SCHEMA: dict[str, pl.DataType] = {
-    "host": pl.Utf8(), "host_source": pl.Utf8(), "ranks": pl.List(pl.Int64()), "offset_us": pl.Float64(),
-    "spread_us": pl.Float64(), "samples": pl.Int64(), "via": pl.Utf8(),
-}  # fmt: skip
+    "host": pl.Utf8(),
+    "host_source": pl.Utf8(),
+    "ranks": pl.List(pl.Int64()),
+    "offset_us": pl.Float64(),
+    "spread_us": pl.Float64(),
+    "samples": pl.Int64(),
+    "via": pl.Utf8(),
+}
 
 
 @dataclass(frozen=True)
 class ClockOffsets:
-    """Per host: its ranks, offset against the reference host (us, null: not reachable), spread and samples."""
+    """Per host: its ranks, offset against the reference host (us, null: not reachable), spread
+    and samples."""
 
     offsets: pl.DataFrame
     reference: str
@@ -116,7 +124,8 @@ def _round(ends: pl.DataFrame, resolved: pl.DataFrame) -> pl.DataFrame:
 def clock_offsets(
     calls: pl.DataFrame, hosts: pl.DataFrame, spread_warn_us: float = SPREAD_WARN_US
 ) -> ClockOffsets:
-    """Per-host clock offsets from the end times of `calls` (rows of usable instances: instance, rank, end_us)."""
+    """Per-host clock offsets from the end times of `calls` (rows of usable instances: instance, rank,
+    end_us)."""
     reference = hosts.sort("rank").get_column("host").first() if hosts.height else ""
     ends = _host_ends(calls, hosts)
     reference_samples = ends.filter(pl.col("host") == reference).height
@@ -164,7 +173,8 @@ def _far_offsets(offsets: pl.DataFrame, reference: str) -> list[str]:
     return [
         f"the clock of {row['host']} (rank{'s' if len(row['ranks']) > 1 else ''} "
         f"{', '.join(map(str, row['ranks']))}) is {_duration(row['offset_us'] / 1e6)} "
-        f"{'ahead of' if row['offset_us'] > 0 else 'behind'} {reference}'s: offset {row['offset_us'] / 1e6:+.3f} s "
+        f"{'ahead of' if row['offset_us'] > 0 else 'behind'} {reference}'s: offset "
+        f"{row['offset_us'] / 1e6:+.3f} s "
         "applied (aligned by the collectives' end times)"
         for row in far.iter_rows(named=True)
     ]
@@ -175,7 +185,8 @@ def _warnings(offsets: pl.DataFrame, spread_warn_us: float, reference: str) -> t
     wide = offsets.filter(pl.col("spread_us") > spread_warn_us)
     lost = offsets.filter(pl.col("offset_us").is_null())
     notes += [
-        f"clock offset of {row['host']} has a spread of {row['spread_us']:.0f} us (> {spread_warn_us:.0f} us): "
+        f"clock offset of {row['host']} has a spread of {row['spread_us']:.0f} us (> {spread_warn_us:.0f} "
+        f"us): "
         "skews of its ranks are uncertain by about that much"
         for row in wide.iter_rows(named=True)
     ]
@@ -187,7 +198,8 @@ def _warnings(offsets: pl.DataFrame, spread_warn_us: float, reference: str) -> t
 
 
 def align(calls: pl.DataFrame, hosts: pl.DataFrame, offsets: ClockOffsets) -> pl.DataFrame:
-    """`calls` with `aligned_start_us` / `aligned_end_us`: times minus their host's offset (0 when unknown)."""
+    """`calls` with `aligned_start_us` / `aligned_end_us`: times minus their host's offset (0 when
+    unknown)."""
     shift = hosts.select("rank", "host").join(
         offsets.offsets.select("host", "offset_us"), on="host", how="left"
     )
@@ -207,7 +219,8 @@ def rank_offsets(hosts: pl.DataFrame, offsets: ClockOffsets) -> pl.DataFrame:
 
 
 def shift_to_reference(frame: pl.DataFrame, per_rank: pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
-    """`frame` with `columns` (times) moved onto the reference host's clock: each row minus its rank's offset."""
+    """`frame` with `columns` (times) moved onto the reference host's clock: each row minus its
+    rank's offset."""
     if frame.height == 0 or per_rank.height == 0:
         return frame
     shifted = frame.join(per_rank, on="rank", how="left").with_columns(

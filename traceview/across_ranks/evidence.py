@@ -36,9 +36,11 @@ def last_p_values(figures: pl.DataFrame) -> pl.DataFrame:
     last_p_value."""
     chance = 1.0 / pl.col("group_size").fill_null(2.0).clip(lower_bound=2.0)
     tested = figures.select(
-        "rank", pl.col("instances").cast(pl.Int64).alias("n"), pl.col("times_last").cast(pl.Int64).alias("k"),
+        "rank",
+        pl.col("instances").cast(pl.Int64).alias("n"),
+        pl.col("times_last").cast(pl.Int64).alias("k"),
         chance.alias("p"),
-    ).filter((pl.col("n") > 0) & (pl.col("k") > pl.col("n") * pl.col("p")))  # fmt: skip
+    ).filter((pl.col("n") > 0) & (pl.col("k") > pl.col("n") * pl.col("p")))
     if tested.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int64, "last_p_value": pl.Float64})
     table = _log_factorials(int(tested.get_column("n").max()))  # type: ignore[arg-type]
@@ -52,9 +54,12 @@ def last_p_values(figures: pl.DataFrame) -> pl.DataFrame:
             table.rename({"log_factorial": column}), on="m", how="left"
         )
     log_pmf = (
-        pl.col("lf_n") - pl.col("lf_j") - pl.col("lf_rest")
-        + pl.col("j") * pl.col("p").log() + (pl.col("n") - pl.col("j")) * (1 - pl.col("p")).log()
-    )  # fmt: skip
+        pl.col("lf_n")
+        - pl.col("lf_j")
+        - pl.col("lf_rest")
+        + pl.col("j") * pl.col("p").log()
+        + (pl.col("n") - pl.col("j")) * (1 - pl.col("p")).log()
+    )
     return (
         terms.group_by("rank")
         .agg(log_pmf.exp().sum().clip(upper_bound=1.0).alias("last_p_value"))

@@ -1,10 +1,10 @@
 """Matching collective instances across the members of each process group (docs/metrics.md, "Across ranks").
 
 Input: the communication kernels of every rank (`traceview.collectives.kernels.comm_kernels`, columns
-`KERNEL_COLUMNS`) and the step windows. A rank's *calls* are its kernels collapsed by trace `seq` (one call may
-launch several kernels); a call without `seq` is one kernel. The group is `pg_key`; a kernel without a known
-process group falls back to its CUDA stream (`stream N`: each NCCL communicator runs on a stream of its own,
-numbered in creation order, so SPMD ranks agree).
+`KERNEL_COLUMNS`) and the step windows. A rank's *calls* are its kernels collapsed by trace `seq` (one call
+may launch several kernels); a call without `seq` is one kernel. The group is `pg_key`; a kernel without a
+known process group falls back to its CUDA stream (`stream N`: each NCCL communicator runs on a stream of its
+own, numbered in creation order, so SPMD ranks agree).
 
 1. Each call gets its step: the rank's step window that contains its start (a window ends where it ends); a
    call outside every window of its rank belongs to no step and is not matched (`outside`, counted per rank
@@ -44,11 +44,37 @@ from traceview.across_ranks.alignment import (
 from traceview.steps.windows import WHOLE_TRACE
 
 KERNEL_COLUMNS: tuple[str, ...] = (
-    "rank", "name", "start_us", "end_us", "dur_us", "stream", "correlation", "on_device", "collective",
-    "algorithm", "protocol", "reduce_op", "dtype", "elem_size", "in_bytes", "out_bytes", "size_bytes",
-    "group_size", "pg_key", "pg_name", "pg_desc", "pg_ranks", "seq", "call_name", "call_start_us",
-    "call_end_us", "launch_us", "linked_by", "algbw_Bps", "busbw_Bps",
-)  # fmt: skip
+    "rank",
+    "name",
+    "start_us",
+    "end_us",
+    "dur_us",
+    "stream",
+    "correlation",
+    "on_device",
+    "collective",
+    "algorithm",
+    "protocol",
+    "reduce_op",
+    "dtype",
+    "elem_size",
+    "in_bytes",
+    "out_bytes",
+    "size_bytes",
+    "group_size",
+    "pg_key",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "seq",
+    "call_name",
+    "call_start_us",
+    "call_end_us",
+    "launch_us",
+    "linked_by",
+    "algbw_Bps",
+    "busbw_Bps",
+)
 """The input contract: `traceview.collectives.kernels.comm_kernels(run, events)` columns."""
 
 UNKNOWN_GROUP = "unknown"
@@ -57,9 +83,14 @@ KEY_KINDS = frozenset({"different", "missing"})
 """Mismatch kinds that make the instance at their key inconsistent (an extra or unmatched call sits between
 keys, and is paired with none)."""
 MISMATCH_SCHEMA = {
-    "group": pl.Utf8, "step": pl.Int64, "position": pl.Int64, "seq": pl.Int64, "rank": pl.Int64,
-    "kind": pl.Utf8, "detail": pl.Utf8,
-}  # fmt: skip
+    "group": pl.Utf8,
+    "step": pl.Int64,
+    "position": pl.Int64,
+    "seq": pl.Int64,
+    "rank": pl.Int64,
+    "kind": pl.Utf8,
+    "detail": pl.Utf8,
+}
 
 
 @dataclass(frozen=True)
@@ -102,10 +133,24 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
     at_key = mismatches.filter(pl.col("kind").is_in(list(KEY_KINDS))).select(KEY)
     instances = _instances(expected, signatures, placed, pl.concat([at_key, ambiguous.select(KEY)]), seqs)
     ids = instances.select(*KEY, "instance", "seq")
-    out_calls = placed.drop("seq").join(ids, on=KEY).select(
-        "instance", *KEY, "seq", "rank", "collective", "size_bytes", "start_us", "end_us", "dur_us", "launch_us",
-        "call_start_us", "kernels",
-    )  # fmt: skip
+    out_calls = (
+        placed.drop("seq")
+        .join(ids, on=KEY)
+        .select(
+            "instance",
+            *KEY,
+            "seq",
+            "rank",
+            "collective",
+            "size_bytes",
+            "start_us",
+            "end_us",
+            "dur_us",
+            "launch_us",
+            "call_start_us",
+            "kernels",
+        )
+    )
     outside = (
         stepped.filter(pl.col("step").is_null())
         .group_by("rank", "group")
@@ -140,11 +185,18 @@ def _ordered_calls(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame
         )
     )
     calls = frame.group_by("rank", "group", "call_key").agg(
-        pl.col("start_us").min(), pl.col("end_us").max(), pl.col("seq").first(),
-        pl.col("collective").first(), pl.col("size_bytes").first(), pl.col("in_bytes").first(),
-        pl.col("out_bytes").first(), pl.col("dtype").first(), pl.col("launch_us").min(),
-        pl.col("call_start_us").min(), pl.len().alias("kernels"),
-    )  # fmt: skip
+        pl.col("start_us").min(),
+        pl.col("end_us").max(),
+        pl.col("seq").first(),
+        pl.col("collective").first(),
+        pl.col("size_bytes").first(),
+        pl.col("in_bytes").first(),
+        pl.col("out_bytes").first(),
+        pl.col("dtype").first(),
+        pl.col("launch_us").min(),
+        pl.col("call_start_us").min(),
+        pl.len().alias("kernels"),
+    )
     calls = _with_steps(calls, windows).with_columns(
         (pl.col("end_us") - pl.col("start_us")).alias("dur_us"), *signature_columns()
     )
@@ -186,7 +238,8 @@ def _with_steps(calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _reference_count(calls: pl.DataFrame) -> pl.DataFrame:
-    """Per cell, c* = the commonest call count among its ranks (ties: the smaller); columns group, step, ref_count."""
+    """Per cell, c* = the commonest call count among its ranks (ties: the smaller); columns group, step,
+    ref_count."""
     counts = calls.group_by(*CELL_RANK).agg(pl.len().cast(pl.Int64).alias("count"))
     votes = counts.group_by(*CELL, "count").agg(pl.len().alias("votes"))
     best = (
@@ -196,8 +249,8 @@ def _reference_count(calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def _reference_signatures(calls: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:
-    """Per key, the commonest signature among ranks with c* calls (ties: the lowest rank's); columns group, step,
-    position, ref_collective, ref_size_bytes, ref_dtype."""
+    """Per key, the commonest signature among ranks with c* calls (ties: the lowest rank's); columns group,
+    step, position, ref_collective, ref_size_bytes, ref_dtype."""
     agreeing = calls.join(reference, on=CELL).filter(pl.col("count") == pl.col("ref_count"))
     votes = agreeing.group_by(*CELL, "fwd", *SIGNATURE).agg(pl.len().alias("votes"), pl.col("rank").min())
     ordered = votes.sort(["votes", "rank"], descending=[True, False])
@@ -326,21 +379,45 @@ def _mismatches(
 ) -> pl.DataFrame:
     """Every mismatch with its rank and key: extra/unmatched, different and missing calls."""
     sig = _signature_text("collective", "size_bytes", "dtype")
-    unplaced = placed_all.filter(~pl.col("placed")).join(_ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left").select(
-        *CELL, pl.col("next_position").alias("position"), "rank",
-        pl.when(pl.col("count") > pl.col("ref_count")).then(pl.lit("extra")).otherwise(pl.lit("unmatched")).alias("kind"),
-        pl.format("call {} ({} calls here, peers {}){}", sig, pl.col("count"), pl.col("ref_count"), pl.col("note").fill_null("")).alias("detail"),
-    )  # fmt: skip
+    unplaced = (
+        placed_all.filter(~pl.col("placed"))
+        .join(_ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left")
+        .select(
+            *CELL,
+            pl.col("next_position").alias("position"),
+            "rank",
+            pl.when(pl.col("count") > pl.col("ref_count"))
+            .then(pl.lit("extra"))
+            .otherwise(pl.lit("unmatched"))
+            .alias("kind"),
+            pl.format(
+                "call {} ({} calls here, peers {}){}",
+                sig,
+                pl.col("count"),
+                pl.col("ref_count"),
+                pl.col("note").fill_null(""),
+            ).alias("detail"),
+        )
+    )
     ref_sig = _signature_text(*REFERENCE)
     different = placed_all.filter(pl.col("placed") & ~agrees(SIGNATURE, REFERENCE)).select(
-        *KEY, "rank", pl.lit("different").alias("kind"), pl.format("{} where peers have {}", sig, ref_sig).alias("detail")
-    )  # fmt: skip
-    missing = expected.join(placed.select(*KEY, "rank"), on=[*KEY, "rank"], how="anti").join(
-        _ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left"
-    ).select(
-        *KEY, "rank", pl.lit("missing").alias("kind"),
-        pl.format("no call ({} expected here){}", pl.col("ref_count"), pl.col("note").fill_null("")).alias("detail"),
-    )  # fmt: skip
+        *KEY,
+        "rank",
+        pl.lit("different").alias("kind"),
+        pl.format("{} where peers have {}", sig, ref_sig).alias("detail"),
+    )
+    missing = (
+        expected.join(placed.select(*KEY, "rank"), on=[*KEY, "rank"], how="anti")
+        .join(_ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left")
+        .select(
+            *KEY,
+            "rank",
+            pl.lit("missing").alias("kind"),
+            pl.format(
+                "no call ({} expected here){}", pl.col("ref_count"), pl.col("note").fill_null("")
+            ).alias("detail"),
+        )
+    )
     found = pl.concat([unplaced, different, missing], how="vertical_relaxed").join(seqs, on=KEY, how="left")
     return found.select(list(MISMATCH_SCHEMA)).cast(MISMATCH_SCHEMA).sort("group", "step", "position", "rank")  # type: ignore[arg-type]
 
@@ -352,7 +429,8 @@ def _instances(
     flagged_keys: pl.DataFrame,
     seqs: pl.DataFrame,
 ) -> pl.DataFrame:
-    """One row per key with its counts and `consistent` flag; `instance` numbers keys in (group, step, position)."""
+    """One row per key with its counts and `consistent` flag; `instance` numbers keys in (group, step,
+    position)."""
     want = expected.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("expected"))
     got = placed.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("matched"))
     flagged = flagged_keys.unique().with_columns(pl.lit(True).alias("flagged"))
@@ -365,12 +443,17 @@ def _instances(
         .sort(KEY)
     )
     return table.with_row_index("instance").select(
-        pl.col("instance").cast(pl.Int64), *KEY, "seq", "ordinal",
-        pl.col("ref_collective").alias("collective"), pl.col("ref_size_bytes").alias("size_bytes"),
+        pl.col("instance").cast(pl.Int64),
+        *KEY,
+        "seq",
+        "ordinal",
+        pl.col("ref_collective").alias("collective"),
+        pl.col("ref_size_bytes").alias("size_bytes"),
         pl.col("ref_dtype").alias("dtype"),
-        "expected", "matched",
+        "expected",
+        "matched",
         ((pl.col("matched") == pl.col("expected")) & ~pl.col("flagged")).alias("consistent"),
-    )  # fmt: skip
+    )
 
 
 def _groups(kernels: pl.DataFrame, members: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:

@@ -46,10 +46,19 @@ def disjoint_instances(
 
 def disjoint_mismatches(disjoint: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
     """One mismatch row per disjoint instance (MISMATCH_SCHEMA columns, kind `disjoint`)."""
-    return disjoint.join(instances.select("instance", "group", "step", "position", "seq"), on="instance").select(
-        "group", "step", "position", "seq", "rank", pl.lit("disjoint").alias("kind"),
+    return disjoint.join(
+        instances.select("instance", "group", "step", "position", "seq"), on="instance"
+    ).select(
+        "group",
+        "step",
+        "position",
+        "seq",
+        "rank",
+        pl.lit("disjoint").alias("kind"),
         pl.format(
-            "starts {} ms after rank {}'s call ended: not the same call (a call one trace holds and the other lost)",
-            (pl.col("gap_us") / 1000).round(3), pl.col("early_rank"),
+            "starts {} ms after rank {}'s call ended: not the same call (a call one trace holds and the "
+            "other lost)",
+            (pl.col("gap_us") / 1000).round(3),
+            pl.col("early_rank"),
         ).alias("detail"),
-    )  # fmt: skip
+    )

@@ -1,6 +1,6 @@
-"""Sizes known on a collective's peers (docs/metrics.md, "Collectives", bytes): a call whose own trace does not
-size it (its `record_param_comms` lost, a shape not recorded) takes the size of the instance it was matched to,
-which the other members' traces give (`bytes_source` `peers`), and its bandwidths follow."""
+"""Sizes known on a collective's peers (docs/metrics.md, "Collectives", bytes): a call whose own trace does
+not size it (its `record_param_comms` lost, a shape not recorded) takes the size of the instance it was
+matched to, which the other members' traces give (`bytes_source` `peers`), and its bandwidths follow."""
 
 from __future__ import annotations
 

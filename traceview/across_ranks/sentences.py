@@ -31,15 +31,18 @@ def _straggler_text(row: Mapping[str, object]) -> str:
     cost = row["lateness_cost_share"]
     share = f", {cost:.0%} of the median step" if isinstance(cost, float) else ""
     return (
-        f"rank {row['rank']} is a straggler: last in {row['times_last']} of its {row['instances']} collectives, "
-        f"median {_ms(row['median_lateness_us'])} late, costing {_ms(row['lateness_cost_us'])} per step{share}; "
+        f"rank {row['rank']} is a straggler: last in {row['times_last']} of its {row['instances']} "
+        f"collectives, "
+        f"median {_ms(row['median_lateness_us'])} late, costing {_ms(row['lateness_cost_us'])} per "
+        f"step{share}; "
         f"likely cause: {cause_text(row)}"
     )
 
 
 def _unresolvable_text(row: Mapping[str, object]) -> str:
     return (
-        f"rank {row['rank']} arrives late (median {_ms(row['median_lateness_us'])}) but the clock alignment is "
+        f"rank {row['rank']} arrives late (median {_ms(row['median_lateness_us'])}) but the clock alignment "
+        f"is "
         f"uncertain by {_ms(row['clock_uncertainty_us'])}: not resolvable"
     )
 
@@ -57,8 +60,8 @@ def _more(kind: str, ranks: list[int]) -> list[str]:
 
 
 def straggler_sentence(per_rank: pl.DataFrame, instances: pl.DataFrame) -> str:
-    """One plain sentence: the straggler(s) with cost and likely cause, the ranks not resolvable, or why there is
-    no straggler."""
+    """One plain sentence: the straggler(s) with cost and likely cause, the ranks not resolvable, or why there
+    is no straggler."""
     usable = instances.filter(pl.col("skew_us").is_not_null())
     if usable.height == 0:
         return "No collective was matched on two or more ranks, so there are no straggler figures."
@@ -91,7 +94,8 @@ def warnings(matching: Matching, clocks: ClockOffsets) -> tuple[str, ...]:
     if matching.mismatches.height:
         first = matching.mismatches.row(0, named=True)
         notes.append(
-            f"{matching.mismatches.height} mismatched calls, first: rank {first['rank']} group {first['group']} "
+            f"{matching.mismatches.height} mismatched calls, first: rank {first['rank']} group "
+            f"{first['group']} "
             f"seq {first['seq']}: {first['kind']} ({first['detail']})"
         )
     return (*notes, *clocks.warnings)

@@ -55,21 +55,27 @@ CAUSES: tuple[CauseRule, ...] = (
     CauseRule(
         "late host step entry",
         "host_entry_excess_us",
-        "late host-side step entry (its CPU ProfilerStep starts {value} after the other ranks' on the aligned "
+        "late host-side step entry (its CPU ProfilerStep starts {value} after the other ranks' on the "
+        "aligned "
         "clock: the step's host work, e.g. data loading, begins late)",
     ),
     CauseRule(
         "late collective launch",
         "launch_gap_excess_us",
-        "late collective launch (its collectives are launched {value} later after its compute than the median "
+        "late collective launch (its collectives are launched {value} later after its compute than the "
+        "median "
         "rank's)",
     ),
 )
 """The causes a rank's own timeline can show; the largest supported figure wins."""
 NETWORK, UNEXPLAINED, NOT_RESOLVABLE = "network", "unexplained", "not resolvable"
 FALLBACK_SENTENCES = {
-    NETWORK: "the network or a peer's link (nothing on its own timeline explains it, and its groups span hosts)",
-    UNEXPLAINED: "unexplained (nothing on its own timeline explains it, and no group of it is known to span hosts)",
+    NETWORK: (
+        "the network or a peer's link (nothing on its own timeline explains it, and its groups span hosts)"
+    ),
+    UNEXPLAINED: (
+        "unexplained (nothing on its own timeline explains it, and no group of it is known to span hosts)"
+    ),
 }
 
 
@@ -104,7 +110,8 @@ def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.Da
 
 def launch_gaps(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per call: `launch_gap_us` = launch time - end of the rank's last compute kernel before the collective
-    kernel, floored at 0 (the GPU waited on the host); null without a launch time. Columns instance, rank, gap."""
+    kernel, floored at 0 (the GPU waited on the host); null without a launch time. Columns instance, rank,
+    gap."""
     if events.height == 0 or "event_class" not in events.columns:
         return calls.select("instance", "rank", pl.lit(None, dtype=pl.Float64).alias("launch_gap_us"))
     compute = (
@@ -172,10 +179,10 @@ def rank_figures(
 
 
 def clock_uncertainty(per_call: pl.DataFrame, hosts: pl.DataFrame, clocks: ClockOffsets) -> pl.DataFrame:
-    """Per rank, `clock_uncertainty_us`: how far its lateness may be off because clocks were aligned. The spread
-    of its host's offset (0 on the reference host, null where the host is not aligned) or, when larger, the
-    typical spread of the clocks it is compared with (median over its instances of the members' median spread;
-    0 when every member shares the reference host's clock)."""
+    """Per rank, `clock_uncertainty_us`: how far its lateness may be off because clocks were aligned. The
+    spread of its host's offset (0 on the reference host, null where the host is not aligned) or, when
+    larger, the typical spread of the clocks it is compared with (median over its instances of the members'
+    median spread; 0 when every member shares the reference host's clock)."""
     spread = hosts.select("rank", "host").join(
         clocks.offsets.select("host", "spread_us"), on="host", how="left"
     )
@@ -194,8 +201,8 @@ def clock_uncertainty(per_call: pl.DataFrame, hosts: pl.DataFrame, clocks: Clock
 
 
 def host_entry(host_steps: pl.DataFrame, hosts: pl.DataFrame, clocks: ClockOffsets) -> pl.DataFrame:
-    """Per rank, `host_entry_excess_us`: the median over steps of its CPU ProfilerStep start on the aligned clock
-    minus the median of all ranks' start of that step (`host_steps`: rank, step, host_start_us)."""
+    """Per rank, `host_entry_excess_us`: the median over steps of its CPU ProfilerStep start on the aligned
+    clock minus the median of all ranks' start of that step (`host_steps`: rank, step, host_start_us)."""
     offsets = hosts.select("rank", "host").join(
         clocks.offsets.select("host", "offset_us"), on="host", how="left"
     )
@@ -207,10 +214,11 @@ def host_entry(host_steps: pl.DataFrame, hosts: pl.DataFrame, clocks: ClockOffse
 
 
 def lateness_cost(per_call: pl.DataFrame, per_step: pl.DataFrame) -> pl.DataFrame:
-    """Per rank, `lateness_cost_us`: the median over the steps it took part in of the per-step sum of its costs
-    as last arrival (aligned start - the second-latest member's; 0 in a step where it was never last), each
-    step's sum capped at the median over ranks of the step's exposed communication (`exposed_comm_us` of
-    `per_step`, where given): only waiting the others leave exposed can come off the step."""
+    """Per rank, `lateness_cost_us`: the median over the steps it took part in of the per-step sum of its
+    costs as last arrival (aligned start - the second-latest member's; 0 in a step where it was never
+    last), each step's sum capped at the median over ranks of the step's exposed communication
+    (`exposed_comm_us` of `per_step`, where given): only waiting the others leave exposed can come off the
+    step."""
     sums = per_call.group_by("rank", "step").agg(pl.col("cost_us").sum())
     if "exposed_comm_us" in per_step.columns:
         exposed = per_step.group_by("step").agg(pl.col("exposed_comm_us").median().alias("_cap"))
@@ -239,8 +247,8 @@ def spans_hosts(per_call: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
 
 
 def launch_delay(starts: pl.DataFrame) -> pl.DataFrame:
-    """Per rank, `launch_delay_us`: the median over its CPU steps of the time from the step's start to its first
-    launch (`starts`: `traceview.steps.first_launch.first_launches` of every rank), and
+    """Per rank, `launch_delay_us`: the median over its CPU steps of the time from the step's start to its
+    first launch (`starts`: `traceview.steps.first_launch.first_launches` of every rank), and
     `launch_delay_excess_us`: that minus the median of all ranks."""
     per_rank = (
         starts.with_columns((pl.col("first_launch_us") - pl.col("host_start_us")).alias("delay"))

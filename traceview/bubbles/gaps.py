@@ -1,5 +1,5 @@
-"""Bubbles (docs/metrics.md, "Bubbles"): the device's idle gaps inside each step, each with its cause, and the pipeline
-bubble of pipeline-parallel runs against the theory (P-1)/(M*V+P-1).
+"""Bubbles (docs/metrics.md, "Bubbles"): the device's idle gaps inside each step, each with its cause, and the
+pipeline bubble of pipeline-parallel runs against the theory (P-1)/(M*V+P-1).
 
 Idle gaps. G = the union of every device event (kernels and memory ops) clipped to the step window W; the gaps
 are the holes of G inside W plus W's leading and trailing idle, so per (rank, step) they add up to the
@@ -96,10 +96,10 @@ class BubbleAnalysis:
     """Idle gaps and the pipeline bubble of a run; renderers read it and never compute.
 
     `gaps`: one row per gap (`GAP_SCHEMA`). `per_cause`: rank, step, cause, gaps, idle_us. `per_step`: rank,
-    step, step_us, idle_us, gaps and one `<cause>_us` column per cause; `per_rank`: their medians. `pipeline`: one row per (rank, step) of
-    a pipeline rank (`PIPELINE_SCHEMA`), empty when no pipeline was found; `pipelines`: pipeline, stages,
-    ranks (text), steps, median micro_batches, bubble_fraction, theory_fraction. `unknown_group_p2p`: P2P
-    kernels whose group is unknown (not used as evidence).
+    step, step_us, idle_us, gaps and one `<cause>_us` column per cause; `per_rank`: their medians. `pipeline`:
+    one row per (rank, step) of a pipeline rank (`PIPELINE_SCHEMA`), empty when no pipeline was found;
+    `pipelines`: pipeline, stages, ranks (text), steps, median micro_batches, bubble_fraction,
+    theory_fraction. `unknown_group_p2p`: P2P kernels whose group is unknown (not used as evidence).
     """
 
     gaps: pl.DataFrame
@@ -113,7 +113,8 @@ class BubbleAnalysis:
 
     @property
     def outliers(self) -> pl.DataFrame:
-        """The ranks whose median idle time of a cause lies beyond Tukey's fences (`traceview.core.outliers`)."""
+        """The ranks whose median idle time of a cause lies beyond Tukey's fences
+        (`traceview.core.outliers`)."""
         return rank_outliers(self.per_rank, ["idle_us", *CAUSE_COLUMNS.values()])
 
     @property
@@ -202,8 +203,8 @@ def _cause() -> pl.Expr:
 
 
 def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
-    """Every idle gap of every (rank, step) window with its cause (`GAP_SCHEMA`), from classified device events,
-    step windows and launches (`rank`, `correlation`, `launch_us`)."""
+    """Every idle gap of every (rank, step) window with its cause (`GAP_SCHEMA`), from classified device
+    events, step windows and launches (`rank`, `correlation`, `launch_us`)."""
     if windows.height == 0:
         return pl.DataFrame(schema=GAP_SCHEMA)
     has_events = events.height > 0

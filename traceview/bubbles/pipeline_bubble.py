@@ -1,4 +1,5 @@
-"""The pipeline bubble of docs/metrics.md, "Bubbles" (pipeline-parallel runs), against the theory (P-1)/(M*V+P-1).
+"""The pipeline bubble of docs/metrics.md, "Bubbles" (pipeline-parallel runs), against the theory
+(P-1)/(M*V+P-1).
 
 Pipeline bubble. Point-to-point kernels (`SendRecv`, `Send`, `Recv`, from the collective call where linked)
 whose process group lists its ranks link those ranks; a pipeline is a connected set of linked ranks, its stage
@@ -39,8 +40,8 @@ PIPELINE_SCHEMA = {
 def p2p_kernels(comm_kernels: pl.DataFrame | None, events: pl.DataFrame) -> pl.DataFrame:
     """Point-to-point kernels: `rank`, `start_us`, `pg_key`, `members` (list of ranks; null when unknown).
 
-    From the collectives frame (`traceview.collectives.kernels`: the collective of the call) when given; else from
-    the classified events (the kernel's own args, else its name)."""
+    From the collectives frame (`traceview.collectives.kernels`: the collective of the call) when given; else
+    from the classified events (the kernel's own args, else its name)."""
     if comm_kernels is not None:
         frame = comm_kernels.filter(pl.col("on_device")).select(
             "rank", "start_us", "collective", "pg_key", "pg_ranks"
@@ -130,8 +131,8 @@ def pipeline_bubble(
     compute: pl.DataFrame, windows: pl.DataFrame, p2p: pl.DataFrame, virtual_stages: int = 1
 ) -> pl.DataFrame:
     """Per (rank, step) of every pipeline rank: the measured bubble fraction against (P-1)/(M*V+P-1)
-    (`PIPELINE_SCHEMA`) from |C| per (rank, step) (`compute_union`, or the budget's `comp_us` as `compute_us`),
-    the step windows and the P2P kernels; empty when no known P2P group links two ranks."""
+    (`PIPELINE_SCHEMA`) from |C| per (rank, step) (`compute_union`, or the budget's `comp_us` as
+    `compute_us`), the step windows and the P2P kernels; empty when no known P2P group links two ranks."""
     stages = pipeline_stages(p2p)
     if stages.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=PIPELINE_SCHEMA)

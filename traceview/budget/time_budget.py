@@ -1,12 +1,12 @@
-"""The time budget of a step, per rank (docs/metrics.md section 4): T_comp, T_comm and its split by where it ran,
-T_overlap, exposed communication, overlap ratio, idle, the device's wait inside host collectives, measured and
-exposed gamma.
+"""The time budget of a step, per rank (docs/metrics.md section 4): T_comp, T_comm and its split by where it
+ran, T_overlap, exposed communication, overlap ratio, idle, the device's wait inside host collectives,
+measured and exposed gamma.
 
-C = union of compute kernels, M = union of every communication interval (device kernels, copy-engine transfers,
-host collective ops: `traceview.collectives.comm_events`), G = union of all device activity, H = union of the
-host collective ops, W = the step window (see `traceview.steps.windows`). |C ∩ M| = |C| + |M| - |C ∪ M|; the
-device's idle inside a host collective is |G ∪ H| - |G|, and idle is |W| - |G ∪ H|, so
-step = busy + host_comm_wait + idle.
+C = union of compute kernels, M = union of every communication interval (device kernels, copy-engine
+transfers, host collective ops: `traceview.collectives.comm_events`), G = union of all device activity, H =
+union of the host collective ops, W = the step window (see `traceview.steps.windows`). |C ∩ M| = |C| + |M| -
+|C ∪ M|; the device's idle inside a host collective is |G ∪ H| - |G|, and idle is |W| - |G ∪ H|, so step =
+busy + host_comm_wait + idle.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ OUTLIER_FIGURES = ("step_us", "comp_us", "overlap_us", "exposed_comm_us", "idle_
 
 @dataclass(frozen=True)
 class TimeBudget:
-    """Per (rank, step) figures, their medians per rank, and the run's medians over every step of every rank."""
+    """Per (rank, step) figures, their medians per rank, and the run's medians over every step of
+    every rank."""
 
     per_step: pl.DataFrame
     per_rank: pl.DataFrame
@@ -80,8 +81,8 @@ class TimeBudget:
 
     @property
     def comm_off_device(self) -> bool:
-        """Whether some (rank, step) communicates off the device's kernels (a copy engine, a host collective) or
-        its device waits inside a host collective: then the surfaces show where T_comm ran."""
+        """Whether some (rank, step) communicates off the device's kernels (a copy engine, a host collective)
+        or its device waits inside a host collective: then the surfaces show where T_comm ran."""
         names = [
             n for n in ("comm_copy_us", "comm_host_us", "host_comm_wait_us") if n in self.per_step.columns
         ]
@@ -105,13 +106,14 @@ def classified_events(run: Run, extra_patterns: Sequence[KernelPattern] = ()) ->
 
 
 def step_choices(run: Run) -> tuple[StepChoice, ...]:
-    """The step source of every rank, in rank order, chosen by evidence (`traceview.steps.windows.choose_steps`)."""
+    """The step source of every rank, in rank order, chosen by evidence
+    (`traceview.steps.windows.choose_steps`)."""
     return tuple(choose_steps(trace) for trace in run)
 
 
 def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> pl.DataFrame:
-    """Step windows of every rank, on the run's time base; `choices` is `step_choices(run)` (computed here when
-    not given)."""
+    """Step windows of every rank, on the run's time base; `choices` is `step_choices(run)` (computed here
+    when not given)."""
     chosen = step_choices(run) if choices is None else choices
     frames = [step_windows(trace, choice) for trace, choice in zip(aligned_ranks(run), chosen, strict=True)]
     return pl.concat(frames) if frames else pl.DataFrame(schema=WINDOW_SCHEMA)
@@ -123,13 +125,13 @@ def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
 
 
 GRAPH_COLUMNS = {"graph_capture": pl.Boolean, "launches": pl.Int64, "launches_ran": pl.Int64}
-"""Per (rank, step): whether the step captures a CUDA/HIP graph (`traceview.steps.graphs`), its kernel launches
-on the host and how many of them ran."""
+"""Per (rank, step): whether the step captures a CUDA/HIP graph (`traceview.steps.graphs`), its kernel
+launches on the host and how many of them ran."""
 
 
 def with_graph_steps(per_step: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
-    """`per_step` with `GRAPH_COLUMNS` from `graphs` (`traceview.steps.graphs.graph_steps`); a step it does not
-    list captures nothing."""
+    """`per_step` with `GRAPH_COLUMNS` from `graphs` (`traceview.steps.graphs.graph_steps`); a step it does
+    not list captures nothing."""
     columns = list(GRAPH_COLUMNS)
     joined = per_step.drop(columns, strict=False).join(
         graphs.select("rank", "step", *columns), on=["rank", "step"], how="left"
@@ -152,8 +154,8 @@ TRANSFER_COLUMNS = ("transfer_us", "transfer_gamma")
 
 def with_transfer(per_step: pl.DataFrame, transfer: pl.DataFrame) -> pl.DataFrame:
     """`per_step` with `transfer_us` (per (rank, step), from the matched collectives: `transfer` has columns
-    rank, step, transfer_us; 0 where the rank took part in none; null throughout when no collective was matched
-    across ranks, so nothing was measured) and `transfer_gamma` = transfer_us / comp_us."""
+    rank, step, transfer_us; 0 where the rank took part in none; null throughout when no collective was
+    matched across ranks, so nothing was measured) and `transfer_gamma` = transfer_us / comp_us."""
     joined = per_step.drop(TRANSFER_COLUMNS, strict=False).join(transfer, on=["rank", "step"], how="left")
     measured = pl.lit(0.0) if transfer.height else pl.lit(None, dtype=pl.Float64)
     return joined.with_columns(pl.col("transfer_us").fill_null(measured)).with_columns(

@@ -184,8 +184,8 @@ def report_skipped(analysis: RunAnalysis) -> None:
 
 
 def report_warnings(analysis: RunAnalysis) -> None:
-    """Every warning of the run (what a parser recovered from, a clock placed without its base, another job set
-    apart), one line each, on stderr: for the commands whose output has no place for them."""
+    """Every warning of the run (what a parser recovered from, a clock placed without its base, another job
+    set apart), one line each, on stderr: for the commands whose output has no place for them."""
     for warning in analysis.header.warnings:
         say(f"traceview: warning: {printable(warning)}")
 

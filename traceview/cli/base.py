@@ -1,8 +1,8 @@
 """The command base: every command is a class with its own options and what it does; the options the analysis
 commands share are defined once and their "load, analyse, render" sequence has one call site.
 
-- `Command`: a command's name, its help (the class docstring) and `run(**own options)`. Its own options are the
-  typed keyword parameters of `run` (`Annotated[..., typer.Option(...)]`).
+- `Command`: a command's name, its help (the class docstring) and `run(**own options)`. Its own options are
+  the typed keyword parameters of `run` (`Annotated[..., typer.Option(...)]`).
 - `AnalysisCommand`: a command that analyses a run. Its own options are the keyword parameters of `render`;
   the shared ones (every `UserOptions` field, `--quiet`, `--fail-on`) are added by `register` from their one
   definition (`traceview.options.user.UserOptions` and `SHARED_DISPLAY` here). `invoke` checks the gates,
@@ -29,8 +29,10 @@ RunsArg = Annotated[
     list[str],
     typer.Argument(
         metavar="RUN...",
-        help="A trace file, a folder of per-rank traces, a glob or a run.json; several files (an unquoted glob "
-        "the shell expanded) are read as one run.",
+        help=(
+            "A trace file, a folder of per-rank traces, a glob or a run.json; several files (an unquoted "
+            "glob the shell expanded) are read as one run."
+        ),
     ),
 ]
 
@@ -89,7 +91,8 @@ SHARED_ANALYSIS: tuple[inspect.Parameter, ...] = (
 
 
 class Command:
-    """A command: its name, its help (the class docstring) and `run`, whose keyword parameters are its options."""
+    """A command: its name, its help (the class docstring) and `run`, whose keyword parameters are its
+    options."""
 
     name: ClassVar[str]
     context_settings: ClassVar[dict[str, Any] | None] = None
@@ -143,7 +146,8 @@ class AnalysisCommand(Command):
         fail_on: Sequence[str],
         own: dict[str, Any],
     ) -> None:
-        """Gates checked, options built once, the run analysed, skipped inputs named, rendered, gates applied."""
+        """Gates checked, options built once, the run analysed, skipped inputs named, rendered, gates
+        applied."""
         from traceview.cli.app import (
             analyse,
             check_thresholds,
@@ -176,8 +180,8 @@ def _resolved(annotation: Any, namespace: dict[str, Any]) -> Any:
 
 
 def _own_parameters(method: Callable[..., Any], skip: int = 0) -> list[inspect.Parameter]:
-    """The keyword parameters of a bound method after the first `skip`, their annotations resolved (typer reads
-    them; the skipped ones, such as `render`'s analysis, are never imported at start-up)."""
+    """The keyword parameters of a bound method after the first `skip`, their annotations resolved (typer
+    reads them; the skipped ones, such as `render`'s analysis, are never imported at start-up)."""
     namespace = getattr(method, "__globals__", None) or method.__func__.__globals__  # type: ignore[attr-defined]
     found = list(inspect.signature(method).parameters.values())[skip:]
     return [

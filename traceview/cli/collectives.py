@@ -1,5 +1,5 @@
-"""`traceview collectives RUN [--json]`: every communication kernel linked to its call, with bytes and busbw, and
-the tables per process group, collective and size (through the map/reduce pipeline, like `summary`)."""
+"""`traceview collectives RUN [--json]`: every communication kernel linked to its call, with bytes and busbw,
+and the tables per process group, collective and size (through the map/reduce pipeline, like `summary`)."""
 
 from __future__ import annotations
 

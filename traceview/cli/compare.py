@@ -119,7 +119,8 @@ def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output:
 
 
 class Compare(Command):
-    """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
+    """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a
+    regression."""
 
     name = "compare"
 
@@ -149,7 +150,8 @@ class Compare(Command):
             ),
         ] = False,
     ) -> None:
-        """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a regression."""
+        """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a
+        regression."""
         from traceview.compare.settings import load_settings
         from traceview.compare.two_runs import COMPARE_GATE_FIGURES
         from traceview.compare.two_runs import compare as compare_runs
@@ -167,7 +169,8 @@ class Compare(Command):
         if comparison.different_jobs and not allow_different_jobs:
             raise RunError(
                 f"{printable(baseline)} and {printable(candidate)} are different jobs: "
-                f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with --allow-different-jobs)"
+                f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with "
+                f"--allow-different-jobs)"
             )
         _show_comparison(comparison, json_output, markdown, output)
         if fail_on:

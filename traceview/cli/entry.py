@@ -1,5 +1,5 @@
-"""The `traceview` console script (`traceview`, `python -m traceview`): `traceview --version` is answered before
-anything else is imported; Ctrl-C is answered by one mechanism from the first moment
+"""The `traceview` console script (`traceview`, `python -m traceview`): `traceview --version` is answered
+before anything else is imported; Ctrl-C is answered by one mechanism from the first moment
 (`traceview.cli.interrupts`), so an interrupt while the program is still importing (the first few hundred
 milliseconds) ends it with one line and exit 130, like one at any later time (`traceview.cli.main`)."""
 

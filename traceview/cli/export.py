@@ -67,8 +67,8 @@ class Export(AnalysisCommand):
         window: WindowOpt = None,
         max_events: MaxEventsOpt = 5_000_000,
     ) -> None:
-        """Write the trace (atomically: `traceview.core.output`) and say what it holds; an export of nothing is
-        a usage error, and writes nothing."""
+        """Write the trace (atomically: `traceview.core.output`) and say what it holds; an export of nothing
+        is a usage error, and writes nothing."""
         from traceview.core.output import atomic_output
         from traceview.export.perfetto import check_selection, export_run
 
@@ -82,7 +82,8 @@ class Export(AnalysisCommand):
             size = temporary.stat().st_size
         cut = f"; stopped at --max-events {max_events}" if stats.truncated else ""
         say(
-            f"wrote {printable(output)} ({size_text(size)}): {len(stats.ranks)} rank(s), {stats.events} events, "
+            f"wrote {printable(output)} ({size_text(size)}): {len(stats.ranks)} rank(s), {stats.events} "
+            f"events, "
             f"{stats.flows} collective flows, aligned clock{cut}"
         )
 

@@ -1,11 +1,12 @@
-"""The `traceview` command: every command registered (`COMMANDS`: one class per command, `traceview.cli.base`),
-and the one place errors become exit codes (docs/metrics.md, "Errors and exit codes").
+"""The `traceview` command: every command registered (`COMMANDS`: one class per command,
+`traceview.cli.base`), and the one place errors become exit codes (docs/metrics.md, "Errors and exit
+codes").
 
-Exit codes: 0 ok; 1 a `--fail-on` threshold was crossed; 2 bad input or usage (one line, naming the file or the
-option, and for a usage error the help hint); 3 an internal error (one line naming a log file that holds the
-traceback); 4 the run was analysed but some inputs were skipped (each named). Precedence when several hold:
-2 (nothing analysed) is final; otherwise 1 outranks 4. Bare `traceview` is a usage error (2) that lists the
-commands' help hint; `traceview --help` exits 0.
+Exit codes: 0 ok; 1 a `--fail-on` threshold was crossed; 2 bad input or usage (one line, naming the file or
+the option, and for a usage error the help hint); 3 an internal error (one line naming a log file that holds
+the traceback); 4 the run was analysed but some inputs were skipped (each named). Precedence when several
+hold: 2 (nothing analysed) is final; otherwise 1 outranks 4. Bare `traceview` is a usage error (2) that lists
+the commands' help hint; `traceview --help` exits 0.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`traceview nccl LOG... [--json]`: what NCCL_DEBUG logs say, read as the jobs they come from (logs grouped by
-their communicators' ids, each communicator merged over its ranks' logs), failures in the first line."""
+"""`traceview nccl LOG... [--json]`: what NCCL_DEBUG logs say, read as the jobs they come from (logs grouped
+by their communicators' ids, each communicator merged over its ranks' logs), failures in the first line."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`traceview stragglers RUN [--json]`: collective instances matched across ranks on aligned clocks, skew, wait,
-and the straggler(s) with a cause (through the map/reduce pipeline, like `summary`)."""
+"""`traceview stragglers RUN [--json]`: collective instances matched across ranks on aligned clocks, skew,
+wait, and the straggler(s) with a cause (through the map/reduce pipeline, like `summary`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 class Stragglers(AnalysisCommand):
-    """Across ranks: matched collectives, host clock offsets, skew, wait, and the straggler(s) with a cause."""
+    """Across ranks: matched collectives, host clock offsets, skew, wait, and the straggler(s)
+    with a cause."""
 
     name = "stragglers"
     prints_warnings = True

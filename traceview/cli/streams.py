@@ -1,15 +1,15 @@
 """The command line's standard streams: one guard for stdout and stderr, one place terminal consoles are made
 (docs/metrics.md, "Errors and exit codes").
 
-- `guard_streams()` wraps stdout and stderr once, at start. A write to a stdout its reader closed (a broken pipe:
-  `traceview summary RUN | head -1`; a stdout closed before start: `>&-`) raises `StdoutClosed`, which stops
-  the command quietly with exit 0: the reader chose to stop. Any other failure to write stdout (a full disk) is
-  `StdoutFailed`, one line naming standard output (exit 2). A stderr that cannot be written is left alone (there
-  is no one to tell). Characters the terminal's encoding lacks (`PYTHONIOENCODING=ascii`, `LANG=C`) are written
-  as backslash escapes, never an error.
+- `guard_streams()` wraps stdout and stderr once, at start. A write to a stdout its reader closed (a broken
+  pipe: `traceview summary RUN | head -1`; a stdout closed before start: `>&-`) raises `StdoutClosed`, which
+  stops the command quietly with exit 0: the reader chose to stop. Any other failure to write stdout (a full
+  disk) is `StdoutFailed`, one line naming standard output (exit 2). A stderr that cannot be written is left
+  alone (there is no one to tell). Characters the terminal's encoding lacks (`PYTHONIOENCODING=ascii`,
+  `LANG=C`) are written as backslash escapes, never an error.
 - `console(...)` makes every rich console: no emoji codes (`:x:` stays `:x:`), no highlighting, and no escape
-  codes at all when `NO_COLOR` is set (it wins over `FORCE_COLOR`, https://no-color.org), nor when the stream is
-  not a terminal unless `FORCE_COLOR` asks for them.
+  codes at all when `NO_COLOR` is set (it wins over `FORCE_COLOR`, https://no-color.org), nor when the stream
+  is not a terminal unless `FORCE_COLOR` asks for them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`traceview summary RUN [--json]`: the verdict, the advice and the time budget in the terminal, or the versioned
-JSON summary (docs/json-schema.md)."""
+"""`traceview summary RUN [--json]`: the verdict, the advice and the time budget in the terminal, or the
+versioned JSON summary (docs/json-schema.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The host side of collectives: the calls (docs/metrics.md section 2), the bytes their `Input Dims` name, the launches,
-and the process groups of `distributedInfo.pg_config` (docs/metrics.md, "Collectives"). Used by `traceview.collectives.kernels`.
+"""The host side of collectives: the calls (docs/metrics.md section 2), the bytes their `Input Dims` name, the
+launches, and the process groups of `distributedInfo.pg_config` (docs/metrics.md, "Collectives"). Used by
+`traceview.collectives.kernels`.
 
 A collective call is a host op of one of the `CALL_FAMILIES`: the `c10d::*` operator (`c10d::allreduce_`),
 `record_param_comms` (which carries the comm args in traces that record them) and the backend annotation

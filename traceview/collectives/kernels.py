@@ -1,4 +1,5 @@
-"""Every communication kernel linked to its collective call, with bytes, algbw and busbw (docs/metrics.md section 2 and "Collectives").
+"""Every communication kernel linked to its collective call, with bytes, algbw and busbw (docs/metrics.md
+section 2 and "Collectives").
 
 `comm_kernels(run, events)` returns one row per communication kernel per rank (and one per CPU-only gloo
 collective call, `on_device=False`) with the columns of `COMM_KERNEL_SCHEMA`, a contract other analyses build
@@ -86,7 +87,8 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     "event_row": pl.Int64(),  # the row's position in the classified events (null for a host op)
     "host_tid": pl.Utf8(),  # the host thread of a host op (null for device rows)
     "group_size_assumed": pl.Boolean(),  # n is the world size: the call names no group (the default assumed)
-    "staging_copy": pl.Boolean(),  # a copy of a host collective's data (gloo with device tensors): part of its
+    # a copy of a host collective's data (gloo with device tensors): part of its
+    "staging_copy": pl.Boolean(),
     # communication time, not a call of its own
     "in_split": pl.Utf8(),  # an all-to-all's split sizes (`In split size`, rows of dim 0), null when unsaid
     "out_split": pl.Utf8(),
@@ -102,34 +104,55 @@ def _anchors(
     events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame, host_ranks: list[int]
 ) -> pl.DataFrame:
     """One row per candidate result row: each communication kernel and each memory copy (a copy-engine
-    transfer when it is a collective's: `_copy_engine`), with its own args prefixed `k_` and anchored at its
-    launch, and each CPU-only call (anchored at its own start) of a rank not on its host timeline (`host_ranks`,
-    whose CPU-only calls are already kernels there). `event_row` is the row's position in `events`;
-    `anchor_id` numbers the candidates."""
+    transfer when it is a collective's: `_copy_engine`), with its own args prefixed `k_` and anchored at
+    its launch, and each CPU-only call (anchored at its own start) of a rank not on its host timeline
+    (`host_ranks`, whose CPU-only calls are already kernels there). `event_row` is the row's position in
+    `events`; `anchor_id` numbers the candidates."""
     kernels = (
         events.with_row_index("event_row")
         .filter((pl.col("event_class") == "comm") | (pl.col("kind") == "memcpy"))
         .select(
-            "rank", "name", "kind", "start_us", "end_us", "stream", "correlation", "external_id", "algorithm",
-            "protocol", "reduce_op", "kernel_collective", "kernel_dtype", "comm_kind",
-            pl.col("event_row").cast(pl.Int64), pl.lit(None, pl.Utf8).alias("host_tid"),
+            "rank",
+            "name",
+            "kind",
+            "start_us",
+            "end_us",
+            "stream",
+            "correlation",
+            "external_id",
+            "algorithm",
+            "protocol",
+            "reduce_op",
+            "kernel_collective",
+            "kernel_dtype",
+            "comm_kind",
+            pl.col("event_row").cast(pl.Int64),
+            pl.lit(None, pl.Utf8).alias("host_tid"),
             pl.col("collective_name").is_not_null().alias("has_args"),
             *[expr.name.prefix("k_") for expr in arg_fields()],
             *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq", *SPLITS)],
         )
         .join(launches, on=["rank", "correlation"], how="left")
         .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
-    )  # fmt: skip
+    )
     cpu_only = calls.filter(
         (pl.col("family") == "backend")
         & pl.col("name").str.contains(CPU_ONLY_CALL)
         & ~pl.col("rank").is_in(host_ranks)
     )
     cpu_only = cpu_only.select(
-        "rank", "name", "start_us", "end_us", "pid", "tid", pl.col("start_us").alias("anchor_us"),
-        pl.lit(False).alias("on_device"), pl.lit(False).alias("has_args"), pl.lit("host").alias("comm_kind"),
+        "rank",
+        "name",
+        "start_us",
+        "end_us",
+        "pid",
+        "tid",
+        pl.col("start_us").alias("anchor_us"),
+        pl.lit(False).alias("on_device"),
+        pl.lit(False).alias("has_args"),
+        pl.lit("host").alias("comm_kind"),
         pl.col("tid").alias("host_tid"),
-    )  # fmt: skip
+    )
     both = pl.concat([kernels, cpu_only], how="diagonal_relaxed") if cpu_only.height else kernels
     return both.with_row_index("anchor_id")
 
@@ -217,12 +240,17 @@ def _linked(anchors: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     any_in = pl.any_horizontal(pl.col(f"{f}_in").is_not_null() for f in families)
     any_ext = pl.any_horizontal(pl.col(f"{f}_ext").is_not_null() for f in families)
     frame = frame.with_columns(
-        pl.when(~pl.col("on_device")).then(pl.lit("cpu call"))
-        .when(pl.col("has_args")).then(pl.lit("kernel args"))
-        .when(any_in).then(pl.lit("correlation"))
-        .when(any_ext).then(pl.lit("external id"))
-        .otherwise(pl.lit("unlinked")).alias("linked_by"),
-    )  # fmt: skip
+        pl.when(~pl.col("on_device"))
+        .then(pl.lit("cpu call"))
+        .when(pl.col("has_args"))
+        .then(pl.lit("kernel args"))
+        .when(any_in)
+        .then(pl.lit("correlation"))
+        .when(any_ext)
+        .then(pl.lit("external id"))
+        .otherwise(pl.lit("unlinked"))
+        .alias("linked_by"),
+    )
     frame = frame.with_columns(
         pl.when(any_in).then(pl.col(f"{f}_in")).otherwise(pl.col(f"{f}_ext")).alias(f"{f}_row")
         for f in families
@@ -254,21 +282,24 @@ def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
     dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
     return frame.with_columns(
         pl.coalesce(_first("collective", args), pl.col("kernel_collective")).alias("collective"),
-        pl.coalesce(_first("dtype", args), _first("dims_dtype", calls), pl.col("kernel_dtype"))
-        .alias("dtype"),
+        pl.coalesce(_first("dtype", args), _first("dims_dtype", calls), pl.col("kernel_dtype")).alias(
+            "dtype"
+        ),
         pl.coalesce(args_in, dims_in).alias("in_bytes"),
         pl.coalesce(args_out, dims_out).alias("out_bytes"),
         pl.when(pl.col("k_in_bytes").is_not_null() | pl.col("k_out_bytes").is_not_null())
         .then(pl.lit("kernel args"))
-        .when(args_in.is_not_null() | args_out.is_not_null()).then(pl.lit("call args"))
-        .when(dims_in.is_not_null() | dims_out.is_not_null()).then(pl.lit("input dims"))
+        .when(args_in.is_not_null() | args_out.is_not_null())
+        .then(pl.lit("call args"))
+        .when(dims_in.is_not_null() | dims_out.is_not_null())
+        .then(pl.lit("input dims"))
         .alias("bytes_source"),
         *[_first(c, args).alias(c) for c in ("group_size", "pg_name", "pg_desc", "pg_ranks", "seq")],
         *[_listed(_first(c, args)).alias(c) for c in SPLITS],
         pl.coalesce(pl.col(f"{f}_name") for f in families).alias("call_name"),
         pl.coalesce(pl.col(f"{f}_start_us") for f in families).alias("call_start_us"),
         pl.coalesce(pl.col(f"{f}_end_us") for f in families).alias("call_end_us"),
-    )  # fmt: skip
+    )
 
 
 SPLITS = ("in_split", "out_split")
@@ -284,15 +315,18 @@ def _group_size_from_shapes() -> pl.Expr:
     (ReduceScatter input / output), which the collective fixes exactly."""
     ins, outs = pl.col("in_bytes"), pl.col("out_bytes")
     ratio = (
-        pl.when((pl.col("collective") == "AllGather") & (ins > 0) & (outs % ins == 0)).then(outs // ins)
-        .when((pl.col("collective") == "ReduceScatter") & (outs > 0) & (ins % outs == 0)).then(ins // outs)
-    )  # fmt: skip
+        pl.when((pl.col("collective") == "AllGather") & (ins > 0) & (outs % ins == 0))
+        .then(outs // ins)
+        .when((pl.col("collective") == "ReduceScatter") & (outs > 0) & (ins % outs == 0))
+        .then(ins // outs)
+    )
     counted = pl.col("pg_ranks").str.count_matches(r"-?\d+").cast(pl.Int64)
     return pl.coalesce(pl.col("group_size"), pl.when(counted > 0).then(counted), ratio).alias("group_size")
 
 
 def _bandwidths() -> list[pl.Expr]:
-    """algbw and busbw of each kernel (t its duration), by `costmodel.bandwidth_exprs` (docs/metrics.md, "Collectives")."""
+    """algbw and busbw of each kernel (t its duration), by `costmodel.bandwidth_exprs` (docs/metrics.md,
+    "Collectives")."""
     algbw, busbw = bandwidth_exprs(
         pl.col("collective"), pl.col("group_size"), pl.col("size_bytes"), pl.col("dur_us")
     )
@@ -376,8 +410,8 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     """One row per communication kernel per rank, and per CPU-only (gloo) collective call, linked to its call.
 
     `events` is `traceview.budget.time_budget.classified_events(run, patterns)`, `launch_rows` is
-    `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`, then
-    `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring)."""
+    `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`,
+    then `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring)."""
     if not run.ranks:
         return empty_comm_kernels()
     calls = collective_calls(run)

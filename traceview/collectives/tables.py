@@ -3,10 +3,11 @@ collective, message-size bucket), per process group, per rank, from the per-kern
 `traceview.collectives.kernels.comm_kernels`.
 
 A call is counted once however many kernels it launched (`first_in_call`), and its bytes are its size S
-(docs/metrics.md, "Collectives"). Times are kernel times (us); the share of T_comm divides a group's kernel time by the rank's T_comm,
-the union of its communication kernels over the whole trace (docs/metrics.md section 4), so the shares of a rank whose kernels
-overlap on several streams add up to more than 1. A column that describes the group (`group_size`, `pg_desc`)
-is null unless all the group's rows agree on it (the `unknown` process group mixes groups).
+(docs/metrics.md, "Collectives"). Times are kernel times (us); the share of T_comm divides a group's kernel
+time by the rank's T_comm, the union of its communication kernels over the whole trace (docs/metrics.md
+section 4), so the shares of a rank whose kernels overlap on several streams add up to more than 1. A column
+that describes the group (`group_size`, `pg_desc`) is null unless all the group's rows agree on it (the
+`unknown` process group mixes groups).
 """
 
 from __future__ import annotations
@@ -88,10 +89,12 @@ def size_bucket_exprs(size: pl.Expr) -> list[pl.Expr]:
     lowers = dict(enumerate(bounds))
     known = size.is_not_null()
     return [
-        pl.when(known).then(index.replace_strict(labels, return_dtype=pl.Utf8)).otherwise(pl.lit(UNKNOWN))
+        pl.when(known)
+        .then(index.replace_strict(labels, return_dtype=pl.Utf8))
+        .otherwise(pl.lit(UNKNOWN))
         .alias("size_bucket"),
         pl.when(known).then(index.replace_strict(lowers, return_dtype=pl.Int64)).alias("size_bucket_bytes"),
-    ]  # fmt: skip
+    ]
 
 
 def _moving() -> pl.Expr:
@@ -128,7 +131,8 @@ def _call_figures() -> list[pl.Expr]:
 
 def per_collective_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, process group, collective, size bucket): calls, kernels, total and median kernel time,
-    bytes, median and p10/p90 busbw, share of the rank's T_comm (docs/metrics.md, "Collectives" and section 4)."""
+    bytes, median and p10/p90 busbw, share of the rank's T_comm (docs/metrics.md, "Collectives" and section
+    4)."""
     busbw = pl.col("busbw_Bps")
     return (
         kernels.with_columns(
@@ -160,10 +164,10 @@ def per_collective_table(kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFr
 
 def with_transfer_busbw(analysis: CollectiveAnalysis, calls: pl.DataFrame) -> CollectiveAnalysis:
     """The analysis with `median_transfer_busbw_Bps` in `per_collective`: the bus bandwidth with the wait for
-    later peers removed, S / transfer time x f(n) per call (transfer: the instance's time after its last member
-    arrived, `calls` rows of the across-ranks analysis: rank, group, collective, size_bytes, transfer_us),
-    median per (rank, process group, collective, size bucket); null where no call was matched across ranks
-    (docs/metrics.md, "Collectives")."""
+    later peers removed, S / transfer time x f(n) per call (transfer: the instance's time after its last
+    member arrived, `calls` rows of the across-ranks analysis: rank, group, collective, size_bytes,
+    transfer_us), median per (rank, process group, collective, size bucket); null where no call was matched
+    across ranks (docs/metrics.md, "Collectives")."""
     table = analysis.per_collective.drop("median_transfer_busbw_Bps", strict=False)
     keys = [*GROUP_KEYS]
     sizes = table.select(*keys, "group_size")
@@ -287,7 +291,8 @@ def suspected_warnings(suspects: pl.DataFrame) -> tuple[str, ...]:
     more = f"; and {suspects.height - SUSPECTS_NAMED} more" if suspects.height > SUSPECTS_NAMED else ""
     return (
         f"{suspects.height} kernel name(s) look like communication but match no known library; counted as "
-        f"communication of unknown collective: {named}{more}. If one is compute, pass --compute-pattern REGEX",
+        f"communication of unknown collective: {named}{more}. If one is compute, pass --compute-pattern "
+        f"REGEX",
     )
 
 
@@ -295,7 +300,8 @@ def analyze_collectives(run: Run, events: pl.DataFrame) -> CollectiveAnalysis:
     """Every communication kernel of `run` linked to its call, the collectives tables, and the suspected
     communication kernels.
 
-    `events` is `traceview.budget.time_budget.classified_events(run, patterns)` (computed once by the caller)."""
+    `events` is `traceview.budget.time_budget.classified_events(run, patterns)` (computed once by the caller).
+    """
     tables = collective_tables(comm_kernels(run, events))
     return replace(tables, suspected_comm_kernels=suspected_comm_kernels(events))
 

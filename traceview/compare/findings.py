@@ -1,5 +1,6 @@
-"""The settings and the findings of `traceview compare` (docs/metrics.md, "Compare and trend"): one finding per
-tested (family, metric, subject), whatever test produced it (`traceview.compare.two_runs`, `traceview.compare.paired`)."""
+"""The settings and the findings of `traceview compare` (docs/metrics.md, "Compare and trend"): one finding
+per tested (family, metric, subject), whatever test produced it (`traceview.compare.two_runs`,
+`traceview.compare.paired`)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,8 @@ def read_history(path: Path) -> pl.DataFrame:
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` + `.lock` (created when missing), held for the block: writers take turns."""
+    """An exclusive lock on `path` + `.lock` (created when missing), held for the block: writers
+    take turns."""
     lock = path.with_name(path.name + ".lock")
     handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:

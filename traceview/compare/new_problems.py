@@ -1,9 +1,9 @@
-"""Problems the candidate has and the baseline had not, ranked as regressions with their cost (docs/compare.md,
-"New stragglers and mismatches"): a rank the candidate names a straggler that the baseline did not (its cost
-is its lateness cost, `across_ranks.per_rank.lateness_cost_us`, and its share of the step), and collective
-mismatches where the baseline had none (their count). No statistical test decides these: the across-ranks
-analysis of each run already did; they are regressions whatever the threshold, except where a run was read
-only in part.
+"""Problems the candidate has and the baseline had not, ranked as regressions with their cost
+(docs/compare.md, "New stragglers and mismatches"): a rank the candidate names a straggler that the
+baseline did not (its cost is its lateness cost, `across_ranks.per_rank.lateness_cost_us`, and its share of
+the step), and collective mismatches where the baseline had none (their count). No statistical test decides
+these: the across-ranks analysis of each run already did; they are regressions whatever the threshold,
+except where a run was read only in part.
 """
 
 from __future__ import annotations

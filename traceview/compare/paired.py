@@ -98,13 +98,24 @@ def collective_call_findings(pairs: pl.DataFrame) -> list[Finding]:
     for row in groups.sort("pg_key", "collective").iter_rows(named=True):
         n, w_plus, p_value = signed_rank(row["log_ratio"])
         base, cand = row["baseline"], row["candidate"]
-        found.append(Finding(
-            family="collective_calls", metric="call_us",
-            subject=f"{row['collective']} pg={row['pg_key']} all sizes", statistic="sum of medians",
-            worse="higher", baseline=base, candidate=cand, change_pct=(cand / base - 1) * 100,
-            test=_test(n, w_plus, p_value, base, cand),
-            fields=(("collective", row["collective"]), ("pg_key", row["pg_key"]), ("size_bucket", "all sizes")),
-        ))  # fmt: skip
+        found.append(
+            Finding(
+                family="collective_calls",
+                metric="call_us",
+                subject=f"{row['collective']} pg={row['pg_key']} all sizes",
+                statistic="sum of medians",
+                worse="higher",
+                baseline=base,
+                candidate=cand,
+                change_pct=(cand / base - 1) * 100,
+                test=_test(n, w_plus, p_value, base, cand),
+                fields=(
+                    ("collective", row["collective"]),
+                    ("pg_key", row["pg_key"]),
+                    ("size_bucket", "all sizes"),
+                ),
+            )
+        )
     return found
 
 
@@ -117,20 +128,33 @@ def rank_findings(pairs: pl.DataFrame) -> list[Finding]:
     if "beyond_peers" not in pairs.columns:
         return []
     groups = pairs.group_by("rank").agg(
-        pl.col("baseline").sum(), pl.col("candidate").sum(), pl.col("ordinal").n_unique().alias("steps"),
-        pl.col("log_ratio"), pl.col("beyond_peers"), pl.col("beyond_peers").median().alias("median_beyond"),
-    )  # fmt: skip
+        pl.col("baseline").sum(),
+        pl.col("candidate").sum(),
+        pl.col("ordinal").n_unique().alias("steps"),
+        pl.col("log_ratio"),
+        pl.col("beyond_peers"),
+        pl.col("beyond_peers").median().alias("median_beyond"),
+    )
     found = []
     for row in groups.sort("rank").iter_rows(named=True):
         n, w_plus, p_own = signed_rank(row["log_ratio"])
         _, _, p_beyond = signed_rank(row["beyond_peers"])
         base, cand = row["baseline"] / row["steps"], row["candidate"] / row["steps"]
-        found.append(Finding(
-            family="rank", metric="compute_us", subject=f"rank {row['rank']}", statistic="per step",
-            worse="higher", baseline=base, candidate=cand, change_pct=(cand / base - 1) * 100,
-            test=_test(n, w_plus, _larger(p_own, p_beyond), base, cand), fields=(("rank", row["rank"]),),
-            beyond_peers_pct=math.expm1(row["median_beyond"]) * 100,
-        ))  # fmt: skip
+        found.append(
+            Finding(
+                family="rank",
+                metric="compute_us",
+                subject=f"rank {row['rank']}",
+                statistic="per step",
+                worse="higher",
+                baseline=base,
+                candidate=cand,
+                change_pct=(cand / base - 1) * 100,
+                test=_test(n, w_plus, _larger(p_own, p_beyond), base, cand),
+                fields=(("rank", row["rank"]),),
+                beyond_peers_pct=math.expm1(row["median_beyond"]) * 100,
+            )
+        )
     return found
 
 

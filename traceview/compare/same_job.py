@@ -1,6 +1,6 @@
-"""Whether two runs are the same job (docs/compare.md, "Different jobs"): a comparison across jobs measures the
-change of workload, not a regression, so `traceview compare` says so first and refuses (exit 2) unless told
-`--allow-different-jobs`: a nightly gate must not pass silently the night the model changes.
+"""Whether two runs are the same job (docs/compare.md, "Different jobs"): a comparison across jobs measures
+the change of workload, not a regression, so `traceview compare` says so first and refuses (exit 2) unless
+told `--allow-different-jobs`: a nightly gate must not pass silently the night the model changes.
 
 Each row of `JOB_FACTS` reads one fact from both summaries; when both know it and they differ, the row names
 the difference. Facts: the parameter count P (the prediction's input, within 1%), the world size, the process

@@ -100,10 +100,16 @@ def step_samples(document: Mapping[str, Any]) -> list[Samples]:
             [(pl.col(column) / pl.col("step_us")).alias(share) for share, column in BUDGET_SHARES]
         )
         found += [
-            Samples("budget", share, "run", "median", "none" if share == "comp_share" else "higher",
-                    _column(shares, share))
+            Samples(
+                "budget",
+                share,
+                "run",
+                "median",
+                "none" if share == "comp_share" else "higher",
+                _column(shares, share),
+            )
             for share, _ in BUDGET_SHARES
-        ]  # fmt: skip
+        ]
     return found
 
 
@@ -146,10 +152,17 @@ def collective_samples(document: Mapping[str, Any]) -> list[Samples]:
 def kernel_class_samples(document: Mapping[str, Any]) -> list[Samples]:
     """Per compute kernel class: the durations of its kernels."""
     return [
-        Samples("kernel_class", "kernel_us", f"kernel class {row['kernel_class']}", "median", "higher",
-                tuple(v for v in row["dur_us"] if v is not None), (("kernel_class", row["kernel_class"]),))
+        Samples(
+            "kernel_class",
+            "kernel_us",
+            f"kernel class {row['kernel_class']}",
+            "median",
+            "higher",
+            tuple(v for v in row["dur_us"] if v is not None),
+            (("kernel_class", row["kernel_class"]),),
+        )
         for row in (document.get("distributions") or {}).get("class_kernels") or ()
-    ]  # fmt: skip
+    ]
 
 
 DIMENSION_METRICS: tuple[MetricRow, ...] = (
@@ -176,10 +189,17 @@ def dimension_samples(document: Mapping[str, Any]) -> list[Samples]:
         mine = frame.filter(pl.col("dimension") == dimension)
         fields = (("dimension", dimension),)
         found += [
-            Samples("dimension", m.metric, dimension_subject(dimension), m.statistic, m.worse,
-                    _column(mine, m.column), fields)
+            Samples(
+                "dimension",
+                m.metric,
+                dimension_subject(dimension),
+                m.statistic,
+                m.worse,
+                _column(mine, m.column),
+                fields,
+            )
             for m in DIMENSION_METRICS
-        ]  # fmt: skip
+        ]
     return found
 
 

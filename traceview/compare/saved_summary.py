@@ -1,5 +1,6 @@
-"""Saved JSON summaries read back by `traceview compare` and `traceview trend`: a summary is an input like a trace,
-so a document whose values have the wrong type is refused in one line naming its file, never an internal error.
+"""Saved JSON summaries read back by `traceview compare` and `traceview trend`: a summary is an input like a
+trace, so a document whose values have the wrong type is refused in one line naming its file, never an
+internal error.
 
 `read_summary` checks what every reader needs before anything is compared: a JSON object (plain, or compressed
 as `traceview.core.reading` reads), `schema_version` `1.x` (every minor version written so far stays readable:
@@ -37,7 +38,8 @@ def _document_errors() -> tuple[type[Exception], ...]:
     return (TypeError, ValueError, KeyError, AttributeError, IndexError, pl.exceptions.PolarsError)
 
 
-"""What reading a value of the wrong type raises: a string where a number belongs, a list where an object does."""
+"""What reading a value of the wrong type raises: a string where a number belongs, a list where an object
+does."""
 TEXT_KEYS = frozenset({"schema_version", "traceview_version"})
 SUPPORTED_MAJOR = 1
 VERSION = re.compile(r"^(\d+)\.(\d+)$")
@@ -122,7 +124,8 @@ def check_summary(path: object, document: Any, needs: Sequence[tuple[str, type]]
     if version is None:
         raise InputError(
             str(path),
-            "not a traceview summary: no field 'schema_version' (write one with `traceview summary RUN --json`)",
+            "not a traceview summary: no field 'schema_version' (write one with `traceview summary RUN "
+            "--json`)",
         )
     found = VERSION.match(version) if isinstance(version, str) else None
     if found is None:
@@ -143,7 +146,8 @@ def check_summary(path: object, document: Any, needs: Sequence[tuple[str, type]]
         if not isinstance(value, kind):
             raise InputError(
                 str(path),
-                f"field '{dotted}' is a {type(value).__name__}, not a JSON {'object' if kind is dict else 'array'}",
+                f"field '{dotted}' is a {type(value).__name__}, not a JSON "
+                f"{'object' if kind is dict else 'array'}",
             )
     return document
 

@@ -1,7 +1,7 @@
 """The thresholds of `traceview compare` and `traceview trend` (docs/compare.md, "Thresholds"): the defaults
-(`thresholds.toml`), a user's `--thresholds FILE.toml` checked key by key (an unknown table or key, a value of the
-wrong kind, a per-metric value that is not a number, a trend metric no summary has: a usage error naming the file
-and the key), then `--threshold PCT`; every value within its bounds."""
+(`thresholds.toml`), a user's `--thresholds FILE.toml` checked key by key (an unknown table or key, a value
+of the wrong kind, a per-metric value that is not a number, a trend metric no summary has: a usage error
+naming the file and the key), then `--threshold PCT`; every value within its bounds."""
 
 from __future__ import annotations
 

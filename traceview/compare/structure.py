@@ -174,8 +174,9 @@ def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
         MIX_SOURCES[-1],
     )
     base_rows, cand_rows = _mix_rows(baseline, source), _mix_rows(candidate, source)
-    joined = _mix(base_rows, "baseline_share").join(_mix(cand_rows, "candidate_share"), on=keys, how="full",
-                                                   coalesce=True)  # fmt: skip
+    joined = _mix(base_rows, "baseline_share").join(
+        _mix(cand_rows, "candidate_share"), on=keys, how="full", coalesce=True
+    )
     both = {r.get("collective") for r in base_rows} & {r.get("collective") for r in cand_rows}
     return (
         joined.with_columns(pl.col("baseline_share", "candidate_share").fill_null(0.0))

@@ -3,10 +3,10 @@ against the history (docs/metrics.md, "Compare and trend").
 
 Order: by each run's recorded start (`run.recorded_at`, schema 1.6: the traces' time base and first step, else
 run.json's `created`; in older summaries the time base, `run.base_times_ns`, plus the first step window, as
-`traceview.model.time_base.recorded_start_us`); a summary without one is placed by its file's modification time,
-with a warning; equal times keep the order given. Each run is labelled by its date and its commit, else its job,
-else its file name (`run.label`, from `--label`, replaces the commit). Values: each run's median over its
-(rank, step) samples.
+`traceview.model.time_base.recorded_start_us`); a summary without one is placed by its file's modification
+time, with a warning; equal times keep the order given. Each run is labelled by its date and its commit, else
+its job, else its file name (`run.label`, from `--label`, replaces the commit). Values: each run's median over
+its (rank, step) samples.
 
 Change points, by binary segmentation: in a segment of runs, the split (leaving at least `min_segment` runs
 on each side) that minimises the summed squared deviations of the run values from each side's mean is a
@@ -297,10 +297,17 @@ def _judge_latest(
         )
     adjusted = holm([row[6] for row in rows])
     return [
-        LatestJudgement(metric, n, before, latest, None if change is None else change * 100, p,
-                        _outcome(n, judged, p, settings))
+        LatestJudgement(
+            metric,
+            n,
+            before,
+            latest,
+            None if change is None else change * 100,
+            p,
+            _outcome(n, judged, p, settings),
+        )
         for (metric, n, before, latest, change, judged, _), p in zip(rows, adjusted, strict=True)
-    ]  # fmt: skip
+    ]
 
 
 def _outcome(history_runs: int, change: float | None, p: float | None, settings: TrendSettings) -> str:

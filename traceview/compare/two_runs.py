@@ -1,10 +1,10 @@
 """Two runs compared, noise-aware (docs/metrics.md, "Compare and trend"; docs/compare.md).
 
 Input: two JSON summary documents (`traceview summary --json`, or built from a run). Every (family, metric,
-subject) both have samples for is tested (`traceview.compare.stats.mann_whitney`), and the work both runs
-did on the same rank is paired (`traceview.compare.paired`: collectives per process group, ranks); within
-each family the p-values are Holm-adjusted. A change is a regression when it goes the worse way, its size passes the
-relative threshold (and, for a time, `min_step_share` of the baseline's median step), and the adjusted
+subject) both have samples for is tested (`traceview.compare.stats.mann_whitney`), and the work both runs did
+on the same rank is paired (`traceview.compare.paired`: collectives per process group, ranks); within each
+family the p-values are Holm-adjusted. A change is a regression when it goes the worse way, its size passes
+the relative threshold (and, for a time, `min_step_share` of the baseline's median step), and the adjusted
 p-value is below alpha. A subject only one run has is a structure change, listed, never a regression; when a
 run was read only in part (skipped files, unlinked kernels, mismatched collectives) its findings are marked
 `partial` and do not fail the comparison.
@@ -127,10 +127,17 @@ def _test(base: Samples, cand: Samples) -> Finding:
     candidate = _statistic(cand.values, cand.statistic, result.candidate_median)
     change = relative_change(baseline, candidate)
     return Finding(
-        family=base.family, metric=base.metric, subject=base.subject, statistic=base.statistic,
-        worse=base.worse, baseline=baseline, candidate=candidate,
-        change_pct=None if change is None else change * 100, test=result, fields=base.fields,
-    )  # fmt: skip
+        family=base.family,
+        metric=base.metric,
+        subject=base.subject,
+        statistic=base.statistic,
+        worse=base.worse,
+        baseline=baseline,
+        candidate=candidate,
+        change_pct=None if change is None else change * 100,
+        test=result,
+        fields=base.fields,
+    )
 
 
 def _outcome(finding: Finding, settings: CompareSettings, step_us: float | None) -> str:
@@ -179,9 +186,10 @@ def _adjusted(findings: list[Finding], settings: CompareSettings) -> list[Findin
     result = list(findings)
     for family in dict.fromkeys(f.family for f in findings):
         indexes = [
-            i for i, f in enumerate(findings)
+            i
+            for i, f in enumerate(findings)
             if f.family == family and min(f.test.baseline_n, f.test.candidate_n) >= settings.min_samples
-        ]  # fmt: skip
+        ]
         adjusted = holm([findings[i].test.p_value for i in indexes])
         for i, p in zip(indexes, adjusted, strict=True):
             result[i] = replace(findings[i], p_adjusted=p)
@@ -230,11 +238,23 @@ def compare(
 
 CAUSE_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("comp_us", "comp_share"), ("kernel_class", "kernel", "rank")),
-    (("comm_us", "exposed_comm_us", "exposed_comm_share", "gamma", "exposed_gamma", "transfer_gamma",
-      "overlap_ratio"), ("collective", "collective_calls", "rank")),
-    (("skew_us", "comm_wait_us", "idle_us", "idle_share", "dependency_bound_us", "host_bound_us"),
-     ("rank", "collective", "collective_calls")),
-)  # fmt: skip
+    (
+        (
+            "comm_us",
+            "exposed_comm_us",
+            "exposed_comm_share",
+            "gamma",
+            "exposed_gamma",
+            "transfer_gamma",
+            "overlap_ratio",
+        ),
+        ("collective", "collective_calls", "rank"),
+    ),
+    (
+        ("skew_us", "comm_wait_us", "idle_us", "idle_share", "dependency_bound_us", "host_bound_us"),
+        ("rank", "collective", "collective_calls"),
+    ),
+)
 """(run-level metrics, the cause families that can explain them, in order); any other metric: every family."""
 
 
@@ -251,10 +271,13 @@ def with_likely_causes(findings: list[Finding]) -> list[Finding]:
     result = []
     for finding in findings:
         causes = [
-            f for f in findings
-            if f.is_cause and not f.partial and f.outcome == finding.outcome
+            f
+            for f in findings
+            if f.is_cause
+            and not f.partial
+            and f.outcome == finding.outcome
             and f.outcome in ("regression", "improvement")
-        ]  # fmt: skip
+        ]
         cause = None
         if not finding.is_cause and causes:
             for family in _cause_families(finding.metric):
@@ -276,13 +299,22 @@ def budget_table(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> p
     for figure in BUDGET_ROWS:
         base, cand = (m.get(figure) for m in medians)
         base_step, cand_step = (m.get("step_us") for m in medians)
-        rows.append({
-            "figure": figure, "baseline_us": base, "candidate_us": cand,
-            "baseline_share": base / base_step if base is not None and base_step else None,
-            "candidate_share": cand / cand_step if cand is not None and cand_step else None,
-        })  # fmt: skip
-    schema = {"figure": pl.Utf8, "baseline_us": pl.Float64, "candidate_us": pl.Float64,
-              "baseline_share": pl.Float64, "candidate_share": pl.Float64}  # fmt: skip
+        rows.append(
+            {
+                "figure": figure,
+                "baseline_us": base,
+                "candidate_us": cand,
+                "baseline_share": base / base_step if base is not None and base_step else None,
+                "candidate_share": cand / cand_step if cand is not None and cand_step else None,
+            }
+        )
+    schema = {
+        "figure": pl.Utf8,
+        "baseline_us": pl.Float64,
+        "candidate_us": pl.Float64,
+        "baseline_share": pl.Float64,
+        "candidate_share": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -325,11 +357,15 @@ def _core_verdict(comparison: Comparison) -> str:
         more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
         return f"Regression: {top}{more}."
     if comparison.regressions:
-        return f"No failing regression: changes found where a run was read only in part, e.g. {_describe(comparison.regressions[0])}."
+        return (
+            f"No failing regression: changes found where a run was read only in part, e.g. "
+            f"{_describe(comparison.regressions[0])}."
+        )
     within_noise = comparison.not_significant
     if within_noise:
         return (
-            f"No significant regression{partial}: {len(within_noise)} change(s) beyond the threshold are within "
+            f"No significant regression{partial}: {len(within_noise)} change(s) beyond the threshold are "
+            f"within "
             f"the runs' spread, e.g. {_describe(within_noise[0])} (p = {within_noise[0].p_adjusted:.2g})."
         )
     if improvements:

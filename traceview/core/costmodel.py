@@ -4,9 +4,9 @@ One collective of S bytes over a group of n ranks, on links of latency alpha and
 
     T_pred = k(n) * alpha + f(n) * S / B
 
-with f(n) the nccl-tests bus factor of docs/metrics.md, "Collectives" and k(n) the number of latency-bound steps of the
-algorithm.
-Both come from one data table, `COLLECTIVE_COSTS`, used by the scalar functions and by the polars expressions.
+with f(n) the nccl-tests bus factor of docs/metrics.md, "Collectives" and k(n) the number of latency-bound
+steps of the algorithm. Both come from one data table, `COLLECTIVE_COSTS`, used by the scalar functions and by
+the polars expressions.
 
 The data-parallel closed form built on it is `traceview.prediction.closed_form`.
 
@@ -28,7 +28,8 @@ from traceview.core.errors import UsageError
 Algorithm = Literal["ring", "tree"]
 
 FLOPS_PER_PARAM_PER_EXAMPLE = 6.0
-"""Training FLOPs per parameter per example: 2 forward + 4 backward (the gamma model, docs/metrics.md "Predicted gamma")."""
+"""Training FLOPs per parameter per example: 2 forward + 4 backward (the gamma model, docs/metrics.md
+"Predicted gamma")."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ _POINT_TO_POINT = CollectiveCost(0, 1, 0, 1, 0)
 
 COLLECTIVE_COSTS: Mapping[str, CollectiveCost] = {
     # name:          CollectiveCost(bus_per_peer, bus_const, steps_per_peer, steps_const, tree_passes)
-    # AllReduce: f = 2(n-1)/n; ring k = 2(n-1) (reduce-scatter then all-gather); tree k = log2 n (docs/metrics.md, "Predicted gamma").
+    # AllReduce: f = 2(n-1)/n; ring k = 2(n-1) (reduce-scatter then all-gather); tree k = log2 n
+    # (docs/metrics.md, "Predicted gamma").
     "AllReduce": CollectiveCost(2, 0, 2, 0, 1),
     "AllGather": CollectiveCost(1, 0, 1, 0, None),
     "ReduceScatter": CollectiveCost(1, 0, 1, 0, None),
@@ -66,7 +68,8 @@ COLLECTIVE_COSTS: Mapping[str, CollectiveCost] = {
     "Recv": _POINT_TO_POINT,
     # Barrier: moves no bytes, but pays the latency of an all-reduce.
     "Barrier": CollectiveCost(0, 0, 2, 0, 1),
-    # Gather and Scatter (not in docs/metrics.md, "Collectives"; nccl-tests' factor (n-1)/n): the root exchanges with n-1 peers.
+    # Gather and Scatter (not in docs/metrics.md, "Collectives"; nccl-tests' factor (n-1)/n): the root
+    # exchanges with n-1 peers.
     "Gather": CollectiveCost(1, 0, 1, 0, None),
     "Scatter": CollectiveCost(1, 0, 1, 0, None),
 }
@@ -98,7 +101,8 @@ def _check_group_size(n: int) -> None:
 
 
 def bus_factor(collective: str, n: int) -> float:
-    """f(n) of docs/metrics.md, "Collectives", with which busbw = algbw * f(n) and the model's bandwidth term is f(n) * S / B.
+    """f(n) of docs/metrics.md, "Collectives", with which busbw = algbw * f(n) and the model's bandwidth term
+    is f(n) * S / B.
 
     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce, SendRecv/Send/Recv 1;
     Barrier 0 (it moves no bytes); Gather and Scatter (n-1)/n as nccl-tests counts them.
@@ -112,10 +116,10 @@ def latency_steps(collective: str, n: int, algorithm: Algorithm = "ring") -> flo
     """k(n): how many times a collective pays the link latency alpha (docs/metrics.md, "Predicted gamma").
 
     Ring: AllReduce 2(n-1); AllGather, ReduceScatter, AllToAll n-1; Broadcast, Reduce n-1 (a pipelined chain);
-    SendRecv 1; Barrier 2(n-1) (an all-reduce of nothing); Gather, Scatter n-1.
-    Tree: log2 n for AllReduce, Broadcast, Reduce and Barrier, following docs/metrics.md's "log2 n for trees". A
-    tree all-reduce is a reduce up the tree then a broadcast down, which textbooks count as 2*log2 n; NCCL
-    pipelines the two phases, and the metrics contract counts one pass. The number of passes is `tree_passes` in
+    SendRecv 1; Barrier 2(n-1) (an all-reduce of nothing); Gather, Scatter n-1. Tree: log2 n for AllReduce,
+    Broadcast, Reduce and Barrier, following docs/metrics.md's "log2 n for trees". A tree all-reduce is a
+    reduce up the tree then a broadcast down, which textbooks count as 2*log2 n; NCCL pipelines the two
+    phases, and the metrics contract counts one pass. The number of passes is `tree_passes` in
     `COLLECTIVE_COSTS`, one place to change. AllGather, ReduceScatter and AllToAll have no tree algorithm:
     UsageError.
     """
@@ -139,9 +143,9 @@ def collective_time_s(
 ) -> float:
     """T_pred = k(n) * alpha + f(n) * S / B for one collective (docs/metrics.md, "Predicted gamma").
 
-    S is the nccl-tests size of docs/metrics.md, "Collectives" (AllReduce: the buffer; AllGather: the gathered output;
-    ReduceScatter: the full input; AllToAll: the full buffer). B is the unidirectional per-GPU bandwidth of
-    the links the group spans (the figure nccl-tests busbw is compared with).
+    S is the nccl-tests size of docs/metrics.md, "Collectives" (AllReduce: the buffer; AllGather: the gathered
+    output; ReduceScatter: the full input; AllToAll: the full buffer). B is the unidirectional per-GPU
+    bandwidth of the links the group spans (the figure nccl-tests busbw is compared with).
     """
     steps = latency_steps(collective, n, algorithm)
     return steps * alpha_s + bus_factor(collective, n) * size_bytes / bandwidth_bytes_per_s
@@ -176,8 +180,9 @@ def bus_factor_expr(collective: pl.Expr, n: pl.Expr) -> pl.Expr:
 def bandwidth_exprs(
     collective: pl.Expr, n: pl.Expr, size_bytes: pl.Expr, duration_us: pl.Expr
 ) -> tuple[pl.Expr, pl.Expr]:
-    """(algbw, busbw) in bytes/s, the nccl-tests convention of docs/metrics.md, "Collectives", the one place the project computes them
-    (per kernel in `traceview.collectives.kernels`, per call in `traceview.prediction.pricing`):
+    """(algbw, busbw) in bytes/s, the nccl-tests convention of docs/metrics.md, "Collectives", the one place
+    the project computes them (per kernel in `traceview.collectives.kernels`, per call in
+    `traceview.prediction.pricing`):
 
         algbw = S / t        busbw = algbw * f(n)
 
@@ -223,9 +228,9 @@ SIZE_RULES: Mapping[str, tuple[str, str]] = {
     "AllGather": ("out_bytes", "in_bytes"),
     "ReduceScatter": ("in_bytes", "out_bytes"),
 }
-"""S of docs/metrics.md, "Collectives" where it is not simply the buffer: collective -> (the buffer S is, the shard that n times
-gives it). AllGather: the gathered output; ReduceScatter: the full input. Every other collective: the input
-buffer (its output when only that is known)."""
+"""S of docs/metrics.md, "Collectives" where it is not simply the buffer: collective -> (the buffer S is, the
+shard that n times gives it). AllGather: the gathered output; ReduceScatter: the full input. Every other
+collective: the input buffer (its output when only that is known)."""
 
 
 def size_expr() -> pl.Expr:

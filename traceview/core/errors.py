@@ -1,8 +1,8 @@
 """The one exception family of traceview, and the warnings a parse may carry.
 
-Every error names the file, where in it (byte offset, line or rank) and what is wrong, in one line. Only the CLI
-turns them into exit codes (`traceview.cli.main`): `TraceviewError` 2 (bad input or usage), `ThresholdCrossed` 1,
-`PartialRun` 4 (docs/metrics.md, "Errors and exit codes").
+Every error names the file, where in it (byte offset, line or rank) and what is wrong, in one line. Only the
+CLI turns them into exit codes (`traceview.cli.main`): `TraceviewError` 2 (bad input or usage),
+`ThresholdCrossed` 1, `PartialRun` 4 (docs/metrics.md, "Errors and exit codes").
 """
 
 from __future__ import annotations

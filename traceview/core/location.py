@@ -1,9 +1,10 @@
-"""Where a trace lives: a local path, or a URL that fsspec reads (`s3://bucket/run/`, `gs://...`, `https://...`),
-so that each map task, on any node of a Ray cluster, reads its own rank from object storage.
+"""Where a trace lives: a local path, or a URL that fsspec reads (`s3://bucket/run/`, `gs://...`,
+`https://...`), so that each map task, on any node of a Ray cluster, reads its own rank from object
+storage.
 
-URLs need the optional extra `pip install 'traceview[remote]'` (fsspec, and s3fs for `s3://`; other schemes need
-their fsspec package, as `gcsfs` for `gs://`). An endpoint of one's own (MinIO, a test server) is given the way
-fsspec and botocore read it: `FSSPEC_S3_ENDPOINT_URL` or `AWS_ENDPOINT_URL`, credentials as usual.
+URLs need the optional extra `pip install 'traceview[remote]'` (fsspec, and s3fs for `s3://`; other schemes
+need their fsspec package, as `gcsfs` for `gs://`). An endpoint of one's own (MinIO, a test server) is given
+the way fsspec and botocore read it: `FSSPEC_S3_ENDPOINT_URL` or `AWS_ENDPOINT_URL`, credentials as usual.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ Location = Path | Url
 
 
 def size_of(file: Location) -> int:
-    """The file's size in bytes, 0 when it cannot be known (for progress and scheduling, never for a result)."""
+    """The file's size in bytes, 0 when it cannot be known (for progress and scheduling, never for
+    a result)."""
     try:
         return file.size() if isinstance(file, Url) else file.stat().st_size
     except (OSError, InputError, UsageError):
@@ -83,8 +85,8 @@ def location(spec: str | Path | Url) -> Location:
 
 
 def filesystem(url: str) -> tuple[Any, str]:
-    """fsspec's file system for `url` and the path on it. Raises `UsageError` when fsspec, or the package of the
-    URL's scheme, is not installed."""
+    """fsspec's file system for `url` and the path on it. Raises `UsageError` when fsspec, or the package of
+    the URL's scheme, is not installed."""
     try:
         fsspec: Any = importlib.import_module("fsspec")
     except ImportError:

@@ -1,9 +1,9 @@
 """The outlier rule of every per-rank figure (docs/metrics.md, "Report"): Tukey's fences.
 
 A rank's value is an outlier when it lies more than `FENCE` interquartile ranges beyond the first or third
-quartile of the ranks' values (linear quantiles; at least `MIN_RANKS` ranks with a value). The named outliers of
-one figure are its `NAMED` distinct values (to 3 significant digits) farthest from the median, each with the
-ranks at it: an analysis publishes them (`rank_outliers`), the report names them beside its distributions.
+quartile of the ranks' values (linear quantiles; at least `MIN_RANKS` ranks with a value). The named outliers
+of one figure are its `NAMED` distinct values (to 3 significant digits) farthest from the median, each with
+the ranks at it: an analysis publishes them (`rank_outliers`), the report names them beside its distributions.
 """
 
 from __future__ import annotations

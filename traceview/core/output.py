@@ -1,5 +1,5 @@
-"""Every output file traceview writes (a report, an export, a JSON summary, a trend history), through one writer
-that never loses an input and never leaves half a file (docs/metrics.md, "Errors and exit codes").
+"""Every output file traceview writes (a report, an export, a JSON summary, a trend history), through one
+writer that never loses an input and never leaves half a file (docs/metrics.md, "Errors and exit codes").
 
 - `refuse_inputs(output, inputs)`: an output path that resolves to one of the run's inputs (a trace, a log,
   `run.json`, a saved summary; through symbolic or hard links) is a usage error, said before anything is read.
@@ -60,8 +60,8 @@ def refuse_inputs(output: Path, inputs: Iterable[str | Path], flag: str = "-o") 
 
 
 def _target(output: Path, flag: str) -> Path:
-    """Where the output goes (symbolic links followed, so the link keeps pointing at the new file); an existing
-    target that is not a regular file, or a missing folder, is a usage error."""
+    """Where the output goes (symbolic links followed, so the link keeps pointing at the new file); an
+    existing target that is not a regular file, or a missing folder, is a usage error."""
     target = Path(os.path.realpath(output))
     try:
         mode = os.stat(target).st_mode

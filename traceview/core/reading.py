@@ -2,16 +2,16 @@
 decompressed within bounds (docs/metrics.md, "Input limits"). Every reader of an input (traces, NCCL logs,
 run.json, saved summaries, thresholds files) goes through here.
 
-- `check_kind(path)`: anything but a regular file is refused before it is opened (a folder, a FIFO, whose
-  open waits for a writer that may never come, a socket, a device such as `/dev/zero`, which never ends), and so
-  is a sparse file whose holes make up most of it (it would read as gigabytes of zeros it does not hold).
-- `COMPRESSIONS`: the compressed formats, told by their magic bytes (else their suffix): gzip, bzip2 and xz are
-  read; zstd when the `zstandard` package is installed (`pip install 'traceview[zstd]'`); lz4, zip, 7z, brotli
-  and compress are named and refused.
+- `check_kind(path)`: anything but a regular file is refused before it is opened (a folder, a FIFO, whose open
+  waits for a writer that may never come, a socket, a device such as `/dev/zero`, which never ends), and so is
+  a sparse file whose holes make up most of it (it would read as gigabytes of zeros it does not hold).
+- `COMPRESSIONS`: the compressed formats, told by their magic bytes (else their suffix): gzip, bzip2 and xz
+  are read; zstd when the `zstandard` package is installed (`pip install 'traceview[zstd]'`); lz4, zip, 7z,
+  brotli and compress are named and refused.
 - `open_bytes(path, limits)`: the file's bytes, decompressed, as a binary stream that raises `InputError` once
   the text passes `limits.max_bytes`, or, past `limits.ratio_after_bytes`, once it is more than
-  `limits.max_ratio` times the compressed bytes read so far (a decompression bomb: real traces and logs inflate
-  5 to 30 times, a bomb about 1,000 times).
+  `limits.max_ratio` times the compressed bytes read so far (a decompression bomb: real traces and logs
+  inflate 5 to 30 times, a bomb about 1,000 times).
 """
 
 from __future__ import annotations
@@ -59,9 +59,10 @@ RAW_CHUNK = 64 << 10
 
 class Inflating:
     """The decompressed bytes of a stream of one or more members (gzip, bzip2, xz), `size` bytes at most per
-    `read`: a decompressor object (`zlib.decompressobj`, `bz2.BZ2Decompressor`, `lzma.LZMADecompressor`) fed
-    `RAW_CHUNK` bytes at a time. A stream that ends before its end-of-stream marker raises `EOFError` once every
-    byte it held has been returned; bytes after the last member that do not start another are ignored."""
+    `read`: a decompressor object (`zlib.decompressobj`, `bz2.BZ2Decompressor`, `lzma.LZMADecompressor`)
+    fed `RAW_CHUNK` bytes at a time. A stream that ends before its end-of-stream marker raises `EOFError`
+    once every byte it held has been returned; bytes after the last member that do not start another are
+    ignored."""
 
     def __init__(self, raw: BinaryIO, new: Callable[[], Any], magic: bytes) -> None:
         self.raw, self.new, self.magic = raw, new, magic

@@ -1,13 +1,14 @@
 """Text from an input file or a file system made safe to show: the one place such text is escaped.
 
-A trace, a log or a file name can hold ESC sequences, NUL, backspace, carriage returns or bidirectional-override
-characters; printed raw they would move the cursor, recolour or rewrite what the user reads. `printable` shows
-each such character as a visible escape (`\\x1b`, `\\u202e`) instead, and cuts very long text with a marker.
-A file name that is not UTF-8 reaches Python with its bytes as lone surrogates (U+DC80..U+DCFF): each is shown
-as the byte it stands for (`\\xff`), and the codec error handler `traceview.bytes` does the same wherever such
-text is encoded (an output file, JSON). Every renderer that writes input-derived text to a terminal passes it
-through here (the terminal renderers then escape rich's markup, `traceview.reports.text.safe`; emoji codes are
-never read, the consoles are made without them); the HTML report escapes on its own.
+A trace, a log or a file name can hold ESC sequences, NUL, backspace, carriage returns or
+bidirectional-override characters; printed raw they would move the cursor, recolour or rewrite what the user
+reads. `printable` shows each such character as a visible escape (`\\x1b`, `\\u202e`) instead, and cuts very
+long text with a marker. A file name that is not UTF-8 reaches Python with its bytes as lone surrogates
+(U+DC80..U+DCFF): each is shown as the byte it stands for (`\\xff`), and the codec error handler
+`traceview.bytes` does the same wherever such text is encoded (an output file, JSON). Every renderer that
+writes input-derived text to a terminal passes it through here (the terminal renderers then escape rich's
+markup, `traceview.reports.text.safe`; emoji codes are never read, the consoles are made without them); the
+HTML report escapes on its own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import unicodedata
 from collections.abc import Sequence
 
 MAX_PRINTED_CHARS = 4096
-"""Longest input-derived text printed as it is; longer text is cut with a marker saying how much was left out."""
+"""Longest input-derived text printed as it is; longer text is cut with a marker saying how much was left out.
+"""
 
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -30,7 +32,8 @@ def _visible(char: str) -> str:
 
 
 def _shown_as_escapes(error: UnicodeError) -> tuple[str, int]:
-    """Codec error handler `traceview.bytes`: characters that cannot be encoded (lone surrogates) as escapes."""
+    """Codec error handler `traceview.bytes`: characters that cannot be encoded (lone surrogates)
+    as escapes."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
     return "".join(map(_visible, error.object[error.start : error.end])), error.end

@@ -1,4 +1,5 @@
-"""Normalisation tables: every spelling a trace or a kernel name uses, mapped to one canonical value (docs/metrics.md, "Collectives").
+"""Normalisation tables: every spelling a trace or a kernel name uses, mapped to one canonical value
+(docs/metrics.md, "Collectives").
 
 Each table is data: a canonical value and the spellings that mean it, looked up after lower-casing and
 trimming. A spelling missing from a table normalises to null (unknown), never to a guess. The `*_expr`
@@ -230,6 +231,7 @@ row, `on_device=False`, and its time is communication (docs/metrics.md section 4
 enqueues device work: its kernels are the communication."""
 
 DEVICE_BACKENDS = ("nccl", "rccl", "hccl", "xccl", "ucc", "mccl")
-"""Backends whose collectives run on a device: their host annotation (`nccl:all_reduce`) only enqueues work."""
+"""Backends whose collectives run on a device: their host annotation (`nccl:all_reduce`) only enqueues work.
+"""
 DEVICE_CALL = "^(?:" + "|".join(DEVICE_BACKENDS) + "):"
 """Backend annotations of collectives that run on a device."""

@@ -18,10 +18,9 @@ and combine, forward and backward.
 
 A = activation elements per micro-batch (tokens per micro-batch x h: stated, else the TP or PP calls' own
 size), L_stage = L / pp, m micro-batches, k top-k, boundaries = 2V - [first stage] - [last stage]. The ratio
-is the median over (rank, step) of measured / expected (for EP, whose uneven splits give each rank its own share,
-the mean measured over the mean expected); `CAUSE_RULES` (first match) says what a ratio means,
-and a dimension whose priced calls are mostly latency (k alpha of T_pred, `LATENCY_BOUND`) is called
-latency-bound.
+is the median over (rank, step) of measured / expected (for EP, whose uneven splits give each rank its own
+share, the mean measured over the mean expected); `CAUSE_RULES` (first match) says what a ratio means, and a
+dimension whose priced calls are mostly latency (k alpha of T_pred, `LATENCY_BOUND`) is called latency-bound.
 """
 
 from __future__ import annotations

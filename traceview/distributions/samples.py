@@ -37,7 +37,8 @@ SKETCH_POINTS = 512
 """Samples kept per collective group; beyond it, this many evenly spaced order statistics."""
 
 CALL_SIGNATURES = 256
-"""(process group, collective, size) signatures kept per rank in `collective_calls`, the largest total first."""
+"""(process group, collective, size) signatures kept per rank in `collective_calls`, the largest total first.
+"""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Event classes of docs/metrics.md section 2: every device event is compute, communication or memory.
 
-Communication kernels are recognised by the kernel-name pattern table of `traceview.events.kernel_names` (plus any
-patterns the user adds: `--comm-pattern` rows, and `--compute-pattern` rows that say a name is compute); a name
-that only looks like communication is communication of library `suspected`. The decision is made once per
+Communication kernels are recognised by the kernel-name pattern table of `traceview.events.kernel_names` (plus
+any patterns the user adds: `--comm-pattern` rows, and `--compute-pattern` rows that say a name is compute); a
+name that only looks like communication is communication of library `suspected`. The decision is made once per
 distinct kernel name and joined back.
 """
 
@@ -18,12 +18,12 @@ from traceview.model.trace import RankTrace
 
 EVENT_CLASSES = ("compute", "comm", "memory")
 HOST_KIND = "host"
-"""`kind` of the host collective ops added to a rank's device events (`traceview.collectives.comm_events`; device
-rows are kernel, memcpy, memset): they are communication but not device activity."""
+"""`kind` of the host collective ops added to a rank's device events (`traceview.collectives.comm_events`;
+device rows are kernel, memcpy, memset): they are communication but not device activity."""
 COMM_KINDS = ("device", "copy engine", "host")
-"""Where communication runs (docs/metrics.md section 4): a device kernel, a copy-engine transfer (a memory copy
-of a collective call), a host op (gloo, MPI: the data moves on the host). The budget's split of T_comm counts
-each moment by the first kind, in this order, that covers it."""
+"""Where communication runs (docs/metrics.md section 4): a device kernel, a copy-engine transfer (a memory
+copy of a collective call), a host op (gloo, MPI: the data moves on the host). The budget's split of T_comm
+counts each moment by the first kind, in this order, that covers it."""
 
 
 def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:

@@ -4,8 +4,8 @@ analysed on its host operators (docs/metrics.md, "Host timeline").
 `on_host_timeline(trace)` returns a trace with device events unchanged, and so a trace of a device job whose
 device activity was not recorded (`DEVICE_BACKENDS`: its backend, or a collective op of such a backend,
 `nccl:all_reduce`): its host ops only enqueue work, so it stays "no device activity". Any other trace without
-device events is given a device frame made of its host operators, in the shape the device path reads, so steps, the time budget, matching,
-stragglers, bubbles and the prediction run on it unchanged:
+device events is given a device frame made of its host operators, in the shape the device path reads, so
+steps, the time budget, matching, stragglers, bubbles and the prediction run on it unchanged:
 
 - communication rows: the rank's collective ops of the first family of `HOST_COMM_RULES` it records (the
   backend's own op that runs the collective on the host, `gloo:all_reduce`, else `record_param_comms`, named

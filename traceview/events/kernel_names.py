@@ -1,14 +1,15 @@
-"""Communication-kernel names decoded into (collective, algorithm, protocol, reduction op, dtype) (docs/metrics.md section 2 and "Collectives").
+"""Communication-kernel names decoded into (collective, algorithm, protocol, reduction op, dtype)
+(docs/metrics.md section 2 and "Collectives").
 
-One table, `DEFAULT_PATTERNS` (`traceview.events.kernel_table`), holds a regular expression per naming generation of
-every library (NCCL, RCCL, MSCCL, PyTorch symmetric memory, DeepEP, NVSHMEM, vLLM/SGLang and TensorRT-LLM custom
-all-reduce, Transformer Engine userbuffers); named groups `collective`, `algorithm`, `protocol`, `reduce_op` and
-`dtype` capture the fields a name carries (any may be absent), and a row may imply the collective (DeepEP's
-dispatch is an all-to-all). The first matching row wins, user rows (`user_patterns`: `--compute-pattern` rows,
-then `--comm-pattern` rows) before the defaults. A name that only the catch-all rows match (`nccl*Kernel*`,
-`rccl*`, `msccl*Kernel*`) is still communication, with null fields, and so is a name that only looks like
-communication (library `suspected`: `allreduce`, `all_to_all`, `nvshmem`, `multimem`, ...): an unknown
-communication kernel is never dropped nor silently counted as compute. Field values are
+One table, `DEFAULT_PATTERNS` (`traceview.events.kernel_table`), holds a regular expression per naming
+generation of every library (NCCL, RCCL, MSCCL, PyTorch symmetric memory, DeepEP, NVSHMEM, vLLM/SGLang and
+TensorRT-LLM custom all-reduce, Transformer Engine userbuffers); named groups `collective`, `algorithm`,
+`protocol`, `reduce_op` and `dtype` capture the fields a name carries (any may be absent), and a row may imply
+the collective (DeepEP's dispatch is an all-to-all). The first matching row wins, user rows (`user_patterns`:
+`--compute-pattern` rows, then `--comm-pattern` rows) before the defaults. A name that only the catch-all rows
+match (`nccl*Kernel*`, `rccl*`, `msccl*Kernel*`) is still communication, with null fields, and so is a name
+that only looks like communication (library `suspected`: `allreduce`, `all_to_all`, `nvshmem`, `multimem`,
+...): an unknown communication kernel is never dropped nor silently counted as compute. Field values are
 normalised by `traceview.core.vocab` (`Ring` -> `RING`, `sum` -> `Sum`, `f32`/`float` -> `float32`); a value
 outside its table is null.
 

@@ -1,9 +1,11 @@
-"""The kernel-name grammar as data: one `KernelPattern` row per naming generation of every communication library.
+"""The kernel-name grammar as data: one `KernelPattern` row per naming generation of every communication
+library.
 
-`traceview.events.kernel_names` applies the rows (first match wins) and documents the fields; this module only holds
-them. A row is a regex (Rust/polars syntax) searched in the kernel name, the library it marks, and optionally
-the collective the name implies when it carries no `collective` group (DeepEP's dispatch is an all-to-all).
-A row with `is_comm=False` says a name is compute although a later row would take it for communication.
+`traceview.events.kernel_names` applies the rows (first match wins) and documents the fields; this module only
+holds them. A row is a regex (Rust/polars syntax) searched in the kernel name, the library it marks, and
+optionally the collective the name implies when it carries no `collective` group (DeepEP's dispatch is an
+all-to-all). A row with `is_comm=False` says a name is compute although a later row would take it for
+communication.
 
 Order: definite rows of every library, then the catch-all rows of NCCL/RCCL/MSCCL (communication, fields
 unknown), then the `suspected` rows: names that look like communication (`allreduce`, `all_gather`,
@@ -30,8 +32,8 @@ _GROUP_NAME = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 class KernelPattern:
     """One row of the kernel-name grammar: a regex (Rust/polars syntax) and the library it marks.
 
-    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups,
-    any of `traceview.events.kernel_names.FIELDS`, capture the fields the name carries. `collective` (a canonical
+    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups, any
+    of `traceview.events.kernel_names.FIELDS`, capture the fields the name carries. `collective` (a canonical
     collective) is the collective of a name whose regex captures none. `is_comm=False` marks compute.
     """
 
@@ -115,8 +117,8 @@ _SYMM_MEM = (
 _DEEPEP_NS = (
     r"(?i:deep_ep|dpsk::ep)::(?:\w+::)?(?i:intranode|internode|internode_ll\w*|low_latency|elastic)::"
 )
-"""DeepEP's kernel namespaces (`deep_ep::` upstream, `dpsk::ep::` in DeepSeek's own builds; intranode, internode,
-internode_ll and its versions, elastic), any case."""
+"""DeepEP's kernel namespaces (`deep_ep::` upstream, `dpsk::ep::` in DeepSeek's own builds; intranode,
+internode, internode_ll and its versions, elastic), any case."""
 _DEEPEP_A2A = (
     _START
     + _DEEPEP_NS
@@ -242,8 +244,8 @@ HOST_COLLECTIVE_PATTERNS: tuple[KernelPattern, ...] = (
 )
 """Host collective ops, which are the communication rows of a rank analysed on its host timeline (FSDP2's
 `fsdp::all_gather_copy_in` and its kin copy tensors: compute, although their names say all_gather)
-(`traceview.events.host_timeline`; a `record_param_comms` row is named after its collective there, since the bare
-name also marks GPU-side annotations); they never name a device kernel."""
+(`traceview.events.host_timeline`; a `record_param_comms` row is named after its collective there, since
+the bare name also marks GPU-side annotations); they never name a device kernel."""
 HOST_LIBRARIES = ("gloo", "mpi", "c10d")
 """Libraries of `HOST_COLLECTIVE_PATTERNS`: their rows run on a host, not a device."""
 

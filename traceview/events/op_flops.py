@@ -1,5 +1,5 @@
-"""FLOPs of host operators from the shapes the profiler recorded (`record_shapes=True`), for traces without the
-profiler's own `flops` args (docs/metrics.md, "Predicted gamma", FLOPs from shapes).
+"""FLOPs of host operators from the shapes the profiler recorded (`record_shapes=True`), for traces without
+the profiler's own `flops` args (docs/metrics.md, "Predicted gamma", FLOPs from shapes).
 
 `op_flops(ops)` gives every operator of `OP_FLOPS_RULES` its FLOPs from its `Input Dims` (and, for a
 convolution, the stride, padding, dilation and groups of its `Concrete Inputs`), by the standard formulas
@@ -11,11 +11,15 @@ convolution, the stride, padding, dilation and groups of its `Concrete Inputs`),
 | `aten::addmm` | bias, A [M, K], B [K, N] | 2 M K N |
 | `aten::bmm` | A [b, M, K], B [b, K, N] | 2 b M K N |
 | `aten::baddbmm` | bias, A [b, M, K], B [b, K, N] | 2 b M K N |
-| `aten::convolution` | x [N, C, *in], w [C_out, C/g, *k] | 2 N prod(out) numel(w); transposed: 2 N prod(in) numel(w) |
-| `aten::convolution_backward` | grad [N, C_out, *out], x, w | 2 N prod(out) numel(w) per gradient its output mask computes (input's, weight's; both when no mask is recorded) |
-| `aten::cudnn_convolution_backward` (PyTorch < 1.11; counted only where the trace has no `convolution_backward`) | x, grad, w | the same |
-| `aten::_scaled_dot_product_{flash,efficient,cudnn}_attention` | q [B, H, L, d], k [B, H, S, d], v [B, H, S, d_v] | 2 B H L S (d + d_v) |
+| `aten::convolution` | x [N, C, *in], w [C_out, C/g, *k] | 2 N prod(out) numel(w) (transposed: in for out) |
+| `aten::convolution_backward` | grad [N, C_out, *out], x, w | 2 N prod(out) numel(w) per gradient [1] |
+| `aten::cudnn_convolution_backward` [2] | x, grad, w | the same |
+| `aten::_scaled_dot_product_*_attention` [3] | q [B,H,L,d], k [B,H,S,d], v [B,H,S,d_v] | 2 B H L S (d+d_v) |
 | the same `..._backward` | grad, q, k, v, ... | 2.5 x the forward's (five matrix products against two) |
+
+[1] each gradient its output mask computes (input's, weight's; both when no mask is recorded).
+[2] PyTorch < 1.11; counted only where the trace has no `convolution_backward`.
+[3] `flash`, `efficient` and `cudnn`.
 
 Only leaf operators are counted, and of counted operators nested on one thread the outermost, so nothing is
 counted twice: `aten::linear` and `aten::matmul` run as
@@ -39,7 +43,8 @@ SHAPE_FLOPS_MARK = "traceview::shape_flops"
 CONV_FLOPS_MARK = "traceview::conv_flops"
 """The same for the convolutions' share of them (a convolutional net: 6 P b undercounts it)."""
 DIMS_LIST = r"^\[\s*(?:\[[-0-9,\s]*\]\s*,?\s*)*\]$"
-"""`Input Dims` that is a plain list of shapes (a scalar argument: `[]`); nested lists (tensor lists) are not."""
+"""`Input Dims` that is a plain list of shapes (a scalar argument: `[]`); nested lists (tensor lists) are not.
+"""
 
 Dims = pl.Expr
 Formula = Callable[[pl.Expr, pl.Expr], pl.Expr]
@@ -109,8 +114,8 @@ cuDNN op (input first), later ones `aten::convolution_backward` (gradient first)
 
 
 OUTPUT_MASK_AT = 10
-"""`Concrete Inputs` index of `convolution_backward`'s output mask: which of (input, weight, bias) gradients it
-computes; the first convolution of a net computes no input gradient."""
+"""`Concrete Inputs` index of `convolution_backward`'s output mask: which of (input, weight, bias) gradients
+it computes; the first convolution of a net computes no input gradient."""
 
 
 def _gradients(concrete: pl.Expr) -> pl.Expr:

@@ -1,4 +1,5 @@
-"""The whole run as one Chrome/Perfetto trace on the aligned clock (`traceview export`; docs/metrics.md, "Export").
+"""The whole run as one Chrome/Perfetto trace on the aligned clock (`traceview export`; docs/metrics.md,
+"Export").
 
 Each rank becomes one process (`pid` = rank, named "rank R (host)"), its device streams and host threads its
 threads, and its events are the original kernels, memory operations, operators and annotations, each moved by
@@ -7,8 +8,9 @@ threads, and its events are the original kernels, memory operations, operators a
 instances are joined across ranks by flow events (from the first rank to arrive to each other member), the
 straggler's process is named as such, and the largest idle gaps are drawn as slices on a "traceview" thread.
 
-Events are bounded (ranks, steps, a time window, a maximum count) so the file stays loadable; what was left out
-is stated in the file's `otherData`. Ranks are read one at a time and written as they are read (gzip stream).
+Events are bounded (ranks, steps, a time window, a maximum count) so the file stays loadable; what was left
+out is stated in the file's `otherData`. Ranks are read one at a time and written as they are read (gzip
+stream).
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ RANGE_PART = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")
 
 
 def parse_ranges(text: str, what: str) -> frozenset[int]:
-    """ "0-7,12" -> {0, ..., 7, 12}; a malformed list, a range that ends before it starts or one naming more than
+    """ "0-7,12" -> {0, ..., 7, 12}; a malformed list, a range that ends before it starts or one naming more
+     than
     `MAX_LISTED` values is a `UsageError` naming the option."""
     found: set[int] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -273,7 +276,8 @@ def _instance_pairs(
 ) -> pl.DataFrame:
     """Per matched instance within the bounds, one row per member after the first to arrive: `instance`,
     `collective`, the first arrival's (`from_rank`, `from_thread`, `from_start`) and the member's (`rank`,
-    `thread`, `aligned_start_us`); a thread is a device stream (`stream N`) or, for a host op, its host thread."""
+    `thread`, `aligned_start_us`); a thread is a device stream (`stream N`) or, for a host op, its host
+    thread."""
     assert analysis.crossrank is not None
     assert analysis.collectives is not None
     calls = analysis.crossrank.calls
@@ -293,10 +297,16 @@ def _instance_pairs(
     located = calls.join(streams, on=["rank", "start_us"], how="left").sort(
         "instance", "aligned_start_us", "rank"
     )
-    first = located.group_by("instance", maintain_order=True).first().select(
-        "instance", pl.col("rank").alias("from_rank"), pl.col("aligned_start_us").alias("from_start"),
-        pl.col("thread").alias("from_thread"),
-    )  # fmt: skip
+    first = (
+        located.group_by("instance", maintain_order=True)
+        .first()
+        .select(
+            "instance",
+            pl.col("rank").alias("from_rank"),
+            pl.col("aligned_start_us").alias("from_start"),
+            pl.col("thread").alias("from_thread"),
+        )
+    )
     return located.join(first, on="instance").filter(pl.col("rank") != pl.col("from_rank"))
 
 
@@ -314,8 +324,11 @@ def _flows(
         end = target.kernel_at(str(row["thread"]), row["aligned_start_us"]) if target else None
         if begin is None or end is None:
             continue
-        flow = {"id": len(events) // 2 + 1, "cat": FLOW_CATEGORY,
-                "name": f"{row['collective'] or 'collective'} instance {row['instance']}"}  # fmt: skip
+        flow = {
+            "id": len(events) // 2 + 1,
+            "cat": FLOW_CATEGORY,
+            "name": f"{row['collective'] or 'collective'} instance {row['instance']}",
+        }
         events.append({"ph": "s", "pid": row["from_rank"], "tid": begin[0], "ts": begin[1], **flow})
         events.append({"ph": "f", "bp": "e", "pid": row["rank"], "tid": end[0], "ts": end[1], **flow})
     return events
@@ -425,9 +438,16 @@ def export_run(analysis: RunAnalysis, out: str | Path, bounds: ExportBounds | No
         handle.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
         for index, event in enumerate(_events(analysis, bounds, stats)):
             handle.write((b",\n" if index else b"") + encode(event))
-        other = {"generator": "traceview export", "clock": "aligned (reference host's clock)", **stats.__dict__,
-                 "bounds": {"ranks": sorted(bounds.ranks) if bounds.ranks else "all",
-                            "steps": sorted(bounds.steps) if bounds.steps else "all",
-                            "window_ms": bounds.window_ms, "max_events": bounds.max_events}}  # fmt: skip
+        other = {
+            "generator": "traceview export",
+            "clock": "aligned (reference host's clock)",
+            **stats.__dict__,
+            "bounds": {
+                "ranks": sorted(bounds.ranks) if bounds.ranks else "all",
+                "steps": sorted(bounds.steps) if bounds.steps else "all",
+                "window_ms": bounds.window_ms,
+                "max_events": bounds.max_events,
+            },
+        }
         handle.write(b'\n],"otherData":' + encode(other) + b"}\n")
     return stats

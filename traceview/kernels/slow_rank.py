@@ -259,7 +259,8 @@ def sentence(found: SlowRank) -> str:
     """'Rank 5 computes 10.8 ms more per step than rank 3 (the median rank ...); by class: gemm +9.1 ms, ...;
     by kernel: 9.1 ms in gemm ...; remainder ...'."""
     head = (
-        f"Rank {found.rank} computes {_ms(abs(found.excess_us))} {'more' if found.excess_us >= 0 else 'less'} "
+        f"Rank {found.rank} computes {_ms(abs(found.excess_us))} "
+        f"{'more' if found.excess_us >= 0 else 'less'} "
         "per step "
         f"than rank {found.reference_rank} (the median of the other ranks, {_ms(found.reference_comp_us)})"
     )

@@ -1,10 +1,10 @@
 """One run, one job: traces that cannot come from the same job are set apart, never mixed into one analysis.
 
-Each rule reads one thing every trace says about its job and sorts the traces into groups (`JobRule.groups`); the
-largest group is kept (on a tie, the one holding the lowest rank), and the traces of every other group are set
-apart with the rule's reason, naming what they say against what the kept traces say. Rules run in table order on
-what the earlier ones kept. A trace that says nothing for a rule (no world size, no base time, no process-group
-configuration) is kept by that rule. docs/metrics.md, "Inputs", defines the rules.
+Each rule reads one thing every trace says about its job and sorts the traces into groups (`JobRule.groups`);
+the largest group is kept (on a tie, the one holding the lowest rank), and the traces of every other group are
+set apart with the rule's reason, naming what they say against what the kept traces say. Rules run in table
+order on what the earlier ones kept. A trace that says nothing for a rule (no world size, no base time, no
+process-group configuration) is kept by that rule. docs/metrics.md, "Inputs", defines the rules.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def _within_world(traces: Sequence[RankTrace]) -> list[Hashable | None]:
 
 def _process_groups(traces: Sequence[RankTrace]) -> list[Hashable | None]:
     """Traces linked when their process-group configurations share a group (name and size): a trace takes the
-    label of the first earlier trace it shares a group with, else its own index, so disjoint configurations get
-    different labels (one pass, a dict of the groups seen)."""
+    label of the first earlier trace it shares a group with, else its own index, so disjoint configurations
+    get different labels (one pass, a dict of the groups seen)."""
     seen: dict[tuple[str, int], int] = {}
     labels: list[Hashable | None] = []
     for index, trace in enumerate(traces):
@@ -122,9 +122,9 @@ def one_job(
 
 
 def make_run(traces: Sequence[RankTrace], skipped: Sequence[SkippedInput] = (), source: str = "") -> Run:
-    """Assemble and validate a run: ranks sorted; of several files, one without a rank is skipped, of two files
-    claiming one rank the first (by path) kept and the other skipped with both named, and traces of another job
-    set apart (`traceview.load.one_job`), each skipped with its reason."""
+    """Assemble and validate a run: ranks sorted; of several files, one without a rank is skipped, of two
+    files claiming one rank the first (by path) kept and the other skipped with both named, and traces of
+    another job set apart (`traceview.load.one_job`), each skipped with its reason."""
     ordered = sorted(traces, key=lambda trace: (trace.rank, trace.path))
     assumed = [trace for trace in ordered if trace.meta.rank_source == "assumed"]
     if len(ordered) > 1 and len(assumed) == len(ordered):

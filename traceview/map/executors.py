@@ -2,18 +2,18 @@
 
 - `local` (default): a process pool of `workers` processes (all CPUs by default; one worker is still a pool),
   started with spawn (polars' thread pool does not survive a fork), each started once and given the ranks in
-  turn, its polars thread pool sized to its share of the cores (`worker_threads`: two workers on 16 cores run 8
-  threads each, rather than 16 threads each fighting over the cores). Small runs (one file, or under 16 MB of
-  input) run in this process: starting workers costs more than it saves there. A summary made in this process
-  keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary does
-  not, which is what keeps the parent's memory to the summaries alone.
+  turn, its polars thread pool sized to its share of the cores (`worker_threads`: two workers on 16 cores run
+  8 threads each, rather than 16 threads each fighting over the cores). Small runs (one file, or under 16 MB
+  of input) run in this process: starting workers costs more than it saves there. A summary made in this
+  process keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary
+  does not, which is what keeps the parent's memory to the summaries alone.
 - `ray`: one Ray task per rank on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
   reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is
   an optional extra (`pip install 'traceview[ray]'`). A task asks for one CPU and its worker runs one polars
   thread; Ray starts the workers once and reuses them across tasks.
 
-Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows with
-collectives and steps, not events), so peak memory is one parse per worker plus the summaries.
+Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows
+with collectives and steps, not events), so peak memory is one parse per worker plus the summaries.
 """
 
 from __future__ import annotations
@@ -218,7 +218,8 @@ def _check_reachable(address: str | None) -> None:
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise UsageError(
-            f"--ray-address {printable(address)}: cannot connect within {RAY_CONNECT_TIMEOUT_S:g} s ({reason})"
+            f"--ray-address {printable(address)}: cannot connect within {RAY_CONNECT_TIMEOUT_S:g} s "
+            f"({reason})"
         ) from None
 
 
@@ -234,7 +235,10 @@ def _connect_within(address: str, seconds: float) -> Iterator[None]:
         if done.is_set():
             return
         os.dup2(saved, 2)
-        line = f"traceview: error: --ray-address {printable(address)}: no Ray cluster answered within {seconds:g} s\n"
+        line = (
+            f"traceview: error: --ray-address {printable(address)}: no Ray cluster answered within "
+            f"{seconds:g} s\n"
+        )
         os.write(2, line.encode("utf-8", "backslashreplace"))
         os._exit(2)
 

@@ -1,13 +1,13 @@
 """The map of the pipeline: one rank's parsed trace in, a compact `RankSummary` out, the trace then freed.
 
-A summary holds every per-rank result the cross-rank reduce (`traceview.reduce.reduce`) needs, and nothing whose size
-grows with the trace's events: the per-step time budget, the communication kernels linked to their calls, the
-step windows, one launch mark per communication kernel (the end of the compute before it, for launch gaps),
-the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration sketch of each kernel
-class (for comparisons), the kernels analysis's bounded frames (`traceview.kernels.parts`), and a compact
-host-side trace (step marks, the FLOPs of each step, the first shape-bearing operator of each step) on which
-the model's inputs are read.
-Times are on the rank's own time base; `shifted` moves a summary onto the run's.
+A summary holds every per-rank result the cross-rank reduce (`traceview.reduce.reduce`) needs, and nothing
+whose size grows with the trace's events: the per-step time budget, the communication kernels linked to their
+calls, the step windows, one launch mark per communication kernel (the end of the compute before it, for
+launch gaps), the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration
+sketch of each kernel class (for comparisons), the kernels analysis's bounded frames
+(`traceview.kernels.parts`), and a compact host-side trace (step marks, the FLOPs of each step, the first
+shape-bearing operator of each step) on which the model's inputs are read. Times are on the rank's own time
+base; `shifted` moves a summary onto the run's.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "extent": ("trace_start_us", "trace_end_us"),
     "splits": ("start_us",),
 }
-"""The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded)."""
+"""The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded).
+"""
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,9 @@ class RankSummary:
 
 def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
     """Per communication kernel: the end of the rank's last compute kernel that ended at or before its start,
-    as a compute row (`rank`, `event_class`, `end_us`). An as-of join over these marks gives every launch gap
-    that one over all compute kernels gives (the latest compute end before a time only grows with the time)."""
+    as a compute row (`rank`, `event_class`, `end_us`). An as-of join over these marks gives every launch
+    gap that one over all compute kernels gives (the latest compute end before a time only grows with the
+    time)."""
     compute = (
         events.filter(pl.col("event_class") == "compute")
         .select("rank", pl.col("end_us").alias("_end"))
@@ -240,7 +242,8 @@ def summarize(
 
 
 def _extent(trace: RankTrace) -> pl.DataFrame:
-    """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device, first to last."""
+    """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
+    first to last."""
     both = pl.concat([trace.gpu.select("start_us", "end_us"), trace.cpu.select("start_us", "end_us")])
     return both.select(
         pl.lit(trace.rank, pl.Int64).alias("rank"),

@@ -1,5 +1,5 @@
-"""The model of one NCCL_DEBUG log (frozen dataclass of polars frames), its vocabularies and the degraded-transport rule
-its parser applies (the views over a log are `traceview.nccl.log_views`).
+"""The model of one NCCL_DEBUG log (frozen dataclass of polars frames), its vocabularies and the
+degraded-transport rule its parser applies (the views over a log are `traceview.nccl.log_views`).
 
 A log is many processes' records interleaved; every frame keeps the identity of the record's writer
 (`host`, `pid`, `tid`, `cuda_dev`; null where the poster stripped it) and the physical `line` it came
@@ -226,12 +226,12 @@ class NcclLog:
     """Everything one NCCL_DEBUG log says, one polars frame per record family (schemas in `SCHEMAS`).
 
     Memory stays bounded on huge logs: the per-record families that grow with the log are kept as rows only up
-    to a cap (`traceview.parsers.nccl_log.MAX_CALL_ROWS`, `MAX_TUNING_ROWS`, `MAX_WARNING_ROWS`), and counted in
-    full by the `*_totals` frames. `collectives` holds the first `collective_rows_kept` of the
+    to a cap (`traceview.parsers.nccl_log.MAX_CALL_ROWS`, `MAX_TUNING_ROWS`, `MAX_WARNING_ROWS`), and counted
+    in full by the `*_totals` frames. `collectives` holds the first `collective_rows_kept` of the
     `collective_calls_seen` COLL lines; `call_totals` counts every one of them per (host, pid, comm, op,
-    datatype, count, root, nranks), with `calls` and `bytes`. Likewise `tuning` / `tuning_totals`
-    (choices per host, pid, comm, op, bytes, algo, proto) and `warnings` / `warning_totals` (per kind: count,
-    first line and its text). Summaries use the totals; only call-sequence matching uses the kept rows.
+    datatype, count, root, nranks), with `calls` and `bytes`. Likewise `tuning` / `tuning_totals` (choices per
+    host, pid, comm, op, bytes, algo, proto) and `warnings` / `warning_totals` (per kind: count, first line
+    and its text). Summaries use the totals; only call-sequence matching uses the kept rows.
     """
 
     path: str

@@ -4,9 +4,10 @@ Inputs, "Time base").
 A rank whose trace states `baseTimeNanoseconds` (a date between 2000 and 2100, checked by the parser; 0 means
 unknown) is moved by its base minus the smallest known base. A rank without a usable base keeps its own clock
 when its first step lies within `MAX_BASE_GAP_US` of the others' (a truncated trace: its timestamps are still
-relative to a base near theirs); farther away (timestamps of another epoch), it is placed so that its first step
-meets the median first step of the ranks with a base, and a warning says so. Either way the collectives' end
-times then align it exactly (`traceview.across_ranks.clocks`), so no offset of a base's size reaches a figure.
+relative to a base near theirs); farther away (timestamps of another epoch), it is placed so that its first
+step meets the median first step of the ranks with a base, and a warning says so. Either way the collectives'
+end times then align it exactly (`traceview.across_ranks.clocks`), so no offset of a base's size reaches a
+figure.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from traceview.core.errors import ParseWarning
 from traceview.model.trace import RankTrace, Run
 
 MAX_BASE_GAP_US = 86_400e6
-"""A day: ranks of one job start their steps within it (the same gap `traceview.load.one_job` allows between bases)."""
+"""A day: ranks of one job start their steps within it (the same gap `traceview.load.one_job` allows between
+bases)."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The trace model: frozen dataclasses holding polars frames, one `RankTrace` per rank and a `Run` of ranks.
 
-Times are microseconds (float64) in the trace's own time base, exactly as Kineto writes them: when the document
-has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.base_time_ns` keeps it. `traceview.model.time_base.aligned_ranks`
-puts every rank on one base. Integer-microsecond timestamps up to 2**53 are exact in float64.
+Times are microseconds (float64) in the trace's own time base, exactly as Kineto writes them: when the
+document has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.base_time_ns` keeps it.
+`traceview.model.time_base.aligned_ranks` puts every rank on one base. Integer-microsecond timestamps up to
+2**53 are exact in float64.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ COMM_ARG_SCHEMA: Mapping[str, pl.DataType] = {
     "in_split": pl.Utf8(),
     "out_split": pl.Utf8(),
 }
-"""Collective-call arguments (docs/metrics.md, "Collectives") as recorded on `record_param_comms` and, in newer traces, on the
-communication kernel itself. `pg_name` also holds the older `Process Group ID`."""
+"""Collective-call arguments (docs/metrics.md, "Collectives") as recorded on `record_param_comms` and, in
+newer traces, on the communication kernel itself. `pg_name` also holds the older `Process Group ID`."""
 
 GPU_SCHEMA: Mapping[str, pl.DataType] = {
     "kind": pl.Utf8(),  # kernel | memcpy | memset
@@ -67,7 +68,8 @@ STEP_SCHEMA: Mapping[str, pl.DataType] = {
     "source": pl.Utf8(),  # gpu | cpu
 }
 """`ProfilerStep#N` windows as written in the trace, every candidate: the GPU-side annotations (`source` gpu)
-and the host ones (`source` cpu). `traceview.steps.windows.choose_steps` picks one set per rank by evidence."""
+and the host ones (`source` cpu). `traceview.steps.windows.choose_steps` picks one set per rank by
+evidence."""
 
 
 @dataclass(frozen=True)

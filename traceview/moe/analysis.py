@@ -15,10 +15,10 @@ from traceview.moe.balance import call_loads, hot_ranks, loads, parsed, send_mat
 
 @dataclass(frozen=True)
 class MoeBalance:
-    """`matrix`: per (group, src, dst) bytes sent per step (mean over steps). `per_rank`: per (group, rank) its median load
-    (received bytes per step), load share and sent bytes. `per_group`: per group of all-to-alls with splits:
-    steps, calls per step, median imbalance, hottest ranks, waits. `unmeasured`: groups whose all-to-alls
-    carry no split sizes. `sentence`: the finding in words."""
+    """`matrix`: per (group, src, dst) bytes sent per step (mean over steps). `per_rank`: per (group, rank)
+    its median load (received bytes per step), load share and sent bytes. `per_group`: per group of
+    all-to-alls with splits: steps, calls per step, median imbalance, hottest ranks, waits. `unmeasured`:
+    groups whose all-to-alls carry no split sizes. `sentence`: the finding in words."""
 
     matrix: pl.DataFrame
     per_rank: pl.DataFrame

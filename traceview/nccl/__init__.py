@@ -1,1 +1,2 @@
-"""NCCL_DEBUG logs (docs/metrics.md, "NCCL log"; JSON key `nccl`): the model of a log, and logs joined to a run."""
+"""NCCL_DEBUG logs (docs/metrics.md, "NCCL log"; JSON key `nccl`): the model of a log, and logs joined to a
+run."""

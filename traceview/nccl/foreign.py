@@ -107,7 +107,10 @@ def _hosts(log: LogFacts, traces: TraceFacts) -> str | None:
 def _version(log: LogFacts, traces: TraceFacts) -> str | None:
     if not log.versions or not traces.versions or log.versions & traces.versions:
         return None
-    return f"its NCCL version {_listed(sorted(log.versions))} is not the traces' ({_listed(sorted(traces.versions))})"
+    return (
+        f"its NCCL version {_listed(sorted(log.versions))} is not the traces' "
+        f"({_listed(sorted(traces.versions))})"
+    )
 
 
 def _listed(items: Sequence[object], most: int = 8) -> str:

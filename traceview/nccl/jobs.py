@@ -2,10 +2,11 @@
 view of a folder of logs.
 
 Logs are grouped into jobs by their communicators' ids: two logs whose communicators share a `commId` (NCCL
-2.16+ draws it at random for each communicator and prints it on every rank's init line) are one job, and so are
-logs linked through others; two jobs' logs in one folder stay two. A log that names no `commId` (older NCCL) is
-one job with the other such logs of the same NCCL version and world size (the largest communicator); one that
-states neither its version nor a communicator's size (a fragment) is a job of its own: nothing links it.
+2.16+ draws it at random for each communicator and prints it on every rank's init line) are one job, and so
+are logs linked through others; two jobs' logs in one folder stay two. A log that names no `commId` (older
+NCCL) is one job with the other such logs of the same NCCL version and world size (the largest communicator);
+one that states neither its version nor a communicator's size (a fragment) is a job of its own: nothing links
+it.
 
 Each job's logs are read together (`traceview.nccl.join.join_nccl`): each communicator's ranks merged into
 one row, with the ranks seen out of its size and those missing (`7 of 8`, a rank whose log is absent), its

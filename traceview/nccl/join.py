@@ -4,16 +4,17 @@ Several logs (one per host, per process or one for the job) are read together: a
 (`log<i>:pid` where the poster stripped the host), a rank is one GPU of a process (`host:pid[cudaDev]`), a
 communicator across processes is its `commId` (NCCL 2.16+), else `nranks=N #k`, the k-th communicator of N
 ranks each GPU's process created (`ambiguous` when two of its processes claim one rank: several communicators
-lumped, so its rank set is not used). A GPU's global rank is its rank in the largest communicator (the world), trusted only when that is at least as large as every process
-group of the traces. Each communicator is matched to one process group of the traces, the first method that
-decides winning (`METHODS`): PyTorch's `ProcessGroupNCCL created ncclComm_ 0x...` line naming the group; the
-rank set and size (the communicator's global ranks inside the group's ranks, nranks = group size, exactly one
-such group); the call sequence (the share of the group's (collective, S) signatures that the communicator's
-COLL lines also show, at least `MIN_SEQUENCE_SHARE`, one best group; read from the COLL lines each log kept
-as rows, its first `traceview.parsers.nccl_log.MAX_CALL_ROWS`: a communicator's first calls are the ones that
-identify it, and the call table counts every line). A group whose communicators run over a
-transport of `LINK_OVERRIDES` gets that hardware link's B for the prediction, with provenance "nccl log", and
-every degraded transport is a verdict flag.
+lumped, so its rank set is not used). A GPU's global rank is its rank in the largest communicator (the world),
+trusted only when that is at least as large as every process group of the traces. Each communicator is matched
+to one process group of the traces, the first method that decides winning (`METHODS`): PyTorch's
+`ProcessGroupNCCL created ncclComm_ 0x...` line naming the group; the rank set and size (the communicator's
+global ranks inside the group's ranks, nranks = group size, exactly one such group); the call sequence (the
+share of the group's (collective, S) signatures that the communicator's COLL lines also show, at least
+`MIN_SEQUENCE_SHARE`, one best group; read from the COLL lines each log kept as rows, its first
+`traceview.parsers.nccl_log.MAX_CALL_ROWS`: a communicator's first calls are the ones that identify it, and
+the call table counts every line). A group whose communicators run over a transport of `LINK_OVERRIDES` gets
+that hardware link's B for the prediction, with provenance "nccl log", and every degraded transport is a
+verdict flag.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ METHODS = ("ProcessGroupNCCL line", "rank set and size", "call sequence")
 MIN_SEQUENCE_SHARE = 0.5
 """Least share of a group's (collective, S) signatures a communicator's COLL lines must show to match it."""
 LINK_OVERRIDES: tuple[tuple[str, str, str], ...] = (("uses_socket", "NET/Socket", "tcp_socket"),)
-"""(group flag column, what it means, hardware-table link whose B replaces the table's for a group flagged so).
-`uses_socket`: a `via NET/Socket` connection, or the log's socket network across nodes
+"""(group flag column, what it means, hardware-table link whose B replaces the table's for a group flagged
+so). `uses_socket`: a `via NET/Socket` connection, or the log's socket network across nodes
 (`traceview.nccl.join_tables.with_socket_network`)."""
 
 
@@ -76,12 +77,13 @@ class NcclJoin:
     """NCCL logs read together and joined to the traces; renderers read it and never compute.
 
     `members`: one row per (process, communicator): comm_key, process, host, pid, comm, comm_id, nranks,
-    comm_rank, global_rank, cuda_dev, bus_id, n_nodes. `communicators`: one row per comm_key (nranks, pointers,
-    global ranks, hosts, GPUs, nodes, transports, degraded reason, ring/tree channels, algo/proto choices, the
-    group matched and how). `groups`: per traced process group its communicators, nodes, hosts, transports,
-    degraded reason and the B override (link, bandwidth_Bps, bandwidth_source; null: the hardware table's). `calls`: COLL lines per (comm_key, op, dtype). `algorithms`: TUNING
-    choices per (op, message size, algo, proto). `topology`: per host its processes and GPUs. `foreign`: (path,
-    reasons) of the logs set apart as another job's (`traceview.nccl.foreign`); `paths` are the logs joined.
+    comm_rank, global_rank, cuda_dev, bus_id, n_nodes. `communicators`: one row per comm_key (nranks,
+    pointers, global ranks, hosts, GPUs, nodes, transports, degraded reason, ring/tree channels, algo/proto
+    choices, the group matched and how). `groups`: per traced process group its communicators, nodes, hosts,
+    transports, degraded reason and the B override (link, bandwidth_Bps, bandwidth_source; null: the hardware
+    table's). `calls`: COLL lines per (comm_key, op, dtype). `algorithms`: TUNING choices per (op, message
+    size, algo, proto). `topology`: per host its processes and GPUs. `foreign`: (path, reasons) of the logs
+    set apart as another job's (`traceview.nccl.foreign`); `paths` are the logs joined.
     """
 
     paths: tuple[str, ...]
@@ -140,11 +142,15 @@ def trace_groups(collectives: CollectiveAnalysis | None) -> tuple[pl.DataFrame, 
     listed = pl.col("pg_ranks").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64))
     seen = pl.col("ranks_seen").str.extract_all(r"-?\d+").cast(pl.List(pl.Int64))
     groups = collectives.per_process_group.select(
-        group=pl.col("pg_key"), pg_name=pl.col("pg_name"), pg_desc=pl.col("pg_desc"),
+        group=pl.col("pg_key"),
+        pg_name=pl.col("pg_name"),
+        pg_desc=pl.col("pg_desc"),
         size=pl.coalesce("group_size", listed.list.len().cast(pl.Int64)),
-        ranks=pl.when(pl.col("pg_ranks").is_not_null()).then(listed)
-        .when(seen.list.len() == pl.col("group_size")).then(seen),
-    )  # fmt: skip
+        ranks=pl.when(pl.col("pg_ranks").is_not_null())
+        .then(listed)
+        .when(seen.list.len() == pl.col("group_size"))
+        .then(seen),
+    )
     kernels = collectives.kernels.filter(
         pl.col("first_in_call") & pl.col("collective").is_not_null() & pl.col("size_bytes").is_not_null()
     )
@@ -167,7 +173,8 @@ def _sequence_shares(calls: pl.DataFrame, signatures: pl.DataFrame) -> pl.DataFr
 
 
 def _pg_line_matches(logs: Sequence[NcclLog], members: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
-    """comm_key -> group from `ProcessGroupNCCL created ncclComm_ 0x...` lines (pointer, and pid when given)."""
+    """comm_key -> group from `ProcessGroupNCCL created ncclComm_ 0x...` lines (pointer, and pid
+    when given)."""
     lines = stacked(logs, "pg_comms").filter(pl.col("pg").is_not_null()).select("comm", "pg", line_pid="pid")
     found = members.join(lines, on="comm").filter(
         pl.col("line_pid").is_null() | (pl.col("line_pid") == pl.col("pid"))
@@ -199,9 +206,11 @@ def match_groups(comms: pl.DataFrame, groups: pl.DataFrame, shares: pl.DataFrame
         method=pl.lit(METHODS[1])
     )
     by_sequence = candidates.filter(
-        ((pl.col("count") > 1) | ~pl.col("by_ranks")) & (pl.col("share") == pl.col("best"))
-        & (pl.col("share") >= MIN_SEQUENCE_SHARE) & ties
-    ).with_columns(method=pl.lit(METHODS[2]))  # fmt: skip
+        ((pl.col("count") > 1) | ~pl.col("by_ranks"))
+        & (pl.col("share") == pl.col("best"))
+        & (pl.col("share") >= MIN_SEQUENCE_SHARE)
+        & ties
+    ).with_columns(method=pl.lit(METHODS[2]))
     return pl.concat([by_ranks, by_sequence]).select("comm_key", "group", "method", "share")
 
 
@@ -359,10 +368,12 @@ def join_nccl(
     members = members_frame(logs, int(sizes.max()) if sizes.len() else None)  # type: ignore[arg-type]
     calls = call_table(logs, members)
     comms = communicator_table(logs, members)
-    found = pl.concat([
-        _pg_line_matches(logs, members, groups),
-        match_groups(comms, groups, _sequence_shares(calls, signatures)),
-    ]).unique("comm_key", keep="first", maintain_order=True)  # fmt: skip
+    found = pl.concat(
+        [
+            _pg_line_matches(logs, members, groups),
+            match_groups(comms, groups, _sequence_shares(calls, signatures)),
+        ]
+    ).unique("comm_key", keep="first", maintain_order=True)
     comms = comms.join(found, on="comm_key", how="left")
     hosts, notes = _hosts(members)
     notes = log_notes(logs, foreign) + notes

@@ -1,10 +1,11 @@
 """Tables over several NCCL_DEBUG logs read together (docs/metrics.md, "NCCL log"), for `traceview.nccl.join`.
 
-A process is `host:pid` (`log<i>:pid` where the poster stripped the host), a rank's GPU `host:pid[cudaDev]` (one
-process may drive several GPUs); a communicator across processes is its `commId` (NCCL 2.16+), else
+A process is `host:pid` (`log<i>:pid` where the poster stripped the host), a rank's GPU `host:pid[cudaDev]`
+(one process may drive several GPUs); a communicator across processes is its `commId` (NCCL 2.16+), else
 `nranks=N #k`, the k-th communicator of N ranks each GPU's process created (`ambiguous` when two of its
-processes claim one rank: several communicators lumped, so its rank set is not used). A GPU's global rank is its rank in the largest communicator (the world), trusted only when that is at
-least as large as every process group of the traces.
+processes claim one rank: several communicators lumped, so its rank set is not used). A GPU's global rank is
+its rank in the largest communicator (the world), trusted only when that is at least as large as every process
+group of the traces.
 """
 
 from __future__ import annotations
@@ -48,14 +49,21 @@ def members_frame(logs: Sequence[NcclLog], world_size: int | None = None) -> pl.
     ranks = world.group_by("gpu").agg(global_rank=pl.col("comm_rank").first())
     columns = ["comm_key", "process", "host", "pid", "comm", "comm_id", "nranks", "comm_rank"]
     members = comms.join(ranks, on="gpu", how="left").select(
-        *columns, "global_rank", "cuda_dev", "bus_id", "n_nodes", "init_state", "log",
+        *columns,
+        "global_rank",
+        "cuda_dev",
+        "bus_id",
+        "n_nodes",
+        "init_state",
+        "log",
         ambiguous=pl.col("comm_rank").is_duplicated().over("comm_key"),
-    )  # fmt: skip
+    )
     return _with_networks(logs, pl.concat([members, _call_only(logs, members)], how="diagonal_relaxed"))
 
 
 def _call_only(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """Communicators only COLL lines show (no init line names them): comm_key `comm <pointer> of <process>`."""
+    """Communicators only COLL lines show (no init line names them): comm_key `comm <pointer> of
+    <process>`."""
     calls = stacked(logs, "call_totals").select("process", "host", "pid", "comm", "nranks", "log")
     calls = calls.unique(PROCESS, keep="first", maintain_order=True).join(members, on=PROCESS, how="anti")
     return calls.with_columns(
@@ -64,8 +72,8 @@ def _call_only(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
 
 
 def _with_networks(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """`members` with `network` and `network_evidence`: its process's (`NcclLog.networks`), else its log's when
-    the log names one network for all its processes."""
+    """`members` with `network` and `network_evidence`: its process's (`NcclLog.networks`), else its log's
+    when the log names one network for all its processes."""
     nets = stacked(logs, "networks").select("process", "log", "network", "evidence")
     own = nets.unique("process", keep="last").select("process", "network", network_evidence="evidence")
     per_log = nets.group_by("log").agg(
@@ -132,7 +140,8 @@ SOCKET_NETWORK_REASON = (
     "TCP sockets instead of IB/RoCE (the log says NCCL's network is Socket: its `{}` lines; no "
     "`via NET/Socket` connection line needed)"
 )
-"""Why a communicator spanning nodes is degraded when the log names the socket network (`NcclLog.networks`)."""
+"""Why a communicator spanning nodes is degraded when the log names the socket network (`NcclLog.networks`).
+"""
 
 
 def with_socket_network(table: pl.DataFrame) -> pl.DataFrame:
@@ -149,13 +158,15 @@ def with_socket_network(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _with_collective(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` (COLL rows with `size_bytes`, S of one call: `traceview.parsers.nccl_log._rules.with_call_size`) with `collective`."""
+    """`frame` (COLL rows with `size_bytes`, S of one call:
+    `traceview.parsers.nccl_log._rules.with_call_size`) with `collective`."""
     return frame.with_columns(collective=canonical_collective_expr(pl.col("op")))
 
 
 def call_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFrame:
-    """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per docs/metrics.md, "Collectives":
-    what call-sequence matching reads (a communicator's first calls are the ones that identify it)."""
+    """The COLL lines kept as rows (the first of each log, `NcclLog.collectives`) with comm_key and S per
+    docs/metrics.md, "Collectives": what call-sequence matching reads (a communicator's first calls are the
+    ones that identify it)."""
     return _with_collective(owned(logs, "collectives", members))
 
 

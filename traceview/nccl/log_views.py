@@ -1,5 +1,5 @@
-"""Views of one NCCL_DEBUG log (docs/metrics.md, "NCCL log"): its communicators, hosts, collectives and warnings
-summarised, for the `nccl` command and the join.
+"""Views of one NCCL_DEBUG log (docs/metrics.md, "NCCL log"): its communicators, hosts, collectives and
+warnings summarised, for the `nccl` command and the join.
 """
 
 from __future__ import annotations

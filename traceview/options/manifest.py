@@ -202,7 +202,8 @@ def _check_numbers(path: Path, manifest: RunManifest) -> None:
             if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
                 raise InputError(
                     path,
-                    f"{part}.{name} = {value!r} is not a {'non-negative' if zero_ok else 'positive'} finite number",
+                    f"{part}.{name} = {value!r} is not a {'non-negative' if zero_ok else 'positive'} finite "
+                    f"number",
                 )
     efficiency = manifest.hardware.efficiency
     if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
@@ -244,7 +245,8 @@ def load_manifest(path: str | Path) -> RunManifest:
     if manifest.schema_version.partition(".")[0] != SCHEMA_VERSION.partition(".")[0]:
         raise InputError(
             path,
-            f"schema_version {manifest.schema_version} is not readable by this traceview (reads {SCHEMA_VERSION})",
+            f"schema_version {manifest.schema_version} is not readable by this traceview (reads "
+            f"{SCHEMA_VERSION})",
         )
     _check_numbers(path, manifest)
     _check_created(path, manifest)

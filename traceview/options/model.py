@@ -1,6 +1,6 @@
-"""What the user states of the alpha-beta model (docs/metrics.md, "Predicted gamma"): `ModelOptions`, each value
-with its source (the command line, the API or `run.json`), and the parsing of the text forms the command line
-takes ("312T", "300G,25G", "1,5"), each bounded by the input's physical range.
+"""What the user states of the alpha-beta model (docs/metrics.md, "Predicted gamma"): `ModelOptions`, each
+value with its source (the command line, the API or `run.json`), and the parsing of the text forms the
+command line takes ("312T", "300G,25G", "1,5"), each bounded by the input's physical range.
 """
 
 from __future__ import annotations
@@ -71,15 +71,15 @@ MODEL_INPUT_BOUNDS = {
     "--host-bandwidth": (1e6, 1e15),
     "--alpha": (0.0, 1e6),  # 0: a model without latency
 }
-"""The physical range of each model input (both ends included; bandwidth in bytes/s, alpha in microseconds, peak
-in FLOP/s): outside it, or not finite, the value is refused (docs/metrics.md, "Predicted gamma")."""
+"""The physical range of each model input (both ends included; bandwidth in bytes/s, alpha in microseconds,
+peak in FLOP/s): outside it, or not finite, the value is refused (docs/metrics.md, "Predicted gamma")."""
 
 _SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
 def parse_quantity(text: str, what: str, zero_ok: bool = False) -> float:
-    """A positive number (or zero, with `zero_ok`) with an optional decimal SI suffix: "300e9", "300G", "312T",
-    "25 g" -> float."""
+    """A positive number (or zero, with `zero_ok`) with an optional decimal SI suffix: "300e9", "300G",
+    "312T", "25 g" -> float."""
     found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtTpP]?)\s*", text)
     value = float(found.group(1)) if found else math.nan
     if found is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
@@ -99,7 +99,8 @@ def parse_pair(text: str, what: str, scale: float = 1.0, zero_ok: bool = False) 
 
 
 def check_model_input(name: str, value: float | None) -> None:
-    """Refuse `value` of option `name` (a `MODEL_INPUT_BOUNDS` key) when given and not finite or out of range."""
+    """Refuse `value` of option `name` (a `MODEL_INPUT_BOUNDS` key) when given and not finite or
+    out of range."""
     low, high = MODEL_INPUT_BOUNDS[name]
     if value is not None and not (math.isfinite(value) and low <= value <= high):
         raise UsageError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value:g}")

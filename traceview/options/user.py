@@ -1,10 +1,10 @@
 """What a user states for one analysis: `UserOptions`, the one definition of every shared option.
 
 The command line makes one typed option of each field (`traceview.cli.base`: the flag, the help, the bounds
-are the field's `Flag`), and the Python API takes the same fields as keyword arguments (`traceview.analyze`); a
-value of the wrong kind or outside its bounds is a `UsageError` naming the option, whichever way it came.
-`traceview.options.run.build_options` turns them, with the run's `run.json`, into the `RunOptions` the analysis
-runs with.
+are the field's `Flag`), and the Python API takes the same fields as keyword arguments (`traceview.analyze`);
+a value of the wrong kind or outside its bounds is a `UsageError` naming the option, whichever way it came.
+`traceview.options.run.build_options` turns them, with the run's `run.json`, into the `RunOptions` the
+analysis runs with.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ gradient bytes over K workers against compute 6*P*b/R,
 
     gamma = 2(K-1)/K * g * R / (6 * b * B)
 
-and the worker count at which it reaches 1 under strong scaling (the what-ifs' break-even K). Units: bytes, bytes
-per second, FLOP/s; pure functions.
+and the worker count at which it reaches 1 under strong scaling (the what-ifs' break-even K). Units: bytes,
+bytes per second, FLOP/s; pure functions.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ def gamma_closed_form(
     local_batch: float,
     bandwidth_bytes_per_s: float,
 ) -> float:
-    """gamma = 2(K-1)/K * g * R / (6 * b * B): T_comm / T_comp of data-parallel training (docs/metrics.md, "Predicted gamma").
+    """gamma = 2(K-1)/K * g * R / (6 * b * B): T_comm / T_comp of data-parallel training (docs/metrics.md,
+    "Predicted gamma").
 
     P cancels: both phases are proportional to it.
     """

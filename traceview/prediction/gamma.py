@@ -7,12 +7,12 @@ FLOPs / R. Per (rank, step) and pooled over the run (sums of every (rank, step))
 
     gamma / gamma_pred = waiting x latency / bandwidth_eff x compute_eff x residual
 
-with D the summed durations of the step's calls (D_priced: of the priced ones; D_bw: of those the model
-calls bandwidth-bound, f S / B >= k alpha), T_bw the model's T_pred of the bandwidth-bound calls and
-T_transfer the cross-rank transfer time:
-waiting = D / T_transfer (1 when not measured); bandwidth_eff = T_bw * waiting / D_bw (achieved busbw / B,
-exactly so for alpha = 0); latency = (D_priced / D_bw) / (T_comm_pred / T_bw); compute_eff = T_comp_pred / T_comp (achieved FLOP/s / R);
-residual = T_comm / D_priced (communication kernels overlapping each other, calls the model cannot price).
+with D the summed durations of the step's calls (D_priced: of the priced ones; D_bw: of those the model calls
+bandwidth-bound, f S / B >= k alpha), T_bw the model's T_pred of the bandwidth-bound calls and T_transfer the
+cross-rank transfer time: waiting = D / T_transfer (1 when not measured); bandwidth_eff = T_bw * waiting /
+D_bw (achieved busbw / B, exactly so for alpha = 0); latency = (D_priced / D_bw) / (T_comm_pred / T_bw);
+compute_eff = T_comp_pred / T_comp (achieved FLOP/s / R); residual = T_comm / D_priced (communication kernels
+overlapping each other, calls the model cannot price).
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ SUMS = (
 @dataclass(frozen=True)
 class Prediction:
     """The prediction of a run. `calls`: every priced call; `per_step`: per (rank, step) measured and
-    predicted figures and factors; `per_collective`: per (collective, group, n, link); `run`: pooled figures,
-    factors and headline medians; `dominant`: the factor column with the largest effect (None when no call
-    was priced or the model and the measurement agree, `gap_factor`); `trust`: the input
-    it lacks, whether its links are known, the inputs from defaults, its caveats (`traceview.prediction.trust`)."""
+    predicted figures and factors; `per_collective`: per (collective, group, n, link); `run`: pooled
+    figures, factors and headline medians; `dominant`: the factor column with the largest effect (None when
+    no call was priced or the model and the measurement agree, `gap_factor`); `trust`: the input it lacks,
+    whether its links are known, the inputs from defaults, its caveats (`traceview.prediction.trust`)."""
 
     inputs: ModelInputs
     calls: pl.DataFrame
@@ -154,9 +154,15 @@ def per_step_table(
     keys = ["rank", "step"]
     sums = priced.group_by(keys).agg(_call_sums())
     steps = budget.per_step.select(
-        *keys, "comm_us", "comp_us", "exposed_gamma",
-        *[pl.col(c) if c in budget.per_step.columns else pl.lit(None, pl.Float64).alias(c) for c in ("transfer_us", "transfer_gamma")],
-    )  # fmt: skip
+        *keys,
+        "comm_us",
+        "comp_us",
+        "exposed_gamma",
+        *[
+            pl.col(c) if c in budget.per_step.columns else pl.lit(None, pl.Float64).alias(c)
+            for c in ("transfer_us", "transfer_gamma")
+        ],
+    )
     rate = inputs.sustained_flops
     comp_pred = (pl.col("flops") / rate * 1e6) if rate else pl.lit(None, pl.Float64)
     table = (
@@ -246,18 +252,26 @@ def sentence(
     names = {c: name for c, name, _ in FACTORS}
     effect = _effect(run, dominant) or 1.0
     if max(effect, 1 / effect) < AGREEMENT:
-        return f"{lacking}Pooled over the run, the model and the measurement agree: every factor is within {AGREEMENT - 1:.0%} of 1."
+        return (
+            f"{lacking}Pooled over the run, the model and the measurement agree: every factor is within "
+            f"{AGREEMENT - 1:.0%} of 1."
+        )
     if run.get("gamma_pred") is not None and run.get("gamma_ratio") is not None:
-        head = f"Pooled over the run, measured gamma {run['gamma']:.3g} is {run['gamma_ratio']:.3g}x the predicted {run['gamma_pred']:.3g}"
+        head = (
+            f"Pooled over the run, measured gamma {run['gamma']:.3g} is {run['gamma_ratio']:.3g}x the "
+            f"predicted {run['gamma_pred']:.3g}"
+        )
     else:
         head = f"{lacking}Pooled over the run, measured T_comm is {run['comm_ratio']:.3g}x the predicted"
     unmeasured = (
         ""
         if waiting_measured
-        else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be waiting"
+        else "; waiting on peers was not measured (no collective matched on two ranks), so part of it may be "
+        "waiting"
     )
     assumed = (
-        "; B is assumed, not known (nothing in the run states the link), so this factor may be the assumption's"
+        "; B is assumed, not known (nothing in the run states the link), so this factor may be the "
+        "assumption's"
         if dominant == "bandwidth_eff" and trust is not None and not trust.link_known
         else ""
     )
@@ -269,7 +283,8 @@ def sentence(
 
 
 def _opposing(run: dict[str, float | None], dominant: str, effect: float) -> str:
-    """ ", while <factor> (x e) pulls the other way" for the largest factor acting against the dominant one."""
+    """ ", while <factor> (x e) pulls the other way" for the largest factor acting against the
+    dominant one."""
     against = [
         (abs(math.log(e)), c, e)
         for c, name, _ in FACTORS

@@ -1,5 +1,5 @@
-"""The inputs of the alpha-beta prediction, each with where it came from (docs/metrics.md, "Predicted gamma"; docs/metrics.md,
-"Predicted gamma").
+"""The inputs of the alpha-beta prediction, each with where it came from (docs/metrics.md, "Predicted gamma";
+docs/metrics.md, "Predicted gamma").
 
 Order of precedence for every constant: the command line (or the API's `ModelOptions`), then the run's
 manifest (`run.json`: `ModelOptions.sources` says which values it gave), then the NCCL log (`LinkOverride`),
@@ -138,9 +138,13 @@ def _efficiency(options: ModelOptions) -> tuple[float, Assumption]:
 
 def _stated(options: ModelOptions) -> Stated:
     return Stated(
-        options.params, options.local_batch, options.flops_per_sample, options.source_of("params"),
-        options.source_of("local_batch"), options.source_of("flops_per_sample"),
-    )  # fmt: skip
+        options.params,
+        options.local_batch,
+        options.flops_per_sample,
+        options.source_of("params"),
+        options.source_of("local_batch"),
+        options.source_of("flops_per_sample"),
+    )
 
 
 def resolve_inputs(
@@ -167,23 +171,43 @@ def resolve_inputs(
     host, host_note = resolve_host_link(options) if _has_host_calls(calls) else (None, "")
     sustained = None if peak is None else peak * efficiency
     assumptions = (
-        device_a, dtype_a, peak_a, efficiency_a,
+        device_a,
+        dtype_a,
+        peak_a,
+        efficiency_a,
         Assumption("R (sustained FLOP/s)", sustained, "FLOP/s", peak_a.source, "peak x efficiency"),
         Assumption("GPUs per node", rpn, "", nodes.source, nodes.detail),
-        *link_assumptions(intra, "intra"), *link_assumptions(inter, "inter"),
+        *link_assumptions(intra, "intra"),
+        *link_assumptions(inter, "inter"),
         *(link_assumptions(host, "host") if _has_host_calls(calls) else ()),
-        *work.assumptions, *group_assumptions(groups), *((group_sizes,) if group_sizes else ()),
-    )  # fmt: skip
+        *work.assumptions,
+        *group_assumptions(groups),
+        *((group_sizes,) if group_sizes else ()),
+    )
     return ModelInputs(
-        device=device, gpu=gpu, dtype=dtype, peak_flops=peak, efficiency=efficiency, ranks_per_node=rpn, intra=intra,
-        inter=inter, params=work.params, local_batch=work.local_batch, grad_group=work.grad_group,
-        grad_bytes_per_param=work.grad_bytes_per_param, workers=work.workers, flops=work.flops,
-        flops_source=work.flops_source, assumptions=assumptions, group_links=groups, topology=nodes,
-        notes=tuple(n for n in (peak_note, intra_note, inter_note, host_note, work.note) if n), host_link=host,
-        links_measured=bool(options.links_measured) and any(
-            found is not None and found.source == "manifest" for found in (intra, inter, host)
-        ),
-    )  # fmt: skip
+        device=device,
+        gpu=gpu,
+        dtype=dtype,
+        peak_flops=peak,
+        efficiency=efficiency,
+        ranks_per_node=rpn,
+        intra=intra,
+        inter=inter,
+        params=work.params,
+        local_batch=work.local_batch,
+        grad_group=work.grad_group,
+        grad_bytes_per_param=work.grad_bytes_per_param,
+        workers=work.workers,
+        flops=work.flops,
+        flops_source=work.flops_source,
+        assumptions=assumptions,
+        group_links=groups,
+        topology=nodes,
+        notes=tuple(n for n in (peak_note, intra_note, inter_note, host_note, work.note) if n),
+        host_link=host,
+        links_measured=bool(options.links_measured)
+        and any(found is not None and found.source == "manifest" for found in (intra, inter, host)),
+    )
 
 
 def _has_host_calls(calls: pl.DataFrame) -> bool:

@@ -1,8 +1,9 @@
 """The links of the alpha-beta model, each with where it came from (docs/metrics.md, "Predicted gamma"): B and
-alpha inside a node and across nodes, and per process group where an NCCL log forces one (a socket fallback).
+alpha inside a node and across nodes, and per process group where an NCCL log forces one (a socket
+fallback).
 
-Precedence: the command line or the manifest (`ModelOptions`, whose `sources` say which), then the NCCL
-log (`LinkOverride`), then the hardware table (the device's scale-up or PCIe link inside a node, the NIC across
+Precedence: the command line or the manifest (`ModelOptions`, whose `sources` say which), then the NCCL log
+(`LinkOverride`), then the hardware table (the device's scale-up or PCIe link inside a node, the NIC across
 nodes: `--nic`, else `DEFAULT_NIC`). A link is *known* when its B comes from the command line, the manifest or
 the NCCL log (`KNOWN_LINK_SOURCES`); a hardware-table link is *assumed*: the table knows the device, not how
 this run's nodes are wired.
@@ -114,7 +115,8 @@ def resolve_host_link(options: ModelOptions) -> tuple[Link | None, str]:
     speed) and a note saying how to give it."""
     if options.host_bandwidth_Bps is None:
         return None, (
-            "the link of host collectives inside a host (gloo or MPI over loopback or shared memory) is unknown: "
+            "the link of host collectives inside a host (gloo or MPI over loopback or shared memory) is "
+            "unknown: "
             "give --host-bandwidth or hardware.host_bandwidth_Bps in run.json"
         )
     source = options.source_of("host_bandwidth_Bps")

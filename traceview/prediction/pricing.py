@@ -1,5 +1,6 @@
-"""Every collective call priced by the alpha-beta model on the link its group spans (docs/metrics.md, "Predicted
-gamma"): T_pred = k(n) * alpha + f(n) * S / B, with its bandwidth and latency parts, for `gamma` and `whatif`.
+"""Every collective call priced by the alpha-beta model on the link its group spans (docs/metrics.md,
+"Predicted gamma"): T_pred = k(n) * alpha + f(n) * S / B, with its bandwidth and latency parts, for `gamma`
+and `whatif`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
 
 
 def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
-    """`calls` with spans_nodes (unless present), link, link_source, bandwidth_Bps, alpha_s, t_pred_us, t_bw_us, t_lat_us,
-    bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n` overrides the group size."""
+    """`calls` with spans_nodes (unless present), link, link_source, bandwidth_Bps, alpha_s, t_pred_us,
+    t_bw_us, t_lat_us, bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`).
+    `n` overrides the group size."""
     size = n if n is not None else pl.col("group_size")
     frame = (
         calls

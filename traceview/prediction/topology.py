@@ -224,7 +224,8 @@ def clock_groups(offsets: pl.DataFrame, same_clock_us: float = SAME_CLOCK_US) ->
 
 
 def _grouped_hosts(crossrank: CrossRank | None) -> tuple[dict[int, str], str]:
-    """Hosts the cross-rank analysis grouped by a source of its own (not the traces', the logs' or assumed)."""
+    """Hosts the cross-rank analysis grouped by a source of its own (not the traces', the logs' or
+    assumed)."""
     if crossrank is None:
         return {}, ""
     own = crossrank.hosts.filter(~pl.col("host_source").is_in([ASSUMED_HOSTS, "trace", "nccl log"]))

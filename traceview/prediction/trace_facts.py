@@ -1,7 +1,7 @@
 """What the trace says about the prediction's inputs (docs/metrics.md, "Predicted gamma"): the collective
-calls of each step, the data-parallel gradient all-reduce (P, g, K), the FLOPs recorded per step, the local batch
-from input shapes, the device name. Pure functions of frames and runs; `traceview.prediction.inputs` resolves
-them against the command line, the NCCL log, the hardware table and the defaults.
+calls of each step, the data-parallel gradient all-reduce (P, g, K), the FLOPs recorded per step, the local
+batch from input shapes, the device name. Pure functions of frames and runs; `traceview.prediction.inputs`
+resolves them against the command line, the NCCL log, the hardware table and the defaults.
 """
 
 from __future__ import annotations
@@ -157,7 +157,10 @@ def with_group_sizes(calls: pl.DataFrame, world_size: int | None) -> tuple[pl.Da
     )
     if not assumed:
         return filled, None
-    detail = f"the world size: the traces name no process group for {assumed} call(s), so the default group is assumed"
+    detail = (
+        f"the world size: the traces name no process group for {assumed} call(s), so the default group is "
+        "assumed"
+    )
     return filled, Assumption("n of calls without a group", world_size, "", "default", detail)
 
 
@@ -310,8 +313,10 @@ def _flops(
 
 FLOPS_DETAILS = {
     "trace": "sum of the operators' flops args in each ProfilerStep",
-    "shapes": "counted from the operators' recorded shapes (matrix products, convolutions, attention) in each "
-    "ProfilerStep",
+    "shapes": (
+        "counted from the operators' recorded shapes (matrix products, convolutions, attention) in each "
+        "ProfilerStep"
+    ),
     "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
     "FLOPs per sample x b": "the stated model FLOPs per sample x b",
 }
@@ -319,11 +324,23 @@ FLOPS_DETAILS = {
 
 def _flops_note(how: str | None, source: str, params: Assumption) -> str:
     if how == "6 P b" and source == "trace":
-        return "FLOPs are 6 P b of a P and b the trace suggests (the gradient all-reduce, an input shape): right for dense transformers (b in tokens); a convolutional net reuses its weights at every position (6 P b undercounts), a recommender's embedding tables are not dense FLOPs (6 P b overcounts); state model.flops_per_sample or local_batch in run.json"
+        return (
+            "FLOPs are 6 P b of a P and b the trace suggests (the gradient all-reduce, an input shape): "
+            "right for dense transformers (b in tokens); a convolutional net reuses its weights at every "
+            "position (6 P b undercounts), a recommender's embedding tables are not dense FLOPs (6 P b "
+            "overcounts); state model.flops_per_sample or local_batch in run.json"
+        )
     if how is None:
-        return "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and --params when the gradient all-reduce is not in the trace)"
+        return (
+            "no FLOPs in the trace and no local batch: predicted T_comp and gamma need --local-batch (and "
+            "--params when the gradient all-reduce is not in the trace)"
+        )
     if how in ("trace", "shapes") and params.source in STATED:
-        return f"P ({params.source}) is not used for the FLOPs: the trace's own {'flops args' if how == 'trace' else 'operator shapes'} count them; P enters the what-ifs"
+        counted = "flops args" if how == "trace" else "operator shapes"
+        return (
+            f"P ({params.source}) is not used for the FLOPs: the trace's own {counted} count them; P enters "
+            "the what-ifs"
+        )
     return ""
 
 
@@ -331,9 +348,21 @@ def _gradient_assumptions(grads: dict[str, float | str | None]) -> tuple[Assumpt
     group = grads["group"]
     none = "no gradient all-reduce"
     return (
-        Assumption("g (gradient bytes per parameter)", grads["elem_size"], "B", "trace" if group else "default", str(grads["dtype"] or none)),
-        Assumption("K (data-parallel workers)", grads["workers"], "", "trace" if grads["workers"] else "default", f"size of group {group}" if group else none),
-    )  # fmt: skip
+        Assumption(
+            "g (gradient bytes per parameter)",
+            grads["elem_size"],
+            "B",
+            "trace" if group else "default",
+            str(grads["dtype"] or none),
+        ),
+        Assumption(
+            "K (data-parallel workers)",
+            grads["workers"],
+            "",
+            "trace" if grads["workers"] else "default",
+            f"size of group {group}" if group else none,
+        ),
+    )
 
 
 def _per_sample(stated: Stated) -> tuple[Assumption, ...]:
@@ -356,7 +385,8 @@ def workload(run: Run, calls: pl.DataFrame, stated: Stated) -> Workload:
     grads = gradient_allreduce(calls)
     shape_batch, shape_op = batch_from_shapes(run) if stated.local_batch is None else (None, "")
     how = (
-        f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / {grads['elem_size']} B"
+        f"gradient AllReduce of group {grads['group']}: {grads['bytes']:.0f} B per step / "
+        f"{grads['elem_size']} B"
         if grads["group"] is not None
         else "no gradient AllReduce of known size in the trace"
     )
@@ -364,18 +394,30 @@ def workload(run: Run, calls: pl.DataFrame, stated: Stated) -> Workload:
         "P (parameters)", (stated.params, stated.params_source), _number(grads["params"]), "", "--params", how
     )
     batch_a = _given_or_trace(
-        "b (local batch)", (stated.local_batch, stated.batch_source), shape_batch, "examples", "--local-batch", f"input shape of {shape_op}"
-    )  # fmt: skip
+        "b (local batch)",
+        (stated.local_batch, stated.batch_source),
+        shape_batch,
+        "examples",
+        "--local-batch",
+        f"input shape of {shape_op}",
+    )
     flops, source, provenance = _flops(run, calls, params_a, batch_a, stated)
     flops_a = Assumption(
-        "FLOPs per step", source, "", provenance, FLOPS_DETAILS.get(source or "", "unknown: give --local-batch (and --params)")
-    )  # fmt: skip
+        "FLOPs per step",
+        source,
+        "",
+        provenance,
+        FLOPS_DETAILS.get(source or "", "unknown: give --local-batch (and --params)"),
+    )
     return Workload(
-        params=_number(params_a.value), local_batch=_number(batch_a.value),
+        params=_number(params_a.value),
+        local_batch=_number(batch_a.value),
         grad_group=str(grads["group"]) if grads["group"] else None,
         grad_bytes_per_param=int(grads["elem_size"]) if grads["elem_size"] else None,
         grad_dtype=str(grads["dtype"]) if grads["dtype"] else None,
-        workers=int(grads["workers"]) if grads["workers"] else None, flops=flops, flops_source=source,
+        workers=int(grads["workers"]) if grads["workers"] else None,
+        flops=flops,
+        flops_source=source,
         assumptions=(params_a, batch_a, *_gradient_assumptions(grads), *_per_sample(stated), flops_a),
         note=_flops_note(source, provenance, params_a),
-    )  # fmt: skip
+    )

@@ -80,15 +80,18 @@ MISSING_RULES: tuple[tuple[Callable[[Coverage], bool], Callable[[Coverage], str]
     (
         lambda c: c.priced == 0 and c.host_calls > 0 and c.inputs.host_link is None,
         lambda c: (
-            "link of the host collectives: they run on the host (gloo or MPI: loopback or shared memory inside a "
-            "host), whose speed no datasheet gives; pass --host-bandwidth or write hardware.host_bandwidth_Bps "
+            "link of the host collectives: they run on the host (gloo or MPI: loopback or shared memory "
+            "inside a "
+            "host), whose speed no datasheet gives; pass --host-bandwidth or write "
+            "hardware.host_bandwidth_Bps "
             "in run.json"
         ),
     ),
     (
         lambda c: c.priced == 0 and (c.inputs.intra is None or c.inputs.inter is None),
         lambda c: (
-            f"link bandwidth ({_device(c)}): pass --bandwidth or write hardware.intra_bandwidth_Bps in run.json"
+            f"link bandwidth ({_device(c)}): pass --bandwidth or write hardware.intra_bandwidth_Bps in "
+            f"run.json"
         ),
     ),
     (
@@ -102,7 +105,8 @@ MISSING_RULES: tuple[tuple[Callable[[Coverage], bool], Callable[[Coverage], str]
     (
         lambda c: c.inputs.flops_source is None,
         lambda c: (
-            "local batch (or model FLOPs per sample): pass --local-batch or write model.local_batch in run.json"
+            "local batch (or model FLOPs per sample): pass --local-batch or write model.local_batch in "
+            "run.json"
         ),
     ),
 )
@@ -118,7 +122,8 @@ def missing_input(coverage: Coverage) -> str | None:
 
 
 def _achieved_over_peak(c: Coverage) -> float | None:
-    """Achieved FLOP/s over the peak: compute_eff x efficiency (compute_eff = achieved / R, R = peak x eff)."""
+    """Achieved FLOP/s over the peak: compute_eff x efficiency (compute_eff = achieved / R, R =
+    peak x eff)."""
     value = c.run.get("compute_eff")
     return None if value is None else value * c.inputs.efficiency
 
@@ -151,7 +156,8 @@ CAVEAT_RULES: tuple[tuple[str, Callable[[Coverage], bool], Callable[[Coverage], 
         lambda c: c.size_slope is not None and c.size_slope < FLAT_SLOPE,
         lambda c: (
             f"call durations hardly grow with their bytes (slope {c.size_slope:.2f} of log time against "
-            "log bytes, 1 for a transfer): the time is not transfer but waiting for peers or contention, which "
+            "log bytes, 1 for a transfer): the time is not transfer but waiting for peers or contention, "
+            "which "
             "one rank's trace cannot tell apart"
         ),
     ),
@@ -161,9 +167,9 @@ not follow bytes."""
 
 
 def size_slope(priced: pl.DataFrame) -> float | None:
-    """Least-squares slope of log(duration) on log(S) over bandwidth-bound calls, within each (collective, n) class
-    whose sizes spread at least `MIN_SIZE_SPREAD`x over `MIN_SLOPE_CALLS` calls (pooled, each class centred);
-    None without such a class."""
+    """Least-squares slope of log(duration) on log(S) over bandwidth-bound calls, within each (collective, n)
+    class whose sizes spread at least `MIN_SIZE_SPREAD`x over `MIN_SLOPE_CALLS` calls (pooled, each class
+    centred); None without such a class."""
     usable = priced.filter(
         pl.col("bw_bound").fill_null(False) & (pl.col("dur_us") > 0) & (pl.col("size_bytes") > 0)
     ).with_columns(pl.col("size_bytes").cast(pl.Float64).log().alias("x"), pl.col("dur_us").log().alias("y"))
@@ -191,7 +197,8 @@ def _assumed_links(priced: pl.DataFrame) -> tuple[str, ...]:
     assumed = used.filter(~pl.col("link_source").is_in(KNOWN_LINK_SOURCES)).sort("link")
     return tuple(
         f"{row['link']}: B = {row['bandwidth_Bps'] / 1e9:.4g} GB/s from the {row['link_source']}, assumed: "
-        "nothing in the run states it (run.json hardware.intra/inter_bandwidth_Bps, --bandwidth, or the job's "
+        "nothing in the run states it (run.json hardware.intra/inter_bandwidth_Bps, --bandwidth, or the "
+        "job's "
         "NCCL log)"
         for row in assumed.iter_rows(named=True)
     )
@@ -213,18 +220,30 @@ RATIO_LIMIT = 10.0
 guess, not the run, may be what differs."""
 
 GUESS_RULES: tuple[tuple[Callable[[Assumption], bool], str], ...] = (
-    (lambda a: a.name == "FLOPs per step" and a.value == "6 P b" and a.source == "trace",
-     "the FLOPs per step (6 P b of a P and b the trace suggests): give model.flops_per_sample or "
-     "model.local_batch in run.json (--local-batch)"),
-    (lambda a: a.name == "efficiency" and a.source == "default",
-     "the efficiency (default 0.5): give --efficiency or hardware.efficiency"),
-    (lambda a: a.name.startswith("B ") and a.value is not None and a.source in ("hardware table", "default"),
-     "B ({name}, {source}): give --bandwidth or hardware.intra/inter_bandwidth_Bps"),
-    (lambda a: a.name == "GPUs per node" and a.source == "default",
-     "the GPUs per node (default 8): give --gpus-per-node or hardware.gpus_per_node"),
-    (lambda a: a.name == "compute dtype" and a.source == "default",
-     "the compute dtype (default fp32, which sets the peak): give --dtype"),
-)  # fmt: skip
+    (
+        lambda a: a.name == "FLOPs per step" and a.value == "6 P b" and a.source == "trace",
+        "the FLOPs per step (6 P b of a P and b the trace suggests): give model.flops_per_sample or "
+        "model.local_batch in run.json (--local-batch)",
+    ),
+    (
+        lambda a: a.name == "efficiency" and a.source == "default",
+        "the efficiency (default 0.5): give --efficiency or hardware.efficiency",
+    ),
+    (
+        lambda a: (
+            a.name.startswith("B ") and a.value is not None and a.source in ("hardware table", "default")
+        ),
+        "B ({name}, {source}): give --bandwidth or hardware.intra/inter_bandwidth_Bps",
+    ),
+    (
+        lambda a: a.name == "GPUs per node" and a.source == "default",
+        "the GPUs per node (default 8): give --gpus-per-node or hardware.gpus_per_node",
+    ),
+    (
+        lambda a: a.name == "compute dtype" and a.source == "default",
+        "the compute dtype (default fp32, which sets the peak): give --dtype",
+    ),
+)
 """(is the input a default or a guess, how to give it): the inputs a headline prediction may not rest on."""
 
 

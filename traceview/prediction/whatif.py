@@ -1,6 +1,7 @@
-"""What-ifs from the same alpha-beta model (docs/metrics.md, "Predicted gamma"; docs/metrics.md, "Predicted gamma"): gamma at
-twice the workers, at twice the local batch, on the next interconnect, and the strong-scaling curve of gamma
-against the worker count K at the run's global batch (the gamma model's figure, section 4.1).
+"""What-ifs from the same alpha-beta model (docs/metrics.md, "Predicted gamma"; docs/metrics.md, "Predicted
+gamma"): gamma at twice the workers, at twice the local batch, on the next interconnect, and the
+strong-scaling curve of gamma against the worker count K at the run's global batch (the gamma model's
+figure, section 4.1).
 
 Every scenario re-prices the calls of one representative (rank, step) (the lower median of gamma_pred):
 the data-parallel group's calls (`ModelInputs.grad_group`) get n = K and span nodes when K exceeds the GPUs
@@ -39,9 +40,9 @@ NEXT_LINK = {
 @dataclass(frozen=True)
 class WhatIf:
     """`table`: scenario, detail, gamma_pred, vs_now (ratio to now). `curve`: K, local_batch_factor,
-    spans_nodes, gamma_pred. `closed_form_gamma`: the gamma model's 2(K-1)/K g R / (6 b B) when b, R, B, g known;
-    `break_even_workers`: the K at which that closed form reaches 1 at the run's global batch (strong scaling),
-    1 + 3 G B / (g R) with G = K b."""
+    spans_nodes, gamma_pred. `closed_form_gamma`: the gamma model's 2(K-1)/K g R / (6 b B) when b, R, B, g
+    known; `break_even_workers`: the K at which that closed form reaches 1 at the run's global batch
+    (strong scaling), 1 + 3 G B / (g R) with G = K b."""
 
     rank: int
     step: int
@@ -87,9 +88,12 @@ def _next_scale_up(gpu: GpuSpec | None, current: Link) -> Link | None:
     if gpu is None:
         return None
     faster = [
-        other for other in table().gpus.values()
-        if other.vendor == gpu.vendor and other.scale_up and (other.scale_up_uni_bytes_per_s or 0) > current.bandwidth_Bps
-    ]  # fmt: skip
+        other
+        for other in table().gpus.values()
+        if other.vendor == gpu.vendor
+        and other.scale_up
+        and (other.scale_up_uni_bytes_per_s or 0) > current.bandwidth_Bps
+    ]
     if not faster:
         return None
     best = min(faster, key=lambda other: other.scale_up_uni_bytes_per_s or 0)
@@ -191,9 +195,9 @@ def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -
 
 
 def closed_form(inputs: ModelInputs) -> tuple[float | None, float | None]:
-    """The data-parallel closed form 2(K-1)/K * g * R / (6 b B) for the run's K, g, b, R and the B of its data-
-    parallel group (intra-node when K fits a node), and the K at which it reaches 1 at the run's global batch;
-    (None, None) when any input is unknown."""
+    """The data-parallel closed form 2(K-1)/K * g * R / (6 b B) for the run's K, g, b, R and the B of its
+    data- parallel group (intra-node when K fits a node), and the K at which it reaches 1 at the run's
+    global batch; (None, None) when any input is unknown."""
     link = inputs.intra if (inputs.workers or 0) <= inputs.ranks_per_node else inputs.inter
     rate, values = inputs.sustained_flops, (inputs.workers, inputs.grad_bytes_per_param, inputs.local_batch)
     if rate is None or link is None or any(v is None for v in values) or (inputs.workers or 0) < 2:

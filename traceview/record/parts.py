@@ -1,11 +1,12 @@
 """The run folder `traceview record` and `traceview.profile()` write (docs/run-manifest.md, "Recording"): the
-settings handed to the job's processes through the environment, the per-rank parts of the manifest, and their
-merge into `run.json`. Nothing here imports torch.
+settings handed to the job's processes through the environment, the per-rank parts of the manifest, and
+their merge into `run.json`. Nothing here imports torch.
 
 Each rank writes its own part, `run.rank<N>.json` (a manifest holding that rank's trace, host, devices,
 versions, NCCL settings), so no two processes ever write one file; `merge_parts` joins every part present into
-`run.json`, written to a temporary name and renamed, so a reader never sees half a file. Rank 0 merges when its
-`profile()` ends, and `traceview record` merges again once the command has exited, when every part is there.
+`run.json`, written to a temporary name and renamed, so a reader never sees half a file. Rank 0 merges when
+its `profile()` ends, and `traceview record` merges again once the command has exited, when every part is
+there.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def settings_env(settings: RecordSettings) -> dict[str, str]:
 
 
 def _env_value(text: str, default: object, name: str) -> object:
-    """`text` as the type of `default` (bool as 0/1, tuple as a comma list); a bad value names its variable."""
+    """`text` as the type of `default` (bool as 0/1, tuple as a comma list); a bad value names its
+    variable."""
     try:
         if isinstance(default, bool):
             return text.strip().lower() not in ("0", "false", "no", "")

@@ -1,1 +1,2 @@
-"""The reduce of the pipeline (docs/metrics.md, "Pipeline"): every rank's summary in, the run's `RunAnalysis` out."""
+"""The reduce of the pipeline (docs/metrics.md, "Pipeline"): every rank's summary in, the run's `RunAnalysis`
+out."""

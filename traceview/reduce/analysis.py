@@ -1,7 +1,7 @@
 """One call from a `Run` to every result the renderers show: `analyze(run, options) -> RunAnalysis`.
 
-The pipeline: each rank's trace becomes a compact summary (`traceview.map.rank_summary.summarize`, the map), and
-the summaries become the run's results (`traceview.reduce.reduce.reduce_summaries`, the reduce).
+The pipeline: each rank's trace becomes a compact summary (`traceview.map.rank_summary.summarize`, the map),
+and the summaries become the run's results (`traceview.reduce.reduce.reduce_summaries`, the reduce).
 """
 
 from __future__ import annotations

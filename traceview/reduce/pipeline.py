@@ -2,9 +2,9 @@
 
 `analyze_files(run, options)` resolves the rank files (those the options' `run.json` lists, else those `run`
 names), summarises each in an executor (`traceview.map.executors`), checks the ranks as one run
-(`traceview.load.one_job.make_run` on the compact traces) and reduces the summaries (`traceview.reduce.reduce`).
-Only summaries are ever held together, never two parsed traces per worker. `traceview.reduce.analysis.analyze`
-does the same for a `Run` already in memory.
+(`traceview.load.one_job.make_run` on the compact traces) and reduces the summaries
+(`traceview.reduce.reduce`). Only summaries are ever held together, never two parsed traces per worker.
+`traceview.reduce.analysis.analyze` does the same for a `Run` already in memory.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The reduce of the pipeline: every rank's `RankSummary` in, the run's `RunAnalysis` out.
 
 Summaries are moved onto one time base (the smallest `baseTimeNanoseconds` of the run, as
-`traceview.model.time_base`), stacked, and handed to the cross-rank analyses: matching, clock alignment, stragglers,
-bubbles, the prediction and the verdict. Nothing here reads a device event: what the reduce needs of one was
-kept by the map (`traceview.map.rank_summary`), so memory grows with the summaries (collectives and steps), not
-with the traces.
+`traceview.model.time_base`), stacked, and handed to the cross-rank analyses: matching, clock alignment,
+stragglers, bubbles, the prediction and the verdict. Nothing here reads a device event: what the reduce needs
+of one was kept by the map (`traceview.map.rank_summary`), so memory grows with the summaries (collectives and
+steps), not with the traces.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ class Stacked:
 
 
 def on_run_base(summaries: Sequence[RankSummary], shifts_us: Sequence[float]) -> list[RankSummary]:
-    """The summaries (in rank order) each moved by its shift onto the run's time base (`traceview.model.time_base`)."""
+    """The summaries (in rank order) each moved by its shift onto the run's time base
+    (`traceview.model.time_base`)."""
     return [s.shifted(shift) for s, shift in zip(summaries, shifts_us, strict=True)]
 
 
@@ -142,7 +143,8 @@ def _sized_by_peers(collectives: CollectiveAnalysis, crossrank: CrossRank) -> Co
 
 
 def _nccl(options: RunOptions, collectives: CollectiveAnalysis, run: Run) -> NcclJoin | None:
-    """The NCCL logs joined to the run, when any were given or found (a log that cannot be read is skipped)."""
+    """The NCCL logs joined to the run, when any were given or found (a log that cannot be read is
+    skipped)."""
     logs, skipped = read_logs(options.nccl_logs)
     if not (logs or skipped):
         return None
@@ -157,12 +159,20 @@ def _cross_rank(
     options: RunOptions,
     nccl: NcclJoin | None,
 ) -> CrossRank:
-    """Matching, clocks, skew and stragglers; hosts from the traces, the NCCL logs, then the ranks per host."""
+    """Matching, clocks, skew and stragglers; hosts from the traces, the NCCL logs, then the ranks
+    per host."""
     hosts = log_hosts(options.rank_hosts, nccl)
     return run_cross_rank(
-        run, kernels, frames.launch_marks, frames.windows, budget, options.ranks_per_host, hosts,
-        options.ranks_per_host_source, frames.first_launches,
-    )  # fmt: skip
+        run,
+        kernels,
+        frames.launch_marks,
+        frames.windows,
+        budget,
+        options.ranks_per_host,
+        hosts,
+        options.ranks_per_host_source,
+        frames.first_launches,
+    )
 
 
 def _prediction(
@@ -175,9 +185,15 @@ def _prediction(
     """The alpha-beta prediction of the run, with the NCCL logs' links and hosts."""
     collectives, budget, crossrank = parts
     return predict(
-        run, collectives.kernels, frames.windows, budget, crossrank, with_nccl_overrides(options.model, nccl),
-        options.ranks_per_host, nccl.hosts_by_rank if nccl else None,
-    )  # fmt: skip
+        run,
+        collectives.kernels,
+        frames.windows,
+        budget,
+        crossrank,
+        with_nccl_overrides(options.model, nccl),
+        options.ranks_per_host,
+        nccl.hosts_by_rank if nccl else None,
+    )
 
 
 def _dimensions(
@@ -192,10 +208,15 @@ def _dimensions(
     micro = bubbles.pipeline.get_column("micro_batches").drop_nulls() if bubbles.pipeline.height else None
     return analyze_dimensions(
         collectives.kernels,
-        config_groups(run), frames.windows, (frames.group_time, frames.group_phase), crossrank, prediction,
-        max(worlds) if worlds else None, (options.layout, options.shape, options.virtual_stages),
+        config_groups(run),
+        frames.windows,
+        (frames.group_time, frames.group_phase),
+        crossrank,
+        prediction,
+        max(worlds) if worlds else None,
+        (options.layout, options.shape, options.virtual_stages),
         float(micro.median()) if micro is not None and micro.len() else None,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
 
 
 def _measured_prediction(

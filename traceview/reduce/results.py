@@ -118,7 +118,8 @@ class RunAnalysis:
 def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFacts) -> RunHeader:
     """`header` with when the run started and who it is (`recorded_at` and its source, `job`, `commit`,
     `label`): run.json's `created` when it states one (the manifest's facts come before the traces', as for
-    every input), else the traces' time base and first step (`traceview.model.time_base.recorded_start_us`)."""
+    every input), else the traces' time base and first step
+    (`traceview.model.time_base.recorded_start_us`)."""
     windows = budget.per_step.get_column("window_start_us") if budget.per_step.height else None
     first = None if windows is None else windows.min()
     started = recorded_start_us([t.meta.base_time_ns for t in run], first)  # type: ignore[arg-type]
@@ -136,10 +137,10 @@ def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFac
 
 
 def with_stated_facts(header: RunHeader, hosts: pl.DataFrame, facts: RunFacts) -> RunHeader:
-    """`header` with the one answer the whole page and document give for hosts, PyTorch version and world size:
-    the traces' own, else what the run names elsewhere (hosts: the ranks' hosts the clock alignment used, from
-    the traces, the NCCL logs or run.json, `traceview.across_ranks.clocks.rank_hosts`; the others: run.json),
-    each with its source in `sources`."""
+    """`header` with the one answer the whole page and document give for hosts, PyTorch version and world
+    size: the traces' own, else what the run names elsewhere (hosts: the ranks' hosts the clock alignment
+    used, from the traces, the NCCL logs or run.json, `traceview.across_ranks.clocks.rank_hosts`; the
+    others: run.json), each with its source in `sources`."""
     stated = hosts.filter(pl.col("host_source") != ASSUMED_HOSTS)
     names = tuple(sorted(set(stated.get_column("host").to_list())))
     sources = (
@@ -169,7 +170,8 @@ def _distinct(values: list[str]) -> tuple[str, ...]:
 
 def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[str] = ()) -> RunHeader:
     """The run's identity, gathered from every rank's metadata; the step sources are the ones chosen by
-    evidence (`choices`, `traceview.steps.windows.StepChoice`, one per rank) and their warnings join `warnings`."""
+    evidence (`choices`, `traceview.steps.windows.StepChoice`, one per rank) and their warnings join
+    `warnings`."""
     metas = [trace.meta for trace in run]
     world_sizes = {m.world_size for m in metas if m.world_size}
     return RunHeader(

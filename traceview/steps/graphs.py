@@ -1,10 +1,10 @@
 """CUDA and HIP graph capture steps (docs/metrics.md section 3, "Graph capture and replay").
 
-While a stream captures a graph, the kernels launched into it do not run: the host records hundreds of launches
-and the device executes almost nothing. Such a step says nothing of the run's pace (its device window holds the
-few kernels that did run, and reads as short and busy), so the budget leaves it out of every median. A graph
-replay (`cudaGraphLaunch`) runs every captured kernel, each under the replay's correlation id: those kernels
-belong to the step that launched the replay, like any other, and count.
+While a stream captures a graph, the kernels launched into it do not run: the host records hundreds of
+launches and the device executes almost nothing. Such a step says nothing of the run's pace (its device window
+holds the few kernels that did run, and reads as short and busy), so the budget leaves it out of every median.
+A graph replay (`cudaGraphLaunch`) runs every captured kernel, each under the replay's correlation id: those
+kernels belong to the step that launched the replay, like any other, and count.
 
 Per CPU step (the whole trace without step annotations), `graph_steps` counts the kernel launches on the host,
 those whose kernel ran, the capture calls and the replays; a step is a capture step when it holds a capture

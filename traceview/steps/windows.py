@@ -5,12 +5,13 @@ annotations, `cpu` for host ones). `choose_steps` picks one set per rank by evid
 
 - GPU annotations are used when their windows hold enough of the reference device activity: at least
   `GPU_COVER_MIN_SHARE_OF_CPU_STEPS` of the device busy time of the events launched inside the CPU steps, or,
-  without CPU steps, `GPU_COVER_MIN_SHARE_OF_TRACE` of the whole trace's. Otherwise (ROCm traces carry GPU step annotations of a few microseconds) they are rejected, the
-  reason is stated as a run warning, and the CPU steps are used, or the whole trace without them.
-- CPU `ProfilerStep#N` windows: each device event belongs to the step whose CPU window contains the runtime call
-  that launched it (matched by correlation id; an event without a launch falls back to its own start time).
-  A step ends when its last device work ends: window N runs from the end of step N-1 to the end of step N (the
-  first from its own first device activity). So the device time between steps, the input pipeline's gap
+  without CPU steps, `GPU_COVER_MIN_SHARE_OF_TRACE` of the whole trace's. Otherwise (ROCm traces carry GPU
+  step annotations of a few microseconds) they are rejected, the reason is stated as a run warning, and the
+  CPU steps are used, or the whole trace without them.
+- CPU `ProfilerStep#N` windows: each device event belongs to the step whose CPU window contains the runtime
+  call that launched it (matched by correlation id; an event without a launch falls back to its own start
+  time). A step ends when its last device work ends: window N runs from the end of step N-1 to the end of step
+  N (the first from its own first device activity). So the device time between steps, the input pipeline's gap
   included, is charged to the step it precedes, pipelined steps (the next step's prefetch running under this
   one) are not cut in two, and nothing is lost between windows.
 - No steps: the whole trace is one step, numbered `WHOLE_TRACE`, from its first device activity to its last.
@@ -27,12 +28,12 @@ from traceview.model.trace import RankTrace
 
 WHOLE_TRACE = -1
 GPU_COVER_MIN_SHARE_OF_CPU_STEPS = 0.9
-"""GPU step annotations whose windows hold less than this share of the device busy time launched inside the CPU
-steps are rejected: a GPU ProfilerStep annotation spans its step's device work, so a faithful set holds nearly
-all of it."""
+"""GPU step annotations whose windows hold less than this share of the device busy time launched inside the
+CPU steps are rejected: a GPU ProfilerStep annotation spans its step's device work, so a faithful set holds
+nearly all of it."""
 GPU_COVER_MIN_SHARE_OF_TRACE = 0.5
-"""Without CPU steps, the reference is the trace's whole device busy time, which may hold work outside every step
-(warm-up, the profiler's stop): GPU step annotations holding less than this share of it are rejected."""
+"""Without CPU steps, the reference is the trace's whole device busy time, which may hold work outside every
+step (warm-up, the profiler's stop): GPU step annotations holding less than this share of it are rejected."""
 
 WINDOW_SCHEMA = {
     "rank": pl.Int64,

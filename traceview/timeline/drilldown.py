@@ -1,5 +1,5 @@
-"""The report's drill-down figures (docs/metrics.md, "Report"): from a run-level figure to the rank, the step and
-the collective behind it, computed once here so that the page and the JSON show the same numbers.
+"""The report's drill-down figures (docs/metrics.md, "Report"): from a run-level figure to the rank, the step
+and the collective behind it, computed once here so that the page and the JSON show the same numbers.
 
 - `step_waits`: per (rank, step), the rank's wait for later peers summed over the step's collectives (us).
 - `median_ranks`: per step, the rank of median step time (the lower median: ranks sorted by step time, then

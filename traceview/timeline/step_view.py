@@ -7,9 +7,10 @@ Times are on the run's aligned clock and given relative to the step's origin, th
 that step among the ranks, so one axis shows every rank and skew reads directly.
 
 The segment count is bounded (`MAX_SEGMENTS` in all, `MAX_SEGMENTS_PER_GROUP` per group): when a (rank, step,
-lane, label) group has more segments than its share, the smallest gaps between its segments are bridged (busy lanes; `covered_us` keeps the time really
-busy, so the page draws a bridged segment fainter) or the shortest idle segments dropped, until it fits;
-`Timeline.bridged_gap_us` says how large a bridged gap got, so the page can say so.
+lane, label) group has more segments than its share, the smallest gaps between its segments are bridged (busy
+lanes; `covered_us` keeps the time really busy, so the page draws a bridged segment fainter) or the shortest
+idle segments dropped, until it fits; `Timeline.bridged_gap_us` says how large a bridged gap got, so the page
+can say so.
 """
 
 from __future__ import annotations
@@ -186,8 +187,8 @@ def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, pl.D
 
 
 def shown_ranks(per_step: pl.DataFrame, median_step: int, max_ranks: int = MAX_RANKS) -> list[int]:
-    """The ranks the timeline draws: all of them up to `max_ranks`; past it, by their length of the median step,
-    the `SLOWEST_SHOWN` slowest, the `FASTEST_SHOWN` fastest and evenly spaced ones between."""
+    """The ranks the timeline draws: all of them up to `max_ranks`; past it, by their length of the median
+    step, the `SLOWEST_SHOWN` slowest, the `FASTEST_SHOWN` fastest and evenly spaced ones between."""
     ordered = (
         per_step.filter(pl.col("step") == median_step)
         .sort(["step_us", "rank"], descending=[True, False])

@@ -156,7 +156,8 @@ SLOW_RANK_EVIDENCE = {
     "slow_rank_instances": "instances",
     "slow_rank_group_size": "group_size",
 }
-"""Fact name -> `CrossRank.per_rank` column, for the rank with the most compute: whether its peers wait for it."""
+"""Fact name -> `CrossRank.per_rank` column, for the rank with the most compute: whether its peers wait for
+it."""
 
 
 def _slow_rank_evidence(slowest: pl.DataFrame, per_rank: pl.DataFrame) -> dict[str, float]:
@@ -257,7 +258,8 @@ def _call_facts(calls: pl.DataFrame | None) -> Found:
 
 
 def _capture_facts(per_step: pl.DataFrame) -> dict[str, float]:
-    """How many (rank, step) windows capture a CUDA/HIP graph, with their launches and the kernels that ran."""
+    """How many (rank, step) windows capture a CUDA/HIP graph, with their launches and the kernels
+    that ran."""
     if "graph_capture" not in per_step.columns or per_step.height == 0:
         return {}
     captures = per_step.filter(pl.col("graph_capture"))
@@ -275,9 +277,12 @@ def _extent_facts(shape: RunShape, per_step: pl.DataFrame) -> dict[str, float]:
         return {}
     spans = shape.extent.select((pl.col("trace_end_us") - pl.col("trace_start_us")).alias("span"))
     return finite(
-        {"no_steps": 1.0, "trace_span_us": spans.get_column("span").median(),
-         "window_us": per_step.get_column("step_us").median()}
-    )  # fmt: skip
+        {
+            "no_steps": 1.0,
+            "trace_span_us": spans.get_column("span").median(),
+            "window_us": per_step.get_column("step_us").median(),
+        }
+    )
 
 
 def shape_facts(measured: Measured) -> Found:

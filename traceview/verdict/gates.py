@@ -1,4 +1,5 @@
-"""`--fail-on` thresholds: `METRIC OP VALUE` expressions over the run's gate figures (exit code 1 when crossed)."""
+"""`--fail-on` thresholds: `METRIC OP VALUE` expressions over the run's gate figures (exit code 1 when
+crossed)."""
 
 from __future__ import annotations
 
@@ -53,13 +54,15 @@ def parse_threshold(text: str) -> Threshold:
 
 
 def check_metric(threshold: Threshold, known: Collection[str]) -> None:
-    """Refuse a threshold on a figure that is not in `known` (a misspelled metric), naming the nearest ones."""
+    """Refuse a threshold on a figure that is not in `known` (a misspelled metric), naming the
+    nearest ones."""
     if threshold.metric in known:
         return
     near = difflib.get_close_matches(threshold.metric, sorted(known), n=3)
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise UsageError(
-        f"--fail-on {threshold}: unknown metric {threshold.metric!r} ({hint}known: {', '.join(sorted(known))})"
+        f"--fail-on {threshold}: unknown metric {threshold.metric!r} ({hint}known: "
+        f"{', '.join(sorted(known))})"
     )
 
 

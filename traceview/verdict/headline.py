@@ -1,8 +1,8 @@
 """The headline: what sets the pace of the run, and by how much (docs/metrics.md, "Verdict").
 
-Rules are data: each row of `RULES` names a label, the facts it needs, a condition and a sentence; the first row
-whose facts are known and whose condition holds is the verdict. Beside the sentence, the verdict always carries
-measured gamma against the alpha-beta prediction, or the one input the prediction misses.
+Rules are data: each row of `RULES` names a label, the facts it needs, a condition and a sentence; the first
+row whose facts are known and whose condition holds is the verdict. Beside the sentence, the verdict always
+carries measured gamma against the alpha-beta prediction, or the one input the prediction misses.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def _mismatch_sentence(f: Facts) -> str:
 
 def _idle_sentence(f: Facts) -> str:
     return (
-        f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median step: neither compute nor communication sets the "
+        f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median "
+        f"step: neither compute nor communication sets the "
         f"pace; look at the host (input pipeline, launches, synchronisation)."
     )
 
@@ -86,16 +87,19 @@ def _idle_sentence(f: Facts) -> str:
 def _straggler_sentence(f: Facts) -> str:
     cause = next((f.word(n) for n in ("straggler_cause_text", "straggler_cause") if n in f), "unexplained")
     return (
-        f"Rank {f['straggler_rank']:.0f} sets the pace: it arrives last in {f['straggler_times_last']:.0f} of "
-        f"its {f['straggler_instances']:.0f} collectives (1 in {f['straggler_group_size']:.0f} would be chance), "
-        f"and its lateness costs {_ms(f, 'straggler_cost_us')} per step ({f['straggler_cost_share']:.0%} of the "
+        f"Rank {f['straggler_rank']:.0f} sets the pace: it arrives last in {f['straggler_times_last']:.0f} "
+        f"of "
+        f"its {f['straggler_instances']:.0f} collectives (1 in {f['straggler_group_size']:.0f} would be "
+        f"chance), "
+        f"and its lateness costs {_ms(f, 'straggler_cost_us')} per step ({f['straggler_cost_share']:.0%} of "
+        f"the "
         f"step) that its peers spend waiting; likely cause: {cause}. Otherwise {_bound_clause(f)}."
     )
 
 
 def _dimension_leads(f: Facts) -> bool:
-    """Two or more dimensions named, the costliest exposing `DIMENSION_SHARE_MIN` of the step or more, and more
-    than any straggler's lateness costs."""
+    """Two or more dimensions named, the costliest exposing `DIMENSION_SHARE_MIN` of the step or more, and
+    more than any straggler's lateness costs."""
     straggler = (
         f.numbers.get("straggler_cost_share", 0.0) if f.numbers.get("straggler_rank", -1) >= 0 else 0.0
     )
@@ -139,14 +143,16 @@ def _no_compute_sentence(f: Facts) -> str:
 
 def _no_comm_sentence(f: Facts) -> str:
     return (
-        f"Compute only: no communication kernel runs in any step (T_comm = 0 of {_ms(f, 'comp_us')} of compute "
+        f"Compute only: no communication kernel runs in any step (T_comm = 0 of {_ms(f, 'comp_us')} of "
+        f"compute "
         f"per median step); nothing waits on the network."
     )
 
 
 def _capture_sentence(f: Facts) -> str:
     return (
-        f"The trace records a CUDA/HIP graph capture, not the run: {f['capture_launches']:.0f} kernel launches "
+        f"The trace records a CUDA/HIP graph capture, not the run: {f['capture_launches']:.0f} kernel "
+        f"launches "
         f"were recorded and {f['capture_launches_ran']:.0f} of them ran (a captured graph runs when it is "
         "replayed). Profile steps that replay the graph (cudaGraphLaunch) to measure the run."
     )
@@ -245,7 +251,8 @@ def _captures(f: Facts) -> str:
     )
     return (
         f"{f['capture_steps']:.0f} of the {f['windows']:.0f} (rank, step) windows capture a CUDA/HIP graph "
-        f"({f['capture_launches']:.0f} kernel launches recorded, {f['capture_launches_ran']:.0f} of them ran): a "
+        f"({f['capture_launches']:.0f} kernel launches recorded, {f['capture_launches_ran']:.0f} of them "
+        f"ran): a "
         "captured graph runs when it is replayed (the replay's kernels count in the step that launches it), "
         f"so {held}."
     )
@@ -253,8 +260,10 @@ def _captures(f: Facts) -> str:
 
 def _no_steps(f: Facts) -> str:
     return (
-        f"No ProfilerStep annotations: each rank's trace is one window, from its first device activity to its "
-        f"last (median {_ms(f, 'window_us')} of the {_ms(f, 'trace_span_us')} the profiler recorded): its idle "
+        f"No ProfilerStep annotations: each rank's trace is one window, from its first device activity to "
+        f"its "
+        f"last (median {_ms(f, 'window_us')} of the {_ms(f, 'trace_span_us')} the profiler recorded): its "
+        f"idle "
         "holds whatever happened between iterations (data loading, the host's own work, the profiler's start "
         "and stop), which step windows would charge to their steps; call prof.step() once per iteration."
     )
@@ -262,10 +271,13 @@ def _no_steps(f: Facts) -> str:
 
 SHAPE_RULES: tuple[tuple[tuple[str, ...], Callable[[Facts], bool], Callable[[Facts], str]], ...] = (
     (("world_size", "host_calls"), lambda f: f["world_size"] == 1, _world_one),
-    (("capture_steps", "windows", "capture_launches", "capture_launches_ran"),
-     lambda f: f["capture_steps"] > 0, _captures),
+    (
+        ("capture_steps", "windows", "capture_launches", "capture_launches_ran"),
+        lambda f: f["capture_steps"] > 0,
+        _captures,
+    ),
     (("no_steps", "window_us", "trace_span_us"), lambda f: f["no_steps"] > 0, _no_steps),
-)  # fmt: skip
+)
 """(facts needed, holds, sentence): the run's shape, said plainly beside the verdict."""
 
 
@@ -282,7 +294,8 @@ def prediction_line(f: Facts) -> str:
     if "gamma" in f and "gamma_pred" in f and "gamma_ratio" in f:
         if "prediction_doubt" in f:
             return (
-                f"Predicted gamma withheld from the headline: {f.word('prediction_doubt')}. Its figures stay in the "
+                f"Predicted gamma withheld from the headline: {f.word('prediction_doubt')}. Its figures stay "
+                f"in the "
                 "prediction section."
             )
         gap = f"; the gap is mostly {f.word('dominant_factor')}" if "dominant_factor" in f else ""
@@ -292,7 +305,8 @@ def prediction_line(f: Facts) -> str:
             else ""
         )
         return (
-            f"Measured gamma {f['gamma']:.2f} against {f['gamma_pred']:.2f} predicted by the alpha-beta model "
+            f"Measured gamma {f['gamma']:.2f} against {f['gamma_pred']:.2f} predicted by the alpha-beta "
+            f"model "
             f"(measured / predicted {f['gamma_ratio']:.2f}x{gap}).{measured}"
         )
     if "prediction_missing" in f:
@@ -301,7 +315,8 @@ def prediction_line(f: Facts) -> str:
 
 
 def verdict(facts: Facts) -> Verdict:
-    """The first rule of `RULES` that holds on `facts`, with the prediction's line and the NCCL logs' notes."""
+    """The first rule of `RULES` that holds on `facts`, with the prediction's line and the NCCL
+    logs' notes."""
     rule = next(r for r in RULES if all(n in facts for n in r.needs) and r.holds(facts))
     return Verdict(
         label=rule.label,

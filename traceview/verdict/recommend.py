@@ -1,9 +1,9 @@
 """Recommendations: rules over the run's facts (`traceview.verdict.facts`), each sentence citing the numbers
 that fired it and what fixing it would save.
 
-`RULES` is a table: a rule names the facts it needs, a condition, a sentence and a score (the share of the step
-at stake, used to rank). A rule whose facts are missing does not fire, so rules for analyses that did not run
-stay silent. The first recommendation (highest score) is the report's top recommendation.
+`RULES` is a table: a rule names the facts it needs, a condition, a sentence and a score (the share of the
+step at stake, used to rank). A rule whose facts are missing does not fire, so rules for analyses that did not
+run stay silent. The first recommendation (highest score) is the report's top recommendation.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ COMM_SHARE_MIN = 0.05
 SLOW_RANK_EXCESS_MIN = 0.10
 """A rank whose median compute exceeds the median rank's by this fraction is called slow."""
 SLOW_RANK_UNWAITED_SCORE = 0.05
-"""Weight of a slow rank's excess compute when its peers do not wait for it (it is no straggler): the step does
-not pay for it now."""
+"""Weight of a slow rank's excess compute when its peers do not wait for it (it is no straggler): the step
+does not pay for it now."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,8 @@ def _exposed_sentence(f: Facts) -> str:
     of_which = f", of which {waiting:.0%} of the step is waiting for late peers" if waiting >= 0.005 else ""
     return (
         f"{f['exposed_comm_share']:.0%} of the median step is exposed communication "
-        f"({_ms(f, 'exposed_comm_us')} of {_ms(f, 'step_us')}; exposed gamma {f['exposed_gamma']:.2f}{of_which}): "
+        f"({_ms(f, 'exposed_comm_us')} of {_ms(f, 'step_us')}; exposed gamma "
+        f"{f['exposed_gamma']:.2f}{of_which}): "
         f"start collectives earlier under the backward pass (DDP bucket order, `bucket_cap_mb`) "
         f"or raise the local batch so compute covers them; hiding it all would save up to "
         f"{_exposed_transfer_share(f):.0%} of the step."
@@ -151,7 +152,8 @@ def _idle_evidence(f: Facts) -> list[str]:
 
 def _idle_sentence(f: Facts) -> str:
     head = (
-        f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median step "
+        f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median "
+        f"step "
         f"({_ms(f, 'idle_us')} of {_ms(f, 'step_us')}): the host does not keep it fed"
     )
     evidence = _idle_evidence(f)
@@ -175,7 +177,8 @@ def _gamma_sentence(f: Facts) -> str:
     of_which = f", of which {waiting:.0%} of the step is waiting for late peers" if waiting >= 0.005 else ""
     return (
         f"Measured gamma is {f['gamma']:.2f} (T_comm {_ms(f, 'comm_us')} against "
-        f"T_comp {_ms(f, 'comp_us')} per median step{of_which}): communication sets the pace even with perfect "
+        f"T_comp {_ms(f, 'comp_us')} per median step{of_which}): communication sets the pace even with "
+        f"perfect "
         f"overlap; move fewer bytes (bf16 gradients), raise the local batch, or use faster links."
     )
 
@@ -191,7 +194,8 @@ def _host_share(f: Facts) -> float:
 
 def _host_comm_sentence(f: Facts) -> str:
     return (
-        f"{_host_share(f):.0%} of the communication ({_ms(f, 'comm_host_us')} of {_ms(f, 'comm_us')} per median "
+        f"{_host_share(f):.0%} of the communication ({_ms(f, 'comm_host_us')} of {_ms(f, 'comm_us')} per "
+        f"median "
         f"step) runs on the host (gloo or MPI), the data copied through host memory: a device backend (NCCL, "
         f"RCCL) moves it over the GPUs' own links; keep gloo for CPU tensors only."
     )
@@ -228,8 +232,10 @@ def _slow_rank_sentence(f: Facts) -> str:
     chance = f"1 in {f['slow_rank_group_size']:.0f} would be chance"
     if f["slow_rank_times_last"] * f["slow_rank_group_size"] > f["slow_rank_instances"]:
         return (
-            f"{head}, and it is {last} ({chance}): more often than chance, too few times to tell that its peers "
-            f"wait for it; {_peers_wait_for(f)}. Check its {_worker(f)} (clocks, thermals) and its share of the "
+            f"{head}, and it is {last} ({chance}): more often than chance, too few times to tell that its "
+            f"peers "
+            f"wait for it; {_peers_wait_for(f)}. Check its {_worker(f)} (clocks, thermals) and its share of "
+            f"the "
             f"data; a longer recording tells whether it sets the pace.{kernels}"
         )
     return (
@@ -255,7 +261,8 @@ def _straggler_sentence(f: Facts) -> str:
 
 CAUSE_ADVICE: Mapping[str, str] = {
     "late launch": (
-        "Its host works (or sleeps) before launching the step's first device work: look at what its host does "
+        "Its host works (or sleeps) before launching the step's first device work: look at what its host "
+        "does "
         "at the start of each step (data loading, synchronisations, logging, CPU contention)."
     ),
     "slow compute": "Check its GPU (clocks, thermals, ECC) and its share of the data.",
@@ -274,7 +281,8 @@ def _mismatch_sentence(f: Facts) -> str:
     step = f" at step {f['mismatch_step']:.0f}" if "mismatch_step" in f else ""
     return (
         f"Make every rank call the same collectives in the same order: {f['mismatches']:.0f} call(s) differ"
-        f"{where}{step}. A mismatch hangs the job at scale and pairs unrelated calls in every figure across ranks."
+        f"{where}{step}. A mismatch hangs the job at scale and pairs unrelated calls in every figure across "
+        f"ranks."
     )
 
 
@@ -322,8 +330,10 @@ def _moe_sentence(f: Facts) -> str:
         else ""
     )
     return (
-        f"Expert load is imbalanced: rank {f['moe_hottest_rank']:.0f} receives {f['moe_hottest_share']:.2f}x the "
-        f"mean of its group{wait}: strengthen the load-balancing loss, cap expert capacity, or re-place the hot "
+        f"Expert load is imbalanced: rank {f['moe_hottest_rank']:.0f} receives {f['moe_hottest_share']:.2f}x "
+        f"the "
+        f"mean of its group{wait}: strengthen the load-balancing loss, cap expert capacity, or re-place the "
+        f"hot "
         f"experts across ranks."
     )
 

@@ -11,8 +11,9 @@ import pytest
 
 from traceview.compare.findings import TrendSettings
 from traceview.compare.kernel_pairs import kernel_findings, kernel_pairs
+from traceview.compare.settings import load_settings
 from traceview.compare.trend import trend
-from traceview.compare.two_runs import compare, load_settings
+from traceview.compare.two_runs import compare
 
 RANKS = 8
 

@@ -22,10 +22,11 @@ from traceview.compare.findings import CompareSettings, Finding
 from traceview.compare.new_problems import new_problems
 from traceview.compare.paired import explained_by_ranks, paired_findings
 from traceview.compare.same_job import job_differences
-from traceview.compare.samples import RUN_METRICS, Samples, all_samples
+from traceview.compare.samples import DIMENSION_METRICS, RUN_METRICS, Samples, all_samples
 from traceview.compare.scaling import Scaling, scaling_analysis
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
+from traceview.dimensions.analysis import DIMENSION_NAMES
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ COMPARE_GATE_FIGURES: frozenset[str] = frozenset(
         "improvements",
         "scaling_shortfall_pct",
         *(f"{metric}_change_pct" for metric in RUN_METRICS),
+        *(
+            f"{dimension}_{row.metric}_change_pct"
+            for dimension in DIMENSION_NAMES
+            for row in DIMENSION_METRICS
+        ),
     )
 )
 """Every figure `compare --fail-on` may name (`Comparison.gate_figures`), known before any file is read."""

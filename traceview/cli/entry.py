@@ -5,7 +5,22 @@ milliseconds) ends it with one line and exit 130, like one at any later time (`t
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C back while the command line imports: an interrupt raised inside an import's callbacks
+    would be printed by Python as an ignored exception; held, it arrives when the block ends, in this
+    frame (threads started meanwhile inherit the mask: they never take the signal)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def main() -> None:
@@ -19,7 +34,8 @@ def main() -> None:
 
     guard_interrupts()
     try:
-        from traceview.cli.main import main as run
+        with _interrupts_held():
+            from traceview.cli.main import main as run
 
         run()
     except KeyboardInterrupt:

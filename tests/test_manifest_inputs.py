@@ -85,3 +85,15 @@ def test_a_broken_manifest_is_one_line_naming_it(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text('{"kind": "traceview-run", "world_size": 0}', encoding="utf-8")
     with pytest.raises(InputError, match=r"run\.json.*world_size = 0"):
         analyze(tmp_path, workers=1)
+
+
+def test_a_recorded_batch_of_tokens_is_said_in_tokens(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    rf.write_run(folder)
+    traces = sorted(p.name for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+    listed = [ManifestTrace(rank=i, path=name) for i, name in enumerate(traces)]
+    for unit, said in (("tokens", "tokens"), (None, "examples")):
+        model = ManifestModel(local_batch=60.0, local_batch_unit=unit, params=1e6)
+        write_manifest(folder, RunManifest(world_size=len(traces), traces=listed, model=model))
+        batch = _assumptions(analyze(folder / "run.json", workers=1).summary())["b (local batch)"]
+        assert (batch["value"], batch["unit"], batch["source"]) == (60.0, said, "manifest")

@@ -276,6 +276,7 @@ MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     # (ModelOptions field, manifest section, manifest key, scale to the option's unit)
     ("params", "model", "params", 1.0),
     ("local_batch", "model", "local_batch", 1.0),
+    ("local_batch_unit", "model", "local_batch_unit", 1.0),
     ("flops_per_sample", "model", "flops_per_sample", 1.0),
     ("dtype", "model", "dtype", 1.0),
     ("device", "hardware", "device", 1.0),

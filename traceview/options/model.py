@@ -40,6 +40,7 @@ class ModelOptions:
 
     params: float | None = None
     local_batch: float | None = None
+    local_batch_unit: str | None = None  # examples or tokens, where run.json says (a recording measured it)
     peak_flops: float | None = None
     efficiency: float | None = None
     bandwidth_Bps: float | None = None  # noqa: N815 - intra-node B

@@ -144,6 +144,7 @@ def _stated(options: ModelOptions) -> Stated:
         options.source_of("params"),
         options.source_of("local_batch"),
         options.source_of("flops_per_sample"),
+        options.local_batch_unit,
     )
 
 

@@ -265,6 +265,7 @@ class Stated:
     params_source: str = "command line"
     batch_source: str = "command line"
     flops_source: str = "command line"
+    batch_unit: str | None = None  # examples or tokens, as run.json says; else examples
 
 
 def _given_or_trace(
@@ -397,7 +398,7 @@ def workload(run: Run, calls: pl.DataFrame, stated: Stated) -> Workload:
         "b (local batch)",
         (stated.local_batch, stated.batch_source),
         shape_batch,
-        "examples",
+        (stated.batch_unit or "examples") if stated.local_batch is not None else "examples",
         "--local-batch",
         f"input shape of {shape_op}",
     )

@@ -2,8 +2,8 @@
 parent, as the ranks of a run grow and per worker count; the fixed cost per rank and the parallel
 efficiency from them.
 
-    python benchmarks/rank_cost.py --ranks 64 256 1024 --workers 0 1 2                  # tiny ranks (default
-    rank) python benchmarks/rank_cost.py --rank ../shared/data/real/kineto/hta_nccl_data/nccl_data.json.gz \\
+    python benchmarks/rank_cost.py --ranks 64 256 1024 --workers 0 1 2   # tiny ranks (default rank)
+    python benchmarks/rank_cost.py --rank ../shared/data/real/kineto/hta_nccl_data/nccl_data.json.gz \\
         --ranks 8 64 128 --workers 2
 
 Builds N copies of one real rank (default `hta_amd_mi250`: 67 KB of text, one step) into a temporary folder,

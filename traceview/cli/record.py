@@ -82,6 +82,16 @@ def _ended(command: str, status: int, output: Path) -> None:
         raise typer.Exit(status)
 
 
+StepOnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--step-on",
+        metavar="MODULE:FUNCTION",
+        help="A step ends at each return of this function (default: at each optimizer step).",
+    ),
+]
+
+
 class Record(Command):
     """Run CMD (torchrun ... train.py, unmodified) with every rank recorded into one folder, then write its
     run.json; exits as CMD did."""
@@ -100,14 +110,7 @@ class Record(Command):
         wait: Annotated[int, typer.Option("--wait", min=0, help="Steps skipped before profiling.")] = 1,
         warmup: Annotated[int, typer.Option("--warmup", min=0, help="Steps profiled and discarded.")] = 1,
         active: Annotated[int, typer.Option("--active", min=1, help="Steps recorded.")] = 3,
-        step_on: Annotated[
-            str | None,
-            typer.Option(
-                "--step-on",
-                metavar="MODULE:FUNCTION",
-                help="A step ends at each return of this function (default: at each optimizer step).",
-            ),
-        ] = None,
+        step_on: StepOnOpt = None,
         no_shapes: Annotated[bool, typer.Option("--no-shapes", help="Do not record input shapes.")] = False,
         no_flops: Annotated[bool, typer.Option("--no-flops", help="Do not record operator FLOPs.")] = False,
         no_nccl_debug: Annotated[

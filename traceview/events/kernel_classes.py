@@ -7,7 +7,7 @@ the name) matches, else `other`. Order matters: rows that name a library's atten
 come before the GEMM rows, whose broad words (`gemm`, `cutlass`, `xmma`) those kernels also contain.
 
 Where the names come from (each row has example names in `tests/test_kernel_classes.py`, with provenance): the
-real traces of `../shared/data/real` (cuBLAS `volta_sgemm_*`/`ampere_sgemm_*`/`nvjet_sm90_*`, CUTLASS, cuDNN's
+real traces the tests read (cuBLAS `volta_sgemm_*`/`ampere_sgemm_*`/`nvjet_sm90_*`, CUTLASS, cuDNN's
 `scudnn`/`xmma` convolutions and its SDPA engine, Triton, hipBLASLt/Tensile `Cijk_*` on ROCm, MTIA's
 `<op>-dtype_<T>` kernels, FBGEMM's embeddings), FlashAttention 2 and 3 (`flash_fwd_kernel`,
 `flash::FlashAttnFwdSm90`), PyTorch's memory-efficient attention (`fmha_cutlassF/B`), Composable Kernel

@@ -169,7 +169,8 @@ def resolve_inputs(
     intra, intra_note = resolve_link(options, gpu, "intra", rpn)
     inter, inter_note = resolve_link(options, gpu, "inter", rpn)
     groups = group_links(options, intra if intra else inter)
-    host, host_note = resolve_host_link(options) if _has_host_calls(calls) else (None, "")
+    has_host = _has_host_calls(calls)
+    host, host_note = resolve_host_link(options) if has_host else (None, "")
     sustained = None if peak is None else peak * efficiency
     assumptions = (
         device_a,
@@ -180,7 +181,7 @@ def resolve_inputs(
         Assumption("GPUs per node", rpn, "", nodes.source, nodes.detail),
         *link_assumptions(intra, "intra"),
         *link_assumptions(inter, "inter"),
-        *(link_assumptions(host, "host") if _has_host_calls(calls) else ()),
+        *(link_assumptions(host, "host") if has_host else ()),
         *work.assumptions,
         *group_assumptions(groups),
         *((group_sizes,) if group_sizes else ()),
@@ -206,8 +207,14 @@ def resolve_inputs(
         topology=nodes,
         notes=tuple(n for n in (peak_note, intra_note, inter_note, host_note, work.note) if n),
         host_link=host,
-        links_measured=bool(options.links_measured)
-        and any(found is not None and found.source == "manifest" for found in (intra, inter, host)),
+        links_measured=_stated_measured(options, (intra, inter, host)),
+    )
+
+
+def _stated_measured(options: ModelOptions, links: tuple[Link | None, ...]) -> bool:
+    """Whether run.json says its bandwidths were measured in this run and the prediction uses one of them."""
+    return bool(options.links_measured) and any(
+        found is not None and found.source == "manifest" for found in links
     )
 
 

@@ -41,8 +41,9 @@ from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
-from traceview.reduce.results import RunAnalysis, run_header, with_identity, with_stated_facts
+from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
 from traceview.roofline.analysis import communication_roofline
+from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import drilldown
 from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, RunShape, facts_of
@@ -240,6 +241,42 @@ def _measured_prediction(
     return replace(again, sentence=f"{MEASURED_NOTE} {again.sentence}"), replace(links, used=True)
 
 
+def _priced(
+    run: Run,
+    frames: Stacked,
+    parts: tuple[CollectiveAnalysis, TimeBudget, CrossRank],
+    options: RunOptions,
+    nccl: NcclJoin | None,
+) -> tuple[Prediction, LinksMeasured]:
+    """The prediction and the links fitted on the run's transfer times (the prediction priced on them with
+    `--links measured`)."""
+    prediction = _prediction(run, frames, parts, options, nccl)
+    links = measure_links(parts[0].kernels, parts[2], prediction)
+    return _measured_prediction(
+        prediction, links, lambda o: _prediction(run, frames, parts, o, nccl), options
+    )
+
+
+def _header(
+    run: Run,
+    choices: Sequence[StepChoice],
+    shifts_us: tuple[float, ...],
+    parts: tuple[CollectiveAnalysis, TimeBudget, CrossRank],
+    options: RunOptions,
+) -> RunHeader:
+    """The run's header: its facts, identity (job, commit, time, label), what run.json states, its
+    warnings."""
+    collectives, budget, crossrank = parts
+    header = replace(
+        run_header(run, choices, collectives.warnings),
+        manifest=None if options.manifest is None else str(options.manifest),
+        base_shifts_us=shifts_us,
+    )
+    header = with_identity(header, run, budget, options.facts)
+    header = with_stated_facts(header, crossrank.hosts, options.facts)
+    return replace(header, warnings=(*header.warnings, *far_clock_warnings(crossrank.clocks)))
+
+
 def reduce_summaries(
     summaries: Sequence[RankSummary],
     options: RunOptions | None = None,
@@ -260,42 +297,18 @@ def reduce_summaries(
     collectives = _sized_by_peers(collectives, crossrank)
     budget = budget_of(frames.per_step, crossrank.transfer)
     collectives = with_transfer_busbw(collectives, crossrank.calls)
-    prediction = _prediction(run, frames, (collectives, budget, crossrank), options, nccl)
-    links = measure_links(collectives.kernels, crossrank, prediction)
-    prediction, links = _measured_prediction(
-        prediction,
-        links,
-        lambda o: _prediction(run, frames, (collectives, budget, crossrank), o, nccl),
-        options,
-    )
+    prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
-    header = replace(
-        run_header(run, [s.step_choice for s in aligned], collectives.warnings),
-        manifest=None if options.manifest is None else str(options.manifest),
-        base_shifts_us=base.shifts_us,
+    header = _header(
+        run, [s.step_choice for s in aligned], base.shifts_us, (collectives, budget, crossrank), options
     )
-    header = with_identity(header, run, budget, options.facts)
-    header = with_stated_facts(header, crossrank.hosts, options.facts)
-    header = replace(header, warnings=(*header.warnings, *far_clock_warnings(crossrank.clocks)))
     kernels = kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
-    measured = Measured(
-        budget,
-        crossrank,
-        collectives,
-        prediction,
-        nccl,
-        header.timelines,
-        shape=shape,
-        kernels=kernels,
-        dimensions=dimensions,
-        moe=moe,
-        links=links,
-    )
-    facts = facts_of(measured)
+    analyses = (budget, crossrank, collectives, prediction, nccl)
+    facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links))
     return RunAnalysis(
         header=header,
         budget=budget,

@@ -67,9 +67,8 @@ class RunHeader:
     base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
     timelines: tuple[str, ...] = ()  # device | host: the timelines analysed (traceview.events.host_timeline)
     manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
-    base_shifts_us: tuple[
-        float, ...
-    ] = ()  # each rank's move onto the run's time base (traceview.model.time_base)
+    # each rank's move onto the run's time base (traceview.model.time_base)
+    base_shifts_us: tuple[float, ...] = ()
     recorded_at: str | None = None  # when the run started, ISO 8601 UTC (docs/json-schema.md, `run`)
     recorded_at_source: str | None = None  # "trace base time" | "run.json created"
     job: str | None = None  # run.json's job

@@ -156,7 +156,7 @@ try:
     main()
 except SystemExit:
     pass
-heavy = ("polars", "plotly", "jinja2", "msgspec", "traceview.reduce", "traceview.parsers")
+heavy = ("polars", "plotly", "jinja2", "msgspec", "rich", "traceview.reduce", "traceview.parsers")
 print(",".join(name for name in heavy if name in sys.modules))
 """
 
@@ -165,8 +165,8 @@ print(",".join(name for name in heavy if name in sys.modules))
     ("args", "unused"),
     [
         (["--version"], "polars,plotly,jinja2,msgspec,traceview.reduce,traceview.parsers"),
-        (["--help"], "polars,plotly,jinja2,traceview.reduce,traceview.parsers"),
-        (["summary", "--help"], "polars,plotly,jinja2,traceview.reduce,traceview.parsers"),
+        (["--help"], "polars,plotly,jinja2,rich,traceview.reduce,traceview.parsers"),
+        (["summary", "--help"], "polars,plotly,jinja2,rich,traceview.reduce,traceview.parsers"),
     ],
 )
 def test_version_and_help_import_no_analysis(args: list[str], unused: str) -> None:
@@ -178,7 +178,7 @@ def test_version_and_help_import_no_analysis(args: list[str], unused: str) -> No
 
 
 def test_summary_imports_no_renderer_it_does_not_use() -> None:
-    probe = PROBE.replace('"msgspec", ', "")
+    probe = PROBE.replace('"msgspec", "rich", ', "")
     found = subprocess.run(
         [sys.executable, "-c", probe, "summary", str(SAMPLES / "dp8_ideal"), "--json", "--quiet"],
         capture_output=True,

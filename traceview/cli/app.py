@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from traceview.cli.streams import console
 from traceview.core.errors import PartialRun, ThresholdCrossed
@@ -23,6 +22,8 @@ from traceview.core.sanitize import printable
 from traceview.core.version import __version__
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from traceview.options.run import RunOptions, RunSpec
     from traceview.reduce.results import RunAnalysis
 
@@ -49,6 +50,7 @@ app = typer.Typer(
     no_args_is_help=False,
     help="Where the time went in a distributed training job.",
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,  # help as plain text by click: `--help` imports no rich (docs/scaling.md)
     pretty_exceptions_enable=False,  # `main` turns every error into one line; rich's tracebacks cost 30 ms
 )
 

@@ -55,7 +55,7 @@ def user_option(name: str) -> Any:
     bounded = flag.kind == "count"
     return typer.Option(
         flag.flag,
-        help=flag.help.replace("[", "\\["),  # brackets are text, not markup
+        help=flag.help,  # plain text: the help is click's, never read as rich markup
         min=flag.low if bounded else None,
         max=flag.high if bounded else None,
     )

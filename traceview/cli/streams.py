@@ -18,11 +18,12 @@ import contextlib
 import errno
 import os
 import sys
-from typing import Any, TextIO
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, TextIO
 
 from traceview.core.errors import TraceviewError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class StdoutClosed(BaseException):
@@ -131,4 +132,6 @@ def console(*, stderr: bool = False, width_when_piped: int | None = None, **sett
     width = None if terminal else width_when_piped
     if not colour_wanted():
         settings.update(color_system=None, force_terminal=terminal)
+    from rich.console import Console  # rich only when something is printed: `--help` never imports it
+
     return Console(stderr=stderr, width=width, emoji=False, highlight=False, **settings)

@@ -50,26 +50,30 @@ def merge_intervals(frame: pl.DataFrame, by: Sequence[str], *extra: pl.Expr) -> 
     then one column per `extra` aggregation over the intervals each segment merged."""
     new_segment = (pl.col(START) > _reach(by)).fill_null(True)
     return (
-        frame.sort([*by, START])
+        frame.lazy()
+        .sort([*by, START])
         .with_columns(_within(new_segment.cast(pl.Int64).cum_sum(), by).alias("_segment"))
         .group_by([*by, "_segment"])
         .agg(pl.col(START).min(), pl.col(END).max(), *extra)
         .sort([*by, START])
         .drop("_segment")
+        .collect()
     )
 
 
 def gaps(segments: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """The holes between consecutive disjoint segments of each group: columns `by`, `start_us`, `end_us`."""
     return (
-        segments.sort([*by, START])
+        segments.lazy()
+        .sort([*by, START])
         .with_columns(_within(pl.col(END).shift(1), by).alias("_previous_end"))
         .filter(pl.col("_previous_end").is_not_null() & (pl.col(START) > pl.col("_previous_end")))
         .select([*by, pl.col("_previous_end").alias(START), pl.col(START).alias(END)])
+        .collect()
     )
 
 
-def _window_at(frame: pl.DataFrame, time: str, starts: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+def _window_at(frame: pl.LazyFrame, time: str, starts: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     """`frame` with the index of the last window starting at or before `time` (null: before every window)."""
     return (
         frame.sort(time)
@@ -84,13 +88,15 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
     """Each event cut into the windows it overlaps (an event spanning two windows counts in both).
 
     `windows` has columns `by`, `step`, `window_start_us`, `window_end_us`, with windows of one group not
-    overlapping. Returns the events' columns with `step` added and times clipped to the window.
+    overlapping. Returns the events' columns with `step` added and times clipped to the window. One query.
     """
-    ordered = windows.sort([*by, "window_start_us"]).with_columns(
-        pl.int_range(pl.len()).over(list(by)).alias("_window")
+    ordered = (
+        windows.lazy()
+        .sort([*by, "window_start_us"])
+        .with_columns(pl.int_range(pl.len()).over(list(by)).alias("_window"))
     )
     starts = ordered.select([*by, "window_start_us", "_window"])
-    first = _window_at(events, START, starts.rename({"_window": "_first"}), by)
+    first = _window_at(events.lazy(), START, starts.rename({"_window": "_first"}), by)
     both = _window_at(first, END, starts.rename({"_window": "_last"}), by)
     exploded = (
         both.filter(pl.col("_last").is_not_null())
@@ -106,4 +112,5 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
         )
         .filter(pl.col(END) > pl.col(START))
         .drop("_window", "window_start_us", "window_end_us")
+        .collect()
     )

@@ -132,13 +132,15 @@ def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> 
         },
         schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
     )
-    on_gpu = _step_windows(gpu_steps, "gpu")
-    on_cpu = _step_windows(cpu.select("name", "start_us", "end_us"), "cpu")
-    first = "gpu" if on_gpu.height else "cpu" if on_cpu.height else "none"
-    return pl.concat([on_gpu, on_cpu]), first
+    on_gpu = _step_windows(gpu_steps.lazy(), "gpu")
+    on_cpu = _step_windows(cpu.lazy().select("name", "start_us", "end_us"), "cpu")
+    both = pl.concat([on_gpu, on_cpu]).collect()  # one query
+    sources = both.get_column("source")
+    first = "gpu" if (sources == "gpu").any() else "cpu" if both.height else "none"
+    return both, first
 
 
-def _step_windows(candidates: pl.DataFrame, source: str) -> pl.DataFrame:
+def _step_windows(candidates: pl.LazyFrame, source: str) -> pl.LazyFrame:
     return (
         candidates.with_columns(step=pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64))
         .drop_nulls("step")

@@ -109,10 +109,11 @@ def empty_frame(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _check_schema(frame: pl.DataFrame, schema: Mapping[str, pl.DataType], what: str) -> None:
-    missing = [name for name in schema if name not in frame.columns]
+    present = frame.schema  # built once: each `frame.schema` is a new mapping
+    missing = [name for name in schema if name not in present]
     if missing:
         raise TraceviewError(f"{what}: missing columns {missing}")
-    wrong = [n for n, dtype in schema.items() if frame.schema[n] != dtype]
+    wrong = [n for n, dtype in schema.items() if present[n] != dtype]
     if wrong:
         raise TraceviewError(f"{what}: wrong column types for {wrong}")
 
@@ -120,10 +121,12 @@ def _check_schema(frame: pl.DataFrame, schema: Mapping[str, pl.DataType], what: 
 def _check_intervals(frame: pl.DataFrame, what: str) -> None:
     if frame.height == 0:
         return
-    bad = frame.filter(pl.col("end_us") < pl.col("start_us")).height
+    bad, unstarted = frame.select(
+        (pl.col("end_us") < pl.col("start_us")).sum(), pl.col("start_us").is_null().any()
+    ).row(0)
     if bad:
         raise TraceviewError(f"{what}: {bad} events end before they start")
-    if frame.select(pl.col("start_us").is_null().any()).item():
+    if unstarted:
         raise TraceviewError(f"{what}: events without a start time")
 
 

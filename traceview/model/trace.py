@@ -142,6 +142,7 @@ class RankTrace:
     step_source: str  # gpu | cpu | none: the candidates present, GPU first (traceview.steps.windows chooses)
     warnings: tuple[ParseWarning, ...] = ()
     truncated_at_byte: int | None = None
+    compact: bool = False  # the map's compact trace (traceview.map.rank_summary): few host rows, no device
 
     @property
     def rank(self) -> int:

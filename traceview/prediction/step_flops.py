@@ -4,58 +4,72 @@ summed inside the CPU `ProfilerStep#N` windows; and whether the counted net is c
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import polars as pl
 
 from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
-from traceview.model.trace import Run
+from traceview.model.trace import CPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.steps.windows import WHOLE_TRACE
 
+STEP_MARK = r"^ProfilerStep#\d+$"
+FLOPS_SCHEMA = pl.Schema({"rank": pl.Int64(), "step": pl.Int64(), "flops": pl.Float64()})
 
-def _cpu_steps(cpu: pl.DataFrame) -> pl.DataFrame:
-    """CPU `ProfilerStep#N` windows of one rank: step, start_us, end_us."""
-    marks = cpu.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
+
+def run_cpu(run: Run) -> pl.DataFrame:
+    """Every rank's host rows with the rank's `rank`, as one frame."""
+    traces = [trace for trace in run if trace.cpu.height]
+    if not traces:
+        return empty_frame({**CPU_SCHEMA, "rank": pl.Int64()})
+    ranks = pl.Series("rank", [trace.rank for trace in traces], pl.Int64)
+    heights = pl.Series([trace.cpu.height for trace in traces])
+    return pl.concat([trace.cpu for trace in traces]).with_columns(ranks.repeat_by(heights).explode())
+
+
+def _cpu_steps(cpu: pl.LazyFrame) -> pl.LazyFrame:
+    """CPU `ProfilerStep#N` windows of every rank of `cpu` (`run_cpu`): rank, step, start_us, step_end_us (a
+    step marked twice: its first mark)."""
     return (
-        marks.select(
+        cpu.filter(pl.col("name").str.contains(STEP_MARK))
+        .select(
+            "rank",
             pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
             "start_us",
             pl.col("end_us").alias("step_end_us"),
         )
-        .unique("step")
         .sort("start_us")
+        .unique(["rank", "step"], keep="first", maintain_order=True)
     )
 
 
-def in_cpu_steps(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """`ops` with the `step` of the CPU ProfilerStep containing their start (WHOLE_TRACE without steps)."""
+def in_cpu_steps(ops: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
+    """`ops` (with `rank`) with the `step` of their rank's CPU ProfilerStep (in `cpu`, `run_cpu`) containing
+    their start; others dropped; every op of a rank without CPU steps in step WHOLE_TRACE."""
     steps = _cpu_steps(cpu)
-    if steps.height == 0:
-        return ops.with_columns(pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"))
-    placed = ops.sort("start_us").join_asof(steps, on="start_us", check_sortedness=False)
-    return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("step_end_us"))).drop(
-        "step_end_us"
+    stepped = steps.group_by("rank").agg(pl.len().alias("_steps"))
+    placed = (
+        ops.sort("start_us")
+        .join_asof(steps, on="start_us", by="rank", check_sortedness=False)
+        .join(stepped, on="rank", how="left")
     )
+    inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("step_end_us"))
+    stepless = pl.col("_steps").is_null()
+    step = pl.when(stepless).then(WHOLE_TRACE).otherwise(pl.col("step")).cast(pl.Int64)
+    return placed.filter(stepless | inside).with_columns(step.alias("step")).drop("step_end_us", "_steps")
 
 
-def _per_step_sums(run: Run, rows: Callable[[pl.DataFrame], pl.DataFrame], column: str) -> pl.DataFrame:
-    """Per (rank, step) the sum of `column` over the host rows `rows` selects (columns rank, step, flops)."""
-    frames = []
-    for trace in run:  # one frame per rank, no row loop
-        ops = rows(trace.cpu).filter(pl.col(column).is_not_null() & (pl.col(column) > 0))
-        if ops.height:
-            placed = in_cpu_steps(ops.select("start_us", pl.col(column).alias("flops")), trace.cpu)
-            steps = placed.group_by("step").agg(pl.col("flops").cast(pl.Float64).sum())
-            frames.append(steps.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")))
-    schema = {"rank": pl.Int64, "step": pl.Int64, "flops": pl.Float64}
-    return pl.concat(frames).select(list(schema)).cast(schema) if frames else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
+def _per_step_sums(ops: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.DataFrame:
+    """Per (rank, step) the sum of the `flops` of `ops` (rank, start_us, flops) that count (columns rank,
+    step, flops), every rank in one query."""
+    counted = ops.filter(pl.col("flops").is_not_null() & (pl.col("flops") > 0))
+    sums = in_cpu_steps(counted, cpu).group_by("rank", "step").agg(pl.col("flops").cast(pl.Float64).sum())
+    return sums.select(list(FLOPS_SCHEMA)).cast(FLOPS_SCHEMA).sort("rank", "step").collect()
 
 
 def trace_flops(run: Run) -> pl.DataFrame:
     """FLOPs per (rank, step) from the operators' `flops` args (columns rank, step, flops); no rows when the
     trace recorded none."""
-    marks = [SHAPE_FLOPS_MARK, CONV_FLOPS_MARK]
-    return _per_step_sums(run, lambda cpu: cpu.filter(~pl.col("name").is_in(marks)), "flops")
+    cpu = run_cpu(run).lazy()
+    ops = cpu.filter(~pl.col("name").is_in([SHAPE_FLOPS_MARK, CONV_FLOPS_MARK]))
+    return _per_step_sums(ops.select("rank", "start_us", "flops"), cpu)
 
 
 def shape_flops(run: Run, family: str | None = None) -> pl.DataFrame:
@@ -63,16 +77,22 @@ def shape_flops(run: Run, family: str | None = None) -> pl.DataFrame:
     trace carries them as one `SHAPE_FLOPS_MARK` row per step, and `CONV_FLOPS_MARK` for the convolutions';
     `family` "convolution": those alone); no rows when no shape was recorded."""
     mark = CONV_FLOPS_MARK if family == "convolution" else SHAPE_FLOPS_MARK
+    cpu = run_cpu(run).lazy()
+    marked = cpu.filter(pl.col("name") == mark).select("rank", "start_us", "flops")
+    uncounted = [trace for trace in run if not trace.compact and not _has_mark(trace)]
+    return _per_step_sums(pl.concat([marked, *(_counted(trace, family) for trace in uncounted)]), cpu)
 
-    def rows(cpu: pl.DataFrame) -> pl.DataFrame:
-        marked = cpu.filter(pl.col("name") == mark)
-        if marked.height or cpu.filter(pl.col("name") == SHAPE_FLOPS_MARK).height:
-            return marked
-        counted = op_flops(cpu)
-        counted = counted.filter(pl.col("flops_family") == family) if family else counted
-        return counted.with_columns(pl.col("shape_flops").alias("flops"))
 
-    return _per_step_sums(run, rows, "flops")
+def _has_mark(trace: RankTrace) -> bool:
+    return trace.cpu.filter(pl.col("name") == SHAPE_FLOPS_MARK).height > 0
+
+
+def _counted(trace: RankTrace, family: str | None) -> pl.LazyFrame:
+    """The FLOPs of a whole trace's operators from their shapes (a compact trace has them counted)."""
+    counted = op_flops(trace.cpu)
+    counted = counted.filter(pl.col("flops_family") == family) if family else counted
+    rank = pl.lit(trace.rank, pl.Int64).alias("rank")
+    return counted.lazy().select(rank, "start_us", pl.col("shape_flops").cast(pl.Float64).alias("flops"))
 
 
 CONV_NET_SHARE = 0.1

@@ -15,7 +15,7 @@ import polars as pl
 from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
 from traceview.core.intervals import union_length
 from traceview.model.trace import Run
-from traceview.prediction.step_flops import convolutional, in_cpu_steps, shape_flops, trace_flops
+from traceview.prediction.step_flops import convolutional, in_cpu_steps, run_cpu, shape_flops, trace_flops
 
 SOURCES = ("trace", "nccl log", "manifest", "hardware table", "command line", "default")
 """Where an input may come from (`Assumption.source`)."""
@@ -212,35 +212,46 @@ _BATCH_READERS: dict[str, Callable[[pl.Expr], pl.Expr]] = {
 }
 
 
+def _rule_batches(cpu: pl.DataFrame, pattern: str, argument: int, reading: str) -> pl.LazyFrame | None:
+    """Per operator of every rank of `cpu` (`run_cpu`) matching one batch rule: rank, start_us, batch, rule;
+    None when no rank has one. A rank whose shapes do not decode is left out (the others decoded together)."""
+    ops = cpu.filter(pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null())
+    if ops.height == 0:
+        return None
+    shape = (
+        pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).list.get(argument, null_on_oob=True)
+    )
+    try:
+        dims = ops.with_columns(shape.alias("shape"))
+    except pl.exceptions.PolarsError:  # some rank's shapes do not decode: each rank alone
+        dims = pl.concat([_decoded(part, shape) for part in ops.partition_by("rank", maintain_order=True)])
+    return (
+        dims.lazy()
+        .filter(pl.col("shape").list.len() > 0)
+        .select("rank", "start_us", _BATCH_READERS[reading](pl.col("shape")).alias("batch"))
+        .with_columns(pl.lit(pattern).alias("rule"))
+    )
+
+
+def _decoded(ops: pl.DataFrame, shape: pl.Expr) -> pl.DataFrame:
+    try:
+        return ops.with_columns(shape.alias("shape"))
+    except pl.exceptions.PolarsError:
+        return ops.clear().with_columns(pl.lit(None, pl.List(pl.Int64)).alias("shape"))
+
+
 def batch_from_shapes(run: Run) -> tuple[float | None, str]:
     """b from the input shape of each step's first operator matched by `BATCH_SHAPE_RULES` (median over
     (rank, step)), and the operator used; (None, "") when the traces recorded no such shape."""
-    found: list[pl.DataFrame] = []
-    for trace in run:
-        for pattern, argument, reading in BATCH_SHAPE_RULES:
-            ops = trace.cpu.filter(pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null())
-            if ops.height == 0:
-                continue
-            try:
-                dims = ops.with_columns(
-                    pl.col("input_dims")
-                    .str.json_decode(pl.List(pl.List(pl.Int64)))
-                    .list.get(argument, null_on_oob=True)
-                    .alias("shape")
-                )
-            except pl.exceptions.PolarsError:
-                continue
-            batch = dims.filter(pl.col("shape").list.len() > 0).with_columns(
-                _BATCH_READERS[reading](pl.col("shape")).alias("batch")
-            )
-            found.append(
-                in_cpu_steps(
-                    batch.select("start_us", "batch", pl.lit(pattern).alias("rule")), trace.cpu
-                ).with_columns(pl.lit(trace.rank).alias("rank"))
-            )
+    cpu = run_cpu(run)
+    rules = [_rule_batches(cpu, *rule) for rule in BATCH_SHAPE_RULES]
+    found = [in_cpu_steps(batches, cpu.lazy()) for batches in rules if batches is not None]
     if not found:
         return None, ""
-    firsts = pl.concat(found).sort("start_us").group_by("rank", "step").agg(pl.all().first())
+    placed = pl.concat(found).sort("start_us")
+    firsts = placed.group_by("rank", "step").agg(pl.all().first()).collect()
+    if firsts.height == 0:
+        return None, ""
     rule = str(firsts["rule"].mode().sort()[0])
     return float(firsts["batch"].median()), rule.strip("^$").replace("[123]", "N")  # type: ignore[arg-type]
 

@@ -29,7 +29,7 @@ from traceview.across_ranks.stragglers import (
 )
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.outliers import rank_outliers
-from traceview.model.trace import Run
+from traceview.model.trace import Run, ranked_frame
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA
 
 
@@ -171,15 +171,8 @@ def _no_host_steps() -> pl.DataFrame:
 
 def host_steps_of(run: Run) -> pl.DataFrame:
     """Per rank and step, the start of its CPU `ProfilerStep#N` (one row per step; none without CPU steps)."""
-    frames = [
-        trace.steps.filter(pl.col("source") == "cpu").select(
-            pl.lit(trace.rank, dtype=pl.Int64).alias("rank"),
-            "step",
-            pl.col("start_us").alias("host_start_us"),
-        )
-        for trace in run
-    ]
-    return pl.concat(frames) if frames else _no_host_steps()
+    steps = ranked_frame(run, "steps").filter(pl.col("source") == "cpu")
+    return steps.select("rank", "step", pl.col("start_us").alias("host_start_us"))
 
 
 def run_cross_rank(

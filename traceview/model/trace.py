@@ -216,3 +216,23 @@ class Run:
                 raise RunError(f"{trace.path}: rank {trace.rank} is also claimed by {seen[trace.rank]}")
             seen[trace.rank] = trace.path
         return self
+
+
+RANK_FRAMES: Mapping[str, Mapping[str, pl.DataType]] = {
+    "gpu": GPU_SCHEMA,
+    "cpu": CPU_SCHEMA,
+    "steps": STEP_SCHEMA,
+}
+"""The per-rank frames of a `RankTrace`, by attribute, and their schemas."""
+
+
+def ranked_frame(run: Run, part: str) -> pl.DataFrame:
+    """The frame `part` (gpu, cpu or steps) of every rank, with the rank's `rank`, as one frame: one
+    concatenation whatever the number of ranks."""
+    held: list[tuple[int, pl.DataFrame]] = [(trace.rank, getattr(trace, part)) for trace in run]
+    frames = [frame for _, frame in held if frame.height]
+    if not frames:
+        return empty_frame({**RANK_FRAMES[part], "rank": pl.Int64()})
+    ranks = pl.Series("rank", [rank for rank, frame in held if frame.height], pl.Int64)
+    heights = pl.Series([frame.height for frame in frames])
+    return pl.concat(frames, how="vertical_relaxed").with_columns(ranks.repeat_by(heights).explode())

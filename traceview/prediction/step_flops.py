@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
-from traceview.model.trace import CPU_SCHEMA, RankTrace, Run, empty_frame
+from traceview.model.trace import RankTrace, Run, ranked_frame
 from traceview.steps.windows import WHOLE_TRACE
 
 STEP_MARK = r"^ProfilerStep#\d+$"
@@ -16,12 +16,7 @@ FLOPS_SCHEMA = pl.Schema({"rank": pl.Int64(), "step": pl.Int64(), "flops": pl.Fl
 
 def run_cpu(run: Run) -> pl.DataFrame:
     """Every rank's host rows with the rank's `rank`, as one frame."""
-    traces = [trace for trace in run if trace.cpu.height]
-    if not traces:
-        return empty_frame({**CPU_SCHEMA, "rank": pl.Int64()})
-    ranks = pl.Series("rank", [trace.rank for trace in traces], pl.Int64)
-    heights = pl.Series([trace.cpu.height for trace in traces])
-    return pl.concat([trace.cpu for trace in traces]).with_columns(ranks.repeat_by(heights).explode())
+    return ranked_frame(run, "cpu")
 
 
 def _cpu_steps(cpu: pl.LazyFrame) -> pl.LazyFrame:

@@ -27,6 +27,7 @@ from traceview.collectives.tables import (
     merged_suspects,
     with_transfer_busbw,
 )
+from traceview.core.engine import in_memory
 from traceview.core.errors import ParseWarning
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
@@ -277,6 +278,7 @@ def _header(
     return replace(header, warnings=(*header.warnings, *far_clock_warnings(crossrank.clocks)))
 
 
+@in_memory
 def reduce_summaries(
     summaries: Sequence[RankSummary],
     options: RunOptions | None = None,

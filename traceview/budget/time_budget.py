@@ -170,15 +170,32 @@ def budget_of(per_step: pl.DataFrame, transfer: pl.DataFrame | None = None) -> T
     columns: tuple[str, ...] = MEDIAN_COLUMNS
     if transfer is not None and per_step.height:
         per_step, columns = with_transfer(per_step, transfer), (*MEDIAN_COLUMNS, *TRANSFER_COLUMNS)
-    counted = _counted(per_step)
-    per_rank = (
-        counted.group_by("rank")
-        .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in columns])
-        .sort("rank")
+    counted = _counted(per_step).lazy()
+    per_rank, medians = pl.collect_all(
+        [
+            counted.group_by("rank")
+            .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in columns])
+            .sort("rank"),
+            counted.select([pl.col(c).median() for c in columns]),
+        ],
+        engine="in-memory",
     )
-    medians = counted.select([pl.col(c).median() for c in columns]) if counted.height else None
-    run_median = {c: (medians.item(0, c) if medians is not None else None) for c in columns}
+    run_median = {c: (medians.item(0, c) if per_step.height else None) for c in columns}
     return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
+
+
+def _unions() -> dict[str, pl.Expr]:
+    """The unions the budget measures per (rank, step): column -> the clipped events it unions."""
+    comm, kind = pl.col("event_class") == "comm", pl.col("comm_kind")
+    return {
+        "comp_us": pl.col("event_class") == "compute",
+        "comm_us": comm,
+        "_device_us": comm & (kind == "device"),
+        "_on_device_us": comm & kind.is_in(["device", "copy engine"]),
+        "kernels_us": pl.col("event_class") != "memory",
+        "busy_us": pl.col("kind") != HOST_KIND,
+        "_active_us": pl.lit(True),
+    }
 
 
 def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -190,26 +207,25 @@ def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
                 for c in BUDGET_COLUMNS
             }
         )
-    clipped = clip_to_windows(_with_kinds(events), windows, ["rank"])
-    kernels = clipped.filter(pl.col("event_class") != "memory")
-    comm, kind = clipped.filter(pl.col("event_class") == "comm"), pl.col("comm_kind")
-    lengths = [
-        union_length(clipped.filter(pl.col("event_class") == "compute"), keys, "comp_us"),
-        union_length(comm, keys, "comm_us"),
-        union_length(comm.filter(kind == "device"), keys, "_device_us"),
-        union_length(comm.filter(kind.is_in(["device", "copy engine"])), keys, "_on_device_us"),
-        union_length(kernels, keys, "kernels_us"),
-        union_length(clipped.filter(pl.col("kind") != HOST_KIND), keys, "busy_us"),
-        union_length(clipped, keys, "_active_us"),
-        clipped.group_by(keys).agg(
-            (pl.col("event_class") == "compute").sum().cast(pl.Int64).alias("compute_kernels"),
-            (pl.col("event_class") == "comm").sum().cast(pl.Int64).alias("comm_kernels"),
-        ),
+    clipped = clip_to_windows(_with_kinds(events), windows, ["rank"]).lazy()
+    rows = [
+        clipped.filter(rows).select(*keys, "start_us", "end_us", pl.lit(name).alias("_union"))
+        for name, rows in _unions().items()
     ]
-    table = windows
-    for frame in lengths:
-        table = table.join(frame, on=keys, how="left")
-    return _derive(table.fill_null(0)).sort(keys).select(BUDGET_COLUMNS)
+    lengths = union_length(pl.concat(rows).collect(engine="in-memory"), [*keys, "_union"], "_us").lazy()
+    table = windows.lazy()
+    for name in _unions():
+        table = table.join(
+            lengths.filter(pl.col("_union") == name).select(*keys, pl.col("_us").alias(name)),
+            on=keys,
+            how="left",
+        )
+    counts = clipped.group_by(keys).agg(
+        (pl.col("event_class") == "compute").sum().cast(pl.Int64).alias("compute_kernels"),
+        (pl.col("event_class") == "comm").sum().cast(pl.Int64).alias("comm_kernels"),
+    )
+    table = table.join(counts, on=keys, how="left").fill_null(0)
+    return _derive(table).sort(keys).select(BUDGET_COLUMNS).collect(engine="in-memory")
 
 
 def _with_kinds(events: pl.DataFrame) -> pl.DataFrame:
@@ -225,7 +241,7 @@ def _with_kinds(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _derive(table: pl.DataFrame) -> pl.DataFrame:
+def _derive(table: pl.LazyFrame) -> pl.LazyFrame:
     comm, comp = pl.col("comm_us"), pl.col("comp_us")
     overlap = (comp + comm - pl.col("kernels_us")).clip(lower_bound=0.0)
     return table.with_columns(

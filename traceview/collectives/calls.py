@@ -11,6 +11,7 @@ that order on the thread that launches the kernel. Every function is vectorised 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 import polars as pl
 
@@ -57,6 +58,9 @@ CALL_COLUMNS = (
     "dims_out",
     "dims_dtype",
 )
+IN_MEMORY: Final = "in-memory"
+"""The engine of every query here: the default (streaming) engine costs more to start than these small queries
+take to run."""
 _DIMS_LIST = r"^\[\s*(?:\[[-0-9,\s]*\]\s*,?\s*)*\]$"
 _TYPES_LIST = r'^\[\s*(?:"[^"\\]*"\s*,?\s*)*\]$'
 
@@ -88,17 +92,17 @@ def _family_expr() -> pl.Expr:
     )
 
 
-def collective_calls(run: Run) -> pl.DataFrame:
-    """Every host collective call of every rank (run time base): `rank`, `pid`, `tid`, `family`, `call_row`,
-    the normalised args (`collective`, `dtype`, `in_bytes`, ...) and the bytes of `Input Dims` (`dims_in`,
-    `dims_out`, `dims_dtype`). `c10d::*` ops that name no known collective (`c10d::wait`) are left out."""
+def call_rows(run: Run) -> pl.LazyFrame | None:
+    """The query of `collective_calls` without the bytes of `Input Dims` (None for a run without ranks)."""
     frames = [
-        trace.cpu.filter(pl.col("kind") != "runtime").with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
+        trace.cpu.lazy()
+        .filter(pl.col("kind") != "runtime")
+        .with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
         for trace in aligned_ranks(run)
     ]
     if not frames:
-        return pl.DataFrame()
-    calls = (
+        return None
+    return (
         pl.concat(frames, how="vertical_relaxed")
         .with_columns(_family_expr().alias("family"))
         .filter(pl.col("family").is_not_null())
@@ -113,10 +117,27 @@ def collective_calls(run: Run) -> pl.DataFrame:
         .with_row_index("call_row")
         .with_columns(pl.col("call_row").cast(pl.Int64))
     )
-    return calls.join(_dims_bytes(calls), on="call_row", how="left")
 
 
-def _tensors(calls: pl.DataFrame) -> pl.DataFrame:
+def collective_calls_query(run: Run) -> pl.LazyFrame | None:
+    """The query of `collective_calls` (None for a run without ranks), to fuse into a larger one."""
+    calls = call_rows(run)
+    return (
+        None
+        if calls is None
+        else calls.join(_dims_bytes(calls), on="call_row", how="left", maintain_order="left")
+    )
+
+
+def collective_calls(run: Run) -> pl.DataFrame:
+    """Every host collective call of every rank (run time base): `rank`, `pid`, `tid`, `family`, `call_row`,
+    the normalised args (`collective`, `dtype`, `in_bytes`, ...) and the bytes of `Input Dims` (`dims_in`,
+    `dims_out`, `dims_dtype`). `c10d::*` ops that name no known collective (`c10d::wait`) are left out."""
+    calls = collective_calls_query(run)
+    return pl.DataFrame() if calls is None else calls.collect(engine=IN_MEMORY)
+
+
+def _tensors(calls: pl.LazyFrame) -> pl.LazyFrame:
     """One row per tensor argument of a call with a known dtype: `call_row`, `family`, `roles` (the
     `C10D_TENSOR_ARGS` entry), `arg` (argument index), `bytes`, `tensor_dtype`. Calls whose `Input Dims` or
     `Input type` is not a plain list of shapes / of names, or whose lengths differ, give none."""
@@ -147,7 +168,7 @@ def _tensors(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _dims_bytes(calls: pl.DataFrame) -> pl.DataFrame:
+def _dims_bytes(calls: pl.LazyFrame) -> pl.LazyFrame:
     """Bytes of each call's tensors from `Input Dims` x `Input type`: `call_row`, `dims_in`, `dims_out`,
     `dims_dtype`. Backend annotations: every tensor is an input; `C10D_TENSOR_ARGS` ops: the named ones."""
     backend = pl.col("family") == "backend"
@@ -181,7 +202,8 @@ _LAUNCH_SCHEMA = {
 def launches(run: Run) -> pl.DataFrame:
     """Runtime calls that carry a correlation id: `rank`, `correlation`, `pid`, `tid`, `launch_us`."""
     frames = [
-        trace.cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        trace.cpu.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
         .select(
             pl.lit(trace.rank, pl.Int64).alias("rank"),
             "correlation",
@@ -192,7 +214,7 @@ def launches(run: Run) -> pl.DataFrame:
         .unique(["rank", "correlation"], keep="first")
         for trace in aligned_ranks(run)
     ]
-    return pl.concat(frames) if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
+    return pl.concat(frames).collect(engine=IN_MEMORY) if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
 
 
 _PG_FIELDS = ("name", "desc", "ranks", "size")
@@ -205,9 +227,8 @@ _PG_PICKS: Mapping[str, str] = {
 """How a kernel's process group is found in `pg_config`, in order of preference -> its `pg_source` label."""
 
 
-def config_groups(run: Run) -> pl.DataFrame:
-    """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`,
-    `cfg_order` (the group's place in the rank's list: its creation order)."""
+def config_groups_query(run: Run) -> pl.LazyFrame:
+    """The query of `config_groups`, to fuse into a larger one."""
     rows = [
         (
             trace.rank,
@@ -222,17 +243,24 @@ def config_groups(run: Run) -> pl.DataFrame:
     ]
     names = ["rank", *[f"cfg_{field}" for field in _PG_FIELDS], "cfg_order"]
     schema = dict(zip(names, (pl.Int64, pl.Utf8, pl.Utf8, pl.Utf8, pl.Int64, pl.Int64), strict=True))
-    frame = pl.DataFrame(rows, schema=schema, orient="row")
-    return frame.with_columns(canonical_ranks(pl.col("cfg_ranks")).alias("cfg_ranks")).unique(
-        ["rank", "cfg_name"], keep="first", maintain_order=True
+    return (
+        pl.LazyFrame(rows, schema=schema, orient="row")
+        .with_columns(canonical_ranks(pl.col("cfg_ranks")).alias("cfg_ranks"))
+        .unique(["rank", "cfg_name"], keep="first", maintain_order=True)
     )
+
+
+def config_groups(run: Run) -> pl.DataFrame:
+    """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`,
+    `cfg_order` (the group's place in the rank's list: its creation order)."""
+    return config_groups_query(run).collect(engine=IN_MEMORY)
 
 
 DEFAULT_GROUP_DESCS = ("default_pg",)
 """Descriptions of the default (world) group, which a gloo pool may skip when nothing ran on it."""
 
 
-def _pool_candidates(groups: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+def _pool_candidates(groups: pl.LazyFrame, frame: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, pool): the rank's process group of the same creation order, counting its groups in
     `pg_config` order; when the rank shows one pool fewer than it has groups, the default group (unused:
     its workers ran nothing) is left out first. Ranks whose counts leave more than one way get none."""
@@ -258,7 +286,7 @@ def _gloo_pool() -> pl.Expr:
     return pl.when(gloo).then(pool_of_stream(pl.col("stream")))
 
 
-def _pg_candidates(groups: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def _pg_candidates(groups: pl.LazyFrame) -> dict[str, pl.LazyFrame]:
     """pg_config rows that may name a kernel's group, per way of finding it, columns prefixed by that way."""
     counted = groups.with_columns(
         pl.len().over("rank").alias("n_rank"), pl.len().over("rank", "cfg_size").alias("n_size")
@@ -303,19 +331,31 @@ def _filled(column: str, field: str) -> pl.Expr:
     return pl.coalesce(pl.col(column), *picked).alias(column)
 
 
-def with_process_groups(frame: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+def with_process_groups(frame: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
     """`frame` (columns `rank`, `pg_name`, `pg_desc`, `pg_ranks`, `group_size` from the args) with what the
     args leave unknown filled from pg_config (`_pick`), and `pg_source`: `args` when the args name the group
     (by name or ranks), else how pg_config was used, else null."""
     found = _pg_candidates(groups)
     pooled = _pool_candidates(groups, frame)
     joined = (
-        frame.join(found["byname"], left_on=["rank", "pg_name"], right_on=["rank", "byname_name"], how="left")
-        .join(found["only"], on="rank", how="left")
-        .join(found["bysize"], left_on=["rank", "group_size"], right_on=["rank", "bysize_size"], how="left")
+        frame.join(
+            found["byname"],
+            left_on=["rank", "pg_name"],
+            right_on=["rank", "byname_name"],
+            how="left",
+            maintain_order="left",
+        )
+        .join(found["only"], on="rank", how="left", maintain_order="left")
+        .join(
+            found["bysize"],
+            left_on=["rank", "group_size"],
+            right_on=["rank", "bysize_size"],
+            how="left",
+            maintain_order="left",
+        )
         .with_columns(pl.col("pg_name").alias("byname_name"), pl.col("group_size").alias("bysize_size"))
         .with_columns(_gloo_pool().alias("_pool"))
-        .join(pooled, left_on=["rank", "_pool"], right_on=["rank", "pool"], how="left")
+        .join(pooled, left_on=["rank", "_pool"], right_on=["rank", "pool"], how="left", maintain_order="left")
         .drop("_pool")
         .with_columns(_pick().alias("_pick"))
     )
@@ -336,11 +376,15 @@ def with_process_groups(frame: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
 def call_counts(run: Run) -> pl.DataFrame:
     """How many host collective calls each rank makes, per call name and family (`rank`, `name`, `family`,
     `calls`): at world size 1 they are all a run has to say about its communication."""
-    calls = collective_calls(run)
-    if calls.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})
-    return (
-        calls.group_by("rank", "name", "family")
+    calls = call_rows(run)
+    counts = (
+        None
+        if calls is None
+        else calls.group_by("rank", "name", "family")
         .agg(pl.len().cast(pl.Int64).alias("calls"))
         .sort("rank", "calls", "name", descending=[False, True, False])
+        .collect(engine=IN_MEMORY)
     )
+    if counts is None or counts.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})
+    return counts

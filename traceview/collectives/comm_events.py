@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceview.collectives.calls import IN_MEMORY
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import CORRELATION_BASE
 
@@ -31,12 +32,14 @@ LAUNCH_SCHEMA = {
 }
 
 
-def _host_rows(kernels: pl.DataFrame) -> pl.DataFrame:
+def _host_rows(kernels: pl.DataFrame) -> pl.LazyFrame:
     """The host collective ops of ranks with device events, as event rows with correlation ids from
     `CORRELATION_BASE` (a host timeline's own rows are events already: `event_row` set)."""
-    host = kernels.filter(
-        (pl.col("comm_kind") == "host") & pl.col("moves_data") & pl.col("event_row").is_null()
-    ).sort("rank", "start_us")
+    host = (
+        kernels.lazy()
+        .filter((pl.col("comm_kind") == "host") & pl.col("moves_data") & pl.col("event_row").is_null())
+        .sort("rank", "start_us")
+    )
     return host.select(
         "rank",
         pl.lit(HOST_KIND).alias("kind"),
@@ -53,21 +56,20 @@ def _host_rows(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def comm_events(events: pl.DataFrame, kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the events with every communication interval, module docstring; the launch rows of the host rows
-    added: `rank`, `correlation`, `pid`, `tid`, `launch_us`). `kernels` is `comm_kernels(run, events)` of the
-    same `events` (its `event_row` are their positions)."""
-    if events.height == 0 or kernels.height == 0:
-        return events, pl.DataFrame(schema=LAUNCH_SCHEMA)
-    marks = kernels.filter(pl.col("event_row").is_not_null()).select(
-        "event_row", "moves_data", (pl.col("comm_kind") == "copy engine").alias("_copy")
+def _kept(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.LazyFrame:
+    """The events with the copy-engine transfers classed `comm` and the host ops that move nothing left
+    out (module docstring)."""
+    marks = (
+        kernels.lazy()
+        .filter(pl.col("event_row").is_not_null())
+        .select("event_row", "moves_data", (pl.col("comm_kind") == "copy engine").alias("_copy"))
     )
-    indexed = events.with_row_index("event_row").with_columns(pl.col("event_row").cast(pl.Int64))
-    marked = indexed.join(marks, on="event_row", how="left")
+    indexed = events.lazy().with_row_index("event_row").with_columns(pl.col("event_row").cast(pl.Int64))
+    marked = indexed.join(marks, on="event_row", how="left", maintain_order="left")
     moving = pl.col("moves_data").fill_null(True)
     copy = pl.col("_copy").fill_null(False) & moving
     silent = (pl.col("event_class") == "comm") & ~moving  # a host timeline's op that moves nothing
-    kept = (
+    return (
         marked.filter(~silent)
         .with_columns(
             pl.when(copy).then(pl.lit("comm")).otherwise(pl.col("event_class")).alias("event_class"),
@@ -75,16 +77,29 @@ def comm_events(events: pl.DataFrame, kernels: pl.DataFrame) -> tuple[pl.DataFra
         )
         .drop("event_row", "moves_data", "_copy")
     )
-    host = _host_rows(kernels)
+
+
+def comm_events(events: pl.DataFrame, kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the events with every communication interval, module docstring; the launch rows of the host rows
+    added: `rank`, `correlation`, `pid`, `tid`, `launch_us`). `kernels` is `comm_kernels(run, events)` of the
+    same `events` (its `event_row` are their positions). One query, a second when host rows are added."""
+    if events.height == 0 or kernels.height == 0:
+        return events, pl.DataFrame(schema=LAUNCH_SCHEMA)
+    kept, host = pl.collect_all([_kept(events, kernels), _host_rows(kernels)], engine=IN_MEMORY)
     if host.height == 0:
         return kept, pl.DataFrame(schema=LAUNCH_SCHEMA)
-    launches = host.select(
-        "rank",
-        "correlation",
-        pl.lit(None, pl.Utf8).alias("pid"),
-        "tid",
-        pl.col("start_us").alias("launch_us"),
-    ).cast(LAUNCH_SCHEMA)  # type: ignore[arg-type]
-    rows = host.drop("tid")
-    merged = pl.concat([kept, rows], how="diagonal_relaxed").sort("rank", "start_us")
-    return merged, launches
+    launches = (
+        host.lazy()
+        .select(
+            "rank",
+            "correlation",
+            pl.lit(None, pl.Utf8).alias("pid"),
+            "tid",
+            pl.col("start_us").alias("launch_us"),
+        )
+        .cast(LAUNCH_SCHEMA)  # type: ignore[arg-type]
+    )
+    rows = host.lazy().drop("tid")
+    merged = pl.concat([kept.lazy(), rows], how="diagonal_relaxed").sort("rank", "start_us")
+    merged_events, launched = pl.collect_all([merged, launches], engine=IN_MEMORY)
+    return merged_events, launched

@@ -26,20 +26,19 @@ only group of that size). Whatever stays unknown is null, never guessed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import reduce
 
 import polars as pl
 
 from traceview.collectives.calls import (
-    CALL_COLUMNS,
-    arg_fields,
+    IN_MEMORY,
     collective_calls,
-    config_groups,
+    config_groups_query,
     launches,
     with_process_groups,
 )
+from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
 from traceview.core.costmodel import bandwidth_exprs, size_expr
-from traceview.core.vocab import CALL_FAMILIES, CPU_ONLY_CALL, DEVICE_CALL, dtype_size_expr
+from traceview.core.vocab import dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
 from traceview.model.trace import GPU_SCHEMA, Run
 
@@ -95,189 +94,15 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
 
-LINKED_BY = ("kernel args", "correlation", "external id", "unlinked", "cpu call", "stream")
-"""Values of `linked_by`; `cpu call` marks the rows of CPU-only (gloo) collective calls (the row is the
-call); `stream` a copy-engine transfer known by the stream it runs on (a communication kernel's)."""
-
-
-def _anchors(
-    events: pl.DataFrame, calls: pl.DataFrame, launches: pl.DataFrame, host_ranks: list[int]
-) -> pl.DataFrame:
-    """One row per candidate result row: each communication kernel and each memory copy (a copy-engine
-    transfer when it is a collective's: `_copy_engine`), with its own args prefixed `k_` and anchored at
-    its launch, and each CPU-only call (anchored at its own start) of a rank not on its host timeline
-    (`host_ranks`, whose CPU-only calls are already kernels there). `event_row` is the row's position in
-    `events`; `anchor_id` numbers the candidates."""
-    kernels = (
-        events.with_row_index("event_row")
-        .filter((pl.col("event_class") == "comm") | (pl.col("kind") == "memcpy"))
-        .select(
-            "rank",
-            "name",
-            "kind",
-            "start_us",
-            "end_us",
-            "stream",
-            "correlation",
-            "external_id",
-            "algorithm",
-            "protocol",
-            "reduce_op",
-            "kernel_collective",
-            "kernel_dtype",
-            "comm_kind",
-            pl.col("event_row").cast(pl.Int64),
-            pl.lit(None, pl.Utf8).alias("host_tid"),
-            pl.col("collective_name").is_not_null().alias("has_args"),
-            *[expr.name.prefix("k_") for expr in arg_fields()],
-            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq", *SPLITS)],
-        )
-        .join(launches, on=["rank", "correlation"], how="left")
-        .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
-    )
-    cpu_only = calls.filter(
-        (pl.col("family") == "backend")
-        & pl.col("name").str.contains(CPU_ONLY_CALL)
-        & ~pl.col("rank").is_in(host_ranks)
-    )
-    cpu_only = cpu_only.select(
-        "rank",
-        "name",
-        "start_us",
-        "end_us",
-        "pid",
-        "tid",
-        pl.col("start_us").alias("anchor_us"),
-        pl.lit(False).alias("on_device"),
-        pl.lit(False).alias("has_args"),
-        pl.lit("host").alias("comm_kind"),
-        pl.col("tid").alias("host_tid"),
-    )
-    both = pl.concat([kernels, cpu_only], how="diagonal_relaxed") if cpu_only.height else kernels
-    return both.with_row_index("anchor_id")
-
-
-def _copy_engine(frame: pl.DataFrame) -> pl.DataFrame:
-    """The linked candidates with the memory copies that are not a collective's left out: a copy is a
-    copy-engine transfer (`comm_kind` copy engine) when its launch lies inside a collective call
-    (`linked_by` correlation) or it runs on a stream that carries the rank's communication kernels (`stream`:
-    NCCL's copy-engine collectives run on its own streams); never by its name."""
-    is_copy = pl.col("kind") == "memcpy"
-    comm_streams = (
-        frame.filter(~is_copy & pl.col("on_device") & pl.col("stream").is_not_null())
-        .select("rank", "stream", pl.lit(True).alias("_comm_stream"))
-        .unique()
-    )
-    joined = frame.join(comm_streams, on=["rank", "stream"], how="left")
-    by_call = pl.col("linked_by") == "correlation"
-    by_stream = pl.col("_comm_stream").fill_null(False)
-    device_call = pl.col("backend_name").str.contains(DEVICE_CALL).fill_null(False)
-    return (
-        joined.filter(~is_copy.fill_null(False) | by_call | by_stream)
-        .with_columns(
-            pl.when(is_copy & ~by_call)
-            .then(pl.lit("stream"))
-            .otherwise(pl.col("linked_by"))
-            .alias("linked_by"),
-            pl.when(is_copy).then(pl.lit("copy engine")).otherwise(pl.col("comm_kind")).alias("comm_kind"),
-            (is_copy & by_call & ~device_call).fill_null(False).alias("staging_copy"),
-            pl.coalesce(  # a host op's thread: its own, or on a host timeline the thread that "launched" it
-                pl.col("host_tid"), pl.when(pl.col("comm_kind") == "host").then(pl.col("tid"))
-            ).alias("host_tid"),
-        )
-        .drop("_comm_stream")
-    )
-
-
-def _link_family(anchors: pl.DataFrame, calls: pl.DataFrame, family: str) -> pl.DataFrame:
-    """`anchor_id`, `<family>_in`: the innermost call of `family` that contains the anchor on its pid/tid (an
-    as-of join on the start, then the end checked), `<family>_ext`: the call of `family` with the same
-    External id."""
-    keys = ["rank", "pid", "tid"]
-    own = calls.filter(pl.col("family") == family).select(
-        *keys,
-        "call_row",
-        "external_id",
-        pl.col("start_us").alias("anchor_us"),
-        pl.col("end_us").alias("_end"),
-    )
-    timed = (
-        anchors.filter(pl.col("anchor_us").is_not_null())
-        .select("anchor_id", *keys, "anchor_us")
-        .sort("anchor_us")
-    )
-    inside = timed.join_asof(
-        own.drop("external_id").sort("anchor_us"),
-        on="anchor_us",
-        by=keys,
-        strategy="backward",
-        check_sortedness=False,
-    ).select(
-        "anchor_id",
-        pl.when(pl.col("anchor_us") <= pl.col("_end")).then(pl.col("call_row")).alias(f"{family}_in"),
-    )
-    by_id = (
-        own.drop_nulls("external_id")
-        .unique(["rank", "external_id"], keep="first")
-        .select("rank", "external_id", pl.col("call_row").alias(f"{family}_ext"))
-    )
-    return (
-        anchors.select("anchor_id", "rank", "external_id")
-        .join(inside, on="anchor_id", how="left")
-        .join(by_id, on=["rank", "external_id"], how="left")
-        .drop("rank", "external_id")
-    )
-
-
-def _linked(anchors: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """Anchors with `linked_by` and, per family, the linked call's fields prefixed `<family>_`."""
-    families = [family for family, _ in CALL_FAMILIES]
-    frame = reduce(
-        lambda acc, f: acc.join(_link_family(anchors, calls, f), on="anchor_id", how="left"),
-        families,
-        anchors,
-    )
-    any_in = pl.any_horizontal(pl.col(f"{f}_in").is_not_null() for f in families)
-    any_ext = pl.any_horizontal(pl.col(f"{f}_ext").is_not_null() for f in families)
-    frame = frame.with_columns(
-        pl.when(~pl.col("on_device"))
-        .then(pl.lit("cpu call"))
-        .when(pl.col("has_args"))
-        .then(pl.lit("kernel args"))
-        .when(any_in)
-        .then(pl.lit("correlation"))
-        .when(any_ext)
-        .then(pl.lit("external id"))
-        .otherwise(pl.lit("unlinked"))
-        .alias("linked_by"),
-    )
-    frame = frame.with_columns(
-        pl.when(any_in).then(pl.col(f"{f}_in")).otherwise(pl.col(f"{f}_ext")).alias(f"{f}_row")
-        for f in families
-    )
-    fields = calls.select(CALL_COLUMNS)
-    for family in families:
-        frame = frame.join(
-            fields.select(pl.all().name.prefix(f"{family}_")),
-            left_on=f"{family}_row",
-            right_on=f"{family}_call_row",
-            how="left",
-        )
-    return frame
-
 
 def _first(column: str, sources: tuple[str, ...]) -> pl.Expr:
     return pl.coalesce([pl.col(f"{source}_{column}") for source in sources])
 
 
-def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
+def _merged_fields(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Each field from its first source: the kernel's args, then record_param_comms, the backend annotation,
     the c10d op (bytes from args before bytes from Input Dims), the kernel name last."""
-    args, calls, families = (
-        ("k", "rpc", "backend", "c10d"),
-        ("rpc", "backend", "c10d"),
-        [f for f, _ in CALL_FAMILIES],
-    )
+    args, calls, families = ("k", "rpc", "backend", "c10d"), ("rpc", "backend", "c10d"), FAMILIES
     args_in, args_out = _first("in_bytes", args), _first("out_bytes", args)
     dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
     return frame.with_columns(
@@ -300,9 +125,6 @@ def _merged_fields(frame: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col(f"{f}_start_us") for f in families).alias("call_start_us"),
         pl.coalesce(pl.col(f"{f}_end_us") for f in families).alias("call_end_us"),
     )
-
-
-SPLITS = ("in_split", "out_split")
 
 
 def _listed(splits: pl.Expr) -> pl.Expr:
@@ -395,10 +217,10 @@ _EVENT_SCHEMA: Mapping[str, pl.DataType] = {
 }
 
 
-def _with_event_columns(events: pl.DataFrame) -> pl.DataFrame:
+def _with_event_columns(events: pl.DataFrame) -> pl.LazyFrame:
     """`events` with every column of classified events (an empty run gives a frame without columns)."""
     missing = [pl.lit(None, dtype).alias(c) for c, dtype in _EVENT_SCHEMA.items() if c not in events.columns]
-    return events.with_columns(missing) if missing else events
+    return events.lazy().with_columns(missing)
 
 
 def empty_comm_kernels() -> pl.DataFrame:
@@ -406,25 +228,12 @@ def empty_comm_kernels() -> pl.DataFrame:
     return pl.DataFrame(schema={**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
 
 
-def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per communication kernel per rank, and per CPU-only (gloo) collective call, linked to its call.
-
-    `events` is `traceview.budget.time_budget.classified_events(run, patterns)`, `launch_rows` is
-    `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`,
-    then `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring)."""
-    if not run.ranks:
-        return empty_comm_kernels()
-    calls = collective_calls(run)
-    host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
-    launch_rows = launches(run) if launch_rows is None else launch_rows
-    anchors = _anchors(_with_event_columns(events), calls, launch_rows, host_ranks)
-    linked = _copy_engine(_linked(anchors, calls)) if anchors.height else anchors
-    if linked.height == 0:
-        return empty_comm_kernels()
-    merged = _merged_fields(linked)
+def _kernel_figures(merged: pl.LazyFrame, run: Run) -> pl.LazyFrame:
+    """The linked rows with their process group, n, bytes, call membership and bandwidths, in the columns of
+    `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`, sorted by rank and start."""
     frame = (
-        with_process_groups(merged, config_groups(run))
-        .join(_world_sizes(run), on="rank", how="left")
+        with_process_groups(merged, config_groups_query(run))
+        .join(_world_sizes(run).lazy(), on="rank", how="left", maintain_order="left")
         .with_columns(_group_size_from_shapes(), (pl.col("end_us") - pl.col("start_us")).alias("dur_us"))
         .with_columns(*_default_group())
         .with_columns(
@@ -437,7 +246,27 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
         .with_columns(_moves_data())
     )
     schema = {**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA}
-    result: pl.DataFrame = frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(
-        "rank", "start_us"
+    return frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort("rank", "start_us")
+
+
+def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per communication kernel per rank, and per CPU-only (gloo) collective call, linked to its call.
+
+    `events` is `traceview.budget.time_budget.classified_events(run, patterns)`, `launch_rows` is
+    `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`,
+    then `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring).
+    Four queries: the calls, the candidates, their links, their figures (each reads the frames before it)."""
+    if not run.ranks:
+        return empty_comm_kernels()
+    calls = collective_calls(run).lazy()
+    host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
+    launch_rows = launches(run) if launch_rows is None else launch_rows
+    anchors = comm_anchors(_with_event_columns(events), calls, launch_rows.lazy(), host_ranks).collect(
+        engine=IN_MEMORY
     )
-    return result
+    if anchors.height == 0:
+        return empty_comm_kernels()
+    linked = with_copy_engine(linked_calls(anchors.lazy(), calls)).collect(engine=IN_MEMORY)
+    if linked.height == 0:
+        return empty_comm_kernels()
+    return _kernel_figures(_merged_fields(linked.lazy()), run).collect(engine=IN_MEMORY)

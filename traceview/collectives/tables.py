@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from traceview.collectives.calls import IN_MEMORY
 from traceview.collectives.kernels import comm_kernels
 from traceview.core.costmodel import bus_factor_expr
 from traceview.core.intervals import union_length
@@ -258,7 +259,8 @@ def suspected_comm_kernels(events: pl.DataFrame) -> pl.DataFrame:
     if "comm_library" not in events.columns:
         return pl.DataFrame(schema=dict(SUSPECTED_SCHEMA))
     return (
-        events.filter((pl.col("comm_library") == SUSPECTED_LIBRARY) & (pl.col("event_class") == "comm"))
+        events.lazy()
+        .filter((pl.col("comm_library") == SUSPECTED_LIBRARY) & (pl.col("event_class") == "comm"))
         .group_by("name")
         .agg(
             pl.col("rank").n_unique().cast(pl.Int64).alias("ranks"),
@@ -267,6 +269,7 @@ def suspected_comm_kernels(events: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(["total_us", "name"], descending=[True, False])
         .select([pl.col(c).cast(t) for c, t in SUSPECTED_SCHEMA.items()])
+        .collect(engine=IN_MEMORY)
     )
 
 

@@ -33,9 +33,10 @@ def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ())
     copy-engine transfers of collective calls are found later, when calls are linked
     (`traceview.collectives.comm_events`)."""
     gpu = trace.gpu
-    decoded = decode_kernel_names(gpu.get_column("name").unique(), extra_patterns)
+    decoded = decode_kernel_names(gpu.get_column("name"), extra_patterns)
     return (
-        gpu.join(decoded, on="name", how="left")
+        gpu.lazy()
+        .join(decoded.lazy(), on="name", how="left", maintain_order="left")
         .with_columns(
             pl.lit(trace.rank, dtype=pl.Int64).alias("rank"),
             pl.when(pl.col("kind") != "kernel")
@@ -55,4 +56,5 @@ def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ())
             .alias("comm_kind")
         )
         .drop("is_comm")
+        .collect(engine="in-memory")
     )

@@ -33,9 +33,9 @@ from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
 from traceview.kernels.analysis import kernels_from_parts
 from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured, measure_links
-from traceview.map.rank_summary import RankSummary
+from traceview.map.rank_summary import TIME_COLUMNS, RankSummary
 from traceview.model.time_base import trace_time_base
-from traceview.model.trace import Run, SkippedInput
+from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.moe.analysis import moe_balance
 from traceview.nccl.inputs import read_logs
 from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
@@ -76,30 +76,30 @@ class Stacked:
     splits: pl.DataFrame
 
 
-def on_run_base(summaries: Sequence[RankSummary], shifts_us: Sequence[float]) -> list[RankSummary]:
-    """The summaries (in rank order) each moved by its shift onto the run's time base
-    (`traceview.model.time_base`)."""
-    return [s.shifted(shift) for s, shift in zip(summaries, shifts_us, strict=True)]
-
-
-def stack(summaries: Sequence[RankSummary]) -> Stacked:
-    """Every frame of `summaries` concatenated (they are already on one time base)."""
+def stack(summaries: Sequence[RankSummary], shifts_us: Sequence[float] = ()) -> Stacked:
+    """Every frame of `summaries` concatenated, each rank's times moved by its shift in `shifts_us` (none: as
+    they are): one query per frame whatever the number of ranks, not one per rank."""
     names = list(Stacked.__dataclass_fields__)
     frames = {
         name: pl.concat([getattr(s, name) for s in summaries], how="vertical_relaxed") for name in names
     }
+    if any(shifts_us):
+        ranks = [s.rank for s in summaries]
+        shift = pl.col("rank").replace_strict(ranks, list(shifts_us), default=0.0, return_dtype=pl.Float64)
+        for name, columns in TIME_COLUMNS.items():
+            frames[name] = frames[name].with_columns(pl.col(c) + shift for c in columns)
     return Stacked(**frames)
 
 
 def compact_run(
-    summaries: Sequence[RankSummary],
+    traces: Sequence[RankTrace],
     skipped: Sequence[SkippedInput] = (),
     source: str = "",
     extra_warnings: Sequence[ParseWarning] = (),
 ) -> Run:
     """A `Run` of the summaries' compact traces: metadata, steps and the host rows the model reads."""
     return Run(
-        ranks=tuple(s.trace for s in summaries),
+        ranks=tuple(traces),
         skipped=tuple(skipped),
         source=source,
         extra_warnings=tuple(extra_warnings),
@@ -290,9 +290,9 @@ def reduce_summaries(
     options = options or RunOptions()
     ordered = sorted(summaries, key=lambda s: s.rank)
     base = trace_time_base([s.trace for s in ordered])
-    aligned = on_run_base(ordered, base.shifts_us)
-    run = compact_run(aligned, skipped, source, extra_warnings)
-    frames = stack(aligned)
+    traces = [s.trace.shifted(shift) for s, shift in zip(ordered, base.shifts_us, strict=True)]
+    run = compact_run(traces, skipped, source, extra_warnings)
+    frames = stack(ordered, base.shifts_us)
     collectives = _collectives(frames)
     nccl = _nccl(options, collectives, run)
     crossrank = _cross_rank(run, frames, collectives.kernels, budget_of(frames.per_step), options, nccl)
@@ -305,9 +305,9 @@ def reduce_summaries(
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
     header = _header(
-        run, [s.step_choice for s in aligned], base.shifts_us, (collectives, budget, crossrank), options
+        run, [s.step_choice for s in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )
-    kernels = kernels_from_parts([s.kernel_parts for s in aligned], crossrank.stragglers)
+    kernels = kernels_from_parts([s.kernel_parts for s in ordered], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
     analyses = (budget, crossrank, collectives, prediction, nccl)
     facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links))

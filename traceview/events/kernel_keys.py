@@ -96,7 +96,11 @@ def kernel_key_expr(name: pl.Expr) -> pl.Expr:
     return pl.when(name.str.contains(MEMORY_NAME)).then(name).otherwise(keyed).str.slice(0, MAX_KEY_CHARS)
 
 
+KEY = kernel_key_expr(pl.col("name")).alias("key")
+"""The key of column `name`, as column `key` (built once: the expression is long)."""
+
+
 def kernel_keys(names: pl.Series) -> pl.DataFrame:
     """One row per distinct non-null name: `name`, `key`."""
-    distinct = names.cast(pl.Utf8).drop_nulls().unique().to_frame("name")
-    return distinct.with_columns(kernel_key_expr(pl.col("name")).alias("key"))
+    distinct = names.cast(pl.Utf8).to_frame("name").lazy().drop_nulls().unique()
+    return distinct.with_columns(KEY).collect()

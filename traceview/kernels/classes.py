@@ -96,11 +96,11 @@ def _long(wide: pl.LazyFrame) -> pl.LazyFrame:
     return found.filter(keep).with_columns(exclusive.alias("exclusive_us"))
 
 
-def class_steps(clipped: pl.DataFrame) -> pl.DataFrame:
+def class_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     """Per (rank, step, class) the figures of the module docstring (`CLASS_STEP_SCHEMA`), with the `overlap`
-    row per (rank, step), from one sweep (`_sweep`); one query."""
+    row per (rank, step), from one sweep (`_sweep`); a query."""
     if clipped.height == 0:
-        return pl.DataFrame(schema=CLASS_STEP_SCHEMA)
+        return pl.LazyFrame(schema=CLASS_STEP_SCHEMA)
     by = [*KEYS, "kernel_class"]
     events = clipped.lazy()
     figures = events.group_by(by).agg(
@@ -125,5 +125,4 @@ def class_steps(clipped: pl.DataFrame) -> pl.DataFrame:
         .join(has_compute, on=KEYS, how="left")
         .filter((pl.col("kernel_class") != OVERLAP) | pl.col("_has_compute").fill_null(False))
     )
-    ordered = rows.sort([*KEYS, _ORDER]).select([pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()])
-    return ordered.collect()
+    return rows.sort([*KEYS, _ORDER]).select([pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()])

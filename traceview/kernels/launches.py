@@ -114,11 +114,11 @@ def _device(linked: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.LazyFrame, 
 
 def launch_steps(
     linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.DataFrame, rank: int
-) -> pl.DataFrame:
-    """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`; one query
-    (and `graph_calls`')."""
+) -> pl.LazyFrame:
+    """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`, as a query
+    (`graph_calls` runs first)."""
     if windows.height == 0:
-        return pl.DataFrame(schema=LAUNCH_SCHEMA)
+        return pl.LazyFrame(schema=LAUNCH_SCHEMA)
     captures = _captures(cpu, linked.lazy(), host_windows.lazy())
     steps = pl.concat([windows.lazy().select("step"), captures.select("step")]).unique()  # a capture step
     device, added = _device(linked, windows)  # may run nothing
@@ -140,5 +140,4 @@ def launch_steps(
         marked.with_columns(missing)
         .select([pl.col(c).cast(t) for c, t in LAUNCH_SCHEMA.items()])
         .sort("step")
-        .collect()
     )

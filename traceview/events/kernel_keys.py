@@ -103,4 +103,4 @@ KEY = kernel_key_expr(pl.col("name")).alias("key")
 def kernel_keys(names: pl.Series) -> pl.DataFrame:
     """One row per distinct non-null name: `name`, `key`."""
     distinct = names.cast(pl.Utf8).to_frame("name").lazy().drop_nulls().unique()
-    return distinct.with_columns(KEY).collect()
+    return distinct.with_columns(KEY).collect(engine="in-memory")

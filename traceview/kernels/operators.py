@@ -115,8 +115,9 @@ def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
 def launch_links(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """Per call that launched device work (`launched`: distinct correlation ids): its name, start and end,
     whether it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none
-    contains it)."""
-    items = _items(cpu, launched).cache()
+    contains it). The items (`_items`), read twice, are computed first (a query): inside one query the
+    optimizer would push each reader's filter into them and compute them twice."""
+    items = _items(cpu, launched).collect(engine="in-memory").lazy()
     ops = items.filter(~pl.col("is_call")).select(
         "_thread",
         "depth",
@@ -145,17 +146,17 @@ def launch_links(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked); one query."""
+    """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked); two queries."""
     frame = events.lazy()
     launched = frame.select(pl.col("correlation").drop_nulls().unique())
     links = launch_links(cpu, launched)
-    return frame.join(links, on="correlation", how="left", maintain_order="left").collect()
+    return frame.join(links, on="correlation", how="left", maintain_order="left").collect(engine="in-memory")
 
 
 def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Per operator instance that launched device work: its kernels, their time, and its FLOPs, bytes and
     class from its shapes (`traceview.events.shape_flops`)."""
-    return operator_costs_query(linked, cpu).collect()
+    return operator_costs_query(linked, cpu).collect(engine="in-memory")
 
 
 def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:

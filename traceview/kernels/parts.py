@@ -4,6 +4,10 @@ out (docs/metrics.md, "Kernels and operators"; `traceview.map.rank_summary` keep
 Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNELS`, `TOP_KEYS`,
 `TOP_OPERATORS`, the classes, the host phases), never with its events; none holds a time on the rank's clock,
 so a summary moved onto the run's time base needs no change here.
+
+The frames are few fused queries (each part one query, computed together by one `pl.collect_all`), run on
+polars' in-memory engine, as eager frame operations run: for one rank's frames, mostly small, the default
+streaming engine's setup of each query costs more than its work.
 """
 
 from __future__ import annotations
@@ -111,7 +115,9 @@ def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         empty = events.with_columns(pl.lit(None, dtype).alias(column) for column, dtype in added.items())
         return empty, empty.select("name", "kind", _IS_COMM, *added)
     frame = events.lazy()
-    distinct = kernel_classes_of(frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect())
+    distinct = kernel_classes_of(
+        frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect(engine="in-memory")
+    )
     table = (
         distinct.lazy()
         .with_columns(KEY)
@@ -124,7 +130,7 @@ def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .join(table.select(_IDS), on=["name", "kind", "is_comm"], how="left")
         .drop("is_comm")
     )
-    found, names = pl.collect_all([classed, table])
+    found, names = pl.collect_all([classed, table], engine="in-memory")
     return found, names
 
 
@@ -195,4 +201,4 @@ def rank_kernel_parts(
         host_steps(trace.cpu, hosted, trace.rank),
         _rank_row(trace, linked),
     )
-    return KernelParts(*pl.collect_all(parts))
+    return KernelParts(*pl.collect_all(parts, engine="in-memory"))

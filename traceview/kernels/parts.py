@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 import polars as pl
 
 from traceview.events.kernel_classes import kernel_classes_of
-from traceview.events.kernel_keys import KEY
+from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
 from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
 from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
@@ -118,9 +118,10 @@ def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     distinct = kernel_classes_of(
         frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect(engine="in-memory")
     )
+    keys = pl.Series("key", keys_of(distinct.get_column("name").to_list()), dtype=pl.Utf8)
     table = (
         distinct.lazy()
-        .with_columns(KEY)
+        .with_columns(keys)
         .with_row_index("name_id")
         .with_columns(pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id"))
         .cache()

@@ -321,6 +321,7 @@ def _rule_index() -> pl.Expr:
     return found
 
 
+_RULE = _rule_index().alias("_rule")
 _KEYS = ["name", "input_dims", "input_types"]
 _KEY_SCHEMA: Mapping[str, pl.DataType] = {
     "name": pl.Utf8(),
@@ -340,7 +341,7 @@ _SOURCES = (
 
 def _named(ops: pl.LazyFrame) -> pl.LazyFrame:
     """The distinct (name, dims, types) of `ops` a rule names, with the rule's index (`_rule`)."""
-    return ops.select(_KEYS).unique().with_columns(_rule_index().alias("_rule")).drop_nulls("_rule")
+    return ops.select(_KEYS).unique().with_columns(_RULE).drop_nulls("_rule")
 
 
 def _costs(named: pl.DataFrame) -> pl.DataFrame:

@@ -30,10 +30,6 @@ The profiler's `flops`, when recorded, is used in place of the shapes' (`flops_s
 where every tensor argument's dtype is known (`TYPE_BYTES`); otherwise null. Each distinct (operator, dims,
 types) is computed once.
 
-Nested operators repeat their children's work (`aten::linear` holds `aten::addmm`; `aten::_scaled_dot_product_
-cudnn_attention` holds `aten::_cudnn_attention_forward`): a total must sum the operators that launched the
-kernels (`traceview.kernels.operators` links each kernel to the innermost one), never every operator.
-
 Nested operators repeat their children's work (`aten::linear` holds `aten::addmm`, SDPA holds its backend's
 operator): a total sums the operators that launched the kernels (`traceview.kernels.operators` links each
 kernel to the innermost one), never every operator.

@@ -7,8 +7,9 @@ their durations. The compute classes' `exclusive_us` and the `overlap` row (time
 run at once, on several streams) add up to T_comp exactly; the other classes (communication, memory
 operations) are listed beside it (`in_comp` false).
 
-Exclusive time is a sweep over each class's merged segments: +1 and +code at a segment's start, -1 and -code
-at its end, so where one class runs the running code is that class's; where two or more run, the overlap.
+Times come from one sweep over every piece's start (+1) and end (-1), in a column per class (`_sweep`): a
+class runs where its running count is positive; where it is the only compute class running, that time is its
+exclusive time; where two or more compute classes run, the overlap. One query computes the frame.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
     "kernel_sum_us": pl.Float64(),
 }
 KEYS = ["rank", "step"]
-_CODES = {name: index + 1 for index, name in enumerate(CLASSES)}
 
 
 def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:

@@ -96,7 +96,31 @@ def kernel_key_expr(name: pl.Expr) -> pl.Expr:
     return pl.when(name.str.contains(MEMORY_NAME)).then(name).otherwise(keyed).str.slice(0, MAX_KEY_CHARS)
 
 
+KEY = kernel_key_expr(pl.col("name")).alias("key")
+"""The key of column `name`, as column `key` (built once: the expression is long)."""
+
+
+_KEYS: dict[str | None, str | None] = {}
+KEYS_CACHE = 65_536
+"""Distinct kernel names whose key a process keeps; past it the cache starts afresh."""
+
+
+def keys_of(names: list[str | None]) -> list[str | None]:
+    """The key of each name, each distinct name keyed once per process (those not yet seen, by one query):
+    the ranks of a job share their kernel names."""
+    missing = [name for name in dict.fromkeys(names) if name not in _KEYS]
+    if len(_KEYS) + len(missing) > KEYS_CACHE:
+        _KEYS.clear()
+        missing = list(dict.fromkeys(names))
+    if missing:
+        keys = (
+            pl.LazyFrame({"name": missing}, schema={"name": pl.Utf8}).select(KEY).collect(engine="in-memory")
+        )
+        _KEYS.update(zip(missing, keys.to_series().to_list(), strict=True))
+    return [_KEYS[name] for name in names]
+
+
 def kernel_keys(names: pl.Series) -> pl.DataFrame:
     """One row per distinct non-null name: `name`, `key`."""
-    distinct = names.cast(pl.Utf8).drop_nulls().unique().to_frame("name")
-    return distinct.with_columns(kernel_key_expr(pl.col("name")).alias("key"))
+    distinct = names.cast(pl.Utf8).to_frame("name").lazy().drop_nulls().unique()
+    return distinct.with_columns(KEY).collect(engine="in-memory")

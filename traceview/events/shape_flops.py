@@ -30,10 +30,6 @@ The profiler's `flops`, when recorded, is used in place of the shapes' (`flops_s
 where every tensor argument's dtype is known (`TYPE_BYTES`); otherwise null. Each distinct (operator, dims,
 types) is computed once.
 
-Nested operators repeat their children's work (`aten::linear` holds `aten::addmm`; `aten::_scaled_dot_product_
-cudnn_attention` holds `aten::_cudnn_attention_forward`): a total must sum the operators that launched the
-kernels (`traceview.kernels.operators` links each kernel to the innermost one), never every operator.
-
 Nested operators repeat their children's work (`aten::linear` holds `aten::addmm`, SDPA holds its backend's
 operator): a total sums the operators that launched the kernels (`traceview.kernels.operators` links each
 kernel to the innermost one), never every operator.
@@ -321,10 +317,31 @@ def _rule_index() -> pl.Expr:
     return found
 
 
-def _costs(ops: pl.DataFrame) -> pl.DataFrame:
-    """One row per distinct (name, dims, types) of the operators a rule names, with their costs."""
-    keys = ["name", "input_dims", "input_types"]
-    named = ops.select(keys).unique().with_columns(_rule_index().alias("_rule")).drop_nulls("_rule")
+_RULE = _rule_index().alias("_rule")
+_KEYS = ["name", "input_dims", "input_types"]
+_KEY_SCHEMA: Mapping[str, pl.DataType] = {
+    "name": pl.Utf8(),
+    "input_dims": pl.Utf8(),
+    "input_types": pl.Utf8(),
+}
+_RECORDED = pl.col("flops").is_not_null() & (pl.col("flops") > 0)
+_SOURCES = (
+    pl.when(_RECORDED).then(pl.col("flops")).otherwise(pl.col("shape_flops")).alias("op_flops"),
+    pl.when(_RECORDED)
+    .then(pl.lit("profiler"))
+    .when(pl.col("shape_flops").is_not_null())
+    .then(pl.lit("shapes"))
+    .alias("flops_source"),
+)
+
+
+def _named(ops: pl.LazyFrame) -> pl.LazyFrame:
+    """The distinct (name, dims, types) of `ops` a rule names, with the rule's index (`_rule`)."""
+    return ops.select(_KEYS).unique().with_columns(_RULE).drop_nulls("_rule")
+
+
+def _costs(named: pl.DataFrame) -> pl.DataFrame:
+    """One row per distinct (name, dims, types) of the operators a rule names (`_named`), with their costs."""
     if len(_COSTS) + named.height > COSTS_CACHE:
         _COSTS.clear()
     rows = [
@@ -337,22 +354,19 @@ def _costs(ops: pl.DataFrame) -> pl.DataFrame:
         )
         for name, dims, types, rule in named.iter_rows()
     ]
-    schema: dict[str, pl.DataType] = {"name": pl.Utf8(), "input_dims": pl.Utf8(), "input_types": pl.Utf8()}
-    return pl.DataFrame(rows, schema={**schema, **COST_SCHEMA}, orient="row")
+    return pl.DataFrame(rows, schema={**_KEY_SCHEMA, **COST_SCHEMA}, orient="row")
+
+
+def shape_costs_query(ops: pl.LazyFrame) -> pl.LazyFrame:
+    """`shape_costs` of the frame `ops` computes (once, with its distinct shapes: one query), as a query."""
+    frame, named = pl.collect_all([ops, _named(ops)], engine="in-memory")
+    return (
+        frame.lazy().join(_costs(named).lazy(), on=_KEYS, how="left", nulls_equal=True).with_columns(_SOURCES)
+    )
 
 
 def shape_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """`ops` (columns `name`, `input_dims`, `input_types`, `flops`) with `op_class`, `shape_flops`,
     `shape_bytes`, `op_dtype` (the hardware table's name of the first tensor's dtype), `op_flops` (the
     profiler's `flops` when recorded, else the shapes') and `flops_source` (profiler | shapes | null)."""
-    recorded = pl.col("flops").is_not_null() & (pl.col("flops") > 0)
-    return ops.join(
-        _costs(ops), on=["name", "input_dims", "input_types"], how="left", nulls_equal=True
-    ).with_columns(
-        pl.when(recorded).then(pl.col("flops")).otherwise(pl.col("shape_flops")).alias("op_flops"),
-        pl.when(recorded)
-        .then(pl.lit("profiler"))
-        .when(pl.col("shape_flops").is_not_null())
-        .then(pl.lit("shapes"))
-        .alias("flops_source"),
-    )
+    return shape_costs_query(ops.lazy()).collect(engine="in-memory")

@@ -7,8 +7,9 @@ their durations. The compute classes' `exclusive_us` and the `overlap` row (time
 run at once, on several streams) add up to T_comp exactly; the other classes (communication, memory
 operations) are listed beside it (`in_comp` false).
 
-Exclusive time is a sweep over each class's merged segments: +1 and +code at a segment's start, -1 and -code
-at its end, so where one class runs the running code is that class's; where two or more run, the overlap.
+Times come from one sweep over every piece's start (+1) and end (-1), in a column per class (`_sweep`): a
+class runs where its running count is positive; where it is the only compute class running, that time is its
+exclusive time; where two or more compute classes run, the overlap. One query computes the frame.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
     "kernel_sum_us": pl.Float64(),
 }
 KEYS = ["rank", "step"]
-_CODES = {name: index + 1 for index, name in enumerate(CLASSES)}
 
 
 def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -40,41 +40,43 @@ def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     return clip_to_windows(events.select(columns), windows, ["rank"])
 
 
-def _sweep(clipped: pl.DataFrame) -> pl.DataFrame:
+_COMPUTE = [c for c in CLASSES if c in COMPUTE_CLASSES]
+_RUNS = {c: pl.col(f"_n_{c}") > 0 for c in CLASSES}
+_ALONE = pl.col("_running") == 1
+_SUMS = [
+    *(pl.col("_len").filter(_RUNS[c]).sum().alias(f"time:{c}") for c in CLASSES),
+    *(pl.col("_len").filter(_RUNS[c] & _ALONE).sum().alias(f"alone:{c}") for c in _COMPUTE),
+    pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(f"time:{OVERLAP}"),
+]
+_ORDER = pl.col("kernel_class").replace_strict({c: i for i, c in enumerate((*CLASSES, OVERLAP))}, default=99)
+
+
+def _marks(time: str, step: int) -> list[pl.Expr]:
+    is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in CLASSES]
+    return [*map(pl.col, KEYS), pl.col(time).alias("_t"), *is_class]
+
+
+_EDGES = (_marks("start_us", 1), _marks("end_us", -1))
+
+
+def _sweep(clipped: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, step, class): `time_us` (where the class runs), `exclusive_us` (where it is the only compute
     class running; null for the others) and, as class `overlap`, the time two or more compute classes run.
 
     One sweep over every interval's start (+1) and end (-1) in its class's column: sorted by (rank, step,
     time), a class runs where its running count is positive. Each (rank, step)'s counts return to 0 at its
     last end, so one running sum over the whole frame is each group's, and a piece's length (to the next edge)
-    is never read across groups (the last edge of a group leaves nothing running)."""
-    present = [c for c in CLASSES if c in set(clipped.get_column("kernel_class").unique().to_list())]
-    counts = [f"_n_{c}" for c in present]
-
-    def marks(time: str, step: int) -> list[pl.Expr]:
-        is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in present]
-        return [pl.col(time).alias("_t"), *is_class]
-
-    edges = pl.concat(
-        [clipped.select(*KEYS, *marks("start_us", 1)), clipped.select(*KEYS, *marks("end_us", -1))]
-    ).sort([*KEYS, "_t"])
+    is never read across groups (the last edge of a group leaves nothing running). Every class has its
+    column; one that never runs sums to 0 and is dropped with the rows of no time (`_long`)."""
+    counts = [f"_n_{c}" for c in CLASSES]
+    edges = pl.concat([clipped.select(*marks) for marks in _EDGES]).sort([*KEYS, "_t"])
     running = edges.with_columns(
         pl.col(counts).cum_sum(), (pl.col("_t").shift(-1) - pl.col("_t")).alias("_len")
-    )
-    computing = [pl.col(f"_n_{c}") > 0 for c in present if c in COMPUTE_CLASSES]
-    classes_running = pl.sum_horizontal(computing) if computing else pl.lit(0)
-    sums = [pl.col("_len").filter(pl.col(f"_n_{c}") > 0).sum().alias(f"time:{c}") for c in present]
-    alone = [c for c in present if c in COMPUTE_CLASSES]
-    sums += [
-        pl.col("_len").filter((pl.col(f"_n_{c}") > 0) & (pl.col("_running") == 1)).sum().alias(f"alone:{c}")
-        for c in alone
-    ]
-    sums.append(pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(f"time:{OVERLAP}"))
-    wide = running.with_columns(classes_running.alias("_running")).group_by(KEYS).agg(sums)
-    return _long(wide)
+    ).with_columns(pl.sum_horizontal(_RUNS[c] for c in _COMPUTE).alias("_running"))
+    return _long(running.group_by(KEYS).agg(_SUMS))
 
 
-def _long(wide: pl.DataFrame) -> pl.DataFrame:
+def _long(wide: pl.LazyFrame) -> pl.LazyFrame:
     """`time:<class>` and `alone:<class>` columns per (rank, step) as rows (rank, step, kernel_class,
     time_us, exclusive_us)."""
     long = wide.unpivot(index=KEYS, variable_name="_what", value_name="_us").with_columns(
@@ -94,32 +96,33 @@ def _long(wide: pl.DataFrame) -> pl.DataFrame:
     return found.filter(keep).with_columns(exclusive.alias("exclusive_us"))
 
 
-def class_steps(clipped: pl.DataFrame) -> pl.DataFrame:
+def class_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     """Per (rank, step, class) the figures of the module docstring (`CLASS_STEP_SCHEMA`), with the `overlap`
-    row per (rank, step), from one sweep (`_sweep`)."""
+    row per (rank, step), from one sweep (`_sweep`); a query."""
     if clipped.height == 0:
-        return pl.DataFrame(schema=CLASS_STEP_SCHEMA)
+        return pl.LazyFrame(schema=CLASS_STEP_SCHEMA)
     by = [*KEYS, "kernel_class"]
-    figures = clipped.group_by(by).agg(
+    events = clipped.lazy()
+    figures = events.group_by(by).agg(
         pl.len().cast(pl.Int64).alias("kernels"),
         (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_sum_us"),
     )
     compute = pl.col("kernel_class").is_in(list(COMPUTE_CLASSES))
+    has_compute = (
+        events.filter(pl.col("event_class") == "compute")
+        .select(KEYS)
+        .unique()
+        .with_columns(pl.lit(True).alias("_has_compute"))
+    )
     rows = (
-        _sweep(clipped)
+        _sweep(events)
         .join(figures, on=by, how="left")
         .with_columns(
             (compute | (pl.col("kernel_class") == OVERLAP)).alias("in_comp"),
             pl.col("kernels").fill_null(0),
             pl.col("kernel_sum_us").fill_null(0.0),
         )
+        .join(has_compute, on=KEYS, how="left")
+        .filter((pl.col("kernel_class") != OVERLAP) | pl.col("_has_compute").fill_null(False))
     )
-    has_compute = clipped.filter(pl.col("event_class") == "compute").select(KEYS).unique()
-    rows = rows.filter(
-        (pl.col("kernel_class") != OVERLAP)
-        | pl.struct(KEYS).is_in(has_compute.select(pl.struct(KEYS)).to_series().implode())
-    )
-    order = pl.col("kernel_class").replace_strict(
-        {c: i for i, c in enumerate((*CLASSES, OVERLAP))}, default=99
-    )
-    return rows.sort([*KEYS, order]).select([pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()])
+    return rows.sort([*KEYS, _ORDER]).select([pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()])

@@ -76,14 +76,19 @@ HOST_SCHEMA: dict[str, pl.DataType] = {
 def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
     """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else
     `windows`."""
-    cpu = trace_steps.filter(pl.col("source") == "cpu")
-    if cpu.height == 0:
+    if not (trace_steps.get_column("source") == "cpu").any():
         return windows
-    return cpu.unique("step").select(
-        pl.lit(rank, pl.Int64).alias("rank"),
-        "step",
-        pl.col("start_us").alias("window_start_us"),
-        pl.col("end_us").alias("window_end_us"),
+    return (
+        trace_steps.lazy()
+        .filter(pl.col("source") == "cpu")
+        .unique("step")
+        .select(
+            pl.lit(rank, pl.Int64).alias("rank"),
+            "step",
+            pl.col("start_us").alias("window_start_us"),
+            pl.col("end_us").alias("window_end_us"),
+        )
+        .collect(engine="in-memory")
     )
 
 
@@ -95,24 +100,31 @@ def _phase() -> pl.Expr:
     return found
 
 
-def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
-    """Per (rank, step, phase): `HOST_SCHEMA` over the host step `windows`."""
-    any_rule = "|".join(f"(?:{rule.regex})" for rule in HOST_RULES)
+_PHASE = _phase().alias("phase")
+_ANY_RULE = "|".join(f"(?:{rule.regex})" for rule in HOST_RULES)
+_KEYS = ["rank", "step", "phase"]
+
+
+def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFrame:
+    """Per (rank, step, phase): `HOST_SCHEMA` over the host step `windows`, as a query (computing its spans
+    and cutting them into the windows run first)."""
     spans = (
-        cpu.select("kind", "name", "start_us", "end_us")
-        .filter(pl.col("name").str.contains(any_rule))  # one scan of the names; the rules then run on few
-        .with_columns(_phase().alias("phase"))
+        cpu.lazy()
+        .select("kind", "name", "start_us", "end_us")
+        .filter(pl.col("name").str.contains(_ANY_RULE))  # one scan of the names; the rules then run on few
+        .with_columns(_PHASE)
         .drop_nulls("phase")
-        .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
+        .select(pl.lit(rank, pl.Int64).alias("rank"), "phase", "start_us", "end_us")
+        .collect(engine="in-memory")
     )
     if spans.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema=HOST_SCHEMA)
-    clipped = clip_to_windows(spans.select("rank", "phase", "start_us", "end_us"), windows, ["rank"])
-    keys = ["rank", "step", "phase"]
-    counted = clipped.group_by(keys).agg(pl.len().cast(pl.Int64).alias("spans"))
+        return pl.LazyFrame(schema=HOST_SCHEMA)
+    clipped = clip_to_windows(spans, windows, ["rank"])
+    counted = clipped.lazy().group_by(_KEYS).agg(pl.len().cast(pl.Int64).alias("spans"))
     return (
-        union_length(clipped, keys, "time_us")
-        .join(counted, on=keys)
-        .sort(keys)
+        union_length(clipped, _KEYS, "time_us")
+        .lazy()
+        .join(counted, on=_KEYS)
+        .sort(_KEYS)
         .select([pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()])
     )

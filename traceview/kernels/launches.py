@@ -38,7 +38,21 @@ LAUNCH_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _in_windows(frame: pl.DataFrame, at: str, windows: pl.DataFrame) -> pl.DataFrame:
+DEVICE_COLUMNS = (
+    "launches",
+    "graph_launches",
+    "launch_us",
+    "device_us",
+    "kernels",
+    "short_kernels",
+    "graph_kernels",
+    "queue_median_us",
+    "queue_p99_us",
+)
+"""The columns `_device_side` adds (absent, so null and not 0, when no device event has a launch)."""
+
+
+def _in_windows(frame: pl.LazyFrame, at: str, windows: pl.LazyFrame) -> pl.LazyFrame:
     """`frame` with the `step` of the window (columns step, window_start_us, window_end_us) holding `at`."""
     starts = windows.select("step", "window_start_us", "window_end_us").sort("window_start_us")
     placed = frame.sort(at).join_asof(starts, left_on=at, right_on="window_start_us", check_sortedness=False)
@@ -47,10 +61,9 @@ def _in_windows(frame: pl.DataFrame, at: str, windows: pl.DataFrame) -> pl.DataF
     )
 
 
-def _device_side(linked: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+def _device_side(linked: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Per step: `DEVICE_COLUMNS` of the device events with a launch (at least one has)."""
     launched = linked.filter(pl.col("launch_start_us").is_not_null())
-    if launched.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema={"step": pl.Int64})
     first = pl.col("start_us") == pl.col("start_us").min().over("correlation")
     duration = pl.col("end_us") - pl.col("start_us")
     call = pl.col("launch_end_us") - pl.col("launch_start_us")
@@ -76,8 +89,8 @@ def _device_side(linked: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _captures(cpu: pl.DataFrame, linked: pl.DataFrame, host_windows: pl.DataFrame) -> pl.DataFrame:
-    calls = graph_calls(cpu)
+def _captures(cpu: pl.DataFrame, linked: pl.LazyFrame, host_windows: pl.LazyFrame) -> pl.LazyFrame:
+    calls = graph_calls(cpu).lazy()
     ran = linked.select("correlation").unique()
     captured = calls.filter(pl.col("graph_role") == "kernel_launch").join(ran, on="correlation", how="anti")
     capture = calls.filter(pl.col("graph_role") == "capture")
@@ -92,29 +105,37 @@ def _captures(cpu: pl.DataFrame, linked: pl.DataFrame, host_windows: pl.DataFram
     return frames[0].join(frames[1], on="step", how="full", coalesce=True)
 
 
+def _device(linked: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.LazyFrame, tuple[str, ...]]:
+    """`_device_side` and the columns it adds; only `step` when no device event has a launch."""
+    if linked.get_column("launch_start_us").null_count() == linked.height:
+        return pl.LazyFrame(schema={"step": pl.Int64}), ()
+    return _device_side(linked.lazy(), windows.lazy()), DEVICE_COLUMNS
+
+
 def launch_steps(
     linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.DataFrame, rank: int
-) -> pl.DataFrame:
-    """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`."""
+) -> pl.LazyFrame:
+    """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`, as a query
+    (`graph_calls` runs first)."""
     if windows.height == 0:
-        return pl.DataFrame(schema=LAUNCH_SCHEMA)
-    captures = _captures(cpu, linked, host_windows)
-    steps = pl.concat(
-        [windows.select("step"), captures.select("step")]
-    ).unique()  # a capture step may run nothing
+        return pl.LazyFrame(schema=LAUNCH_SCHEMA)
+    captures = _captures(cpu, linked.lazy(), host_windows.lazy())
+    steps = pl.concat([windows.lazy().select("step"), captures.select("step")]).unique()  # a capture step
+    device, added = _device(linked, windows)  # may run nothing
+    present = {"rank", "step", "capture_calls", "captured_launches", "capture_step", *added}
     joined = (
-        steps.join(_device_side(linked, windows), on="step", how="left")
+        steps.join(device, on="step", how="left")
         .join(captures, on="step", how="left")
         .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
     )
     counts = [c for c, t in LAUNCH_SCHEMA.items() if t == pl.Int64() and c not in ("rank", "step")]
     filled = joined.with_columns(
-        *[pl.col(c).fill_null(0) if c in joined.columns else pl.lit(0).alias(c) for c in counts],
-        *[pl.col(c).fill_null(0.0) for c in ("launch_us", "device_us") if c in joined.columns],
+        *[pl.col(c).fill_null(0) if c in present else pl.lit(0).alias(c) for c in counts],
+        *[pl.col(c).fill_null(0.0) for c in ("launch_us", "device_us") if c in present],
     )
     capture = (pl.col("capture_calls") > 0) | (pl.col("captured_launches") > pl.col("kernels"))
     marked = filled.with_columns(capture.alias("capture_step"))
-    missing = [pl.lit(None, t).alias(c) for c, t in LAUNCH_SCHEMA.items() if c not in marked.columns]
+    missing = [pl.lit(None, t).alias(c) for c, t in LAUNCH_SCHEMA.items() if c not in {*present, *counts}]
     return (
         marked.with_columns(missing)
         .select([pl.col(c).cast(t) for c, t in LAUNCH_SCHEMA.items()])

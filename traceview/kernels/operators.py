@@ -14,14 +14,17 @@ events found an operator.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import polars as pl
 
 from traceview.events.cuda_graphs import is_graph_launch
-from traceview.events.shape_flops import shape_costs
+from traceview.events.shape_flops import shape_costs_query
 
 TOP_OPERATORS = 24
 """Operators kept per rank (`top_operators`)."""
 THREAD = ["pid", "tid"]
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 LINK_COLUMNS = ("op_id", "op_name", "launch_name", "launch_start_us", "launch_end_us", "graph")
 OPERATOR_SCHEMA: dict[str, pl.DataType] = {
@@ -40,14 +43,15 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _sorted_items(cpu: pl.DataFrame, launched: pl.Series) -> pl.LazyFrame:
-    """Operators and the calls that launched device work (`launched`: their correlation ids) of the threads
-    that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's row),
-    `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
+def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
+    """Operators and the calls that launched device work (`launched`: their distinct correlation ids) of the
+    threads that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's
+    row), `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
     thread = pl.struct(*THREAD).hash(seed=7).alias("_thread")
     calls = (
         cpu.lazy()
-        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
+        .filter(pl.col("kind") == "runtime")
+        .join(launched, on="correlation", how="semi", maintain_order="left")
         .unique("correlation", keep="first", maintain_order=True)
         .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
     )
@@ -78,15 +82,13 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.Series) -> pl.LazyFrame:
             maintain_order=True,
         )
         .with_columns(pl.int_range(pl.len()).over("_thread").alias("position"))
-        .collect()
-        .lazy()
     )
 
 
-def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
+def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """`_sorted_items` with `depth`: the items open at each one's start (started before it, not ended by its
     start)."""
-    items = _sorted_items(cpu, launched)
+    items = _sorted_items(cpu, launched).cache()
     ends = (  # per thread and end time: how many items have ended by then
         items.group_by("_thread", pl.col("end_us").alias("_end"))
         .agg(pl.len().alias("_ended"))
@@ -107,13 +109,15 @@ def _items(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
     )
     closed = pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0)
     depth = (pl.col("position") - closed).alias("depth")
-    return counted.with_columns(depth).drop("_end", "_closed", "_zero").collect()
+    return counted.with_columns(depth).drop("_end", "_closed", "_zero")
 
 
-def launch_links(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
-    """Per call that launched device work (`launched`: correlation ids): its name, start and end, whether it
-    replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none contains it)."""
-    items = _items(cpu, launched)
+def launch_links(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
+    """Per call that launched device work (`launched`: distinct correlation ids): its name, start and end,
+    whether it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none
+    contains it). The items (`_items`), read twice, are computed first (a query): inside one query the
+    optimizer would push each reader's filter into them and compute them twice."""
+    items = _items(cpu, launched).collect(engine="in-memory").lazy()
     ops = items.filter(~pl.col("is_call")).select(
         "_thread",
         "depth",
@@ -142,17 +146,25 @@ def launch_links(cpu: pl.DataFrame, launched: pl.Series) -> pl.DataFrame:
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked)."""
-    launched = events.get_column("correlation").drop_nulls().unique()
-    return events.join(launch_links(cpu, launched), on="correlation", how="left", maintain_order="left")
+    """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked); two queries."""
+    frame = events.lazy()
+    launched = frame.select(pl.col("correlation").drop_nulls().unique())
+    links = launch_links(cpu, launched)
+    return frame.join(links, on="correlation", how="left", maintain_order="left").collect(engine="in-memory")
 
 
 def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Per operator instance that launched device work: its kernels, their time, and its FLOPs, bytes and
     class from its shapes (`traceview.events.shape_flops`)."""
-    ops = cpu.filter(pl.col("kind") == "op").with_row_index("op_id")
+    return operator_costs_query(linked, cpu).collect(engine="in-memory")
+
+
+def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
+    """`operator_costs` as a query (computing it runs one query first: the operators and their shapes)."""
+    ops = cpu.lazy().filter(pl.col("kind") == "op").with_row_index("op_id")
     launched = (
-        linked.filter(pl.col("op_id").is_not_null())
+        linked.lazy()
+        .filter(pl.col("op_id").is_not_null())
         .group_by("op_id")
         .agg(
             pl.len().cast(pl.Int64).alias("kernels"),
@@ -162,7 +174,7 @@ def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     shaped = ops.join(launched, on="op_id", how="inner").select(
         "op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us"
     )
-    return shape_costs(shaped)
+    return shape_costs_query(shaped)
 
 
 def known_sums() -> list[pl.Expr]:
@@ -178,17 +190,15 @@ def known_sums() -> list[pl.Expr]:
     return found
 
 
-def with_achieved(frame: pl.DataFrame) -> pl.DataFrame:
+def with_achieved(frame: Frame) -> Frame:
     """`achieved_flops`: FLOPs over the kernel time of the calls they are known for (FLOP/s)."""
     achieved = pl.col("flops") / (pl.col("flops_kernel_us") * 1e-6)
     return frame.with_columns(pl.when(pl.col("flops_kernel_us") > 0).then(achieved).alias("achieved_flops"))
 
 
-def top_operators(costs: pl.DataFrame, rank: int, bound: int = TOP_OPERATORS) -> pl.DataFrame:
+def top_operators(costs: pl.LazyFrame, rank: int, bound: int = TOP_OPERATORS) -> pl.LazyFrame:
     """Per operator name: calls that launched work, kernels, kernel time, and FLOPs and bytes with the kernel
-    time they were measured over; the `bound` of largest kernel time."""
-    if costs.height == 0:
-        return pl.DataFrame(schema=OPERATOR_SCHEMA)
+    time they were measured over; the `bound` of largest kernel time (a query)."""
     grouped = costs.group_by("name").agg(
         pl.col("op_class").first(),
         pl.len().cast(pl.Int64).alias("calls"),

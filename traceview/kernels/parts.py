@@ -4,6 +4,10 @@ out (docs/metrics.md, "Kernels and operators"; `traceview.map.rank_summary` keep
 Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNELS`, `TOP_KEYS`,
 `TOP_OPERATORS`, the classes, the host phases), never with its events; none holds a time on the rank's clock,
 so a summary moved onto the run's time base needs no change here.
+
+The frames are few fused queries (each part one query, computed together by one `pl.collect_all`), run on
+polars' in-memory engine, as eager frame operations run: for one rank's frames, mostly small, the default
+streaming engine's setup of each query costs more than its work.
 """
 
 from __future__ import annotations
@@ -13,14 +17,14 @@ from dataclasses import dataclass, fields
 import polars as pl
 
 from traceview.events.kernel_classes import kernel_classes_of
-from traceview.events.kernel_keys import kernel_keys
+from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
 from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
 from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
 from traceview.kernels.operators import (
     OPERATOR_SCHEMA,
     known_sums,
-    operator_costs,
+    operator_costs_query,
     top_operators,
     with_links,
 )
@@ -99,55 +103,70 @@ def _device_name(trace: RankTrace) -> str | None:
     return devices[local] if local is not None and 0 <= local < len(devices) else devices[0]
 
 
+_IS_COMM = (pl.col("event_class") == "comm").alias("is_comm")
+_IDS = ("name", "kind", "is_comm", "name_id", "key_id", "kernel_class")
+
+
 def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The events with `kernel_class`, `name_id` and `key_id` (integers: the analyses group on them, not on
     names thousands of characters long), and the table of distinct (name, kind) with their class and key."""
-    is_comm = (pl.col("event_class") == "comm").alias("is_comm")
     if events.height == 0:
         added = {"kernel_class": pl.Utf8, "name_id": pl.UInt32, "key_id": pl.UInt32, "key": pl.Utf8}
         empty = events.with_columns(pl.lit(None, dtype).alias(column) for column, dtype in added.items())
-        return empty, empty.select("name", "kind", is_comm, *added)
-    distinct = kernel_classes_of(events.select("name", "kind", is_comm).unique(maintain_order=True))
-    keys = kernel_keys(distinct.get_column("name"))
+        return empty, empty.select("name", "kind", _IS_COMM, *added)
+    frame = events.lazy()
+    distinct = kernel_classes_of(
+        frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect(engine="in-memory")
+    )
+    keys = pl.Series("key", keys_of(distinct.get_column("name").to_list()), dtype=pl.Utf8)
     table = (
-        distinct.join(keys, on="name", how="left", maintain_order="left")
+        distinct.lazy()
+        .with_columns(keys)
         .with_row_index("name_id")
         .with_columns(pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id"))
+        .cache()
     )
-    ids = table.select("name", "kind", "is_comm", "name_id", "key_id", "kernel_class")
     classed = (
-        events.with_columns(is_comm).join(ids, on=["name", "kind", "is_comm"], how="left").drop("is_comm")
+        frame.with_columns(_IS_COMM)
+        .join(table.select(_IDS), on=["name", "kind", "is_comm"], how="left")
+        .drop("is_comm")
     )
-    return classed, table
+    found, names = pl.collect_all([classed, table], engine="in-memory")
+    return found, names
 
 
-def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.DataFrame:
-    kernel = pl.col("kind") == "kernel"
-    duration = pl.col("end_us") - pl.col("start_us")
-    has_op = pl.col("op_id").is_not_null()
-    row = linked.select(
-        pl.len().cast(pl.Int64).alias("device_events"),
-        kernel.sum().cast(pl.Int64).alias("kernels"),
-        pl.col("launch_start_us").is_not_null().sum().cast(pl.Int64).alias("launched"),
-        has_op.sum().cast(pl.Int64).alias("linked"),
-        (kernel & has_op).sum().cast(pl.Int64).alias("linked_kernels"),
-        pl.col("graph").fill_null(False).sum().cast(pl.Int64).alias("graph_kernels"),
-        duration.filter(kernel).sum().alias("kernel_us"),
-        duration.filter(kernel & has_op).sum().alias("linked_kernel_us"),
-    ).with_columns(
-        pl.lit(trace.rank, pl.Int64).alias("rank"),
-        pl.lit(_device_name(trace), pl.Utf8).alias("device"),
-        pl.lit(trace.meta.timeline).alias("timeline"),
-        pl.when(pl.col("kernels") > 0)
-        .then(pl.col("linked_kernels") / pl.col("kernels"))
-        .alias("linked_share"),
+_KERNEL = pl.col("kind") == "kernel"
+_DURATION = pl.col("end_us") - pl.col("start_us")
+_HAS_OP = pl.col("op_id").is_not_null()
+_COUNTS = (
+    pl.len().cast(pl.Int64).alias("device_events"),
+    _KERNEL.sum().cast(pl.Int64).alias("kernels"),
+    pl.col("launch_start_us").is_not_null().sum().cast(pl.Int64).alias("launched"),
+    _HAS_OP.sum().cast(pl.Int64).alias("linked"),
+    (_KERNEL & _HAS_OP).sum().cast(pl.Int64).alias("linked_kernels"),
+    pl.col("graph").fill_null(False).sum().cast(pl.Int64).alias("graph_kernels"),
+    _DURATION.filter(_KERNEL).sum().alias("kernel_us"),
+    _DURATION.filter(_KERNEL & _HAS_OP).sum().alias("linked_kernel_us"),
+)
+
+
+def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.LazyFrame:
+    return (
+        linked.lazy()
+        .select(_COUNTS)
+        .with_columns(
+            pl.lit(trace.rank, pl.Int64).alias("rank"),
+            pl.lit(_device_name(trace), pl.Utf8).alias("device"),
+            pl.lit(trace.meta.timeline).alias("timeline"),
+            pl.when(pl.col("kernels") > 0)
+            .then(pl.col("linked_kernels") / pl.col("kernels"))
+            .alias("linked_share"),
+        )
+        .select([pl.col(c).cast(t) for c, t in RANK_SCHEMA.items()])
     )
-    return row.select([pl.col(c).cast(t) for c, t in RANK_SCHEMA.items()])
 
 
-def _roofline_part(costs: pl.DataFrame, rank: int) -> pl.DataFrame:
-    if costs.height == 0:
-        return pl.DataFrame(schema=ROOFLINE_PART_SCHEMA)
+def _roofline_part(costs: pl.LazyFrame, rank: int) -> pl.LazyFrame:
     return (
         costs.filter(pl.col("op_class").is_not_null())
         .group_by("op_class", pl.col("op_dtype").alias("dtype"))
@@ -166,19 +185,21 @@ def rank_kernel_parts(
 ) -> KernelParts:
     """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
     (`classed_events`), `clipped` them cut to its step `windows`
-    (`traceview.kernels.classes.clipped_events`)."""
+    (`traceview.kernels.classes.clipped_events`). The parts are queries computed together (`pl.collect_all`)
+    once the links, the operators' shapes and the host spans cut into the host windows are known."""
     if classed.height == 0:
         return KernelParts.empty()
     linked = with_links(classed, trace.cpu)
-    costs = operator_costs(linked, trace.cpu)
+    costs = operator_costs_query(linked, trace.cpu).cache()
     hosted = host_windows(trace.steps, windows, trace.rank)
-    return KernelParts(
-        class_steps=class_steps(clipped),
-        key_steps=key_steps(clipped, names),
-        top_kernels=top_kernels(classed, names),
-        operators=top_operators(costs, trace.rank),
-        roofline=_roofline_part(costs, trace.rank),
-        launches=launch_steps(linked, trace.cpu, windows, hosted, trace.rank),
-        host=host_steps(trace.cpu, hosted, trace.rank),
-        ranks=_rank_row(trace, linked),
+    parts = (
+        class_steps(clipped),
+        key_steps(clipped, names),
+        top_kernels(classed, names),
+        top_operators(costs, trace.rank),
+        _roofline_part(costs, trace.rank),
+        launch_steps(linked, trace.cpu, windows, hosted, trace.rank),
+        host_steps(trace.cpu, hosted, trace.rank),
+        _rank_row(trace, linked),
     )
+    return KernelParts(*pl.collect_all(parts, engine="in-memory"))

@@ -40,53 +40,58 @@ KEY_STEP_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _largest(frame: pl.DataFrame, value: str, bound: int) -> pl.DataFrame:
+def _largest(frame: pl.LazyFrame, value: str, bound: int) -> pl.LazyFrame:
     """The `bound` rows of largest `value` per rank (ties by name order)."""
     ranked = pl.col(value).rank("ordinal", descending=True).over("rank")
     return frame.filter(ranked <= bound)
 
 
-def top_kernels(events: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.DataFrame:
+def top_kernels(events: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.LazyFrame:
     """Per (rank, name) of classed device events (`name_id`; `names`: the table of names, keys and classes):
-    count, total, median, p99, max."""
+    count, total, median, p99, max (a query)."""
     if events.height == 0:
-        return pl.DataFrame(schema=TOP_KERNEL_SCHEMA)
+        return pl.LazyFrame(schema=TOP_KERNEL_SCHEMA)
     duration = pl.col("end_us") - pl.col("start_us")
-    grouped = events.group_by("rank", "name_id").agg(
-        pl.len().cast(pl.Int64).alias("count"),
-        duration.sum().alias("total_us"),
-        duration.median().alias("median_us"),
-        duration.quantile(0.99, "linear").alias("p99_us"),
-        duration.max().alias("max_us"),
+    grouped = (
+        events.lazy()
+        .group_by("rank", "name_id")
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            duration.sum().alias("total_us"),
+            duration.median().alias("median_us"),
+            duration.quantile(0.99, "linear").alias("p99_us"),
+            duration.max().alias("max_us"),
+        )
     )
     named = _largest(grouped.sort("rank", "name_id"), "total_us", bound).join(
-        names.select("name_id", "name", "key", "kernel_class"), on="name_id"
+        names.lazy().select("name_id", "name", "key", "kernel_class"), on="name_id"
     )
     return named.sort(["rank", "total_us", "name"], descending=[False, True, False]).select(
         list(TOP_KERNEL_SCHEMA)
     )
 
 
-def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS) -> pl.DataFrame:
+def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS) -> pl.LazyFrame:
     """Per (rank, step, key) of the windowed events (`key_id`, `name_id`): pieces and summed duration, the
-    `bound` keys of largest total per rank; `name` is the key's name of largest time."""
+    `bound` keys of largest total per rank; `name` is the key's name of largest time (a query)."""
     if clipped.height == 0:
-        return pl.DataFrame(schema=KEY_STEP_SCHEMA)
-    with_dur = clipped.select(
+        return pl.LazyFrame(schema=KEY_STEP_SCHEMA)
+    with_dur = clipped.lazy().select(
         "rank", "step", "key_id", "name_id", (pl.col("end_us") - pl.col("start_us")).alias("_dur")
     )
     totals = (
         with_dur.group_by("rank", "key_id").agg(pl.col("_dur").sum().alias("_total")).sort("rank", "key_id")
     )
     kept = with_dur.join(_largest(totals, "_total", bound).select("rank", "key_id"), on=["rank", "key_id"])
+    named = names.lazy()
     heaviest = (
         kept.group_by("rank", "key_id", "name_id")
         .agg(pl.col("_dur").sum())
         .sort(["rank", "key_id", "_dur", "name_id"], descending=[False, False, True, False])
         .group_by("rank", "key_id", maintain_order=True)
         .agg(pl.col("name_id").first())
-        .join(names.select("name_id", "name", "kernel_class"), on="name_id")
-        .join(names.select("key_id", "key").unique("key_id"), on="key_id")
+        .join(named.select("name_id", "name", "kernel_class"), on="name_id")
+        .join(named.select("key_id", "key").unique("key_id"), on="key_id")
     )
     steps = kept.group_by("rank", "step", "key_id").agg(
         pl.len().cast(pl.Int64).alias("kernels"), pl.col("_dur").sum().alias("kernel_sum_us")

@@ -32,6 +32,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from traceview.core.engine import in_memory
 from traceview.core.errors import TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
 from traceview.core.sanitize import printable
@@ -67,6 +68,7 @@ class MapTask:
         return DEFAULT_LIMITS if largest is None else ParseLimits(max_inflated_bytes=largest)
 
 
+@in_memory
 def summarize_file(task: MapTask) -> Any:
     """Parse one rank file and summarise it (`RankSummary`), or say why it could not be read
     (`SkippedInput`). Runs in a worker: module-level, its argument and result picklable."""

@@ -14,6 +14,7 @@ Pipeline bubble: see `traceview.bubbles.pipeline_bubble`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Final
 
 import polars as pl
@@ -222,8 +223,9 @@ def _next_events(events: pl.LazyFrame, launches: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+@cache
 def _cause() -> pl.Expr:
-    """The cause of the first rule of `GAP_RULES` that holds (coalesce takes the first non-null)."""
+    """The cause of the first rule of `GAP_RULES` that holds (coalesce: the first non-null); built once."""
     return pl.coalesce([pl.when(rule.when).then(pl.lit(rule.cause)) for rule in GAP_RULES]).alias("cause")
 
 

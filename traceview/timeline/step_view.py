@@ -16,6 +16,7 @@ can say so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Final
 
 import polars as pl
@@ -99,16 +100,18 @@ def offered_steps(lengths: pl.DataFrame, max_steps: int = MAX_STEPS) -> tuple[in
     return median, sorted(picks | {median})
 
 
-def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
+@cache
+def _label_columns() -> tuple[pl.Expr, ...]:
+    """The columns of `_labelled`, built once (the collective lookup is a large expression)."""
     collective = pl.coalesce(
         canonical_collective_expr(pl.col("collective_name")), pl.col("kernel_collective")
     )
     group = pl.coalesce(pl.col("pg_desc"), pl.col("pg_name"))
-    return events.select(
-        "rank",
-        "start_us",
-        "end_us",
-        "name",
+    return (
+        pl.col("rank"),
+        pl.col("start_us"),
+        pl.col("end_us"),
+        pl.col("name"),
         pl.col("event_class").alias("lane"),
         pl.when(pl.col("event_class") == "comm")
         .then(collective.fill_null("unknown collective"))
@@ -116,6 +119,11 @@ def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
         .alias("label"),
         pl.when(pl.col("event_class") == "comm").then(group).alias("process_group"),
     )
+
+
+def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Device events with their lane, label (the collective of a comm event) and process group."""
+    return events.select(_label_columns())
 
 
 def _clipped(events: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:

@@ -86,7 +86,7 @@ GAP_SCHEMA = {
     "next_class": pl.Utf8,
     "next_launch_us": pl.Float64,
 }
-SEGMENT_SCHEMA = {"rank": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}
+DEVICE_SCHEMA = {"rank": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}
 NEXT_SCHEMA = {
     "rank": pl.Int64,
     "next_start_us": pl.Float64,
@@ -238,7 +238,7 @@ def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFram
         device = events.lazy().select("rank", "start_us", "end_us")
         following = _next_events(events.lazy(), launches.lazy())
     else:
-        device = pl.LazyFrame(schema=SEGMENT_SCHEMA)
+        device = pl.LazyFrame(schema=DEVICE_SCHEMA)
         following = pl.LazyFrame(schema=NEXT_SCHEMA)
     return (
         _holes(device, windows.lazy())

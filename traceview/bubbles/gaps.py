@@ -26,7 +26,6 @@ from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
 
 KEYS = ["rank", "step"]
-INFINITY = float("inf")
 IN_MEMORY: Final = "in-memory"
 """The engine of these small per-rank queries: the in-memory one, as eager frames use (polars' default for
 lazy queries, the streaming engine, wakes every thread of its pool several times per query)."""
@@ -151,51 +150,64 @@ def _median(frame: pl.DataFrame, column: str) -> float | None:
 # ---------------------------------------------------------------- idle gaps
 
 
-def _outside(windows: pl.LazyFrame) -> pl.LazyFrame:
-    """Per rank, the time outside its windows as intervals: before each window (since the previous one's end)
-    and after it (to the next one's start); zero-length between adjacent windows, so no hole spans two."""
-    ordered = windows.sort("rank", "window_start_us")
-    before = pl.col("window_end_us").shift(1).over("rank").fill_null(-INFINITY)
-    after = pl.col("window_start_us").shift(-1).over("rank").fill_null(INFINITY)
-    return pl.concat(
-        [
-            ordered.select("rank", before.alias("start_us"), pl.col("window_start_us").alias("end_us")),
-            ordered.select("rank", pl.col("window_end_us").alias("start_us"), after.alias("end_us")),
-        ]
+def _in_windows(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Each device event cut into the windows of its rank that it overlaps (`traceview.core.intervals`'
+    clip_to_windows, as part of a lazy query), what is left of zero length dropped, with `step` and the
+    window's edges: `rank`, `step`, `start_us`, `end_us`, `window_start_us`, `window_end_us`."""
+    ordered = windows.sort("rank", "window_start_us").with_columns(
+        pl.int_range(pl.len()).over("rank").alias("_window")
+    )
+    spans = device
+    for time, name in (("start_us", "_first"), ("end_us", "_last")):
+        starts = ordered.select("rank", "window_start_us", pl.col("_window").alias(name))
+        spans = (
+            spans.sort(time)
+            .join_asof(starts, left_on=time, right_on="window_start_us", by="rank", check_sortedness=False)
+            .drop("window_start_us")
+        )
+    return (
+        spans.filter(pl.col("_last").is_not_null())
+        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
+        .explode("_window")
+        .join(ordered, on=["rank", "_window"], how="inner")
+        .select(
+            *KEYS,
+            pl.max_horizontal("start_us", "window_start_us").alias("start_us"),
+            pl.min_horizontal("end_us", "window_end_us").alias("end_us"),
+            "window_start_us",
+            "window_end_us",
+        )
+        .filter(pl.col("end_us") > pl.col("start_us"))
     )
 
 
 def _holes(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
-    """The idle gaps of every window with its `step` and `position`: the holes of the union of the device
-    events (positive length) and the time outside the windows, by sort and cumulative max. A hole starting at
-    its window's start is `leading`, one ending at its window's end `trailing`, any other `inner`."""
-    busy = pl.concat(
-        [device.filter(pl.col("end_us") > pl.col("start_us")), _outside(windows)], how="vertical_relaxed"
-    )
-    reach = pl.col("end_us").cum_max().shift(1).over("rank")
-    holes = (
-        busy.sort("rank", "start_us")
-        .select("rank", reach.alias("_reach"), "start_us")
-        .filter(pl.col("start_us") > pl.col("_reach"))
-        .select("rank", pl.col("_reach").alias("start_us"), pl.col("start_us").alias("end_us"))
-    )
+    """The idle gaps of every window: the holes of the union of its device events (clipped to it) and of its
+    two edges (zero-length intervals), by sort and cumulative max, with their `position`: a hole starting at
+    the window's start is `leading`, one ending at its end `trailing`, any other `inner`."""
+    bounds = ["window_start_us", "window_end_us"]
+    edges = [
+        windows.select(*KEYS, pl.col(c).alias("start_us"), pl.col(c).alias("end_us"), *bounds) for c in bounds
+    ]
+    busy = pl.concat([_in_windows(device, windows), *edges], how="vertical_relaxed")
+    reach = pl.col("end_us").cum_max().shift(1).over(KEYS)
     position = (
-        pl.when(pl.col("start_us") == pl.col("window_start_us"))
+        pl.when(pl.col("_reach") == pl.col("window_start_us"))
         .then(pl.lit("leading"))
-        .when(pl.col("end_us") == pl.col("window_end_us"))
+        .when(pl.col("start_us") == pl.col("window_end_us"))
         .then(pl.lit("trailing"))
         .otherwise(pl.lit("inner"))
     )
     return (
-        holes.join_asof(
-            windows.sort("rank", "window_start_us"),
-            left_on="start_us",
-            right_on="window_start_us",
-            by="rank",
-            check_sortedness=False,
+        busy.sort(*KEYS, "start_us")
+        .with_columns(reach.alias("_reach"))
+        .filter(pl.col("start_us") > pl.col("_reach"))
+        .select(
+            *KEYS,
+            pl.col("_reach").alias("start_us"),
+            pl.col("start_us").alias("end_us"),
+            position.alias("position"),
         )
-        .filter(pl.col("step").is_not_null())
-        .select(*KEYS, "start_us", "end_us", position.alias("position"))
     )
 
 

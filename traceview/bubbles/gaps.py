@@ -14,17 +14,21 @@ Pipeline bubble: see `traceview.bubbles.pipeline_bubble`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import Final
 
 import polars as pl
 
 from traceview.bubbles.pipeline_bubble import compute_union, p2p_kernels, pipeline_bubble, pipeline_table
 from traceview.collectives.calls import launches
 from traceview.core.errors import UsageError
-from traceview.core.intervals import clip_to_windows, gaps, merge_intervals
 from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
 
 KEYS = ["rank", "step"]
+IN_MEMORY: Final = "in-memory"
+"""The engine of these small per-rank queries: the in-memory one, as eager frames use (polars' default for
+lazy queries, the streaming engine, wakes every thread of its pool several times per query)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ GAP_SCHEMA = {
     "next_class": pl.Utf8,
     "next_launch_us": pl.Float64,
 }
-SEGMENT_SCHEMA = {"rank": pl.Int64, "step": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}
+DEVICE_SCHEMA = {"rank": pl.Int64, "start_us": pl.Float64, "end_us": pl.Float64}
 NEXT_SCHEMA = {
     "rank": pl.Int64,
     "next_start_us": pl.Float64,
@@ -146,34 +150,68 @@ def _median(frame: pl.DataFrame, column: str) -> float | None:
 # ---------------------------------------------------------------- idle gaps
 
 
-def device_segments(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The union of every device event inside each window: disjoint `rank`, `step`, `start_us`, `end_us`."""
-    clipped = clip_to_windows(events.select("rank", "start_us", "end_us"), windows, ["rank"])
-    return merge_intervals(clipped.select("rank", "step", "start_us", "end_us"), KEYS)
-
-
-def _edge_gaps(segments: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Each window's leading idle (to its first activity, or all of it) and trailing idle (after its last)."""
-    bounds = segments.group_by(KEYS).agg(
-        pl.col("start_us").min().alias("first"), pl.col("end_us").max().alias("last")
+def _in_windows(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Each device event cut into the windows of its rank that it overlaps (`traceview.core.intervals`'
+    clip_to_windows, as part of a lazy query), what is left of zero length dropped, with `step` and the
+    window's edges: `rank`, `step`, `start_us`, `end_us`, `window_start_us`, `window_end_us`."""
+    ordered = windows.sort("rank", "window_start_us").with_columns(
+        pl.int_range(pl.len()).over("rank").alias("_window")
     )
-    table = windows.join(bounds, on=KEYS, how="left")
-    leading = table.select(
-        *KEYS,
-        pl.col("window_start_us").alias("start_us"),
-        pl.coalesce("first", "window_end_us").alias("end_us"),
-        pl.lit("leading").alias("position"),
+    spans = device
+    for time, name in (("start_us", "_first"), ("end_us", "_last")):
+        starts = ordered.select("rank", "window_start_us", pl.col("_window").alias(name))
+        spans = (
+            spans.sort(time)
+            .join_asof(starts, left_on=time, right_on="window_start_us", by="rank", check_sortedness=False)
+            .drop("window_start_us")
+        )
+    return (
+        spans.filter(pl.col("_last").is_not_null())
+        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
+        .explode("_window")
+        .join(ordered, on=["rank", "_window"], how="inner")
+        .select(
+            *KEYS,
+            pl.max_horizontal("start_us", "window_start_us").alias("start_us"),
+            pl.min_horizontal("end_us", "window_end_us").alias("end_us"),
+            "window_start_us",
+            "window_end_us",
+        )
+        .filter(pl.col("end_us") > pl.col("start_us"))
     )
-    trailing = table.filter(pl.col("last").is_not_null()).select(
-        *KEYS,
-        pl.col("last").alias("start_us"),
-        pl.col("window_end_us").alias("end_us"),
-        pl.lit("trailing").alias("position"),
-    )
-    return pl.concat([leading, trailing]).filter(pl.col("end_us") > pl.col("start_us"))
 
 
-def _next_events(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+def _holes(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """The idle gaps of every window: the holes of the union of its device events (clipped to it) and of its
+    two edges (zero-length intervals), by sort and cumulative max, with their `position`: a hole starting at
+    the window's start is `leading`, one ending at its end `trailing`, any other `inner`."""
+    bounds = ["window_start_us", "window_end_us"]
+    edges = [
+        windows.select(*KEYS, pl.col(c).alias("start_us"), pl.col(c).alias("end_us"), *bounds) for c in bounds
+    ]
+    busy = pl.concat([_in_windows(device, windows), *edges], how="vertical_relaxed")
+    reach = pl.col("end_us").cum_max().shift(1).over(KEYS)
+    position = (
+        pl.when(pl.col("_reach") == pl.col("window_start_us"))
+        .then(pl.lit("leading"))
+        .when(pl.col("start_us") == pl.col("window_end_us"))
+        .then(pl.lit("trailing"))
+        .otherwise(pl.lit("inner"))
+    )
+    return (
+        busy.sort(*KEYS, "start_us")
+        .with_columns(reach.alias("_reach"))
+        .filter(pl.col("start_us") > pl.col("_reach"))
+        .select(
+            *KEYS,
+            pl.col("_reach").alias("start_us"),
+            pl.col("start_us").alias("end_us"),
+            position.alias("position"),
+        )
+    )
+
+
+def _next_events(events: pl.LazyFrame, launches: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, start time) the device event that starts then (the earliest launched): `rank`,
     `next_start_us`, `next_name`, `next_class`, `next_launch_us`."""
     launch = launches.select("rank", "correlation", pl.col("launch_us").alias("next_launch_us")).unique(
@@ -197,23 +235,27 @@ def _next_events(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+@cache
 def _cause() -> pl.Expr:
-    """The cause of the first rule of `GAP_RULES` that holds (coalesce takes the first non-null)."""
+    """The cause of the first rule of `GAP_RULES` that holds (coalesce: the first non-null); built once."""
     return pl.coalesce([pl.when(rule.when).then(pl.lit(rule.cause)) for rule in GAP_RULES]).alias("cause")
 
 
 def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     """Every idle gap of every (rank, step) window with its cause (`GAP_SCHEMA`), from classified device
-    events, step windows and launches (`rank`, `correlation`, `launch_us`)."""
+    events, step windows and launches (`rank`, `correlation`, `launch_us`): one query."""
     if windows.height == 0:
         return pl.DataFrame(schema=GAP_SCHEMA)
-    has_events = events.height > 0
-    segments = device_segments(events, windows) if has_events else pl.DataFrame(schema=SEGMENT_SCHEMA)
-    inner = gaps(segments, KEYS).with_columns(pl.lit("inner").alias("position"))
-    holes = pl.concat([_edge_gaps(segments, windows), inner], how="vertical_relaxed").sort("end_us")
-    following = _next_events(events, launches) if has_events else pl.DataFrame(schema=NEXT_SCHEMA)
+    if events.height:
+        device = events.lazy().select("rank", "start_us", "end_us")
+        following = _next_events(events.lazy(), launches.lazy())
+    else:
+        device = pl.LazyFrame(schema=DEVICE_SCHEMA)
+        following = pl.LazyFrame(schema=NEXT_SCHEMA)
     return (
-        holes.join_asof(
+        _holes(device, windows.lazy())
+        .sort("end_us")
+        .join_asof(
             following,
             left_on="end_us",
             right_on="next_start_us",
@@ -224,15 +266,18 @@ def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFram
         .with_columns((pl.col("end_us") - pl.col("start_us")).alias("dur_us"), _cause())
         .select([pl.col(name).cast(dtype) for name, dtype in GAP_SCHEMA.items()])
         .sort(["rank", "step", "start_us"])
+        .collect(engine=IN_MEMORY)
     )
 
 
 def gap_totals(gap_rows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step, cause): `gaps` (count) and `idle_us` (their total length)."""
     return (
-        gap_rows.group_by([*KEYS, "cause"])
+        gap_rows.lazy()
+        .group_by([*KEYS, "cause"])
         .agg(pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us"))
         .sort([*KEYS, "cause"])
+        .collect(engine=IN_MEMORY)
     )
 
 
@@ -242,14 +287,18 @@ def gap_steps(gap_rows: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         pl.col("dur_us").filter(pl.col("cause") == cause).sum().alias(column)
         for cause, column in CAUSE_COLUMNS.items()
     ]
-    totals = gap_rows.group_by(KEYS).agg(
-        pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us"), *by_cause
+    totals = (
+        gap_rows.lazy()
+        .group_by(KEYS)
+        .agg(pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us"), *by_cause)
     )
     return (
-        windows.select(*KEYS, (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"))
+        windows.lazy()
+        .select(*KEYS, (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"))
         .join(totals, on=KEYS, how="left")
         .with_columns(pl.col("gaps").fill_null(0), pl.col("idle_us", *CAUSE_COLUMNS.values()).fill_null(0.0))
         .sort(KEYS)
+        .collect(engine=IN_MEMORY)
     )
 
 

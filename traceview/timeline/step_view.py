@@ -16,10 +16,11 @@ can say so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import Final
 
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows, gaps, merge_intervals
 from traceview.core.vocab import canonical_collective_expr
 
 MAX_SEGMENTS = 12_000
@@ -36,6 +37,9 @@ MAX_RANKS = 32
 SLOWEST_SHOWN, FASTEST_SHOWN = 12, 4
 LANES = ("compute", "comm", "memory", "idle")
 KEYS = ["rank", "step", "lane", "label"]
+IN_MEMORY: Final = "in-memory"
+"""The engine of these small per-rank queries: the in-memory one, as eager frames use (polars' default for
+lazy queries, the streaming engine, wakes every thread of its pool several times per query)."""
 SEGMENT_SCHEMA = {
     "rank": pl.Int64,
     "step": pl.Int64,
@@ -96,16 +100,18 @@ def offered_steps(lengths: pl.DataFrame, max_steps: int = MAX_STEPS) -> tuple[in
     return median, sorted(picks | {median})
 
 
-def _labelled(events: pl.DataFrame) -> pl.DataFrame:
+@cache
+def _label_columns() -> tuple[pl.Expr, ...]:
+    """The columns of `_labelled`, built once (the collective lookup is a large expression)."""
     collective = pl.coalesce(
         canonical_collective_expr(pl.col("collective_name")), pl.col("kernel_collective")
     )
     group = pl.coalesce(pl.col("pg_desc"), pl.col("pg_name"))
-    return events.select(
-        "rank",
-        "start_us",
-        "end_us",
-        "name",
+    return (
+        pl.col("rank"),
+        pl.col("start_us"),
+        pl.col("end_us"),
+        pl.col("name"),
         pl.col("event_class").alias("lane"),
         pl.when(pl.col("event_class") == "comm")
         .then(collective.fill_null("unknown collective"))
@@ -115,44 +121,99 @@ def _labelled(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _merge(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Disjoint segments per group with the count of events merged and the name of the longest one."""
+def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Device events with their lane, label (the collective of a comm event) and process group."""
+    return events.select(_label_columns())
+
+
+def _clipped(events: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Each event cut into the windows of its rank that it overlaps, `step` added and times clipped, what is
+    left of zero length dropped: `traceview.core.intervals.clip_to_windows` as part of a lazy query."""
+    ordered = windows.sort("rank", "window_start_us").with_columns(
+        pl.int_range(pl.len()).over("rank").alias("_window")
+    )
+
+    def window_at(frame: pl.LazyFrame, time: str, name: str) -> pl.LazyFrame:
+        starts = ordered.select("rank", "window_start_us", pl.col("_window").alias(name))
+        return (
+            frame.sort(time)
+            .join_asof(starts, left_on=time, right_on="window_start_us", by="rank", check_sortedness=False)
+            .drop("window_start_us")
+        )
+
+    spans = window_at(window_at(events, "start_us", "_first"), "end_us", "_last")
+    return (
+        spans.filter(pl.col("_last").is_not_null())
+        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
+        .explode("_window")
+        .drop("_first", "_last")
+        .join(ordered, on=["rank", "_window"], how="inner")
+        .with_columns(
+            pl.max_horizontal("start_us", "window_start_us").alias("start_us"),
+            pl.min_horizontal("end_us", "window_end_us").alias("end_us"),
+        )
+        .filter(pl.col("end_us") > pl.col("start_us"))
+        .drop("_window", "window_start_us", "window_end_us")
+    )
+
+
+def _reach(by: list[str]) -> pl.Expr:
+    """Per row (sorted by start within each group of `by`): the largest end of the rows before it."""
+    return pl.col("end_us").cum_max().shift(1).over(by)
+
+
+def _merge(clipped: pl.LazyFrame) -> pl.LazyFrame:
+    """Disjoint segments per (rank, step, lane, label) (`SEGMENT_SCHEMA`, unsorted) with the count of events
+    merged and the name of the longest one: their union by sort and cumulative max."""
     longest = pl.col("name").sort_by(pl.col("end_us") - pl.col("start_us"), descending=True).first()
-    return merge_intervals(
-        frame,
-        by,
-        pl.len().cast(pl.Int64).alias("kernels"),
-        longest.alias("longest_kernel"),
-        pl.col("process_group").drop_nulls().first().alias("process_group"),
-    ).with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
-
-
-def _idle(activity: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Holes in all device activity inside each window, the edges of the window included."""
-    edges = pl.concat(
-        [
-            windows.select("rank", "step", pl.col(c).alias("start_us"), pl.col(c).alias("end_us"))
-            for c in ("window_start_us", "window_end_us")
-        ]
-    )
-    busy = pl.concat([activity.select("rank", "step", "start_us", "end_us"), edges], how="vertical_relaxed")
-    return gaps(merge_intervals(busy, ["rank", "step"]), ["rank", "step"]).select(
-        "rank",
-        "step",
-        pl.lit("idle").alias("lane"),
-        pl.lit("idle").alias("label"),
-        "start_us",
-        "end_us",
-        (pl.col("end_us") - pl.col("start_us")).alias("covered_us"),
-        pl.lit(0, dtype=pl.Int64).alias("kernels"),
-        pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
-        pl.lit(None, dtype=pl.Utf8).alias("process_group"),
+    new_segment = (pl.col("start_us") > _reach(KEYS)).fill_null(value=True)
+    return (
+        clipped.sort([*KEYS, "start_us"])
+        .with_columns(new_segment.cast(pl.Int64).cum_sum().over(KEYS).alias("_segment"))
+        .group_by([*KEYS, "_segment"])
+        .agg(
+            pl.col("start_us").min(),
+            pl.col("end_us").max(),
+            pl.len().cast(pl.Int64).alias("kernels"),
+            longest.alias("longest_kernel"),
+            pl.col("process_group").drop_nulls().first().alias("process_group"),
+        )
+        .with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
+        .select(list(SEGMENT_SCHEMA))
     )
 
 
-def _bounded(segments: pl.DataFrame, per_group: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """At most `per_group` segments per group: the smallest gaps bridged (idle: the shortest dropped); with
-    the largest gap bridged per (rank, step), where any was (`rank`, `step`, `bridged_gap_us`)."""
+def _idle(activity: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Holes in all device activity inside each window, the edges of the window included (zero-length
+    intervals at both edges): where a row starts past the reach of the rows before it."""
+    edges = [
+        windows.select("rank", "step", pl.col(c).alias("start_us"), pl.col(c).alias("end_us"))
+        for c in ("window_start_us", "window_end_us")
+    ]
+    busy = pl.concat([activity.select("rank", "step", "start_us", "end_us"), *edges], how="vertical_relaxed")
+    return (
+        busy.sort("rank", "step", "start_us")
+        .with_columns(_reach(["rank", "step"]).alias("_reach"))
+        .filter(pl.col("start_us") > pl.col("_reach"))
+        .select(
+            "rank",
+            "step",
+            pl.lit("idle").alias("lane"),
+            pl.lit("idle").alias("label"),
+            pl.col("_reach").alias("start_us"),
+            pl.col("start_us").alias("end_us"),
+            (pl.col("start_us") - pl.col("_reach")).alias("covered_us"),
+            pl.lit(0, dtype=pl.Int64).alias("kernels"),
+            pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
+            pl.lit(None, dtype=pl.Utf8).alias("process_group"),
+        )
+    )
+
+
+def _bounded(segments: pl.LazyFrame, per_group: int) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """At most `per_group` segments per group (unsorted): the smallest gaps bridged (idle: the shortest
+    dropped); with the largest gap bridged per (rank, step), where any was (`rank`, `step`,
+    `bridged_gap_us`)."""
     ordered = segments.sort([*KEYS, "start_us"]).with_columns(
         (pl.col("start_us") - pl.col("end_us").shift(1).over(KEYS)).alias("_gap"),
         (pl.col("end_us") - pl.col("start_us")).alias("_length"),
@@ -225,21 +286,31 @@ def rank_segments(
     segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`)."""
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
-    clipped = clip_to_windows(_labelled(events), windows, ["rank"])
-    segments = pl.concat([_merge(clipped, KEYS).select(list(SEGMENT_SCHEMA)), _idle(clipped, windows)])
-    counts = segments.group_by("rank", "step").agg(
-        pl.len().cast(pl.Int64).alias("raw_segments"),
-        pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
+    window_rows = windows.lazy()
+    clipped = _clipped(_labelled(events.lazy()), window_rows)
+    segments = pl.concat([_merge(clipped), _idle(clipped, window_rows)]).collect(engine=IN_MEMORY)
+    counts = (
+        segments.lazy()
+        .group_by("rank", "step")
+        .agg(
+            pl.len().cast(pl.Int64).alias("raw_segments"),
+            pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
+        )
+        .collect(engine=IN_MEMORY)
     )
     steps = min(counts.height, MAX_STEPS)
     least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
     share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
-    share = min(share, MAX_SEGMENTS_PER_GROUP)
-    bounded, bridged = _bounded(segments, share)
-    counts = counts.join(bridged, on=["rank", "step"], how="left").with_columns(
-        pl.col("bridged_gap_us").fill_null(0.0)
+    bounded, bridged = _bounded(segments.lazy(), min(share, MAX_SEGMENTS_PER_GROUP))
+    with_bridged = (
+        counts.lazy()
+        .join(bridged, on=["rank", "step"], how="left")
+        .with_columns(pl.col("bridged_gap_us").fill_null(0.0))
+        .select(list(COUNT_SCHEMA))
+        .sort("rank", "step")
     )
-    return bounded.sort([*KEYS, "start_us"]), counts.select(list(COUNT_SCHEMA)).sort("rank", "step")
+    drawn, counted = pl.collect_all([bounded.sort([*KEYS, "start_us"]), with_bridged], engine=IN_MEMORY)
+    return drawn, counted
 
 
 def timeline_from_segments(
@@ -262,7 +333,8 @@ def timeline_from_segments(
     offered_counts = counts.filter(pl.col("step").is_in(picks) & pl.col("rank").is_in(ranks))
     groups = max(int(offered_counts.get_column("groups").sum()), 1)
     share = min(max(MIN_SEGMENTS_PER_GROUP, max_segments // groups), MAX_SEGMENTS_PER_GROUP)
-    bounded, bridged_here = _bounded(offered, share)
+    bounded_plan, bridged_plan = _bounded(offered.lazy(), share)
+    bounded, bridged_here = pl.collect_all([bounded_plan, bridged_plan], engine=IN_MEMORY)
     bridged_before = offered_counts.get_column("bridged_gap_us").max()
     bridged = max(
         float(bridged_before) if isinstance(bridged_before, int | float) else 0.0,

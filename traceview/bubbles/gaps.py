@@ -22,6 +22,7 @@ import polars as pl
 from traceview.bubbles.pipeline_bubble import compute_union, p2p_kernels, pipeline_bubble, pipeline_table
 from traceview.collectives.calls import launches
 from traceview.core.errors import UsageError
+from traceview.core.intervals import clipped
 from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
 
@@ -150,37 +151,6 @@ def _median(frame: pl.DataFrame, column: str) -> float | None:
 # ---------------------------------------------------------------- idle gaps
 
 
-def _in_windows(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
-    """Each device event cut into the windows of its rank that it overlaps (`traceview.core.intervals`'
-    clip_to_windows, as part of a lazy query), what is left of zero length dropped, with `step` and the
-    window's edges: `rank`, `step`, `start_us`, `end_us`, `window_start_us`, `window_end_us`."""
-    ordered = windows.sort("rank", "window_start_us").with_columns(
-        pl.int_range(pl.len()).over("rank").alias("_window")
-    )
-    spans = device
-    for time, name in (("start_us", "_first"), ("end_us", "_last")):
-        starts = ordered.select("rank", "window_start_us", pl.col("_window").alias(name))
-        spans = (
-            spans.sort(time)
-            .join_asof(starts, left_on=time, right_on="window_start_us", by="rank", check_sortedness=False)
-            .drop("window_start_us")
-        )
-    return (
-        spans.filter(pl.col("_last").is_not_null())
-        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
-        .explode("_window")
-        .join(ordered, on=["rank", "_window"], how="inner")
-        .select(
-            *KEYS,
-            pl.max_horizontal("start_us", "window_start_us").alias("start_us"),
-            pl.min_horizontal("end_us", "window_end_us").alias("end_us"),
-            "window_start_us",
-            "window_end_us",
-        )
-        .filter(pl.col("end_us") > pl.col("start_us"))
-    )
-
-
 def _holes(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """The idle gaps of every window: the holes of the union of its device events (clipped to it) and of its
     two edges (zero-length intervals), by sort and cumulative max, with their `position`: a hole starting at
@@ -189,7 +159,8 @@ def _holes(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     edges = [
         windows.select(*KEYS, pl.col(c).alias("start_us"), pl.col(c).alias("end_us"), *bounds) for c in bounds
     ]
-    busy = pl.concat([_in_windows(device, windows), *edges], how="vertical_relaxed")
+    cut = clipped(device, windows, ["rank"], edges=True)
+    busy = pl.concat([cut.select(*KEYS, "start_us", "end_us", *bounds), *edges], how="vertical_relaxed")
     reach = pl.col("end_us").cum_max().shift(1).over(KEYS)
     position = (
         pl.when(pl.col("_reach") == pl.col("window_start_us"))

@@ -90,13 +90,19 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
     `windows` has columns `by`, `step`, `window_start_us`, `window_end_us`, with windows of one group not
     overlapping. Returns the events' columns with `step` added and times clipped to the window. One query.
     """
-    ordered = (
-        windows.lazy()
-        .sort([*by, "window_start_us"])
-        .with_columns(pl.int_range(pl.len()).over(list(by)).alias("_window"))
+    return clipped(events.lazy(), windows.lazy(), by).collect()
+
+
+def clipped(
+    events: pl.LazyFrame, windows: pl.LazyFrame, by: Sequence[str], edges: bool = False
+) -> pl.LazyFrame:
+    """`clip_to_windows` as part of a lazy query; `edges`: each clipped event keeps its window's
+    `window_start_us` and `window_end_us`."""
+    ordered = windows.sort([*by, "window_start_us"]).with_columns(
+        pl.int_range(pl.len()).over(list(by)).alias("_window")
     )
     starts = ordered.select([*by, "window_start_us", "_window"])
-    first = _window_at(events.lazy(), START, starts.rename({"_window": "_first"}), by)
+    first = _window_at(events, START, starts.rename({"_window": "_first"}), by)
     both = _window_at(first, END, starts.rename({"_window": "_last"}), by)
     exploded = (
         both.filter(pl.col("_last").is_not_null())
@@ -104,13 +110,12 @@ def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[st
         .explode("_window")
         .drop("_first", "_last")
     )
-    return (
+    cut = (
         exploded.join(ordered, on=[*by, "_window"], how="inner")
         .with_columns(
             pl.max_horizontal(START, "window_start_us").alias(START),
             pl.min_horizontal(END, "window_end_us").alias(END),
         )
         .filter(pl.col(END) > pl.col(START))
-        .drop("_window", "window_start_us", "window_end_us")
-        .collect()
     )
+    return cut.drop("_window") if edges else cut.drop("_window", "window_start_us", "window_end_us")

@@ -21,6 +21,7 @@ from typing import Final
 
 import polars as pl
 
+from traceview.core.intervals import clipped
 from traceview.core.vocab import canonical_collective_expr
 
 MAX_SEGMENTS = 12_000
@@ -124,37 +125,6 @@ def _label_columns() -> tuple[pl.Expr, ...]:
 def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
     """Device events with their lane, label (the collective of a comm event) and process group."""
     return events.select(_label_columns())
-
-
-def _clipped(events: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
-    """Each event cut into the windows of its rank that it overlaps, `step` added and times clipped, what is
-    left of zero length dropped: `traceview.core.intervals.clip_to_windows` as part of a lazy query."""
-    ordered = windows.sort("rank", "window_start_us").with_columns(
-        pl.int_range(pl.len()).over("rank").alias("_window")
-    )
-
-    def window_at(frame: pl.LazyFrame, time: str, name: str) -> pl.LazyFrame:
-        starts = ordered.select("rank", "window_start_us", pl.col("_window").alias(name))
-        return (
-            frame.sort(time)
-            .join_asof(starts, left_on=time, right_on="window_start_us", by="rank", check_sortedness=False)
-            .drop("window_start_us")
-        )
-
-    spans = window_at(window_at(events, "start_us", "_first"), "end_us", "_last")
-    return (
-        spans.filter(pl.col("_last").is_not_null())
-        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
-        .explode("_window")
-        .drop("_first", "_last")
-        .join(ordered, on=["rank", "_window"], how="inner")
-        .with_columns(
-            pl.max_horizontal("start_us", "window_start_us").alias("start_us"),
-            pl.min_horizontal("end_us", "window_end_us").alias("end_us"),
-        )
-        .filter(pl.col("end_us") > pl.col("start_us"))
-        .drop("_window", "window_start_us", "window_end_us")
-    )
 
 
 def _reach(by: list[str]) -> pl.Expr:
@@ -287,8 +257,8 @@ def rank_segments(
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
     window_rows = windows.lazy()
-    clipped = _clipped(_labelled(events.lazy()), window_rows)
-    segments = pl.concat([_merge(clipped), _idle(clipped, window_rows)]).collect(engine=IN_MEMORY)
+    cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
+    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect(engine=IN_MEMORY)
     counts = (
         segments.lazy()
         .group_by("rank", "step")

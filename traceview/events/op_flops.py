@@ -172,10 +172,9 @@ OP_FLOPS_RULES: tuple[OpFlops, ...] = (
 """The operators counted (module docstring): leaves only, first matching row wins."""
 
 
-def _outermost(ops: pl.DataFrame) -> pl.DataFrame:
-    """The counted operators that no other counted operator on their thread contains (PyTorch 1.8 records
-    some operators twice, one inside the other)."""
-    thread = [c for c in ("pid", "tid") if c in ops.columns]
+def _outermost(ops: pl.LazyFrame, thread: list[str]) -> pl.LazyFrame:
+    """The counted operators that no other counted operator on their thread (columns `thread`) contains
+    (PyTorch 1.8 records some operators twice, one inside the other)."""
     ordered = ops.sort([*thread, "start_us", "end_us"], descending=[False] * len(thread) + [False, True])
     reach = pl.col("end_us").cum_max().shift(1)
     reach = reach.over(thread) if thread else reach
@@ -187,7 +186,7 @@ def _shape_key(shape: pl.Expr) -> pl.Expr:
     return shape.list.eval(pl.element().cast(pl.Utf8)).list.join(",")
 
 
-def _conv_outputs(ops: pl.DataFrame) -> pl.DataFrame:
+def _conv_outputs(ops: pl.LazyFrame) -> pl.LazyFrame:
     """Per (input shape, weight shape) of a convolution, the output's spatial size its backward shows."""
     frames = [
         ops.filter(pl.col("name") == name).select(
@@ -200,28 +199,28 @@ def _conv_outputs(ops: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames).drop_nulls().unique(["_x", "_w"], keep="first")
 
 
-def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
-    """The operators of `OP_FLOPS_RULES` among `ops` (host rows with `name`, `input_dims` and, when recorded,
-    `concrete_inputs`), each with `shape_flops` (null when a shape it needs is unknown) and `flops_family`;
-    other rows dropped. Every column of `ops` is kept."""
+def _counted(ops: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
+    """The operators of `ops` (with `columns`) that a rule counts, of nested ones the outermost, with `_rule`
+    (the index of the first matching rule)."""
     rules = pl.coalesce(
         [
             pl.when(pl.col("name").str.contains(rule.regex)).then(pl.lit(i))
             for i, rule in enumerate(OP_FLOPS_RULES)
         ]
     )
-    concrete = pl.col("concrete_inputs") if "concrete_inputs" in ops.columns else pl.lit(None, pl.Utf8)
     found = ops.with_columns(rules.alias("_rule")).filter(
         pl.col("_rule").is_not_null() & pl.col("input_dims").str.contains(DIMS_LIST).fill_null(False)
     )
-    if (found.get_column("name") == "aten::convolution_backward").any():  # it runs the cuDNN op inside
-        found = found.filter(pl.col("name") != "aten::cudnn_convolution_backward")
-    found = _outermost(found)
-    if found.height == 0:
-        return found.drop("_rule").with_columns(
-            pl.lit(None, pl.Float64).alias("shape_flops"), pl.lit(None, pl.Utf8).alias("flops_family")
-        )
-    decoded = found.with_columns(
+    has_backward = (pl.col("name") == "aten::convolution_backward").any()  # it runs the cuDNN op inside
+    found = found.filter(~(has_backward & (pl.col("name") == "aten::cudnn_convolution_backward")))
+    return _outermost(found, [c for c in ("pid", "tid") if c in columns])
+
+
+def op_flops_plan(ops: pl.LazyFrame) -> pl.LazyFrame:
+    """`op_flops` as a lazy query, to run inside a larger one."""
+    columns = ops.collect_schema().names()
+    concrete = pl.col("concrete_inputs") if "concrete_inputs" in columns else pl.lit(None, pl.Utf8)
+    decoded = _counted(ops, columns).with_columns(
         pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("_dims"),
         pl.when(concrete.str.starts_with("["))
         .then(concrete.str.json_decode(pl.List(pl.Utf8)))
@@ -230,7 +229,7 @@ def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
     keyed = decoded.with_columns(
         _shape_key(pl.col("_dims").list.get(0, null_on_oob=True)).alias("_x"),
         _shape_key(pl.col("_dims").list.get(1, null_on_oob=True)).alias("_w"),
-    ).join(_conv_outputs(decoded), on=["_x", "_w"], how="left")
+    ).join(_conv_outputs(decoded), on=["_x", "_w"], how="left", maintain_order="left")
     flops = pl.coalesce(
         [
             pl.when(pl.col("_rule") == i).then(
@@ -244,3 +243,10 @@ def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
     return keyed.with_columns(flops.alias("shape_flops"), family.alias("flops_family")).drop(
         "_rule", "_dims", "_concrete", "_x", "_w", "_out_spatial"
     )
+
+
+def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
+    """The operators of `OP_FLOPS_RULES` among `ops` (host rows with `name`, `input_dims` and, when recorded,
+    `concrete_inputs`), each with `shape_flops` (null when a shape it needs is unknown) and `flops_family`;
+    other rows dropped. Every column of `ops` is kept. One query."""
+    return op_flops_plan(ops.lazy()).collect()

@@ -107,17 +107,19 @@ def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
     gap that one over all compute kernels gives (the latest compute end before a time only grows with the
     time)."""
     compute = (
-        events.filter(pl.col("event_class") == "compute")
+        events.lazy()
+        .filter(pl.col("event_class") == "compute")
         .select("rank", pl.col("end_us").alias("_end"))
         .sort("_end")
     )
-    starts = kernels.filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
+    starts = kernels.lazy().filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
     marks = starts.join_asof(compute, left_on="start_us", right_on="_end", by="rank", check_sortedness=False)
     return (
         marks.drop_nulls("_end")
         .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
         .unique()
         .sort("end_us")
+        .collect()
     )
 
 
@@ -253,12 +255,14 @@ def summarize(
 def _extent(trace: RankTrace) -> pl.DataFrame:
     """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
     first to last."""
-    both = pl.concat([trace.gpu.select("start_us", "end_us"), trace.cpu.select("start_us", "end_us")])
+    both = pl.concat(
+        [trace.gpu.lazy().select("start_us", "end_us"), trace.cpu.lazy().select("start_us", "end_us")]
+    )
     return both.select(
         pl.lit(trace.rank, pl.Int64).alias("rank"),
         pl.col("start_us").min().alias("trace_start_us"),
         pl.col("end_us").max().alias("trace_end_us"),
-    )
+    ).collect()
 
 
 def _empty_marks() -> pl.DataFrame:

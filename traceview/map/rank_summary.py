@@ -28,7 +28,7 @@ from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
-from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops_plan
+from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
@@ -123,26 +123,31 @@ def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _step_of(ops: pl.LazyFrame, marks: pl.DataFrame) -> pl.LazyFrame:
-    """`ops` with the CPU step (`step`, -1 without steps) whose mark contains their start; others dropped."""
-    if marks.height == 0:
+def _step_of(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
+    """`ops` with the CPU step (`step`, -1 without `steps`, `_steps`) whose mark contains their start; others
+    dropped."""
+    if steps is None:
         return ops.with_columns(pl.lit(-1, dtype=pl.Int64).alias("step"))
-    steps = marks.lazy().select(
-        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
-        pl.col("start_us").alias("_step_start"),
-        pl.col("end_us").alias("_step_end"),
-    )
     placed = ops.sort("start_us").join_asof(
-        steps.sort("_step_start"), left_on="start_us", right_on="_step_start", check_sortedness=False
+        steps.lazy(), left_on="start_us", right_on="_step_start", check_sortedness=False
     )
     inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_step_end"))
     return placed.filter(inside).drop("_step_start", "_step_end")
 
 
-def _step_flops(ops: pl.LazyFrame, marks: pl.DataFrame, column: str, name: str) -> pl.LazyFrame:
+def _steps(marks: pl.LazyFrame) -> pl.LazyFrame:
+    """The CPU steps of the step `marks`: `step`, `_step_start`, `_step_end`, by start."""
+    return marks.select(
+        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
+        pl.col("start_us").alias("_step_start"),
+        pl.col("end_us").alias("_step_end"),
+    ).sort("_step_start")
+
+
+def _step_flops(ops: pl.LazyFrame, steps: pl.DataFrame | None, column: str, name: str) -> pl.LazyFrame:
     """One host row per CPU step named `name`, at the step's first such operator, carrying the sum of the
     operators' `column` as its `flops` (columns `FLOPS_ROW`)."""
-    placed = _step_of(ops.filter(pl.col(column).is_not_null() & (pl.col(column) > 0)), marks)
+    placed = _step_of(ops.filter(pl.col(column).is_not_null() & (pl.col(column) > 0)), steps)
     rows = placed.group_by("step").agg(
         pl.col("start_us").min(),
         pl.col("start_us").min().alias("end_us"),
@@ -154,6 +159,27 @@ def _step_flops(ops: pl.LazyFrame, marks: pl.DataFrame, column: str, name: str) 
 FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
 
 
+def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
+    """The first operator of each step matching each of `BATCH_SHAPE_RULES`, rule after rule; the operators
+    any rule may use are placed in their steps once."""
+    rules = [
+        pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
+        for pattern, _, _ in BATCH_SHAPE_RULES
+    ]
+    matched = pl.concat_list(
+        [pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(rules)]
+    ).list.drop_nulls()
+    return (
+        _step_of(ops.filter(pl.any_horizontal(*rules)), steps)
+        .with_columns(matched.alias("_rule"))
+        .explode("_rule")
+        .group_by("_rule", "step", maintain_order=True)
+        .first()
+        .sort("_rule", maintain_order=True)
+        .drop("_rule", "step")
+    )
+
+
 def _as_cpu_rows(part: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
     """`part` (with `columns`) in `CPU_SCHEMA`, the columns it lacks null."""
     return part.select(
@@ -162,29 +188,21 @@ def _as_cpu_rows(part: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
 
 
 def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
-    """The host rows the model's inputs read: step marks, one FLOPs row per step (the sum of its operators'
-    `flops`, at the step's first such operator), one row of the step's FLOPs counted from operator shapes
-    (`traceview.events.op_flops`), and the first operator of each step matching each batch rule. The rows the
-    batch rules may use are placed in their steps once. Two queries: the marks, then the rest."""
-    marks = cpu.filter(pl.col("name").str.contains(STEP_MARK))
-    rules = [
-        pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
-        for pattern, _, _ in BATCH_SHAPE_RULES
-    ]
-    ops = cpu.lazy()
-    placed = _step_of(ops.filter(pl.any_horizontal(*rules)), marks)
-    counted = op_flops_plan(ops)
+    """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
+    rule, one FLOPs row per step (the sum of its operators' `flops`, at the step's first such operator), and
+    one row of the step's FLOPs counted from operator shapes (`traceview.events.op_flops`), and one of its
+    convolutions' share. Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
+    marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
+    marks, steps = pl.collect_all([marked, _steps(marked)])
+    placing = steps if steps.height else None
+    counted = op_flops(cpu).lazy()
     conv = counted.filter(pl.col("flops_family") == "convolution")
-    shaped = [
-        placed.filter(rule).sort("start_us").group_by("step", maintain_order=True).first().drop("step")
-        for rule in rules
-    ]
     flop_rows = [
-        _step_flops(ops, marks, "flops", FLOPS_MARK),
-        _step_flops(counted, marks, "shape_flops", SHAPE_FLOPS_MARK),
-        _step_flops(conv, marks, "shape_flops", CONV_FLOPS_MARK),
+        _step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK),
+        _step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK),
+        _step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK),
     ]
-    parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), *shaped)]
+    parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), _batch_rows(cpu.lazy(), placing))]
     parts += [_as_cpu_rows(part, FLOPS_ROW) for part in flop_rows]
     return pl.concat(parts).sort("start_us", maintain_order=True).collect()
 

@@ -162,7 +162,9 @@ def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     class) the compute time, and per class the kernel count with a sketch of the durations
     (`CLASS_SKETCH_SCHEMA`). One query for both."""
     compute = _compute_in_steps(clipped)
-    kernel_classes, grouped = pl.collect_all([_kernel_classes(compute), _class_kernels(compute)])
+    kernel_classes, grouped = pl.collect_all(
+        [_kernel_classes(compute), _class_kernels(compute)], engine="in-memory"
+    )
     return kernel_classes, pl.DataFrame(_sketched(grouped), schema=CLASS_SKETCH_SCHEMA)
 
 

@@ -119,7 +119,7 @@ def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
         .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
         .unique()
         .sort("end_us")
-        .collect()
+        .collect(engine="in-memory")
     )
 
 
@@ -193,7 +193,7 @@ def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     one row of the step's FLOPs counted from operator shapes (`traceview.events.op_flops`), and one of its
     convolutions' share. Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
     marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
-    marks, steps = pl.collect_all([marked, _steps(marked)])
+    marks, steps = pl.collect_all([marked, _steps(marked)], engine="in-memory")
     placing = steps if steps.height else None
     counted = op_flops(cpu).lazy()
     conv = counted.filter(pl.col("flops_family") == "convolution")
@@ -204,7 +204,7 @@ def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     ]
     parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), _batch_rows(cpu.lazy(), placing))]
     parts += [_as_cpu_rows(part, FLOPS_ROW) for part in flop_rows]
-    return pl.concat(parts).sort("start_us", maintain_order=True).collect()
+    return pl.concat(parts).sort("start_us", maintain_order=True).collect(engine="in-memory")
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
@@ -280,7 +280,7 @@ def _extent(trace: RankTrace) -> pl.DataFrame:
         pl.lit(trace.rank, pl.Int64).alias("rank"),
         pl.col("start_us").min().alias("trace_start_us"),
         pl.col("end_us").max().alias("trace_end_us"),
-    ).collect()
+    ).collect(engine="in-memory")
 
 
 def _empty_marks() -> pl.DataFrame:

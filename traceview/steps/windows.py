@@ -98,7 +98,7 @@ def choose_steps(trace: RankTrace) -> StepChoice:
     if not has_gpu or trace.gpu.height == 0:
         return StepChoice(trace.rank, "gpu" if has_gpu else fallback)
     reference = _device_busy_us(device_event_steps(trace) if has_cpu else trace.gpu)
-    covered = _busy_inside(trace.gpu, _candidates(trace, "gpu").collect())
+    covered = _busy_inside(trace.gpu, _candidates(trace, "gpu").collect(engine="in-memory"))
     share = GPU_COVER_MIN_SHARE_OF_CPU_STEPS if has_cpu else GPU_COVER_MIN_SHARE_OF_TRACE
     if reference <= 0 or covered >= share * reference:
         return StepChoice(trace.rank, "gpu", covered, reference)
@@ -131,13 +131,13 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
             pl.col("end_us").max().alias("window_end_us"),
         )
     rank = pl.lit(trace.rank, dtype=pl.Int64).alias("rank")
-    return windows.with_columns(rank).select(list(WINDOW_SCHEMA)).collect()
+    return windows.with_columns(rank).select(list(WINDOW_SCHEMA)).collect(engine="in-memory")
 
 
 def device_event_steps(trace: RankTrace) -> pl.DataFrame:
     """Each device event's CPU step (by its launch), columns `correlation`, `start_us`, `end_us`, `step`;
     events launched outside every CPU step are left out. One query."""
-    return _device_event_steps(trace).collect()
+    return _device_event_steps(trace).collect(engine="in-memory")
 
 
 def _device_event_steps(trace: RankTrace) -> pl.LazyFrame:

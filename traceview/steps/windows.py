@@ -72,18 +72,24 @@ def _device_busy_us(events: pl.DataFrame) -> float:
     return float(union_length(events, [], "busy_us")["busy_us"].sum())
 
 
-def _busy_inside(events: pl.DataFrame, windows: pl.DataFrame) -> float:
+def _busy_inside(events: pl.DataFrame, windows: pl.LazyFrame) -> float:
     """Device busy time of `events` inside the union of `windows` (columns `start_us`, `end_us`)."""
-    if events.height == 0 or windows.height == 0:
+    if events.height == 0:
         return 0.0
     key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clip_to_windows groups by at least one key
-    merged = merge_intervals(windows.select(key, "start_us", "end_us"), ["_rank"]).select(
+    keyed_windows, keyed_events = pl.collect_all(
+        [windows.select(key, "start_us", "end_us"), events.lazy().select(key, "start_us", "end_us")],
+        engine="in-memory",
+    )
+    if keyed_windows.height == 0:
+        return 0.0
+    merged = merge_intervals(keyed_windows, ["_rank"]).select(
         "_rank",
         pl.int_range(pl.len()).alias("step"),
         pl.col("start_us").alias("window_start_us"),
         pl.col("end_us").alias("window_end_us"),
     )
-    clipped = clip_to_windows(events.select(key, "start_us", "end_us"), merged, ["_rank"])
+    clipped = clip_to_windows(keyed_events, merged, ["_rank"])
     return _device_busy_us(clipped)
 
 
@@ -98,7 +104,7 @@ def choose_steps(trace: RankTrace) -> StepChoice:
     if not has_gpu or trace.gpu.height == 0:
         return StepChoice(trace.rank, "gpu" if has_gpu else fallback)
     reference = _device_busy_us(device_event_steps(trace) if has_cpu else trace.gpu)
-    covered = _busy_inside(trace.gpu, _candidates(trace, "gpu").collect(engine="in-memory"))
+    covered = _busy_inside(trace.gpu, _candidates(trace, "gpu"))
     share = GPU_COVER_MIN_SHARE_OF_CPU_STEPS if has_cpu else GPU_COVER_MIN_SHARE_OF_TRACE
     if reference <= 0 or covered >= share * reference:
         return StepChoice(trace.rank, "gpu", covered, reference)

@@ -123,9 +123,13 @@ def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
+"""The columns of a step's FLOPs row in a compact trace (the others null)."""
+
+
 def _step_of(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
-    """`ops` with the CPU step (`step`, -1 without `steps`, `_steps`) whose mark contains their start; others
-    dropped."""
+    """`ops` with the CPU step (`step`) of `steps` (`_steps`) whose mark contains their start, others dropped;
+    without steps (None) every op, at step -1."""
     if steps is None:
         return ops.with_columns(pl.lit(-1, dtype=pl.Int64).alias("step"))
     placed = ops.sort("start_us").join_asof(
@@ -154,9 +158,6 @@ def _step_flops(ops: pl.LazyFrame, steps: pl.DataFrame | None, column: str, name
         pl.col(column).sum().alias("flops"),
     )
     return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), *FLOPS_ROW[2:])
-
-
-FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
 
 
 def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
@@ -189,9 +190,9 @@ def _as_cpu_rows(part: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
 
 def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
-    rule, one FLOPs row per step (the sum of its operators' `flops`, at the step's first such operator), and
-    one row of the step's FLOPs counted from operator shapes (`traceview.events.op_flops`), and one of its
-    convolutions' share. Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
+    rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
+    FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
+    Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
     marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
     marks, steps = pl.collect_all([marked, _steps(marked)], engine="in-memory")
     placing = steps if steps.height else None

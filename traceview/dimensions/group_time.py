@@ -38,35 +38,50 @@ GROUP_TIME_SCHEMA: Mapping[str, pl.DataType] = {
 }
 
 
+def _inputs(
+    events: pl.DataFrame, kernels: pl.LazyFrame, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The step windows, `kernels` and the compute events, each with the columns the clipping reads: one
+    query for the three."""
+    bounds, comm, compute = pl.collect_all(
+        [
+            windows.lazy().select("rank", "step", "window_start_us", "window_end_us"),
+            kernels,
+            events.lazy().filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
+        ],
+        engine="in-memory",
+    )
+    return bounds, comm, compute
+
+
 def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step, group): comm_us and exposed_us (module docstring); `GROUP_TIME_SCHEMA`."""
     if kernels.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=GROUP_TIME_SCHEMA)
-    bounds = windows.select("rank", "step", "window_start_us", "window_end_us")
-    comm = clip_to_windows(
-        kernels.filter(communicated()).select("rank", group_expr().alias("group"), "start_us", "end_us"),
-        bounds,
-        ["rank"],
+    found = (
+        kernels.lazy()
+        .filter(communicated())
+        .select("rank", group_expr().alias("group"), "start_us", "end_us")
     )
-    compute = clip_to_windows(
-        events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
-        bounds,
-        ["rank"],
-    )
+    bounds, comm_kernels, compute_events = _inputs(events, found, windows)
+    comm = clip_to_windows(comm_kernels, bounds, ["rank"])
+    compute = clip_to_windows(compute_events, bounds, ["rank"])
     keys = ["rank", "step", "group"]
-    cells = comm.select(keys).unique()
+    cells = comm.lazy().select(keys).unique()
     both = pl.concat(
         [
-            comm.select(*keys, "start_us", "end_us"),
-            compute.join(cells, on=["rank", "step"]).select(*keys, "start_us", "end_us"),
-        ]
-    )
+            comm.lazy().select(*keys, "start_us", "end_us"),
+            compute.lazy().join(cells, on=["rank", "step"]).select(*keys, "start_us", "end_us"),
+        ],
+        rechunk=True,
+    ).collect(engine="in-memory")
     own = union_length(comm, keys, "comm_us")
     covered = union_length(both, keys, "_with_compute")
     compute_us = union_length(compute, ["rank", "step"], "_compute")
     return (
-        own.join(covered, on=keys)
-        .join(compute_us, on=["rank", "step"], how="left")
+        own.lazy()
+        .join(covered.lazy(), on=keys)
+        .join(compute_us.lazy(), on=["rank", "step"], how="left")
         .select(
             *keys,
             "comm_us",
@@ -76,32 +91,40 @@ def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.Dat
         )
         .select([pl.col(c).cast(t) for c, t in GROUP_TIME_SCHEMA.items()])
         .sort(keys)
+        .collect(engine="in-memory")
     )
 
 
 def group_phases(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step, group, collective): calls and early calls (module docstring); `GROUP_PHASE_SCHEMA`."""
-    calls = kernels.filter(communicated() & pl.col("first_in_call"))
-    if calls.height == 0 or windows.height == 0:
+    if kernels.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=GROUP_PHASE_SCHEMA)
-    bounds = windows.select("rank", "step", "window_start_us", "window_end_us")
-    compute = merge_intervals(
-        clip_to_windows(
-            events.filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
-            bounds,
-            ["rank"],
-        ),
-        ["rank", "step"],
+    found = (
+        kernels.lazy()
+        .filter(communicated() & pl.col("first_in_call"))
+        .select("rank", group_expr().alias("group"), "collective", "start_us")
     )
+    bounds, calls, compute_events = _inputs(events, found, windows)
+    if calls.height == 0:
+        return pl.DataFrame(schema=GROUP_PHASE_SCHEMA)
+    compute = merge_intervals(clip_to_windows(compute_events, bounds, ["rank"]), ["rank", "step"])
+    return _phases(calls, compute, bounds)
+
+
+def _phases(calls: pl.DataFrame, compute: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step, group, collective) of the `calls`: calls, and those early in the step's merged
+    `compute` segments."""
     done = (pl.col("end_us") - pl.col("start_us")).cum_sum().over("rank", "step")
-    segments = compute.with_columns(
-        (done - (pl.col("end_us") - pl.col("start_us"))).alias("_before"), done.alias("_done")
-    ).with_columns(pl.col("_done").max().over("rank", "step").alias("_total"))
+    segments = (
+        compute.lazy()
+        .with_columns((done - (pl.col("end_us") - pl.col("start_us"))).alias("_before"), done.alias("_done"))
+        .with_columns(pl.col("_done").max().over("rank", "step").alias("_total"))
+    )
     placed = (
-        calls.select("rank", group_expr().alias("group"), "collective", "start_us")
+        calls.lazy()
         .sort("start_us")
         .join_asof(
-            bounds.sort("window_start_us"),
+            bounds.lazy().sort("window_start_us"),
             left_on="start_us",
             right_on="window_start_us",
             by="rank",
@@ -127,4 +150,5 @@ def group_phases(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFr
         .agg(pl.len().alias("calls"), early.sum().alias("early_calls"))
         .select([pl.col(c).cast(t) for c, t in GROUP_PHASE_SCHEMA.items()])
         .sort("rank", "step", "group", "collective")
+        .collect(engine="in-memory")
     )

@@ -102,28 +102,35 @@ def _collective_calls(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _compute_in_steps(clipped: pl.DataFrame) -> pl.DataFrame:
+def _compute_in_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     """The compute kernels of classed device events cut to the step windows (`traceview.kernels.classes`),
     with `step`, `kernel_class` and `dur_us`."""
-    return clipped.filter(pl.col("event_class") == "compute").select(
-        pl.col("rank").cast(pl.Int64),
-        pl.col("step").cast(pl.Int64),
-        pl.col("kernel_class").cast(pl.Utf8),
-        (pl.col("end_us") - pl.col("start_us")).cast(pl.Float64).alias("dur_us"),
+    return (
+        clipped.lazy()
+        .filter(pl.col("event_class") == "compute")
+        .select(
+            pl.col("rank").cast(pl.Int64),
+            pl.col("step").cast(pl.Int64),
+            pl.col("kernel_class").cast(pl.Utf8),
+            (pl.col("end_us") - pl.col("start_us")).cast(pl.Float64).alias("dur_us"),
+        )
     )
 
 
-def _class_kernels(compute: pl.DataFrame) -> list[dict[str, object]]:
-    grouped = (
+def _class_kernels(compute: pl.LazyFrame) -> pl.LazyFrame:
+    return (
         compute.group_by("kernel_class").agg(pl.len().alias("kernels"), pl.col("dur_us")).sort("kernel_class")
     )
+
+
+def _sketched(grouped: pl.DataFrame) -> list[dict[str, object]]:
     return [
         {"kernel_class": row["kernel_class"], "kernels": row["kernels"], "dur_us": sketch(row["dur_us"])}
         for row in grouped.to_dicts()
     ]
 
 
-def _kernel_classes(compute: pl.DataFrame) -> pl.DataFrame:
+def _kernel_classes(compute: pl.LazyFrame) -> pl.LazyFrame:
     schema = {"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8, "time_us": pl.Float64}
     return (
         compute.group_by("rank", "step", "kernel_class")
@@ -153,10 +160,12 @@ def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`) from its classed
     device events cut to its step windows (`traceview.kernels.classes.clipped_events`): per (rank, step,
     class) the compute time, and per class the kernel count with a sketch of the durations
-    (`CLASS_SKETCH_SCHEMA`)."""
+    (`CLASS_SKETCH_SCHEMA`). One query for both."""
     compute = _compute_in_steps(clipped)
-    sketches = pl.DataFrame(_class_kernels(compute), schema=CLASS_SKETCH_SCHEMA)
-    return _kernel_classes(compute), sketches
+    kernel_classes, grouped = pl.collect_all(
+        [_kernel_classes(compute), _class_kernels(compute)], engine="in-memory"
+    )
+    return kernel_classes, pl.DataFrame(_sketched(grouped), schema=CLASS_SKETCH_SCHEMA)
 
 
 def merge_sketches(parts: pl.DataFrame) -> list[dict[str, object]]:

@@ -60,25 +60,26 @@ def _is_call() -> pl.Expr:
     return pl.any_horizontal(pl.col("name").str.contains(regex) for _, regex in CALL_FAMILIES)
 
 
-def _comm_ops(ops: pl.DataFrame) -> pl.DataFrame:
+def _comm_ops(ops: pl.LazyFrame) -> pl.LazyFrame:
     """The ops of the first `HOST_COMM_RULES` rule that matches a collective op of the rank."""
     named = pl.coalesce(
         canonical_collective_expr(pl.col("collective_name")), canonical_collective_expr(pl.col("name"))
     )
-    collective = ops.filter(named.is_not_null())
-    for _, regex in HOST_COMM_RULES:
-        found = collective.filter(pl.col("name").str.contains(regex))
-        if found.height:
-            return found.with_columns(
-                pl.when(pl.col("name") == "record_param_comms")
-                .then(pl.format("record_param_comms:{}", pl.col("collective_name")))
-                .otherwise(pl.col("name"))
-                .alias("name")
-            )
-    return collective.clear()
+    matches = [pl.col("name").str.contains(regex) for _, regex in HOST_COMM_RULES]
+    first_rule = pl.coalesce([pl.when(match.any()).then(match) for match in matches]).fill_null(False)
+    return (
+        ops.filter(named.is_not_null())
+        .filter(first_rule)
+        .with_columns(
+            pl.when(pl.col("name") == "record_param_comms")
+            .then(pl.format("record_param_comms:{}", pl.col("collective_name")))
+            .otherwise(pl.col("name"))
+            .alias("name")
+        )
+    )
 
 
-def _compute_ops(ops: pl.DataFrame) -> pl.DataFrame:
+def _compute_ops(ops: pl.LazyFrame) -> pl.LazyFrame:
     """The outermost operators, per thread, that neither are nor contain a collective call."""
     thread = ["pid", "tid"]
     calls = (
@@ -103,33 +104,40 @@ def _compute_ops(ops: pl.DataFrame) -> pl.DataFrame:
     return kept.filter(reach.is_null() | (pl.col("start_us") >= reach))
 
 
-def _device_rows(ops: pl.DataFrame, stream: int, first_id: int) -> pl.DataFrame:
-    """`ops` as device rows (`GPU_SCHEMA`) with correlation ids from `first_id`."""
-    columns = [c for c in GPU_SCHEMA if c in ops.columns and c not in ("kind", "correlation")]
-    return ops.select(
-        pl.lit("kernel").alias("kind"),
-        *columns,
-        pl.lit(None, pl.Int64).alias("device"),
-        pl.lit(stream, pl.Int64).alias("stream"),
-        (pl.int_range(pl.len(), dtype=pl.Int64) + first_id).alias("correlation"),
-    ).select([pl.col(c).cast(t) for c, t in GPU_SCHEMA.items()])
-
-
-def _launch_rows(rows: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """One runtime row per device row, at its start on the thread of the op it came from (`CPU_SCHEMA`)."""
+def _device_rows(ops: pl.DataFrame, stream: int | pl.Series, first_id: int) -> pl.LazyFrame:
+    """`ops` as device rows (`GPU_SCHEMA`) on `stream` (one, or one per row) with correlation ids from
+    `first_id`."""
+    columns = [c for c in GPU_SCHEMA if c in ops.columns and c not in ("kind", "correlation", "stream")]
+    streams = pl.lit(stream, pl.Int64) if isinstance(stream, int) else pl.lit(stream).cast(pl.Int64)
     return (
-        pl.concat([rows.select("correlation"), ops.select("pid", "tid", "start_us")], how="horizontal")
+        ops.lazy()
         .select(
-            pl.lit("runtime").alias("kind"),
-            pl.lit(LAUNCH_NAME).alias("name"),
-            "start_us",
-            pl.col("start_us").alias("end_us"),
-            "pid",
-            "tid",
-            "correlation",
-            *[pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items() if c not in _LAUNCH_COLUMNS],
+            pl.lit("kernel").alias("kind"),
+            *columns,
+            pl.lit(None, pl.Int64).alias("device"),
+            streams.alias("stream"),
+            (pl.int_range(pl.len(), dtype=pl.Int64) + first_id).alias("correlation"),
         )
-        .select([pl.col(c).cast(t) for c, t in CPU_SCHEMA.items()])
+        .select([pl.col(c).cast(t) for c, t in GPU_SCHEMA.items()])
+    )
+
+
+def _launch_rows(ops: pl.DataFrame, first_id: int) -> pl.LazyFrame:
+    """One runtime row per op, at its start on its own thread, with the correlation ids of `_device_rows`
+    (`CPU_SCHEMA`)."""
+    return (
+        ops.lazy()
+        .select(
+            *[pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items() if c not in _LAUNCH_COLUMNS],
+            pl.lit("runtime", pl.Utf8).alias("kind"),
+            pl.lit(LAUNCH_NAME, pl.Utf8).alias("name"),
+            pl.col("start_us").cast(pl.Float64),
+            pl.col("start_us").cast(pl.Float64).alias("end_us"),
+            pl.col("pid").cast(pl.Utf8),
+            pl.col("tid").cast(pl.Utf8),
+            (pl.int_range(pl.len(), dtype=pl.Int64) + first_id).alias("correlation"),
+        )
+        .select(list(CPU_SCHEMA))
     )
 
 
@@ -141,21 +149,28 @@ def on_host_timeline(trace: RankTrace) -> RankTrace:
     host timeline (module docstring), `meta.timeline` = `host`."""
     if trace.gpu.height or trace.meta.timeline == HOST or trace.meta.backend.lower() in DEVICE_BACKENDS:
         return trace
-    ops = trace.cpu.filter(pl.col("kind") != "runtime")
-    if ops.select(pl.col("name").str.contains(DEVICE_CALL).any()).item():
+    found = trace.cpu.lazy().filter(pl.col("kind") != "runtime")
+    device_call = found.select(pl.col("name").str.contains(DEVICE_CALL).any())
+    ops, device_called, comm, compute = pl.collect_all(
+        [found, device_call, _comm_ops(found), _compute_ops(found)], engine="in-memory"
+    )
+    if device_called.item():
         return trace
-    comm, compute = _comm_ops(ops), _compute_ops(ops)
-    comm = comm.with_columns(enqueued_collectives(comm, ops))  # gloo's reduce-scatter runs as an all-reduce
     if comm.height + compute.height == 0:
         return trace
-    comm_rows = _device_rows(comm, COMM_STREAM, CORRELATION_BASE).with_columns(
-        pool_streams(comm, ops, COMM_STREAM)  # a gloo op's stream is its worker pool's (gloo_pools)
+    comm = comm.with_columns(enqueued_collectives(comm, ops))  # gloo's reduce-scatter runs as an all-reduce
+    comm_stream = pool_streams(comm, ops, COMM_STREAM)  # a gloo op's stream is its worker pool's (gloo_pools)
+    first_compute = CORRELATION_BASE + comm.height
+    gpu = pl.concat(
+        [
+            _device_rows(comm, comm_stream, CORRELATION_BASE),
+            _device_rows(compute, COMPUTE_STREAM, first_compute),
+        ]
     )
-    compute_rows = _device_rows(compute, COMPUTE_STREAM, CORRELATION_BASE + comm.height)
-    launches = [_launch_rows(comm_rows, comm), _launch_rows(compute_rows, compute)]
-    return replace(
-        trace,
-        gpu=pl.concat([comm_rows, compute_rows]).sort("start_us"),
-        cpu=pl.concat([trace.cpu, *launches]).sort("start_us"),
-        meta=replace(trace.meta, timeline=HOST),
+    launches = [_launch_rows(comm, CORRELATION_BASE), _launch_rows(compute, first_compute)]
+    cpu = pl.concat([trace.cpu.lazy(), *launches])
+    gpu_rows, cpu_rows = pl.collect_all(
+        [gpu.sort("start_us", maintain_order=True), cpu.sort("start_us", maintain_order=True)],
+        engine="in-memory",
     )
+    return replace(trace, gpu=gpu_rows, cpu=cpu_rows, meta=replace(trace.meta, timeline=HOST))

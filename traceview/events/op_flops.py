@@ -155,6 +155,7 @@ class OpFlops:
     formula: Formula
     factor: float = 1.0
     family: str = "matmul"
+    backward_shapes: bool = False  # the formula reads `_out_spatial` (from a backward of the same shapes)
 
 
 _SDPA = r"^aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
@@ -163,7 +164,7 @@ OP_FLOPS_RULES: tuple[OpFlops, ...] = (
     OpFlops(r"^aten::addmm$", _matmul(1)),
     OpFlops(r"^aten::bmm$", _matmul(0)),
     OpFlops(r"^aten::baddbmm$", _matmul(1)),
-    OpFlops(r"^aten::convolution$", _convolution, family="convolution"),
+    OpFlops(r"^aten::convolution$", _convolution, family="convolution", backward_shapes=True),
     OpFlops(r"^aten::convolution_backward$", _convolution_backward(0, 2), family="convolution"),
     OpFlops(r"^aten::cudnn_convolution_backward$", _convolution_backward(1, 2), family="convolution"),
     OpFlops(_SDPA + r"$", _attention(0), family="attention"),
@@ -172,10 +173,9 @@ OP_FLOPS_RULES: tuple[OpFlops, ...] = (
 """The operators counted (module docstring): leaves only, first matching row wins."""
 
 
-def _outermost(ops: pl.DataFrame) -> pl.DataFrame:
-    """The counted operators that no other counted operator on their thread contains (PyTorch 1.8 records
-    some operators twice, one inside the other)."""
-    thread = [c for c in ("pid", "tid") if c in ops.columns]
+def _outermost(ops: pl.LazyFrame, thread: list[str]) -> pl.LazyFrame:
+    """The counted operators that no other counted operator on their thread (columns `thread`) contains
+    (PyTorch 1.8 records some operators twice, one inside the other)."""
     ordered = ops.sort([*thread, "start_us", "end_us"], descending=[False] * len(thread) + [False, True])
     reach = pl.col("end_us").cum_max().shift(1)
     reach = reach.over(thread) if thread else reach
@@ -187,7 +187,7 @@ def _shape_key(shape: pl.Expr) -> pl.Expr:
     return shape.list.eval(pl.element().cast(pl.Utf8)).list.join(",")
 
 
-def _conv_outputs(ops: pl.DataFrame) -> pl.DataFrame:
+def _conv_outputs(ops: pl.LazyFrame) -> pl.LazyFrame:
     """Per (input shape, weight shape) of a convolution, the output's spatial size its backward shows."""
     frames = [
         ops.filter(pl.col("name") == name).select(
@@ -200,47 +200,62 @@ def _conv_outputs(ops: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames).drop_nulls().unique(["_x", "_w"], keep="first")
 
 
-def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
-    """The operators of `OP_FLOPS_RULES` among `ops` (host rows with `name`, `input_dims` and, when recorded,
-    `concrete_inputs`), each with `shape_flops` (null when a shape it needs is unknown) and `flops_family`;
-    other rows dropped. Every column of `ops` is kept."""
+def _counted(ops: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
+    """The operators of `ops` (with `columns`) that a rule counts, of nested ones the outermost, with `_rule`
+    (the index of the first matching rule)."""
     rules = pl.coalesce(
         [
             pl.when(pl.col("name").str.contains(rule.regex)).then(pl.lit(i))
             for i, rule in enumerate(OP_FLOPS_RULES)
         ]
     )
-    concrete = pl.col("concrete_inputs") if "concrete_inputs" in ops.columns else pl.lit(None, pl.Utf8)
-    found = ops.with_columns(rules.alias("_rule")).filter(
-        pl.col("_rule").is_not_null() & pl.col("input_dims").str.contains(DIMS_LIST).fill_null(False)
-    )
-    if (found.get_column("name") == "aten::convolution_backward").any():  # it runs the cuDNN op inside
-        found = found.filter(pl.col("name") != "aten::cudnn_convolution_backward")
-    found = _outermost(found)
-    if found.height == 0:
-        return found.drop("_rule").with_columns(
-            pl.lit(None, pl.Float64).alias("shape_flops"), pl.lit(None, pl.Utf8).alias("flops_family")
-        )
-    decoded = found.with_columns(
+    any_rule = "|".join(f"(?:{rule.regex})" for rule in OP_FLOPS_RULES)  # one pass over every operator
+    shaped = pl.col("input_dims").str.contains(DIMS_LIST).fill_null(False)
+    found = ops.filter(pl.col("name").str.contains(any_rule) & shaped).with_columns(rules.alias("_rule"))
+    has_backward = (pl.col("name") == "aten::convolution_backward").any()  # it runs the cuDNN op inside
+    found = found.filter(~(has_backward & (pl.col("name") == "aten::cudnn_convolution_backward")))
+    return _outermost(found, [c for c in ("pid", "tid") if c in columns])
+
+
+def _with_flops(found: pl.DataFrame, concrete: pl.Expr) -> pl.LazyFrame:
+    """`found` (`_counted`) with `shape_flops` and `flops_family`; only the rules that `found` holds are
+    evaluated (a formula is costly to evaluate, even on no rows)."""
+    rules = [(i, rule) for i, rule in enumerate(OP_FLOPS_RULES) if (found.get_column("_rule") == i).any()]
+    if not rules:
+        nulls = pl.lit(None, pl.Float64).alias("shape_flops"), pl.lit(None, pl.Utf8).alias("flops_family")
+        return found.lazy().drop("_rule").with_columns(nulls)
+    decoded = found.lazy().with_columns(
         pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("_dims"),
         pl.when(concrete.str.starts_with("["))
         .then(concrete.str.json_decode(pl.List(pl.Utf8)))
         .alias("_concrete"),
     )
-    keyed = decoded.with_columns(
-        _shape_key(pl.col("_dims").list.get(0, null_on_oob=True)).alias("_x"),
-        _shape_key(pl.col("_dims").list.get(1, null_on_oob=True)).alias("_w"),
-    ).join(_conv_outputs(decoded), on=["_x", "_w"], how="left")
+    if any(rule.backward_shapes for _, rule in rules):
+        decoded = decoded.with_columns(
+            _shape_key(pl.col("_dims").list.get(0, null_on_oob=True)).alias("_x"),
+            _shape_key(pl.col("_dims").list.get(1, null_on_oob=True)).alias("_w"),
+        ).join(_conv_outputs(decoded), on=["_x", "_w"], how="left", maintain_order="left")
     flops = pl.coalesce(
         [
             pl.when(pl.col("_rule") == i).then(
                 rule.formula(pl.col("_dims"), pl.col("_concrete")) * rule.factor
             )
-            for i, rule in enumerate(OP_FLOPS_RULES)
+            for i, rule in rules
         ]
     )
     families = {i: rule.family for i, rule in enumerate(OP_FLOPS_RULES)}
     family = pl.col("_rule").replace_strict(families, return_dtype=pl.Utf8)
-    return keyed.with_columns(flops.alias("shape_flops"), family.alias("flops_family")).drop(
-        "_rule", "_dims", "_concrete", "_x", "_w", "_out_spatial"
+    helpers = ["_rule", "_dims", "_concrete", "_x", "_w", "_out_spatial"]
+    return decoded.with_columns(flops.alias("shape_flops"), family.alias("flops_family")).drop(
+        helpers, strict=False
     )
+
+
+def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
+    """The operators of `OP_FLOPS_RULES` among `ops` (host rows with `name`, `input_dims` and, when recorded,
+    `concrete_inputs`), each with `shape_flops` (null when a shape it needs is unknown) and `flops_family`;
+    other rows dropped. Every column of `ops` is kept. Two queries: the operators counted, then their FLOPs.
+    """
+    found = _counted(ops.lazy(), ops.columns).collect(engine="in-memory")
+    concrete = pl.col("concrete_inputs") if "concrete_inputs" in ops.columns else pl.lit(None, pl.Utf8)
+    return _with_flops(found, concrete).collect(engine="in-memory")

@@ -107,75 +107,105 @@ def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
     gap that one over all compute kernels gives (the latest compute end before a time only grows with the
     time)."""
     compute = (
-        events.filter(pl.col("event_class") == "compute")
+        events.lazy()
+        .filter(pl.col("event_class") == "compute")
         .select("rank", pl.col("end_us").alias("_end"))
         .sort("_end")
     )
-    starts = kernels.filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
+    starts = kernels.lazy().filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
     marks = starts.join_asof(compute, left_on="start_us", right_on="_end", by="rank", check_sortedness=False)
     return (
         marks.drop_nulls("_end")
         .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
         .unique()
         .sort("end_us")
+        .collect(engine="in-memory")
     )
 
 
-def _step_of(ops: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
-    """`ops` with the CPU step (`step`, -1 without steps) whose mark contains their start; others dropped."""
-    if marks.height == 0:
+FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
+"""The columns of a step's FLOPs row in a compact trace (the others null)."""
+
+
+def _step_of(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
+    """`ops` with the CPU step (`step`) of `steps` (`_steps`) whose mark contains their start, others dropped;
+    without steps (None) every op, at step -1."""
+    if steps is None:
         return ops.with_columns(pl.lit(-1, dtype=pl.Int64).alias("step"))
-    steps = marks.select(
-        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
-        pl.col("start_us").alias("_step_start"),
-        pl.col("end_us").alias("_step_end"),
-    ).sort("_step_start")
     placed = ops.sort("start_us").join_asof(
-        steps, left_on="start_us", right_on="_step_start", check_sortedness=False
+        steps.lazy(), left_on="start_us", right_on="_step_start", check_sortedness=False
     )
     inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_step_end"))
     return placed.filter(inside).drop("_step_start", "_step_end")
 
 
-def _step_flops(ops: pl.DataFrame, marks: pl.DataFrame, column: str, name: str) -> pl.DataFrame:
+def _steps(marks: pl.LazyFrame) -> pl.LazyFrame:
+    """The CPU steps of the step `marks`: `step`, `_step_start`, `_step_end`, by start."""
+    return marks.select(
+        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
+        pl.col("start_us").alias("_step_start"),
+        pl.col("end_us").alias("_step_end"),
+    ).sort("_step_start")
+
+
+def _step_flops(ops: pl.LazyFrame, steps: pl.DataFrame | None, column: str, name: str) -> pl.LazyFrame:
     """One host row per CPU step named `name`, at the step's first such operator, carrying the sum of the
-    operators' `column` as its `flops`."""
-    placed = _step_of(ops.filter(pl.col(column).is_not_null() & (pl.col(column) > 0)), marks)
+    operators' `column` as its `flops` (columns `FLOPS_ROW`)."""
+    placed = _step_of(ops.filter(pl.col(column).is_not_null() & (pl.col(column) > 0)), steps)
     rows = placed.group_by("step").agg(
         pl.col("start_us").min(),
         pl.col("start_us").min().alias("end_us"),
         pl.col(column).sum().alias("flops"),
     )
-    return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), "start_us", "end_us", "flops")
+    return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), *FLOPS_ROW[2:])
 
 
-def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
-    """The host rows the model's inputs read: step marks, one FLOPs row per step (the sum of its operators'
-    `flops`, at the step's first such operator), one row of the step's FLOPs counted from operator shapes
-    (`traceview.events.op_flops`), and the first operator of each step matching each batch rule. The rows the
-    batch rules may use are placed in their steps once."""
-    marks = cpu.filter(pl.col("name").str.contains(STEP_MARK))
+def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
+    """The first operator of each step matching each of `BATCH_SHAPE_RULES`, rule after rule; the operators
+    any rule may use are placed in their steps once."""
     rules = [
         pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
         for pattern, _, _ in BATCH_SHAPE_RULES
     ]
-    placed = _step_of(cpu.filter(pl.any_horizontal(*rules)), marks)
-    flop_rows = _step_flops(cpu, marks, "flops", FLOPS_MARK)
-    counted = op_flops(cpu)
-    shape_rows = _step_flops(counted, marks, "shape_flops", SHAPE_FLOPS_MARK)
+    matched = pl.concat_list(
+        [pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(rules)]
+    ).list.drop_nulls()
+    return (
+        _step_of(ops.filter(pl.any_horizontal(*rules)), steps)
+        .with_columns(matched.alias("_rule"))
+        .explode("_rule")
+        .group_by("_rule", "step", maintain_order=True)
+        .first()
+        .sort("_rule", maintain_order=True)
+        .drop("_rule", "step")
+    )
+
+
+def _as_cpu_rows(part: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
+    """`part` (with `columns`) in `CPU_SCHEMA`, the columns it lacks null."""
+    return part.select(
+        pl.col(c).cast(t) if c in columns else pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items()
+    )
+
+
+def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
+    """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
+    rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
+    FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
+    Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
+    marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
+    marks, steps = pl.collect_all([marked, _steps(marked)], engine="in-memory")
+    placing = steps if steps.height else None
+    counted = op_flops(cpu).lazy()
     conv = counted.filter(pl.col("flops_family") == "convolution")
-    conv_rows = _step_flops(conv, marks, "shape_flops", CONV_FLOPS_MARK)
-    shaped = [
-        placed.filter(rule).sort("start_us").group_by("step", maintain_order=True).first().drop("step")
-        for rule in rules
+    flop_rows = [
+        _step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK),
+        _step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK),
+        _step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK),
     ]
-    schema = dict(CPU_SCHEMA)
-    parts = [marks, *shaped, flop_rows, shape_rows, conv_rows]
-    frames = [
-        part.with_columns(pl.lit(None, t).alias(c) for c, t in schema.items() if c not in part.columns)
-        for part in parts
-    ]
-    return pl.concat([f.select(list(schema)).cast(schema) for f in frames]).sort("start_us")  # type: ignore[arg-type]
+    parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), _batch_rows(cpu.lazy(), placing))]
+    parts += [_as_cpu_rows(part, FLOPS_ROW) for part in flop_rows]
+    return pl.concat(parts).sort("start_us", maintain_order=True).collect(engine="in-memory")
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
@@ -244,12 +274,14 @@ def summarize(
 def _extent(trace: RankTrace) -> pl.DataFrame:
     """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
     first to last."""
-    both = pl.concat([trace.gpu.select("start_us", "end_us"), trace.cpu.select("start_us", "end_us")])
+    both = pl.concat(
+        [trace.gpu.lazy().select("start_us", "end_us"), trace.cpu.lazy().select("start_us", "end_us")]
+    )
     return both.select(
         pl.lit(trace.rank, pl.Int64).alias("rank"),
         pl.col("start_us").min().alias("trace_start_us"),
         pl.col("end_us").max().alias("trace_end_us"),
-    )
+    ).collect(engine="in-memory")
 
 
 def _empty_marks() -> pl.DataFrame:

@@ -32,42 +32,65 @@ SPLIT_SCHEMA: Mapping[str, pl.DataType] = {
 
 
 def _tensor_bytes(index: int) -> pl.Expr:
-    """The bytes of argument `index` of an op's `Input Dims` and `Input type` (null when not a tensor)."""
-    dims = pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).list.get(index, null_on_oob=True)
-    kind = pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).list.get(index, null_on_oob=True)
+    """The bytes of argument `index` of an op's `Input Dims` and `Input type` (`_op_dims`, `_op_types`; null
+    when not a tensor)."""
+    dims = pl.col("_op_dims").str.json_decode(pl.List(pl.List(pl.Int64))).list.get(index, null_on_oob=True)
+    kind = pl.col("_op_types").str.json_decode(pl.List(pl.Utf8)).list.get(index, null_on_oob=True)
     return dims.list.eval(pl.element().product()).list.first() * dtype_size_expr(kind)
 
 
-def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """`rows` with the splits of the rank's `c10d::alltoall_base_` ops, in order, where the rows have none and
     the counts agree; their bytes from the op's tensors (output, input), which it names unambiguously."""
+    if rows.height == 0 or rows.get_column("in_split").is_not_null().any():
+        return rows.lazy()
     named = pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()
-    ops = cpu.filter(named).sort("start_us")
-    if rows.height == 0 or rows.get_column("in_split").is_not_null().any() or ops.height != rows.height:
-        return rows
-    sizes = ops.select(_tensor_bytes(1).alias("in_bytes"), _tensor_bytes(0).alias("out_bytes"))
-    return rows.sort("start_us").with_columns(
-        ops.get_column("in_split").alias("in_split"),
-        ops.get_column("out_split").alias("out_split"),
-        pl.coalesce(sizes.get_column("in_bytes"), pl.col("in_bytes")).alias("in_bytes"),
-        pl.coalesce(sizes.get_column("out_bytes"), pl.col("out_bytes")).alias("out_bytes"),
+    ops = cpu.lazy().filter(named).sort("start_us").collect(engine="in-memory")
+    if ops.height != rows.height:
+        return rows.lazy()
+    taken = {
+        "in_split": "in_split",
+        "out_split": "out_split",
+        "input_dims": "_op_dims",
+        "input_types": "_op_types",
+    }
+    return (
+        rows.lazy()
+        .sort("start_us")
+        .with_columns(ops.get_column(column).alias(name) for column, name in taken.items())
+        .with_columns(
+            pl.coalesce(_tensor_bytes(1), pl.col("in_bytes")).alias("in_bytes"),
+            pl.coalesce(_tensor_bytes(0), pl.col("out_bytes")).alias("out_bytes"),
+        )
+        .drop("_op_dims", "_op_types")
     )
 
 
 def split_rows(kernels: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The rank's all-to-all calls in its step windows, with their splits (module docstring)."""
-    calls = kernels.filter(
-        pl.col("first_in_call") & pl.col("on_device") & (pl.col("collective") == "AllToAll")
-    ).with_columns(group_expr().alias("group"))
+    """The rank's all-to-all calls in its step windows, with their splits (module docstring). One query
+    without all-to-all calls, two or three with them."""
+    calls = (
+        kernels.lazy()
+        .filter(pl.col("first_in_call") & pl.col("on_device") & (pl.col("collective") == "AllToAll"))
+        .with_columns(group_expr().alias("group"))
+        .collect(engine="in-memory")
+    )
     if calls.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SPLIT_SCHEMA)
-    calls = _from_calls(calls, cpu)
-    placed = calls.sort("start_us").join_asof(
-        windows.select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us"),
-        left_on="start_us",
-        right_on="window_start_us",
-        by="rank",
-        check_sortedness=False,
+    placed = (
+        _from_calls(calls, cpu)
+        .sort("start_us")
+        .join_asof(
+            windows.lazy().select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us"),
+            left_on="start_us",
+            right_on="window_start_us",
+            by="rank",
+            check_sortedness=False,
+        )
     )
     inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us"))
-    return placed.filter(inside).select([pl.col(c).cast(t) for c, t in SPLIT_SCHEMA.items()])
+    return (
+        placed.filter(inside)
+        .select([pl.col(c).cast(t) for c, t in SPLIT_SCHEMA.items()])
+        .collect(engine="in-memory")
+    )

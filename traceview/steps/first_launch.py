@@ -22,19 +22,22 @@ FIRST_LAUNCH_SCHEMA = {
 def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     """Per CPU step of the rank (`steps`: `RankTrace.steps`), `host_start_us` and `first_launch_us`, the
     earliest launch (`launches`: rank, correlation, launch_us) of a device event (`events`: rank,
-    correlation) inside the step; steps with no launch are left out. Columns `FIRST_LAUNCH_SCHEMA`."""
+    correlation) inside the step; steps with no launch are left out. Columns `FIRST_LAUNCH_SCHEMA`. One query.
+    """
+    if events.height == 0 or launches.height == 0:
+        return pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)
     cpu = (
-        steps.filter(pl.col("source") == "cpu")
+        steps.lazy()
+        .filter(pl.col("source") == "cpu")
         .select("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end"))
         .sort("host_start_us")
     )
-    if cpu.height == 0 or events.height == 0 or launches.height == 0:
-        return pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)
     launched = (
-        events.filter(pl.col("correlation").is_not_null())
+        events.lazy()
+        .filter(pl.col("correlation").is_not_null())
         .select("rank", "correlation")
         .unique()
-        .join(launches.select("rank", "correlation", "launch_us"), on=["rank", "correlation"])
+        .join(launches.lazy().select("rank", "correlation", "launch_us"), on=["rank", "correlation"])
         .drop_nulls("launch_us")
         .sort("launch_us")
     )
@@ -46,4 +49,5 @@ def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataF
         .select(list(FIRST_LAUNCH_SCHEMA))
         .cast(FIRST_LAUNCH_SCHEMA)  # type: ignore[arg-type]
         .sort("rank", "step")
+        .collect(engine="in-memory")
     )

@@ -36,11 +36,15 @@ GRAPH_SCHEMA = {
 }
 
 
-def _in_steps(rows: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def _in_steps(rows: pl.LazyFrame, steps: pl.DataFrame) -> pl.LazyFrame:
     """`rows` with the CPU step whose window holds their start (`WHOLE_TRACE` without CPU steps)."""
-    cpu = steps.filter(pl.col("source") == "cpu").select("step", "start_us", pl.col("end_us").alias("_end"))
-    if cpu.height == 0:
+    if not (steps.get_column("source") == "cpu").any():
         return rows.with_columns(pl.lit(WHOLE_TRACE, pl.Int64).alias("step"))
+    cpu = (
+        steps.lazy()
+        .filter(pl.col("source") == "cpu")
+        .select("step", "start_us", pl.col("end_us").alias("_end"))
+    )
     placed = rows.sort("start_us").join_asof(cpu.sort("start_us"), on="start_us", check_sortedness=False)
     return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_end"))).drop("_end")
 
@@ -48,17 +52,18 @@ def _in_steps(rows: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per step of the rank (`cpu`: its host rows; `steps`: `RankTrace.steps`; `events`: its device events),
     the launches, how many of them ran, the graph replays and whether it is a capture step (module
-    docstring). Columns `GRAPH_SCHEMA`."""
-    runtime = cpu.filter(pl.col("kind") == "runtime")
-    if runtime.height == 0:
-        return pl.DataFrame(schema=GRAPH_SCHEMA)
-    ran = events.filter(pl.col("correlation").is_not_null()).select("correlation").unique()
-    marked = runtime.select(
-        "start_us",
-        pl.col("name").str.contains(LAUNCH_CALLS).alias("launch"),
-        pl.col("correlation").is_in(ran.get_column("correlation").implode()).alias("ran"),
-        pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
-        pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
+    docstring). Columns `GRAPH_SCHEMA`. One query."""
+    ran = pl.Series([events.get_column("correlation")])  # as one list, built without a query
+    marked = (
+        cpu.lazy()
+        .filter(pl.col("kind") == "runtime")
+        .select(
+            "start_us",
+            pl.col("name").str.contains(LAUNCH_CALLS).alias("launch"),
+            pl.col("correlation").is_in(ran).alias("ran"),
+            pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
+            pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
+        )
     )
     counts = (
         _in_steps(marked, steps)
@@ -80,4 +85,5 @@ def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.Da
         .select(list(GRAPH_SCHEMA))
         .cast(GRAPH_SCHEMA)  # type: ignore[arg-type]
         .sort("step")
+        .collect(engine="in-memory")
     )

@@ -56,29 +56,40 @@ class StepChoice:
     warning: str | None = None
 
 
-def _candidates(trace: RankTrace, source: str) -> pl.DataFrame:
-    return trace.steps.filter(pl.col("source") == source)
+def _candidates(trace: RankTrace, source: str) -> pl.LazyFrame:
+    return trace.steps.lazy().filter(pl.col("source") == source)
+
+
+def _has_source(trace: RankTrace, source: str) -> bool:
+    """Whether the rank has step candidates of `source` (no query: a column comparison)."""
+    return bool((trace.steps.get_column("source") == source).any())
 
 
 def _device_busy_us(events: pl.DataFrame) -> float:
-    """Length of the union of the intervals of `events` (columns `start_us`, `end_us`)."""
+    """Length of the union of the intervals of `events` (columns `start_us`, `end_us`, others ignored)."""
     if events.height == 0:
         return 0.0
-    return float(union_length(events.select("start_us", "end_us"), [], "busy_us")["busy_us"].sum())
+    return float(union_length(events, [], "busy_us")["busy_us"].sum())
 
 
-def _busy_inside(events: pl.DataFrame, windows: pl.DataFrame) -> float:
+def _busy_inside(events: pl.DataFrame, windows: pl.LazyFrame) -> float:
     """Device busy time of `events` inside the union of `windows` (columns `start_us`, `end_us`)."""
-    if events.height == 0 or windows.height == 0:
+    if events.height == 0:
         return 0.0
     key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clip_to_windows groups by at least one key
-    merged = merge_intervals(windows.select(key, "start_us", "end_us"), ["_rank"]).select(
+    keyed_windows, keyed_events = pl.collect_all(
+        [windows.select(key, "start_us", "end_us"), events.lazy().select(key, "start_us", "end_us")],
+        engine="in-memory",
+    )
+    if keyed_windows.height == 0:
+        return 0.0
+    merged = merge_intervals(keyed_windows, ["_rank"]).select(
         "_rank",
         pl.int_range(pl.len()).alias("step"),
         pl.col("start_us").alias("window_start_us"),
         pl.col("end_us").alias("window_end_us"),
     )
-    clipped = clip_to_windows(events.select(key, "start_us", "end_us"), merged, ["_rank"])
+    clipped = clip_to_windows(keyed_events, merged, ["_rank"])
     return _device_busy_us(clipped)
 
 
@@ -88,12 +99,12 @@ def _span(microseconds: float) -> str:
 
 def choose_steps(trace: RankTrace) -> StepChoice:
     """The step source of the rank, by evidence (see the module docstring)."""
-    gpu, has_cpu = _candidates(trace, "gpu"), _candidates(trace, "cpu").height > 0
+    has_gpu, has_cpu = _has_source(trace, "gpu"), _has_source(trace, "cpu")
     fallback = "cpu" if has_cpu else "none"
-    if gpu.height == 0 or trace.gpu.height == 0:
-        return StepChoice(trace.rank, "gpu" if gpu.height else fallback)
+    if not has_gpu or trace.gpu.height == 0:
+        return StepChoice(trace.rank, "gpu" if has_gpu else fallback)
     reference = _device_busy_us(device_event_steps(trace) if has_cpu else trace.gpu)
-    covered = _busy_inside(trace.gpu, gpu)
+    covered = _busy_inside(trace.gpu, _candidates(trace, "gpu"))
     share = GPU_COVER_MIN_SHARE_OF_CPU_STEPS if has_cpu else GPU_COVER_MIN_SHARE_OF_TRACE
     if reference <= 0 or covered >= share * reference:
         return StepChoice(trace.rank, "gpu", covered, reference)
@@ -120,19 +131,25 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
     elif source == "cpu":
         windows = _windows_from_launches(trace)
     else:
-        windows = trace.gpu.select(
+        windows = trace.gpu.lazy().select(
             pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"),
             pl.col("start_us").min().alias("window_start_us"),
             pl.col("end_us").max().alias("window_end_us"),
         )
-    return windows.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")).select(list(WINDOW_SCHEMA))
+    rank = pl.lit(trace.rank, dtype=pl.Int64).alias("rank")
+    return windows.with_columns(rank).select(list(WINDOW_SCHEMA)).collect(engine="in-memory")
 
 
 def device_event_steps(trace: RankTrace) -> pl.DataFrame:
     """Each device event's CPU step (by its launch), columns `correlation`, `start_us`, `end_us`, `step`;
-    events launched outside every CPU step are left out."""
+    events launched outside every CPU step are left out. One query."""
+    return _device_event_steps(trace).collect(engine="in-memory")
+
+
+def _device_event_steps(trace: RankTrace) -> pl.LazyFrame:
     launches = (
-        trace.cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        trace.cpu.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
         .select("correlation", pl.col("start_us").alias("launch_us"))
         .unique("correlation", keep="first")
     )
@@ -142,7 +159,8 @@ def device_event_steps(trace: RankTrace) -> pl.DataFrame:
         .select("step", pl.col("start_us").alias("step_start"), pl.col("end_us").alias("step_end"))
     )
     return (
-        trace.gpu.select("correlation", "start_us", "end_us")
+        trace.gpu.lazy()
+        .select("correlation", "start_us", "end_us")
         .join(launches, on="correlation", how="left")
         .with_columns(pl.coalesce("launch_us", "start_us").alias("at_us"))
         .sort("at_us")
@@ -152,9 +170,9 @@ def device_event_steps(trace: RankTrace) -> pl.DataFrame:
     )
 
 
-def _windows_from_launches(trace: RankTrace) -> pl.DataFrame:
+def _windows_from_launches(trace: RankTrace) -> pl.LazyFrame:
     ends = (
-        device_event_steps(trace)
+        _device_event_steps(trace)
         .group_by("step")
         .agg(pl.col("start_us").min().alias("first_start"), pl.col("end_us").max().alias("window_end_us"))
         .sort("step")

@@ -23,6 +23,7 @@ from traceview.collectives.calls import call_counts, launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
+from traceview.core.engine import in_memory
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
@@ -209,10 +210,12 @@ def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
-    """The trace without its device events and with only the host rows of `_compact_cpu`."""
-    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=_compact_cpu(trace.cpu))
+    """The trace without its device events and with only the host rows of `_compact_cpu` (`compact`: its
+    shape FLOPs counted, so that the reduce never counts them again)."""
+    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=_compact_cpu(trace.cpu), compact=True)
 
 
+@in_memory
 def summarize(
     trace: RankTrace, comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
 ) -> RankSummary:

@@ -268,8 +268,8 @@ def _pool_candidates(groups: pl.LazyFrame, frame: pl.LazyFrame) -> pl.LazyFrame:
     seen = pools.group_by("rank").agg((pl.col("pool").max() + 1).alias("_pools"))
     default = pl.col("cfg_desc").is_in(DEFAULT_GROUP_DESCS) | (pl.col("cfg_name") == "0")
     ordered = (
-        groups.sort("rank", "cfg_order")
-        .join(seen, on="rank")
+        groups.join(seen, on="rank")
+        .sort("rank", "cfg_order")  # after the join: a lazy join keeps no order, and pools count in this one
         .with_columns(pl.len().over("rank").alias("_groups"), default.alias("_default"))
     )
     one_default = pl.col("_default").sum().over("rank") == 1

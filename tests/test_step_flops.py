@@ -8,8 +8,8 @@ from typing import Any
 import polars as pl
 
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, STEP_SCHEMA, RankTrace, Run, TraceMeta, empty_frame
+from traceview.prediction.batch_shapes import batch_from_shapes
 from traceview.prediction.step_flops import trace_flops
-from traceview.prediction.trace_facts import batch_from_shapes
 from traceview.steps.windows import WHOLE_TRACE
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Final
 
 import polars as pl
 
@@ -27,9 +26,6 @@ from traceview.core.outliers import rank_outliers
 from traceview.model.trace import Run
 
 KEYS = ["rank", "step"]
-IN_MEMORY: Final = "in-memory"
-"""The engine of these small per-rank queries: the in-memory one, as eager frames use (polars' default for
-lazy queries, the streaming engine, wakes every thread of its pool several times per query)."""
 
 
 @dataclass(frozen=True)
@@ -237,7 +233,7 @@ def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFram
         .with_columns((pl.col("end_us") - pl.col("start_us")).alias("dur_us"), _cause())
         .select([pl.col(name).cast(dtype) for name, dtype in GAP_SCHEMA.items()])
         .sort(["rank", "step", "start_us"])
-        .collect(engine=IN_MEMORY)
+        .collect()
     )
 
 
@@ -248,7 +244,7 @@ def gap_totals(gap_rows: pl.DataFrame) -> pl.DataFrame:
         .group_by([*KEYS, "cause"])
         .agg(pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us"))
         .sort([*KEYS, "cause"])
-        .collect(engine=IN_MEMORY)
+        .collect()
     )
 
 
@@ -269,7 +265,7 @@ def gap_steps(gap_rows: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         .join(totals, on=KEYS, how="left")
         .with_columns(pl.col("gaps").fill_null(0), pl.col("idle_us", *CAUSE_COLUMNS.values()).fill_null(0.0))
         .sort(KEYS)
-        .collect(engine=IN_MEMORY)
+        .collect()
     )
 
 

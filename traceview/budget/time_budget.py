@@ -178,7 +178,6 @@ def budget_of(per_step: pl.DataFrame, transfer: pl.DataFrame | None = None) -> T
             .sort("rank"),
             counted.select([pl.col(c).median() for c in columns]),
         ],
-        engine="in-memory",
     )
     run_median = {c: (medians.item(0, c) if per_step.height else None) for c in columns}
     return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
@@ -212,7 +211,7 @@ def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         clipped.filter(rows).select(*keys, "start_us", "end_us", pl.lit(name).alias("_union"))
         for name, rows in _unions().items()
     ]
-    lengths = union_length(pl.concat(rows).collect(engine="in-memory"), [*keys, "_union"], "_us").lazy()
+    lengths = union_length(pl.concat(rows).collect(), [*keys, "_union"], "_us").lazy()
     table = windows.lazy()
     for name in _unions():
         table = table.join(
@@ -225,7 +224,7 @@ def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         (pl.col("event_class") == "comm").sum().cast(pl.Int64).alias("comm_kernels"),
     )
     table = table.join(counts, on=keys, how="left").fill_null(0)
-    return _derive(table).sort(keys).select(BUDGET_COLUMNS).collect(engine="in-memory")
+    return _derive(table).sort(keys).select(BUDGET_COLUMNS).collect()
 
 
 def _with_kinds(events: pl.DataFrame) -> pl.DataFrame:

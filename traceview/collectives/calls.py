@@ -11,7 +11,6 @@ that order on the thread that launches the kernel. Every function is vectorised 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
 
 import polars as pl
 
@@ -58,9 +57,6 @@ CALL_COLUMNS = (
     "dims_out",
     "dims_dtype",
 )
-IN_MEMORY: Final = "in-memory"
-"""The engine of every query here: the default (streaming) engine costs more to start than these small queries
-take to run."""
 _DIMS_LIST = r"^\[\s*(?:\[[-0-9,\s]*\]\s*,?\s*)*\]$"
 _TYPES_LIST = r'^\[\s*(?:"[^"\\]*"\s*,?\s*)*\]$'
 
@@ -134,7 +130,7 @@ def collective_calls(run: Run) -> pl.DataFrame:
     the normalised args (`collective`, `dtype`, `in_bytes`, ...) and the bytes of `Input Dims` (`dims_in`,
     `dims_out`, `dims_dtype`). `c10d::*` ops that name no known collective (`c10d::wait`) are left out."""
     calls = collective_calls_query(run)
-    return pl.DataFrame() if calls is None else calls.collect(engine=IN_MEMORY)
+    return pl.DataFrame() if calls is None else calls.collect()
 
 
 def _tensors(calls: pl.LazyFrame) -> pl.LazyFrame:
@@ -214,7 +210,7 @@ def launches(run: Run) -> pl.DataFrame:
         .unique(["rank", "correlation"], keep="first")
         for trace in aligned_ranks(run)
     ]
-    return pl.concat(frames).collect(engine=IN_MEMORY) if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
+    return pl.concat(frames).collect() if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
 
 
 _PG_FIELDS = ("name", "desc", "ranks", "size")
@@ -253,7 +249,7 @@ def config_groups_query(run: Run) -> pl.LazyFrame:
 def config_groups(run: Run) -> pl.DataFrame:
     """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`,
     `cfg_order` (the group's place in the rank's list: its creation order)."""
-    return config_groups_query(run).collect(engine=IN_MEMORY)
+    return config_groups_query(run).collect()
 
 
 DEFAULT_GROUP_DESCS = ("default_pg",)
@@ -383,7 +379,7 @@ def call_counts(run: Run) -> pl.DataFrame:
         else calls.group_by("rank", "name", "family")
         .agg(pl.len().cast(pl.Int64).alias("calls"))
         .sort("rank", "calls", "name", descending=[False, True, False])
-        .collect(engine=IN_MEMORY)
+        .collect()
     )
     if counts is None or counts.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceview.collectives.calls import IN_MEMORY
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import CORRELATION_BASE
 
@@ -85,7 +84,7 @@ def comm_events(events: pl.DataFrame, kernels: pl.DataFrame) -> tuple[pl.DataFra
     same `events` (its `event_row` are their positions). One query, a second when host rows are added."""
     if events.height == 0 or kernels.height == 0:
         return events, pl.DataFrame(schema=LAUNCH_SCHEMA)
-    kept, host = pl.collect_all([_kept(events, kernels), _host_rows(kernels)], engine=IN_MEMORY)
+    kept, host = pl.collect_all([_kept(events, kernels), _host_rows(kernels)])
     if host.height == 0:
         return kept, pl.DataFrame(schema=LAUNCH_SCHEMA)
     launches = (
@@ -101,5 +100,5 @@ def comm_events(events: pl.DataFrame, kernels: pl.DataFrame) -> tuple[pl.DataFra
     )
     rows = host.lazy().drop("tid")
     merged = pl.concat([kept.lazy(), rows], how="diagonal_relaxed").sort("rank", "start_us")
-    merged_events, launched = pl.collect_all([merged, launches], engine=IN_MEMORY)
+    merged_events, launched = pl.collect_all([merged, launches])
     return merged_events, launched

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 import polars as pl
 
 from traceview.collectives.calls import (
-    IN_MEMORY,
     collective_calls,
     config_groups_query,
     launches,
@@ -261,12 +260,10 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     calls = collective_calls(run).lazy()
     host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
     launch_rows = launches(run) if launch_rows is None else launch_rows
-    anchors = comm_anchors(_with_event_columns(events), calls, launch_rows.lazy(), host_ranks).collect(
-        engine=IN_MEMORY
-    )
+    anchors = comm_anchors(_with_event_columns(events), calls, launch_rows.lazy(), host_ranks).collect()
     if anchors.height == 0:
         return empty_comm_kernels()
-    linked = with_copy_engine(linked_calls(anchors.lazy(), calls)).collect(engine=IN_MEMORY)
+    linked = with_copy_engine(linked_calls(anchors.lazy(), calls)).collect()
     if linked.height == 0:
         return empty_comm_kernels()
-    return _kernel_figures(_merged_fields(linked.lazy()), run).collect(engine=IN_MEMORY)
+    return _kernel_figures(_merged_fields(linked.lazy()), run).collect()

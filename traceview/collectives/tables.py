@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from traceview.collectives.calls import IN_MEMORY
 from traceview.collectives.kernels import comm_kernels
 from traceview.core.costmodel import bus_factor_expr
 from traceview.core.intervals import union_length
@@ -269,7 +268,7 @@ def suspected_comm_kernels(events: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(["total_us", "name"], descending=[True, False])
         .select([pl.col(c).cast(t) for c, t in SUSPECTED_SCHEMA.items()])
-        .collect(engine=IN_MEMORY)
+        .collect()
     )
 
 

@@ -2,8 +2,9 @@
 
 polars 2 runs a lazy query on its streaming engine unless told otherwise, which for the small frames of one
 rank (a few thousand rows) costs about twice the in-memory engine's time per query (docs/scaling.md). The map
-and the reduce therefore run their queries in memory, inside a context that restores the caller's setting
-when they return: a notebook's own polars configuration is left as it was.
+(`summarize`, the worker's `summarize_file`) and the reduce (`reduce_summaries`) therefore run under
+`in_memory`, a context that restores the caller's setting when they return (a notebook's own polars
+configuration is left as it was); no analysis names an engine itself.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ def _inputs(
             kernels,
             events.lazy().filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
         ],
-        engine="in-memory",
     )
     return bounds, comm, compute
 
@@ -74,7 +73,7 @@ def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.Dat
             compute.lazy().join(cells, on=["rank", "step"]).select(*keys, "start_us", "end_us"),
         ],
         rechunk=True,
-    ).collect(engine="in-memory")
+    ).collect()
     own = union_length(comm, keys, "comm_us")
     covered = union_length(both, keys, "_with_compute")
     compute_us = union_length(compute, ["rank", "step"], "_compute")
@@ -91,7 +90,7 @@ def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.Dat
         )
         .select([pl.col(c).cast(t) for c, t in GROUP_TIME_SCHEMA.items()])
         .sort(keys)
-        .collect(engine="in-memory")
+        .collect()
     )
 
 
@@ -150,5 +149,5 @@ def _phases(calls: pl.DataFrame, compute: pl.DataFrame, bounds: pl.DataFrame) ->
         .agg(pl.len().alias("calls"), early.sum().alias("early_calls"))
         .select([pl.col(c).cast(t) for c, t in GROUP_PHASE_SCHEMA.items()])
         .sort("rank", "step", "group", "collective")
-        .collect(engine="in-memory")
+        .collect()
     )

@@ -163,7 +163,7 @@ def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     (`CLASS_SKETCH_SCHEMA`). One query for both."""
     compute = _compute_in_steps(clipped)
     kernel_classes, grouped = pl.collect_all(
-        [_kernel_classes(compute), _class_kernels(compute)], engine="in-memory"
+        [_kernel_classes(compute), _class_kernels(compute)],
     )
     return kernel_classes, pl.DataFrame(_sketched(grouped), schema=CLASS_SKETCH_SCHEMA)
 

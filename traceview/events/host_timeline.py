@@ -152,7 +152,7 @@ def on_host_timeline(trace: RankTrace) -> RankTrace:
     found = trace.cpu.lazy().filter(pl.col("kind") != "runtime")
     device_call = found.select(pl.col("name").str.contains(DEVICE_CALL).any())
     ops, device_called, comm, compute = pl.collect_all(
-        [found, device_call, _comm_ops(found), _compute_ops(found)], engine="in-memory"
+        [found, device_call, _comm_ops(found), _compute_ops(found)],
     )
     if device_called.item():
         return trace
@@ -171,6 +171,5 @@ def on_host_timeline(trace: RankTrace) -> RankTrace:
     cpu = pl.concat([trace.cpu.lazy(), *launches])
     gpu_rows, cpu_rows = pl.collect_all(
         [gpu.sort("start_us", maintain_order=True), cpu.sort("start_us", maintain_order=True)],
-        engine="in-memory",
     )
     return replace(trace, gpu=gpu_rows, cpu=cpu_rows, meta=replace(trace.meta, timeline=HOST))

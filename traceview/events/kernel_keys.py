@@ -113,9 +113,7 @@ def keys_of(names: list[str | None]) -> list[str | None]:
         _KEYS.clear()
         missing = list(dict.fromkeys(names))
     if missing:
-        keys = (
-            pl.LazyFrame({"name": missing}, schema={"name": pl.Utf8}).select(KEY).collect(engine="in-memory")
-        )
+        keys = pl.LazyFrame({"name": missing}, schema={"name": pl.Utf8}).select(KEY).collect()
         _KEYS.update(zip(missing, keys.to_series().to_list(), strict=True))
     return [_KEYS[name] for name in names]
 
@@ -123,4 +121,4 @@ def keys_of(names: list[str | None]) -> list[str | None]:
 def kernel_keys(names: pl.Series) -> pl.DataFrame:
     """One row per distinct non-null name: `name`, `key`."""
     distinct = names.cast(pl.Utf8).to_frame("name").lazy().drop_nulls().unique()
-    return distinct.with_columns(KEY).collect(engine="in-memory")
+    return distinct.with_columns(KEY).collect()

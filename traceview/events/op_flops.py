@@ -256,6 +256,6 @@ def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
     `concrete_inputs`), each with `shape_flops` (null when a shape it needs is unknown) and `flops_family`;
     other rows dropped. Every column of `ops` is kept. Two queries: the operators counted, then their FLOPs.
     """
-    found = _counted(ops.lazy(), ops.columns).collect(engine="in-memory")
+    found = _counted(ops.lazy(), ops.columns).collect()
     concrete = pl.col("concrete_inputs") if "concrete_inputs" in ops.columns else pl.lit(None, pl.Utf8)
-    return _with_flops(found, concrete).collect(engine="in-memory")
+    return _with_flops(found, concrete).collect()

@@ -359,7 +359,7 @@ def _costs(named: pl.DataFrame) -> pl.DataFrame:
 
 def shape_costs_query(ops: pl.LazyFrame) -> pl.LazyFrame:
     """`shape_costs` of the frame `ops` computes (once, with its distinct shapes: one query), as a query."""
-    frame, named = pl.collect_all([ops, _named(ops)], engine="in-memory")
+    frame, named = pl.collect_all([ops, _named(ops)])
     return (
         frame.lazy().join(_costs(named).lazy(), on=_KEYS, how="left", nulls_equal=True).with_columns(_SOURCES)
     )
@@ -369,4 +369,4 @@ def shape_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """`ops` (columns `name`, `input_dims`, `input_types`, `flops`) with `op_class`, `shape_flops`,
     `shape_bytes`, `op_dtype` (the hardware table's name of the first tensor's dtype), `op_flops` (the
     profiler's `flops` when recorded, else the shapes') and `flops_source` (profiler | shapes | null)."""
-    return shape_costs_query(ops.lazy()).collect(engine="in-memory")
+    return shape_costs_query(ops.lazy()).collect()

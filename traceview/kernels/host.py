@@ -88,7 +88,7 @@ def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) ->
             pl.col("start_us").alias("window_start_us"),
             pl.col("end_us").alias("window_end_us"),
         )
-        .collect(engine="in-memory")
+        .collect()
     )
 
 
@@ -115,7 +115,7 @@ def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFr
         .with_columns(_PHASE)
         .drop_nulls("phase")
         .select(pl.lit(rank, pl.Int64).alias("rank"), "phase", "start_us", "end_us")
-        .collect(engine="in-memory")
+        .collect()
     )
     if spans.height == 0 or windows.height == 0:
         return pl.LazyFrame(schema=HOST_SCHEMA)

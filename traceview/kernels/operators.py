@@ -117,7 +117,7 @@ def launch_links(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     whether it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none
     contains it). The items (`_items`), read twice, are computed first (a query): inside one query the
     optimizer would push each reader's filter into them and compute them twice."""
-    items = _items(cpu, launched).collect(engine="in-memory").lazy()
+    items = _items(cpu, launched).collect().lazy()
     ops = items.filter(~pl.col("is_call")).select(
         "_thread",
         "depth",
@@ -150,13 +150,13 @@ def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     frame = events.lazy()
     launched = frame.select(pl.col("correlation").drop_nulls().unique())
     links = launch_links(cpu, launched)
-    return frame.join(links, on="correlation", how="left", maintain_order="left").collect(engine="in-memory")
+    return frame.join(links, on="correlation", how="left", maintain_order="left").collect()
 
 
 def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Per operator instance that launched device work: its kernels, their time, and its FLOPs, bytes and
     class from its shapes (`traceview.events.shape_flops`)."""
-    return operator_costs_query(linked, cpu).collect(engine="in-memory")
+    return operator_costs_query(linked, cpu).collect()
 
 
 def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:

@@ -6,8 +6,7 @@ Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNEL
 so a summary moved onto the run's time base needs no change here.
 
 The frames are few fused queries (each part one query, computed together by one `pl.collect_all`), run on
-polars' in-memory engine, as eager frame operations run: for one rank's frames, mostly small, the default
-streaming engine's setup of each query costs more than its work.
+polars' in-memory engine like all of the map (`traceview.core.engine`).
 """
 
 from __future__ import annotations
@@ -115,9 +114,7 @@ def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         empty = events.with_columns(pl.lit(None, dtype).alias(column) for column, dtype in added.items())
         return empty, empty.select("name", "kind", _IS_COMM, *added)
     frame = events.lazy()
-    distinct = kernel_classes_of(
-        frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect(engine="in-memory")
-    )
+    distinct = kernel_classes_of(frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect())
     keys = pl.Series("key", keys_of(distinct.get_column("name").to_list()), dtype=pl.Utf8)
     table = (
         distinct.lazy()
@@ -131,7 +128,7 @@ def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .join(table.select(_IDS), on=["name", "kind", "is_comm"], how="left")
         .drop("is_comm")
     )
-    found, names = pl.collect_all([classed, table], engine="in-memory")
+    found, names = pl.collect_all([classed, table])
     return found, names
 
 
@@ -202,4 +199,4 @@ def rank_kernel_parts(
         host_steps(trace.cpu, hosted, trace.rank),
         _rank_row(trace, linked),
     )
-    return KernelParts(*pl.collect_all(parts, engine="in-memory"))
+    return KernelParts(*pl.collect_all(parts))

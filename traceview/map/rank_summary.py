@@ -34,13 +34,12 @@ from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.moe.splits import split_rows
-from traceview.prediction.trace_facts import BATCH_SHAPE_RULES
+from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import first_launches
 from traceview.steps.graphs import graph_steps
-from traceview.steps.windows import StepChoice, choose_steps
+from traceview.steps.windows import STEP_MARK, StepChoice, choose_steps
 from traceview.timeline.step_view import rank_segments
 
-STEP_MARK = r"^ProfilerStep#\d+$"
 FLOPS_MARK = "traceview::step_flops"
 """Name of the synthetic host op that carries the FLOPs of one CPU step in a compact trace."""
 
@@ -120,7 +119,7 @@ def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
         .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
         .unique()
         .sort("end_us")
-        .collect(engine="in-memory")
+        .collect()
     )
 
 
@@ -195,7 +194,7 @@ def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
     Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
     marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
-    marks, steps = pl.collect_all([marked, _steps(marked)], engine="in-memory")
+    marks, steps = pl.collect_all([marked, _steps(marked)])
     placing = steps if steps.height else None
     counted = op_flops(cpu).lazy()
     conv = counted.filter(pl.col("flops_family") == "convolution")
@@ -206,7 +205,7 @@ def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     ]
     parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), _batch_rows(cpu.lazy(), placing))]
     parts += [_as_cpu_rows(part, FLOPS_ROW) for part in flop_rows]
-    return pl.concat(parts).sort("start_us", maintain_order=True).collect(engine="in-memory")
+    return pl.concat(parts).sort("start_us", maintain_order=True).collect()
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
@@ -284,7 +283,7 @@ def _extent(trace: RankTrace) -> pl.DataFrame:
         pl.lit(trace.rank, pl.Int64).alias("rank"),
         pl.col("start_us").min().alias("trace_start_us"),
         pl.col("end_us").max().alias("trace_end_us"),
-    ).collect(engine="in-memory")
+    ).collect()
 
 
 def _empty_marks() -> pl.DataFrame:

@@ -45,7 +45,7 @@ def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     if rows.height == 0 or rows.get_column("in_split").is_not_null().any():
         return rows.lazy()
     named = pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()
-    ops = cpu.lazy().filter(named).sort("start_us").collect(engine="in-memory")
+    ops = cpu.lazy().filter(named).sort("start_us").collect()
     if ops.height != rows.height:
         return rows.lazy()
     taken = {
@@ -73,7 +73,7 @@ def split_rows(kernels: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) 
         kernels.lazy()
         .filter(pl.col("first_in_call") & pl.col("on_device") & (pl.col("collective") == "AllToAll"))
         .with_columns(group_expr().alias("group"))
-        .collect(engine="in-memory")
+        .collect()
     )
     if calls.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SPLIT_SCHEMA)
@@ -89,8 +89,4 @@ def split_rows(kernels: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) 
         )
     )
     inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us"))
-    return (
-        placed.filter(inside)
-        .select([pl.col(c).cast(t) for c, t in SPLIT_SCHEMA.items()])
-        .collect(engine="in-memory")
-    )
+    return placed.filter(inside).select([pl.col(c).cast(t) for c, t in SPLIT_SCHEMA.items()]).collect()

@@ -8,20 +8,14 @@ import polars as pl
 
 from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
 from traceview.model.trace import RankTrace, Run, ranked_frame
-from traceview.steps.windows import WHOLE_TRACE
+from traceview.steps.windows import STEP_MARK, WHOLE_TRACE
 
-STEP_MARK = r"^ProfilerStep#\d+$"
 FLOPS_SCHEMA = pl.Schema({"rank": pl.Int64(), "step": pl.Int64(), "flops": pl.Float64()})
 
 
-def run_cpu(run: Run) -> pl.DataFrame:
-    """Every rank's host rows with the rank's `rank`, as one frame."""
-    return ranked_frame(run, "cpu")
-
-
 def _cpu_steps(cpu: pl.LazyFrame) -> pl.LazyFrame:
-    """CPU `ProfilerStep#N` windows of every rank of `cpu` (`run_cpu`): rank, step, start_us, step_end_us (a
-    step marked twice: its first mark)."""
+    """CPU `ProfilerStep#N` windows of every rank of `cpu` (every rank's host rows, `ranked_frame`): rank,
+    step, start_us, step_end_us (a step marked twice: its first mark)."""
     return (
         cpu.filter(pl.col("name").str.contains(STEP_MARK))
         .select(
@@ -36,8 +30,8 @@ def _cpu_steps(cpu: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def in_cpu_steps(ops: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
-    """`ops` (with `rank`) with the `step` of their rank's CPU ProfilerStep (in `cpu`, `run_cpu`) containing
-    their start; others dropped; every op of a rank without CPU steps in step WHOLE_TRACE."""
+    """`ops` (with `rank`) with the `step` of their rank's CPU ProfilerStep (in `cpu`, `ranked_frame`)
+    containing their start; others dropped; every op of a rank without CPU steps in step WHOLE_TRACE."""
     steps = _cpu_steps(cpu)
     stepped = steps.group_by("rank").agg(pl.len().alias("_steps"))
     placed = (
@@ -62,7 +56,7 @@ def _per_step_sums(ops: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.DataFrame:
 def trace_flops(run: Run) -> pl.DataFrame:
     """FLOPs per (rank, step) from the operators' `flops` args (columns rank, step, flops); no rows when the
     trace recorded none."""
-    cpu = run_cpu(run).lazy()
+    cpu = ranked_frame(run, "cpu").lazy()
     ops = cpu.filter(~pl.col("name").is_in([SHAPE_FLOPS_MARK, CONV_FLOPS_MARK]))
     return _per_step_sums(ops.select("rank", "start_us", "flops"), cpu)
 
@@ -72,7 +66,7 @@ def shape_flops(run: Run, family: str | None = None) -> pl.DataFrame:
     trace carries them as one `SHAPE_FLOPS_MARK` row per step, and `CONV_FLOPS_MARK` for the convolutions';
     `family` "convolution": those alone); no rows when no shape was recorded."""
     mark = CONV_FLOPS_MARK if family == "convolution" else SHAPE_FLOPS_MARK
-    cpu = run_cpu(run).lazy()
+    cpu = ranked_frame(run, "cpu").lazy()
     marked = cpu.filter(pl.col("name") == mark).select("rank", "start_us", "flops")
     uncounted = [trace for trace in run if not trace.compact and not _has_mark(trace)]
     return _per_step_sums(pl.concat([marked, *(_counted(trace, family) for trace in uncounted)]), cpu)

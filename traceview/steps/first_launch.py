@@ -49,5 +49,5 @@ def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataF
         .select(list(FIRST_LAUNCH_SCHEMA))
         .cast(FIRST_LAUNCH_SCHEMA)  # type: ignore[arg-type]
         .sort("rank", "step")
-        .collect(engine="in-memory")
+        .collect()
     )

@@ -85,5 +85,5 @@ def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.Da
         .select(list(GRAPH_SCHEMA))
         .cast(GRAPH_SCHEMA)  # type: ignore[arg-type]
         .sort("step")
-        .collect(engine="in-memory")
+        .collect()
     )

@@ -27,6 +27,8 @@ from traceview.core.intervals import clip_to_windows, merge_intervals, union_len
 from traceview.model.trace import RankTrace
 
 WHOLE_TRACE = -1
+STEP_MARK = r"^ProfilerStep#\d+$"
+"""The name of a host step mark: the profiler's `ProfilerStep#N` annotation."""
 GPU_COVER_MIN_SHARE_OF_CPU_STEPS = 0.9
 """GPU step annotations whose windows hold less than this share of the device busy time launched inside the
 CPU steps are rejected: a GPU ProfilerStep annotation spans its step's device work, so a faithful set holds
@@ -79,7 +81,6 @@ def _busy_inside(events: pl.DataFrame, windows: pl.LazyFrame) -> float:
     key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clip_to_windows groups by at least one key
     keyed_windows, keyed_events = pl.collect_all(
         [windows.select(key, "start_us", "end_us"), events.lazy().select(key, "start_us", "end_us")],
-        engine="in-memory",
     )
     if keyed_windows.height == 0:
         return 0.0
@@ -137,13 +138,13 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
             pl.col("end_us").max().alias("window_end_us"),
         )
     rank = pl.lit(trace.rank, dtype=pl.Int64).alias("rank")
-    return windows.with_columns(rank).select(list(WINDOW_SCHEMA)).collect(engine="in-memory")
+    return windows.with_columns(rank).select(list(WINDOW_SCHEMA)).collect()
 
 
 def device_event_steps(trace: RankTrace) -> pl.DataFrame:
     """Each device event's CPU step (by its launch), columns `correlation`, `start_us`, `end_us`, `step`;
     events launched outside every CPU step are left out. One query."""
-    return _device_event_steps(trace).collect(engine="in-memory")
+    return _device_event_steps(trace).collect()
 
 
 def _device_event_steps(trace: RankTrace) -> pl.LazyFrame:

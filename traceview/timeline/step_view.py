@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Final
 
 import polars as pl
 
@@ -38,9 +37,6 @@ MAX_RANKS = 32
 SLOWEST_SHOWN, FASTEST_SHOWN = 12, 4
 LANES = ("compute", "comm", "memory", "idle")
 KEYS = ["rank", "step", "lane", "label"]
-IN_MEMORY: Final = "in-memory"
-"""The engine of these small per-rank queries: the in-memory one, as eager frames use (polars' default for
-lazy queries, the streaming engine, wakes every thread of its pool several times per query)."""
 SEGMENT_SCHEMA = {
     "rank": pl.Int64,
     "step": pl.Int64,
@@ -258,7 +254,7 @@ def rank_segments(
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
     window_rows = windows.lazy()
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
-    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect(engine=IN_MEMORY)
+    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect()
     counts = (
         segments.lazy()
         .group_by("rank", "step")
@@ -266,7 +262,7 @@ def rank_segments(
             pl.len().cast(pl.Int64).alias("raw_segments"),
             pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
         )
-        .collect(engine=IN_MEMORY)
+        .collect()
     )
     steps = min(counts.height, MAX_STEPS)
     least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
@@ -279,7 +275,7 @@ def rank_segments(
         .select(list(COUNT_SCHEMA))
         .sort("rank", "step")
     )
-    drawn, counted = pl.collect_all([bounded.sort([*KEYS, "start_us"]), with_bridged], engine=IN_MEMORY)
+    drawn, counted = pl.collect_all([bounded.sort([*KEYS, "start_us"]), with_bridged])
     return drawn, counted
 
 
@@ -304,7 +300,7 @@ def timeline_from_segments(
     groups = max(int(offered_counts.get_column("groups").sum()), 1)
     share = min(max(MIN_SEGMENTS_PER_GROUP, max_segments // groups), MAX_SEGMENTS_PER_GROUP)
     bounded_plan, bridged_plan = _bounded(offered.lazy(), share)
-    bounded, bridged_here = pl.collect_all([bounded_plan, bridged_plan], engine=IN_MEMORY)
+    bounded, bridged_here = pl.collect_all([bounded_plan, bridged_plan])
     bridged_before = offered_counts.get_column("bridged_gap_us").max()
     bridged = max(
         float(bridged_before) if isinstance(bridged_before, int | float) else 0.0,

@@ -148,6 +148,12 @@ def _stated(options: ModelOptions) -> Stated:
     )
 
 
+def _topology(run: Run, options: ModelOptions) -> Topology:
+    """The GPUs per node from the traces and what the user stated."""
+    stated = (options.gpus_per_node, options.source_of("gpus_per_node"))
+    return resolve_topology(run_facts(run, stated=stated))
+
+
 def resolve_inputs(
     run: Run,
     calls: pl.DataFrame,
@@ -162,9 +168,7 @@ def resolve_inputs(
     dtype, dtype_a = _dtype(options, work.grad_dtype)
     peak, peak_a, peak_note = _peak(gpu, dtype, options, device)
     efficiency, efficiency_a = _efficiency(options)
-    nodes = topology or resolve_topology(
-        run_facts(run, stated=(options.gpus_per_node, options.source_of("gpus_per_node")))
-    )
+    nodes = topology or _topology(run, options)
     rpn = nodes.ranks_per_node
     intra, intra_note = resolve_link(options, gpu, "intra", rpn)
     inter, inter_note = resolve_link(options, gpu, "inter", rpn)

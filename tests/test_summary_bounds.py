@@ -156,7 +156,8 @@ try:
     main()
 except SystemExit:
     pass
-heavy = ("polars", "plotly", "jinja2", "msgspec", "rich", "traceview.reduce", "traceview.parsers")
+heavy = ("polars", "plotly", "jinja2", "msgspec", "rich", "rich.progress")
+heavy += ("traceview.reduce", "traceview.parsers")
 print(",".join(name for name in heavy if name in sys.modules))
 """
 
@@ -188,4 +189,4 @@ def test_summary_imports_no_renderer_it_does_not_use() -> None:
     )
     imported = set(found.stdout.strip().splitlines()[-1].split(","))
     assert "polars" in imported  # it analysed the run
-    assert not imported & {"plotly", "jinja2"}, imported
+    assert not imported & {"plotly", "jinja2", "rich.progress"}, imported  # no bar drawn: --quiet

@@ -1,16 +1,18 @@
 """The progress bar of long loads on stderr: ranks done, MB/s read, time left. Silent when stderr is not a
-terminal or the user asked for quiet (`--quiet`)."""
+terminal or the user asked for quiet (`--quiet`); rich's progress module is imported only when the bar is
+drawn."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING
 
 from traceview.map.executors import Progress as ProgressCallback
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @contextmanager
@@ -19,6 +21,8 @@ def load_progress(console: Console, quiet: bool = False) -> Iterator[ProgressCal
     if quiet or not console.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     started = time.perf_counter()
     columns = (
         TextColumn("reading ranks"),

@@ -61,7 +61,7 @@ def map_ranks(*args, **kwargs):
     bound.arguments["parallel_min_bytes"] = 1 << 62 if workers == 0 else 0
     marks["map_start"] = time.perf_counter()
     try:
-        return inner(*bound.args, **bound.kwargs)
+        yield from inner(*bound.args, **bound.kwargs)  # the ranks as they are read (and held)
     finally:
         marks["map_end"] = time.perf_counter()
 pipeline.map_ranks = map_ranks

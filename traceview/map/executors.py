@@ -98,9 +98,10 @@ def map_ranks(
     options: RunOptions,
     progress: Progress | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
-) -> list[Any]:
-    """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`, on the executor the options
-    name. The local executor works in this process for one file or under `parallel_min_bytes` of input."""
+) -> Iterator[Any]:
+    """Every file's `RankSummary` (or `SkippedInput`), in the order of `files`, as each is ready, on the
+    executor the options name (the options are checked here, the ranks read as the results are taken). The
+    local executor works in this process for one file or under `parallel_min_bytes` of input."""
     execution = options.execution
     if execution.executor not in EXECUTORS:
         raise UsageError(f"--executor {execution.executor!r}: expected one of {', '.join(EXECUTORS)}")
@@ -111,10 +112,10 @@ def map_ranks(
         if execution.executor == "ray"
         else _local(tasks, sizes, execution.workers, parallel_min_bytes)
     )
-    return list(_reported(results, sizes, progress))
+    return _reported(results, sizes, progress)
 
 
-def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress | None) -> Iterable[Any]:
+def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress | None) -> Iterator[Any]:
     done_bytes = 0
     for index, result in enumerate(results):
         done_bytes += sizes[index]

@@ -3,7 +3,8 @@
 `analyze_files(run, options)` resolves the rank files (those the options' `run.json` lists, else those `run`
 names), summarises each in an executor (`traceview.map.executors`), checks the ranks as one run
 (`traceview.load.one_job.make_run` on the compact traces) and reduces the summaries
-(`traceview.reduce.reduce`). Only summaries are ever held together, never two parsed traces per worker.
+(`traceview.reduce.reduce`). Only summaries are ever held together, folded as they arrive
+(`traceview.reduce.held`), never two parsed traces per worker.
 `traceview.reduce.analysis.analyze` does the same for a `Run` already in memory.
 """
 
@@ -15,9 +16,9 @@ from traceview.load.inputs import resolve_trace_files
 from traceview.load.one_job import make_run
 from traceview.map.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.map.rank_summary import RankSummary
-from traceview.model.trace import SkippedInput
 from traceview.options.run import RunOptions, RunSpec, build_options
-from traceview.reduce.reduce import reduce_summaries
+from traceview.reduce.held import HeldSummaries
+from traceview.reduce.reduce import reduce_held
 from traceview.reduce.results import RunAnalysis
 
 
@@ -33,16 +34,19 @@ def analyze_files(
     options = options or build_options(run)
     user_patterns(options.comm_patterns, options.compute_patterns)  # a bad pattern fails before any read
     files = resolve_trace_files(run, options.listed_traces)
-    results = map_ranks(files, options, progress, parallel_min_bytes)
-    summaries = [r for r in results if isinstance(r, RankSummary)]
-    skipped = [r for r in results if isinstance(r, SkippedInput)]
+    held, skipped = HeldSummaries(), []
+    for result in map_ranks(files, options, progress, parallel_min_bytes):
+        if isinstance(result, RankSummary):
+            held.add(result)  # folded as they arrive: the parent never holds the summaries one by one
+        else:
+            skipped.append(result)
     if len(files) == 1 and skipped:
         raise InputError(skipped[0].path, skipped[0].reason.removeprefix(f"{skipped[0].path}: "))
-    if not summaries:
+    if not held:
         raise InputError(
             skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}"
         )
-    compact = make_run([summary.trace for summary in summaries], skipped, source=options.source)
-    by_rank = {summary.rank: summary for summary in summaries}
-    ordered = [by_rank[trace.rank] for trace in compact]
-    return reduce_summaries(ordered, options, compact.skipped, compact.source, compact.extra_warnings)
+    compact = make_run([rank.trace for rank in held.ranks], skipped, source=options.source)
+    arrival = {id(rank.trace): index for index, rank in enumerate(held.ranks)}
+    order = [arrival[id(trace)] for trace in compact]  # the summaries of the ranks kept, in rank order
+    return reduce_held(held, order, options, compact.skipped, compact.source, compact.extra_warnings)

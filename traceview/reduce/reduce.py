@@ -10,7 +10,7 @@ steps), not with the traces.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import polars as pl
 
@@ -33,7 +33,7 @@ from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
 from traceview.kernels.analysis import kernels_from_parts
 from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured, measure_links
-from traceview.map.rank_summary import TIME_COLUMNS, RankSummary
+from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.moe.analysis import moe_balance
@@ -42,6 +42,7 @@ from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
+from traceview.reduce.held import HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
 from traceview.roofline.analysis import communication_roofline
 from traceview.steps.windows import StepChoice
@@ -50,45 +51,6 @@ from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, RunShape, facts_of
 from traceview.verdict.headline import verdict
 from traceview.verdict.recommend import recommend
-
-
-@dataclass(frozen=True)
-class Stacked:
-    """The frames of every summary, one above the other, on the run's time base."""
-
-    windows: pl.DataFrame
-    per_step: pl.DataFrame
-    kernels: pl.DataFrame
-    launch_marks: pl.DataFrame
-    gap_steps: pl.DataFrame
-    gap_causes: pl.DataFrame
-    top_gaps: pl.DataFrame
-    segments: pl.DataFrame
-    segment_counts: pl.DataFrame
-    kernel_classes: pl.DataFrame
-    class_sketches: pl.DataFrame
-    suspects: pl.DataFrame
-    first_launches: pl.DataFrame
-    calls: pl.DataFrame
-    extent: pl.DataFrame
-    group_time: pl.DataFrame
-    group_phase: pl.DataFrame
-    splits: pl.DataFrame
-
-
-def stack(summaries: Sequence[RankSummary], shifts_us: Sequence[float] = ()) -> Stacked:
-    """Every frame of `summaries` concatenated, each rank's times moved by its shift in `shifts_us` (none: as
-    they are): one query per frame whatever the number of ranks, not one per rank."""
-    names = list(Stacked.__dataclass_fields__)
-    frames = {
-        name: pl.concat([getattr(s, name) for s in summaries], how="vertical_relaxed") for name in names
-    }
-    if any(shifts_us):
-        ranks = [s.rank for s in summaries]
-        shift = pl.col("rank").replace_strict(ranks, list(shifts_us), default=0.0, return_dtype=pl.Float64)
-        for name, columns in TIME_COLUMNS.items():
-            frames[name] = frames[name].with_columns(pl.col(c) + shift for c in columns)
-    return Stacked(**frames)
 
 
 def compact_run(
@@ -278,7 +240,6 @@ def _header(
     return replace(header, warnings=(*header.warnings, *far_clock_warnings(crossrank.clocks)))
 
 
-@in_memory
 def reduce_summaries(
     summaries: Sequence[RankSummary],
     options: RunOptions | None = None,
@@ -286,13 +247,29 @@ def reduce_summaries(
     source: str = "",
     extra_warnings: Sequence[ParseWarning] = (),
 ) -> RunAnalysis:
-    """Every cross-rank analysis of the run from its ranks' summaries."""
+    """Every cross-rank analysis of the run from its ranks' summaries (in rank order; of equal ranks, in the
+    order given)."""
+    order = sorted(range(len(summaries)), key=lambda i: summaries[i].rank)
+    return reduce_held(HeldSummaries(summaries), order, options, skipped, source, extra_warnings)
+
+
+@in_memory
+def reduce_held(
+    held: HeldSummaries,
+    order: Sequence[int],
+    options: RunOptions | None = None,
+    skipped: Sequence[SkippedInput] = (),
+    source: str = "",
+    extra_warnings: Sequence[ParseWarning] = (),
+) -> RunAnalysis:
+    """Every cross-rank analysis of the run from the held summaries `order` names (arrival indices, in rank
+    order; `traceview.reduce.held`); their frames are released to it."""
     options = options or RunOptions()
-    ordered = sorted(summaries, key=lambda s: s.rank)
-    base = trace_time_base([s.trace for s in ordered])
-    traces = [s.trace.shifted(shift) for s, shift in zip(ordered, base.shifts_us, strict=True)]
+    ordered = [held.ranks[i] for i in order]
+    base = trace_time_base([r.trace for r in ordered])
+    traces = [r.trace.shifted(shift) for r, shift in zip(ordered, base.shifts_us, strict=True)]
     run = compact_run(traces, skipped, source, extra_warnings)
-    frames = stack(ordered, base.shifts_us)
+    frames = held.release(order, base.shifts_us)
     collectives = _collectives(frames)
     nccl = _nccl(options, collectives, run)
     crossrank = _cross_rank(run, frames, collectives.kernels, budget_of(frames.per_step), options, nccl)
@@ -305,9 +282,9 @@ def reduce_summaries(
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
     header = _header(
-        run, [s.step_choice for s in ordered], base.shifts_us, (collectives, budget, crossrank), options
+        run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )
-    kernels = kernels_from_parts([s.kernel_parts for s in ordered], crossrank.stragglers)
+    kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
     analyses = (budget, crossrank, collectives, prediction, nccl)
     facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links))

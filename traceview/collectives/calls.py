@@ -23,7 +23,7 @@ from traceview.core.vocab import (
 )
 from traceview.events.gloo_pools import pool_of_stream
 from traceview.model.time_base import aligned_ranks
-from traceview.model.trace import Run
+from traceview.model.trace import RankTrace, Run
 
 C10D_TENSOR_ARGS: Mapping[str, tuple[int, int]] = {
     "c10d::_allgather_base_": (0, 1),
@@ -88,13 +88,36 @@ def _family_expr() -> pl.Expr:
     )
 
 
+_ANY_CALL = "|".join(f"(?:{regex})" for _, regex in CALL_FAMILIES)
+
+
+def _maybe_calls(run: Run) -> list[tuple[RankTrace, pl.Series]]:
+    """Each rank (run time base) and which of its host rows may be a collective call (a name of a
+    `CALL_FAMILIES` family): one scan of the names, so the queries read those rows only."""
+    return [(trace, trace.cpu.get_column("name").str.contains(_ANY_CALL)) for trace in aligned_ranks(run)]
+
+
+def makes_calls(run: Run) -> bool:
+    """Whether a rank of `run` has a host op named like a collective call (no query: `collective_calls` and
+    `call_counts` are empty without one)."""
+    return _any_candidate(_maybe_calls(run))
+
+
+def _any_candidate(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> bool:
+    return any(maybe.any() for _, maybe in maybe_calls)
+
+
 def call_rows(run: Run) -> pl.LazyFrame | None:
     """The query of `collective_calls` without the bytes of `Input Dims` (None for a run without ranks)."""
+    return _call_rows(_maybe_calls(run))
+
+
+def _call_rows(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> pl.LazyFrame | None:
     frames = [
         trace.cpu.lazy()
-        .filter(pl.col("kind") != "runtime")
+        .filter(maybe, pl.col("kind") != "runtime")
         .with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
-        for trace in aligned_ranks(run)
+        for trace, maybe in maybe_calls
     ]
     if not frames:
         return None
@@ -369,10 +392,14 @@ def with_process_groups(frame: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFra
     ).drop(helpers)
 
 
+_COUNTS_SCHEMA = {"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64}
+
+
 def call_counts(run: Run) -> pl.DataFrame:
     """How many host collective calls each rank makes, per call name and family (`rank`, `name`, `family`,
     `calls`): at world size 1 they are all a run has to say about its communication."""
-    calls = call_rows(run)
+    maybe_calls = _maybe_calls(run)
+    calls = _call_rows(maybe_calls) if _any_candidate(maybe_calls) else None
     counts = (
         None
         if calls is None
@@ -382,5 +409,5 @@ def call_counts(run: Run) -> pl.DataFrame:
         .collect()
     )
     if counts is None or counts.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})
+        return pl.DataFrame(schema=_COUNTS_SCHEMA)
     return counts

@@ -25,6 +25,7 @@ only group of that size). Whatever stays unknown is null, never guessed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import polars as pl
@@ -33,6 +34,7 @@ from traceview.collectives.calls import (
     collective_calls,
     config_groups_query,
     launches,
+    makes_calls,
     with_process_groups,
 )
 from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
@@ -222,9 +224,20 @@ def _with_event_columns(events: pl.DataFrame) -> pl.LazyFrame:
     return events.lazy().with_columns(missing)
 
 
+@functools.cache
+def _no_comm_kernels() -> pl.DataFrame:
+    return pl.DataFrame(schema={**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
+
+
 def empty_comm_kernels() -> pl.DataFrame:
     """A frame with no rows and the columns of `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`."""
-    return pl.DataFrame(schema={**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
+    return _no_comm_kernels().clone()
+
+
+def _has_comm(events: pl.DataFrame) -> bool:
+    """Whether an event is classed communication (without one, and without a collective call, there is no
+    candidate: a memory copy is a collective's only by its call or by a communication kernel's stream)."""
+    return "event_class" in events.columns and bool((events.get_column("event_class") == "comm").any())
 
 
 def _kernel_figures(merged: pl.LazyFrame, run: Run) -> pl.LazyFrame:
@@ -255,7 +268,7 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`,
     then `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring).
     Four queries: the calls, the candidates, their links, their figures (each reads the frames before it)."""
-    if not run.ranks:
+    if not run.ranks or not (_has_comm(events) or makes_calls(run)):
         return empty_comm_kernels()
     calls = collective_calls(run).lazy()
     host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]

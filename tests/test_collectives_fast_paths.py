@@ -1,0 +1,94 @@
+"""The collectives of a rank that has none skip their queries: the results are those of the full queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests import kineto_factory as kf
+from traceview.budget.time_budget import classified_events
+from traceview.collectives import calls, kernels
+from traceview.collectives.calls import call_counts, makes_calls
+from traceview.collectives.kernels import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
+from traceview.collectives.tables import SUSPECTED_SCHEMA, suspected_comm_kernels
+from traceview.load.inputs import load_run
+from traceview.model.trace import Run
+
+
+def _run(tmp_path: Path, events: list[kf.Event]) -> Run:
+    return load_run(kf.write(kf.document(events, world_size=8), tmp_path / "rank0.json"))
+
+
+def _compute_only(tmp_path: Path) -> Run:
+    """Compute kernels and memory copies launched under plain operators: no communication at all."""
+    return _run(
+        tmp_path,
+        [
+            kf.cpu_op("aten::mm", 0, 30),
+            kf.launch(5, 1),
+            kf.kernel("ampere_sgemm_128x64_nn", 10, 20, correlation=1),
+            kf.cpu_op("aten::copy_", 40, 30),
+            kf.launch(45, 2, name="cudaMemcpyAsync"),
+            kf.memcpy(50, 10, correlation=2),
+            kf.memcpy(70, 10, correlation=3, stream=8),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("aten::mm", False),
+        ("ProfilerStep#1", False),
+        ("my_record_param_comms", False),
+        ("c10d::allreduce_", True),
+        ("record_param_comms", True),
+        ("nccl:all_reduce", True),
+        ("gloo:barrier", True),
+    ],
+)
+def test_makes_calls_reads_the_call_families(tmp_path: Path, name: str, expected: bool) -> None:
+    assert makes_calls(_run(tmp_path, [kf.cpu_op(name, 0, 10)])) is expected
+
+
+def test_a_rank_without_communication_has_no_comm_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _compute_only(tmp_path)
+    events = classified_events(run)
+    fast = comm_kernels(run, events)
+    assert fast.height == 0
+    assert fast.schema == pl.Schema({**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
+    monkeypatch.setattr(kernels, "makes_calls", lambda _: True)  # the linking queries run
+    assert fast.equals(comm_kernels(run, events))
+
+
+def test_a_rank_without_calls_counts_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _compute_only(tmp_path)
+    fast = call_counts(run)
+    assert fast.height == 0
+    assert fast.schema == pl.Schema({"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})
+    monkeypatch.setattr(calls, "_any_candidate", lambda _: True)  # the counting query runs
+    assert fast.equals(call_counts(run))
+
+
+def test_call_counts_read_only_the_calls(tmp_path: Path) -> None:
+    events = [
+        kf.cpu_op("aten::mm", 0, 10),
+        kf.cpu_op("c10d::allreduce_", 10, 10),
+        kf.cpu_op("c10d::allreduce_", 30, 10),
+        kf.cpu_op("c10d::wait", 50, 10),  # no collective: not a call
+        kf.cpu_op("nccl:all_reduce", 60, 10, cat="user_annotation"),
+        kf.launch(65, 1),
+    ]
+    counts = call_counts(_run(tmp_path, events))
+    assert counts.rows() == [(0, "c10d::allreduce_", "c10d", 2), (0, "nccl:all_reduce", "backend", 1)]
+
+
+def test_events_without_suspects_have_none(tmp_path: Path) -> None:
+    events = classified_events(_compute_only(tmp_path))
+    suspects = suspected_comm_kernels(events)
+    assert suspects.height == 0
+    assert suspects.schema == pl.Schema(SUSPECTED_SCHEMA)

@@ -10,7 +10,13 @@ import pytest
 from tests import kineto_factory as kf
 from traceview.budget.time_budget import classified_events
 from traceview.collectives import calls, kernels
-from traceview.collectives.calls import call_counts, makes_calls
+from traceview.collectives.calls import (
+    call_counts,
+    config_groups_query,
+    makes_calls,
+    with_process_groups,
+    without_process_groups,
+)
 from traceview.collectives.kernels import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
 from traceview.collectives.tables import SUSPECTED_SCHEMA, suspected_comm_kernels
 from traceview.load.inputs import load_run
@@ -92,3 +98,24 @@ def test_events_without_suspects_have_none(tmp_path: Path) -> None:
     suspects = suspected_comm_kernels(events)
     assert suspects.height == 0
     assert suspects.schema == pl.Schema(SUSPECTED_SCHEMA)
+
+
+def test_a_run_without_pg_config_keeps_the_groups_of_the_args(tmp_path: Path) -> None:
+    frame = pl.LazyFrame(
+        {
+            "rank": [0, 0, 0],
+            "name": ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "gloo:all_reduce", "nccl:all_reduce"],
+            "stream": [7, 101, None],
+            "pg_name": ["3", None, None],
+            "pg_desc": ["tp", None, None],
+            "pg_ranks": [None, "[0, 1]", None],
+            "group_size": [None, 2, None],
+        },
+        schema_overrides={"stream": pl.Int64, "group_size": pl.Int64},
+    )
+    groups = config_groups_query(_compute_only(tmp_path))
+    full = with_process_groups(frame, groups).collect()
+    assert full.get_column("pg_source").to_list() == ["args", "args", None]
+    fast = without_process_groups(frame).collect()
+    assert fast.schema == full.schema
+    assert fast.equals(full)

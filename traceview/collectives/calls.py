@@ -10,6 +10,7 @@ that order on the thread that launches the kernel. Every function is vectorised 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import polars as pl
@@ -61,16 +62,17 @@ _DIMS_LIST = r"^\[\s*(?:\[[-0-9,\s]*\]\s*,?\s*)*\]$"
 _TYPES_LIST = r'^\[\s*(?:"[^"\\]*"\s*,?\s*)*\]$'
 
 
-def arg_fields() -> list[pl.Expr]:
+@functools.cache
+def arg_fields() -> tuple[pl.Expr, ...]:
     """The comm args of a row (kernel or call), normalised: canonical collective and dtype, bytes."""
     size = dtype_size_expr(pl.col("dtype"))
-    return [
+    return (
         canonical_collective_expr(pl.col("collective_name")).alias("collective"),
         canonical_dtype_expr(pl.col("dtype")).alias("dtype"),
         (pl.col("in_nelems") * size).alias("in_bytes"),
         (pl.col("out_nelems") * size).alias("out_bytes"),
         canonical_ranks(pl.col("pg_ranks")).alias("pg_ranks"),
-    ]
+    )
 
 
 def canonical_ranks(ranks: pl.Expr) -> pl.Expr:
@@ -81,6 +83,7 @@ def canonical_ranks(ranks: pl.Expr) -> pl.Expr:
     )
 
 
+@functools.cache
 def _family_expr() -> pl.Expr:
     """The `CALL_FAMILIES` family of a host op's name (the first that matches); null for every other op."""
     return pl.coalesce(
@@ -125,16 +128,22 @@ def _call_rows(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> pl.LazyFrame |
         pl.concat(frames, how="vertical_relaxed")
         .with_columns(_family_expr().alias("family"))
         .filter(pl.col("family").is_not_null())
-        .with_columns(
-            *[expr for expr in arg_fields() if expr.meta.output_name() != "collective"],
-            pl.coalesce(
-                canonical_collective_expr(pl.col("collective_name")),
-                canonical_collective_expr(pl.col("name")),
-            ).alias("collective"),
-        )
+        .with_columns(*_call_fields())
         .filter((pl.col("family") != "c10d") | pl.col("collective").is_not_null())
         .with_row_index("call_row")
         .with_columns(pl.col("call_row").cast(pl.Int64))
+    )
+
+
+@functools.cache
+def _call_fields() -> tuple[pl.Expr, ...]:
+    """A call's normalised args; its collective from `Collective name`, else from its own name."""
+    return (
+        *[expr for expr in arg_fields() if expr.meta.output_name() != "collective"],
+        pl.coalesce(
+            canonical_collective_expr(pl.col("collective_name")),
+            canonical_collective_expr(pl.col("name")),
+        ).alias("collective"),
     )
 
 
@@ -160,36 +169,46 @@ def _tensors(calls: pl.LazyFrame) -> pl.LazyFrame:
     """One row per tensor argument of a call with a known dtype: `call_row`, `family`, `roles` (the
     `C10D_TENSOR_ARGS` entry), `arg` (argument index), `bytes`, `tensor_dtype`. Calls whose `Input Dims` or
     `Input type` is not a plain list of shapes / of names, or whose lengths differ, give none."""
+    exprs = _tensor_exprs()
+    return (
+        calls.filter(exprs["readable"])
+        .select("call_row", "family", exprs["roles"], exprs["dims"], exprs["types"])
+        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
+        .with_columns(pl.int_ranges(pl.col("dims").list.len()).alias("arg"))
+        .explode("dims", "types", "arg")
+        .with_columns(exprs["bytes"], exprs["tensor_dtype"])
+        .filter(pl.col("bytes").is_not_null())
+    )
+
+
+@functools.cache
+def _tensor_exprs() -> dict[str, pl.Expr]:
+    """The expressions of `_tensors`, by the column they make (`readable`: the calls it reads)."""
     roles = pl.col("name").replace_strict(
         {name: list(indices) for name, indices in C10D_TENSOR_ARGS.items()},
         default=None,
         return_dtype=pl.List(pl.Int64),
     )
-    readable = pl.col("input_dims").str.contains(_DIMS_LIST) & pl.col("input_types").str.contains(_TYPES_LIST)
     numel = pl.col("dims").list.eval(pl.element().product()).list.first()
-    return (
-        calls.filter(readable)
-        .select(
-            "call_row",
-            "family",
-            roles.alias("roles"),
-            pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("dims"),
-            pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).alias("types"),
-        )
-        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
-        .with_columns(pl.int_ranges(pl.col("dims").list.len()).alias("arg"))
-        .explode("dims", "types", "arg")
-        .with_columns(
-            (numel * dtype_size_expr(pl.col("types"))).alias("bytes"),
-            canonical_dtype_expr(pl.col("types")).alias("tensor_dtype"),
-        )
-        .filter(pl.col("bytes").is_not_null())
-    )
+    return {
+        "readable": pl.col("input_dims").str.contains(_DIMS_LIST)
+        & pl.col("input_types").str.contains(_TYPES_LIST),
+        "roles": roles.alias("roles"),
+        "dims": pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("dims"),
+        "types": pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).alias("types"),
+        "bytes": (numel * dtype_size_expr(pl.col("types"))).alias("bytes"),
+        "tensor_dtype": canonical_dtype_expr(pl.col("types")).alias("tensor_dtype"),
+    }
 
 
 def _dims_bytes(calls: pl.LazyFrame) -> pl.LazyFrame:
     """Bytes of each call's tensors from `Input Dims` x `Input type`: `call_row`, `dims_in`, `dims_out`,
     `dims_dtype`. Backend annotations: every tensor is an input; `C10D_TENSOR_ARGS` ops: the named ones."""
+    return _tensors(calls).group_by("call_row").agg(*_dims_totals())
+
+
+@functools.cache
+def _dims_totals() -> tuple[pl.Expr, ...]:
     backend = pl.col("family") == "backend"
     role = pl.col("roles").list
     is_in = (backend | (pl.col("arg") == role.get(1, null_on_oob=True))).fill_null(False)
@@ -199,13 +218,9 @@ def _dims_bytes(calls: pl.LazyFrame) -> pl.LazyFrame:
         return pl.when(selected.any()).then(pl.col("bytes").filter(selected).sum()).alias(name)
 
     return (
-        _tensors(calls)
-        .group_by("call_row")
-        .agg(
-            total(is_in, "dims_in"),
-            total(is_out, "dims_out"),
-            pl.col("tensor_dtype").filter(is_in | is_out).first().alias("dims_dtype"),
-        )
+        total(is_in, "dims_in"),
+        total(is_out, "dims_out"),
+        pl.col("tensor_dtype").filter(is_in | is_out).first().alias("dims_dtype"),
     )
 
 
@@ -299,6 +314,7 @@ def _pool_candidates(groups: pl.LazyFrame, frame: pl.LazyFrame) -> pl.LazyFrame:
     return kept.select("rank", "pool", *[pl.col(f"cfg_{f}").alias(f"bypool_{f}") for f in _PG_FIELDS])
 
 
+@functools.cache
 def _gloo_pool() -> pl.Expr:
     """The gloo worker pool of a host-timeline gloo row (null for every other row)."""
     gloo = pl.col("name").str.contains(CPU_ONLY_CALL)
@@ -328,6 +344,7 @@ def _agrees(way: str) -> pl.Expr:
     return pl.col(f"{way}_ranks").is_not_null() & size_ok & ranks_ok
 
 
+@functools.cache
 def _pick() -> pl.Expr:
     """Which candidate fills the group: the one of the same name, else (no name in the args) the rank's only
     group, else its only group of the kernel's size, else (a gloo op) the group of its worker pool; null when
@@ -378,18 +395,35 @@ def with_process_groups(frame: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFra
         .drop("_pool")
         .with_columns(_pick().alias("_pick"))
     )
-    from_args = pl.col("pg_name").is_not_null() | pl.col("pg_ranks").is_not_null()
+    return joined.with_columns(*_group_fill()).drop(_GROUP_HELPERS)
+
+
+def without_process_groups(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """`with_process_groups` of a run whose traces list no process group (no `pg_config`): the args' group
+    as it is, `pg_source` `args` where the args name it, else null."""
+    return frame.with_columns(pl.when(_named_by_args()).then(pl.lit("args")).alias("pg_source"))
+
+
+def _named_by_args() -> pl.Expr:
+    return pl.col("pg_name").is_not_null() | pl.col("pg_ranks").is_not_null()
+
+
+_GROUP_HELPERS = ["_pick", *[f"{way}_{field}" for way in _PG_PICKS for field in _PG_FIELDS]]
+
+
+@functools.cache
+def _group_fill() -> tuple[pl.Expr, ...]:
+    """`pg_source` and the group's fields, each from the args, else from the picked pg_config row."""
     source = (
-        pl.when(from_args)
+        pl.when(_named_by_args())
         .then(pl.lit("args"))
         .otherwise(pl.col("_pick").replace_strict(dict(_PG_PICKS), default=None, return_dtype=pl.Utf8))
     )
-    helpers = ["_pick", *[f"{way}_{field}" for way in _PG_PICKS for field in _PG_FIELDS]]
-    return joined.with_columns(
+    return (
         source.alias("pg_source"),
         *[_filled(f"pg_{field}", field) for field in ("name", "desc", "ranks")],
         _filled("group_size", "size"),
-    ).drop(helpers)
+    )
 
 
 _COUNTS_SCHEMA = {"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64}

@@ -119,3 +119,32 @@ def test_a_run_without_pg_config_keeps_the_groups_of_the_args(tmp_path: Path) ->
     fast = without_process_groups(frame).collect()
     assert fast.schema == full.schema
     assert fast.equals(full)
+
+
+def test_a_frame_without_cpu_only_ops_needs_no_worker_pools(tmp_path: Path) -> None:
+    groups = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+        {"pg_name": "5", "pg_desc": "dp", "pg_size": 2, "ranks": [0, 2]},
+    ]
+    info = {"backend": "nccl", "rank": 0, "world_size": 4, "pg_config": groups}
+    path = kf.write(
+        {**kf.document([kf.cpu_op("aten::mm", 0, 10)]), "distributedInfo": info}, tmp_path / "r.json"
+    )
+    frame = pl.LazyFrame(
+        {
+            "rank": [0, 0, 0],
+            "name": ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"] * 3,
+            "stream": [7, 7, 8],
+            "pg_name": ["5", None, None],
+            "pg_desc": [None, None, None],
+            "pg_ranks": [None, None, None],
+            "group_size": [None, 4, None],
+        },
+        schema_overrides={"pg_desc": pl.Utf8, "pg_ranks": pl.Utf8, "group_size": pl.Int64},
+    )
+    groups_query = config_groups_query(load_run(path))
+    full = with_process_groups(frame, groups_query).collect()
+    assert full.get_column("pg_source").to_list() == ["args", "pg_config size", None]
+    fast = with_process_groups(frame, groups_query, pools=False).collect()
+    assert fast.schema == full.schema
+    assert fast.equals(full)

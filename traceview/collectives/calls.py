@@ -314,6 +314,21 @@ def _pool_candidates(groups: pl.LazyFrame, frame: pl.LazyFrame) -> pl.LazyFrame:
     return kept.select("rank", "pool", *[pl.col(f"cfg_{f}").alias(f"bypool_{f}") for f in _PG_FIELDS])
 
 
+def _no_pools() -> pl.LazyFrame:
+    """`_pool_candidates` of a frame without a CPU-only op: no row."""
+    return pl.LazyFrame(schema=_POOL_SCHEMA)
+
+
+_POOL_SCHEMA = {
+    "rank": pl.Int64,
+    "pool": pl.Int64,
+    **{
+        f"bypool_{f}": dtype
+        for f, dtype in zip(_PG_FIELDS, (pl.Utf8, pl.Utf8, pl.Utf8, pl.Int64), strict=True)
+    },
+}
+
+
 @functools.cache
 def _gloo_pool() -> pl.Expr:
     """The gloo worker pool of a host-timeline gloo row (null for every other row)."""
@@ -367,12 +382,13 @@ def _filled(column: str, field: str) -> pl.Expr:
     return pl.coalesce(pl.col(column), *picked).alias(column)
 
 
-def with_process_groups(frame: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
+def with_process_groups(frame: pl.LazyFrame, groups: pl.LazyFrame, pools: bool = True) -> pl.LazyFrame:
     """`frame` (columns `rank`, `pg_name`, `pg_desc`, `pg_ranks`, `group_size` from the args) with what the
     args leave unknown filled from pg_config (`_pick`), and `pg_source`: `args` when the args name the group
-    (by name or ranks), else how pg_config was used, else null."""
+    (by name or ranks), else how pg_config was used, else null. `pools` False: no row of `frame` is a
+    CPU-only (gloo, MPI) op, so none is looked for in its worker pool's group."""
     found = _pg_candidates(groups)
-    pooled = _pool_candidates(groups, frame)
+    pooled = _pool_candidates(groups, frame) if pools else _no_pools()
     joined = (
         frame.join(
             found["byname"],

@@ -40,7 +40,7 @@ from traceview.collectives.calls import (
 )
 from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
 from traceview.core.costmodel import bandwidth_exprs, size_expr
-from traceview.core.vocab import dtype_size_expr
+from traceview.core.vocab import CPU_ONLY_CALL, dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
 from traceview.model.trace import GPU_SCHEMA, Run
 
@@ -246,12 +246,14 @@ def _has_comm(events: pl.DataFrame) -> bool:
     return "event_class" in events.columns and bool((events.get_column("event_class") == "comm").any())
 
 
-def _kernel_figures(merged: pl.LazyFrame, run: Run) -> pl.LazyFrame:
+def _kernel_figures(merged: pl.LazyFrame, run: Run, pools: bool) -> pl.LazyFrame:
     """The linked rows with their process group, n, bytes, call membership and bandwidths, in the columns of
-    `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`, sorted by rank and start."""
-    listed = any(trace.meta.process_groups for trace in run)
+    `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`, sorted by rank and start (`pools`: whether a row is a CPU-only
+    op, whose group its worker pool may tell)."""
     grouped = (
-        with_process_groups(merged, config_groups_query(run)) if listed else without_process_groups(merged)
+        with_process_groups(merged, config_groups_query(run), pools)
+        if any(trace.meta.process_groups for trace in run)
+        else without_process_groups(merged)
     )
     frame = grouped.join(_world_sizes(run).lazy(), on="rank", how="left", maintain_order="left")
     for stage in _figure_stages():
@@ -300,4 +302,5 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     linked = with_copy_engine(linked_calls(anchors.lazy(), calls)).collect()
     if linked.height == 0:
         return empty_comm_kernels()
-    return _kernel_figures(_merged_fields(linked.lazy()), run).collect()
+    pools = bool(linked.get_column("name").str.contains(CPU_ONLY_CALL).any())
+    return _kernel_figures(_merged_fields(linked.lazy()), run, pools).collect()

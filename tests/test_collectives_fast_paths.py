@@ -1,4 +1,4 @@
-"""The collectives of a rank that has none skip their queries: the results are those of the full queries."""
+"""The collectives of a rank with little or no communication: fast paths give what the full queries give."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from traceview.collectives import calls, kernels
 from traceview.collectives.calls import (
     call_counts,
     config_groups_query,
+    launches,
     makes_calls,
     with_process_groups,
     without_process_groups,
@@ -148,3 +149,9 @@ def test_a_frame_without_cpu_only_ops_needs_no_worker_pools(tmp_path: Path) -> N
     fast = with_process_groups(frame, groups_query, pools=False).collect()
     assert fast.schema == full.schema
     assert fast.equals(full)
+
+
+def test_launches_keep_the_first_call_of_each_correlation(tmp_path: Path) -> None:
+    events = [kf.launch(10, 2), kf.launch(20, 1), kf.launch(30, 2), kf.cpu_op("aten::mm", 40, 5)]
+    rows = launches(_run(tmp_path, events)).select("rank", "correlation", "launch_us").rows()
+    assert rows == [(0, 2, 10.0), (0, 1, 20.0)]

@@ -234,21 +234,20 @@ _LAUNCH_SCHEMA = {
 
 
 def launches(run: Run) -> pl.DataFrame:
-    """Runtime calls that carry a correlation id: `rank`, `correlation`, `pid`, `tid`, `launch_us`."""
+    """Runtime calls that carry a correlation id: `rank`, `correlation`, `pid`, `tid`, `launch_us`; the first
+    of a rank's calls of one correlation id, in the order of the rank's host rows."""
     frames = [
         trace.cpu.lazy()
-        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .select(
-            pl.lit(trace.rank, pl.Int64).alias("rank"),
-            "correlation",
-            "pid",
-            "tid",
-            pl.col("start_us").alias("launch_us"),
-        )
-        .unique(["rank", "correlation"], keep="first")
+        .filter(_LAUNCH_ROW)
+        .filter(pl.col("correlation").is_first_distinct())
+        .select(pl.lit(trace.rank, pl.Int64).alias("rank"), *_LAUNCH_COLUMNS)
         for trace in aligned_ranks(run)
     ]
     return pl.concat(frames).collect() if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
+
+
+_LAUNCH_ROW = (pl.col("kind") == "runtime") & pl.col("correlation").is_not_null()
+_LAUNCH_COLUMNS = ("correlation", "pid", "tid", pl.col("start_us").alias("launch_us"))
 
 
 _PG_FIELDS = ("name", "desc", "ranks", "size")

@@ -10,14 +10,8 @@ import pytest
 from tests import kineto_factory as kf
 from traceview.budget.time_budget import classified_events
 from traceview.collectives import calls, kernels
-from traceview.collectives.calls import (
-    call_counts,
-    config_groups_query,
-    launches,
-    makes_calls,
-    with_process_groups,
-    without_process_groups,
-)
+from traceview.collectives.calls import call_counts, launches, makes_calls
+from traceview.collectives.groups import config_groups_query, with_process_groups, without_process_groups
 from traceview.collectives.kernels import COMM_KERNEL_SCHEMA, EXTRA_SCHEMA, comm_kernels
 from traceview.collectives.tables import SUSPECTED_SCHEMA, suspected_comm_kernels
 from traceview.load.inputs import load_run

@@ -30,14 +30,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from traceview.collectives.calls import (
-    collective_calls,
-    config_groups_query,
-    launches,
-    makes_calls,
-    with_process_groups,
-    without_process_groups,
-)
+from traceview.collectives.calls import collective_calls, launches, makes_calls
+from traceview.collectives.groups import config_groups_query, with_process_groups, without_process_groups
 from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
 from traceview.core.costmodel import bandwidth_exprs, size_expr
 from traceview.core.vocab import CPU_ONLY_CALL, dtype_size_expr

@@ -103,6 +103,7 @@ def _merged_fields(frame: pl.LazyFrame) -> pl.LazyFrame:
 
 @functools.cache
 def _merged_exprs() -> tuple[pl.Expr, ...]:
+    """The columns of `_merged_fields` (built once: they depend on no argument)."""
     args, calls, families = ("k", "rpc", "backend", "c10d"), ("rpc", "backend", "c10d"), FAMILIES
     args_in, args_out = _first("in_bytes", args), _first("out_bytes", args)
     dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
@@ -284,7 +285,8 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     `events` is `traceview.budget.time_budget.classified_events(run, patterns)`, `launch_rows` is
     `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`,
     then `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring).
-    Four queries: the calls, the candidates, their links, their figures (each reads the frames before it)."""
+    Four queries: the calls, the candidates, their links, their figures (each reads the frames before it);
+    none for a rank without a communication event or a host op named like a call (`makes_calls`)."""
     if not run.ranks or not (_has_comm(events) or makes_calls(run)):
         return empty_comm_kernels()
     calls = collective_calls(run).lazy()

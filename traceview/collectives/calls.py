@@ -1,6 +1,6 @@
-"""The host side of collectives: the calls (docs/metrics.md section 2), the bytes their `Input Dims` name, the
-launches, and the process groups of `distributedInfo.pg_config` (docs/metrics.md, "Collectives"). Used by
-`traceview.collectives.kernels`.
+"""The host side of collectives: the calls (docs/metrics.md section 2), the bytes their `Input Dims` name and
+the launches (docs/metrics.md, "Collectives"); the process groups of `distributedInfo.pg_config` are
+`traceview.collectives.groups`. Used by `traceview.collectives.kernels`.
 
 A collective call is a host op of one of the `CALL_FAMILIES`: the `c10d::*` operator (`c10d::allreduce_`),
 `record_param_comms` (which carries the comm args in traces that record them) and the backend annotation
@@ -10,20 +10,20 @@ that order on the thread that launches the kernel. Every function is vectorised 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import polars as pl
 
+from traceview.collectives.groups import canonical_ranks, config_groups
 from traceview.core.vocab import (
     CALL_FAMILIES,
-    CPU_ONLY_CALL,
     canonical_collective_expr,
     canonical_dtype_expr,
     dtype_size_expr,
 )
-from traceview.events.gloo_pools import pool_of_stream
 from traceview.model.time_base import aligned_ranks
-from traceview.model.trace import Run
+from traceview.model.trace import RankTrace, Run
 
 C10D_TENSOR_ARGS: Mapping[str, tuple[int, int]] = {
     "c10d::_allgather_base_": (0, 1),
@@ -61,26 +61,20 @@ _DIMS_LIST = r"^\[\s*(?:\[[-0-9,\s]*\]\s*,?\s*)*\]$"
 _TYPES_LIST = r'^\[\s*(?:"[^"\\]*"\s*,?\s*)*\]$'
 
 
-def arg_fields() -> list[pl.Expr]:
+@functools.cache
+def arg_fields() -> tuple[pl.Expr, ...]:
     """The comm args of a row (kernel or call), normalised: canonical collective and dtype, bytes."""
     size = dtype_size_expr(pl.col("dtype"))
-    return [
+    return (
         canonical_collective_expr(pl.col("collective_name")).alias("collective"),
         canonical_dtype_expr(pl.col("dtype")).alias("dtype"),
         (pl.col("in_nelems") * size).alias("in_bytes"),
         (pl.col("out_nelems") * size).alias("out_bytes"),
         canonical_ranks(pl.col("pg_ranks")).alias("pg_ranks"),
-    ]
-
-
-def canonical_ranks(ranks: pl.Expr) -> pl.Expr:
-    """`"[0,1]"`, `"0, 1"` -> `"[0, 1]"`; no rank at all -> null."""
-    numbers = ranks.str.extract_all(r"-?\d+")
-    return pl.when(numbers.list.len() > 0).then(
-        pl.concat_str(pl.lit("["), numbers.list.join(", "), pl.lit("]"))
     )
 
 
+@functools.cache
 def _family_expr() -> pl.Expr:
     """The `CALL_FAMILIES` family of a host op's name (the first that matches); null for every other op."""
     return pl.coalesce(
@@ -88,13 +82,36 @@ def _family_expr() -> pl.Expr:
     )
 
 
+_ANY_CALL = "|".join(f"(?:{regex})" for _, regex in CALL_FAMILIES)
+
+
+def _maybe_calls(run: Run) -> list[tuple[RankTrace, pl.Series]]:
+    """Each rank (run time base) and which of its host rows may be a collective call (a name of a
+    `CALL_FAMILIES` family): one scan of the names, so the queries read those rows only."""
+    return [(trace, trace.cpu.get_column("name").str.contains(_ANY_CALL)) for trace in aligned_ranks(run)]
+
+
+def makes_calls(run: Run) -> bool:
+    """Whether a rank of `run` has a host op named like a collective call (no query: `collective_calls` and
+    `call_counts` are empty without one)."""
+    return _any_candidate(_maybe_calls(run))
+
+
+def _any_candidate(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> bool:
+    return any(maybe.any() for _, maybe in maybe_calls)
+
+
 def call_rows(run: Run) -> pl.LazyFrame | None:
     """The query of `collective_calls` without the bytes of `Input Dims` (None for a run without ranks)."""
+    return _call_rows(_maybe_calls(run))
+
+
+def _call_rows(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> pl.LazyFrame | None:
     frames = [
         trace.cpu.lazy()
-        .filter(pl.col("kind") != "runtime")
+        .filter(maybe, pl.col("kind") != "runtime")
         .with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
-        for trace in aligned_ranks(run)
+        for trace, maybe in maybe_calls
     ]
     if not frames:
         return None
@@ -102,16 +119,22 @@ def call_rows(run: Run) -> pl.LazyFrame | None:
         pl.concat(frames, how="vertical_relaxed")
         .with_columns(_family_expr().alias("family"))
         .filter(pl.col("family").is_not_null())
-        .with_columns(
-            *[expr for expr in arg_fields() if expr.meta.output_name() != "collective"],
-            pl.coalesce(
-                canonical_collective_expr(pl.col("collective_name")),
-                canonical_collective_expr(pl.col("name")),
-            ).alias("collective"),
-        )
+        .with_columns(*_call_fields())
         .filter((pl.col("family") != "c10d") | pl.col("collective").is_not_null())
         .with_row_index("call_row")
         .with_columns(pl.col("call_row").cast(pl.Int64))
+    )
+
+
+@functools.cache
+def _call_fields() -> tuple[pl.Expr, ...]:
+    """A call's normalised args; its collective from `Collective name`, else from its own name."""
+    return (
+        *[expr for expr in arg_fields() if expr.meta.output_name() != "collective"],
+        pl.coalesce(
+            canonical_collective_expr(pl.col("collective_name")),
+            canonical_collective_expr(pl.col("name")),
+        ).alias("collective"),
     )
 
 
@@ -137,36 +160,46 @@ def _tensors(calls: pl.LazyFrame) -> pl.LazyFrame:
     """One row per tensor argument of a call with a known dtype: `call_row`, `family`, `roles` (the
     `C10D_TENSOR_ARGS` entry), `arg` (argument index), `bytes`, `tensor_dtype`. Calls whose `Input Dims` or
     `Input type` is not a plain list of shapes / of names, or whose lengths differ, give none."""
+    exprs = _tensor_exprs()
+    return (
+        calls.filter(exprs["readable"])
+        .select("call_row", "family", exprs["roles"], exprs["dims"], exprs["types"])
+        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
+        .with_columns(pl.int_ranges(pl.col("dims").list.len()).alias("arg"))
+        .explode("dims", "types", "arg")
+        .with_columns(exprs["bytes"], exprs["tensor_dtype"])
+        .filter(pl.col("bytes").is_not_null())
+    )
+
+
+@functools.cache
+def _tensor_exprs() -> dict[str, pl.Expr]:
+    """The expressions of `_tensors`, by the column they make (`readable`: the calls it reads)."""
     roles = pl.col("name").replace_strict(
         {name: list(indices) for name, indices in C10D_TENSOR_ARGS.items()},
         default=None,
         return_dtype=pl.List(pl.Int64),
     )
-    readable = pl.col("input_dims").str.contains(_DIMS_LIST) & pl.col("input_types").str.contains(_TYPES_LIST)
     numel = pl.col("dims").list.eval(pl.element().product()).list.first()
-    return (
-        calls.filter(readable)
-        .select(
-            "call_row",
-            "family",
-            roles.alias("roles"),
-            pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("dims"),
-            pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).alias("types"),
-        )
-        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
-        .with_columns(pl.int_ranges(pl.col("dims").list.len()).alias("arg"))
-        .explode("dims", "types", "arg")
-        .with_columns(
-            (numel * dtype_size_expr(pl.col("types"))).alias("bytes"),
-            canonical_dtype_expr(pl.col("types")).alias("tensor_dtype"),
-        )
-        .filter(pl.col("bytes").is_not_null())
-    )
+    return {
+        "readable": pl.col("input_dims").str.contains(_DIMS_LIST)
+        & pl.col("input_types").str.contains(_TYPES_LIST),
+        "roles": roles.alias("roles"),
+        "dims": pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("dims"),
+        "types": pl.col("input_types").str.json_decode(pl.List(pl.Utf8)).alias("types"),
+        "bytes": (numel * dtype_size_expr(pl.col("types"))).alias("bytes"),
+        "tensor_dtype": canonical_dtype_expr(pl.col("types")).alias("tensor_dtype"),
+    }
 
 
 def _dims_bytes(calls: pl.LazyFrame) -> pl.LazyFrame:
     """Bytes of each call's tensors from `Input Dims` x `Input type`: `call_row`, `dims_in`, `dims_out`,
     `dims_dtype`. Backend annotations: every tensor is an input; `C10D_TENSOR_ARGS` ops: the named ones."""
+    return _tensors(calls).group_by("call_row").agg(*_dims_totals())
+
+
+@functools.cache
+def _dims_totals() -> tuple[pl.Expr, ...]:
     backend = pl.col("family") == "backend"
     role = pl.col("roles").list
     is_in = (backend | (pl.col("arg") == role.get(1, null_on_oob=True))).fill_null(False)
@@ -176,13 +209,9 @@ def _dims_bytes(calls: pl.LazyFrame) -> pl.LazyFrame:
         return pl.when(selected.any()).then(pl.col("bytes").filter(selected).sum()).alias(name)
 
     return (
-        _tensors(calls)
-        .group_by("call_row")
-        .agg(
-            total(is_in, "dims_in"),
-            total(is_out, "dims_out"),
-            pl.col("tensor_dtype").filter(is_in | is_out).first().alias("dims_dtype"),
-        )
+        total(is_in, "dims_in"),
+        total(is_out, "dims_out"),
+        pl.col("tensor_dtype").filter(is_in | is_out).first().alias("dims_dtype"),
     )
 
 
@@ -196,183 +225,30 @@ _LAUNCH_SCHEMA = {
 
 
 def launches(run: Run) -> pl.DataFrame:
-    """Runtime calls that carry a correlation id: `rank`, `correlation`, `pid`, `tid`, `launch_us`."""
+    """Runtime calls that carry a correlation id: `rank`, `correlation`, `pid`, `tid`, `launch_us`; the first
+    of a rank's calls of one correlation id, in the order of the rank's host rows."""
     frames = [
         trace.cpu.lazy()
-        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .select(
-            pl.lit(trace.rank, pl.Int64).alias("rank"),
-            "correlation",
-            "pid",
-            "tid",
-            pl.col("start_us").alias("launch_us"),
-        )
-        .unique(["rank", "correlation"], keep="first")
+        .filter(_LAUNCH_ROW)
+        .filter(pl.col("correlation").is_first_distinct())
+        .select(pl.lit(trace.rank, pl.Int64).alias("rank"), *_LAUNCH_COLUMNS)
         for trace in aligned_ranks(run)
     ]
     return pl.concat(frames).collect() if frames else pl.DataFrame(schema=_LAUNCH_SCHEMA)
 
 
-_PG_FIELDS = ("name", "desc", "ranks", "size")
-_PG_PICKS: Mapping[str, str] = {
-    "byname": "pg_config name",
-    "only": "pg_config only group",
-    "bysize": "pg_config size",
-    "bypool": "pg_config gloo pool",
-}
-"""How a kernel's process group is found in `pg_config`, in order of preference -> its `pg_source` label."""
+_LAUNCH_ROW = (pl.col("kind") == "runtime") & pl.col("correlation").is_not_null()
+_LAUNCH_COLUMNS = ("correlation", "pid", "tid", pl.col("start_us").alias("launch_us"))
 
 
-def config_groups_query(run: Run) -> pl.LazyFrame:
-    """The query of `config_groups`, to fuse into a larger one."""
-    rows = [
-        (
-            trace.rank,
-            group.name or None,
-            group.description or None,
-            ",".join(map(str, group.ranks)),
-            group.size or None,
-            order,
-        )
-        for trace in run
-        for order, group in enumerate(trace.meta.process_groups)
-    ]
-    names = ["rank", *[f"cfg_{field}" for field in _PG_FIELDS], "cfg_order"]
-    schema = dict(zip(names, (pl.Int64, pl.Utf8, pl.Utf8, pl.Utf8, pl.Int64, pl.Int64), strict=True))
-    return (
-        pl.LazyFrame(rows, schema=schema, orient="row")
-        .with_columns(canonical_ranks(pl.col("cfg_ranks")).alias("cfg_ranks"))
-        .unique(["rank", "cfg_name"], keep="first", maintain_order=True)
-    )
-
-
-def config_groups(run: Run) -> pl.DataFrame:
-    """`distributedInfo.pg_config` of every rank: `rank`, `cfg_name`, `cfg_desc`, `cfg_ranks`, `cfg_size`,
-    `cfg_order` (the group's place in the rank's list: its creation order)."""
-    return config_groups_query(run).collect()
-
-
-DEFAULT_GROUP_DESCS = ("default_pg",)
-"""Descriptions of the default (world) group, which a gloo pool may skip when nothing ran on it."""
-
-
-def _pool_candidates(groups: pl.LazyFrame, frame: pl.LazyFrame) -> pl.LazyFrame:
-    """Per (rank, pool): the rank's process group of the same creation order, counting its groups in
-    `pg_config` order; when the rank shows one pool fewer than it has groups, the default group (unused:
-    its workers ran nothing) is left out first. Ranks whose counts leave more than one way get none."""
-    pools = frame.select("rank", _gloo_pool().alias("pool")).drop_nulls().unique()
-    seen = pools.group_by("rank").agg((pl.col("pool").max() + 1).alias("_pools"))
-    default = pl.col("cfg_desc").is_in(DEFAULT_GROUP_DESCS) | (pl.col("cfg_name") == "0")
-    ordered = (
-        groups.join(seen, on="rank")
-        .sort("rank", "cfg_order")  # after the join: a lazy join keeps no order, and pools count in this one
-        .with_columns(pl.len().over("rank").alias("_groups"), default.alias("_default"))
-    )
-    one_default = pl.col("_default").sum().over("rank") == 1
-    keep = (pl.col("_pools") == pl.col("_groups")) | (
-        (pl.col("_pools") + 1 == pl.col("_groups")) & ~pl.col("_default") & one_default
-    )
-    kept = ordered.filter(keep).with_columns(pl.int_range(pl.len()).over("rank").cast(pl.Int64).alias("pool"))
-    return kept.select("rank", "pool", *[pl.col(f"cfg_{f}").alias(f"bypool_{f}") for f in _PG_FIELDS])
-
-
-def _gloo_pool() -> pl.Expr:
-    """The gloo worker pool of a host-timeline gloo row (null for every other row)."""
-    gloo = pl.col("name").str.contains(CPU_ONLY_CALL)
-    return pl.when(gloo).then(pool_of_stream(pl.col("stream")))
-
-
-def _pg_candidates(groups: pl.LazyFrame) -> dict[str, pl.LazyFrame]:
-    """pg_config rows that may name a kernel's group, per way of finding it, columns prefixed by that way."""
-    counted = groups.with_columns(
-        pl.len().over("rank").alias("n_rank"), pl.len().over("rank", "cfg_size").alias("n_size")
-    )
-    rows = {
-        "byname": counted.drop_nulls("cfg_name"),
-        "only": counted.filter(pl.col("n_rank") == 1),
-        "bysize": counted.filter((pl.col("n_size") == 1) & pl.col("cfg_size").is_not_null()),
-    }
-    return {
-        way: frame.select("rank", *[pl.col(f"cfg_{f}").alias(f"{way}_{f}") for f in _PG_FIELDS])
-        for way, frame in rows.items()
-    }
-
-
-def _agrees(way: str) -> pl.Expr:
-    """The candidate found `way` exists and contradicts neither the group size nor the ranks of the args."""
-    size_ok = pl.col("group_size").is_null() | (pl.col("group_size") == pl.col(f"{way}_size"))
-    ranks_ok = pl.col("pg_ranks").is_null() | (pl.col("pg_ranks") == pl.col(f"{way}_ranks"))
-    return pl.col(f"{way}_ranks").is_not_null() & size_ok & ranks_ok
-
-
-def _pick() -> pl.Expr:
-    """Which candidate fills the group: the one of the same name, else (no name in the args) the rank's only
-    group, else its only group of the kernel's size, else (a gloo op) the group of its worker pool; null when
-    none agrees."""
-    unnamed = pl.col("pg_name").is_null()
-    return (
-        pl.when(pl.col("byname_ranks").is_not_null() | pl.col("byname_desc").is_not_null())
-        .then(pl.lit("byname"))
-        .when(unnamed & _agrees("only"))
-        .then(pl.lit("only"))
-        .when(unnamed & _agrees("bysize"))
-        .then(pl.lit("bysize"))
-        .when(unnamed & _agrees("bypool"))
-        .then(pl.lit("bypool"))
-    )
-
-
-def _filled(column: str, field: str) -> pl.Expr:
-    picked = [pl.when(pl.col("_pick") == way).then(pl.col(f"{way}_{field}")) for way in _PG_PICKS]
-    return pl.coalesce(pl.col(column), *picked).alias(column)
-
-
-def with_process_groups(frame: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
-    """`frame` (columns `rank`, `pg_name`, `pg_desc`, `pg_ranks`, `group_size` from the args) with what the
-    args leave unknown filled from pg_config (`_pick`), and `pg_source`: `args` when the args name the group
-    (by name or ranks), else how pg_config was used, else null."""
-    found = _pg_candidates(groups)
-    pooled = _pool_candidates(groups, frame)
-    joined = (
-        frame.join(
-            found["byname"],
-            left_on=["rank", "pg_name"],
-            right_on=["rank", "byname_name"],
-            how="left",
-            maintain_order="left",
-        )
-        .join(found["only"], on="rank", how="left", maintain_order="left")
-        .join(
-            found["bysize"],
-            left_on=["rank", "group_size"],
-            right_on=["rank", "bysize_size"],
-            how="left",
-            maintain_order="left",
-        )
-        .with_columns(pl.col("pg_name").alias("byname_name"), pl.col("group_size").alias("bysize_size"))
-        .with_columns(_gloo_pool().alias("_pool"))
-        .join(pooled, left_on=["rank", "_pool"], right_on=["rank", "pool"], how="left", maintain_order="left")
-        .drop("_pool")
-        .with_columns(_pick().alias("_pick"))
-    )
-    from_args = pl.col("pg_name").is_not_null() | pl.col("pg_ranks").is_not_null()
-    source = (
-        pl.when(from_args)
-        .then(pl.lit("args"))
-        .otherwise(pl.col("_pick").replace_strict(dict(_PG_PICKS), default=None, return_dtype=pl.Utf8))
-    )
-    helpers = ["_pick", *[f"{way}_{field}" for way in _PG_PICKS for field in _PG_FIELDS]]
-    return joined.with_columns(
-        source.alias("pg_source"),
-        *[_filled(f"pg_{field}", field) for field in ("name", "desc", "ranks")],
-        _filled("group_size", "size"),
-    ).drop(helpers)
+_COUNTS_SCHEMA = {"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64}
 
 
 def call_counts(run: Run) -> pl.DataFrame:
     """How many host collective calls each rank makes, per call name and family (`rank`, `name`, `family`,
     `calls`): at world size 1 they are all a run has to say about its communication."""
-    calls = call_rows(run)
+    maybe_calls = _maybe_calls(run)
+    calls = _call_rows(maybe_calls) if _any_candidate(maybe_calls) else None
     counts = (
         None
         if calls is None
@@ -382,5 +258,19 @@ def call_counts(run: Run) -> pl.DataFrame:
         .collect()
     )
     if counts is None or counts.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int64, "name": pl.Utf8, "family": pl.Utf8, "calls": pl.Int64})
+        return pl.DataFrame(schema=_COUNTS_SCHEMA)
     return counts
+
+
+__all__ = [  # config_groups: named here for the reduce, whose import predates `traceview.collectives.groups`
+    "C10D_TENSOR_ARGS",
+    "CALL_COLUMNS",
+    "arg_fields",
+    "call_counts",
+    "call_rows",
+    "collective_calls",
+    "collective_calls_query",
+    "config_groups",
+    "launches",
+    "makes_calls",
+]

@@ -25,19 +25,16 @@ only group of that size). Whatever stays unknown is null, never guessed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import polars as pl
 
-from traceview.collectives.calls import (
-    collective_calls,
-    config_groups_query,
-    launches,
-    with_process_groups,
-)
+from traceview.collectives.calls import collective_calls, launches, makes_calls
+from traceview.collectives.groups import config_groups_query, with_process_groups, without_process_groups
 from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
 from traceview.core.costmodel import bandwidth_exprs, size_expr
-from traceview.core.vocab import dtype_size_expr
+from traceview.core.vocab import CPU_ONLY_CALL, dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
 from traceview.model.trace import GPU_SCHEMA, Run
 
@@ -101,10 +98,16 @@ def _first(column: str, sources: tuple[str, ...]) -> pl.Expr:
 def _merged_fields(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Each field from its first source: the kernel's args, then record_param_comms, the backend annotation,
     the c10d op (bytes from args before bytes from Input Dims), the kernel name last."""
+    return frame.with_columns(*_merged_exprs())
+
+
+@functools.cache
+def _merged_exprs() -> tuple[pl.Expr, ...]:
+    """The columns of `_merged_fields` (built once: they depend on no argument)."""
     args, calls, families = ("k", "rpc", "backend", "c10d"), ("rpc", "backend", "c10d"), FAMILIES
     args_in, args_out = _first("in_bytes", args), _first("out_bytes", args)
     dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
-    return frame.with_columns(
+    return (
         pl.coalesce(_first("collective", args), pl.col("kernel_collective")).alias("collective"),
         pl.coalesce(_first("dtype", args), _first("dims_dtype", calls), pl.col("kernel_dtype")).alias(
             "dtype"
@@ -145,20 +148,20 @@ def _group_size_from_shapes() -> pl.Expr:
     return pl.coalesce(pl.col("group_size"), pl.when(counted > 0).then(counted), ratio).alias("group_size")
 
 
-def _bandwidths() -> list[pl.Expr]:
+def _bandwidths() -> tuple[pl.Expr, ...]:
     """algbw and busbw of each kernel (t its duration), by `costmodel.bandwidth_exprs` (docs/metrics.md,
     "Collectives")."""
     algbw, busbw = bandwidth_exprs(
         pl.col("collective"), pl.col("group_size"), pl.col("size_bytes"), pl.col("dur_us")
     )
-    return [algbw.alias("algbw_Bps"), busbw.alias("busbw_Bps")]
+    return (algbw.alias("algbw_Bps"), busbw.alias("busbw_Bps"))
 
 
 POINT_TO_POINT = ("SendRecv", "Send", "Recv")
 """Collectives of two ranks whatever their group: their n is 2."""
 
 
-def _default_group() -> list[pl.Expr]:
+def _default_group() -> tuple[pl.Expr, ...]:
     """n where neither the args nor the shapes say it: 2 for point to point; for a call of no named process
     group (PyTorch before 1.13 records none), the world size: the default group is assumed
     (`group_size_assumed`), as the prediction assumes it, so busbw and the model read one n."""
@@ -169,14 +172,14 @@ def _default_group() -> list[pl.Expr]:
         & ~pl.col("collective").is_in(POINT_TO_POINT).fill_null(False)
         & pl.col("world_size").is_not_null()
     )
-    return [
+    return (
         pl.coalesce(
             pl.col("group_size"),
             pl.when(pl.col("collective").is_in(POINT_TO_POINT)).then(pl.lit(2, pl.Int64)),
             pl.when(unnamed).then(pl.col("world_size")),
         ).alias("group_size"),
         unnamed.alias("group_size_assumed"),
-    ]
+    )
 
 
 def _world_sizes(run: Run) -> pl.DataFrame:
@@ -194,17 +197,17 @@ def _moves_data() -> pl.Expr:
     return (~(on_host_or_copy & alone.fill_null(False))).alias("moves_data")
 
 
-def _call_membership() -> list[pl.Expr]:
+def _call_membership() -> tuple[pl.Expr, ...]:
     """How many kernels share the row's call, and whether the row is the call's first (unlinked: alone)."""
     call = ["rank", "call_name", "call_start_us"]
     linked = pl.col("call_start_us").is_not_null()
-    return [
+    return (
         pl.when(linked).then(pl.len().over(call)).otherwise(1).cast(pl.Int64).alias("call_kernels"),
         (
             pl.when(linked).then(pl.col("start_us").rank("ordinal").over(call) == 1).otherwise(True)
             & ~pl.col("staging_copy").fill_null(False)
         ).alias("first_in_call"),
-    ]
+    )
 
 
 _EVENT_SCHEMA: Mapping[str, pl.DataType] = {
@@ -222,30 +225,58 @@ def _with_event_columns(events: pl.DataFrame) -> pl.LazyFrame:
     return events.lazy().with_columns(missing)
 
 
-def empty_comm_kernels() -> pl.DataFrame:
-    """A frame with no rows and the columns of `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`."""
+@functools.cache
+def _no_comm_kernels() -> pl.DataFrame:
     return pl.DataFrame(schema={**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA})
 
 
-def _kernel_figures(merged: pl.LazyFrame, run: Run) -> pl.LazyFrame:
+def empty_comm_kernels() -> pl.DataFrame:
+    """A frame with no rows and the columns of `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`."""
+    return _no_comm_kernels().clone()
+
+
+def _has_comm(events: pl.DataFrame) -> bool:
+    """Whether an event is classed communication (without one, and without a collective call, there is no
+    candidate: a memory copy is a collective's only by its call or by a communication kernel's stream)."""
+    return "event_class" in events.columns and bool((events.get_column("event_class") == "comm").any())
+
+
+def _kernel_figures(merged: pl.LazyFrame, run: Run, pools: bool) -> pl.LazyFrame:
     """The linked rows with their process group, n, bytes, call membership and bandwidths, in the columns of
-    `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`, sorted by rank and start."""
-    frame = (
-        with_process_groups(merged, config_groups_query(run))
-        .join(_world_sizes(run).lazy(), on="rank", how="left", maintain_order="left")
-        .with_columns(_group_size_from_shapes(), (pl.col("end_us") - pl.col("start_us")).alias("dur_us"))
-        .with_columns(*_default_group())
-        .with_columns(
+    `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`, sorted by rank and start (`pools`: whether a row is a CPU-only
+    op, whose group its worker pool may tell)."""
+    grouped = (
+        with_process_groups(merged, config_groups_query(run), pools)
+        if any(trace.meta.process_groups for trace in run)
+        else without_process_groups(merged)
+    )
+    frame = grouped.join(_world_sizes(run).lazy(), on="rank", how="left", maintain_order="left")
+    for stage in _figure_stages():
+        frame = frame.with_columns(*stage)
+    return frame.select(_contract_columns()).sort("rank", "start_us")
+
+
+@functools.cache
+def _figure_stages() -> tuple[tuple[pl.Expr, ...], ...]:
+    """The columns `_kernel_figures` adds, stage by stage (each reads those before it)."""
+    return (
+        (_group_size_from_shapes(), (pl.col("end_us") - pl.col("start_us")).alias("dur_us")),
+        _default_group(),
+        (
             size_expr(),
             dtype_size_expr(pl.col("dtype")).alias("elem_size"),
             pl.coalesce(pl.col("pg_name"), pl.col("pg_ranks"), pl.lit("unknown")).alias("pg_key"),
             *_call_membership(),
-        )
-        .with_columns(_bandwidths())
-        .with_columns(_moves_data())
+        ),
+        _bandwidths(),
+        (_moves_data(),),
     )
-    schema = {**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA}
-    return frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort("rank", "start_us")
+
+
+@functools.cache
+def _contract_columns() -> tuple[pl.Expr, ...]:
+    """The columns of `COMM_KERNEL_SCHEMA` then `EXTRA_SCHEMA`, each cast to its type."""
+    return tuple(pl.col(c).cast(t) for c, t in {**COMM_KERNEL_SCHEMA, **EXTRA_SCHEMA}.items())
 
 
 def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -254,8 +285,9 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     `events` is `traceview.budget.time_budget.classified_events(run, patterns)`, `launch_rows` is
     `traceview.collectives.calls.launches(run)` (computed here when not given). Columns: `COMM_KERNEL_SCHEMA`,
     then `EXTRA_SCHEMA`; rows sorted by rank and start. Unknown values are null (see the module docstring).
-    Four queries: the calls, the candidates, their links, their figures (each reads the frames before it)."""
-    if not run.ranks:
+    Four queries: the calls, the candidates, their links, their figures (each reads the frames before it);
+    none for a rank without a communication event or a host op named like a call (`makes_calls`)."""
+    if not run.ranks or not (_has_comm(events) or makes_calls(run)):
         return empty_comm_kernels()
     calls = collective_calls(run).lazy()
     host_ranks = [trace.rank for trace in run if trace.meta.timeline == "host"]
@@ -266,4 +298,5 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     linked = with_copy_engine(linked_calls(anchors.lazy(), calls)).collect()
     if linked.height == 0:
         return empty_comm_kernels()
-    return _kernel_figures(_merged_fields(linked.lazy()), run).collect()
+    pools = bool(linked.get_column("name").str.contains(CPU_ONLY_CALL).any())
+    return _kernel_figures(_merged_fields(linked.lazy()), run, pools).collect()

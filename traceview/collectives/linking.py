@@ -6,6 +6,8 @@ copies (`with_copy_engine`). Used by `traceview.collectives.kernels`; every func
 
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 
 from traceview.collectives.calls import CALL_COLUMNS, arg_fields
@@ -27,29 +29,35 @@ def _kernel_anchors(events: pl.LazyFrame, launches: pl.LazyFrame) -> pl.LazyFram
     return (
         events.with_row_index("event_row")
         .filter((pl.col("event_class") == "comm") | (pl.col("kind") == "memcpy"))
-        .select(
-            "rank",
-            "name",
-            "kind",
-            "start_us",
-            "end_us",
-            "stream",
-            "correlation",
-            "external_id",
-            "algorithm",
-            "protocol",
-            "reduce_op",
-            "kernel_collective",
-            "kernel_dtype",
-            "comm_kind",
-            pl.col("event_row").cast(pl.Int64),
-            pl.lit(None, pl.Utf8).alias("host_tid"),
-            pl.col("collective_name").is_not_null().alias("has_args"),
-            *[expr.name.prefix("k_") for expr in arg_fields()],
-            *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq", *SPLITS)],
-        )
+        .select(*_anchor_columns())
         .join(launches, on=["rank", "correlation"], how="left", maintain_order="left")
         .with_columns(pl.lit(True).alias("on_device"), pl.col("launch_us").alias("anchor_us"))
+    )
+
+
+@functools.cache
+def _anchor_columns() -> tuple[pl.Expr | str, ...]:
+    """The columns of a kernel anchor: the event's own, its args prefixed `k_`."""
+    return (
+        "rank",
+        "name",
+        "kind",
+        "start_us",
+        "end_us",
+        "stream",
+        "correlation",
+        "external_id",
+        "algorithm",
+        "protocol",
+        "reduce_op",
+        "kernel_collective",
+        "kernel_dtype",
+        "comm_kind",
+        pl.col("event_row").cast(pl.Int64),
+        pl.lit(None, pl.Utf8).alias("host_tid"),
+        pl.col("collective_name").is_not_null().alias("has_args"),
+        *[expr.name.prefix("k_") for expr in arg_fields()],
+        *[pl.col(c).name.prefix("k_") for c in ("group_size", "pg_name", "pg_desc", "seq", *SPLITS)],
     )
 
 
@@ -177,12 +185,8 @@ def linked_calls(anchors: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
         frame = frame.join(
             _link_family(anchors, calls, family), on="anchor_id", how="left", maintain_order="left"
         )
-    any_in = pl.any_horizontal(pl.col(f"{f}_in").is_not_null() for f in FAMILIES)
-    any_ext = pl.any_horizontal(pl.col(f"{f}_ext").is_not_null() for f in FAMILIES)
-    frame = frame.with_columns(_linked_by(any_in, any_ext)).with_columns(
-        pl.when(any_in).then(pl.col(f"{f}_in")).otherwise(pl.col(f"{f}_ext")).alias(f"{f}_row")
-        for f in FAMILIES
-    )
+    linked_by, rows = _link_choice()
+    frame = frame.with_columns(linked_by).with_columns(rows)
     fields = calls.select(CALL_COLUMNS)
     for family in FAMILIES:
         frame = frame.join(
@@ -193,3 +197,16 @@ def linked_calls(anchors: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
             maintain_order="left",
         )
     return frame
+
+
+@functools.cache
+def _link_choice() -> tuple[pl.Expr, tuple[pl.Expr, ...]]:
+    """`linked_by`, and per family the row of the linked call (`<family>_row`: the call around the anchor,
+    else the call of its External id)."""
+    any_in = pl.any_horizontal(pl.col(f"{f}_in").is_not_null() for f in FAMILIES)
+    any_ext = pl.any_horizontal(pl.col(f"{f}_ext").is_not_null() for f in FAMILIES)
+    rows = tuple(
+        pl.when(any_in).then(pl.col(f"{f}_in")).otherwise(pl.col(f"{f}_ext")).alias(f"{f}_row")
+        for f in FAMILIES
+    )
+    return _linked_by(any_in, any_ext), rows

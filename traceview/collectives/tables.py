@@ -255,7 +255,10 @@ def collective_tables(kernels: pl.DataFrame) -> CollectiveAnalysis:
 def suspected_comm_kernels(events: pl.DataFrame) -> pl.DataFrame:
     """The distinct names of the classified events whose library is `suspected` (`SUSPECTED_SCHEMA`), the
     longest total first."""
-    if "comm_library" not in events.columns:
+    if (
+        "comm_library" not in events.columns
+        or not (events.get_column("comm_library") == SUSPECTED_LIBRARY).any()
+    ):
         return pl.DataFrame(schema=dict(SUSPECTED_SCHEMA))
     return (
         events.lazy()

@@ -169,9 +169,24 @@ REDUCE_OP_ALIASES: Mapping[str, str] = {
 reduction and normalises to null."""
 
 
-def _lookup(col: pl.Expr, table: Mapping[str, str]) -> pl.Expr:
-    """Look `col` (already cleaned to a table key) up in `table`; a missing key gives null."""
-    return col.replace_strict(dict(table), default=None, return_dtype=pl.Utf8)
+def _literals(table: Mapping[str, str] | Mapping[str, int]) -> tuple[pl.Expr, pl.Expr]:
+    """`table`'s keys and values as the two literals `replace_strict` reads (built once: expressions are
+    values, and building them from a mapping on every call costs more than the lookup's query)."""
+    return pl.lit(list(table)), pl.lit(list(table.values()))
+
+
+_COLLECTIVES = _literals(COLLECTIVE_ALIASES)
+_DTYPES = _literals(DTYPE_ALIASES)
+_DTYPE_SIZES = _literals(DTYPE_SIZES)
+_ALGORITHMS = _literals(ALGORITHM_ALIASES)
+_PROTOCOLS = _literals(PROTOCOL_ALIASES)
+_REDUCE_OPS = _literals(REDUCE_OP_ALIASES)
+_CALL_PREFIX = "^(?:" + "|".join(re.escape(prefix) for prefix in COLLECTIVE_CALL_PREFIXES) + ")"
+
+
+def _lookup(col: pl.Expr, table: tuple[pl.Expr, pl.Expr]) -> pl.Expr:
+    """Look `col` (already cleaned to a table key) up in `table` (`_literals`); a missing key gives null."""
+    return col.replace_strict(*table, default=None, return_dtype=pl.Utf8)
 
 
 def _clean(col: pl.Expr) -> pl.Expr:
@@ -185,35 +200,34 @@ def canonical_collective_expr(col: pl.Expr) -> pl.Expr:
     Lower-cases, strips a backend prefix (`c10d::`, `nccl:`, `gloo:`, ...) and leading/trailing `_`
     (`c10d::_allgather_base_` -> `allgather_base`), then looks the rest up in `COLLECTIVE_ALIASES`.
     """
-    prefixes = "|".join(re.escape(prefix) for prefix in COLLECTIVE_CALL_PREFIXES)
-    key = _clean(col).str.replace(f"^(?:{prefixes})", "").str.strip_chars("_")
-    return _lookup(key, COLLECTIVE_ALIASES)
+    key = _clean(col).str.replace(_CALL_PREFIX, "").str.strip_chars("_")
+    return _lookup(key, _COLLECTIVES)
 
 
 def canonical_dtype_expr(col: pl.Expr) -> pl.Expr:
     """Canonical dtype name (`float32`, `bfloat16`, ...) of a column of dtype spellings; null when unknown."""
     key = _clean(col).str.replace(r"^(?:c10::|torch\.)", "")
-    return _lookup(key, DTYPE_ALIASES)
+    return _lookup(key, _DTYPES)
 
 
 def dtype_size_expr(col: pl.Expr) -> pl.Expr:
     """Element size in bytes (Int64) of a column of dtype spellings; null when the dtype is unknown."""
-    return canonical_dtype_expr(col).replace_strict(dict(DTYPE_SIZES), default=None, return_dtype=pl.Int64)
+    return canonical_dtype_expr(col).replace_strict(*_DTYPE_SIZES, default=None, return_dtype=pl.Int64)
 
 
 def canonical_algorithm_expr(col: pl.Expr) -> pl.Expr:
     """Canonical NCCL algorithm (`RING`, `NVLS_TREE`, ...) of a column of spellings; null when unknown."""
-    return _lookup(_clean(col), ALGORITHM_ALIASES)
+    return _lookup(_clean(col), _ALGORITHMS)
 
 
 def canonical_protocol_expr(col: pl.Expr) -> pl.Expr:
     """Canonical NCCL protocol (`LL`, `LL128`, `SIMPLE`) of a column of spellings; null when unknown."""
-    return _lookup(_clean(col), PROTOCOL_ALIASES)
+    return _lookup(_clean(col), _PROTOCOLS)
 
 
 def canonical_reduce_op_expr(col: pl.Expr) -> pl.Expr:
     """Canonical reduction op (`Sum`, `MinMax`, ...) of a column of spellings; null when unknown or `copy`."""
-    return _lookup(_clean(col), REDUCE_OP_ALIASES)
+    return _lookup(_clean(col), _REDUCE_OPS)
 
 
 _BACKEND_PREFIXES = tuple(prefix for prefix in COLLECTIVE_CALL_PREFIXES if prefix != "c10d::")

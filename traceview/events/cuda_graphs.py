@@ -11,6 +11,8 @@ step's launches are not its work.
 
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 
 GRAPH_LAUNCH = r"^(?:cuda|hip|cu)GraphLaunch(?:_v\d+)?$"
@@ -36,13 +38,23 @@ def is_graph_launch() -> pl.Expr:
 def graph_calls(cpu: pl.DataFrame) -> pl.DataFrame:
     """The rank's runtime calls that matter to graphs: `start_us`, `correlation`, `graph_role` (launch |
     capture | kernel_launch)."""
-    runtime = cpu.filter(pl.col("kind") == "runtime")
-    role = (
+    return (
+        cpu.lazy()
+        .filter(pl.col("kind") == "runtime")
+        .select("start_us", "correlation", _graph_role())
+        .drop_nulls("graph_role")
+        .collect()
+    )
+
+
+@functools.cache
+def _graph_role() -> pl.Expr:
+    return (
         pl.when(is_graph_launch())
         .then(pl.lit("launch"))
         .when(pl.col("name").str.contains(CAPTURE_CALLS))
         .then(pl.lit("capture"))
         .when(pl.col("name").str.contains(KERNEL_LAUNCH))
         .then(pl.lit("kernel_launch"))
+        .alias("graph_role")
     )
-    return runtime.select("start_us", "correlation", role.alias("graph_role")).drop_nulls("graph_role")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from traceview.collectives.groups import canonical_ranks, config_groups
+from traceview.collectives.groups import canonical_ranks
 from traceview.core.vocab import (
     CALL_FAMILIES,
     canonical_collective_expr,
@@ -262,7 +262,7 @@ def call_counts(run: Run) -> pl.DataFrame:
     return counts
 
 
-__all__ = [  # config_groups: named here for the reduce, whose import predates `traceview.collectives.groups`
+__all__ = [
     "C10D_TENSOR_ARGS",
     "CALL_COLUMNS",
     "arg_fields",
@@ -270,7 +270,6 @@ __all__ = [  # config_groups: named here for the reduce, whose import predates `
     "call_rows",
     "collective_calls",
     "collective_calls_query",
-    "config_groups",
     "launches",
     "makes_calls",
 ]

@@ -152,7 +152,7 @@ def analyze_dimensions(
     micro_batches: float | None = None,
 ) -> Dimensions:
     """The dimensions analysis (module docstring); `config` = every rank's `pg_config`
-    (`traceview.collectives.calls.config_groups`), `group_parts` = the map's time and phases per group
+    (`traceview.collectives.groups.config_groups`), `group_parts` = the map's time and phases per group
     (`traceview.dimensions.group_time`), `settings` = (stated layout, stated shape, virtual stages),
     `micro_batches` the pipeline's M measured by the bubbles analysis (median), if any."""
     layout, shape, virtual_stages = settings

@@ -20,7 +20,7 @@ from traceview.across_ranks.peer_sizes import with_peer_sizes
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
 from traceview.bubbles.pipeline_bubble import p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
-from traceview.collectives.calls import config_groups
+from traceview.collectives.groups import config_groups
 from traceview.collectives.tables import (
     CollectiveAnalysis,
     collective_tables,

@@ -35,13 +35,18 @@ def _uncovered_part(by: Sequence[str]) -> pl.Expr:
 
 def union_length(frame: pl.DataFrame, by: Sequence[str], name: str = "length_us") -> pl.DataFrame:
     """Length of the union of the intervals of each group: columns `by` + `name`."""
+    return union_lengths(frame.lazy(), by, name).collect()
+
+
+def union_lengths(
+    frame: pl.LazyFrame, by: Sequence[str], name: str = "length_us", *extra: pl.Expr
+) -> pl.LazyFrame:
+    """`union_length` as part of a lazy query, with one column per `extra` aggregation over each group."""
     return (
-        frame.lazy()
-        .sort([*by, START])
+        frame.sort([*by, START])
         .with_columns(_uncovered_part(by).alias(name))
         .group_by(list(by))
-        .agg(pl.col(name).sum())
-        .collect()
+        .agg(pl.col(name).sum(), *extra)
     )
 
 

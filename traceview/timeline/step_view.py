@@ -244,32 +244,51 @@ COUNT_SCHEMA = {
 }
 
 
+_COUNTED = [
+    pl.col("_segments").sum().cast(pl.Int64).alias("raw_segments"),
+    pl.len().cast(pl.Int64).alias("groups"),
+    pl.lit(0.0).alias("bridged_gap_us"),
+    pl.col("_segments").max().alias("_largest"),
+]
+
+
+def _counts(segments: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): `COUNT_SCHEMA` with nothing bridged, and the segments of its largest group
+    (`_largest`)."""
+    return (
+        segments.lazy()
+        .group_by(KEYS)
+        .agg(pl.len().alias("_segments"))
+        .group_by("rank", "step")
+        .agg(_COUNTED)
+        .sort("rank", "step")
+        .collect()
+    )
+
+
 def rank_segments(
     events: pl.DataFrame, windows: pl.DataFrame, ranks_in_run: int = 1
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One rank's merged segments of every step (absolute times, `SEGMENT_SCHEMA`), bounded so that the run's
     timeline (`timeline_from_segments`) can still draw its share, and per (rank, step) the count of merged
-    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`)."""
+    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`). Two queries when no group needs
+    bounding (each keeps its segments as they are), three when one does."""
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
     window_rows = windows.lazy()
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
-    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect()
-    counts = (
-        segments.lazy()
-        .group_by("rank", "step")
-        .agg(
-            pl.len().cast(pl.Int64).alias("raw_segments"),
-            pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
-        )
-        .collect()
-    )
+    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).sort([*KEYS, "start_us"]).collect()
+    counts = _counts(segments)
     steps = min(counts.height, MAX_STEPS)
     least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
     share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
-    bounded, bridged = _bounded(segments.lazy(), min(share, MAX_SEGMENTS_PER_GROUP))
+    per_group = min(share, MAX_SEGMENTS_PER_GROUP)
+    if int(counts.get_column("_largest").max() or 0) <= per_group:  # type: ignore[arg-type]
+        return segments, counts.drop("_largest")
+    bounded, bridged = _bounded(segments.lazy(), per_group)
     with_bridged = (
         counts.lazy()
+        .drop("bridged_gap_us")
         .join(bridged, on=["rank", "step"], how="left")
         .with_columns(pl.col("bridged_gap_us").fill_null(0.0))
         .select(list(COUNT_SCHEMA))

@@ -66,6 +66,8 @@ COMM_SPLIT = {"device": "comm_device_us", "copy engine": "comm_copy_us", "host":
 this order, that covers it: the three add up to `comm_us`."""
 
 
+KEYS = ["rank", "step"]
+
 OUTLIER_FIGURES = ("step_us", "comp_us", "overlap_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
 """The per-rank figures whose outliers the budget names (the report's per-rank charts)."""
 
@@ -132,13 +134,18 @@ launches on the host and how many of them ran."""
 def with_graph_steps(per_step: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
     """`per_step` with `GRAPH_COLUMNS` from `graphs` (`traceview.steps.graphs.graph_steps`); a step it does
     not list captures nothing."""
-    columns = list(GRAPH_COLUMNS)
-    joined = per_step.drop(columns, strict=False).join(
-        graphs.select("rank", "step", *columns), on=["rank", "step"], how="left"
+    return (
+        per_step.lazy()
+        .drop(_GRAPH_NAMES, strict=False)
+        .join(graphs.lazy().select(*KEYS, *_GRAPH_NAMES), on=KEYS, how="left")
+        .with_columns(_NO_GRAPH)
+        .cast(GRAPH_COLUMNS)  # type: ignore[arg-type]
+        .collect()
     )
-    return joined.with_columns(
-        pl.col("graph_capture").fill_null(False), pl.col("launches", "launches_ran").fill_null(0)
-    ).cast(GRAPH_COLUMNS)  # type: ignore[arg-type]
+
+
+_GRAPH_NAMES = list(GRAPH_COLUMNS)
+_NO_GRAPH = [pl.col("graph_capture").fill_null(False), pl.col("launches", "launches_ran").fill_null(0)]
 
 
 def _counted(per_step: pl.DataFrame) -> pl.DataFrame:
@@ -207,7 +214,6 @@ def _unions() -> dict[str, pl.Expr]:
     }
 
 
-KEYS = ["rank", "step"]
 UNIONS = _unions()
 _UNION_NAMES = list(UNIONS)
 _LABELLED = [

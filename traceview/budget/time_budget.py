@@ -215,17 +215,9 @@ def _unions() -> dict[str, pl.Expr]:
 
 
 UNIONS = _unions()
-_UNION_NAMES = list(UNIONS)
-_LABELLED = [
-    pl.concat_list([pl.when(rows).then(pl.lit(i, pl.Int8)) for i, rows in enumerate(UNIONS.values())])
-    .list.drop_nulls()
-    .alias("_u"),
-]
 _UNION_ROWS = [
-    *KEYS,
-    pl.col("start_us"),
-    pl.col("end_us"),
-    pl.col("_u").replace_strict(list(range(len(UNIONS))), _UNION_NAMES, return_dtype=pl.Utf8).alias("_union"),
+    (rows, [*KEYS, pl.col("start_us"), pl.col("end_us"), pl.lit(name).alias("_union")])
+    for name, rows in UNIONS.items()
 ]
 _UNION_COLUMNS = [
     *(pl.col("_us").filter(pl.col("_union") == name).first().alias(name) for name in UNIONS),
@@ -244,13 +236,12 @@ EMPTY_PER_STEP = pl.DataFrame(
 
 def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     """The per-(rank, step) rows (`BUDGET_COLUMNS`) as a lazy query on the events cut into the windows (cut
-    by one query first): the unions of `UNIONS` measured together, on one labelled copy of the rows each
-    (union after union, in the order a concatenation of one filtered copy per union has, which the sort by
-    start then sees), their rows counted."""
+    by one query first, so that each union's copy of the rows reads the cut instead of repeating it): the
+    unions of `UNIONS` measured together, their rows counted."""
     if events.height == 0 or windows.height == 0:
         return EMPTY_PER_STEP.lazy()
     cut = clipped(_with_kinds(events), windows.lazy(), ["rank"]).collect().lazy()
-    rows = cut.with_columns(_LABELLED).explode("_u").sort("_u", maintain_order=True).select(_UNION_ROWS)
+    rows = pl.concat([cut.filter(where).select(columns) for where, columns in _UNION_ROWS])
     lengths = union_lengths(rows, [*KEYS, "_union"], "_us", pl.len().alias("_n"))
     table = windows.lazy().join(lengths.group_by(KEYS).agg(_UNION_COLUMNS), on=KEYS, how="left").fill_null(0)
     return table.with_columns(_DERIVED).with_columns(_RATIOS).sort(KEYS).select(BUDGET_COLUMNS)

@@ -271,20 +271,20 @@ def rank_segments(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One rank's merged segments of every step (absolute times, `SEGMENT_SCHEMA`), bounded so that the run's
     timeline (`timeline_from_segments`) can still draw its share, and per (rank, step) the count of merged
-    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`). Two queries when no group needs
-    bounding (each keeps its segments as they are), three when one does."""
+    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`). When no group needs bounding, each
+    keeps its segments as they are and the bounding's queries are skipped."""
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
     window_rows = windows.lazy()
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
-    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).sort([*KEYS, "start_us"]).collect()
+    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect()
     counts = _counts(segments)
     steps = min(counts.height, MAX_STEPS)
     least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
     share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
     per_group = min(share, MAX_SEGMENTS_PER_GROUP)
     if int(counts.get_column("_largest").max() or 0) <= per_group:  # type: ignore[arg-type]
-        return segments, counts.drop("_largest")
+        return segments.sort([*KEYS, "start_us"]), counts.drop("_largest")
     bounded, bridged = _bounded(segments.lazy(), per_group)
     with_bridged = (
         counts.lazy()

@@ -123,7 +123,13 @@ def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> p
 
 def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
     """The docs/metrics.md section 4 budget from classified device events and step windows."""
-    return budget_of(_per_step(events, windows).collect())
+    return budget_of(step_budget(events, windows))
+
+
+def step_budget(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """`time_budget`'s per-(rank, step) rows (`BUDGET_COLUMNS`) alone, without the medians (two queries):
+    what the map keeps of a rank."""
+    return _per_step(events, windows).collect()
 
 
 GRAPH_COLUMNS = {"graph_capture": pl.Boolean, "launches": pl.Int64, "launches_ran": pl.Int64}

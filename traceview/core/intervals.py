@@ -55,16 +55,19 @@ def union_lengths(
 def merge_intervals(frame: pl.DataFrame, by: Sequence[str], *extra: pl.Expr) -> pl.DataFrame:
     """The union of each group's intervals as disjoint, sorted segments: columns `by`, `start_us`, `end_us`,
     then one column per `extra` aggregation over the intervals each segment merged."""
+    return merged(frame.lazy(), by, *extra).collect()
+
+
+def merged(frame: pl.LazyFrame, by: Sequence[str], *extra: pl.Expr) -> pl.LazyFrame:
+    """`merge_intervals` as part of a lazy query."""
     new_segment = (pl.col(START) > _reach(by)).fill_null(True)
     return (
-        frame.lazy()
-        .sort([*by, START])
+        frame.sort([*by, START])
         .with_columns(_within(new_segment.cast(pl.Int64).cum_sum(), by).alias("_segment"))
         .group_by([*by, "_segment"])
         .agg(pl.col(START).min(), pl.col(END).max(), *extra)
         .sort([*by, START])
         .drop("_segment")
-        .collect()
     )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests import kineto_factory as kf
-from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
+from traceview.budget.time_budget import all_step_windows, classified_events, step_budget, time_budget
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunOptions, analyze
 from traceview.steps.windows import WHOLE_TRACE
@@ -143,3 +143,22 @@ def test_gloo_cpu_calls_stay_calls_and_are_never_suspected(tmp_path: Path) -> No
     rows = analysis.collectives.kernels.select("name", "collective", "on_device").rows()
     assert rows == [("gloo:all_reduce", "AllReduce", False)]
     assert analysis.budget.per_step["comm_us"].to_list() == [0]
+
+
+def test_step_budget_is_the_budgets_per_step_rows(tmp_path: Path) -> None:
+    events = [
+        kf.step(1, 0, 100, on_gpu=True),
+        kf.kernel("gemm", 10, 30),  # compute [10, 40)
+        kf.kernel(NCCL, 30, 40, stream=20),  # comm [30, 70)
+        kf.step(2, 100, 50, on_gpu=True),
+        kf.kernel("gemm", 110, 20),  # compute [110, 130)
+    ]
+    kf.write(kf.document(events), tmp_path / "rank0.json")
+    run = load_run(tmp_path / "rank0.json")
+    events_frame, windows = classified_events(run), all_step_windows(run)
+    rows = step_budget(events_frame, windows)
+    assert rows.equals(time_budget(events_frame, windows).per_step)
+    assert rows.select("step", "comp_us", "comm_us", "overlap_us").rows() == [
+        (1, 40 - 10, 70 - 30, 40 - 30),
+        (2, 130 - 110, 0.0, 0.0),
+    ]

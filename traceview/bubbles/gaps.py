@@ -147,57 +147,61 @@ def _median(frame: pl.DataFrame, column: str) -> float | None:
 # ---------------------------------------------------------------- idle gaps
 
 
+_BOUNDS = [pl.col("window_start_us"), pl.col("window_end_us")]
+_KEY_COLUMNS = [pl.col(key) for key in KEYS]
+_EDGES = [[*_KEY_COLUMNS, bound.alias("start_us"), bound.alias("end_us"), *_BOUNDS] for bound in _BOUNDS]
+_BUSY = [*_KEY_COLUMNS, pl.col("start_us"), pl.col("end_us"), *_BOUNDS]
+_REACH = pl.col("end_us").cum_max().shift(1).over(KEYS).alias("_reach")
+_HOLE = pl.col("start_us") > pl.col("_reach")
+_HOLE_ROW = [
+    *_KEY_COLUMNS,
+    pl.col("_reach").alias("start_us"),
+    pl.col("start_us").alias("end_us"),
+    pl.when(pl.col("_reach") == pl.col("window_start_us"))
+    .then(pl.lit("leading"))
+    .when(pl.col("start_us") == pl.col("window_end_us"))
+    .then(pl.lit("trailing"))
+    .otherwise(pl.lit("inner"))
+    .alias("position"),
+]
+
+
 def _holes(device: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """The idle gaps of every window: the holes of the union of its device events (clipped to it) and of its
     two edges (zero-length intervals), by sort and cumulative max, with their `position`: a hole starting at
     the window's start is `leading`, one ending at its end `trailing`, any other `inner`."""
-    bounds = ["window_start_us", "window_end_us"]
-    edges = [
-        windows.select(*KEYS, pl.col(c).alias("start_us"), pl.col(c).alias("end_us"), *bounds) for c in bounds
-    ]
     cut = clipped(device, windows, ["rank"], edges=True)
-    busy = pl.concat([cut.select(*KEYS, "start_us", "end_us", *bounds), *edges], how="vertical_relaxed")
-    reach = pl.col("end_us").cum_max().shift(1).over(KEYS)
-    position = (
-        pl.when(pl.col("_reach") == pl.col("window_start_us"))
-        .then(pl.lit("leading"))
-        .when(pl.col("start_us") == pl.col("window_end_us"))
-        .then(pl.lit("trailing"))
-        .otherwise(pl.lit("inner"))
-    )
-    return (
-        busy.sort(*KEYS, "start_us")
-        .with_columns(reach.alias("_reach"))
-        .filter(pl.col("start_us") > pl.col("_reach"))
-        .select(
-            *KEYS,
-            pl.col("_reach").alias("start_us"),
-            pl.col("start_us").alias("end_us"),
-            position.alias("position"),
-        )
-    )
+    busy = pl.concat([cut.select(_BUSY), *(windows.select(edge) for edge in _EDGES)], how="vertical_relaxed")
+    return busy.sort(*KEYS, "start_us").with_columns(_REACH).filter(_HOLE).select(_HOLE_ROW)
+
+
+_LAUNCH = [pl.col("rank"), pl.col("correlation"), pl.col("launch_us").alias("next_launch_us")]
+_NEXT = [
+    pl.col("rank"),
+    pl.col("start_us"),
+    pl.col("correlation"),
+    pl.col("name").alias("next_name"),
+    pl.col("event_class").alias("next_class"),
+]
+_NEXT_ROW = [
+    pl.col("rank"),
+    pl.col("start_us").alias("next_start_us"),
+    pl.col("next_name"),
+    pl.col("next_class"),
+    pl.col("next_launch_us"),
+]
 
 
 def _next_events(events: pl.LazyFrame, launches: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, start time) the device event that starts then (the earliest launched): `rank`,
     `next_start_us`, `next_name`, `next_class`, `next_launch_us`."""
-    launch = launches.select("rank", "correlation", pl.col("launch_us").alias("next_launch_us")).unique(
-        ["rank", "correlation"]
-    )
+    launch = launches.select(_LAUNCH).unique(["rank", "correlation"])
     return (
-        events.select(
-            "rank",
-            "start_us",
-            "correlation",
-            pl.col("name").alias("next_name"),
-            pl.col("event_class").alias("next_class"),
-        )
+        events.select(_NEXT)
         .join(launch, on=["rank", "correlation"], how="left")
         .sort(["rank", "start_us", "next_launch_us", "next_name"], nulls_last=True)
         .unique(["rank", "start_us"], keep="first", maintain_order=True)
-        .select(
-            "rank", pl.col("start_us").alias("next_start_us"), "next_name", "next_class", "next_launch_us"
-        )
+        .select(_NEXT_ROW)
         .sort("next_start_us")
     )
 
@@ -214,7 +218,7 @@ def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFram
     if windows.height == 0:
         return pl.DataFrame(schema=GAP_SCHEMA)
     if events.height:
-        device = events.lazy().select("rank", "start_us", "end_us")
+        device = events.lazy().select(_DEVICE)
         following = _next_events(events.lazy(), launches.lazy())
     else:
         device = pl.LazyFrame(schema=DEVICE_SCHEMA)
@@ -230,40 +234,40 @@ def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFram
             strategy="forward",
             check_sortedness=False,
         )
-        .with_columns((pl.col("end_us") - pl.col("start_us")).alias("dur_us"), _cause())
-        .select([pl.col(name).cast(dtype) for name, dtype in GAP_SCHEMA.items()])
+        .with_columns(_DURATION, _cause())
+        .select(_GAP_COLUMNS)
         .sort(["rank", "step", "start_us"])
         .collect()
     )
 
 
+_DEVICE = [pl.col("rank"), pl.col("start_us"), pl.col("end_us")]
+_DURATION = (pl.col("end_us") - pl.col("start_us")).alias("dur_us")
+_GAP_COLUMNS = [pl.col(name).cast(dtype) for name, dtype in GAP_SCHEMA.items()]
+
+
+_TOTALS = [pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us")]
+_CAUSE_SUMS = [
+    pl.col("dur_us").filter(pl.col("cause") == cause).sum().alias(column)
+    for cause, column in CAUSE_COLUMNS.items()
+]
+_STEP_US = [*KEYS, (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us")]
+_NONE_IDLE = [pl.col("gaps").fill_null(0), pl.col("idle_us", *CAUSE_COLUMNS.values()).fill_null(0.0)]
+
+
 def gap_totals(gap_rows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step, cause): `gaps` (count) and `idle_us` (their total length)."""
-    return (
-        gap_rows.lazy()
-        .group_by([*KEYS, "cause"])
-        .agg(pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us"))
-        .sort([*KEYS, "cause"])
-        .collect()
-    )
+    return gap_rows.lazy().group_by([*KEYS, "cause"]).agg(_TOTALS).sort([*KEYS, "cause"]).collect()
 
 
 def gap_steps(gap_rows: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step) window: step_us, idle_us, gaps and one `<cause>_us` column per cause (0 when none)."""
-    by_cause = [
-        pl.col("dur_us").filter(pl.col("cause") == cause).sum().alias(column)
-        for cause, column in CAUSE_COLUMNS.items()
-    ]
-    totals = (
-        gap_rows.lazy()
-        .group_by(KEYS)
-        .agg(pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_us").sum().alias("idle_us"), *by_cause)
-    )
+    totals = gap_rows.lazy().group_by(KEYS).agg(*_TOTALS, *_CAUSE_SUMS)
     return (
         windows.lazy()
-        .select(*KEYS, (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"))
+        .select(_STEP_US)
         .join(totals, on=KEYS, how="left")
-        .with_columns(pl.col("gaps").fill_null(0), pl.col("idle_us", *CAUSE_COLUMNS.values()).fill_null(0.0))
+        .with_columns(_NONE_IDLE)
         .sort(KEYS)
         .collect()
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows, union_length
+from traceview.core.intervals import clipped, union_lengths
 from traceview.core.outliers import rank_outliers
 from traceview.events.classify import HOST_KIND, classify_gpu
 from traceview.events.kernel_names import KernelPattern
@@ -65,6 +65,8 @@ COMM_SPLIT = {"device": "comm_device_us", "copy engine": "comm_copy_us", "host":
 """T_comm by where it ran (`traceview.events.classify.COMM_KINDS`), each moment counted by the first kind, in
 this order, that covers it: the three add up to `comm_us`."""
 
+
+KEYS = ["rank", "step"]
 
 OUTLIER_FIGURES = ("step_us", "comp_us", "overlap_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
 """The per-rank figures whose outliers the budget names (the report's per-rank charts)."""
@@ -121,7 +123,13 @@ def all_step_windows(run: Run, choices: Sequence[StepChoice] | None = None) -> p
 
 def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
     """The docs/metrics.md section 4 budget from classified device events and step windows."""
-    return budget_of(_per_step(events, windows))
+    return budget_of(step_budget(events, windows))
+
+
+def step_budget(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """`time_budget`'s per-(rank, step) rows (`BUDGET_COLUMNS`) alone, without the medians (two queries):
+    what the map keeps of a rank."""
+    return _per_step(events, windows).collect()
 
 
 GRAPH_COLUMNS = {"graph_capture": pl.Boolean, "launches": pl.Int64, "launches_ran": pl.Int64}
@@ -132,13 +140,18 @@ launches on the host and how many of them ran."""
 def with_graph_steps(per_step: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
     """`per_step` with `GRAPH_COLUMNS` from `graphs` (`traceview.steps.graphs.graph_steps`); a step it does
     not list captures nothing."""
-    columns = list(GRAPH_COLUMNS)
-    joined = per_step.drop(columns, strict=False).join(
-        graphs.select("rank", "step", *columns), on=["rank", "step"], how="left"
+    return (
+        per_step.lazy()
+        .drop(_GRAPH_NAMES, strict=False)
+        .join(graphs.lazy().select(*KEYS, *_GRAPH_NAMES), on=KEYS, how="left")
+        .with_columns(_NO_GRAPH)
+        .cast(GRAPH_COLUMNS)  # type: ignore[arg-type]
+        .collect()
     )
-    return joined.with_columns(
-        pl.col("graph_capture").fill_null(False), pl.col("launches", "launches_ran").fill_null(0)
-    ).cast(GRAPH_COLUMNS)  # type: ignore[arg-type]
+
+
+_GRAPH_NAMES = list(GRAPH_COLUMNS)
+_NO_GRAPH = [pl.col("graph_capture").fill_null(False), pl.col("launches", "launches_ran").fill_null(0)]
 
 
 def _counted(per_step: pl.DataFrame) -> pl.DataFrame:
@@ -170,15 +183,25 @@ def budget_of(per_step: pl.DataFrame, transfer: pl.DataFrame | None = None) -> T
     columns: tuple[str, ...] = MEDIAN_COLUMNS
     if transfer is not None and per_step.height:
         per_step, columns = with_transfer(per_step, transfer), (*MEDIAN_COLUMNS, *TRANSFER_COLUMNS)
-    counted = _counted(per_step).lazy()
-    per_rank, medians = pl.collect_all(
-        [
-            counted.group_by("rank")
-            .agg(pl.len().alias("steps"), *[pl.col(c).median() for c in columns])
-            .sort("rank"),
-            counted.select([pl.col(c).median() for c in columns]),
-        ],
-    )
+    per_rank, medians = pl.collect_all(_median_plans(_counted(per_step).lazy(), columns))
+    return _budget(per_step, per_rank, medians, columns)
+
+
+def _median_plans(counted: pl.LazyFrame, columns: tuple[str, ...]) -> list[pl.LazyFrame]:
+    """The queries of the per-rank medians (with the count of `steps`) and of the run's medians."""
+    medians = _MEDIANS if columns == MEDIAN_COLUMNS else [pl.col(c).median() for c in columns]
+    return [
+        counted.group_by("rank").agg(pl.len().alias("steps"), *medians).sort("rank"),
+        counted.select(medians),
+    ]
+
+
+_MEDIANS = [pl.col(c).median() for c in MEDIAN_COLUMNS]
+
+
+def _budget(
+    per_step: pl.DataFrame, per_rank: pl.DataFrame, medians: pl.DataFrame, columns: tuple[str, ...]
+) -> TimeBudget:
     run_median = {c: (medians.item(0, c) if per_step.height else None) for c in columns}
     return TimeBudget(per_step=per_step, per_rank=per_rank, run_median=run_median)
 
@@ -197,53 +220,57 @@ def _unions() -> dict[str, pl.Expr]:
     }
 
 
-def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    keys = ["rank", "step"]
+UNIONS = _unions()
+_UNION_ROWS = [
+    (rows, [*KEYS, pl.col("start_us"), pl.col("end_us"), pl.lit(name).alias("_union")])
+    for name, rows in UNIONS.items()
+]
+_UNION_COLUMNS = [
+    *(pl.col("_us").filter(pl.col("_union") == name).first().alias(name) for name in UNIONS),
+    *(
+        pl.col("_n").filter(pl.col("_union") == union).first().cast(pl.Int64).alias(name)
+        for union, name in (("comp_us", "compute_kernels"), ("comm_us", "comm_kernels"))
+    ),
+]
+EMPTY_PER_STEP = pl.DataFrame(
+    schema={
+        c: (pl.Int64 if c in ("rank", "step", "compute_kernels", "comm_kernels") else pl.Float64)
+        for c in BUDGET_COLUMNS
+    }
+)
+
+
+def _per_step(events: pl.DataFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """The per-(rank, step) rows (`BUDGET_COLUMNS`) as a lazy query on the events cut into the windows (cut
+    by one query first, so that each union's copy of the rows reads the cut instead of repeating it): the
+    unions of `UNIONS` measured together, their rows counted."""
     if events.height == 0 or windows.height == 0:
-        return pl.DataFrame(
-            schema={
-                c: (pl.Int64 if c in ("rank", "step", "compute_kernels", "comm_kernels") else pl.Float64)
-                for c in BUDGET_COLUMNS
-            }
-        )
-    clipped = clip_to_windows(_with_kinds(events), windows, ["rank"]).lazy()
-    rows = [
-        clipped.filter(rows).select(*keys, "start_us", "end_us", pl.lit(name).alias("_union"))
-        for name, rows in _unions().items()
-    ]
-    lengths = union_length(pl.concat(rows).collect(), [*keys, "_union"], "_us").lazy()
-    table = windows.lazy()
-    for name in _unions():
-        table = table.join(
-            lengths.filter(pl.col("_union") == name).select(*keys, pl.col("_us").alias(name)),
-            on=keys,
-            how="left",
-        )
-    counts = clipped.group_by(keys).agg(
-        (pl.col("event_class") == "compute").sum().cast(pl.Int64).alias("compute_kernels"),
-        (pl.col("event_class") == "comm").sum().cast(pl.Int64).alias("comm_kernels"),
-    )
-    table = table.join(counts, on=keys, how="left").fill_null(0)
-    return _derive(table).sort(keys).select(BUDGET_COLUMNS).collect()
+        return EMPTY_PER_STEP.lazy()
+    cut = clipped(_with_kinds(events), windows.lazy(), ["rank"]).collect().lazy()
+    rows = pl.concat([cut.filter(where).select(columns) for where, columns in _UNION_ROWS])
+    lengths = union_lengths(rows, [*KEYS, "_union"], "_us", pl.len().alias("_n"))
+    table = windows.lazy().join(lengths.group_by(KEYS).agg(_UNION_COLUMNS), on=KEYS, how="left").fill_null(0)
+    return table.with_columns(_DERIVED).with_columns(_RATIOS).sort(KEYS).select(BUDGET_COLUMNS)
 
 
-def _with_kinds(events: pl.DataFrame) -> pl.DataFrame:
+_COMM_KIND = pl.when(pl.col("event_class") == "comm")
+_KINDS = [
+    _COMM_KIND.then(pl.col("comm_kind")).alias("comm_kind"),
+    _COMM_KIND.then(pl.lit("device")).alias("comm_kind"),
+]
+
+
+def _with_kinds(events: pl.DataFrame) -> pl.LazyFrame:
     """The columns the budget reads; events classified without a `comm_kind` have device communication."""
-    kind = pl.col("comm_kind") if "comm_kind" in events.columns else pl.lit("device")
-    return events.select(
-        "rank",
-        "start_us",
-        "end_us",
-        "event_class",
-        pl.col("kind"),
-        pl.when(pl.col("event_class") == "comm").then(kind).alias("comm_kind"),
-    )
+    kind = _KINDS[0] if "comm_kind" in events.columns else _KINDS[1]
+    return events.lazy().select("rank", "start_us", "end_us", "event_class", "kind", kind)
 
 
-def _derive(table: pl.LazyFrame) -> pl.LazyFrame:
+def _derived() -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """The budget's figures from the unions: those read from them, then the ratios."""
     comm, comp = pl.col("comm_us"), pl.col("comp_us")
     overlap = (comp + comm - pl.col("kernels_us")).clip(lower_bound=0.0)
-    return table.with_columns(
+    measured = [
         (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"),
         overlap.alias("overlap_us"),
         (comm - overlap).alias("exposed_comm_us"),
@@ -251,9 +278,14 @@ def _derive(table: pl.LazyFrame) -> pl.LazyFrame:
         (pl.col("_on_device_us") - pl.col("_device_us")).alias("comm_copy_us"),
         (comm - pl.col("_on_device_us")).alias("comm_host_us"),
         (pl.col("_active_us") - pl.col("busy_us")).alias("host_comm_wait_us"),
-    ).with_columns(
+    ]
+    ratios = [
         pl.when(comm > 0).then(pl.col("overlap_us") / comm).alias("overlap_ratio"),
         (pl.col("step_us") - pl.col("_active_us")).alias("idle_us"),
         pl.when(comp > 0).then(comm / comp).alias("gamma"),
         pl.when(comp > 0).then(pl.col("exposed_comm_us") / comp).alias("exposed_gamma"),
-    )
+    ]
+    return measured, ratios
+
+
+_DERIVED, _RATIOS = _derived()

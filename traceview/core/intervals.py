@@ -6,6 +6,8 @@ Every function takes a frame with `start_us`/`end_us` columns and group keys, an
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
 
@@ -35,29 +37,37 @@ def _uncovered_part(by: Sequence[str]) -> pl.Expr:
 
 def union_length(frame: pl.DataFrame, by: Sequence[str], name: str = "length_us") -> pl.DataFrame:
     """Length of the union of the intervals of each group: columns `by` + `name`."""
+    return union_lengths(frame.lazy(), by, name).collect()
+
+
+def union_lengths(
+    frame: pl.LazyFrame, by: Sequence[str], name: str = "length_us", *extra: pl.Expr
+) -> pl.LazyFrame:
+    """`union_length` as part of a lazy query, with one column per `extra` aggregation over each group."""
     return (
-        frame.lazy()
-        .sort([*by, START])
+        frame.sort([*by, START])
         .with_columns(_uncovered_part(by).alias(name))
         .group_by(list(by))
-        .agg(pl.col(name).sum())
-        .collect()
+        .agg(pl.col(name).sum(), *extra)
     )
 
 
 def merge_intervals(frame: pl.DataFrame, by: Sequence[str], *extra: pl.Expr) -> pl.DataFrame:
     """The union of each group's intervals as disjoint, sorted segments: columns `by`, `start_us`, `end_us`,
     then one column per `extra` aggregation over the intervals each segment merged."""
+    return merged(frame.lazy(), by, *extra).collect()
+
+
+def merged(frame: pl.LazyFrame, by: Sequence[str], *extra: pl.Expr) -> pl.LazyFrame:
+    """`merge_intervals` as part of a lazy query."""
     new_segment = (pl.col(START) > _reach(by)).fill_null(True)
     return (
-        frame.lazy()
-        .sort([*by, START])
+        frame.sort([*by, START])
         .with_columns(_within(new_segment.cast(pl.Int64).cum_sum(), by).alias("_segment"))
         .group_by([*by, "_segment"])
         .agg(pl.col(START).min(), pl.col(END).max(), *extra)
         .sort([*by, START])
         .drop("_segment")
-        .collect()
     )
 
 
@@ -73,15 +83,46 @@ def gaps(segments: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     )
 
 
-def _window_at(frame: pl.LazyFrame, time: str, starts: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
+def _window_at(frame: pl.LazyFrame, time: str, starts: pl.LazyFrame, by: list[str] | None) -> pl.LazyFrame:
     """`frame` with the index of the last window starting at or before `time` (null: before every window)."""
     return (
         frame.sort(time)
-        .join_asof(
-            starts, left_on=time, right_on="window_start_us", by=list(by) or None, check_sortedness=False
-        )
+        .join_asof(starts, left_on=time, right_on="window_start_us", by=by, check_sortedness=False)
         .drop("window_start_us")
     )
+
+
+@dataclass(frozen=True)
+class _Clipping:
+    """The expressions `clipped` uses for one tuple of group keys, built once (`_clipping`)."""
+
+    order: list[str]
+    numbered: pl.Expr
+    first: list[pl.Expr]
+    last: list[pl.Expr]
+    keys: list[str]
+
+
+@cache
+def _clipping(by: tuple[str, ...]) -> _Clipping:
+    keys = [pl.col(key) for key in by]
+    starts = [*keys, pl.col("window_start_us")]
+    return _Clipping(
+        order=[*by, "window_start_us"],
+        numbered=pl.int_range(pl.len()).over(list(by)).alias("_window"),
+        first=[*starts, pl.col("_window").alias("_first")],
+        last=[*starts, pl.col("_window").alias("_last")],
+        keys=[*by, "_window"],
+    )
+
+
+_SPANNED = pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window")
+_ENDED = pl.col("_last").is_not_null()
+_CUT_TIMES = (
+    pl.max_horizontal(START, "window_start_us").alias(START),
+    pl.min_horizontal(END, "window_end_us").alias(END),
+)
+_NOT_EMPTY = pl.col(END) > pl.col(START)
 
 
 def clip_to_windows(events: pl.DataFrame, windows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
@@ -98,24 +139,11 @@ def clipped(
 ) -> pl.LazyFrame:
     """`clip_to_windows` as part of a lazy query; `edges`: each clipped event keeps its window's
     `window_start_us` and `window_end_us`."""
-    ordered = windows.sort([*by, "window_start_us"]).with_columns(
-        pl.int_range(pl.len()).over(list(by)).alias("_window")
-    )
-    starts = ordered.select([*by, "window_start_us", "_window"])
-    first = _window_at(events, START, starts.rename({"_window": "_first"}), by)
-    both = _window_at(first, END, starts.rename({"_window": "_last"}), by)
-    exploded = (
-        both.filter(pl.col("_last").is_not_null())
-        .with_columns(pl.int_ranges(pl.col("_first").fill_null(0), pl.col("_last") + 1).alias("_window"))
-        .explode("_window")
-        .drop("_first", "_last")
-    )
-    cut = (
-        exploded.join(ordered, on=[*by, "_window"], how="inner")
-        .with_columns(
-            pl.max_horizontal(START, "window_start_us").alias(START),
-            pl.min_horizontal(END, "window_end_us").alias(END),
-        )
-        .filter(pl.col(END) > pl.col(START))
-    )
+    use = _clipping(tuple(by))
+    keys = list(by) or None
+    ordered = windows.sort(use.order).with_columns(use.numbered)
+    first = _window_at(events, START, ordered.select(use.first), keys)
+    both = _window_at(first, END, ordered.select(use.last), keys)
+    exploded = both.filter(_ENDED).with_columns(_SPANNED).explode("_window").drop("_first", "_last")
+    cut = exploded.join(ordered, on=use.keys, how="inner").with_columns(_CUT_TIMES).filter(_NOT_EMPTY)
     return cut.drop("_window") if edges else cut.drop("_window", "window_start_us", "window_end_us")

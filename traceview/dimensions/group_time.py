@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from traceview.across_ranks.matching import group_expr
-from traceview.core.intervals import clip_to_windows, merge_intervals, union_length
+from traceview.core.intervals import clipped, merged, union_lengths
 from traceview.dimensions.features import communicated
 
 EARLY_COMPUTE = 0.3
@@ -38,23 +38,26 @@ GROUP_TIME_SCHEMA: Mapping[str, pl.DataType] = {
 }
 
 
-def _inputs(
+_WINDOWS = [pl.col("rank"), pl.col("step"), pl.col("window_start_us"), pl.col("window_end_us")]
+_COMPUTE = [pl.col("rank"), pl.col("start_us"), pl.col("end_us")]
+
+
+def _clipped_inputs(
     events: pl.DataFrame, kernels: pl.LazyFrame, windows: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """The step windows, `kernels` and the compute events, each with the columns the clipping reads: one
-    query for the three."""
-    bounds, comm, compute = pl.collect_all(
-        [
-            windows.lazy().select("rank", "step", "window_start_us", "window_end_us"),
-            kernels,
-            events.lazy().filter(pl.col("event_class") == "compute").select("rank", "start_us", "end_us"),
-        ],
+    """The step windows, `kernels` cut into them and the compute events cut into them: one query for the
+    three."""
+    bounds = windows.lazy().select(_WINDOWS)
+    compute = events.lazy().filter(pl.col("event_class") == "compute").select(_COMPUTE)
+    windows_kept, comm, computed = pl.collect_all(
+        [bounds, clipped(kernels, bounds, ["rank"]), clipped(compute, bounds, ["rank"])]
     )
-    return bounds, comm, compute
+    return windows_kept, comm, computed
 
 
 def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, step, group): comm_us and exposed_us (module docstring); `GROUP_TIME_SCHEMA`."""
+    """Per (rank, step, group): comm_us and exposed_us (module docstring); `GROUP_TIME_SCHEMA`. Two
+    queries."""
     if kernels.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=GROUP_TIME_SCHEMA)
     found = (
@@ -62,9 +65,7 @@ def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.Dat
         .filter(communicated())
         .select("rank", group_expr().alias("group"), "start_us", "end_us")
     )
-    bounds, comm_kernels, compute_events = _inputs(events, found, windows)
-    comm = clip_to_windows(comm_kernels, bounds, ["rank"])
-    compute = clip_to_windows(compute_events, bounds, ["rank"])
+    _, comm, compute = _clipped_inputs(events, found, windows)
     keys = ["rank", "step", "group"]
     cells = comm.lazy().select(keys).unique()
     both = pl.concat(
@@ -73,14 +74,13 @@ def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.Dat
             compute.lazy().join(cells, on=["rank", "step"]).select(*keys, "start_us", "end_us"),
         ],
         rechunk=True,
-    ).collect()
-    own = union_length(comm, keys, "comm_us")
-    covered = union_length(both, keys, "_with_compute")
-    compute_us = union_length(compute, ["rank", "step"], "_compute")
+    )
+    own = union_lengths(comm.lazy(), keys, "comm_us")
+    covered = union_lengths(both, keys, "_with_compute")
+    compute_us = union_lengths(compute.lazy(), ["rank", "step"], "_compute")
     return (
-        own.lazy()
-        .join(covered.lazy(), on=keys)
-        .join(compute_us.lazy(), on=["rank", "step"], how="left")
+        own.join(covered, on=keys)
+        .join(compute_us, on=["rank", "step"], how="left")
         .select(
             *keys,
             "comm_us",
@@ -95,7 +95,8 @@ def group_step_time(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.Dat
 
 
 def group_phases(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, step, group, collective): calls and early calls (module docstring); `GROUP_PHASE_SCHEMA`."""
+    """Per (rank, step, group, collective): calls and early calls (module docstring); `GROUP_PHASE_SCHEMA`.
+    Two queries."""
     if kernels.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=GROUP_PHASE_SCHEMA)
     found = (
@@ -103,22 +104,21 @@ def group_phases(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFr
         .filter(communicated() & pl.col("first_in_call"))
         .select("rank", group_expr().alias("group"), "collective", "start_us")
     )
-    bounds, calls, compute_events = _inputs(events, found, windows)
+    bounds = windows.lazy().select(_WINDOWS)
+    compute = events.lazy().filter(pl.col("event_class") == "compute").select(_COMPUTE)
+    bounds_kept, calls, cut = pl.collect_all([bounds, found, clipped(compute, bounds, ["rank"])])
     if calls.height == 0:
         return pl.DataFrame(schema=GROUP_PHASE_SCHEMA)
-    compute = merge_intervals(clip_to_windows(compute_events, bounds, ["rank"]), ["rank", "step"])
-    return _phases(calls, compute, bounds)
+    return _phases(calls, merged(cut.lazy(), ["rank", "step"]), bounds_kept)
 
 
-def _phases(calls: pl.DataFrame, compute: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+def _phases(calls: pl.DataFrame, compute: pl.LazyFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step, group, collective) of the `calls`: calls, and those early in the step's merged
     `compute` segments."""
     done = (pl.col("end_us") - pl.col("start_us")).cum_sum().over("rank", "step")
-    segments = (
-        compute.lazy()
-        .with_columns((done - (pl.col("end_us") - pl.col("start_us"))).alias("_before"), done.alias("_done"))
-        .with_columns(pl.col("_done").max().over("rank", "step").alias("_total"))
-    )
+    segments = compute.with_columns(
+        (done - (pl.col("end_us") - pl.col("start_us"))).alias("_before"), done.alias("_done")
+    ).with_columns(pl.col("_done").max().over("rank", "step").alias("_total"))
     placed = (
         calls.lazy()
         .sort("start_us")

@@ -102,25 +102,26 @@ def _collective_calls(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_COMPUTE = pl.col("event_class") == "compute"
+_IN_STEPS = [
+    pl.col("rank").cast(pl.Int64),
+    pl.col("step").cast(pl.Int64),
+    pl.col("kernel_class").cast(pl.Utf8),
+    (pl.col("end_us") - pl.col("start_us")).cast(pl.Float64).alias("dur_us"),
+]
+
+
 def _compute_in_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     """The compute kernels of classed device events cut to the step windows (`traceview.kernels.classes`),
     with `step`, `kernel_class` and `dur_us`."""
-    return (
-        clipped.lazy()
-        .filter(pl.col("event_class") == "compute")
-        .select(
-            pl.col("rank").cast(pl.Int64),
-            pl.col("step").cast(pl.Int64),
-            pl.col("kernel_class").cast(pl.Utf8),
-            (pl.col("end_us") - pl.col("start_us")).cast(pl.Float64).alias("dur_us"),
-        )
-    )
+    return clipped.lazy().filter(_COMPUTE).select(_IN_STEPS)
+
+
+_CLASS_KERNELS = [pl.len().alias("kernels"), pl.col("dur_us")]
 
 
 def _class_kernels(compute: pl.LazyFrame) -> pl.LazyFrame:
-    return (
-        compute.group_by("kernel_class").agg(pl.len().alias("kernels"), pl.col("dur_us")).sort("kernel_class")
-    )
+    return compute.group_by("kernel_class").agg(_CLASS_KERNELS).sort("kernel_class")
 
 
 def _sketched(grouped: pl.DataFrame) -> list[dict[str, object]]:
@@ -130,13 +131,16 @@ def _sketched(grouped: pl.DataFrame) -> list[dict[str, object]]:
     ]
 
 
+_CLASS_TIME_SCHEMA = {"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8, "time_us": pl.Float64}
+_CLASS_TIME = [pl.col(c).cast(t) for c, t in _CLASS_TIME_SCHEMA.items()]
+
+
 def _kernel_classes(compute: pl.LazyFrame) -> pl.LazyFrame:
-    schema = {"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8, "time_us": pl.Float64}
     return (
         compute.group_by("rank", "step", "kernel_class")
         .agg(pl.col("dur_us").sum().alias("time_us"))
         .sort("rank", "step", "kernel_class")
-        .select([pl.col(c).cast(t) for c, t in schema.items()])
+        .select(_CLASS_TIME)
     )
 
 

@@ -37,24 +37,27 @@ def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ())
     return (
         gpu.lazy()
         .join(decoded.lazy(), on="name", how="left", maintain_order="left")
-        .with_columns(
-            pl.lit(trace.rank, dtype=pl.Int64).alias("rank"),
-            pl.when(pl.col("kind") != "kernel")
-            .then(pl.lit("memory"))
-            .when(pl.col("is_comm").fill_null(False))
-            .then(pl.lit("comm"))
-            .otherwise(pl.lit("compute"))
-            .alias("event_class"),
-        )
-        .with_columns(
-            pl.when(pl.col("event_class") == "comm")
-            .then(
-                pl.when(pl.col("comm_library").is_in(list(HOST_LIBRARIES)))
-                .then(pl.lit("host"))
-                .otherwise(pl.lit("device"))
-            )
-            .alias("comm_kind")
-        )
+        .with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), _EVENT_CLASS)
+        .with_columns(_COMM_KIND)
         .drop("is_comm")
         .collect()
     )
+
+
+_EVENT_CLASS = (
+    pl.when(pl.col("kind") != "kernel")
+    .then(pl.lit("memory"))
+    .when(pl.col("is_comm").fill_null(False))
+    .then(pl.lit("comm"))
+    .otherwise(pl.lit("compute"))
+    .alias("event_class")
+)
+_COMM_KIND = (
+    pl.when(pl.col("event_class") == "comm")
+    .then(
+        pl.when(pl.col("comm_library").is_in(list(HOST_LIBRARIES)))
+        .then(pl.lit("host"))
+        .otherwise(pl.lit("device"))
+    )
+    .alias("comm_kind")
+)

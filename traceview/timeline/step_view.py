@@ -128,51 +128,63 @@ def _reach(by: list[str]) -> pl.Expr:
     return pl.col("end_us").cum_max().shift(1).over(by)
 
 
+_NEW_SEGMENT = (pl.col("start_us") > _reach(KEYS)).fill_null(value=True).cast(pl.Int64).cum_sum().over(KEYS)
+_MERGED = [
+    pl.col("start_us").min(),
+    pl.col("end_us").max(),
+    pl.len().cast(pl.Int64).alias("kernels"),
+    pl.col("name")
+    .sort_by(pl.col("end_us") - pl.col("start_us"), descending=True)
+    .first()
+    .alias("longest_kernel"),
+    pl.col("process_group").drop_nulls().first().alias("process_group"),
+]
+_COVERED = (pl.col("end_us") - pl.col("start_us")).alias("covered_us")
+
+
 def _merge(clipped: pl.LazyFrame) -> pl.LazyFrame:
     """Disjoint segments per (rank, step, lane, label) (`SEGMENT_SCHEMA`, unsorted) with the count of events
     merged and the name of the longest one: their union by sort and cumulative max."""
-    longest = pl.col("name").sort_by(pl.col("end_us") - pl.col("start_us"), descending=True).first()
-    new_segment = (pl.col("start_us") > _reach(KEYS)).fill_null(value=True)
     return (
         clipped.sort([*KEYS, "start_us"])
-        .with_columns(new_segment.cast(pl.Int64).cum_sum().over(KEYS).alias("_segment"))
+        .with_columns(_NEW_SEGMENT.alias("_segment"))
         .group_by([*KEYS, "_segment"])
-        .agg(
-            pl.col("start_us").min(),
-            pl.col("end_us").max(),
-            pl.len().cast(pl.Int64).alias("kernels"),
-            longest.alias("longest_kernel"),
-            pl.col("process_group").drop_nulls().first().alias("process_group"),
-        )
-        .with_columns((pl.col("end_us") - pl.col("start_us")).alias("covered_us"))
+        .agg(_MERGED)
+        .with_columns(_COVERED)
         .select(list(SEGMENT_SCHEMA))
     )
+
+
+_EDGES = [
+    [pl.col("rank"), pl.col("step"), pl.col(c).alias("start_us"), pl.col(c).alias("end_us")]
+    for c in ("window_start_us", "window_end_us")
+]
+_BUSY = [pl.col("rank"), pl.col("step"), pl.col("start_us"), pl.col("end_us")]
+_HOLE = pl.col("start_us") > pl.col("_reach")
+_IDLE_ROW = [
+    pl.col("rank"),
+    pl.col("step"),
+    pl.lit("idle").alias("lane"),
+    pl.lit("idle").alias("label"),
+    pl.col("_reach").alias("start_us"),
+    pl.col("start_us").alias("end_us"),
+    (pl.col("start_us") - pl.col("_reach")).alias("covered_us"),
+    pl.lit(0, dtype=pl.Int64).alias("kernels"),
+    pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
+    pl.lit(None, dtype=pl.Utf8).alias("process_group"),
+]
 
 
 def _idle(activity: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Holes in all device activity inside each window, the edges of the window included (zero-length
     intervals at both edges): where a row starts past the reach of the rows before it."""
-    edges = [
-        windows.select("rank", "step", pl.col(c).alias("start_us"), pl.col(c).alias("end_us"))
-        for c in ("window_start_us", "window_end_us")
-    ]
-    busy = pl.concat([activity.select("rank", "step", "start_us", "end_us"), *edges], how="vertical_relaxed")
+    edges = [windows.select(edge) for edge in _EDGES]
+    busy = pl.concat([activity.select(_BUSY), *edges], how="vertical_relaxed")
     return (
         busy.sort("rank", "step", "start_us")
         .with_columns(_reach(["rank", "step"]).alias("_reach"))
-        .filter(pl.col("start_us") > pl.col("_reach"))
-        .select(
-            "rank",
-            "step",
-            pl.lit("idle").alias("lane"),
-            pl.lit("idle").alias("label"),
-            pl.col("_reach").alias("start_us"),
-            pl.col("start_us").alias("end_us"),
-            (pl.col("start_us") - pl.col("_reach")).alias("covered_us"),
-            pl.lit(0, dtype=pl.Int64).alias("kernels"),
-            pl.lit(None, dtype=pl.Utf8).alias("longest_kernel"),
-            pl.lit(None, dtype=pl.Utf8).alias("process_group"),
-        )
+        .filter(_HOLE)
+        .select(_IDLE_ROW)
     )
 
 
@@ -244,32 +256,51 @@ COUNT_SCHEMA = {
 }
 
 
+_COUNTED = [
+    pl.col("_segments").sum().cast(pl.Int64).alias("raw_segments"),
+    pl.len().cast(pl.Int64).alias("groups"),
+    pl.lit(0.0).alias("bridged_gap_us"),
+    pl.col("_segments").max().alias("_largest"),
+]
+
+
+def _counts(segments: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): `COUNT_SCHEMA` with nothing bridged, and the segments of its largest group
+    (`_largest`)."""
+    return (
+        segments.lazy()
+        .group_by(KEYS)
+        .agg(pl.len().alias("_segments"))
+        .group_by("rank", "step")
+        .agg(_COUNTED)
+        .sort("rank", "step")
+        .collect()
+    )
+
+
 def rank_segments(
     events: pl.DataFrame, windows: pl.DataFrame, ranks_in_run: int = 1
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One rank's merged segments of every step (absolute times, `SEGMENT_SCHEMA`), bounded so that the run's
     timeline (`timeline_from_segments`) can still draw its share, and per (rank, step) the count of merged
-    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`)."""
+    segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`). When no group needs bounding, each
+    keeps its segments as they are and the bounding's queries are skipped."""
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
     window_rows = windows.lazy()
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
     segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect()
-    counts = (
-        segments.lazy()
-        .group_by("rank", "step")
-        .agg(
-            pl.len().cast(pl.Int64).alias("raw_segments"),
-            pl.struct("lane", "label").n_unique().cast(pl.Int64).alias("groups"),
-        )
-        .collect()
-    )
+    counts = _counts(segments)
     steps = min(counts.height, MAX_STEPS)
     least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
     share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
-    bounded, bridged = _bounded(segments.lazy(), min(share, MAX_SEGMENTS_PER_GROUP))
+    per_group = min(share, MAX_SEGMENTS_PER_GROUP)
+    if int(counts.get_column("_largest").max() or 0) <= per_group:  # type: ignore[arg-type]
+        return segments.sort([*KEYS, "start_us"]), counts.drop("_largest")
+    bounded, bridged = _bounded(segments.lazy(), per_group)
     with_bridged = (
         counts.lazy()
+        .drop("bridged_gap_us")
         .join(bridged, on=["rank", "step"], how="left")
         .with_columns(pl.col("bridged_gap_us").fill_null(0.0))
         .select(list(COUNT_SCHEMA))

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import polars as pl
 
 from traceview.bubbles.gaps import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
-from traceview.budget.time_budget import all_step_windows, classified_events, time_budget, with_graph_steps
+from traceview.budget.time_budget import classified_events, time_budget, with_graph_steps
 from traceview.collectives.calls import call_counts, launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
@@ -29,7 +30,7 @@ from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
-from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
+from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, counted_ops, with_flops
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
@@ -37,7 +38,7 @@ from traceview.moe.splits import split_rows
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import first_launches
 from traceview.steps.graphs import graph_steps
-from traceview.steps.windows import STEP_MARK, StepChoice, choose_steps
+from traceview.steps.windows import STEP_MARK, StepChoice, chosen_windows
 from traceview.timeline.step_view import rank_segments
 
 FLOPS_MARK = "traceview::step_flops"
@@ -155,24 +156,29 @@ def _step_flops(ops: pl.LazyFrame, steps: pl.DataFrame | None, column: str, name
     rows = placed.group_by("step").agg(
         pl.col("start_us").min(),
         pl.col("start_us").min().alias("end_us"),
-        pl.col(column).sum().alias("flops"),
+        pl.col(column).sum().cast(CPU_SCHEMA["flops"]).alias("flops"),
     )
     return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), *FLOPS_ROW[2:])
+
+
+_BATCH_RULES = [
+    pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
+    for pattern, _, _ in BATCH_SHAPE_RULES
+]
+_ANY_BATCH_RULE = pl.any_horizontal(*_BATCH_RULES)
+_BATCH_RULES_MATCHED = (
+    pl.concat_list([pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(_BATCH_RULES)])
+    .list.drop_nulls()
+    .alias("_rule")
+)
 
 
 def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
     """The first operator of each step matching each of `BATCH_SHAPE_RULES`, rule after rule; the operators
     any rule may use are placed in their steps once."""
-    rules = [
-        pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
-        for pattern, _, _ in BATCH_SHAPE_RULES
-    ]
-    matched = pl.concat_list(
-        [pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(rules)]
-    ).list.drop_nulls()
     return (
-        _step_of(ops.filter(pl.any_horizontal(*rules)), steps)
-        .with_columns(matched.alias("_rule"))
+        _step_of(ops.filter(_ANY_BATCH_RULE), steps)
+        .with_columns(_BATCH_RULES_MATCHED)
         .explode("_rule")
         .group_by("_rule", "step", maintain_order=True)
         .first()
@@ -181,30 +187,36 @@ def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
     )
 
 
-def _as_cpu_rows(part: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
-    """`part` (with `columns`) in `CPU_SCHEMA`, the columns it lacks null."""
-    return part.select(
-        pl.col(c).cast(t) if c in columns else pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items()
-    )
+@lru_cache(maxsize=8)
+def _cpu_casts(columns: tuple[str, ...]) -> list[pl.Expr]:
+    """The select that puts a frame with `columns` in `CPU_SCHEMA`, the columns it lacks null (built once per
+    set of columns)."""
+    return [pl.col(c).cast(t) if c in columns else pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items()]
+
+
+_MARKED = pl.col("name").str.contains(STEP_MARK)
 
 
 def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
     """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
     rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
     FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
-    Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
-    marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
-    marks, steps = pl.collect_all([marked, _steps(marked)])
+    Two queries: the marks with their steps and the operators counted; the rows."""
+    marked = cpu.lazy().filter(_MARKED)
+    marks, steps, found = pl.collect_all([marked, _steps(marked), counted_ops(cpu.lazy(), cpu.columns)])
     placing = steps if steps.height else None
-    counted = op_flops(cpu).lazy()
-    conv = counted.filter(pl.col("flops_family") == "convolution")
-    flop_rows = [
-        _step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK),
-        _step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK),
-        _step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK),
-    ]
-    parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), _batch_rows(cpu.lazy(), placing))]
-    parts += [_as_cpu_rows(part, FLOPS_ROW) for part in flop_rows]
+    flop_rows = [_step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK)]
+    if found.height:  # no counted operator: no FLOPs from shapes
+        counted = with_flops(found)
+        conv = counted.filter(pl.col("flops_family") == "convolution")
+        flop_rows += [
+            _step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK),
+            _step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK),
+        ]
+    host_rows = pl.concat([marks.lazy(), _batch_rows(cpu.lazy(), placing)]).select(
+        _cpu_casts(tuple(cpu.columns))
+    )
+    parts = [host_rows, pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))]
     return pl.concat(parts).sort("start_us", maintain_order=True).collect()
 
 
@@ -224,8 +236,7 @@ def summarize(
     trace = on_host_timeline(trace)
     one = Run(ranks=(trace,))
     events = classified_events(one, comm_patterns)
-    choice = choose_steps(trace)
-    windows = all_step_windows(one, (choice,))
+    choice, windows = chosen_windows(trace)  # one rank: its own time base is the run's
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     calls = call_counts(one)

@@ -34,10 +34,10 @@ from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, counted
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
-from traceview.moe.splits import split_rows
+from traceview.moe.splits import alltoall_calls, splits_of
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
-from traceview.steps.first_launch import first_launches
-from traceview.steps.graphs import graph_steps
+from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
+from traceview.steps.graphs import graph_step_plan
 from traceview.steps.windows import STEP_MARK, StepChoice, chosen_windows
 from traceview.timeline.step_view import rank_segments
 
@@ -102,26 +102,22 @@ class RankSummary:
         return replace(self, trace=self.trace.shifted(delta_us), **moved)
 
 
-def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.LazyFrame:
     """Per communication kernel: the end of the rank's last compute kernel that ended at or before its start,
     as a compute row (`rank`, `event_class`, `end_us`). An as-of join over these marks gives every launch
     gap that one over all compute kernels gives (the latest compute end before a time only grows with the
-    time)."""
-    compute = (
-        events.lazy()
-        .filter(pl.col("event_class") == "compute")
-        .select("rank", pl.col("end_us").alias("_end"))
-        .sort("_end")
-    )
+    time). A lazy query."""
+    if events.height == 0:
+        return _EMPTY_MARKS.lazy()
+    compute = events.lazy().filter(_COMPUTE).select("rank", pl.col("end_us").alias("_end")).sort("_end")
     starts = kernels.lazy().filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
     marks = starts.join_asof(compute, left_on="start_us", right_on="_end", by="rank", check_sortedness=False)
-    return (
-        marks.drop_nulls("_end")
-        .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
-        .unique()
-        .sort("end_us")
-        .collect()
-    )
+    return marks.drop_nulls("_end").select(*_MARK_ROW).unique().sort("end_us")
+
+
+_COMPUTE = pl.col("event_class") == "compute"
+_MARK_ROW = ("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
+_EMPTY_MARKS = pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})
 
 
 FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
@@ -197,11 +193,11 @@ def _cpu_casts(columns: tuple[str, ...]) -> list[pl.Expr]:
 _MARKED = pl.col("name").str.contains(STEP_MARK)
 
 
-def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
+def _compact_cpu(cpu: pl.DataFrame) -> pl.LazyFrame:
     """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
     rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
     FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
-    Two queries: the marks with their steps and the operators counted; the rows."""
+    One query (the marks with their steps and the operators counted), then the rows as a lazy query."""
     marked = cpu.lazy().filter(_MARKED)
     marks, steps, found = pl.collect_all([marked, _steps(marked), counted_ops(cpu.lazy(), cpu.columns)])
     placing = steps if steps.height else None
@@ -217,13 +213,18 @@ def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
         _cpu_casts(tuple(cpu.columns))
     )
     parts = [host_rows, pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))]
-    return pl.concat(parts).sort("start_us", maintain_order=True).collect()
+    return pl.concat(parts).sort("start_us", maintain_order=True)
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
     """The trace without its device events and with only the host rows of `_compact_cpu` (`compact`: its
     shape FLOPs counted, so that the reduce never counts them again)."""
-    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=_compact_cpu(trace.cpu), compact=True)
+    return _compacted(trace, _compact_cpu(trace.cpu).collect())
+
+
+def _compacted(trace: RankTrace, cpu: pl.DataFrame) -> RankTrace:
+    """`trace` without its device events, with the host rows `cpu` (`_compact_cpu`)."""
+    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=cpu, compact=True)
 
 
 @in_memory
@@ -240,18 +241,16 @@ def summarize(
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     calls = call_counts(one)
-    extent = _extent(trace)
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
-    device = events.filter(pl.col("kind") != HOST_KIND)
-    starts = first_launches(trace.steps, device, launch_rows)
-    graphs = graph_steps(trace.rank, trace.cpu, trace.steps, device)
-    del device
+    extent, starts, graphs, compact_cpu, launch_marks, alltoall = _rank_parts(
+        trace, events, kernels, launch_rows
+    )
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
-    compact = compact_trace(trace)
+    compact = _compacted(trace, compact_cpu)
     classed, names = classed_events(events)
     clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
     kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
-    splits = split_rows(kernels, trace.cpu, windows)
+    splits = splits_of(alltoall, trace.cpu, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -262,7 +261,7 @@ def summarize(
         windows=windows,
         per_step=with_graph_steps(time_budget(events, windows).per_step, graphs),
         kernels=kernels,
-        launch_marks=_launch_marks(events, kernels) if events.height else _empty_marks(),
+        launch_marks=launch_marks,
         gap_steps=gap_steps(gaps, windows),
         gap_causes=gap_totals(gaps),
         top_gaps=gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
@@ -274,7 +273,7 @@ def summarize(
         class_sketches=class_sketches,
         suspects=suspected_comm_kernels(events),
         step_choice=choice,
-        first_launches=starts.with_columns(pl.lit(compact.rank, pl.Int64).alias("rank")),
+        first_launches=starts,
         calls=calls,
         extent=extent,
         kernel_parts=kernel_parts,
@@ -284,18 +283,39 @@ def summarize(
     )
 
 
-def _extent(trace: RankTrace) -> pl.DataFrame:
+def _extent(trace: RankTrace) -> pl.LazyFrame:
     """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
-    first to last."""
-    both = pl.concat(
-        [trace.gpu.lazy().select("start_us", "end_us"), trace.cpu.lazy().select("start_us", "end_us")]
-    )
-    return both.select(
-        pl.lit(trace.rank, pl.Int64).alias("rank"),
-        pl.col("start_us").min().alias("trace_start_us"),
-        pl.col("end_us").max().alias("trace_end_us"),
-    ).collect()
+    first to last. A lazy query."""
+    both = pl.concat([trace.gpu.lazy().select(_TIMES), trace.cpu.lazy().select(_TIMES)])
+    return both.select(pl.lit(trace.rank, pl.Int64).alias("rank"), *_EXTENT)
 
 
-def _empty_marks() -> pl.DataFrame:
-    return pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})
+_TIMES = ("start_us", "end_us")
+_EXTENT = (pl.col("start_us").min().alias("trace_start_us"), pl.col("end_us").max().alias("trace_end_us"))
+
+
+def _rank_parts(
+    trace: RankTrace, events: pl.DataFrame, kernels: pl.DataFrame, launch_rows: pl.DataFrame
+) -> list[pl.DataFrame]:
+    """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls,
+    in one query (`events`: after `comm_events`; `launch_rows`: the device launches)."""
+    on_device = events.get_column("kind") != HOST_KIND
+    rank = pl.lit(trace.rank, pl.Int64).alias("rank")
+    if on_device.any() and launch_rows.height:
+        device = events.lazy().filter(_ON_DEVICE)
+        starts = first_launch_plan(trace.steps, device, launch_rows).with_columns(rank)
+    else:
+        starts = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
+    ran = events.get_column("correlation").filter(on_device)
+    plans = [
+        _extent(trace),
+        starts,
+        graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
+        _compact_cpu(trace.cpu),
+        _launch_marks(events, kernels),
+        alltoall_calls(kernels),
+    ]
+    return pl.collect_all(plans)
+
+
+_ON_DEVICE = pl.col("kind") != HOST_KIND

@@ -66,17 +66,26 @@ def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
+_ALLTOALL_KERNEL = pl.col("first_in_call") & pl.col("on_device") & (pl.col("collective") == "AllToAll")
+_EMPTY_SPLITS = pl.DataFrame(schema=SPLIT_SCHEMA)
+
+
 def split_rows(kernels: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """The rank's all-to-all calls in its step windows, with their splits (module docstring). One query
     without all-to-all calls, two or three with them."""
-    calls = (
-        kernels.lazy()
-        .filter(pl.col("first_in_call") & pl.col("on_device") & (pl.col("collective") == "AllToAll"))
-        .with_columns(group_expr().alias("group"))
-        .collect()
-    )
+    return splits_of(alltoall_calls(kernels).collect(), cpu, windows)
+
+
+def alltoall_calls(kernels: pl.DataFrame) -> pl.LazyFrame:
+    """The first query of `split_rows`, for a caller to collect with others: the all-to-all calls (their first
+    on-device kernel) with their `group`."""
+    return kernels.lazy().filter(_ALLTOALL_KERNEL).with_columns(group_expr().alias("group"))
+
+
+def splits_of(calls: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """`split_rows` from the collected `alltoall_calls`."""
     if calls.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema=SPLIT_SCHEMA)
+        return _EMPTY_SPLITS.clear()
     placed = (
         _from_calls(calls, cpu)
         .sort("start_us")

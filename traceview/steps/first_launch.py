@@ -26,15 +26,21 @@ def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataF
     """
     if events.height == 0 or launches.height == 0:
         return pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)
-    cpu = (
-        steps.lazy()
-        .filter(pl.col("source") == "cpu")
-        .select("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end"))
-        .sort("host_start_us")
-    )
+    return first_launch_plan(steps, events.lazy(), launches).collect()
+
+
+_CPU_STEPS = (
+    pl.col("source") == "cpu",
+    ("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end")),
+)
+
+
+def first_launch_plan(steps: pl.DataFrame, events: pl.LazyFrame, launches: pl.DataFrame) -> pl.LazyFrame:
+    """`first_launches` as a lazy query, for a caller to collect with others (`events` lazy)."""
+    where, columns = _CPU_STEPS
+    cpu = steps.lazy().filter(where).select(*columns).sort("host_start_us")
     launched = (
-        events.lazy()
-        .filter(pl.col("correlation").is_not_null())
+        events.filter(pl.col("correlation").is_not_null())
         .select("rank", "correlation")
         .unique()
         .join(launches.lazy().select("rank", "correlation", "launch_us"), on=["rank", "correlation"])
@@ -49,5 +55,4 @@ def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataF
         .select(list(FIRST_LAUNCH_SCHEMA))
         .cast(FIRST_LAUNCH_SCHEMA)  # type: ignore[arg-type]
         .sort("rank", "step")
-        .collect()
     )

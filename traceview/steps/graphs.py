@@ -53,14 +53,20 @@ def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.Da
     """Per step of the rank (`cpu`: its host rows; `steps`: `RankTrace.steps`; `events`: its device events),
     the launches, how many of them ran, the graph replays and whether it is a capture step (module
     docstring). Columns `GRAPH_SCHEMA`. One query."""
-    ran = pl.Series([events.get_column("correlation")])  # as one list, built without a query
+    return graph_step_plan(rank, cpu, steps, events.get_column("correlation")).collect()
+
+
+def graph_step_plan(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, ran: pl.Series) -> pl.LazyFrame:
+    """`graph_steps` as a lazy query, for a caller to collect with others; `ran`: the correlation ids of the
+    device events."""
+    ran_ids = pl.Series([ran])  # as one list, built without a query
     marked = (
         cpu.lazy()
         .filter(pl.col("kind") == "runtime")
         .select(
             "start_us",
             pl.col("name").str.contains(LAUNCH_CALLS).alias("launch"),
-            pl.col("correlation").is_in(ran).alias("ran"),
+            pl.col("correlation").is_in(ran_ids).alias("ran"),
             pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
             pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
         )
@@ -85,5 +91,4 @@ def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.Da
         .select(list(GRAPH_SCHEMA))
         .cast(GRAPH_SCHEMA)  # type: ignore[arg-type]
         .sort("step")
-        .collect()
     )

@@ -250,6 +250,11 @@ def counted_ops(ops: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
     return _outermost(found.filter(~_NESTED_CUDNN), [c for c in ("pid", "tid") if c in columns])
 
 
+def counted_families(found: pl.DataFrame) -> set[str]:
+    """The families (`OpFlops.family`) of the operators `found` (`counted_ops`, collected) holds."""
+    return {OP_FLOPS_RULES[i].family for i in found.get_column("_rule").unique().to_list()}
+
+
 def with_flops(found: pl.DataFrame) -> pl.LazyFrame:
     """`found` (`counted_ops`, collected) with `shape_flops` and `flops_family`: the second query of
     `op_flops`; only the rules that `found` holds are evaluated (a formula is costly, even on no rows)."""

@@ -30,7 +30,13 @@ from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
-from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, counted_ops, with_flops
+from traceview.events.op_flops import (
+    CONV_FLOPS_MARK,
+    SHAPE_FLOPS_MARK,
+    counted_families,
+    counted_ops,
+    with_flops,
+)
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
@@ -193,33 +199,41 @@ def _cpu_casts(columns: tuple[str, ...]) -> list[pl.Expr]:
 _MARKED = pl.col("name").str.contains(STEP_MARK)
 
 
-def _compact_cpu(cpu: pl.DataFrame) -> pl.LazyFrame:
+def _compact_inputs(cpu: pl.DataFrame) -> list[pl.LazyFrame]:
+    """What `_compact_cpu` reads first: the step marks, their steps and the operators counted
+    (`traceview.events.op_flops.counted_ops`), for a caller to collect with other queries."""
+    marked = cpu.lazy().filter(_MARKED)
+    return [marked, _steps(marked), counted_ops(cpu.lazy(), cpu.columns)]
+
+
+def _compact_cpu(cpu: pl.DataFrame, inputs: Sequence[pl.DataFrame]) -> pl.LazyFrame:
     """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
     rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
     FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
-    One query (the marks with their steps and the operators counted), then the rows as a lazy query."""
-    marked = cpu.lazy().filter(_MARKED)
-    marks, steps, found = pl.collect_all([marked, _steps(marked), counted_ops(cpu.lazy(), cpu.columns)])
+    `inputs`: `_compact_inputs(cpu)` collected. A lazy query."""
+    marks, steps, found = inputs
     placing = steps if steps.height else None
-    flop_rows = [_step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK)]
-    if found.height:  # no counted operator: no FLOPs from shapes
+    flop_rows = []  # each only where an operator carries its FLOPs (else no row)
+    if (cpu.get_column("flops") > 0).any():
+        flop_rows.append(_step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK))
+    if found.height:
         counted = with_flops(found)
-        conv = counted.filter(pl.col("flops_family") == "convolution")
-        flop_rows += [
-            _step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK),
-            _step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK),
-        ]
+        flop_rows.append(_step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK))
+        if "convolution" in counted_families(found):
+            conv = counted.filter(pl.col("flops_family") == "convolution")
+            flop_rows.append(_step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK))
     host_rows = pl.concat([marks.lazy(), _batch_rows(cpu.lazy(), placing)]).select(
         _cpu_casts(tuple(cpu.columns))
     )
-    parts = [host_rows, pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))]
+    parts = [host_rows, *([pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))] if flop_rows else [])]
     return pl.concat(parts).sort("start_us", maintain_order=True)
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
     """The trace without its device events and with only the host rows of `_compact_cpu` (`compact`: its
-    shape FLOPs counted, so that the reduce never counts them again)."""
-    return _compacted(trace, _compact_cpu(trace.cpu).collect())
+    shape FLOPs counted, so that the reduce never counts them again). Two queries."""
+    inputs = pl.collect_all(_compact_inputs(trace.cpu))
+    return _compacted(trace, _compact_cpu(trace.cpu, inputs).collect())
 
 
 def _compacted(trace: RankTrace, cpu: pl.DataFrame) -> RankTrace:
@@ -237,14 +251,14 @@ def summarize(
     trace = on_host_timeline(trace)
     one = Run(ranks=(trace,))
     events = classified_events(one, comm_patterns)
-    choice, windows = chosen_windows(trace)  # one rank: its own time base is the run's
+    # one rank: its own time base is the run's; the compact trace's first query collected with the windows'
+    choice, windows, compact_inputs = chosen_windows(trace, also=_compact_inputs(trace.cpu))
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     calls = call_counts(one)
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
-    extent, starts, graphs, compact_cpu, launch_marks, alltoall = _rank_parts(
-        trace, events, kernels, launch_rows
-    )
+    own = _rank_parts(trace, events, kernels, launch_rows, compact_inputs)
+    extent, starts, graphs, compact_cpu, launch_marks, alltoall = own
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     compact = _compacted(trace, compact_cpu)
     classed, names = classed_events(events)
@@ -295,10 +309,15 @@ _EXTENT = (pl.col("start_us").min().alias("trace_start_us"), pl.col("end_us").ma
 
 
 def _rank_parts(
-    trace: RankTrace, events: pl.DataFrame, kernels: pl.DataFrame, launch_rows: pl.DataFrame
+    trace: RankTrace,
+    events: pl.DataFrame,
+    kernels: pl.DataFrame,
+    launch_rows: pl.DataFrame,
+    compact_inputs: Sequence[pl.DataFrame],
 ) -> list[pl.DataFrame]:
     """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls,
-    in one query (`events`: after `comm_events`; `launch_rows`: the device launches)."""
+    in one query (`events`: after `comm_events`; `launch_rows`: the device launches; `compact_inputs`:
+    `_compact_inputs` collected)."""
     on_device = events.get_column("kind") != HOST_KIND
     rank = pl.lit(trace.rank, pl.Int64).alias("rank")
     if on_device.any() and launch_rows.height:
@@ -311,7 +330,7 @@ def _rank_parts(
         _extent(trace),
         starts,
         graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
-        _compact_cpu(trace.cpu),
+        _compact_cpu(trace.cpu, compact_inputs),
         _launch_marks(events, kernels),
         alltoall_calls(kernels),
     ]

@@ -19,6 +19,7 @@ annotations, `cpu` for host ones). `choose_steps` picks one set per rank by evid
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -103,10 +104,11 @@ def _span(microseconds: float) -> str:
     return f"{microseconds / 1000:.1f} ms" if microseconds >= 1000 else f"{microseconds:.0f} us"
 
 
-def _weighed(trace: RankTrace, has_cpu: bool) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """The device busy time of the reference and inside the GPU step annotations (`_busy_us` rows)."""
-    reference = _device_event_steps(trace) if has_cpu else trace.gpu.lazy()
-    return _busy_us(reference), _busy_inside(trace.gpu.lazy(), _candidates(trace, "gpu"))
+def _weighed(trace: RankTrace, stepped: pl.LazyFrame | None) -> list[pl.LazyFrame]:
+    """The device busy time of the reference (the events launched in the CPU steps, `stepped`, else every
+    device event) and inside the GPU step annotations (`_busy_us` rows)."""
+    reference = trace.gpu.lazy() if stepped is None else stepped
+    return [_busy_us(reference), _busy_inside(trace.gpu.lazy(), _candidates(trace, "gpu"))]
 
 
 def choose_steps(trace: RankTrace) -> StepChoice:
@@ -115,21 +117,27 @@ def choose_steps(trace: RankTrace) -> StepChoice:
     return chosen_windows(trace, windows=False)[0]
 
 
-def chosen_windows(trace: RankTrace, windows: bool = True) -> tuple[StepChoice, pl.DataFrame]:
-    """`choose_steps(trace)` and, when `windows`, `step_windows(trace, choice)` (else an empty frame): the
-    evidence and the windows of each source it may choose in one query."""
+def chosen_windows(
+    trace: RankTrace, windows: bool = True, also: Sequence[pl.LazyFrame] = ()
+) -> tuple[StepChoice, pl.DataFrame, list[pl.DataFrame]]:
+    """`choose_steps(trace)`, when `windows` `step_windows(trace, choice)` (else an empty frame), and the
+    queries `also` collected: the evidence, the windows of each source it may choose and `also` in one query.
+    """
     sources = set(trace.steps.get_column("source").unique().to_list())
     has_gpu, has_cpu = "gpu" in sources, "cpu" in sources
     fallback = "cpu" if has_cpu else "none"
     weigh = has_gpu and trace.gpu.height > 0
-    evidence = list(_weighed(trace, has_cpu)) if weigh else []
+    stepped = _device_event_steps(trace) if has_cpu and trace.gpu.height else None  # one plan, shared
+    evidence = _weighed(trace, stepped) if weigh else []
     choices = ("gpu", fallback) if weigh else ("gpu" if has_gpu else fallback,)
-    plans = {source: _windows(trace, source) for source in choices} if windows and trace.gpu.height else {}
-    found = pl.collect_all([*evidence, *plans.values()]) if evidence or plans else []
+    plans = {s: _windows(trace, s, stepped) for s in choices} if windows and trace.gpu.height else {}
+    queries = [*evidence, *plans.values(), *also]
+    found = pl.collect_all(queries) if queries else []
     busy = [float(frame.item()) for frame in found[: len(evidence)]]
-    framed = dict(zip(plans, found[len(evidence) :], strict=True))
+    framed = dict(zip(plans, found[len(evidence) : len(evidence) + len(plans)], strict=True))
     choice = _choice(trace.rank, has_gpu, fallback, has_cpu, busy)
-    return choice, framed.get(choice.source, pl.DataFrame(schema=WINDOW_SCHEMA))
+    chosen = framed.get(choice.source, pl.DataFrame(schema=WINDOW_SCHEMA))
+    return choice, chosen, found[len(evidence) + len(plans) :]
 
 
 def _choice(rank: int, has_gpu: bool, fallback: str, has_cpu: bool, busy: list[float]) -> StepChoice:
@@ -159,14 +167,14 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
     return _windows(trace, (choice or choose_steps(trace)).source).collect()
 
 
-def _windows(trace: RankTrace, source: str) -> pl.LazyFrame:
-    """The windows of `source` (`step_windows`), lazily."""
+def _windows(trace: RankTrace, source: str, stepped: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """The windows of `source` (`step_windows`), lazily; `stepped`: `_device_event_steps(trace)` if built."""
     if source == "gpu":
         windows = _candidates(trace, "gpu").select(
             "step", pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us")
         )
     elif source == "cpu":
-        windows = _windows_from_launches(trace)
+        windows = _windows_from_launches(_device_event_steps(trace) if stepped is None else stepped)
     else:
         windows = trace.gpu.lazy().select(
             pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"),
@@ -207,10 +215,9 @@ def _device_event_steps(trace: RankTrace) -> pl.LazyFrame:
     )
 
 
-def _windows_from_launches(trace: RankTrace) -> pl.LazyFrame:
+def _windows_from_launches(stepped: pl.LazyFrame) -> pl.LazyFrame:
     ends = (
-        _device_event_steps(trace)
-        .group_by("step")
+        stepped.group_by("step")
         .agg(pl.col("start_us").min().alias("first_start"), pl.col("end_us").max().alias("window_end_us"))
         .sort("step")
         .with_columns(pl.col("window_end_us").cum_max())

@@ -79,9 +79,19 @@ def _busy_us(events: pl.LazyFrame) -> pl.LazyFrame:
     return per_group.select(_BUSY)
 
 
-def _busy_inside(events: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+def _busy_inside(
+    events: pl.LazyFrame, windows: pl.LazyFrame, one: tuple[float, float] | None
+) -> pl.LazyFrame:
     """Device busy time of `events` inside the union of `windows` (columns `start_us`, `end_us`), as
-    `_busy_us`."""
+    `_busy_us`: the events clipped to the merged windows (`traceview.core.intervals.clipped`); to the only
+    window, `one` (start, end), directly."""
+    if one is not None:
+        start, end = (pl.lit(edge, pl.Float64) for edge in one)
+        cut = events.select(
+            pl.max_horizontal(pl.col("start_us"), start).alias("start_us"),
+            pl.min_horizontal(pl.col("end_us"), end).alias("end_us"),
+        )
+        return _busy_us(cut.filter(pl.col("end_us") > pl.col("start_us")))
     key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clipped groups by at least one key
     merged = (
         windows.select(key, "start_us", "end_us")
@@ -104,11 +114,15 @@ def _span(microseconds: float) -> str:
     return f"{microseconds / 1000:.1f} ms" if microseconds >= 1000 else f"{microseconds:.0f} us"
 
 
-def _weighed(trace: RankTrace, stepped: pl.LazyFrame | None) -> list[pl.LazyFrame]:
+def _weighed(trace: RankTrace, stepped: pl.LazyFrame | None, gpu: pl.Series) -> list[pl.LazyFrame]:
     """The device busy time of the reference (the events launched in the CPU steps, `stepped`, else every
-    device event) and inside the GPU step annotations (`_busy_us` rows)."""
+    device event) and inside the GPU step annotations (`gpu`: which steps are; `_busy_us` rows)."""
     reference = trace.gpu.lazy() if stepped is None else stepped
-    return [_busy_us(reference), _busy_inside(trace.gpu.lazy(), _candidates(trace, "gpu"))]
+    one = None
+    if gpu.sum() == 1:
+        start, end = (float(trace.steps.get_column(c).filter(gpu)[0]) for c in ("start_us", "end_us"))
+        one = (start, end)
+    return [_busy_us(reference), _busy_inside(trace.gpu.lazy(), _candidates(trace, "gpu"), one)]
 
 
 def choose_steps(trace: RankTrace) -> StepChoice:
@@ -123,12 +137,13 @@ def chosen_windows(
     """`choose_steps(trace)`, when `windows` `step_windows(trace, choice)` (else an empty frame), and the
     queries `also` collected: the evidence, the windows of each source it may choose and `also` in one query.
     """
-    sources = set(trace.steps.get_column("source").unique().to_list())
-    has_gpu, has_cpu = "gpu" in sources, "cpu" in sources
+    source = trace.steps.get_column("source")
+    gpu = source == "gpu"
+    has_gpu, has_cpu = bool(gpu.any()), bool((source == "cpu").any())
     fallback = "cpu" if has_cpu else "none"
     weigh = has_gpu and trace.gpu.height > 0
     stepped = _device_event_steps(trace) if has_cpu and trace.gpu.height else None  # one plan, shared
-    evidence = _weighed(trace, stepped) if weigh else []
+    evidence = _weighed(trace, stepped, gpu) if weigh else []
     choices = ("gpu", fallback) if weigh else ("gpu" if has_gpu else fallback,)
     plans = {s: _windows(trace, s, stepped) for s in choices} if windows and trace.gpu.height else {}
     queries = [*evidence, *plans.values(), *also]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 import polars as pl
 
@@ -40,7 +41,7 @@ from traceview.events.op_flops import (
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
-from traceview.moe.splits import alltoall_calls, splits_of
+from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
 from traceview.steps.graphs import graph_step_plan
@@ -297,15 +298,19 @@ def summarize(
     )
 
 
-def _extent(trace: RankTrace) -> pl.LazyFrame:
+def _extent(trace: RankTrace) -> pl.DataFrame:
     """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
-    first to last. A lazy query."""
-    both = pl.concat([trace.gpu.lazy().select(_TIMES), trace.cpu.lazy().select(_TIMES)])
-    return both.select(pl.lit(trace.rank, pl.Int64).alias("rank"), *_EXTENT)
+    first to last (no query: column minima and maxima)."""
+    starts = [frame.get_column("start_us").min() for frame in (trace.gpu, trace.cpu)]
+    ends = [frame.get_column("end_us").max() for frame in (trace.gpu, trace.cpu)]
+    first = min((t for t in starts if t is not None), default=None)
+    last = max((t for t in ends if t is not None), default=None)
+    return pl.DataFrame(
+        {"rank": [trace.rank], "trace_start_us": [first], "trace_end_us": [last]}, schema=_EXTENT
+    )
 
 
-_TIMES = ("start_us", "end_us")
-_EXTENT = (pl.col("start_us").min().alias("trace_start_us"), pl.col("end_us").max().alias("trace_end_us"))
+_EXTENT = {"rank": pl.Int64, "trace_start_us": pl.Float64, "trace_end_us": pl.Float64}
 
 
 def _rank_parts(
@@ -314,10 +319,10 @@ def _rank_parts(
     kernels: pl.DataFrame,
     launch_rows: pl.DataFrame,
     compact_inputs: Sequence[pl.DataFrame],
-) -> list[pl.DataFrame]:
-    """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls,
-    in one query (`events`: after `comm_events`; `launch_rows`: the device launches; `compact_inputs`:
-    `_compact_inputs` collected)."""
+) -> list[Any]:
+    """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls
+    (None: none), in one query (`events`: after `comm_events`; `launch_rows`: the device launches;
+    `compact_inputs`: `_compact_inputs` collected)."""
     on_device = events.get_column("kind") != HOST_KIND
     rank = pl.lit(trace.rank, pl.Int64).alias("rank")
     if on_device.any() and launch_rows.height:
@@ -326,15 +331,15 @@ def _rank_parts(
     else:
         starts = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
     ran = events.get_column("correlation").filter(on_device)
+    alltoall = [alltoall_calls(kernels)] if has_alltoall(kernels) else []
     plans = [
-        _extent(trace),
         starts,
         graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
         _compact_cpu(trace.cpu, compact_inputs),
         _launch_marks(events, kernels),
-        alltoall_calls(kernels),
+        *alltoall,
     ]
-    return pl.collect_all(plans)
+    return [_extent(trace), *pl.collect_all(plans), *([] if alltoall else [None])]
 
 
 _ON_DEVICE = pl.col("kind") != HOST_KIND

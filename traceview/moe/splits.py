@@ -82,9 +82,14 @@ def alltoall_calls(kernels: pl.DataFrame) -> pl.LazyFrame:
     return kernels.lazy().filter(_ALLTOALL_KERNEL).with_columns(group_expr().alias("group"))
 
 
-def splits_of(calls: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """`split_rows` from the collected `alltoall_calls`."""
-    if calls.height == 0 or windows.height == 0:
+def has_alltoall(kernels: pl.DataFrame) -> bool:
+    """Whether any of `kernels` is an all-to-all's (no query: a column comparison)."""
+    return bool((kernels.get_column("collective") == "AllToAll").any())
+
+
+def splits_of(calls: pl.DataFrame | None, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """`split_rows` from the collected `alltoall_calls` (None: the rank has none, `has_alltoall`)."""
+    if calls is None or calls.height == 0 or windows.height == 0:
         return _EMPTY_SPLITS.clear()
     placed = (
         _from_calls(calls, cpu)

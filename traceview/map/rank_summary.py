@@ -223,9 +223,9 @@ def _compact_cpu(cpu: pl.DataFrame, inputs: Sequence[pl.DataFrame]) -> pl.LazyFr
         if "convolution" in counted_families(found):
             conv = counted.filter(pl.col("flops_family") == "convolution")
             flop_rows.append(_step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK))
-    host_rows = pl.concat([marks.lazy(), _batch_rows(cpu.lazy(), placing)]).select(
-        _cpu_casts(tuple(cpu.columns))
-    )
+    host_rows = pl.concat([marks.lazy(), _batch_rows(cpu.lazy(), placing)])
+    if cpu.schema != CPU_SCHEMA:  # else already in it
+        host_rows = host_rows.select(_cpu_casts(tuple(cpu.columns)))
     parts = [host_rows, *([pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))] if flop_rows else [])]
     return pl.concat(parts).sort("start_us", maintain_order=True)
 

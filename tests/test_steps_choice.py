@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from tests import kineto_factory as kf
@@ -19,7 +20,7 @@ from tests.shared_data import REAL_KINETO, real_dirs, requires_shared
 from traceview.budget.time_budget import all_step_windows, classified_events, time_budget
 from traceview.load.inputs import load_run, resolve_trace_files
 from traceview.reduce.analysis import analyze
-from traceview.steps.windows import WHOLE_TRACE, choose_steps, step_windows
+from traceview.steps.windows import WHOLE_TRACE, choose_steps, chosen_windows, step_windows
 
 
 def _run(tmp_path: Path, events: list[kf.Event]) -> Any:
@@ -222,3 +223,23 @@ def test_the_rocm_trace_uses_its_cpu_steps_and_says_why() -> None:
     assert choice.reference_us == pytest.approx(reference)
     assert choice.warning is not None
     assert f"{covered / reference:.2%}" in choice.warning
+
+
+def test_one_gpu_annotation_counts_the_union_of_the_device_work_it_holds(tmp_path: Path) -> None:
+    events = [
+        kf.step(1, 0, 1000),
+        kf.step(1, 150, 200, on_gpu=True),  # [150, 350)
+        kf.launch(10, 1),
+        kf.kernel("gemm", 100, 100, 1),  # [100, 200)
+        kf.launch(20, 2),
+        kf.kernel("gemm", 120, 60, 2, stream=8),  # [120, 180): inside [100, 200), counted once
+        kf.launch(30, 3),
+        kf.kernel("gemm", 300, 100, 3),  # [300, 400)
+    ]
+    trace = _run(tmp_path, events).ranks[0]
+    choice, windows, also = chosen_windows(trace, also=[trace.steps.lazy().select(pl.len())])
+    assert choice == choose_steps(trace)
+    assert choice.gpu_covered_us == pytest.approx((200 - 150) + (350 - 300))  # 100 of 200: rejected
+    assert (choice.reference_us, choice.source) == (pytest.approx((200 - 100) + (400 - 300)), "cpu")
+    assert windows.rows() == step_windows(trace, choice).rows() == [(0, 1, 100.0, 400.0)]
+    assert also[0].item() == 2

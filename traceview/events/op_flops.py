@@ -32,7 +32,7 @@ weight shapes (its gradient has the output's shape); else it is unknown (null FL
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -200,54 +200,75 @@ def _conv_outputs(ops: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat(frames).drop_nulls().unique(["_x", "_w"], keep="first")
 
 
-def _counted(ops: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
-    """The operators of `ops` (with `columns`) that a rule counts, of nested ones the outermost, with `_rule`
-    (the index of the first matching rule)."""
-    rules = pl.coalesce(
-        [
-            pl.when(pl.col("name").str.contains(rule.regex)).then(pl.lit(i))
-            for i, rule in enumerate(OP_FLOPS_RULES)
-        ]
-    )
-    any_rule = "|".join(f"(?:{rule.regex})" for rule in OP_FLOPS_RULES)  # one pass over every operator
-    shaped = pl.col("input_dims").str.contains(DIMS_LIST).fill_null(False)
-    found = ops.filter(pl.col("name").str.contains(any_rule) & shaped).with_columns(rules.alias("_rule"))
-    has_backward = (pl.col("name") == "aten::convolution_backward").any()  # it runs the cuDNN op inside
-    found = found.filter(~(has_backward & (pl.col("name") == "aten::cudnn_convolution_backward")))
-    return _outermost(found, [c for c in ("pid", "tid") if c in columns])
+_RULE_OF = pl.coalesce(
+    [
+        pl.when(pl.col("name").str.contains(rule.regex)).then(pl.lit(i))
+        for i, rule in enumerate(OP_FLOPS_RULES)
+    ]
+)
+_ANY_RULE = pl.col("name").str.contains("|".join(f"(?:{rule.regex})" for rule in OP_FLOPS_RULES))
+_SHAPED = pl.col("input_dims").str.contains(DIMS_LIST).fill_null(False)
+_NESTED_CUDNN = (pl.col("name") == "aten::convolution_backward").any() & (
+    pl.col("name") == "aten::cudnn_convolution_backward"
+)  # `aten::convolution_backward` runs the cuDNN op inside
+_RULE_FLOPS = [
+    pl.when(pl.col("_rule") == i).then(rule.formula(pl.col("_dims"), pl.col("_concrete")) * rule.factor)
+    for i, rule in enumerate(OP_FLOPS_RULES)
+]
+_FAMILY = pl.col("_rule").replace_strict(
+    {i: rule.family for i, rule in enumerate(OP_FLOPS_RULES)}, return_dtype=pl.Utf8
+)
+_NO_FLOPS = pl.lit(None, pl.Float64).alias("shape_flops"), pl.lit(None, pl.Utf8).alias("flops_family")
+_DIMS = pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("_dims")
+_SHAPE_KEYS = (
+    _shape_key(pl.col("_dims").list.get(0, null_on_oob=True)).alias("_x"),
+    _shape_key(pl.col("_dims").list.get(1, null_on_oob=True)).alias("_w"),
+)
+_HELPERS = ["_rule", "_dims", "_concrete", "_x", "_w", "_out_spatial"]
 
 
-def _with_flops(found: pl.DataFrame, concrete: pl.Expr) -> pl.LazyFrame:
-    """`found` (`_counted`) with `shape_flops` and `flops_family`; only the rules that `found` holds are
-    evaluated (a formula is costly to evaluate, even on no rows)."""
-    rules = [(i, rule) for i, rule in enumerate(OP_FLOPS_RULES) if (found.get_column("_rule") == i).any()]
-    if not rules:
-        nulls = pl.lit(None, pl.Float64).alias("shape_flops"), pl.lit(None, pl.Utf8).alias("flops_family")
-        return found.lazy().drop("_rule").with_columns(nulls)
-    decoded = found.lazy().with_columns(
-        pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))).alias("_dims"),
+def _decoded_concrete(concrete: pl.Expr) -> pl.Expr:
+    return (
         pl.when(concrete.str.starts_with("["))
         .then(concrete.str.json_decode(pl.List(pl.Utf8)))
-        .alias("_concrete"),
+        .alias("_concrete")
     )
-    if any(rule.backward_shapes for _, rule in rules):
-        decoded = decoded.with_columns(
-            _shape_key(pl.col("_dims").list.get(0, null_on_oob=True)).alias("_x"),
-            _shape_key(pl.col("_dims").list.get(1, null_on_oob=True)).alias("_w"),
-        ).join(_conv_outputs(decoded), on=["_x", "_w"], how="left", maintain_order="left")
-    flops = pl.coalesce(
-        [
-            pl.when(pl.col("_rule") == i).then(
-                rule.formula(pl.col("_dims"), pl.col("_concrete")) * rule.factor
-            )
-            for i, rule in rules
-        ]
-    )
-    families = {i: rule.family for i, rule in enumerate(OP_FLOPS_RULES)}
-    family = pl.col("_rule").replace_strict(families, return_dtype=pl.Utf8)
-    helpers = ["_rule", "_dims", "_concrete", "_x", "_w", "_out_spatial"]
-    return decoded.with_columns(flops.alias("shape_flops"), family.alias("flops_family")).drop(
-        helpers, strict=False
+
+
+_CONCRETE = {
+    True: _decoded_concrete(pl.col("concrete_inputs")),
+    False: _decoded_concrete(pl.lit(None, pl.Utf8)),
+}
+"""The decoded `Concrete Inputs`, by whether the operators record them."""
+
+
+def counted_ops(ops: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
+    """The operators of `ops` (with `columns`) that a rule counts, of nested ones the outermost, with `_rule`
+    (the index of the first matching rule): the first query of `op_flops`, for a caller to collect with
+    others."""
+    found = ops.filter(_ANY_RULE & _SHAPED).with_columns(_RULE_OF.alias("_rule"))  # one pass over every op
+    return _outermost(found.filter(~_NESTED_CUDNN), [c for c in ("pid", "tid") if c in columns])
+
+
+def counted_families(found: pl.DataFrame) -> set[str]:
+    """The families (`OpFlops.family`) of the operators `found` (`counted_ops`, collected) holds."""
+    return {OP_FLOPS_RULES[i].family for i in found.get_column("_rule").unique().to_list()}
+
+
+def with_flops(found: pl.DataFrame) -> pl.LazyFrame:
+    """`found` (`counted_ops`, collected) with `shape_flops` and `flops_family`: the second query of
+    `op_flops`; only the rules that `found` holds are evaluated (a formula is costly, even on no rows)."""
+    held = set(found.get_column("_rule").unique().to_list())
+    if not held:
+        return found.lazy().drop("_rule").with_columns(_NO_FLOPS)
+    decoded = found.lazy().with_columns(_DIMS, _CONCRETE["concrete_inputs" in found.columns])
+    if any(OP_FLOPS_RULES[i].backward_shapes for i in held):
+        decoded = decoded.with_columns(*_SHAPE_KEYS).join(
+            _conv_outputs(decoded), on=["_x", "_w"], how="left", maintain_order="left"
+        )
+    flops = pl.coalesce([_RULE_FLOPS[i] for i in sorted(held)])
+    return decoded.with_columns(flops.alias("shape_flops"), _FAMILY.alias("flops_family")).drop(
+        _HELPERS, strict=False
     )
 
 
@@ -256,6 +277,4 @@ def op_flops(ops: pl.DataFrame) -> pl.DataFrame:
     `concrete_inputs`), each with `shape_flops` (null when a shape it needs is unknown) and `flops_family`;
     other rows dropped. Every column of `ops` is kept. Two queries: the operators counted, then their FLOPs.
     """
-    found = _counted(ops.lazy(), ops.columns).collect()
-    concrete = pl.col("concrete_inputs") if "concrete_inputs" in ops.columns else pl.lit(None, pl.Utf8)
-    return _with_flops(found, concrete).collect()
+    return with_flops(counted_ops(ops.lazy(), ops.columns).collect()).collect()

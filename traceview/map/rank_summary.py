@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
 
 import polars as pl
 
 from traceview.bubbles.gaps import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
-from traceview.budget.time_budget import all_step_windows, classified_events, time_budget, with_graph_steps
+from traceview.budget.time_budget import classified_events, time_budget, with_graph_steps
 from traceview.collectives.calls import call_counts, launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
@@ -29,15 +31,21 @@ from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
-from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
+from traceview.events.op_flops import (
+    CONV_FLOPS_MARK,
+    SHAPE_FLOPS_MARK,
+    counted_families,
+    counted_ops,
+    with_flops,
+)
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
-from traceview.moe.splits import split_rows
+from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
-from traceview.steps.first_launch import first_launches
-from traceview.steps.graphs import graph_steps
-from traceview.steps.windows import STEP_MARK, StepChoice, choose_steps
+from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
+from traceview.steps.graphs import graph_step_plan
+from traceview.steps.windows import STEP_MARK, StepChoice, chosen_windows
 from traceview.timeline.step_view import rank_segments
 
 FLOPS_MARK = "traceview::step_flops"
@@ -101,26 +109,22 @@ class RankSummary:
         return replace(self, trace=self.trace.shifted(delta_us), **moved)
 
 
-def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.LazyFrame:
     """Per communication kernel: the end of the rank's last compute kernel that ended at or before its start,
     as a compute row (`rank`, `event_class`, `end_us`). An as-of join over these marks gives every launch
     gap that one over all compute kernels gives (the latest compute end before a time only grows with the
-    time)."""
-    compute = (
-        events.lazy()
-        .filter(pl.col("event_class") == "compute")
-        .select("rank", pl.col("end_us").alias("_end"))
-        .sort("_end")
-    )
+    time). A lazy query."""
+    if events.height == 0:
+        return _EMPTY_MARKS.lazy()
+    compute = events.lazy().filter(_COMPUTE).select("rank", pl.col("end_us").alias("_end")).sort("_end")
     starts = kernels.lazy().filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
     marks = starts.join_asof(compute, left_on="start_us", right_on="_end", by="rank", check_sortedness=False)
-    return (
-        marks.drop_nulls("_end")
-        .select("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
-        .unique()
-        .sort("end_us")
-        .collect()
-    )
+    return marks.drop_nulls("_end").select(*_MARK_ROW).unique().sort("end_us")
+
+
+_COMPUTE = pl.col("event_class") == "compute"
+_MARK_ROW = ("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
+_EMPTY_MARKS = pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})
 
 
 FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
@@ -155,24 +159,29 @@ def _step_flops(ops: pl.LazyFrame, steps: pl.DataFrame | None, column: str, name
     rows = placed.group_by("step").agg(
         pl.col("start_us").min(),
         pl.col("start_us").min().alias("end_us"),
-        pl.col(column).sum().alias("flops"),
+        pl.col(column).sum().cast(CPU_SCHEMA["flops"]).alias("flops"),
     )
     return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), *FLOPS_ROW[2:])
+
+
+_BATCH_RULES = [
+    pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
+    for pattern, _, _ in BATCH_SHAPE_RULES
+]
+_ANY_BATCH_RULE = pl.any_horizontal(*_BATCH_RULES)
+_BATCH_RULES_MATCHED = (
+    pl.concat_list([pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(_BATCH_RULES)])
+    .list.drop_nulls()
+    .alias("_rule")
+)
 
 
 def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
     """The first operator of each step matching each of `BATCH_SHAPE_RULES`, rule after rule; the operators
     any rule may use are placed in their steps once."""
-    rules = [
-        pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
-        for pattern, _, _ in BATCH_SHAPE_RULES
-    ]
-    matched = pl.concat_list(
-        [pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(rules)]
-    ).list.drop_nulls()
     return (
-        _step_of(ops.filter(pl.any_horizontal(*rules)), steps)
-        .with_columns(matched.alias("_rule"))
+        _step_of(ops.filter(_ANY_BATCH_RULE), steps)
+        .with_columns(_BATCH_RULES_MATCHED)
         .explode("_rule")
         .group_by("_rule", "step", maintain_order=True)
         .first()
@@ -181,37 +190,56 @@ def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
     )
 
 
-def _as_cpu_rows(part: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
-    """`part` (with `columns`) in `CPU_SCHEMA`, the columns it lacks null."""
-    return part.select(
-        pl.col(c).cast(t) if c in columns else pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items()
-    )
+@lru_cache(maxsize=8)
+def _cpu_casts(columns: tuple[str, ...]) -> list[pl.Expr]:
+    """The select that puts a frame with `columns` in `CPU_SCHEMA`, the columns it lacks null (built once per
+    set of columns)."""
+    return [pl.col(c).cast(t) if c in columns else pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items()]
 
 
-def _compact_cpu(cpu: pl.DataFrame) -> pl.DataFrame:
+_MARKED = pl.col("name").str.contains(STEP_MARK)
+
+
+def _compact_inputs(cpu: pl.DataFrame) -> list[pl.LazyFrame]:
+    """What `_compact_cpu` reads first: the step marks, their steps and the operators counted
+    (`traceview.events.op_flops.counted_ops`), for a caller to collect with other queries."""
+    marked = cpu.lazy().filter(_MARKED)
+    return [marked, _steps(marked), counted_ops(cpu.lazy(), cpu.columns)]
+
+
+def _compact_cpu(cpu: pl.DataFrame, inputs: Sequence[pl.DataFrame]) -> pl.LazyFrame:
     """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
     rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
     FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
-    Four queries: the marks with their steps, the operators' FLOPs (two), the rows."""
-    marked = cpu.lazy().filter(pl.col("name").str.contains(STEP_MARK))
-    marks, steps = pl.collect_all([marked, _steps(marked)])
+    `inputs`: `_compact_inputs(cpu)` collected. A lazy query."""
+    marks, steps, found = inputs
     placing = steps if steps.height else None
-    counted = op_flops(cpu).lazy()
-    conv = counted.filter(pl.col("flops_family") == "convolution")
-    flop_rows = [
-        _step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK),
-        _step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK),
-        _step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK),
-    ]
-    parts = [_as_cpu_rows(part, cpu.columns) for part in (marks.lazy(), _batch_rows(cpu.lazy(), placing))]
-    parts += [_as_cpu_rows(part, FLOPS_ROW) for part in flop_rows]
-    return pl.concat(parts).sort("start_us", maintain_order=True).collect()
+    flop_rows = []  # each only where an operator carries its FLOPs (else no row)
+    if (cpu.get_column("flops") > 0).any():
+        flop_rows.append(_step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK))
+    if found.height:
+        counted = with_flops(found)
+        flop_rows.append(_step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK))
+        if "convolution" in counted_families(found):
+            conv = counted.filter(pl.col("flops_family") == "convolution")
+            flop_rows.append(_step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK))
+    host_rows = pl.concat([marks.lazy(), _batch_rows(cpu.lazy(), placing)])
+    if cpu.schema != CPU_SCHEMA:  # else already in it
+        host_rows = host_rows.select(_cpu_casts(tuple(cpu.columns)))
+    parts = [host_rows, *([pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))] if flop_rows else [])]
+    return pl.concat(parts).sort("start_us", maintain_order=True)
 
 
 def compact_trace(trace: RankTrace) -> RankTrace:
     """The trace without its device events and with only the host rows of `_compact_cpu` (`compact`: its
-    shape FLOPs counted, so that the reduce never counts them again)."""
-    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=_compact_cpu(trace.cpu), compact=True)
+    shape FLOPs counted, so that the reduce never counts them again). Two queries."""
+    inputs = pl.collect_all(_compact_inputs(trace.cpu))
+    return _compacted(trace, _compact_cpu(trace.cpu, inputs).collect())
+
+
+def _compacted(trace: RankTrace, cpu: pl.DataFrame) -> RankTrace:
+    """`trace` without its device events, with the host rows `cpu` (`_compact_cpu`)."""
+    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=cpu, compact=True)
 
 
 @in_memory
@@ -224,23 +252,20 @@ def summarize(
     trace = on_host_timeline(trace)
     one = Run(ranks=(trace,))
     events = classified_events(one, comm_patterns)
-    choice = choose_steps(trace)
-    windows = all_step_windows(one, (choice,))
+    # one rank: its own time base is the run's; the compact trace's first query collected with the windows'
+    choice, windows, compact_inputs = chosen_windows(trace, also=_compact_inputs(trace.cpu))
     launch_rows = launches(one)
     kernels = comm_kernels(one, events, launch_rows)
     calls = call_counts(one)
-    extent = _extent(trace)
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
-    device = events.filter(pl.col("kind") != HOST_KIND)
-    starts = first_launches(trace.steps, device, launch_rows)
-    graphs = graph_steps(trace.rank, trace.cpu, trace.steps, device)
-    del device
+    own = _rank_parts(trace, events, kernels, launch_rows, compact_inputs)
+    extent, starts, graphs, compact_cpu, launch_marks, alltoall = own
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
-    compact = compact_trace(trace)
+    compact = _compacted(trace, compact_cpu)
     classed, names = classed_events(events)
     clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
     kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
-    splits = split_rows(kernels, trace.cpu, windows)
+    splits = splits_of(alltoall, trace.cpu, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -251,7 +276,7 @@ def summarize(
         windows=windows,
         per_step=with_graph_steps(time_budget(events, windows).per_step, graphs),
         kernels=kernels,
-        launch_marks=_launch_marks(events, kernels) if events.height else _empty_marks(),
+        launch_marks=launch_marks,
         gap_steps=gap_steps(gaps, windows),
         gap_causes=gap_totals(gaps),
         top_gaps=gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
@@ -263,7 +288,7 @@ def summarize(
         class_sketches=class_sketches,
         suspects=suspected_comm_kernels(events),
         step_choice=choice,
-        first_launches=starts.with_columns(pl.lit(compact.rank, pl.Int64).alias("rank")),
+        first_launches=starts,
         calls=calls,
         extent=extent,
         kernel_parts=kernel_parts,
@@ -275,16 +300,46 @@ def summarize(
 
 def _extent(trace: RankTrace) -> pl.DataFrame:
     """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
-    first to last."""
-    both = pl.concat(
-        [trace.gpu.lazy().select("start_us", "end_us"), trace.cpu.lazy().select("start_us", "end_us")]
+    first to last (no query: column minima and maxima)."""
+    starts = [frame.get_column("start_us").min() for frame in (trace.gpu, trace.cpu)]
+    ends = [frame.get_column("end_us").max() for frame in (trace.gpu, trace.cpu)]
+    first = min((t for t in starts if t is not None), default=None)
+    last = max((t for t in ends if t is not None), default=None)
+    return pl.DataFrame(
+        {"rank": [trace.rank], "trace_start_us": [first], "trace_end_us": [last]}, schema=_EXTENT
     )
-    return both.select(
-        pl.lit(trace.rank, pl.Int64).alias("rank"),
-        pl.col("start_us").min().alias("trace_start_us"),
-        pl.col("end_us").max().alias("trace_end_us"),
-    ).collect()
 
 
-def _empty_marks() -> pl.DataFrame:
-    return pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})
+_EXTENT = {"rank": pl.Int64, "trace_start_us": pl.Float64, "trace_end_us": pl.Float64}
+
+
+def _rank_parts(
+    trace: RankTrace,
+    events: pl.DataFrame,
+    kernels: pl.DataFrame,
+    launch_rows: pl.DataFrame,
+    compact_inputs: Sequence[pl.DataFrame],
+) -> list[Any]:
+    """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls
+    (None: none), in one query (`events`: after `comm_events`; `launch_rows`: the device launches;
+    `compact_inputs`: `_compact_inputs` collected)."""
+    on_device = events.get_column("kind") != HOST_KIND
+    rank = pl.lit(trace.rank, pl.Int64).alias("rank")
+    if on_device.any() and launch_rows.height:
+        device = events.lazy().filter(_ON_DEVICE)
+        starts = first_launch_plan(trace.steps, device, launch_rows).with_columns(rank)
+    else:
+        starts = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
+    ran = events.get_column("correlation").filter(on_device)
+    alltoall = [alltoall_calls(kernels)] if has_alltoall(kernels) else []
+    plans = [
+        starts,
+        graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
+        _compact_cpu(trace.cpu, compact_inputs),
+        _launch_marks(events, kernels),
+        *alltoall,
+    ]
+    return [_extent(trace), *pl.collect_all(plans), *([] if alltoall else [None])]
+
+
+_ON_DEVICE = pl.col("kind") != HOST_KIND

@@ -26,28 +26,39 @@ def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataF
     """
     if events.height == 0 or launches.height == 0:
         return pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)
-    cpu = (
-        steps.lazy()
-        .filter(pl.col("source") == "cpu")
-        .select("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end"))
-        .sort("host_start_us")
-    )
+    return first_launch_plan(steps, events.lazy(), launches).collect()
+
+
+_CPU_STEPS = (
+    pl.col("source") == "cpu",
+    ("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end")),
+)
+
+
+_CORRELATED = pl.col("correlation").is_not_null()
+_LAUNCH = ("rank", "correlation", "launch_us")
+_INSIDE = pl.col("step").is_not_null() & (pl.col("launch_us") < pl.col("_end"))
+_FIRST_LAUNCH = pl.col("launch_us").min().alias("first_launch_us")
+
+
+def first_launch_plan(steps: pl.DataFrame, events: pl.LazyFrame, launches: pl.DataFrame) -> pl.LazyFrame:
+    """`first_launches` as a lazy query, for a caller to collect with others (`events` lazy)."""
+    where, columns = _CPU_STEPS
+    cpu = steps.lazy().filter(where).select(*columns).sort("host_start_us")
     launched = (
-        events.lazy()
-        .filter(pl.col("correlation").is_not_null())
+        events.filter(_CORRELATED)
         .select("rank", "correlation")
         .unique()
-        .join(launches.lazy().select("rank", "correlation", "launch_us"), on=["rank", "correlation"])
+        .join(launches.lazy().select(_LAUNCH), on=["rank", "correlation"])
         .drop_nulls("launch_us")
         .sort("launch_us")
     )
     placed = launched.join_asof(cpu, left_on="launch_us", right_on="host_start_us", check_sortedness=False)
-    inside = placed.filter(pl.col("step").is_not_null() & (pl.col("launch_us") < pl.col("_end")))
+    inside = placed.filter(_INSIDE)
     return (
         inside.group_by("rank", "step", "host_start_us")
-        .agg(pl.col("launch_us").min().alias("first_launch_us"))
+        .agg(_FIRST_LAUNCH)
         .select(list(FIRST_LAUNCH_SCHEMA))
         .cast(FIRST_LAUNCH_SCHEMA)  # type: ignore[arg-type]
         .sort("rank", "step")
-        .collect()
     )

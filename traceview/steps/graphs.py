@@ -53,37 +53,41 @@ def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.Da
     """Per step of the rank (`cpu`: its host rows; `steps`: `RankTrace.steps`; `events`: its device events),
     the launches, how many of them ran, the graph replays and whether it is a capture step (module
     docstring). Columns `GRAPH_SCHEMA`. One query."""
-    ran = pl.Series([events.get_column("correlation")])  # as one list, built without a query
+    return graph_step_plan(rank, cpu, steps, events.get_column("correlation")).collect()
+
+
+_RUNTIME = pl.col("kind") == "runtime"
+_KINDS = (
+    pl.col("name").str.contains(LAUNCH_CALLS).alias("launch"),
+    pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
+    pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
+)
+_COUNTS = (
+    pl.col("launch").sum().alias("launches"),
+    (pl.col("launch") & pl.col("ran")).sum().alias("launches_ran"),
+    pl.col("replay").sum().alias("graph_replays"),
+    pl.col("capture").any().alias("_capture"),
+)
+_STARVED = (pl.col("launches") >= MIN_LAUNCHES) & (
+    pl.col("launches_ran") <= RAN_SHARE_MAX * pl.col("launches")
+)
+_CAPTURE = (pl.col("_capture") | _STARVED).alias("graph_capture")
+
+
+def graph_step_plan(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, ran: pl.Series) -> pl.LazyFrame:
+    """`graph_steps` as a lazy query, for a caller to collect with others; `ran`: the correlation ids of the
+    device events."""
+    ran_ids = pl.Series([ran])  # as one list, built without a query
+    launch, capture, replay = _KINDS
     marked = (
         cpu.lazy()
-        .filter(pl.col("kind") == "runtime")
-        .select(
-            "start_us",
-            pl.col("name").str.contains(LAUNCH_CALLS).alias("launch"),
-            pl.col("correlation").is_in(ran).alias("ran"),
-            pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
-            pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
-        )
+        .filter(_RUNTIME)
+        .select("start_us", launch, pl.col("correlation").is_in(ran_ids).alias("ran"), capture, replay)
     )
-    counts = (
-        _in_steps(marked, steps)
-        .group_by("step")
-        .agg(
-            pl.col("launch").sum().alias("launches"),
-            (pl.col("launch") & pl.col("ran")).sum().alias("launches_ran"),
-            pl.col("replay").sum().alias("graph_replays"),
-            pl.col("capture").any().alias("_capture"),
-        )
-    )
-    starved = (pl.col("launches") >= MIN_LAUNCHES) & (
-        pl.col("launches_ran") <= RAN_SHARE_MAX * pl.col("launches")
-    )
+    counts = _in_steps(marked, steps).group_by("step").agg(*_COUNTS)
     return (
-        counts.with_columns(
-            pl.lit(rank, pl.Int64).alias("rank"), (pl.col("_capture") | starved).alias("graph_capture")
-        )
+        counts.with_columns(pl.lit(rank, pl.Int64).alias("rank"), _CAPTURE)
         .select(list(GRAPH_SCHEMA))
         .cast(GRAPH_SCHEMA)  # type: ignore[arg-type]
         .sort("step")
-        .collect()
     )

@@ -19,11 +19,12 @@ annotations, `cpu` for host ones). `choose_steps` picks one set per rank by evid
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows, merge_intervals, union_length
+from traceview.core.intervals import clipped
 from traceview.model.trace import RankTrace
 
 WHOLE_TRACE = -1
@@ -62,60 +63,114 @@ def _candidates(trace: RankTrace, source: str) -> pl.LazyFrame:
     return trace.steps.lazy().filter(pl.col("source") == source)
 
 
-def _has_source(trace: RankTrace, source: str) -> bool:
-    """Whether the rank has step candidates of `source` (no query: a column comparison)."""
-    return bool((trace.steps.get_column("source") == source).any())
+_REACH = pl.col("end_us").cum_max().shift(1)
+_UNCOVERED = (
+    pl.col("end_us") - pl.max_horizontal(pl.col("start_us"), _REACH.fill_null(pl.col("start_us")))
+).clip(lower_bound=0.0)
+"""Per interval (sorted by start): the part of it no earlier interval covers."""
+_NEW_SEGMENT = (pl.col("start_us") > _REACH).fill_null(True).cast(pl.Int64).cum_sum()
+_BUSY = pl.col("busy_us").sum()
 
 
-def _device_busy_us(events: pl.DataFrame) -> float:
-    """Length of the union of the intervals of `events` (columns `start_us`, `end_us`, others ignored)."""
-    if events.height == 0:
-        return 0.0
-    return float(union_length(events, [], "busy_us")["busy_us"].sum())
+def _busy_us(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Length of the union of the intervals of `events` (columns `start_us`, `end_us`, others ignored), as one
+    row `busy_us` (0 without events); the sums of `traceview.core.intervals.union_length`."""
+    per_group = events.sort("start_us").with_columns(_UNCOVERED.alias("busy_us")).group_by([]).agg(_BUSY)
+    return per_group.select(_BUSY)
 
 
-def _busy_inside(events: pl.DataFrame, windows: pl.LazyFrame) -> float:
-    """Device busy time of `events` inside the union of `windows` (columns `start_us`, `end_us`)."""
-    if events.height == 0:
-        return 0.0
-    key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clip_to_windows groups by at least one key
-    keyed_windows, keyed_events = pl.collect_all(
-        [windows.select(key, "start_us", "end_us"), events.lazy().select(key, "start_us", "end_us")],
+def _busy_inside(
+    events: pl.LazyFrame, windows: pl.LazyFrame, one: tuple[float, float] | None
+) -> pl.LazyFrame:
+    """Device busy time of `events` inside the union of `windows` (columns `start_us`, `end_us`), as
+    `_busy_us`: the events clipped to the merged windows (`traceview.core.intervals.clipped`); to the only
+    window, `one` (start, end), directly."""
+    if one is not None:
+        start, end = (pl.lit(edge, pl.Float64) for edge in one)
+        cut = events.select(
+            pl.max_horizontal(pl.col("start_us"), start).alias("start_us"),
+            pl.min_horizontal(pl.col("end_us"), end).alias("end_us"),
+        )
+        return _busy_us(cut.filter(pl.col("end_us") > pl.col("start_us")))
+    key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clipped groups by at least one key
+    merged = (
+        windows.select(key, "start_us", "end_us")
+        .sort("_rank", "start_us")
+        .with_columns(_NEW_SEGMENT.alias("_segment"))
+        .group_by("_rank", "_segment")
+        .agg(pl.col("start_us").min(), pl.col("end_us").max())
+        .sort("_rank", "start_us")
+        .select(
+            "_rank",
+            pl.int_range(pl.len()).alias("step"),
+            pl.col("start_us").alias("window_start_us"),
+            pl.col("end_us").alias("window_end_us"),
+        )
     )
-    if keyed_windows.height == 0:
-        return 0.0
-    merged = merge_intervals(keyed_windows, ["_rank"]).select(
-        "_rank",
-        pl.int_range(pl.len()).alias("step"),
-        pl.col("start_us").alias("window_start_us"),
-        pl.col("end_us").alias("window_end_us"),
-    )
-    clipped = clip_to_windows(keyed_events, merged, ["_rank"])
-    return _device_busy_us(clipped)
+    return _busy_us(clipped(events.select(key, "start_us", "end_us"), merged, ["_rank"]))
 
 
 def _span(microseconds: float) -> str:
     return f"{microseconds / 1000:.1f} ms" if microseconds >= 1000 else f"{microseconds:.0f} us"
 
 
+def _weighed(trace: RankTrace, stepped: pl.LazyFrame | None, gpu: pl.Series) -> list[pl.LazyFrame]:
+    """The device busy time of the reference (the events launched in the CPU steps, `stepped`, else every
+    device event) and inside the GPU step annotations (`gpu`: which steps are; `_busy_us` rows)."""
+    reference = trace.gpu.lazy() if stepped is None else stepped
+    one = None
+    if gpu.sum() == 1:
+        start, end = (float(trace.steps.get_column(c).filter(gpu)[0]) for c in ("start_us", "end_us"))
+        one = (start, end)
+    return [_busy_us(reference), _busy_inside(trace.gpu.lazy(), _candidates(trace, "gpu"), one)]
+
+
 def choose_steps(trace: RankTrace) -> StepChoice:
-    """The step source of the rank, by evidence (see the module docstring)."""
-    has_gpu, has_cpu = _has_source(trace, "gpu"), _has_source(trace, "cpu")
+    """The step source of the rank, by evidence (see the module docstring). One query when GPU annotations
+    are weighed, none otherwise."""
+    return chosen_windows(trace, windows=False)[0]
+
+
+def chosen_windows(
+    trace: RankTrace, windows: bool = True, also: Sequence[pl.LazyFrame] = ()
+) -> tuple[StepChoice, pl.DataFrame, list[pl.DataFrame]]:
+    """`choose_steps(trace)`, when `windows` `step_windows(trace, choice)` (else an empty frame), and the
+    queries `also` collected: the evidence, the windows of each source it may choose and `also` in one query.
+    """
+    source = trace.steps.get_column("source")
+    gpu = source == "gpu"
+    has_gpu, has_cpu = bool(gpu.any()), bool((source == "cpu").any())
     fallback = "cpu" if has_cpu else "none"
-    if not has_gpu or trace.gpu.height == 0:
-        return StepChoice(trace.rank, "gpu" if has_gpu else fallback)
-    reference = _device_busy_us(device_event_steps(trace) if has_cpu else trace.gpu)
-    covered = _busy_inside(trace.gpu, _candidates(trace, "gpu"))
+    weigh = has_gpu and trace.gpu.height > 0
+    stepped = _device_event_steps(trace) if has_cpu and trace.gpu.height else None  # one plan, shared
+    evidence = _weighed(trace, stepped, gpu) if weigh else []
+    choices = ("gpu", fallback) if weigh else ("gpu" if has_gpu else fallback,)
+    plans = {s: _windows(trace, s, stepped) for s in choices} if windows and trace.gpu.height else {}
+    queries = [*evidence, *plans.values(), *also]
+    found = pl.collect_all(queries) if queries else []
+    busy = [float(frame.item()) for frame in found[: len(evidence)]]
+    framed = dict(zip(plans, found[len(evidence) : len(evidence) + len(plans)], strict=True))
+    choice = _choice(trace.rank, has_gpu, fallback, has_cpu, busy)
+    chosen = framed.get(choice.source, pl.DataFrame(schema=WINDOW_SCHEMA))
+    return choice, chosen, found[len(evidence) + len(plans) :]
+
+
+def _choice(rank: int, has_gpu: bool, fallback: str, has_cpu: bool, busy: list[float]) -> StepChoice:
+    """The choice from the busy time of the reference and inside the GPU annotations (`busy`, empty when they
+    were not weighed)."""
+    if not busy:
+        return StepChoice(rank, "gpu" if has_gpu else fallback)
+    reference, covered = busy
     share = GPU_COVER_MIN_SHARE_OF_CPU_STEPS if has_cpu else GPU_COVER_MIN_SHARE_OF_TRACE
     if reference <= 0 or covered >= share * reference:
-        return StepChoice(trace.rank, "gpu", covered, reference)
+        return StepChoice(rank, "gpu", covered, reference)
     what = "the device activity launched in the CPU steps" if has_cpu else "the trace's device activity"
     instead = "using the CPU ProfilerStep windows" if has_cpu else "analysing the whole trace as one step"
     warning = (
-        f"rank {trace.rank}: GPU ProfilerStep annotations cover {covered / reference:.2%} of {what} "
+        f"rank {rank}: GPU ProfilerStep annotations cover {covered / reference:.2%} of {what} "
         f"({_span(covered)} of {_span(reference)}); {instead}"
     )
-    return StepChoice(trace.rank, fallback, covered, reference, warning)
+    return StepChoice(rank, fallback, covered, reference, warning)
 
 
 def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataFrame:
@@ -124,13 +179,17 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
     `choice` is `choose_steps(trace)` (computed here when not given)."""
     if trace.gpu.height == 0:
         return pl.DataFrame(schema=WINDOW_SCHEMA)
-    source = (choice or choose_steps(trace)).source
+    return _windows(trace, (choice or choose_steps(trace)).source).collect()
+
+
+def _windows(trace: RankTrace, source: str, stepped: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """The windows of `source` (`step_windows`), lazily; `stepped`: `_device_event_steps(trace)` if built."""
     if source == "gpu":
         windows = _candidates(trace, "gpu").select(
             "step", pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us")
         )
     elif source == "cpu":
-        windows = _windows_from_launches(trace)
+        windows = _windows_from_launches(_device_event_steps(trace) if stepped is None else stepped)
     else:
         windows = trace.gpu.lazy().select(
             pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"),
@@ -138,7 +197,7 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
             pl.col("end_us").max().alias("window_end_us"),
         )
     rank = pl.lit(trace.rank, dtype=pl.Int64).alias("rank")
-    return windows.with_columns(rank).select(list(WINDOW_SCHEMA)).collect()
+    return windows.with_columns(rank).select(list(WINDOW_SCHEMA))
 
 
 def device_event_steps(trace: RankTrace) -> pl.DataFrame:
@@ -171,10 +230,9 @@ def _device_event_steps(trace: RankTrace) -> pl.LazyFrame:
     )
 
 
-def _windows_from_launches(trace: RankTrace) -> pl.LazyFrame:
+def _windows_from_launches(stepped: pl.LazyFrame) -> pl.LazyFrame:
     ends = (
-        _device_event_steps(trace)
-        .group_by("step")
+        stepped.group_by("step")
         .agg(pl.col("start_us").min().alias("first_start"), pl.col("end_us").max().alias("window_end_us"))
         .sort("step")
         .with_columns(pl.col("window_end_us").cum_max())

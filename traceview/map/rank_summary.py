@@ -230,15 +230,9 @@ def _compact_cpu(cpu: pl.DataFrame, inputs: Sequence[pl.DataFrame]) -> pl.LazyFr
     return pl.concat(parts).sort("start_us", maintain_order=True)
 
 
-def compact_trace(trace: RankTrace) -> RankTrace:
-    """The trace without its device events and with only the host rows of `_compact_cpu` (`compact`: its
-    shape FLOPs counted, so that the reduce never counts them again). Two queries."""
-    inputs = pl.collect_all(_compact_inputs(trace.cpu))
-    return _compacted(trace, _compact_cpu(trace.cpu, inputs).collect())
-
-
 def _compacted(trace: RankTrace, cpu: pl.DataFrame) -> RankTrace:
-    """`trace` without its device events, with the host rows `cpu` (`_compact_cpu`)."""
+    """The compact trace: `trace` without its device events, with the host rows `cpu` (`_compact_cpu`) and
+    marked `compact` (its shape FLOPs counted, so that the reduce never counts them again)."""
     return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=cpu, compact=True)
 
 

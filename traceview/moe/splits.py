@@ -70,15 +70,9 @@ _ALLTOALL_KERNEL = pl.col("first_in_call") & pl.col("on_device") & (pl.col("coll
 _EMPTY_SPLITS = pl.DataFrame(schema=SPLIT_SCHEMA)
 
 
-def split_rows(kernels: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The rank's all-to-all calls in its step windows, with their splits (module docstring). One query
-    without all-to-all calls, two or three with them."""
-    return splits_of(alltoall_calls(kernels).collect(), cpu, windows)
-
-
 def alltoall_calls(kernels: pl.DataFrame) -> pl.LazyFrame:
-    """The first query of `split_rows`, for a caller to collect with others: the all-to-all calls (their first
-    on-device kernel) with their `group`."""
+    """The first query of the rank's splits, for a caller to collect with others: the all-to-all calls (their
+    first on-device kernel) with their `group`."""
     return kernels.lazy().filter(_ALLTOALL_KERNEL).with_columns(group_expr().alias("group"))
 
 
@@ -88,7 +82,8 @@ def has_alltoall(kernels: pl.DataFrame) -> bool:
 
 
 def splits_of(calls: pl.DataFrame | None, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """`split_rows` from the collected `alltoall_calls` (None: the rank has none, `has_alltoall`)."""
+    """The rank's all-to-all calls in its step windows, with their splits (module docstring), from the
+    collected `alltoall_calls` (None: the rank has none, `has_alltoall`)."""
     if calls is None or calls.height == 0 or windows.height == 0:
         return _EMPTY_SPLITS.clear()
     placed = (

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from traceview.bubbles.gaps import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
-from traceview.budget.time_budget import classified_events, time_budget, with_graph_steps
+from traceview.budget.time_budget import classified_events, step_budget, with_graph_steps
 from traceview.collectives.calls import call_counts, launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
@@ -268,7 +268,7 @@ def summarize(
     return RankSummary(
         trace=compact,
         windows=windows,
-        per_step=with_graph_steps(time_budget(events, windows).per_step, graphs),
+        per_step=with_graph_steps(step_budget(events, windows), graphs),
         kernels=kernels,
         launch_marks=launch_marks,
         gap_steps=gap_steps(gaps, windows),

@@ -14,6 +14,9 @@ exclusive time; where two or more compute classes run, the overlap. One query co
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import polars as pl
 
 from traceview.core.intervals import clip_to_windows
@@ -40,89 +43,115 @@ def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     return clip_to_windows(events.select(columns), windows, ["rank"])
 
 
-_COMPUTE = [c for c in CLASSES if c in COMPUTE_CLASSES]
-_RUNS = {c: pl.col(f"_n_{c}") > 0 for c in CLASSES}
 _ALONE = pl.col("_running") == 1
-_SUMS = [
-    *(pl.col("_len").filter(_RUNS[c]).sum().alias(f"time:{c}") for c in CLASSES),
-    *(pl.col("_len").filter(_RUNS[c] & _ALONE).sum().alias(f"alone:{c}") for c in _COMPUTE),
-    pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(f"time:{OVERLAP}"),
-]
 _ORDER = pl.col("kernel_class").replace_strict({c: i for i, c in enumerate((*CLASSES, OVERLAP))}, default=99)
+_ALONE_PREFIX = "alone:"
+_IS_OVERLAP = pl.col("kernel_class") == OVERLAP
+_KEEP = (pl.col("time_us") > 0) | _IS_OVERLAP
+_NO_COMPUTE = pl.when(_IS_OVERLAP).then(pl.col("time_us")).alias("exclusive_us")
+_EXCLUSIVE = (
+    pl.when(_IS_OVERLAP).then(pl.col("time_us")).otherwise(pl.col("exclusive_us")).alias("exclusive_us")
+)
 
 
-def _marks(time: str, step: int) -> list[pl.Expr]:
-    is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in CLASSES]
+def _marks(classes: tuple[str, ...], time: str, step: int) -> list[pl.Expr]:
+    is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in classes]
     return [*map(pl.col, KEYS), pl.col(time).alias("_t"), *is_class]
 
 
-_EDGES = (_marks("start_us", 1), _marks("end_us", -1))
+@dataclass(frozen=True)
+class _Sweep:
+    """The expressions of one sweep over `classes` (those a rank's events have: a class no event has never
+    runs, so its columns would only sum to 0), built once per set of classes (`_sweep_of`)."""
+
+    edges: tuple[list[pl.Expr], list[pl.Expr]]
+    running: tuple[pl.Expr, pl.Expr]
+    computing: pl.Expr
+    sums: tuple[pl.Expr, ...]
+    times: tuple[str, ...]
+    alone: tuple[str, ...]
 
 
-def _sweep(clipped: pl.LazyFrame) -> pl.LazyFrame:
+@functools.cache
+def _sweep_of(classes: tuple[str, ...]) -> _Sweep:
+    """The `_Sweep` of `classes` (in `CLASSES` order)."""
+    compute = [c for c in classes if c in COMPUTE_CLASSES]
+    runs = {c: pl.col(f"_n_{c}") > 0 for c in classes}
+    alone = tuple(f"{_ALONE_PREFIX}{c}" for c in compute)
+    return _Sweep(
+        edges=(_marks(classes, "start_us", 1), _marks(classes, "end_us", -1)),
+        running=(
+            pl.col([f"_n_{c}" for c in classes]).cum_sum(),
+            (pl.col("_t").shift(-1) - pl.col("_t")).alias("_len"),
+        ),
+        computing=(pl.sum_horizontal(runs[c] for c in compute) if compute else pl.lit(0)).alias("_running"),
+        sums=(
+            *(pl.col("_len").filter(runs[c]).sum().alias(c) for c in classes),
+            *(
+                pl.col("_len").filter(runs[c] & _ALONE).sum().alias(a)
+                for c, a in zip(compute, alone, strict=True)
+            ),
+            pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(OVERLAP),
+        ),
+        times=(*classes, OVERLAP),
+        alone=alone,
+    )
+
+
+def _sweep(clipped: pl.LazyFrame, classes: tuple[str, ...]) -> pl.LazyFrame:
     """Per (rank, step, class): `time_us` (where the class runs), `exclusive_us` (where it is the only compute
     class running; null for the others) and, as class `overlap`, the time two or more compute classes run.
 
-    One sweep over every interval's start (+1) and end (-1) in its class's column: sorted by (rank, step,
-    time), a class runs where its running count is positive. Each (rank, step)'s counts return to 0 at its
-    last end, so one running sum over the whole frame is each group's, and a piece's length (to the next edge)
-    is never read across groups (the last edge of a group leaves nothing running). Every class has its
-    column; one that never runs sums to 0 and is dropped with the rows of no time (`_long`)."""
-    counts = [f"_n_{c}" for c in CLASSES]
-    edges = pl.concat([clipped.select(*marks) for marks in _EDGES]).sort([*KEYS, "_t"])
-    running = edges.with_columns(
-        pl.col(counts).cum_sum(), (pl.col("_t").shift(-1) - pl.col("_t")).alias("_len")
-    ).with_columns(pl.sum_horizontal(_RUNS[c] for c in _COMPUTE).alias("_running"))
-    return _long(running.group_by(KEYS).agg(_SUMS))
+    One sweep over every interval's start (+1) and end (-1) in its class's column (`classes`: those the
+    events have): sorted by (rank, step, time), a class runs where its running count is positive. Each
+    (rank, step)'s counts return to 0 at its last end, so one running sum over the whole frame is each
+    group's, and a piece's length (to the next edge) is never read across groups (the last edge of a group
+    leaves nothing running). A class that never runs sums to 0 and is dropped with the rows of no time
+    (`_long`)."""
+    sweep = _sweep_of(classes)
+    edges = pl.concat([clipped.select(*marks) for marks in sweep.edges]).sort([*KEYS, "_t"])
+    running = edges.with_columns(*sweep.running).with_columns(sweep.computing)
+    return _long(running.group_by(KEYS).agg(sweep.sums), sweep)
 
 
-def _long(wide: pl.LazyFrame) -> pl.LazyFrame:
-    """`time:<class>` and `alone:<class>` columns per (rank, step) as rows (rank, step, kernel_class,
-    time_us, exclusive_us)."""
-    long = wide.unpivot(index=KEYS, variable_name="_what", value_name="_us").with_columns(
-        pl.col("_what").str.extract(r"^(\w+):", 1).alias("_kind"),
-        pl.col("_what").str.extract(r":(.+)$", 1).alias("kernel_class"),
-    )
-    times = long.filter(pl.col("_kind") == "time").select(
-        *KEYS, "kernel_class", pl.col("_us").alias("time_us")
-    )
-    alone = long.filter(pl.col("_kind") == "alone").select(
-        *KEYS, "kernel_class", pl.col("_us").alias("exclusive_us")
-    )
+def _long(wide: pl.LazyFrame, sweep: _Sweep) -> pl.LazyFrame:
+    """The class and `alone:<class>` columns per (rank, step) as rows (rank, step, kernel_class, time_us,
+    exclusive_us)."""
+    times = wide.unpivot(sweep.times, index=KEYS, variable_name="kernel_class", value_name="time_us")
+    if not sweep.alone:  # no compute class (an empty `on` would unpivot every column)
+        return times.filter(_KEEP).with_columns(_NO_COMPUTE)
+    alone = wide.unpivot(sweep.alone, index=KEYS, variable_name="kernel_class", value_name="exclusive_us")
+    alone = alone.with_columns(pl.col("kernel_class").str.strip_prefix(_ALONE_PREFIX))
     found = times.join(alone, on=[*KEYS, "kernel_class"], how="left")
-    keep = (pl.col("time_us") > 0) | (pl.col("kernel_class") == OVERLAP)
-    overlap = pl.col("kernel_class") == OVERLAP
-    exclusive = pl.when(overlap).then(pl.col("time_us")).otherwise(pl.col("exclusive_us"))
-    return found.filter(keep).with_columns(exclusive.alias("exclusive_us"))
+    return found.filter(_KEEP).with_columns(_EXCLUSIVE)
+
+
+_BY = [*KEYS, "kernel_class"]
+_FIGURES = (
+    pl.len().cast(pl.Int64).alias("kernels"),
+    (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_sum_us"),
+)
+_HAS_COMPUTE = (pl.col("event_class") == "compute").any().alias("_has_compute")
+_FILLED = (
+    (pl.col("kernel_class").is_in(list(COMPUTE_CLASSES)) | _IS_OVERLAP).alias("in_comp"),
+    pl.col("kernels").fill_null(0),
+    pl.col("kernel_sum_us").fill_null(0.0),
+)
+_CLASS_STEP_COLUMNS = [pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()]
 
 
 def class_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     """Per (rank, step, class) the figures of the module docstring (`CLASS_STEP_SCHEMA`), with the `overlap`
-    row per (rank, step), from one sweep (`_sweep`); a query."""
+    row per (rank, step) where the step has a compute event, from one sweep (`_sweep`); a query."""
     if clipped.height == 0:
         return pl.LazyFrame(schema=CLASS_STEP_SCHEMA)
-    by = [*KEYS, "kernel_class"]
+    present = set(clipped.get_column("kernel_class").unique().to_list())
     events = clipped.lazy()
-    figures = events.group_by(by).agg(
-        pl.len().cast(pl.Int64).alias("kernels"),
-        (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_sum_us"),
-    )
-    compute = pl.col("kernel_class").is_in(list(COMPUTE_CLASSES))
-    has_compute = (
-        events.filter(pl.col("event_class") == "compute")
-        .select(KEYS)
-        .unique()
-        .with_columns(pl.lit(True).alias("_has_compute"))
-    )
     rows = (
-        _sweep(events)
-        .join(figures, on=by, how="left")
-        .with_columns(
-            (compute | (pl.col("kernel_class") == OVERLAP)).alias("in_comp"),
-            pl.col("kernels").fill_null(0),
-            pl.col("kernel_sum_us").fill_null(0.0),
-        )
-        .join(has_compute, on=KEYS, how="left")
-        .filter((pl.col("kernel_class") != OVERLAP) | pl.col("_has_compute").fill_null(False))
+        _sweep(events, tuple(c for c in CLASSES if c in present))
+        .join(events.group_by(_BY).agg(_FIGURES), on=_BY, how="left")
+        .with_columns(_FILLED)
+        .join(events.group_by(KEYS).agg(_HAS_COMPUTE), on=KEYS, how="left")
+        .filter(~_IS_OVERLAP | pl.col("_has_compute").fill_null(False))
     )
-    return rows.sort([*KEYS, _ORDER]).select([pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()])
+    return rows.sort([*KEYS, _ORDER]).select(_CLASS_STEP_COLUMNS)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows, union_length
+from traceview.core.intervals import clipped, union_length
 
 
 @dataclass(frozen=True)
@@ -73,23 +73,21 @@ HOST_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
+def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFrame:
     """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else
-    `windows`."""
+    `windows`; a query."""
     if not (trace_steps.get_column("source") == "cpu").any():
-        return windows
+        return windows.lazy()
     return (
         trace_steps.lazy()
-        .filter(pl.col("source") == "cpu")
+        .filter(_FROM_CPU)
         .unique("step")
-        .select(
-            pl.lit(rank, pl.Int64).alias("rank"),
-            "step",
-            pl.col("start_us").alias("window_start_us"),
-            pl.col("end_us").alias("window_end_us"),
-        )
-        .collect()
+        .select(pl.lit(rank, pl.Int64).alias("rank"), "step", *_WINDOW_EDGES)
     )
+
+
+_FROM_CPU = pl.col("source") == "cpu"
+_WINDOW_EDGES = (pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us"))
 
 
 def _phase() -> pl.Expr:
@@ -101,30 +99,32 @@ def _phase() -> pl.Expr:
 
 
 _PHASE = _phase().alias("phase")
-_ANY_RULE = "|".join(f"(?:{rule.regex})" for rule in HOST_RULES)
+_ANY_RULE = pl.col("name").str.contains("|".join(f"(?:{rule.regex})" for rule in HOST_RULES))
 _KEYS = ["rank", "step", "phase"]
+_SPANS = pl.len().cast(pl.Int64).alias("spans")
+_HOST_COLUMNS = [pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()]
 
 
-def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFrame:
-    """Per (rank, step, phase): `HOST_SCHEMA` over the host step `windows`, as a query (computing its spans
-    and cutting them into the windows run first)."""
+def host_spans(cpu: pl.DataFrame, windows: pl.LazyFrame, rank: int) -> pl.LazyFrame:
+    """The host spans of a phase (`HOST_RULES`: rank, phase, start_us, end_us) cut into the host step
+    `windows` (with `step`), as a query."""
     spans = (
         cpu.lazy()
         .select("kind", "name", "start_us", "end_us")
-        .filter(pl.col("name").str.contains(_ANY_RULE))  # one scan of the names; the rules then run on few
+        .filter(_ANY_RULE)  # one scan of the names; the rules then run on few
         .with_columns(_PHASE)
         .drop_nulls("phase")
         .select(pl.lit(rank, pl.Int64).alias("rank"), "phase", "start_us", "end_us")
-        .collect()
     )
-    if spans.height == 0 or windows.height == 0:
+    return clipped(spans, windows, ["rank"])
+
+
+def host_steps(spans: pl.DataFrame) -> pl.LazyFrame:
+    """Per (rank, step, phase): `HOST_SCHEMA` from the `host_spans` computed (`spans`), as a query (the union
+    of each phase's spans runs first)."""
+    if spans.height == 0:
         return pl.LazyFrame(schema=HOST_SCHEMA)
-    clipped = clip_to_windows(spans, windows, ["rank"])
-    counted = clipped.lazy().group_by(_KEYS).agg(pl.len().cast(pl.Int64).alias("spans"))
+    counted = spans.lazy().group_by(_KEYS).agg(_SPANS)
     return (
-        union_length(clipped, _KEYS, "time_us")
-        .lazy()
-        .join(counted, on=_KEYS)
-        .sort(_KEYS)
-        .select([pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()])
+        union_length(spans, _KEYS, "time_us").lazy().join(counted, on=_KEYS).sort(_KEYS).select(_HOST_COLUMNS)
     )

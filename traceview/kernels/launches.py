@@ -113,13 +113,13 @@ def _device(linked: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.LazyFrame, 
 
 
 def launch_steps(
-    linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.DataFrame, rank: int
+    linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.LazyFrame, rank: int
 ) -> pl.LazyFrame:
     """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`, as a query
     (`graph_calls` runs first)."""
     if windows.height == 0:
         return pl.LazyFrame(schema=LAUNCH_SCHEMA)
-    captures = _captures(cpu, linked.lazy(), host_windows.lazy())
+    captures = _captures(cpu, linked.lazy(), host_windows)
     steps = pl.concat([windows.lazy().select("step"), captures.select("step")]).unique()  # a capture step
     device, added = _device(linked, windows)  # may run nothing
     present = {"rank", "step", "capture_calls", "captured_launches", "capture_step", *added}

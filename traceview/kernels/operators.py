@@ -112,45 +112,57 @@ def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     return counted.with_columns(depth).drop("_end", "_closed", "_zero")
 
 
-def launch_links(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
-    """Per call that launched device work (`launched`: distinct correlation ids): its name, start and end,
-    whether it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none
-    contains it). The items (`_items`), read twice, are computed first (a query): inside one query the
-    optimizer would push each reader's filter into them and compute them twice."""
-    items = _items(cpu, launched).collect().lazy()
-    ops = items.filter(~pl.col("is_call")).select(
-        "_thread",
-        "depth",
-        "position",
-        "op_id",
-        pl.col("name").alias("_op_name"),
-        pl.col("start_us").alias("_op_start"),
-        pl.col("end_us").alias("_op_end"),
-    )
-    calls = items.filter(pl.col("is_call")).select(
-        "_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1
-    )
+def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
+    """The operators and calls of `cpu` that launched the device `events`, with their `depth` (`_items`), as
+    a query: `links` reads them twice, so they are computed first (inside one query the optimizer would push
+    each reader's filter into them and compute them twice)."""
+    return _items(cpu, events.select(pl.col("correlation").drop_nulls().unique()))
+
+
+def links(items: pl.DataFrame) -> pl.LazyFrame:
+    """Per call that launched device work (`items`: `link_items` computed): its name, start and end, whether
+    it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none contains
+    it)."""
+    found = items.lazy()
+    ops = found.filter(~pl.col("is_call")).select(_OP_COLUMNS)
+    calls = found.filter(pl.col("is_call")).select(_CALL_COLUMNS)
     joined = calls.sort("position").join_asof(
         ops.sort("position"), on="position", by=["_thread", "depth"], check_sortedness=False
     )
-    inside = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
-    return joined.select(
-        "correlation",
-        pl.when(inside).then(pl.col("op_id")).alias("op_id"),
-        pl.when(inside).then(pl.col("_op_name")).alias("op_name"),
-        pl.col("name").alias("launch_name"),
-        pl.col("start_us").alias("launch_start_us"),
-        pl.col("end_us").alias("launch_end_us"),
-        is_graph_launch().alias("graph"),
-    )
+    return joined.select(_LINK_COLUMNS)
+
+
+_OP_COLUMNS = (
+    "_thread",
+    "depth",
+    "position",
+    "op_id",
+    pl.col("name").alias("_op_name"),
+    pl.col("start_us").alias("_op_start"),
+    pl.col("end_us").alias("_op_end"),
+)
+_CALL_COLUMNS = ("_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1)
+_INSIDE = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
+_LINK_COLUMNS = (
+    "correlation",
+    pl.when(_INSIDE).then(pl.col("op_id")).alias("op_id"),
+    pl.when(_INSIDE).then(pl.col("_op_name")).alias("op_name"),
+    pl.col("name").alias("launch_name"),
+    pl.col("start_us").alias("launch_start_us"),
+    pl.col("end_us").alias("launch_end_us"),
+    is_graph_launch().alias("graph"),
+)
+
+
+def linked_events(events: pl.DataFrame, items: pl.DataFrame) -> pl.LazyFrame:
+    """Device `events` with their launch and operator (`LINK_COLUMNS`; null when not linked), from the
+    `link_items` computed (`items`), as a query."""
+    return events.lazy().join(links(items), on="correlation", how="left", maintain_order="left")
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked); two queries."""
-    frame = events.lazy()
-    launched = frame.select(pl.col("correlation").drop_nulls().unique())
-    links = launch_links(cpu, launched)
-    return frame.join(links, on="correlation", how="left", maintain_order="left").collect()
+    return linked_events(events, link_items(events.lazy(), cpu).collect()).collect()
 
 
 def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:

@@ -18,14 +18,15 @@ import polars as pl
 from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
-from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
+from traceview.kernels.host import HOST_SCHEMA, host_spans, host_steps, host_windows
 from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
 from traceview.kernels.operators import (
     OPERATOR_SCHEMA,
     known_sums,
+    link_items,
+    linked_events,
     operator_costs_query,
     top_operators,
-    with_links,
 )
 from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, key_steps, top_kernels
 from traceview.model.trace import RankTrace
@@ -183,12 +184,16 @@ def rank_kernel_parts(
     """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
     (`classed_events`), `clipped` them cut to its step `windows`
     (`traceview.kernels.classes.clipped_events`). The parts are queries computed together (`pl.collect_all`)
-    once the links, the operators' shapes and the host spans cut into the host windows are known."""
+    once the links, the operators' shapes and the host spans cut into the host windows are known (the items
+    the links read and the host spans computed together first)."""
     if classed.height == 0:
         return KernelParts.empty()
-    linked = with_links(classed, trace.cpu)
-    costs = operator_costs_query(linked, trace.cpu).cache()
     hosted = host_windows(trace.steps, windows, trace.rank)
+    items, spans = pl.collect_all(
+        [link_items(classed.lazy(), trace.cpu), host_spans(trace.cpu, hosted, trace.rank)]
+    )
+    linked = linked_events(classed, items).collect()
+    costs = operator_costs_query(linked, trace.cpu).cache()
     parts = (
         class_steps(clipped),
         key_steps(clipped, names),
@@ -196,7 +201,7 @@ def rank_kernel_parts(
         top_operators(costs, trace.rank),
         _roofline_part(costs, trace.rank),
         launch_steps(linked, trace.cpu, windows, hosted, trace.rank),
-        host_steps(trace.cpu, hosted, trace.rank),
+        host_steps(spans),
         _rank_row(trace, linked),
     )
     return KernelParts(*pl.collect_all(parts))

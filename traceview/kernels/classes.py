@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows
+from traceview.core.intervals import clipped
 from traceview.events.kernel_classes import CLASSES, COMPUTE_CLASSES, OVERLAP
 
 CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -35,12 +35,17 @@ CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
 KEYS = ["rank", "step"]
 
 
+_CLIPPED_COLUMNS = ["rank", "name_id", "key_id", "start_us", "end_us", "event_class", "kernel_class"]
+
+
 def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Classed device events (`kernel_class`, `name_id`, `key_id`) cut into the step windows, with `step`."""
-    columns = ["rank", "name_id", "key_id", "start_us", "end_us", "event_class", "kernel_class"]
     if events.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema={**{c: events.schema.get(c, pl.Utf8) for c in columns}, "step": pl.Int64})
-    return clip_to_windows(events.select(columns), windows, ["rank"])
+        schema = events.schema
+        return pl.DataFrame(
+            schema={**{c: schema.get(c, pl.Utf8) for c in _CLIPPED_COLUMNS}, "step": pl.Int64}
+        )
+    return clipped(events.lazy().select(_CLIPPED_COLUMNS), windows.lazy(), ["rank"]).collect()
 
 
 _ALONE = pl.col("_running") == 1

@@ -189,7 +189,7 @@ def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFram
     return shape_costs_query(shaped)
 
 
-def known_sums() -> list[pl.Expr]:
+def _known_sums() -> list[pl.Expr]:
     """FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none
     has)."""
     found = []
@@ -202,27 +202,42 @@ def known_sums() -> list[pl.Expr]:
     return found
 
 
+KNOWN_SUMS = tuple(_known_sums())
+"""FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none has)."""
+
+
+_ACHIEVED = (
+    pl.when(pl.col("flops_kernel_us") > 0)
+    .then(pl.col("flops") / (pl.col("flops_kernel_us") * 1e-6))
+    .alias("achieved_flops")
+)
+
+
 def with_achieved(frame: Frame) -> Frame:
     """`achieved_flops`: FLOPs over the kernel time of the calls they are known for (FLOP/s)."""
-    achieved = pl.col("flops") / (pl.col("flops_kernel_us") * 1e-6)
-    return frame.with_columns(pl.when(pl.col("flops_kernel_us") > 0).then(achieved).alias("achieved_flops"))
+    return frame.with_columns(_ACHIEVED)
+
+
+_OPERATOR_SUMS = (
+    pl.col("op_class").first(),
+    pl.len().cast(pl.Int64).alias("calls"),
+    pl.col("kernels").sum(),
+    pl.col("kernel_us").sum(),
+    *KNOWN_SUMS,
+    pl.col("op_dtype").drop_nulls().mode().sort().first().alias("dtype"),
+)
+_OPERATOR_COLUMNS = [pl.col(c).cast(t) for c, t in OPERATOR_SCHEMA.items()]
+_OPERATOR_NAMED = (pl.col("name").alias("operator"), pl.exclude("name"))
 
 
 def top_operators(costs: pl.LazyFrame, rank: int, bound: int = TOP_OPERATORS) -> pl.LazyFrame:
     """Per operator name: calls that launched work, kernels, kernel time, and FLOPs and bytes with the kernel
     time they were measured over; the `bound` of largest kernel time (a query)."""
-    grouped = costs.group_by("name").agg(
-        pl.col("op_class").first(),
-        pl.len().cast(pl.Int64).alias("calls"),
-        pl.col("kernels").sum(),
-        pl.col("kernel_us").sum(),
-        *known_sums(),
-        pl.col("op_dtype").drop_nulls().mode().sort().first().alias("dtype"),
-    )
+    grouped = costs.group_by("name").agg(_OPERATOR_SUMS)
     return (
         with_achieved(grouped)
         .sort(["kernel_us", "name"], descending=[True, False])
         .head(bound)
-        .select(pl.lit(rank, pl.Int64).alias("rank"), pl.col("name").alias("operator"), pl.exclude("name"))
-        .select([pl.col(c).cast(t) for c, t in OPERATOR_SCHEMA.items()])
+        .select(pl.lit(rank, pl.Int64).alias("rank"), *_OPERATOR_NAMED)
+        .select(_OPERATOR_COLUMNS)
     )

@@ -51,6 +51,9 @@ def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 _ALONE = pl.col("_running") == 1
 _ORDER = pl.col("kernel_class").replace_strict({c: i for i, c in enumerate((*CLASSES, OVERLAP))}, default=99)
 _ALONE_PREFIX = "alone:"
+_IS_COMPUTE_EVENT = (pl.col("event_class") == "compute").alias("_compute")
+_HAS_COMPUTE = pl.col("_compute").any().alias("_has_compute")
+_FLAGGED = [*KEYS, "_has_compute"]
 _IS_OVERLAP = pl.col("kernel_class") == OVERLAP
 _KEEP = (pl.col("time_us") > 0) | _IS_OVERLAP
 _NO_COMPUTE = pl.when(_IS_OVERLAP).then(pl.col("time_us")).alias("exclusive_us")
@@ -61,7 +64,7 @@ _EXCLUSIVE = (
 
 def _marks(classes: tuple[str, ...], time: str, step: int) -> list[pl.Expr]:
     is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in classes]
-    return [*map(pl.col, KEYS), pl.col(time).alias("_t"), *is_class]
+    return [*map(pl.col, KEYS), pl.col(time).alias("_t"), _IS_COMPUTE_EVENT, *is_class]
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ def _sweep_of(classes: tuple[str, ...]) -> _Sweep:
                 for c, a in zip(compute, alone, strict=True)
             ),
             pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(OVERLAP),
+            _HAS_COMPUTE,
         ),
         times=(*classes, OVERLAP),
         alone=alone,
@@ -112,7 +116,7 @@ def _sweep(clipped: pl.LazyFrame, classes: tuple[str, ...]) -> pl.LazyFrame:
     (rank, step)'s counts return to 0 at its last end, so one running sum over the whole frame is each
     group's, and a piece's length (to the next edge) is never read across groups (the last edge of a group
     leaves nothing running). A class that never runs sums to 0 and is dropped with the rows of no time
-    (`_long`)."""
+    (`_long`). Each row keeps `_has_compute`: whether the (rank, step) has a compute event."""
     sweep = _sweep_of(classes)
     edges = pl.concat([clipped.select(*marks) for marks in sweep.edges]).sort([*KEYS, "_t"])
     running = edges.with_columns(*sweep.running).with_columns(sweep.computing)
@@ -122,7 +126,7 @@ def _sweep(clipped: pl.LazyFrame, classes: tuple[str, ...]) -> pl.LazyFrame:
 def _long(wide: pl.LazyFrame, sweep: _Sweep) -> pl.LazyFrame:
     """The class and `alone:<class>` columns per (rank, step) as rows (rank, step, kernel_class, time_us,
     exclusive_us)."""
-    times = wide.unpivot(sweep.times, index=KEYS, variable_name="kernel_class", value_name="time_us")
+    times = wide.unpivot(sweep.times, index=_FLAGGED, variable_name="kernel_class", value_name="time_us")
     if not sweep.alone:  # no compute class (an empty `on` would unpivot every column)
         return times.filter(_KEEP).with_columns(_NO_COMPUTE)
     alone = wide.unpivot(sweep.alone, index=KEYS, variable_name="kernel_class", value_name="exclusive_us")
@@ -136,7 +140,6 @@ _FIGURES = (
     pl.len().cast(pl.Int64).alias("kernels"),
     (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_sum_us"),
 )
-_HAS_COMPUTE = (pl.col("event_class") == "compute").any().alias("_has_compute")
 _FILLED = (
     (pl.col("kernel_class").is_in(list(COMPUTE_CLASSES)) | _IS_OVERLAP).alias("in_comp"),
     pl.col("kernels").fill_null(0),
@@ -156,7 +159,6 @@ def class_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
         _sweep(events, tuple(c for c in CLASSES if c in present))
         .join(events.group_by(_BY).agg(_FIGURES), on=_BY, how="left")
         .with_columns(_FILLED)
-        .join(events.group_by(KEYS).agg(_HAS_COMPUTE), on=KEYS, how="left")
-        .filter(~_IS_OVERLAP | pl.col("_has_compute").fill_null(False))
+        .filter(~_IS_OVERLAP | pl.col("_has_compute"))
     )
     return rows.sort([*KEYS, _ORDER]).select(_CLASS_STEP_COLUMNS)

@@ -50,21 +50,27 @@ def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 _ALONE = pl.col("_running") == 1
 _ORDER = pl.col("kernel_class").replace_strict({c: i for i, c in enumerate((*CLASSES, OVERLAP))}, default=99)
-_ALONE_PREFIX = "alone:"
 _IS_COMPUTE_EVENT = (pl.col("event_class") == "compute").alias("_compute")
 _HAS_COMPUTE = pl.col("_compute").any().alias("_has_compute")
 _FLAGGED = [*KEYS, "_has_compute"]
 _IS_OVERLAP = pl.col("kernel_class") == OVERLAP
 _KEEP = (pl.col("time_us") > 0) | _IS_OVERLAP
-_NO_COMPUTE = pl.when(_IS_OVERLAP).then(pl.col("time_us")).alias("exclusive_us")
-_EXCLUSIVE = (
-    pl.when(_IS_OVERLAP).then(pl.col("time_us")).otherwise(pl.col("exclusive_us")).alias("exclusive_us")
-)
+_NOT_ALONE = pl.lit(None, pl.Float64)
+_OVERLAP_US = pl.col("_len").filter(pl.col("_running") >= 2).sum()
+_OVERLAP_FIGURES = pl.struct(_OVERLAP_US.alias("time_us"), _OVERLAP_US.alias("exclusive_us")).alias(OVERLAP)
 
 
 def _marks(classes: tuple[str, ...], time: str, step: int) -> list[pl.Expr]:
     is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in classes]
     return [*map(pl.col, KEYS), pl.col(time).alias("_t"), _IS_COMPUTE_EVENT, *is_class]
+
+
+def _figures(kernel_class: str) -> pl.Expr:
+    """The class's `time_us` (where it runs) and `exclusive_us` (where it is the only compute class running;
+    null for the other classes), one struct per (rank, step)."""
+    runs = pl.col(f"_n_{kernel_class}") > 0
+    alone = pl.col("_len").filter(runs & _ALONE).sum() if kernel_class in COMPUTE_CLASSES else _NOT_ALONE
+    return pl.struct(pl.col("_len").filter(runs).sum().alias("time_us"), alone.alias("exclusive_us"))
 
 
 @dataclass(frozen=True)
@@ -75,35 +81,23 @@ class _Sweep:
     edges: tuple[list[pl.Expr], list[pl.Expr]]
     running: tuple[pl.Expr, pl.Expr]
     computing: pl.Expr
-    sums: tuple[pl.Expr, ...]
-    times: tuple[str, ...]
-    alone: tuple[str, ...]
+    figures: tuple[pl.Expr, ...]
+    classes: tuple[str, ...]
 
 
 @functools.cache
 def _sweep_of(classes: tuple[str, ...]) -> _Sweep:
     """The `_Sweep` of `classes` (in `CLASSES` order)."""
-    compute = [c for c in classes if c in COMPUTE_CLASSES]
-    runs = {c: pl.col(f"_n_{c}") > 0 for c in classes}
-    alone = tuple(f"{_ALONE_PREFIX}{c}" for c in compute)
+    compute = [pl.col(f"_n_{c}") > 0 for c in classes if c in COMPUTE_CLASSES]
     return _Sweep(
         edges=(_marks(classes, "start_us", 1), _marks(classes, "end_us", -1)),
         running=(
             pl.col([f"_n_{c}" for c in classes]).cum_sum(),
             (pl.col("_t").shift(-1) - pl.col("_t")).alias("_len"),
         ),
-        computing=(pl.sum_horizontal(runs[c] for c in compute) if compute else pl.lit(0)).alias("_running"),
-        sums=(
-            *(pl.col("_len").filter(runs[c]).sum().alias(c) for c in classes),
-            *(
-                pl.col("_len").filter(runs[c] & _ALONE).sum().alias(a)
-                for c, a in zip(compute, alone, strict=True)
-            ),
-            pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(OVERLAP),
-            _HAS_COMPUTE,
-        ),
-        times=(*classes, OVERLAP),
-        alone=alone,
+        computing=(pl.sum_horizontal(compute) if compute else pl.lit(0)).alias("_running"),
+        figures=(*(_figures(c).alias(c) for c in classes), _OVERLAP_FIGURES, _HAS_COMPUTE),
+        classes=(*classes, OVERLAP),
     )
 
 
@@ -115,24 +109,15 @@ def _sweep(clipped: pl.LazyFrame, classes: tuple[str, ...]) -> pl.LazyFrame:
     events have): sorted by (rank, step, time), a class runs where its running count is positive. Each
     (rank, step)'s counts return to 0 at its last end, so one running sum over the whole frame is each
     group's, and a piece's length (to the next edge) is never read across groups (the last edge of a group
-    leaves nothing running). A class that never runs sums to 0 and is dropped with the rows of no time
-    (`_long`). Each row keeps `_has_compute`: whether the (rank, step) has a compute event."""
+    leaves nothing running). A class's figures are a struct column per (rank, step), then a row; a class that
+    never runs sums to 0 and its row is dropped. Each row keeps `_has_compute`: whether the (rank, step) has a
+    compute event."""
     sweep = _sweep_of(classes)
     edges = pl.concat([clipped.select(*marks) for marks in sweep.edges]).sort([*KEYS, "_t"])
     running = edges.with_columns(*sweep.running).with_columns(sweep.computing)
-    return _long(running.group_by(KEYS).agg(sweep.sums), sweep)
-
-
-def _long(wide: pl.LazyFrame, sweep: _Sweep) -> pl.LazyFrame:
-    """The class and `alone:<class>` columns per (rank, step) as rows (rank, step, kernel_class, time_us,
-    exclusive_us)."""
-    times = wide.unpivot(sweep.times, index=_FLAGGED, variable_name="kernel_class", value_name="time_us")
-    if not sweep.alone:  # no compute class (an empty `on` would unpivot every column)
-        return times.filter(_KEEP).with_columns(_NO_COMPUTE)
-    alone = wide.unpivot(sweep.alone, index=KEYS, variable_name="kernel_class", value_name="exclusive_us")
-    alone = alone.with_columns(pl.col("kernel_class").str.strip_prefix(_ALONE_PREFIX))
-    found = times.join(alone, on=[*KEYS, "kernel_class"], how="left")
-    return found.filter(_KEEP).with_columns(_EXCLUSIVE)
+    wide = running.group_by(KEYS).agg(sweep.figures)
+    long = wide.unpivot(sweep.classes, index=_FLAGGED, variable_name="kernel_class", value_name="_figures")
+    return long.unnest("_figures").filter(_KEEP)
 
 
 _BY = [*KEYS, "kernel_class"]

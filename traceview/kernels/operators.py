@@ -43,24 +43,35 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+_THREAD = pl.struct(*THREAD).hash(seed=7).alias("_thread")
+_IS_RUNTIME = pl.col("kind") == "runtime"
+_IS_OP = pl.col("kind") == "op"
+_CALL_ITEM = (_THREAD, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
+_OP_ITEM = (_THREAD, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
+_NEXT_CALL = ("_thread", pl.col("start_us").alias("_next_call"))
+_CALL_INSIDE = pl.col("_next_call") <= pl.col("end_us")
+_IS_CALL = pl.col("op_id").is_null().alias("is_call")
+_POSITION = pl.int_range(pl.len()).over("_thread").alias("position")
+_ITEM_ORDER = ["_thread", "start_us", "end_us", "is_call"]
+
+
 def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """Operators and the calls that launched device work (`launched`: their distinct correlation ids) of the
     threads that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's
     row), `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
-    thread = pl.struct(*THREAD).hash(seed=7).alias("_thread")
     calls = (
         cpu.lazy()
-        .filter(pl.col("kind") == "runtime")
+        .filter(_IS_RUNTIME)
         .join(launched, on="correlation", how="semi", maintain_order="left")
         .unique("correlation", keep="first", maintain_order=True)
-        .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
+        .select(_CALL_ITEM)
     )
-    call_starts = calls.select("_thread", pl.col("start_us").alias("_next_call")).sort("_next_call")
+    call_starts = calls.select(_NEXT_CALL).sort("_next_call")
     ops = (  # an operator no call starts inside is nobody's ancestor: left out (fewer rows to sort)
         cpu.lazy()
-        .filter(pl.col("kind") == "op")
+        .filter(_IS_OP)
         .with_row_index("op_id")
-        .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
+        .select(_OP_ITEM)
         .sort("start_us")
         .join_asof(
             call_starts,
@@ -70,19 +81,22 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
             strategy="forward",
             check_sortedness=False,
         )
-        .filter(pl.col("_next_call") <= pl.col("end_us"))
+        .filter(_CALL_INSIDE)
         .drop("_next_call")
     )
     return (  # a stable sort: ties keep the operators' trace order, then the calls'
         pl.concat([ops, calls])
-        .with_columns(pl.col("op_id").is_null().alias("is_call"))
-        .sort(
-            ["_thread", "start_us", "end_us", "is_call"],
-            descending=[False, False, True, False],
-            maintain_order=True,
-        )
-        .with_columns(pl.int_range(pl.len()).over("_thread").alias("position"))
+        .with_columns(_IS_CALL)
+        .sort(_ITEM_ORDER, descending=[False, False, True, False], maintain_order=True)
+        .with_columns(_POSITION)
     )
+
+
+_ENDED = pl.len().alias("_ended")
+_CLOSED_SO_FAR = pl.col("_ended").cum_sum().over("_thread").alias("_closed")
+_ZERO_LENGTH = pl.col("end_us") == pl.col("start_us")
+_ZERO = pl.len().alias("_zero")
+_DEPTH = (pl.col("position") - (pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0))).alias("depth")
 
 
 def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
@@ -91,25 +105,19 @@ def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     items = _sorted_items(cpu, launched).cache()
     ends = (  # per thread and end time: how many items have ended by then
         items.group_by("_thread", pl.col("end_us").alias("_end"))
-        .agg(pl.len().alias("_ended"))
+        .agg(_ENDED)
         .sort("_thread", "_end")
-        .with_columns(pl.col("_ended").cum_sum().over("_thread").alias("_closed"))
+        .with_columns(_CLOSED_SO_FAR)
         .drop("_ended")
         .sort("_end")
     )
-    zero = (  # zero-length items end where they start: open at their own start, not closed
-        items.filter(pl.col("end_us") == pl.col("start_us"))
-        .group_by("_thread", "start_us")
-        .agg(pl.len().alias("_zero"))
-    )
+    zero = items.filter(_ZERO_LENGTH).group_by("_thread", "start_us").agg(_ZERO)  # open at their start
     counted = (
         items.sort("start_us")
         .join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
         .join(zero, on=["_thread", "start_us"], how="left")
     )
-    closed = pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0)
-    depth = (pl.col("position") - closed).alias("depth")
-    return counted.with_columns(depth).drop("_end", "_closed", "_zero")
+    return counted.with_columns(_DEPTH).drop("_end", "_closed", "_zero")
 
 
 def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
@@ -171,22 +179,18 @@ def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     return operator_costs_query(linked, cpu).collect()
 
 
+_LAUNCHED_BY_OP = (
+    pl.len().cast(pl.Int64).alias("kernels"),
+    (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_us"),
+)
+_SHAPED = ("op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us")
+
+
 def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """`operator_costs` as a query (computing it runs one query first: the operators and their shapes)."""
-    ops = cpu.lazy().filter(pl.col("kind") == "op").with_row_index("op_id")
-    launched = (
-        linked.lazy()
-        .filter(pl.col("op_id").is_not_null())
-        .group_by("op_id")
-        .agg(
-            pl.len().cast(pl.Int64).alias("kernels"),
-            (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_us"),
-        )
-    )
-    shaped = ops.join(launched, on="op_id", how="inner").select(
-        "op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us"
-    )
-    return shape_costs_query(shaped)
+    ops = cpu.lazy().filter(_IS_OP).with_row_index("op_id")
+    launched = linked.lazy().filter(pl.col("op_id").is_not_null()).group_by("op_id").agg(_LAUNCHED_BY_OP)
+    return shape_costs_query(ops.join(launched, on="op_id", how="inner").select(_SHAPED))
 
 
 def _known_sums() -> list[pl.Expr]:

@@ -103,16 +103,40 @@ _ANY_RULE = pl.col("name").str.contains("|".join(f"(?:{rule.regex})" for rule in
 _KEYS = ["rank", "step", "phase"]
 _SPANS = pl.len().cast(pl.Int64).alias("spans")
 _HOST_COLUMNS = [pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()]
+_CANDIDATE_SCHEMA = {"kind": pl.Utf8, "name": pl.Utf8}
+_PHASES: dict[tuple[str | None, str | None], str | None] = {}
+PHASES_CACHE = 65_536
+"""Host (kind, name) pairs whose phase a process keeps; past it the cache starts afresh."""
 
 
-def host_spans(cpu: pl.DataFrame, windows: pl.LazyFrame, rank: int) -> pl.LazyFrame:
-    """The host spans of a phase (`HOST_RULES`: rank, phase, start_us, end_us) cut into the host step
-    `windows` (with `step`), as a query."""
+def host_candidates(cpu: pl.DataFrame) -> pl.LazyFrame:
+    """The host rows some rule's regex matches (`kind`, `name`, `start_us`, `end_us`), as a query: one scan
+    of the names; the rules then run on few (`host_spans`)."""
+    return cpu.lazy().select("kind", "name", "start_us", "end_us").filter(_ANY_RULE)
+
+
+def _phases_of(kinds: list[str | None], names: list[str | None]) -> list[str | None]:
+    """The phase of each (kind, name) (`HOST_RULES`; null: none), each distinct pair once per process (those
+    not yet seen, by one query): the ranks of a job share their host names."""
+    pairs = list(zip(kinds, names, strict=True))
+    missing = [pair for pair in dict.fromkeys(pairs) if pair not in _PHASES]
+    if len(_PHASES) + len(missing) > PHASES_CACHE:
+        _PHASES.clear()
+        missing = list(dict.fromkeys(pairs))
+    if missing:
+        frame = pl.DataFrame(missing, schema=_CANDIDATE_SCHEMA, orient="row")
+        _PHASES.update(zip(missing, frame.select(_PHASE).to_series().to_list(), strict=True))
+    return [_PHASES[pair] for pair in pairs]
+
+
+def host_spans(candidates: pl.DataFrame, windows: pl.LazyFrame, rank: int) -> pl.LazyFrame:
+    """The host spans of a phase (rank, phase, start_us, end_us) of the `host_candidates` computed, cut into
+    the host step `windows` (with `step`), as a query."""
+    kinds, names = candidates.get_column("kind").to_list(), candidates.get_column("name").to_list()
+    phase = pl.Series("phase", _phases_of(kinds, names), dtype=pl.Utf8)
     spans = (
-        cpu.lazy()
-        .select("kind", "name", "start_us", "end_us")
-        .filter(_ANY_RULE)  # one scan of the names; the rules then run on few
-        .with_columns(_PHASE)
+        candidates.hstack([phase])
+        .lazy()
         .drop_nulls("phase")
         .select(pl.lit(rank, pl.Int64).alias("rank"), "phase", "start_us", "end_us")
     )

@@ -18,7 +18,7 @@ import polars as pl
 from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
-from traceview.kernels.host import HOST_SCHEMA, host_spans, host_steps, host_windows
+from traceview.kernels.host import HOST_SCHEMA, host_candidates, host_spans, host_steps, host_windows
 from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
 from traceview.kernels.operators import (
     KNOWN_SUMS,
@@ -188,14 +188,15 @@ def rank_kernel_parts(
     (`classed_events`), `clipped` them cut to its step `windows`
     (`traceview.kernels.classes.clipped_events`). The parts are queries computed together (`pl.collect_all`)
     once the links, the operators' shapes and the host spans cut into the host windows are known (the items
-    the links read and the host spans computed together first)."""
+    the links read and the host rows a phase may name computed together first, then the links and the host
+    spans)."""
     if classed.height == 0:
         return KernelParts.empty()
     hosted = host_windows(trace.steps, windows, trace.rank)
-    items, spans = pl.collect_all(
-        [link_items(classed.lazy(), trace.cpu), host_spans(trace.cpu, hosted, trace.rank)]
+    items, candidates = pl.collect_all([link_items(classed.lazy(), trace.cpu), host_candidates(trace.cpu)])
+    linked, spans = pl.collect_all(
+        [linked_events(classed, items), host_spans(candidates, hosted, trace.rank)]
     )
-    linked = linked_events(classed, items).collect()
     costs = operator_costs_query(linked, trace.cpu).cache()
     parts = (
         class_steps(clipped),

@@ -61,32 +61,34 @@ def _in_windows(frame: pl.LazyFrame, at: str, windows: pl.LazyFrame) -> pl.LazyF
     )
 
 
+_DURATION = pl.col("end_us") - pl.col("start_us")
+_CALL = pl.col("launch_end_us") - pl.col("launch_start_us")
+_SINGLE = ~pl.col("graph") & (pl.col("kind") == "kernel")
+_HAS_LAUNCH = pl.col("launch_start_us").is_not_null()
+_FIRST = (pl.col("start_us") == pl.col("start_us").min().over("correlation")).alias("_first")
+_QUEUE = (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
+_QUEUED = pl.col("_queue").filter(_SINGLE | (pl.col("graph") & pl.col("_first")))
+_DEVICE_FIGURES = (
+    pl.col("correlation").n_unique().cast(pl.Int64).alias("launches"),
+    pl.col("correlation").filter(pl.col("graph")).n_unique().cast(pl.Int64).alias("graph_launches"),
+    _CALL.filter(pl.col("_first")).sum().alias("launch_us"),
+    _DURATION.sum().alias("device_us"),
+    _SINGLE.sum().cast(pl.Int64).alias("kernels"),
+    (_SINGLE & (_DURATION < _CALL)).sum().cast(pl.Int64).alias("short_kernels"),
+    pl.col("graph").sum().cast(pl.Int64).alias("graph_kernels"),
+    _QUEUED.median().alias("queue_median_us"),
+    _QUEUED.quantile(0.99, "linear").alias("queue_p99_us"),
+)
+
+
 def _device_side(linked: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per step: `DEVICE_COLUMNS` of the device events with a launch (at least one has)."""
-    launched = linked.filter(pl.col("launch_start_us").is_not_null())
-    first = pl.col("start_us") == pl.col("start_us").min().over("correlation")
-    duration = pl.col("end_us") - pl.col("start_us")
-    call = pl.col("launch_end_us") - pl.col("launch_start_us")
-    single = ~pl.col("graph") & (pl.col("kind") == "kernel")
-    per_call = launched.with_columns(first.alias("_first")).with_columns(
-        (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
-    )
+    per_call = linked.filter(_HAS_LAUNCH).with_columns(_FIRST).with_columns(_QUEUE)
     stepped = _in_windows(
         per_call.filter(pl.col("_first")).select("correlation", "start_us"), "start_us", windows
     )
     placed = per_call.join(stepped.select("correlation", "step"), on="correlation")
-    queued = pl.col("_queue").filter(single | (pl.col("graph") & pl.col("_first")))
-    return placed.group_by("step").agg(
-        pl.col("correlation").n_unique().cast(pl.Int64).alias("launches"),
-        pl.col("correlation").filter(pl.col("graph")).n_unique().cast(pl.Int64).alias("graph_launches"),
-        call.filter(pl.col("_first")).sum().alias("launch_us"),
-        duration.sum().alias("device_us"),
-        single.sum().cast(pl.Int64).alias("kernels"),
-        (single & (duration < call)).sum().cast(pl.Int64).alias("short_kernels"),
-        pl.col("graph").sum().cast(pl.Int64).alias("graph_kernels"),
-        queued.median().alias("queue_median_us"),
-        queued.quantile(0.99, "linear").alias("queue_p99_us"),
-    )
+    return placed.group_by("step").agg(_DEVICE_FIGURES)
 
 
 _IS_CAPTURE = pl.col("graph_role") == "capture"

@@ -205,6 +205,22 @@ def test_host_side_of_a_step(tmp_path: Path) -> None:
     assert facts["host_synchronize_spans"] == 1
 
 
+def test_host_phase_reads_the_kind_of_the_row(tmp_path: Path) -> None:
+    # one name as an annotation (a phase) and as an operator (none): each (kind, name) classed apart
+    events = [
+        kf.step(1, 0, 100),
+        kf.cpu_op("## forward ##", 10, 30, cat="user_annotation"),
+        kf.cpu_op("## forward ##", 60, 25),
+        kf.launch(21, correlation=1),
+        kf.kernel(GEMM, 30, 40, correlation=1),
+    ]
+    for _ in range(2):  # the second run reads the phases a process keeps
+        host = kernels_of(tmp_path, {0: events}).parts.host
+        assert host.get_column("phase").to_list() == ["forward"]
+        assert host.item(0, "time_us") == pytest.approx(40 - 10)
+        assert host.item(0, "spans") == 1
+
+
 def _rank_events(gemm_us: float, fills: int) -> list[kf.Event]:
     """Two GPU steps of 400 us: 10 GEMMs of `gemm_us` and `fills` elementwise kernels of 2 us each."""
     events: list[kf.Event] = []

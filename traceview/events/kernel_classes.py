@@ -188,7 +188,9 @@ def class_expr() -> pl.Expr:
 def kernel_classes_of(names: pl.DataFrame) -> pl.DataFrame:
     """`names` (distinct rows of `name`, `kind`, `is_comm`) with `kernel_class`, each triple classed once per
     process (the triples not yet seen together, by one query)."""
-    keys = list(names.select("name", "kind", pl.col("is_comm").fill_null(False)).iter_rows())
+    comm = [flag is True for flag in names.get_column("is_comm").to_list()]
+    columns = (names.get_column("name").to_list(), names.get_column("kind").to_list(), comm)
+    keys = list(zip(*columns, strict=True))
     missing = [key for key in dict.fromkeys(keys) if key not in _CLASSED]
     if len(_CLASSED) + len(missing) > CLASSED_CACHE_NAMES:
         _CLASSED.clear()
@@ -196,8 +198,8 @@ def kernel_classes_of(names: pl.DataFrame) -> pl.DataFrame:
     if missing:
         frame = pl.DataFrame(missing, schema=list(CLASS_OF_SCHEMA)[:3], orient="row")
         _CLASSED.update(zip(missing, frame.select(class_expr()).to_series().to_list(), strict=True))
-    rows = [(*key, _CLASSED[key]) for key in keys]
-    return pl.DataFrame(rows, schema=CLASS_OF_SCHEMA, orient="row")
+    found = dict(zip(CLASS_OF_SCHEMA, (*columns, [_CLASSED[key] for key in keys]), strict=True))
+    return pl.DataFrame(found, schema=CLASS_OF_SCHEMA)
 
 
 def with_kernel_class(events: pl.DataFrame) -> pl.DataFrame:

@@ -14,9 +14,12 @@ exclusive time; where two or more compute classes run, the overlap. One query co
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows
+from traceview.core.intervals import clipped
 from traceview.events.kernel_classes import CLASSES, COMPUTE_CLASSES, OVERLAP
 
 CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -32,97 +35,115 @@ CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
 KEYS = ["rank", "step"]
 
 
+_CLIPPED_COLUMNS = ["rank", "name_id", "key_id", "start_us", "end_us", "event_class", "kernel_class"]
+
+
 def clipped_events(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Classed device events (`kernel_class`, `name_id`, `key_id`) cut into the step windows, with `step`."""
-    columns = ["rank", "name_id", "key_id", "start_us", "end_us", "event_class", "kernel_class"]
     if events.height == 0 or windows.height == 0:
-        return pl.DataFrame(schema={**{c: events.schema.get(c, pl.Utf8) for c in columns}, "step": pl.Int64})
-    return clip_to_windows(events.select(columns), windows, ["rank"])
+        schema = events.schema
+        return pl.DataFrame(
+            schema={**{c: schema.get(c, pl.Utf8) for c in _CLIPPED_COLUMNS}, "step": pl.Int64}
+        )
+    return clipped(events.lazy().select(_CLIPPED_COLUMNS), windows.lazy(), ["rank"]).collect()
 
 
-_COMPUTE = [c for c in CLASSES if c in COMPUTE_CLASSES]
-_RUNS = {c: pl.col(f"_n_{c}") > 0 for c in CLASSES}
 _ALONE = pl.col("_running") == 1
-_SUMS = [
-    *(pl.col("_len").filter(_RUNS[c]).sum().alias(f"time:{c}") for c in CLASSES),
-    *(pl.col("_len").filter(_RUNS[c] & _ALONE).sum().alias(f"alone:{c}") for c in _COMPUTE),
-    pl.col("_len").filter(pl.col("_running") >= 2).sum().alias(f"time:{OVERLAP}"),
-]
 _ORDER = pl.col("kernel_class").replace_strict({c: i for i, c in enumerate((*CLASSES, OVERLAP))}, default=99)
+_IS_COMPUTE_EVENT = (pl.col("event_class") == "compute").alias("_compute")
+_HAS_COMPUTE = pl.col("_compute").any().alias("_has_compute")
+_FLAGGED = [*KEYS, "_has_compute"]
+_IS_OVERLAP = pl.col("kernel_class") == OVERLAP
+_KEEP = (pl.col("time_us") > 0) | _IS_OVERLAP
+_NOT_ALONE = pl.lit(None, pl.Float64)
+_OVERLAP_US = pl.col("_len").filter(pl.col("_running") >= 2).sum()
+_OVERLAP_FIGURES = pl.struct(_OVERLAP_US.alias("time_us"), _OVERLAP_US.alias("exclusive_us")).alias(OVERLAP)
 
 
-def _marks(time: str, step: int) -> list[pl.Expr]:
-    is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in CLASSES]
-    return [*map(pl.col, KEYS), pl.col(time).alias("_t"), *is_class]
+def _marks(classes: tuple[str, ...], time: str, step: int) -> list[pl.Expr]:
+    is_class = [((pl.col("kernel_class") == c).cast(pl.Int32) * step).alias(f"_n_{c}") for c in classes]
+    return [*map(pl.col, KEYS), pl.col(time).alias("_t"), _IS_COMPUTE_EVENT, *is_class]
 
 
-_EDGES = (_marks("start_us", 1), _marks("end_us", -1))
+def _figures(kernel_class: str) -> pl.Expr:
+    """The class's `time_us` (where it runs) and `exclusive_us` (where it is the only compute class running;
+    null for the other classes), one struct per (rank, step)."""
+    runs = pl.col(f"_n_{kernel_class}") > 0
+    alone = pl.col("_len").filter(runs & _ALONE).sum() if kernel_class in COMPUTE_CLASSES else _NOT_ALONE
+    return pl.struct(pl.col("_len").filter(runs).sum().alias("time_us"), alone.alias("exclusive_us"))
 
 
-def _sweep(clipped: pl.LazyFrame) -> pl.LazyFrame:
+@dataclass(frozen=True)
+class _Sweep:
+    """The expressions of one sweep over `classes` (those a rank's events have: a class no event has never
+    runs, so its columns would only sum to 0), built once per set of classes (`_sweep_of`)."""
+
+    edges: tuple[list[pl.Expr], list[pl.Expr]]
+    running: tuple[pl.Expr, pl.Expr]
+    computing: pl.Expr
+    figures: tuple[pl.Expr, ...]
+    classes: tuple[str, ...]
+
+
+@functools.cache
+def _sweep_of(classes: tuple[str, ...]) -> _Sweep:
+    """The `_Sweep` of `classes` (in `CLASSES` order)."""
+    compute = [pl.col(f"_n_{c}") > 0 for c in classes if c in COMPUTE_CLASSES]
+    return _Sweep(
+        edges=(_marks(classes, "start_us", 1), _marks(classes, "end_us", -1)),
+        running=(
+            pl.col([f"_n_{c}" for c in classes]).cum_sum(),
+            (pl.col("_t").shift(-1) - pl.col("_t")).alias("_len"),
+        ),
+        computing=(pl.sum_horizontal(compute) if compute else pl.lit(0)).alias("_running"),
+        figures=(*(_figures(c).alias(c) for c in classes), _OVERLAP_FIGURES, _HAS_COMPUTE),
+        classes=(*classes, OVERLAP),
+    )
+
+
+def _sweep(clipped: pl.LazyFrame, classes: tuple[str, ...]) -> pl.LazyFrame:
     """Per (rank, step, class): `time_us` (where the class runs), `exclusive_us` (where it is the only compute
     class running; null for the others) and, as class `overlap`, the time two or more compute classes run.
 
-    One sweep over every interval's start (+1) and end (-1) in its class's column: sorted by (rank, step,
-    time), a class runs where its running count is positive. Each (rank, step)'s counts return to 0 at its
-    last end, so one running sum over the whole frame is each group's, and a piece's length (to the next edge)
-    is never read across groups (the last edge of a group leaves nothing running). Every class has its
-    column; one that never runs sums to 0 and is dropped with the rows of no time (`_long`)."""
-    counts = [f"_n_{c}" for c in CLASSES]
-    edges = pl.concat([clipped.select(*marks) for marks in _EDGES]).sort([*KEYS, "_t"])
-    running = edges.with_columns(
-        pl.col(counts).cum_sum(), (pl.col("_t").shift(-1) - pl.col("_t")).alias("_len")
-    ).with_columns(pl.sum_horizontal(_RUNS[c] for c in _COMPUTE).alias("_running"))
-    return _long(running.group_by(KEYS).agg(_SUMS))
+    One sweep over every interval's start (+1) and end (-1) in its class's column (`classes`: those the
+    events have): sorted by (rank, step, time), a class runs where its running count is positive. Each
+    (rank, step)'s counts return to 0 at its last end, so one running sum over the whole frame is each
+    group's, and a piece's length (to the next edge) is never read across groups (the last edge of a group
+    leaves nothing running). A class's figures are a struct column per (rank, step), then a row; a class that
+    never runs sums to 0 and its row is dropped. Each row keeps `_has_compute`: whether the (rank, step) has a
+    compute event."""
+    sweep = _sweep_of(classes)
+    edges = pl.concat([clipped.select(*marks) for marks in sweep.edges]).sort([*KEYS, "_t"])
+    running = edges.with_columns(*sweep.running).with_columns(sweep.computing)
+    wide = running.group_by(KEYS).agg(sweep.figures)
+    long = wide.unpivot(sweep.classes, index=_FLAGGED, variable_name="kernel_class", value_name="_figures")
+    return long.unnest("_figures").filter(_KEEP)
 
 
-def _long(wide: pl.LazyFrame) -> pl.LazyFrame:
-    """`time:<class>` and `alone:<class>` columns per (rank, step) as rows (rank, step, kernel_class,
-    time_us, exclusive_us)."""
-    long = wide.unpivot(index=KEYS, variable_name="_what", value_name="_us").with_columns(
-        pl.col("_what").str.extract(r"^(\w+):", 1).alias("_kind"),
-        pl.col("_what").str.extract(r":(.+)$", 1).alias("kernel_class"),
-    )
-    times = long.filter(pl.col("_kind") == "time").select(
-        *KEYS, "kernel_class", pl.col("_us").alias("time_us")
-    )
-    alone = long.filter(pl.col("_kind") == "alone").select(
-        *KEYS, "kernel_class", pl.col("_us").alias("exclusive_us")
-    )
-    found = times.join(alone, on=[*KEYS, "kernel_class"], how="left")
-    keep = (pl.col("time_us") > 0) | (pl.col("kernel_class") == OVERLAP)
-    overlap = pl.col("kernel_class") == OVERLAP
-    exclusive = pl.when(overlap).then(pl.col("time_us")).otherwise(pl.col("exclusive_us"))
-    return found.filter(keep).with_columns(exclusive.alias("exclusive_us"))
+_BY = [*KEYS, "kernel_class"]
+_FIGURES = (
+    pl.len().cast(pl.Int64).alias("kernels"),
+    (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_sum_us"),
+)
+_FILLED = (
+    (pl.col("kernel_class").is_in(list(COMPUTE_CLASSES)) | _IS_OVERLAP).alias("in_comp"),
+    pl.col("kernels").fill_null(0),
+    pl.col("kernel_sum_us").fill_null(0.0),
+)
+_CLASS_STEP_COLUMNS = [pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()]
 
 
 def class_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     """Per (rank, step, class) the figures of the module docstring (`CLASS_STEP_SCHEMA`), with the `overlap`
-    row per (rank, step), from one sweep (`_sweep`); a query."""
+    row per (rank, step) where the step has a compute event, from one sweep (`_sweep`); a query."""
     if clipped.height == 0:
         return pl.LazyFrame(schema=CLASS_STEP_SCHEMA)
-    by = [*KEYS, "kernel_class"]
+    present = set(clipped.get_column("kernel_class").unique().to_list())
     events = clipped.lazy()
-    figures = events.group_by(by).agg(
-        pl.len().cast(pl.Int64).alias("kernels"),
-        (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_sum_us"),
-    )
-    compute = pl.col("kernel_class").is_in(list(COMPUTE_CLASSES))
-    has_compute = (
-        events.filter(pl.col("event_class") == "compute")
-        .select(KEYS)
-        .unique()
-        .with_columns(pl.lit(True).alias("_has_compute"))
-    )
     rows = (
-        _sweep(events)
-        .join(figures, on=by, how="left")
-        .with_columns(
-            (compute | (pl.col("kernel_class") == OVERLAP)).alias("in_comp"),
-            pl.col("kernels").fill_null(0),
-            pl.col("kernel_sum_us").fill_null(0.0),
-        )
-        .join(has_compute, on=KEYS, how="left")
-        .filter((pl.col("kernel_class") != OVERLAP) | pl.col("_has_compute").fill_null(False))
+        _sweep(events, tuple(c for c in CLASSES if c in present))
+        .join(events.group_by(_BY).agg(_FIGURES), on=_BY, how="left")
+        .with_columns(_FILLED)
+        .filter(~_IS_OVERLAP | pl.col("_has_compute"))
     )
-    return rows.sort([*KEYS, _ORDER]).select([pl.col(c).cast(t) for c, t in CLASS_STEP_SCHEMA.items()])
+    return rows.sort([*KEYS, _ORDER]).select(_CLASS_STEP_COLUMNS)

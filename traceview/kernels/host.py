@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.core.intervals import clip_to_windows, union_length
+from traceview.core.intervals import clipped, union_length
 
 
 @dataclass(frozen=True)
@@ -73,23 +73,21 @@ HOST_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.DataFrame:
+def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFrame:
     """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else
-    `windows`."""
+    `windows`; a query."""
     if not (trace_steps.get_column("source") == "cpu").any():
-        return windows
+        return windows.lazy()
     return (
         trace_steps.lazy()
-        .filter(pl.col("source") == "cpu")
+        .filter(_FROM_CPU)
         .unique("step")
-        .select(
-            pl.lit(rank, pl.Int64).alias("rank"),
-            "step",
-            pl.col("start_us").alias("window_start_us"),
-            pl.col("end_us").alias("window_end_us"),
-        )
-        .collect()
+        .select(pl.lit(rank, pl.Int64).alias("rank"), "step", *_WINDOW_EDGES)
     )
+
+
+_FROM_CPU = pl.col("source") == "cpu"
+_WINDOW_EDGES = (pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us"))
 
 
 def _phase() -> pl.Expr:
@@ -101,30 +99,56 @@ def _phase() -> pl.Expr:
 
 
 _PHASE = _phase().alias("phase")
-_ANY_RULE = "|".join(f"(?:{rule.regex})" for rule in HOST_RULES)
+_ANY_RULE = pl.col("name").str.contains("|".join(f"(?:{rule.regex})" for rule in HOST_RULES))
 _KEYS = ["rank", "step", "phase"]
+_SPANS = pl.len().cast(pl.Int64).alias("spans")
+_HOST_COLUMNS = [pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()]
+_CANDIDATE_SCHEMA = {"kind": pl.Utf8, "name": pl.Utf8}
+_PHASES: dict[tuple[str | None, str | None], str | None] = {}
+PHASES_CACHE = 65_536
+"""Host (kind, name) pairs whose phase a process keeps; past it the cache starts afresh."""
 
 
-def host_steps(cpu: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFrame:
-    """Per (rank, step, phase): `HOST_SCHEMA` over the host step `windows`, as a query (computing its spans
-    and cutting them into the windows run first)."""
+def host_candidates(cpu: pl.DataFrame) -> pl.LazyFrame:
+    """The host rows some rule's regex matches (`kind`, `name`, `start_us`, `end_us`), as a query: one scan
+    of the names; the rules then run on few (`host_spans`)."""
+    return cpu.lazy().select("kind", "name", "start_us", "end_us").filter(_ANY_RULE)
+
+
+def _phases_of(kinds: list[str | None], names: list[str | None]) -> list[str | None]:
+    """The phase of each (kind, name) (`HOST_RULES`; null: none), each distinct pair once per process (those
+    not yet seen, by one query): the ranks of a job share their host names."""
+    pairs = list(zip(kinds, names, strict=True))
+    missing = [pair for pair in dict.fromkeys(pairs) if pair not in _PHASES]
+    if len(_PHASES) + len(missing) > PHASES_CACHE:
+        _PHASES.clear()
+        missing = list(dict.fromkeys(pairs))
+    if missing:
+        frame = pl.DataFrame(missing, schema=_CANDIDATE_SCHEMA, orient="row")
+        _PHASES.update(zip(missing, frame.select(_PHASE).to_series().to_list(), strict=True))
+    return [_PHASES[pair] for pair in pairs]
+
+
+def host_spans(candidates: pl.DataFrame, windows: pl.LazyFrame, rank: int) -> pl.LazyFrame:
+    """The host spans of a phase (rank, phase, start_us, end_us) of the `host_candidates` computed, cut into
+    the host step `windows` (with `step`), as a query."""
+    kinds, names = candidates.get_column("kind").to_list(), candidates.get_column("name").to_list()
+    phase = pl.Series("phase", _phases_of(kinds, names), dtype=pl.Utf8)
     spans = (
-        cpu.lazy()
-        .select("kind", "name", "start_us", "end_us")
-        .filter(pl.col("name").str.contains(_ANY_RULE))  # one scan of the names; the rules then run on few
-        .with_columns(_PHASE)
+        candidates.hstack([phase])
+        .lazy()
         .drop_nulls("phase")
         .select(pl.lit(rank, pl.Int64).alias("rank"), "phase", "start_us", "end_us")
-        .collect()
     )
-    if spans.height == 0 or windows.height == 0:
+    return clipped(spans, windows, ["rank"])
+
+
+def host_steps(spans: pl.DataFrame) -> pl.LazyFrame:
+    """Per (rank, step, phase): `HOST_SCHEMA` from the `host_spans` computed (`spans`), as a query (the union
+    of each phase's spans runs first)."""
+    if spans.height == 0:
         return pl.LazyFrame(schema=HOST_SCHEMA)
-    clipped = clip_to_windows(spans, windows, ["rank"])
-    counted = clipped.lazy().group_by(_KEYS).agg(pl.len().cast(pl.Int64).alias("spans"))
+    counted = spans.lazy().group_by(_KEYS).agg(_SPANS)
     return (
-        union_length(clipped, _KEYS, "time_us")
-        .lazy()
-        .join(counted, on=_KEYS)
-        .sort(_KEYS)
-        .select([pl.col(c).cast(t) for c, t in HOST_SCHEMA.items()])
+        union_length(spans, _KEYS, "time_us").lazy().join(counted, on=_KEYS).sort(_KEYS).select(_HOST_COLUMNS)
     )

@@ -61,83 +61,108 @@ def _in_windows(frame: pl.LazyFrame, at: str, windows: pl.LazyFrame) -> pl.LazyF
     )
 
 
+_DURATION = pl.col("end_us") - pl.col("start_us")
+_CALL = pl.col("launch_end_us") - pl.col("launch_start_us")
+_SINGLE = ~pl.col("graph") & (pl.col("kind") == "kernel")
+_HAS_LAUNCH = pl.col("launch_start_us").is_not_null()
+_FIRST = (pl.col("start_us") == pl.col("start_us").min().over("correlation")).alias("_first")
+_QUEUE = (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
+_QUEUED = pl.col("_queue").filter(_SINGLE | (pl.col("graph") & pl.col("_first")))
+_DEVICE_FIGURES = (
+    pl.col("correlation").n_unique().cast(pl.Int64).alias("launches"),
+    pl.col("correlation").filter(pl.col("graph")).n_unique().cast(pl.Int64).alias("graph_launches"),
+    _CALL.filter(pl.col("_first")).sum().alias("launch_us"),
+    _DURATION.sum().alias("device_us"),
+    _SINGLE.sum().cast(pl.Int64).alias("kernels"),
+    (_SINGLE & (_DURATION < _CALL)).sum().cast(pl.Int64).alias("short_kernels"),
+    pl.col("graph").sum().cast(pl.Int64).alias("graph_kernels"),
+    _QUEUED.median().alias("queue_median_us"),
+    _QUEUED.quantile(0.99, "linear").alias("queue_p99_us"),
+)
+
+
 def _device_side(linked: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per step: `DEVICE_COLUMNS` of the device events with a launch (at least one has)."""
-    launched = linked.filter(pl.col("launch_start_us").is_not_null())
-    first = pl.col("start_us") == pl.col("start_us").min().over("correlation")
-    duration = pl.col("end_us") - pl.col("start_us")
-    call = pl.col("launch_end_us") - pl.col("launch_start_us")
-    single = ~pl.col("graph") & (pl.col("kind") == "kernel")
-    per_call = launched.with_columns(first.alias("_first")).with_columns(
-        (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
-    )
+    per_call = linked.filter(_HAS_LAUNCH).with_columns(_FIRST).with_columns(_QUEUE)
     stepped = _in_windows(
         per_call.filter(pl.col("_first")).select("correlation", "start_us"), "start_us", windows
     )
     placed = per_call.join(stepped.select("correlation", "step"), on="correlation")
-    queued = pl.col("_queue").filter(single | (pl.col("graph") & pl.col("_first")))
-    return placed.group_by("step").agg(
-        pl.col("correlation").n_unique().cast(pl.Int64).alias("launches"),
-        pl.col("correlation").filter(pl.col("graph")).n_unique().cast(pl.Int64).alias("graph_launches"),
-        call.filter(pl.col("_first")).sum().alias("launch_us"),
-        duration.sum().alias("device_us"),
-        single.sum().cast(pl.Int64).alias("kernels"),
-        (single & (duration < call)).sum().cast(pl.Int64).alias("short_kernels"),
-        pl.col("graph").sum().cast(pl.Int64).alias("graph_kernels"),
-        queued.median().alias("queue_median_us"),
-        queued.quantile(0.99, "linear").alias("queue_p99_us"),
-    )
+    return placed.group_by("step").agg(_DEVICE_FIGURES)
+
+
+_IS_CAPTURE = pl.col("graph_role") == "capture"
+_IS_KERNEL_LAUNCH = pl.col("graph_role") == "kernel_launch"
 
 
 def _captures(cpu: pl.DataFrame, linked: pl.LazyFrame, host_windows: pl.LazyFrame) -> pl.LazyFrame:
-    calls = graph_calls(cpu).lazy()
+    """Per host step: `capture_calls` and `captured_launches` (null where none)."""
+    found = graph_calls(cpu)
+    calls = found.lazy()
     ran = linked.select("correlation").unique()
-    captured = calls.filter(pl.col("graph_role") == "kernel_launch").join(ran, on="correlation", how="anti")
-    capture = calls.filter(pl.col("graph_role") == "capture")
-    frames = [
-        _in_windows(capture.select("start_us"), "start_us", host_windows)
-        .group_by("step")
-        .agg(pl.len().cast(pl.Int64).alias("capture_calls")),
+    captured = calls.filter(_IS_KERNEL_LAUNCH).join(ran, on="correlation", how="anti")
+    launches = (
         _in_windows(captured.select("start_us"), "start_us", host_windows)
         .group_by("step")
-        .agg(pl.len().cast(pl.Int64).alias("captured_launches")),
-    ]
-    return frames[0].join(frames[1], on="step", how="full", coalesce=True)
+        .agg(pl.len().cast(pl.Int64).alias("captured_launches"))
+    )
+    if not (found.get_column("graph_role") == "capture").any():  # most traces capture no graph
+        return launches.with_columns(_NO_CAPTURE_CALLS)
+    capture_calls = (
+        _in_windows(calls.filter(_IS_CAPTURE).select("start_us"), "start_us", host_windows)
+        .group_by("step")
+        .agg(pl.len().cast(pl.Int64).alias("capture_calls"))
+    )
+    return capture_calls.join(launches, on="step", how="full", coalesce=True)
 
 
-def _device(linked: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.LazyFrame, tuple[str, ...]]:
-    """`_device_side` and the columns it adds; only `step` when no device event has a launch."""
+_NO_CAPTURE_CALLS = pl.lit(None, pl.Int64).alias("capture_calls")
+
+
+def _device(linked: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.LazyFrame, bool]:
+    """`_device_side`, and whether it adds `DEVICE_COLUMNS`: only `step` when no device event has a
+    launch."""
     if linked.get_column("launch_start_us").null_count() == linked.height:
-        return pl.LazyFrame(schema={"step": pl.Int64}), ()
-    return _device_side(linked.lazy(), windows.lazy()), DEVICE_COLUMNS
+        return pl.LazyFrame(schema={"step": pl.Int64}), False
+    return _device_side(linked.lazy(), windows.lazy()), True
+
+
+def _finish(with_device: bool) -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """The expressions that fill the joined steps (counts 0 where nothing was counted) and give them
+    `LAUNCH_SCHEMA` (the device columns null where no device event has a launch), with the device columns
+    or without."""
+    present = {"rank", "step", "capture_calls", "captured_launches", "capture_step"}
+    present |= set(DEVICE_COLUMNS) if with_device else set()
+    counts = [c for c, t in LAUNCH_SCHEMA.items() if t == pl.Int64() and c not in ("rank", "step")]
+    filled = [
+        *[pl.col(c).fill_null(0) if c in present else pl.lit(0).alias(c) for c in counts],
+        *[pl.col(c).fill_null(0.0) for c in ("launch_us", "device_us") if c in present],
+    ]
+    missing = [pl.lit(None, t).alias(c) for c, t in LAUNCH_SCHEMA.items() if c not in {*present, *counts}]
+    return filled, [*missing, _CAPTURE_STEP]
+
+
+_CAPTURE_STEP = ((pl.col("capture_calls") > 0) | (pl.col("captured_launches") > pl.col("kernels"))).alias(
+    "capture_step"
+)
+_FINISHED = {with_device: _finish(with_device) for with_device in (False, True)}
+_LAUNCH_COLUMNS = [pl.col(c).cast(t) for c, t in LAUNCH_SCHEMA.items()]
 
 
 def launch_steps(
-    linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.DataFrame, rank: int
+    linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.LazyFrame, rank: int
 ) -> pl.LazyFrame:
     """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`, as a query
     (`graph_calls` runs first)."""
     if windows.height == 0:
         return pl.LazyFrame(schema=LAUNCH_SCHEMA)
-    captures = _captures(cpu, linked.lazy(), host_windows.lazy())
+    captures = _captures(cpu, linked.lazy(), host_windows)
     steps = pl.concat([windows.lazy().select("step"), captures.select("step")]).unique()  # a capture step
-    device, added = _device(linked, windows)  # may run nothing
-    present = {"rank", "step", "capture_calls", "captured_launches", "capture_step", *added}
+    device, with_device = _device(linked, windows)  # may run nothing
+    filled, finished = _FINISHED[with_device]
     joined = (
         steps.join(device, on="step", how="left")
         .join(captures, on="step", how="left")
         .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
     )
-    counts = [c for c, t in LAUNCH_SCHEMA.items() if t == pl.Int64() and c not in ("rank", "step")]
-    filled = joined.with_columns(
-        *[pl.col(c).fill_null(0) if c in present else pl.lit(0).alias(c) for c in counts],
-        *[pl.col(c).fill_null(0.0) for c in ("launch_us", "device_us") if c in present],
-    )
-    capture = (pl.col("capture_calls") > 0) | (pl.col("captured_launches") > pl.col("kernels"))
-    marked = filled.with_columns(capture.alias("capture_step"))
-    missing = [pl.lit(None, t).alias(c) for c, t in LAUNCH_SCHEMA.items() if c not in {*present, *counts}]
-    return (
-        marked.with_columns(missing)
-        .select([pl.col(c).cast(t) for c, t in LAUNCH_SCHEMA.items()])
-        .sort("step")
-    )
+    return joined.with_columns(filled).with_columns(finished).select(_LAUNCH_COLUMNS).sort("step")

@@ -43,24 +43,35 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+_THREAD = pl.struct(*THREAD).hash(seed=7).alias("_thread")
+_IS_RUNTIME = pl.col("kind") == "runtime"
+_IS_OP = pl.col("kind") == "op"
+_CALL_ITEM = (_THREAD, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
+_OP_ITEM = (_THREAD, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
+_NEXT_CALL = ("_thread", pl.col("start_us").alias("_next_call"))
+_CALL_INSIDE = pl.col("_next_call") <= pl.col("end_us")
+_IS_CALL = pl.col("op_id").is_null().alias("is_call")
+_POSITION = pl.int_range(pl.len()).over("_thread").alias("position")
+_ITEM_ORDER = ["_thread", "start_us", "end_us", "is_call"]
+
+
 def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """Operators and the calls that launched device work (`launched`: their distinct correlation ids) of the
     threads that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's
     row), `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
-    thread = pl.struct(*THREAD).hash(seed=7).alias("_thread")
     calls = (
         cpu.lazy()
-        .filter(pl.col("kind") == "runtime")
+        .filter(_IS_RUNTIME)
         .join(launched, on="correlation", how="semi", maintain_order="left")
         .unique("correlation", keep="first", maintain_order=True)
-        .select(thread, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
+        .select(_CALL_ITEM)
     )
-    call_starts = calls.select("_thread", pl.col("start_us").alias("_next_call")).sort("_next_call")
+    call_starts = calls.select(_NEXT_CALL).sort("_next_call")
     ops = (  # an operator no call starts inside is nobody's ancestor: left out (fewer rows to sort)
         cpu.lazy()
-        .filter(pl.col("kind") == "op")
+        .filter(_IS_OP)
         .with_row_index("op_id")
-        .select(thread, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
+        .select(_OP_ITEM)
         .sort("start_us")
         .join_asof(
             call_starts,
@@ -70,19 +81,22 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
             strategy="forward",
             check_sortedness=False,
         )
-        .filter(pl.col("_next_call") <= pl.col("end_us"))
+        .filter(_CALL_INSIDE)
         .drop("_next_call")
     )
     return (  # a stable sort: ties keep the operators' trace order, then the calls'
         pl.concat([ops, calls])
-        .with_columns(pl.col("op_id").is_null().alias("is_call"))
-        .sort(
-            ["_thread", "start_us", "end_us", "is_call"],
-            descending=[False, False, True, False],
-            maintain_order=True,
-        )
-        .with_columns(pl.int_range(pl.len()).over("_thread").alias("position"))
+        .with_columns(_IS_CALL)
+        .sort(_ITEM_ORDER, descending=[False, False, True, False], maintain_order=True)
+        .with_columns(_POSITION)
     )
+
+
+_ENDED = pl.len().alias("_ended")
+_CLOSED_SO_FAR = pl.col("_ended").cum_sum().over("_thread").alias("_closed")
+_ZERO_LENGTH = pl.col("end_us") == pl.col("start_us")
+_ZERO = pl.len().alias("_zero")
+_DEPTH = (pl.col("position") - (pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0))).alias("depth")
 
 
 def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
@@ -91,66 +105,72 @@ def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     items = _sorted_items(cpu, launched).cache()
     ends = (  # per thread and end time: how many items have ended by then
         items.group_by("_thread", pl.col("end_us").alias("_end"))
-        .agg(pl.len().alias("_ended"))
+        .agg(_ENDED)
         .sort("_thread", "_end")
-        .with_columns(pl.col("_ended").cum_sum().over("_thread").alias("_closed"))
+        .with_columns(_CLOSED_SO_FAR)
         .drop("_ended")
         .sort("_end")
     )
-    zero = (  # zero-length items end where they start: open at their own start, not closed
-        items.filter(pl.col("end_us") == pl.col("start_us"))
-        .group_by("_thread", "start_us")
-        .agg(pl.len().alias("_zero"))
-    )
+    zero = items.filter(_ZERO_LENGTH).group_by("_thread", "start_us").agg(_ZERO)  # open at their start
     counted = (
         items.sort("start_us")
         .join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
         .join(zero, on=["_thread", "start_us"], how="left")
     )
-    closed = pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0)
-    depth = (pl.col("position") - closed).alias("depth")
-    return counted.with_columns(depth).drop("_end", "_closed", "_zero")
+    return counted.with_columns(_DEPTH).drop("_end", "_closed", "_zero")
 
 
-def launch_links(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
-    """Per call that launched device work (`launched`: distinct correlation ids): its name, start and end,
-    whether it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none
-    contains it). The items (`_items`), read twice, are computed first (a query): inside one query the
-    optimizer would push each reader's filter into them and compute them twice."""
-    items = _items(cpu, launched).collect().lazy()
-    ops = items.filter(~pl.col("is_call")).select(
-        "_thread",
-        "depth",
-        "position",
-        "op_id",
-        pl.col("name").alias("_op_name"),
-        pl.col("start_us").alias("_op_start"),
-        pl.col("end_us").alias("_op_end"),
-    )
-    calls = items.filter(pl.col("is_call")).select(
-        "_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1
-    )
+def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
+    """The operators and calls of `cpu` that launched the device `events`, with their `depth` (`_items`), as
+    a query: `links` reads them twice, so they are computed first (inside one query the optimizer would push
+    each reader's filter into them and compute them twice)."""
+    return _items(cpu, events.select(pl.col("correlation").drop_nulls().unique()))
+
+
+def links(items: pl.DataFrame) -> pl.LazyFrame:
+    """Per call that launched device work (`items`: `link_items` computed): its name, start and end, whether
+    it replays a graph, and the innermost operator around it (`op_id`, `op_name`; null when none contains
+    it)."""
+    found = items.lazy()
+    ops = found.filter(~pl.col("is_call")).select(_OP_COLUMNS)
+    calls = found.filter(pl.col("is_call")).select(_CALL_COLUMNS)
     joined = calls.sort("position").join_asof(
         ops.sort("position"), on="position", by=["_thread", "depth"], check_sortedness=False
     )
-    inside = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
-    return joined.select(
-        "correlation",
-        pl.when(inside).then(pl.col("op_id")).alias("op_id"),
-        pl.when(inside).then(pl.col("_op_name")).alias("op_name"),
-        pl.col("name").alias("launch_name"),
-        pl.col("start_us").alias("launch_start_us"),
-        pl.col("end_us").alias("launch_end_us"),
-        is_graph_launch().alias("graph"),
-    )
+    return joined.select(_LINK_COLUMNS)
+
+
+_OP_COLUMNS = (
+    "_thread",
+    "depth",
+    "position",
+    "op_id",
+    pl.col("name").alias("_op_name"),
+    pl.col("start_us").alias("_op_start"),
+    pl.col("end_us").alias("_op_end"),
+)
+_CALL_COLUMNS = ("_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1)
+_INSIDE = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
+_LINK_COLUMNS = (
+    "correlation",
+    pl.when(_INSIDE).then(pl.col("op_id")).alias("op_id"),
+    pl.when(_INSIDE).then(pl.col("_op_name")).alias("op_name"),
+    pl.col("name").alias("launch_name"),
+    pl.col("start_us").alias("launch_start_us"),
+    pl.col("end_us").alias("launch_end_us"),
+    is_graph_launch().alias("graph"),
+)
+
+
+def linked_events(events: pl.DataFrame, items: pl.DataFrame) -> pl.LazyFrame:
+    """Device `events` with their launch and operator (`LINK_COLUMNS`; null when not linked), from the
+    `link_items` computed (`items`), as a query."""
+    return events.lazy().join(links(items), on="correlation", how="left", maintain_order="left")
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked); two queries."""
-    frame = events.lazy()
-    launched = frame.select(pl.col("correlation").drop_nulls().unique())
-    links = launch_links(cpu, launched)
-    return frame.join(links, on="correlation", how="left", maintain_order="left").collect()
+    return linked_events(events, link_items(events.lazy(), cpu).collect()).collect()
 
 
 def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
@@ -159,25 +179,21 @@ def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     return operator_costs_query(linked, cpu).collect()
 
 
+_LAUNCHED_BY_OP = (
+    pl.len().cast(pl.Int64).alias("kernels"),
+    (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_us"),
+)
+_SHAPED = ("op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us")
+
+
 def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """`operator_costs` as a query (computing it runs one query first: the operators and their shapes)."""
-    ops = cpu.lazy().filter(pl.col("kind") == "op").with_row_index("op_id")
-    launched = (
-        linked.lazy()
-        .filter(pl.col("op_id").is_not_null())
-        .group_by("op_id")
-        .agg(
-            pl.len().cast(pl.Int64).alias("kernels"),
-            (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_us"),
-        )
-    )
-    shaped = ops.join(launched, on="op_id", how="inner").select(
-        "op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us"
-    )
-    return shape_costs_query(shaped)
+    ops = cpu.lazy().filter(_IS_OP).with_row_index("op_id")
+    launched = linked.lazy().filter(pl.col("op_id").is_not_null()).group_by("op_id").agg(_LAUNCHED_BY_OP)
+    return shape_costs_query(ops.join(launched, on="op_id", how="inner").select(_SHAPED))
 
 
-def known_sums() -> list[pl.Expr]:
+def _known_sums() -> list[pl.Expr]:
     """FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none
     has)."""
     found = []
@@ -190,27 +206,42 @@ def known_sums() -> list[pl.Expr]:
     return found
 
 
+KNOWN_SUMS = tuple(_known_sums())
+"""FLOPs and bytes summed over the calls that have them, with those calls' kernel time (null: none has)."""
+
+
+_ACHIEVED = (
+    pl.when(pl.col("flops_kernel_us") > 0)
+    .then(pl.col("flops") / (pl.col("flops_kernel_us") * 1e-6))
+    .alias("achieved_flops")
+)
+
+
 def with_achieved(frame: Frame) -> Frame:
     """`achieved_flops`: FLOPs over the kernel time of the calls they are known for (FLOP/s)."""
-    achieved = pl.col("flops") / (pl.col("flops_kernel_us") * 1e-6)
-    return frame.with_columns(pl.when(pl.col("flops_kernel_us") > 0).then(achieved).alias("achieved_flops"))
+    return frame.with_columns(_ACHIEVED)
+
+
+_OPERATOR_SUMS = (
+    pl.col("op_class").first(),
+    pl.len().cast(pl.Int64).alias("calls"),
+    pl.col("kernels").sum(),
+    pl.col("kernel_us").sum(),
+    *KNOWN_SUMS,
+    pl.col("op_dtype").drop_nulls().mode().sort().first().alias("dtype"),
+)
+_OPERATOR_COLUMNS = [pl.col(c).cast(t) for c, t in OPERATOR_SCHEMA.items()]
+_OPERATOR_NAMED = (pl.col("name").alias("operator"), pl.exclude("name"))
 
 
 def top_operators(costs: pl.LazyFrame, rank: int, bound: int = TOP_OPERATORS) -> pl.LazyFrame:
     """Per operator name: calls that launched work, kernels, kernel time, and FLOPs and bytes with the kernel
     time they were measured over; the `bound` of largest kernel time (a query)."""
-    grouped = costs.group_by("name").agg(
-        pl.col("op_class").first(),
-        pl.len().cast(pl.Int64).alias("calls"),
-        pl.col("kernels").sum(),
-        pl.col("kernel_us").sum(),
-        *known_sums(),
-        pl.col("op_dtype").drop_nulls().mode().sort().first().alias("dtype"),
-    )
+    grouped = costs.group_by("name").agg(_OPERATOR_SUMS)
     return (
         with_achieved(grouped)
         .sort(["kernel_us", "name"], descending=[True, False])
         .head(bound)
-        .select(pl.lit(rank, pl.Int64).alias("rank"), pl.col("name").alias("operator"), pl.exclude("name"))
-        .select([pl.col(c).cast(t) for c, t in OPERATOR_SCHEMA.items()])
+        .select(pl.lit(rank, pl.Int64).alias("rank"), *_OPERATOR_NAMED)
+        .select(_OPERATOR_COLUMNS)
     )

@@ -18,14 +18,15 @@ import polars as pl
 from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
-from traceview.kernels.host import HOST_SCHEMA, host_steps, host_windows
+from traceview.kernels.host import HOST_SCHEMA, host_candidates, host_spans, host_steps, host_windows
 from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
 from traceview.kernels.operators import (
+    KNOWN_SUMS,
     OPERATOR_SCHEMA,
-    known_sums,
+    link_items,
+    linked_events,
     operator_costs_query,
     top_operators,
-    with_links,
 )
 from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, key_steps, top_kernels
 from traceview.model.trace import RankTrace
@@ -104,25 +105,21 @@ def _device_name(trace: RankTrace) -> str | None:
 
 _IS_COMM = (pl.col("event_class") == "comm").alias("is_comm")
 _IDS = ("name", "kind", "is_comm", "name_id", "key_id", "kernel_class")
+_KEY_ID = pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id")
+_ADDED_TYPES = {"kernel_class": pl.Utf8, "name_id": pl.UInt32, "key_id": pl.UInt32, "key": pl.Utf8}
+_ADDED = [pl.lit(None, dtype).alias(column) for column, dtype in _ADDED_TYPES.items()]
 
 
 def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The events with `kernel_class`, `name_id` and `key_id` (integers: the analyses group on them, not on
     names thousands of characters long), and the table of distinct (name, kind) with their class and key."""
     if events.height == 0:
-        added = {"kernel_class": pl.Utf8, "name_id": pl.UInt32, "key_id": pl.UInt32, "key": pl.Utf8}
-        empty = events.with_columns(pl.lit(None, dtype).alias(column) for column, dtype in added.items())
-        return empty, empty.select("name", "kind", _IS_COMM, *added)
+        empty = events.with_columns(_ADDED)
+        return empty, empty.select("name", "kind", _IS_COMM, *_ADDED_TYPES)
     frame = events.lazy()
     distinct = kernel_classes_of(frame.select("name", "kind", _IS_COMM).unique(maintain_order=True).collect())
     keys = pl.Series("key", keys_of(distinct.get_column("name").to_list()), dtype=pl.Utf8)
-    table = (
-        distinct.lazy()
-        .with_columns(keys)
-        .with_row_index("name_id")
-        .with_columns(pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id"))
-        .cache()
-    )
+    table = distinct.lazy().with_columns(keys).with_row_index("name_id").with_columns(_KEY_ID).cache()
     classed = (
         frame.with_columns(_IS_COMM)
         .join(table.select(_IDS), on=["name", "kind", "is_comm"], how="left")
@@ -147,6 +144,12 @@ _COUNTS = (
 )
 
 
+_LINKED_SHARE = (
+    pl.when(pl.col("kernels") > 0).then(pl.col("linked_kernels") / pl.col("kernels")).alias("linked_share")
+)
+_RANK_COLUMNS = [pl.col(c).cast(t) for c, t in RANK_SCHEMA.items()]
+
+
 def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.LazyFrame:
     return (
         linked.lazy()
@@ -155,25 +158,26 @@ def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.LazyFrame:
             pl.lit(trace.rank, pl.Int64).alias("rank"),
             pl.lit(_device_name(trace), pl.Utf8).alias("device"),
             pl.lit(trace.meta.timeline).alias("timeline"),
-            pl.when(pl.col("kernels") > 0)
-            .then(pl.col("linked_kernels") / pl.col("kernels"))
-            .alias("linked_share"),
+            _LINKED_SHARE,
         )
-        .select([pl.col(c).cast(t) for c, t in RANK_SCHEMA.items()])
+        .select(_RANK_COLUMNS)
     )
+
+
+_HAS_CLASS = pl.col("op_class").is_not_null()
+_ROOFLINE_BY = ("op_class", pl.col("op_dtype").alias("dtype"))
+_ROOFLINE_SUMS = (pl.len().cast(pl.Int64).alias("calls"), *KNOWN_SUMS)
+_ROOFLINE_COLUMNS = [pl.col(c).cast(t) for c, t in ROOFLINE_PART_SCHEMA.items()]
 
 
 def _roofline_part(costs: pl.LazyFrame, rank: int) -> pl.LazyFrame:
     return (
-        costs.filter(pl.col("op_class").is_not_null())
-        .group_by("op_class", pl.col("op_dtype").alias("dtype"))
-        .agg(
-            pl.len().cast(pl.Int64).alias("calls"),
-            *known_sums(),
-        )
+        costs.filter(_HAS_CLASS)
+        .group_by(*_ROOFLINE_BY)
+        .agg(_ROOFLINE_SUMS)
         .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
         .sort("op_class", "dtype", nulls_last=True)
-        .select([pl.col(c).cast(t) for c, t in ROOFLINE_PART_SCHEMA.items()])
+        .select(_ROOFLINE_COLUMNS)
     )
 
 
@@ -183,12 +187,17 @@ def rank_kernel_parts(
     """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
     (`classed_events`), `clipped` them cut to its step `windows`
     (`traceview.kernels.classes.clipped_events`). The parts are queries computed together (`pl.collect_all`)
-    once the links, the operators' shapes and the host spans cut into the host windows are known."""
+    once the links, the operators' shapes and the host spans cut into the host windows are known (the items
+    the links read and the host rows a phase may name computed together first, then the links and the host
+    spans)."""
     if classed.height == 0:
         return KernelParts.empty()
-    linked = with_links(classed, trace.cpu)
-    costs = operator_costs_query(linked, trace.cpu).cache()
     hosted = host_windows(trace.steps, windows, trace.rank)
+    items, candidates = pl.collect_all([link_items(classed.lazy(), trace.cpu), host_candidates(trace.cpu)])
+    linked, spans = pl.collect_all(
+        [linked_events(classed, items), host_spans(candidates, hosted, trace.rank)]
+    )
+    costs = operator_costs_query(linked, trace.cpu).cache()
     parts = (
         class_steps(clipped),
         key_steps(clipped, names),
@@ -196,7 +205,7 @@ def rank_kernel_parts(
         top_operators(costs, trace.rank),
         _roofline_part(costs, trace.rank),
         launch_steps(linked, trace.cpu, windows, hosted, trace.rank),
-        host_steps(trace.cpu, hosted, trace.rank),
+        host_steps(spans),
         _rank_row(trace, linked),
     )
     return KernelParts(*pl.collect_all(parts))

@@ -46,29 +46,34 @@ def _largest(frame: pl.LazyFrame, value: str, bound: int) -> pl.LazyFrame:
     return frame.filter(ranked <= bound)
 
 
+_DURATION = pl.col("end_us") - pl.col("start_us")
+_KERNEL_FIGURES = (
+    pl.len().cast(pl.Int64).alias("count"),
+    _DURATION.sum().alias("total_us"),
+    _DURATION.median().alias("median_us"),
+    _DURATION.quantile(0.99, "linear").alias("p99_us"),
+    _DURATION.max().alias("max_us"),
+)
+_NAMED = ("name_id", "name", "key", "kernel_class")
+
+
 def top_kernels(events: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.LazyFrame:
     """Per (rank, name) of classed device events (`name_id`; `names`: the table of names, keys and classes):
     count, total, median, p99, max (a query)."""
     if events.height == 0:
         return pl.LazyFrame(schema=TOP_KERNEL_SCHEMA)
-    duration = pl.col("end_us") - pl.col("start_us")
-    grouped = (
-        events.lazy()
-        .group_by("rank", "name_id")
-        .agg(
-            pl.len().cast(pl.Int64).alias("count"),
-            duration.sum().alias("total_us"),
-            duration.median().alias("median_us"),
-            duration.quantile(0.99, "linear").alias("p99_us"),
-            duration.max().alias("max_us"),
-        )
-    )
+    grouped = events.lazy().group_by("rank", "name_id").agg(_KERNEL_FIGURES)
     named = _largest(grouped.sort("rank", "name_id"), "total_us", bound).join(
-        names.lazy().select("name_id", "name", "key", "kernel_class"), on="name_id"
+        names.lazy().select(_NAMED), on="name_id"
     )
     return named.sort(["rank", "total_us", "name"], descending=[False, True, False]).select(
         list(TOP_KERNEL_SCHEMA)
     )
+
+
+_PIECES = ("rank", "step", "key_id", "name_id", _DURATION.alias("_dur"))
+_KEY_TOTAL = pl.col("_dur").sum().alias("_total")
+_KEY_FIGURES = (pl.len().cast(pl.Int64).alias("kernels"), pl.col("_dur").sum().alias("kernel_sum_us"))
 
 
 def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS) -> pl.LazyFrame:
@@ -76,12 +81,8 @@ def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS)
     `bound` keys of largest total per rank; `name` is the key's name of largest time (a query)."""
     if clipped.height == 0:
         return pl.LazyFrame(schema=KEY_STEP_SCHEMA)
-    with_dur = clipped.lazy().select(
-        "rank", "step", "key_id", "name_id", (pl.col("end_us") - pl.col("start_us")).alias("_dur")
-    )
-    totals = (
-        with_dur.group_by("rank", "key_id").agg(pl.col("_dur").sum().alias("_total")).sort("rank", "key_id")
-    )
+    with_dur = clipped.lazy().select(_PIECES)
+    totals = with_dur.group_by("rank", "key_id").agg(_KEY_TOTAL).sort("rank", "key_id")
     kept = with_dur.join(_largest(totals, "_total", bound).select("rank", "key_id"), on=["rank", "key_id"])
     named = names.lazy()
     heaviest = (
@@ -93,9 +94,7 @@ def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS)
         .join(named.select("name_id", "name", "kernel_class"), on="name_id")
         .join(named.select("key_id", "key").unique("key_id"), on="key_id")
     )
-    steps = kept.group_by("rank", "step", "key_id").agg(
-        pl.len().cast(pl.Int64).alias("kernels"), pl.col("_dur").sum().alias("kernel_sum_us")
-    )
+    steps = kept.group_by("rank", "step", "key_id").agg(_KEY_FIGURES)
     return (
         steps.join(heaviest, on=["rank", "key_id"]).sort("rank", "step", "key").select(list(KEY_STEP_SCHEMA))
     )

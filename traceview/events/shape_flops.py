@@ -350,11 +350,20 @@ def _costs(named: pl.DataFrame) -> pl.DataFrame:
             dims,
             types,
             SHAPE_RULES[rule].op_class,
-            *_COSTS.setdefault((rule, dims, types), _cost(rule, dims, types)),
+            *_cached_cost(rule, dims, types),
         )
         for name, dims, types, rule in named.iter_rows()
     ]
     return pl.DataFrame(rows, schema={**_KEY_SCHEMA, **COST_SCHEMA}, orient="row")
+
+
+def _cached_cost(rule: int, dims: str | None, types: str | None) -> tuple[object, ...]:
+    """`_cost`, computed once per distinct (rule, dims, types) a process meets."""
+    key = (rule, dims, types)
+    found = _COSTS.get(key)
+    if found is None:
+        found = _COSTS[key] = _cost(rule, dims, types)
+    return found
 
 
 def shape_costs_query(ops: pl.LazyFrame) -> pl.LazyFrame:

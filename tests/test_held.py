@@ -3,9 +3,11 @@ order, every other summary's rows left out; and the pipeline reduces the summary
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import shutil
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,8 +17,10 @@ import pytest
 import traceview.reduce.held as held_module
 from traceview.core.errors import TraceviewError
 from traceview.load.inputs import load_run
+from traceview.map.executors import map_ranks
 from traceview.map.rank_summary import RankSummary, summarize
 from traceview.options.run import build_options
+from traceview.options.user import UserOptions
 from traceview.reduce.held import PART_FRAMES, SUMMARY_FRAMES, HeldSummaries
 from traceview.reduce.pipeline import analyze_files
 
@@ -105,3 +109,16 @@ def test_the_file_kept_for_a_claimed_rank_is_the_one_reduced(tmp_path: Path) -> 
     kept = _rank_comp_us(alone, 3)
     assert _rank_comp_us(claiming, 3) != kept  # the claiming file's own figures differ
     assert _rank_comp_us(both, 3) == kept
+
+
+def test_the_pool_lets_go_of_each_summary_once_it_is_taken() -> None:
+    """The parent keeps only what its caller holds: a summary taken from the pool and dropped is freed once
+    the next is taken (the futures once held every summary until the last was read)."""
+    files = sorted((SAMPLES / "dp8_straggler").glob("rank-*.json.gz"))[:3]
+    options = build_options(SAMPLES / "dp8_straggler", UserOptions(workers=1))
+    results = map_ranks(files, options, parallel_min_bytes=0)
+    first = weakref.ref(next(results))
+    second = next(results)
+    gc.collect()
+    assert first() is None
+    assert [second.rank, *(summary.rank for summary in results)] == [1, 2]

@@ -26,6 +26,7 @@ import os
 import signal
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -196,9 +197,9 @@ def _pooled(tasks: Sequence[MapTask], count: int) -> Iterable[Any]:
     pool = ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=ignore_interrupts)
     try:
         with _interrupts_held(), _environment(THREADS_VARIABLE, str(worker_threads(count))):
-            futures = [pool.submit(summarize_file, task) for task in tasks]  # every worker started
-        for future in futures:
-            yield _result_of(future)
+            futures = deque(pool.submit(summarize_file, task) for task in tasks)  # every worker started
+        while futures:  # each future let go once its summary is taken: the caller holds what it keeps
+            yield _result_of(futures.popleft())
     except BaseException:  # an interrupt, or the reader of the results gone
         _stop_workers(pool)
         raise
@@ -282,10 +283,11 @@ def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
         _ray_init(ray, address or os.environ.get("RAY_ADDRESS"))
     threads = {"env_vars": {THREADS_VARIABLE: "1"}}
     remote = ray.remote(num_cpus=1, runtime_env=threads)(summarize_file)
-    pending = [remote.remote(task) for task in tasks]
+    pending = deque(remote.remote(task) for task in tasks)
     try:
-        for reference in pending:  # in order: the summaries of finished tasks wait in Ray's object store
-            yield ray.get(reference)
+        while pending:  # in order: finished tasks' summaries wait in Ray's object store, let go once read
+            yield ray.get(pending[0])
+            pending.popleft()
     except BaseException:  # an interrupt: the tasks still running are cancelled
         for reference in pending:
             with contextlib.suppress(Exception):

@@ -16,12 +16,15 @@ process without a process group (no collective: no prediction to read its inputs
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import html
 import importlib.util
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -234,23 +237,48 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _two_nodes(folders: tuple[Path, Path]) -> list[subprocess.CompletedProcess[str]]:
-    """A job of two nodes (one torchrun each, one rank per node, met over c10d on this host), each node's
-    torchrun under its own `traceview record -o FOLDER`."""
-    port, schedule = _free_port(), ["--wait", "1", "--warmup", "1", "--active", "2"]
+TWO_NODE_TIMEOUT_S = 300
+
+
+def _recorded_node(folder: Path, port: int) -> list[str]:
+    """One node's command: its torchrun (one rank, the rendezvous at `port`) under `traceview record`."""
+    schedule = ["--wait", "1", "--warmup", "1", "--active", "2"]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
     launcher += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-nodes"]
     job = [*launcher, "--monitor-interval", "0.1", str(JOB), "--loop", "plain", "--steps", "5"]
-    recorders = [
-        subprocess.Popen(
-            [sys.executable, "-m", "traceview", "record", "-o", str(folder), *schedule, "--", *job],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for folder in folders
-    ]
-    return [subprocess.CompletedProcess(r.args, r.wait(timeout=300), *r.communicate()) for r in recorders]
+    return [sys.executable, "-m", "traceview", "record", "-o", str(folder), *schedule, "--", *job]
+
+
+def _two_nodes(folders: tuple[Path, Path]) -> list[subprocess.CompletedProcess[str]]:
+    """A job of two nodes (one torchrun each, one rank per node, met over c10d on this host), each node's
+    torchrun under its own `traceview record -o FOLDER`. The rendezvous port is probed free and then bound by
+    torchrun: a parallel test can take it in between, and neither node then hosts the store (both wait), so a
+    job that has not ended in `TWO_NODE_TIMEOUT_S` is killed and run again once on another port."""
+    for _ in range(2):
+        port = _free_port()
+        recorders = [
+            subprocess.Popen(
+                _recorded_node(folder, port),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # the node's torchrun and workers killed with it
+            )
+            for folder in folders
+        ]
+        try:
+            return [
+                subprocess.CompletedProcess(r.args, r.wait(timeout=TWO_NODE_TIMEOUT_S), *r.communicate())
+                for r in recorders
+            ]
+        except subprocess.TimeoutExpired:
+            for recorder in recorders:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(recorder.pid, signal.SIGKILL)
+                recorder.communicate()
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+    raise AssertionError(f"the two-node job did not end within {TWO_NODE_TIMEOUT_S} s, twice")
 
 
 def _check_two_node_run(path: Path, ended: list[subprocess.CompletedProcess[str]]) -> None:

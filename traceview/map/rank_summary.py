@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import NamedTuple
 
 import polars as pl
 
@@ -253,13 +253,12 @@ def summarize(
     calls = call_counts(one)
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
     own = _rank_parts(trace, events, kernels, launch_rows, compact_inputs)
-    extent, starts, graphs, compact_cpu, launch_marks, alltoall = own
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
-    compact = _compacted(trace, compact_cpu)
+    compact = _compacted(trace, own.compact_cpu)
     classed, names = classed_events(events)
     clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
     kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
-    splits = splits_of(alltoall, trace.cpu, windows)
+    splits = splits_of(own.alltoall_calls, trace.cpu, windows)
     del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -268,9 +267,9 @@ def summarize(
     return RankSummary(
         trace=compact,
         windows=windows,
-        per_step=with_graph_steps(step_budget(events, windows), graphs),
+        per_step=with_graph_steps(step_budget(events, windows), own.graphs),
         kernels=kernels,
-        launch_marks=launch_marks,
+        launch_marks=own.launch_marks,
         gap_steps=gap_steps(gaps, windows),
         gap_causes=gap_totals(gaps),
         top_gaps=gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
@@ -282,9 +281,9 @@ def summarize(
         class_sketches=class_sketches,
         suspects=suspected_comm_kernels(events),
         step_choice=choice,
-        first_launches=starts,
+        first_launches=own.first_launches,
         calls=calls,
-        extent=extent,
+        extent=own.extent,
         kernel_parts=kernel_parts,
         group_time=group_step_time(events, kernels, windows),
         group_phase=group_phases(events, kernels, windows),
@@ -307,13 +306,24 @@ def _extent(trace: RankTrace) -> pl.DataFrame:
 _EXTENT = {"rank": pl.Int64, "trace_start_us": pl.Float64, "trace_end_us": pl.Float64}
 
 
+class _RankParts(NamedTuple):
+    """What `_rank_parts` computes of a rank in one query."""
+
+    extent: pl.DataFrame
+    first_launches: pl.DataFrame
+    graphs: pl.DataFrame
+    compact_cpu: pl.DataFrame
+    launch_marks: pl.DataFrame
+    alltoall_calls: pl.DataFrame | None
+
+
 def _rank_parts(
     trace: RankTrace,
     events: pl.DataFrame,
     kernels: pl.DataFrame,
     launch_rows: pl.DataFrame,
     compact_inputs: Sequence[pl.DataFrame],
-) -> list[Any]:
+) -> _RankParts:
     """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls
     (None: none), in one query (`events`: after `comm_events`; `launch_rows`: the device launches;
     `compact_inputs`: `_compact_inputs` collected)."""
@@ -321,19 +331,20 @@ def _rank_parts(
     rank = pl.lit(trace.rank, pl.Int64).alias("rank")
     if on_device.any() and launch_rows.height:
         device = events.lazy().filter(_ON_DEVICE)
-        starts = first_launch_plan(trace.steps, device, launch_rows).with_columns(rank)
+        launched = first_launch_plan(trace.steps, device, launch_rows).with_columns(rank)
     else:
-        starts = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
+        launched = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
     ran = events.get_column("correlation").filter(on_device)
     alltoall = [alltoall_calls(kernels)] if has_alltoall(kernels) else []
     plans = [
-        starts,
+        launched,
         graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
         _compact_cpu(trace.cpu, compact_inputs),
         _launch_marks(events, kernels),
         *alltoall,
     ]
-    return [_extent(trace), *pl.collect_all(plans), *([] if alltoall else [None])]
+    starts, graphs, compact_cpu, marks, *calls = pl.collect_all(plans)
+    return _RankParts(_extent(trace), starts, graphs, compact_cpu, marks, calls[0] if calls else None)
 
 
 _ON_DEVICE = pl.col("kind") != HOST_KIND

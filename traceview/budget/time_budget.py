@@ -18,7 +18,7 @@ import polars as pl
 
 from traceview.core.intervals import clipped, union_lengths
 from traceview.core.outliers import rank_outliers
-from traceview.events.classify import HOST_KIND, classify_gpu
+from traceview.events.classify import HOST_KIND, classify_gpus
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.time_base import aligned_ranks
 from traceview.model.trace import Run
@@ -103,8 +103,7 @@ class TimeBudget:
 
 def classified_events(run: Run, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
     """Every device event of every rank (on one time base) with its `event_class`."""
-    frames = [classify_gpu(trace, extra_patterns) for trace in aligned_ranks(run)]
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+    return classify_gpus(aligned_ranks(run), extra_patterns) if run.ranks else pl.DataFrame()
 
 
 def step_choices(run: Run) -> tuple[StepChoice, ...]:

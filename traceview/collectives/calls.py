@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from itertools import accumulate
 
 import polars as pl
 
@@ -87,8 +88,14 @@ _ANY_CALL = "|".join(f"(?:{regex})" for _, regex in CALL_FAMILIES)
 
 def _maybe_calls(run: Run) -> list[tuple[RankTrace, pl.Series]]:
     """Each rank (run time base) and which of its host rows may be a collective call (a name of a
-    `CALL_FAMILIES` family): one scan of the names, so the queries read those rows only."""
-    return [(trace, trace.cpu.get_column("name").str.contains(_ANY_CALL)) for trace in aligned_ranks(run)]
+    `CALL_FAMILIES` family): one scan of the names of all ranks, so the queries read those rows only."""
+    ranks = aligned_ranks(run)
+    if not ranks:
+        return []
+    names = [trace.cpu.get_column("name") for trace in ranks]
+    found = (pl.concat(names) if len(names) > 1 else names[0]).str.contains(_ANY_CALL)
+    starts = accumulate((trace.cpu.height for trace in ranks), initial=0)
+    return [(t, found.slice(start, t.cpu.height)) for t, start in zip(ranks, starts, strict=False)]
 
 
 def makes_calls(run: Run) -> bool:
@@ -98,7 +105,8 @@ def makes_calls(run: Run) -> bool:
 
 
 def _any_candidate(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> bool:
-    return any(maybe.any() for _, maybe in maybe_calls)
+    masks = [maybe for _, maybe in maybe_calls]
+    return bool(masks) and bool((pl.concat(masks) if len(masks) > 1 else masks[0]).any())
 
 
 def call_rows(run: Run) -> pl.LazyFrame | None:

@@ -253,7 +253,7 @@ def _kernel_figures(merged: pl.LazyFrame, run: Run, pools: bool) -> pl.LazyFrame
     frame = grouped.join(_world_sizes(run).lazy(), on="rank", how="left", maintain_order="left")
     for stage in _figure_stages():
         frame = frame.with_columns(*stage)
-    return frame.select(_contract_columns()).sort("rank", "start_us")
+    return frame.select(_contract_columns()).sort("rank", "start_us", maintain_order=True)
 
 
 @functools.cache

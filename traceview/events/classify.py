@@ -14,7 +14,7 @@ import polars as pl
 
 from traceview.events.kernel_names import KernelPattern, decode_kernel_names
 from traceview.events.kernel_table import HOST_LIBRARIES
-from traceview.model.trace import RankTrace
+from traceview.model.trace import RankTrace, rank_column
 
 EVENT_CLASSES = ("compute", "comm", "memory")
 HOST_KIND = "host"
@@ -32,12 +32,17 @@ def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ())
     fields (`comm_library`, `kernel_collective`, `algorithm`, `protocol`, `reduce_op`, `kernel_dtype`). The
     copy-engine transfers of collective calls are found later, when calls are linked
     (`traceview.collectives.comm_events`)."""
-    gpu = trace.gpu
+    return classify_gpus([trace], extra_patterns)
+
+
+def classify_gpus(traces: Sequence[RankTrace], extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
+    """`classify_gpu` of several ranks, one above the other, in one query (each rank's times as they are)."""
+    gpu = pl.concat([trace.gpu for trace in traces]) if len(traces) > 1 else traces[0].gpu
     decoded = decode_kernel_names(gpu.get_column("name"), extra_patterns)
     return (
         gpu.lazy()
         .join(decoded.lazy(), on="name", how="left", maintain_order="left")
-        .with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), _EVENT_CLASS)
+        .with_columns(rank_column(traces, [trace.gpu.height for trace in traces]), _EVENT_CLASS)
         .with_columns(_COMM_KIND)
         .drop("is_comm")
         .collect()

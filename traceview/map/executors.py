@@ -1,4 +1,9 @@
-"""Where the map runs: each rank file parsed and summarised in its own task, only summaries coming back.
+"""Where the map runs: rank files parsed and summarised in tasks, only summaries coming back.
+
+A task is a batch of consecutive rank files (`traceview.map.batch.batches_of_sizes`: a few small files, a
+large file alone) summarised together
+(`traceview.map.rank_summary.summarize_many`): a small rank costs its queries, not its rows, and stacked, a
+batch of small ranks costs the queries of one.
 
 - `local` (default): a process pool of `workers` processes (all CPUs by default; one worker is still a pool),
   started with spawn (polars' thread pool does not survive a fork), each started once and given the ranks in
@@ -7,13 +12,14 @@
   of input) run in this process: starting workers costs more than it saves there. A summary made in this
   process keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary
   does not, which is what keeps the parent's memory to the summaries alone.
-- `ray`: one Ray task per rank on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
+- `ray`: one Ray task per batch on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
   reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is
   an optional extra (`pip install 'traceview[ray]'`). A task asks for one CPU and its worker runs one polars
   thread; Ray starts the workers once and reuses them across tasks.
 
-Either way a worker holds one rank's parsed trace at a time and returns its `RankSummary` (small: it grows
-with collectives and steps, not events), so peak memory is one parse per worker plus the summaries.
+Either way a worker holds one batch's parsed traces at a time (a rank past `BATCH_BYTES`, or ranks of at most
+that many bytes together) and returns their `RankSummary`s (small: they grow with collectives and steps, not
+events), so peak memory is one batch's parse per worker plus the summaries.
 """
 
 from __future__ import annotations
@@ -31,13 +37,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from traceview.core.engine import in_memory
 from traceview.core.errors import TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
 from traceview.core.sanitize import printable
-from traceview.model.trace import SkippedInput
+from traceview.map.batch import batches_of_sizes
+from traceview.model.trace import RankTrace, SkippedInput
 from traceview.options.run import RunOptions
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 
@@ -73,25 +81,67 @@ class MapTask:
 def summarize_file(task: MapTask) -> Any:
     """Parse one rank file and summarise it (`RankSummary`), or say why it could not be read
     (`SkippedInput`). Runs in a worker: module-level, its argument and result picklable."""
-    from traceview.events.kernel_names import user_patterns
+    return summarize_files([task])[0]
+
+
+@in_memory
+def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
+    """`summarize_file` of each task, in order, the ranks summarised together
+    (`traceview.map.rank_summary.summarize_many`); a rank whose batch meets a defect is summarised again
+    alone, so that the defect costs that rank only. Runs in a worker (module level, picklable)."""
     from traceview.load.inputs import release_free_heap
-    from traceview.map.rank_summary import summarize
+
+    try:
+        read = [_parsed(task) for task in tasks]
+        traces = [trace for trace in read if not isinstance(trace, SkippedInput)]
+        summaries = iter(_summaries(traces, tasks[0]) if traces else [])
+        return [result if isinstance(result, SkippedInput) else next(summaries) for result in read]
+    finally:
+        release_free_heap()  # the parses' freed pages back to the system before the next batch
+
+
+def _parsed(task: MapTask) -> Any:
+    """The task's trace parsed and checked, or why it could not be read (`SkippedInput`)."""
     from traceview.parsers import kineto
 
     try:
-        summary = summarize(
-            kineto.parse(task.path, task.limits).validate(),
-            user_patterns(task.options.comm_patterns, task.options.compute_patterns),
-            task.ranks_in_run,
-        )
-    except TraceviewError as exc:
-        return SkippedInput(task.path, reason_of(exc))
-    except Exception as exc:  # a defect met on one rank must not lose the others: skipped, and said so
-        reason = f"internal error while reading it ({type(exc).__name__}: {exc}); please report"
-        return SkippedInput(task.path, reason)
-    finally:
-        release_free_heap()  # the parse's freed pages back to the system before the next rank
-    return summary
+        return kineto.parse(task.path, task.limits).validate()
+    except Exception as exc:
+        return _skipped(task.path, exc)
+
+
+def _skipped(path: str, exc: Exception) -> SkippedInput:
+    if isinstance(exc, TraceviewError):
+        return SkippedInput(path, reason_of(exc))
+    # a defect met on one rank must not lose the others: skipped, and said so
+    return SkippedInput(path, f"internal error while reading it ({type(exc).__name__}: {exc}); please report")
+
+
+def _summaries(traces: Sequence[RankTrace], task: MapTask) -> list[Any]:
+    """The summaries of `traces` (one batch); a trace's `SkippedInput` where it cannot be summarised."""
+    from traceview.events.kernel_names import user_patterns
+    from traceview.map.rank_summary import summarize, summarize_many
+
+    patterns = user_patterns(task.options.comm_patterns, task.options.compute_patterns)
+    try:
+        return list(summarize_many(traces, patterns, task.ranks_in_run))
+    except Exception as exc:
+        if len(traces) == 1:
+            return [_skipped(traces[0].path, exc)]
+    results: list[Any] = []
+    for trace in traces:  # alone, so that a defect costs its own rank only
+        try:
+            results.append(summarize(trace, patterns, task.ranks_in_run))
+        except Exception as exc:
+            results.append(_skipped(trace.path, exc))
+    return results
+
+
+def batches(
+    tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None = None
+) -> list[list[MapTask]]:
+    """`tasks` (files of `sizes` bytes) cut into the map's batches (`batches_of_sizes`)."""
+    return [[tasks[i] for i in batch] for batch in batches_of_sizes(sizes, workers)]
 
 
 def map_ranks(
@@ -109,7 +159,7 @@ def map_ranks(
     tasks = [MapTask(str(f), options, len(files)) for f in files]
     sizes = [size_of(f) for f in files]
     results = (
-        _ray(tasks, execution.ray_address)
+        _ray(batches(tasks, sizes, RAY_BATCH_SHARE), execution.ray_address)
         if execution.executor == "ray"
         else _local(tasks, sizes, execution.workers, parallel_min_bytes)
     )
@@ -129,8 +179,9 @@ def _local(
     tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None, parallel_min_bytes: int
 ) -> Iterable[Any]:
     if len(tasks) == 1 or sum(sizes) < parallel_min_bytes:
-        return map(summarize_file, tasks)
-    return _pooled(tasks, min(len(tasks), workers or os.cpu_count() or 1))
+        return chain.from_iterable(map(summarize_files, batches(tasks, sizes)))
+    count = min(len(tasks), workers or os.cpu_count() or 1)
+    return _pooled(batches(tasks, sizes, count), count)
 
 
 def worker_threads(workers: int, cores: int | None = None) -> int:
@@ -192,14 +243,14 @@ def _result_of(future: Future[Any]) -> Any:
             continue
 
 
-def _pooled(tasks: Sequence[MapTask], count: int) -> Iterable[Any]:
+def _pooled(tasks: Sequence[Sequence[MapTask]], count: int) -> Iterable[Any]:
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=ignore_interrupts)
     try:
         with _interrupts_held(), _environment(THREADS_VARIABLE, str(worker_threads(count))):
-            futures = deque(pool.submit(summarize_file, task) for task in tasks)  # every worker started
-        while futures:  # each future let go once its summary is taken: the caller holds what it keeps
-            yield _result_of(futures.popleft())
+            futures = deque(pool.submit(summarize_files, batch) for batch in tasks)  # every worker started
+        while futures:  # each future let go once its summaries are taken: the caller holds what it keeps
+            yield from _result_of(futures.popleft())
     except BaseException:  # an interrupt, or the reader of the results gone
         _stop_workers(pool)
         raise
@@ -274,7 +325,11 @@ def _ray_init(ray: Any, address: str | None) -> None:
         raise UsageError(f"--ray-address {printable(address)}: {printable(exc)}") from None
 
 
-def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
+RAY_BATCH_SHARE = 16
+"""Ray's batches are cut as for this many workers (a cluster's size is not known before it starts)."""
+
+
+def _ray(tasks: Sequence[Sequence[MapTask]], address: str | None) -> Iterable[Any]:
     try:
         ray: Any = importlib.import_module("ray")
     except ImportError as exc:
@@ -282,11 +337,11 @@ def _ray(tasks: Sequence[MapTask], address: str | None) -> Iterable[Any]:
     if not ray.is_initialized():
         _ray_init(ray, address or os.environ.get("RAY_ADDRESS"))
     threads = {"env_vars": {THREADS_VARIABLE: "1"}}
-    remote = ray.remote(num_cpus=1, runtime_env=threads)(summarize_file)
-    pending = deque(remote.remote(task) for task in tasks)
+    remote = ray.remote(num_cpus=1, runtime_env=threads)(summarize_files)
+    pending = deque(remote.remote(batch) for batch in tasks)
     try:
         while pending:  # in order: finished tasks' summaries wait in Ray's object store, let go once read
-            yield ray.get(pending[0])
+            yield from ray.get(pending[0])
             pending.popleft()
     except BaseException:  # an interrupt: the tasks still running are cancelled
         for reference in pending:

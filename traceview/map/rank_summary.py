@@ -40,12 +40,13 @@ from traceview.events.op_flops import (
 )
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
+from traceview.map.batch import by_rank, distinct_rank_batches, row_offsets, stacked
 from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
 from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
 from traceview.steps.graphs import graph_step_plan
-from traceview.steps.windows import STEP_MARK, StepChoice, chosen_windows
+from traceview.steps.windows import STEP_MARK, WINDOW_SCHEMA, StepChoice, chosen_windows
 from traceview.timeline.step_view import rank_segments
 
 FLOPS_MARK = "traceview::step_flops"
@@ -243,52 +244,127 @@ def summarize(
     """The map: every per-rank result of `trace` (on its own time base); the trace itself is not kept.
     `ranks_in_run` shares the timeline's segment budget among the ranks (`timeline.rank_segments`). A rank
     without device activity is summarised on its host timeline (`traceview.events.host_timeline`)."""
-    trace = on_host_timeline(trace)
-    one = Run(ranks=(trace,))
-    events = classified_events(one, comm_patterns)
-    # one rank: its own time base is the run's; the compact trace's first query collected with the windows'
-    choice, windows, compact_inputs = chosen_windows(trace, also=_compact_inputs(trace.cpu))
-    launch_rows = launches(one)
-    kernels = comm_kernels(one, events, launch_rows)
-    calls = call_counts(one)
+    return summarize_many([trace], comm_patterns, ranks_in_run)[0]
+
+
+@in_memory
+def summarize_many(
+    traces: Sequence[RankTrace], comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
+) -> list[RankSummary]:
+    """`summarize` of each trace, in order, the ranks' frames stacked so that each analysis runs once for
+    all of them (a query costs its call, not its rows: many small ranks cost about what one does). Each rank
+    stays on its own clock; traces claiming a rank already in the batch are summarised in the next one."""
+    return [
+        summary
+        for batch in distinct_rank_batches(traces)
+        for summary in _summarized(batch, comm_patterns, ranks_in_run)
+    ]
+
+
+def _summarized(
+    traces: Sequence[RankTrace], comm_patterns: Sequence[KernelPattern], ranks_in_run: int
+) -> list[RankSummary]:
+    traces = [on_host_timeline(trace) for trace in traces]
+    batch = Run(ranks=tuple(traces), own_clocks=True)
+    ranks = [trace.rank for trace in traces]
+    events = classified_events(batch, comm_patterns)
+    offsets = row_offsets(traces)
+    chosen = [chosen_windows(trace, also=_compact_inputs(trace.cpu)) for trace in traces]
+    windows = stacked([c[1] for c in chosen], WINDOW_SCHEMA)
+    launch_rows = launches(batch)
+    kernels = comm_kernels(batch, events, launch_rows)
+    calls = call_counts(batch)
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
-    own = _rank_parts(trace, events, kernels, launch_rows, compact_inputs)
+    own = _own_parts(traces, events, kernels, launch_rows, [c[2] for c in chosen])
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
-    compact = _compacted(trace, own.compact_cpu)
-    classed, names = classed_events(events)
-    clipped = clipped_events(classed, windows)  # the kernel classes of each step: kernels and distributions
-    kernel_parts = rank_kernel_parts(trace, classed, names, clipped, windows)
-    splits = splits_of(own.alltoall_calls, trace.cpu, windows)
-    del one, trace  # the parsed trace is freed here (its caller keeps none): the rest reads the events
+    events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
+    kernel_parts, class_parts = _kernel_parts(traces, events_of, windows_of)
+    splits = [splits_of(o.alltoall_calls, t.cpu, w) for o, t, w in zip(own, traces, windows_of, strict=True)]
+    compact = [_compacted(trace, parts.compact_cpu) for trace, parts in zip(traces, own, strict=True)]
+    del batch, traces  # the parsed traces are freed here (their caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
-    kernel_classes, class_sketches = rank_class_parts(clipped)
-    return RankSummary(
-        trace=compact,
-        windows=windows,
-        per_step=with_graph_steps(step_budget(events, windows), own.graphs),
-        kernels=kernels,
-        launch_marks=own.launch_marks,
-        gap_steps=gap_steps(gaps, windows),
-        gap_causes=gap_totals(gaps),
-        top_gaps=gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
-        .sort(["dur_us", "start_us"], descending=[True, False])
-        .head(LARGEST_GAPS),
-        segments=segments,
-        segment_counts=counts,
-        kernel_classes=kernel_classes,
-        class_sketches=class_sketches,
-        suspects=suspected_comm_kernels(events),
-        step_choice=choice,
-        first_launches=own.first_launches,
-        calls=calls,
-        extent=own.extent,
-        kernel_parts=kernel_parts,
-        group_time=group_step_time(events, kernels, windows),
-        group_phase=group_phases(events, kernels, windows),
-        splits=splits,
+    graphs = pl.concat([o.graphs for o in own], how="vertical_relaxed")
+    keyed = {
+        "windows": windows,
+        "per_step": with_graph_steps(step_budget(events, windows), graphs),
+        "kernels": _event_rows_per_rank(kernels, offsets),
+        "gap_steps": gap_steps(gaps, windows),
+        "gap_causes": gap_totals(gaps),
+        "top_gaps": _top_gaps(gaps),
+        "segments": segments,
+        "segment_counts": counts,
+        "calls": calls,
+        "group_time": group_step_time(events, kernels, windows),
+        "group_phase": group_phases(events, kernels, windows),
+    }
+    split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
+    return [
+        RankSummary(
+            trace=compact[i],
+            launch_marks=own[i].launch_marks,
+            kernel_classes=class_parts[i][0],
+            class_sketches=class_parts[i][1],
+            suspects=suspected_comm_kernels(events_of[i]),
+            step_choice=chosen[i][0],
+            first_launches=own[i].first_launches,
+            extent=own[i].extent,
+            kernel_parts=kernel_parts[i],
+            splits=splits[i],
+            **{name: frames[i] for name, frames in split.items()},
+        )
+        for i in range(len(compact))
+    ]
+
+
+def _event_rows_per_rank(kernels: pl.DataFrame, offsets: dict[int, int]) -> pl.DataFrame:
+    """`kernels` with each `event_row` counted among its own rank's events, not the batch's."""
+    if not any(offsets.values()) or kernels.height == 0:
+        return kernels
+    offset = pl.col("rank").replace_strict(offsets, return_dtype=pl.Int64)
+    return kernels.with_columns(pl.col("event_row") - offset)
+
+
+def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, its `LARGEST_GAPS` longest gaps of at least `LISTED_GAP_MIN_US` (then by start)."""
+    order = ["rank", "dur_us", "start_us"]
+    return (
+        gaps.lazy()
+        .filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
+        .sort(order, descending=[False, True, False], maintain_order=True)
+        .filter(pl.int_range(pl.len()).over("rank") < LARGEST_GAPS)
+        .collect()
     )
+
+
+def _own_parts(
+    traces: Sequence[RankTrace],
+    events: pl.DataFrame,
+    kernels: pl.DataFrame,
+    launch_rows: pl.DataFrame,
+    compact_inputs: Sequence[Sequence[pl.DataFrame]],
+) -> list[_RankParts]:
+    """`_rank_parts` of each trace, from its rows of the batch's frames."""
+    ranks = [trace.rank for trace in traces]
+    frames = zip(by_rank(events, ranks), by_rank(kernels, ranks), by_rank(launch_rows, ranks), strict=True)
+    return [
+        _rank_parts(trace, *rank_frames, inputs)
+        for trace, rank_frames, inputs in zip(traces, frames, compact_inputs, strict=True)
+    ]
+
+
+def _kernel_parts(
+    traces: Sequence[RankTrace], events: Sequence[pl.DataFrame], windows: Sequence[pl.DataFrame]
+) -> tuple[list[KernelParts], list[tuple[pl.DataFrame, pl.DataFrame]]]:
+    """Per trace, its kernels-analysis parts and its kernel-class samples (`rank_class_parts`)."""
+    kernel_parts, class_parts = [], []
+    for trace, rank_events, rank_windows in zip(traces, events, windows, strict=True):
+        classed, names = classed_events(rank_events)
+        clipped = clipped_events(classed, rank_windows)  # the kernel classes of each step
+        kernel_parts.append(rank_kernel_parts(trace, classed, names, clipped, rank_windows))
+        class_parts.append(rank_class_parts(clipped))
+    return kernel_parts, class_parts
 
 
 def _extent(trace: RankTrace) -> pl.DataFrame:

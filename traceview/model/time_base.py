@@ -93,7 +93,9 @@ def placement_warnings(traces: Sequence[RankTrace], base: TimeBase) -> list[Pars
 
 def aligned_ranks(run: Run) -> tuple[RankTrace, ...]:
     """The ranks of `run` moved onto one time base (`trace_time_base`): the smallest known
-    `baseTimeNanoseconds`."""
+    `baseTimeNanoseconds`; a run on its ranks' own clocks (`Run.own_clocks`: a batch of the map) as it is."""
+    if run.own_clocks:
+        return run.ranks
     shifts = trace_time_base(run.ranks).shifts_us
     return tuple(trace.shifted(shift) for trace, shift in zip(run.ranks, shifts, strict=True))
 

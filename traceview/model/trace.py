@@ -8,7 +8,7 @@ document has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.b
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -190,6 +190,9 @@ class Run:
     skipped: tuple[SkippedInput, ...] = ()
     source: str = ""
     extra_warnings: tuple[ParseWarning, ...] = field(default=())
+    own_clocks: bool = False
+    """A batch of the map (`traceview.map.rank_summary.summarize_many`): each rank stays on its own clock
+    (`traceview.model.time_base.aligned_ranks` moves none)."""
 
     def __iter__(self) -> Iterator[RankTrace]:
         return iter(self.ranks)
@@ -216,6 +219,14 @@ class Run:
                 raise RunError(f"{trace.path}: rank {trace.rank} is also claimed by {seen[trace.rank]}")
             seen[trace.rank] = trace.path
         return self
+
+
+def rank_column(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Series | pl.Expr:
+    """The `rank` column of frames of `traces` stacked, `heights[i]` rows of the i-th (a literal for one)."""
+    if len(traces) == 1:
+        return pl.lit(traces[0].rank, pl.Int64).alias("rank")
+    ranks = pl.Series("rank", [trace.rank for trace in traces], pl.Int64)
+    return ranks.gather(pl.Series(range(len(traces))).repeat_by(pl.Series(heights)).explode().drop_nulls())
 
 
 RANK_FRAMES: Mapping[str, Mapping[str, pl.DataType]] = {

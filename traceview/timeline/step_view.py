@@ -188,9 +188,9 @@ def _idle(activity: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _bounded(segments: pl.LazyFrame, per_group: int) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """At most `per_group` segments per group (unsorted): the smallest gaps bridged (idle: the shortest
-    dropped); with the largest gap bridged per (rank, step), where any was (`rank`, `step`,
+def _bounded(segments: pl.LazyFrame, per_group: int | pl.Expr) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """At most `per_group` segments per group (unsorted; a column: per row): the smallest gaps bridged (idle:
+    the shortest dropped); with the largest gap bridged per (rank, step), where any was (`rank`, `step`,
     `bridged_gap_us`)."""
     ordered = segments.sort([*KEYS, "start_us"]).with_columns(
         (pl.col("start_us") - pl.col("end_us").shift(1).over(KEYS)).alias("_gap"),
@@ -290,14 +290,14 @@ def rank_segments(
     window_rows = windows.lazy()
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
     segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect()
-    counts = _counts(segments)
-    steps = min(counts.height, MAX_STEPS)
-    least = int(counts.get_column("groups").min() or 1)  # type: ignore[arg-type]
-    share = max(MIN_SEGMENTS_PER_GROUP, MAX_SEGMENTS // max(1, ranks_in_run * least * steps))
-    per_group = min(share, MAX_SEGMENTS_PER_GROUP)
-    if int(counts.get_column("_largest").max() or 0) <= per_group:  # type: ignore[arg-type]
-        return segments.sort([*KEYS, "start_us"]), counts.drop("_largest")
-    bounded, bridged = _bounded(segments.lazy(), per_group)
+    counts = _counts(segments).with_columns(_per_group(ranks_in_run))
+    over = counts.filter(pl.col("_largest") > pl.col("_per_group")).get_column("rank").unique().to_list()
+    if not over:  # every group keeps its segments
+        return segments.sort([*KEYS, "start_us"]), counts.drop("_largest", "_per_group")
+    shares = counts.lazy().select("rank", "_per_group").unique("rank")
+    bounding = segments.lazy().filter(pl.col("rank").is_in(over)).join(shares, on="rank")
+    bounded, bridged = _bounded(bounding, pl.col("_per_group"))
+    kept = segments.lazy().filter(~pl.col("rank").is_in(over))
     with_bridged = (
         counts.lazy()
         .drop("bridged_gap_us")
@@ -306,8 +306,20 @@ def rank_segments(
         .select(list(COUNT_SCHEMA))
         .sort("rank", "step")
     )
-    drawn, counted = pl.collect_all([bounded.sort([*KEYS, "start_us"]), with_bridged])
-    return drawn, counted
+    drawn = pl.concat([bounded, kept]).sort([*KEYS, "start_us"])
+    return tuple(pl.collect_all([drawn, with_bridged]))  # type: ignore[return-value]
+
+
+def _per_group(ranks_in_run: int) -> pl.Expr:
+    """Per rank, the segments each of its (step, lane, label) groups may keep: the timeline's budget
+    (`MAX_SEGMENTS`) shared among the run's ranks, the rank's steps (at most `MAX_STEPS`) and its groups
+    (as many as its step with fewest), within `MIN_SEGMENTS_PER_GROUP` and `MAX_SEGMENTS_PER_GROUP`."""
+    steps = pl.len().over("rank").clip(upper_bound=MAX_STEPS)
+    least = pl.col("groups").min().over("rank")
+    share = pl.max_horizontal(
+        pl.lit(MIN_SEGMENTS_PER_GROUP), pl.lit(MAX_SEGMENTS) // (ranks_in_run * least * steps).clip(1)
+    )
+    return pl.min_horizontal(share, pl.lit(MAX_SEGMENTS_PER_GROUP)).alias("_per_group")
 
 
 def timeline_from_segments(

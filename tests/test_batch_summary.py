@@ -1,0 +1,137 @@
+"""Ranks summarised together (`summarize_many`, the map's batches) give each rank the summary it gets alone:
+every frame equal, row for row, with its schema. The batches mix real traces of every kind (device and host
+timelines, NCCL, RCCL, gloo, all-to-all, CUDA graphs, no steps), each given a rank of its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from traceview.parsers import kineto
+
+from tests.shared_data import REAL_KINETO, requires_shared
+from tests.test_map_queries import counted_queries
+from traceview.events.kernel_names import user_patterns
+from traceview.map.batch import BATCH_BYTES, BATCH_RANKS, batches_of_sizes, distinct_rank_batches
+from traceview.map.executors import MapTask, batches, summarize_files
+from traceview.map.rank_summary import RankSummary, summarize, summarize_many
+from traceview.model.trace import RankTrace, SkippedInput
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def differences(alone: Any, together: Any, where: str) -> list[str]:
+    """Where two summaries (or their parts) differ: frames by schema and values in order, the rest by `==`."""
+    if isinstance(alone, pl.DataFrame):
+        if alone.schema != together.schema:
+            return [f"{where}: schema {alone.schema} != {together.schema}"]
+        return [] if alone.equals(together) else [f"{where}: values differ"]
+    if dataclasses.is_dataclass(alone):
+        return [
+            found
+            for field in dataclasses.fields(alone)
+            for found in differences(getattr(alone, field.name), getattr(together, field.name), field.name)
+        ]
+    return [] if alone == together else [f"{where}: {alone!r:.80} != {together!r:.80}"]
+
+
+def ranked(trace: RankTrace, rank: int) -> RankTrace:
+    """`trace` as recorded on `rank`."""
+    return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, rank=rank))
+
+
+def assert_batched_as_alone(traces: Sequence[RankTrace], ranks_in_run: int = 8) -> None:
+    patterns = user_patterns((), ())
+    alone = [summarize(trace, patterns, ranks_in_run) for trace in traces]
+    together = summarize_many(traces, patterns, ranks_in_run)
+    assert len(together) == len(traces)
+    for trace, one, batched in zip(traces, alone, together, strict=True):
+        assert batched.rank == trace.rank
+        assert differences(one, batched, trace.path) == []
+
+
+def sample_traces() -> list[RankTrace]:
+    files = sorted(SAMPLES.glob("*/*.json.gz"))
+    return [ranked(kineto.parse(path).validate(), 100 + i) for i, path in enumerate(files)]
+
+
+def test_the_samples_summarised_together_as_alone() -> None:
+    traces = sample_traces()
+    random.Random(7).shuffle(traces)
+    assert_batched_as_alone(traces)
+
+
+@requires_shared
+def test_every_real_trace_summarised_together_as_alone() -> None:
+    files = sorted(p for p in REAL_KINETO.rglob("*.json*") if p.is_file())
+    traces = []
+    for i, path in enumerate(files):
+        try:
+            traces.append(ranked(kineto.parse(path).validate(), 1000 + i))
+        except Exception:  # the real set holds traces that are refused on purpose
+            continue
+    assert len(traces) >= 20
+    for seed in (0, 1):
+        random.Random(seed).shuffle(traces)
+        assert_batched_as_alone([*traces, *sample_traces()[:4]])
+
+
+def test_ranks_claimed_twice_are_summarised_in_separate_batches() -> None:
+    first, second, third = sample_traces()[:3]
+    traces = [first, ranked(second, first.rank), third, ranked(third, 999)]
+    assert [len(batch) for batch in distinct_rank_batches(traces)] == [1, 3]
+    assert_batched_as_alone(traces)
+
+
+def test_a_batch_costs_the_queries_of_about_one_rank() -> None:
+    traces = [t for t in sample_traces() if "dp8_straggler" in t.path]
+    assert len(traces) == 8
+    patterns = user_patterns((), ())
+    summarize_many(traces, patterns)  # the kernel-name cache filled
+    with counted_queries() as one:
+        summarize(traces[0], patterns)
+    with counted_queries() as eight:
+        summarize_many(traces, patterns)
+    assert eight[0] < 8 * one[0] / 2
+
+
+def gzipped(path: Path, text: bytes) -> Path:
+    path.write_bytes(gzip.compress(text))
+    return path
+
+
+def test_a_file_that_cannot_be_read_costs_its_own_rank_only(tmp_path: Path) -> None:
+    files = sorted((SAMPLES / "dp8_ideal").glob("*.json.gz"))[:3]
+    bad = gzipped(tmp_path / "bad.json.gz", b'{"traceEvents": [1, 2')
+    tasks = [MapTask(str(p)) for p in (files[0], bad, files[1], files[2])]
+    results = summarize_files(tasks)
+    assert [type(r) for r in results] == [RankSummary, SkippedInput, RankSummary, RankSummary]
+    assert [r.rank for r in results if isinstance(r, RankSummary)] == [0, 1, 2]
+    assert isinstance(results[1], SkippedInput)
+    assert results[1].path == str(bad)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "workers", "expected"),
+    [
+        ([10] * 40, None, [BATCH_RANKS, BATCH_RANKS, 40 - 2 * BATCH_RANKS]),  # at most BATCH_RANKS
+        ([10] * 40, 2, [40 // (4 * 2)] * 8),  # a pool: at least four batches per worker
+        ([10] * 40, 1, [40 // 4] * 4),
+        ([10] * 3, 4, [1, 1, 1]),
+        ([BATCH_BYTES // 2] * 2 + [1, BATCH_BYTES + 1] + [1] * 40, None, [2, 1, 1, 16, 16, 8]),  # bytes
+    ],
+)
+def test_batches_cut_by_count_bytes_and_workers(
+    sizes: list[int], workers: int | None, expected: list[int]
+) -> None:
+    assert [len(b) for b in batches_of_sizes(sizes, workers)] == expected
+    tasks = [MapTask(f"rank{i}") for i in range(len(sizes))]
+    cut = batches(tasks, sizes, workers)
+    assert [len(b) for b in cut] == expected
+    assert [task for batch in cut for task in batch] == tasks  # in order, none lost

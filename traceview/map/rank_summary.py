@@ -46,7 +46,7 @@ from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
 from traceview.steps.graphs import graph_step_plan
-from traceview.steps.windows import STEP_MARK, WINDOW_SCHEMA, StepChoice, chosen_windows
+from traceview.steps.windows import STEP_MARK, WINDOW_SCHEMA, StepChoice, chosen_windows_of
 from traceview.timeline.step_view import rank_segments
 
 FLOPS_MARK = "traceview::step_flops"
@@ -269,7 +269,7 @@ def _summarized(
     ranks = [trace.rank for trace in traces]
     events = classified_events(batch, comm_patterns)
     offsets = row_offsets(traces)
-    chosen = [chosen_windows(trace, also=_compact_inputs(trace.cpu)) for trace in traces]
+    chosen = chosen_windows_of(traces, [_compact_inputs(trace.cpu) for trace in traces])
     windows = stacked([c[1] for c in chosen], WINDOW_SCHEMA)
     launch_rows = launches(batch)
     kernels = comm_kernels(batch, events, launch_rows)
@@ -345,12 +345,18 @@ def _own_parts(
     launch_rows: pl.DataFrame,
     compact_inputs: Sequence[Sequence[pl.DataFrame]],
 ) -> list[_RankParts]:
-    """`_rank_parts` of each trace, from its rows of the batch's frames."""
+    """`_rank_parts` of each trace, from its rows of the batch's frames, every trace's queries in one
+    `pl.collect_all`."""
     ranks = [trace.rank for trace in traces]
     frames = zip(by_rank(events, ranks), by_rank(kernels, ranks), by_rank(launch_rows, ranks), strict=True)
-    return [
-        _rank_parts(trace, *rank_frames, inputs)
+    plans = [
+        _rank_plans(trace, *rank_frames, inputs)
         for trace, rank_frames, inputs in zip(traces, frames, compact_inputs, strict=True)
+    ]
+    found = iter(pl.collect_all([plan for rank_plans in plans for plan in rank_plans]))
+    return [
+        _rank_parts(trace, [next(found) for _ in rank_plans])
+        for trace, rank_plans in zip(traces, plans, strict=True)
     ]
 
 
@@ -383,7 +389,7 @@ _EXTENT = {"rank": pl.Int64, "trace_start_us": pl.Float64, "trace_end_us": pl.Fl
 
 
 class _RankParts(NamedTuple):
-    """What `_rank_parts` computes of a rank in one query."""
+    """What the map computes of a rank on its own (`_rank_plans`, `_rank_parts`)."""
 
     extent: pl.DataFrame
     first_launches: pl.DataFrame
@@ -393,15 +399,15 @@ class _RankParts(NamedTuple):
     alltoall_calls: pl.DataFrame | None
 
 
-def _rank_parts(
+def _rank_plans(
     trace: RankTrace,
     events: pl.DataFrame,
     kernels: pl.DataFrame,
     launch_rows: pl.DataFrame,
     compact_inputs: Sequence[pl.DataFrame],
-) -> _RankParts:
-    """The rank's extent, first launches, graph steps, compact host rows, launch marks and all-to-all calls
-    (None: none), in one query (`events`: after `comm_events`; `launch_rows`: the device launches;
+) -> list[pl.LazyFrame]:
+    """The queries of the rank's first launches, graph steps, compact host rows, launch marks and all-to-all
+    calls (where it has any) (`events`: after `comm_events`; `launch_rows`: the device launches;
     `compact_inputs`: `_compact_inputs` collected)."""
     on_device = events.get_column("kind") != HOST_KIND
     rank = pl.lit(trace.rank, pl.Int64).alias("rank")
@@ -411,15 +417,18 @@ def _rank_parts(
     else:
         launched = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
     ran = events.get_column("correlation").filter(on_device)
-    alltoall = [alltoall_calls(kernels)] if has_alltoall(kernels) else []
-    plans = [
+    return [
         launched,
         graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
         _compact_cpu(trace.cpu, compact_inputs),
         _launch_marks(events, kernels),
-        *alltoall,
+        *([alltoall_calls(kernels)] if has_alltoall(kernels) else []),
     ]
-    starts, graphs, compact_cpu, marks, *calls = pl.collect_all(plans)
+
+
+def _rank_parts(trace: RankTrace, found: Sequence[pl.DataFrame]) -> _RankParts:
+    """The rank's parts from its `_rank_plans` collected, and its extent."""
+    starts, graphs, compact_cpu, marks, *calls = found
     return _RankParts(_extent(trace), starts, graphs, compact_cpu, marks, calls[0] if calls else None)
 
 

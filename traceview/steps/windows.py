@@ -137,22 +137,55 @@ def chosen_windows(
     """`choose_steps(trace)`, when `windows` `step_windows(trace, choice)` (else an empty frame), and the
     queries `also` collected: the evidence, the windows of each source it may choose and `also` in one query.
     """
-    source = trace.steps.get_column("source")
-    gpu = source == "gpu"
-    has_gpu, has_cpu = bool(gpu.any()), bool((source == "cpu").any())
-    fallback = "cpu" if has_cpu else "none"
-    weigh = has_gpu and trace.gpu.height > 0
-    stepped = _device_event_steps(trace) if has_cpu and trace.gpu.height else None  # one plan, shared
-    evidence = _weighed(trace, stepped, gpu) if weigh else []
-    choices = ("gpu", fallback) if weigh else ("gpu" if has_gpu else fallback,)
-    plans = {s: _windows(trace, s, stepped) for s in choices} if windows and trace.gpu.height else {}
-    queries = [*evidence, *plans.values(), *also]
-    found = pl.collect_all(queries) if queries else []
-    busy = [float(frame.item()) for frame in found[: len(evidence)]]
-    framed = dict(zip(plans, found[len(evidence) : len(evidence) + len(plans)], strict=True))
-    choice = _choice(trace.rank, has_gpu, fallback, has_cpu, busy)
-    chosen = framed.get(choice.source, pl.DataFrame(schema=WINDOW_SCHEMA))
-    return choice, chosen, found[len(evidence) + len(plans) :]
+    return chosen_windows_of([trace], [also], windows)[0]
+
+
+def chosen_windows_of(
+    traces: Sequence[RankTrace], also: Sequence[Sequence[pl.LazyFrame]], windows: bool = True
+) -> list[tuple[StepChoice, pl.DataFrame, list[pl.DataFrame]]]:
+    """`chosen_windows` of each trace (with its `also`), every trace's queries in one `pl.collect_all`."""
+    asked = [_WindowQueries.of(trace, windows, extra) for trace, extra in zip(traces, also, strict=True)]
+    queries = [query for one in asked for query in one.queries]
+    found = iter(pl.collect_all(queries) if queries else [])
+    return [one.answer([next(found) for _ in one.queries]) for one in asked]
+
+
+@dataclass(frozen=True)
+class _WindowQueries:
+    """What `chosen_windows` asks of one trace, and how it reads the answers."""
+
+    rank: int
+    has_gpu: bool
+    has_cpu: bool
+    evidence: list[pl.LazyFrame]
+    plans: dict[str, pl.LazyFrame]
+    also: Sequence[pl.LazyFrame]
+
+    @staticmethod
+    def of(trace: RankTrace, windows: bool, also: Sequence[pl.LazyFrame]) -> _WindowQueries:
+        source = trace.steps.get_column("source")
+        gpu = source == "gpu"
+        has_gpu, has_cpu = bool(gpu.any()), bool((source == "cpu").any())
+        fallback = "cpu" if has_cpu else "none"
+        weigh = has_gpu and trace.gpu.height > 0
+        stepped = _device_event_steps(trace) if has_cpu and trace.gpu.height else None  # one plan, shared
+        evidence = _weighed(trace, stepped, gpu) if weigh else []
+        choices = ("gpu", fallback) if weigh else ("gpu" if has_gpu else fallback,)
+        plans = {s: _windows(trace, s, stepped) for s in choices} if windows and trace.gpu.height else {}
+        return _WindowQueries(trace.rank, has_gpu, has_cpu, evidence, plans, also)
+
+    @property
+    def queries(self) -> list[pl.LazyFrame]:
+        return [*self.evidence, *self.plans.values(), *self.also]
+
+    def answer(self, found: list[pl.DataFrame]) -> tuple[StepChoice, pl.DataFrame, list[pl.DataFrame]]:
+        evidence, plans = len(self.evidence), len(self.plans)
+        busy = [float(frame.item()) for frame in found[:evidence]]
+        framed = dict(zip(self.plans, found[evidence : evidence + plans], strict=True))
+        fallback = "cpu" if self.has_cpu else "none"
+        choice = _choice(self.rank, self.has_gpu, fallback, self.has_cpu, busy)
+        chosen = framed.get(choice.source, pl.DataFrame(schema=WINDOW_SCHEMA))
+        return choice, chosen, found[evidence + plans :]
 
 
 def _choice(rank: int, has_gpu: bool, fallback: str, has_cpu: bool, busy: list[float]) -> StepChoice:

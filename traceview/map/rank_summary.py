@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import NamedTuple
 
 import polars as pl
@@ -31,26 +30,16 @@ from traceview.distributions.samples import rank_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
-from traceview.events.op_flops import (
-    CONV_FLOPS_MARK,
-    SHAPE_FLOPS_MARK,
-    counted_families,
-    counted_ops,
-    with_flops,
-)
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
 from traceview.map.batch import by_rank, distinct_rank_batches, row_offsets, stacked
-from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, Run, empty_frame
+from traceview.map.compact import compact_cpu, compact_inputs, compacted
+from traceview.model.trace import RankTrace, Run
 from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
-from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
 from traceview.steps.graphs import graph_step_plan
-from traceview.steps.windows import STEP_MARK, WINDOW_SCHEMA, StepChoice, chosen_windows_of
+from traceview.steps.windows import WINDOW_SCHEMA, StepChoice, chosen_windows_of
 from traceview.timeline.step_view import rank_segments
-
-FLOPS_MARK = "traceview::step_flops"
-"""Name of the synthetic host op that carries the FLOPs of one CPU step in a compact trace."""
 
 TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "windows": ("window_start_us", "window_end_us"),
@@ -128,115 +117,6 @@ _MARK_ROW = ("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alia
 _EMPTY_MARKS = pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})
 
 
-FLOPS_ROW = ("kind", "name", "start_us", "end_us", "flops")
-"""The columns of a step's FLOPs row in a compact trace (the others null)."""
-
-
-def _step_of(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
-    """`ops` with the CPU step (`step`) of `steps` (`_steps`) whose mark contains their start, others dropped;
-    without steps (None) every op, at step -1."""
-    if steps is None:
-        return ops.with_columns(pl.lit(-1, dtype=pl.Int64).alias("step"))
-    placed = ops.sort("start_us").join_asof(
-        steps.lazy(), left_on="start_us", right_on="_step_start", check_sortedness=False
-    )
-    inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_step_end"))
-    return placed.filter(inside).drop("_step_start", "_step_end")
-
-
-def _steps(marks: pl.LazyFrame) -> pl.LazyFrame:
-    """The CPU steps of the step `marks`: `step`, `_step_start`, `_step_end`, by start."""
-    return marks.select(
-        pl.col("name").str.extract(r"#(\d+)$").cast(pl.Int64).alias("step"),
-        pl.col("start_us").alias("_step_start"),
-        pl.col("end_us").alias("_step_end"),
-    ).sort("_step_start")
-
-
-def _step_flops(ops: pl.LazyFrame, steps: pl.DataFrame | None, column: str, name: str) -> pl.LazyFrame:
-    """One host row per CPU step named `name`, at the step's first such operator, carrying the sum of the
-    operators' `column` as its `flops` (columns `FLOPS_ROW`)."""
-    placed = _step_of(ops.filter(pl.col(column).is_not_null() & (pl.col(column) > 0)), steps)
-    rows = placed.group_by("step").agg(
-        pl.col("start_us").min(),
-        pl.col("start_us").min().alias("end_us"),
-        pl.col(column).sum().cast(CPU_SCHEMA["flops"]).alias("flops"),
-    )
-    return rows.select(pl.lit("op").alias("kind"), pl.lit(name).alias("name"), *FLOPS_ROW[2:])
-
-
-_BATCH_RULES = [
-    pl.col("name").str.contains(pattern) & pl.col("input_dims").is_not_null()
-    for pattern, _, _ in BATCH_SHAPE_RULES
-]
-_ANY_BATCH_RULE = pl.any_horizontal(*_BATCH_RULES)
-_BATCH_RULES_MATCHED = (
-    pl.concat_list([pl.when(rule).then(pl.lit(i)) for i, rule in enumerate(_BATCH_RULES)])
-    .list.drop_nulls()
-    .alias("_rule")
-)
-
-
-def _batch_rows(ops: pl.LazyFrame, steps: pl.DataFrame | None) -> pl.LazyFrame:
-    """The first operator of each step matching each of `BATCH_SHAPE_RULES`, rule after rule; the operators
-    any rule may use are placed in their steps once."""
-    return (
-        _step_of(ops.filter(_ANY_BATCH_RULE), steps)
-        .with_columns(_BATCH_RULES_MATCHED)
-        .explode("_rule")
-        .group_by("_rule", "step", maintain_order=True)
-        .first()
-        .sort("_rule", maintain_order=True)
-        .drop("_rule", "step")
-    )
-
-
-@lru_cache(maxsize=8)
-def _cpu_casts(columns: tuple[str, ...]) -> list[pl.Expr]:
-    """The select that puts a frame with `columns` in `CPU_SCHEMA`, the columns it lacks null (built once per
-    set of columns)."""
-    return [pl.col(c).cast(t) if c in columns else pl.lit(None, t).alias(c) for c, t in CPU_SCHEMA.items()]
-
-
-_MARKED = pl.col("name").str.contains(STEP_MARK)
-
-
-def _compact_inputs(cpu: pl.DataFrame) -> list[pl.LazyFrame]:
-    """What `_compact_cpu` reads first: the step marks, their steps and the operators counted
-    (`traceview.events.op_flops.counted_ops`), for a caller to collect with other queries."""
-    marked = cpu.lazy().filter(_MARKED)
-    return [marked, _steps(marked), counted_ops(cpu.lazy(), cpu.columns)]
-
-
-def _compact_cpu(cpu: pl.DataFrame, inputs: Sequence[pl.DataFrame]) -> pl.LazyFrame:
-    """The host rows the model's inputs read: step marks, the first operator of each step matching each batch
-    rule, and per step three FLOPs rows at its first such operator: the sum of its operators' `flops`, the
-    FLOPs counted from operator shapes (`traceview.events.op_flops`) and the convolutions' share of those.
-    `inputs`: `_compact_inputs(cpu)` collected. A lazy query."""
-    marks, steps, found = inputs
-    placing = steps if steps.height else None
-    flop_rows = []  # each only where an operator carries its FLOPs (else no row)
-    if (cpu.get_column("flops") > 0).any():
-        flop_rows.append(_step_flops(cpu.lazy(), placing, "flops", FLOPS_MARK))
-    if found.height:
-        counted = with_flops(found)
-        flop_rows.append(_step_flops(counted, placing, "shape_flops", SHAPE_FLOPS_MARK))
-        if "convolution" in counted_families(found):
-            conv = counted.filter(pl.col("flops_family") == "convolution")
-            flop_rows.append(_step_flops(conv, placing, "shape_flops", CONV_FLOPS_MARK))
-    host_rows = pl.concat([marks.lazy(), _batch_rows(cpu.lazy(), placing)])
-    if cpu.schema != CPU_SCHEMA:  # else already in it
-        host_rows = host_rows.select(_cpu_casts(tuple(cpu.columns)))
-    parts = [host_rows, *([pl.concat(flop_rows).select(_cpu_casts(FLOPS_ROW))] if flop_rows else [])]
-    return pl.concat(parts).sort("start_us", maintain_order=True)
-
-
-def _compacted(trace: RankTrace, cpu: pl.DataFrame) -> RankTrace:
-    """The compact trace: `trace` without its device events, with the host rows `cpu` (`_compact_cpu`) and
-    marked `compact` (its shape FLOPs counted, so that the reduce never counts them again)."""
-    return replace(trace, gpu=empty_frame(GPU_SCHEMA), cpu=cpu, compact=True)
-
-
 @in_memory
 def summarize(
     trace: RankTrace, comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
@@ -269,7 +149,7 @@ def _summarized(
     ranks = [trace.rank for trace in traces]
     events = classified_events(batch, comm_patterns)
     offsets = row_offsets(traces)
-    chosen = chosen_windows_of(traces, [_compact_inputs(trace.cpu) for trace in traces])
+    chosen = chosen_windows_of(traces, [compact_inputs(trace.cpu) for trace in traces])
     windows = stacked([c[1] for c in chosen], WINDOW_SCHEMA)
     launch_rows = launches(batch)
     kernels = comm_kernels(batch, events, launch_rows)
@@ -280,7 +160,7 @@ def _summarized(
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     kernel_parts, class_parts = _kernel_parts(traces, events_of, windows_of)
     splits = [splits_of(o.alltoall_calls, t.cpu, w) for o, t, w in zip(own, traces, windows_of, strict=True)]
-    compact = [_compacted(trace, parts.compact_cpu) for trace, parts in zip(traces, own, strict=True)]
+    compact = [compacted(trace, parts.compact_cpu) for trace, parts in zip(traces, own, strict=True)]
     del batch, traces  # the parsed traces are freed here (their caller keeps none): the rest reads the events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
@@ -300,13 +180,14 @@ def _summarized(
         "group_phase": group_phases(events, kernels, windows),
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
+    suspects = _suspects(events, events_of)
     return [
         RankSummary(
             trace=compact[i],
             launch_marks=own[i].launch_marks,
             kernel_classes=class_parts[i][0],
             class_sketches=class_parts[i][1],
-            suspects=suspected_comm_kernels(events_of[i]),
+            suspects=suspects[i],
             step_choice=chosen[i][0],
             first_launches=own[i].first_launches,
             extent=own[i].extent,
@@ -324,6 +205,15 @@ def _event_rows_per_rank(kernels: pl.DataFrame, offsets: dict[int, int]) -> pl.D
         return kernels
     offset = pl.col("rank").replace_strict(offsets, return_dtype=pl.Int64)
     return kernels.with_columns(pl.col("event_row") - offset)
+
+
+def _suspects(events: pl.DataFrame, events_of: Sequence[pl.DataFrame]) -> list[pl.DataFrame]:
+    """Per rank, its kernels suspected of communication (`suspected_comm_kernels`), looked for in each rank
+    only when the batch has any."""
+    found = suspected_comm_kernels(events)
+    if found.height == 0 or len(events_of) == 1:
+        return [found] * len(events_of)
+    return [suspected_comm_kernels(rank_events) for rank_events in events_of]
 
 
 def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
@@ -408,7 +298,7 @@ def _rank_plans(
 ) -> list[pl.LazyFrame]:
     """The queries of the rank's first launches, graph steps, compact host rows, launch marks and all-to-all
     calls (where it has any) (`events`: after `comm_events`; `launch_rows`: the device launches;
-    `compact_inputs`: `_compact_inputs` collected)."""
+    `compact_inputs`: `compact_inputs` collected)."""
     on_device = events.get_column("kind") != HOST_KIND
     rank = pl.lit(trace.rank, pl.Int64).alias("rank")
     if on_device.any() and launch_rows.height:
@@ -420,7 +310,7 @@ def _rank_plans(
     return [
         launched,
         graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
-        _compact_cpu(trace.cpu, compact_inputs),
+        compact_cpu(trace.cpu, compact_inputs),
         _launch_marks(events, kernels),
         *([alltoall_calls(kernels)] if has_alltoall(kernels) else []),
     ]

@@ -93,7 +93,7 @@ def _maybe_calls(run: Run) -> list[tuple[RankTrace, pl.Series]]:
     if not ranks:
         return []
     names = [trace.cpu.get_column("name") for trace in ranks]
-    found = (pl.concat(names) if len(names) > 1 else names[0]).str.contains(_ANY_CALL)
+    found = pl.concat(names).str.contains(_ANY_CALL)
     starts = accumulate((trace.cpu.height for trace in ranks), initial=0)
     return [(t, found.slice(start, t.cpu.height)) for t, start in zip(ranks, starts, strict=False)]
 
@@ -106,7 +106,7 @@ def makes_calls(run: Run) -> bool:
 
 def _any_candidate(maybe_calls: list[tuple[RankTrace, pl.Series]]) -> bool:
     masks = [maybe for _, maybe in maybe_calls]
-    return bool(masks) and bool((pl.concat(masks) if len(masks) > 1 else masks[0]).any())
+    return bool(masks) and bool(pl.concat(masks).any())
 
 
 def call_rows(run: Run) -> pl.LazyFrame | None:

@@ -37,7 +37,7 @@ def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ())
 
 def classify_gpus(traces: Sequence[RankTrace], extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
     """`classify_gpu` of several ranks, one above the other, in one query (each rank's times as they are)."""
-    gpu = pl.concat([trace.gpu for trace in traces]) if len(traces) > 1 else traces[0].gpu
+    gpu = pl.concat([trace.gpu for trace in traces])  # one trace: its own frame
     decoded = decode_kernel_names(gpu.get_column("name"), extra_patterns)
     return (
         gpu.lazy()

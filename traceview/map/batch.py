@@ -74,13 +74,11 @@ def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
 def stacked(
     frames: Sequence[pl.DataFrame], schema: Mapping[str, pl.DataType] | Mapping[str, type]
 ) -> pl.DataFrame:
-    """`frames` one above the other (`schema`'s empty frame for none)."""
-    if len(frames) == 1:
-        return frames[0]
+    """`frames` one above the other (`schema`'s empty frame for none; one frame as it is)."""
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
 
 
 def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
     """Per rank, where its device events start among the batch's, stacked in order."""
-    heights = [trace.gpu.height for trace in traces]
-    return {trace.rank: sum(heights[:index]) for index, trace in enumerate(traces)}
+    starts = accumulate((trace.gpu.height for trace in traces), initial=0)
+    return {trace.rank: start for trace, start in zip(traces, starts, strict=False)}

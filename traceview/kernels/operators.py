@@ -6,7 +6,9 @@ A device event carries the correlation id of the runtime call that launched it (
 count a kernel twice. The innermost operator is found without a loop over rows: on each thread the operators
 and the calls are sorted by start (the longer first), each item's depth is the number of items open at its
 start (started before it, not ended by its start), and a call's operator is the last item before it one level
-up, which must contain it; a call no operator contains (an unnested or badly timed one) is unlinked.
+up, which must contain it; a call no operator contains (an unnested or badly timed one) is unlinked. The
+host rows and events may be several ranks' stacked (each row with its `rank`): a thread is then a (rank, pid,
+tid) and a call is found by (rank, correlation).
 
 `TOP_OPERATORS` operators are kept per rank (largest kernel time first); `linked_share` states how many device
 events found an operator.

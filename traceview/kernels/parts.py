@@ -6,7 +6,9 @@ Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNEL
 so a summary moved onto the run's time base needs no change here.
 
 The frames are few fused queries (each part one query, computed together by one `pl.collect_all`), run on
-polars' in-memory engine like all of the map (`traceview.core.engine`).
+polars' in-memory engine like all of the map (`traceview.core.engine`). They are computed for a batch of
+ranks at once (`batch_kernel_parts`: every frame keyed by `rank`, each rank's threads, correlations, windows
+and names its own), so a batch of small ranks costs the queries of one; a rank alone is a batch of one.
 """
 
 from __future__ import annotations

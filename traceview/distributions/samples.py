@@ -27,11 +27,13 @@ The per-step budget values (step, compute, communication, exposed, idle per rank
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
+from traceview.kernels.parts import by_rank
 
 SKETCH_POINTS = 512
 """Samples kept per collective group; beyond it, this many evenly spaced order statistics."""
@@ -117,18 +119,23 @@ def _compute_in_steps(clipped: pl.DataFrame) -> pl.LazyFrame:
     return clipped.lazy().filter(_COMPUTE).select(_IN_STEPS)
 
 
-_CLASS_KERNELS = [pl.len().alias("kernels"), pl.col("dur_us")]
+_SKETCH_KEPT = pl.min_horizontal(pl.len(), SKETCH_POINTS)
+_SKETCH_SPAN = pl.max_horizontal(
+    _SKETCH_KEPT - 1, 1
+)  # the last index kept: i * (n - 1) / span, exact if n kept
+_SKETCH_INDEX = (
+    (pl.int_range(_SKETCH_KEPT, dtype=pl.Int64) * (pl.len() - 1) / _SKETCH_SPAN)
+    .round(mode="half_to_even")
+    .cast(pl.Int64)
+)
+SKETCHED = pl.col("dur_us").sort().gather(_SKETCH_INDEX)
+"""In a group's aggregation: `sketch` of its `dur_us` (the same order statistics, Python's `round` halving to
+even), without leaving polars."""
+_CLASS_KERNELS = [pl.len().cast(pl.Int64).alias("kernels"), SKETCHED]
 
 
 def _class_kernels(compute: pl.LazyFrame) -> pl.LazyFrame:
-    return compute.group_by("kernel_class").agg(_CLASS_KERNELS).sort("kernel_class")
-
-
-def _sketched(grouped: pl.DataFrame) -> list[dict[str, object]]:
-    return [
-        {"kernel_class": row["kernel_class"], "kernels": row["kernels"], "dur_us": sketch(row["dur_us"])}
-        for row in grouped.to_dicts()
-    ]
+    return compute.group_by("rank", "kernel_class").agg(_CLASS_KERNELS).sort("rank", "kernel_class")
 
 
 _CLASS_TIME_SCHEMA = {"rank": pl.Int64, "step": pl.Int64, "kernel_class": pl.Utf8, "time_us": pl.Float64}
@@ -160,16 +167,28 @@ CLASS_SKETCH_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`) from its classed
-    device events cut to its step windows (`traceview.kernels.classes.clipped_events`): per (rank, step,
-    class) the compute time, and per class the kernel count with a sketch of the durations
-    (`CLASS_SKETCH_SCHEMA`). One query for both."""
+_NO_SKETCHES = pl.DataFrame(schema=CLASS_SKETCH_SCHEMA)
+
+
+def batch_class_parts(clipped: pl.DataFrame, ranks: Sequence[int]) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
+    """The map's part of the kernel-class samples of each of `ranks` (in that order) from their classed device
+    events cut to their step windows, stacked (`traceview.kernels.classes.clipped_events`; rows with `rank`):
+    per (rank, step, class) the compute time, and per class the kernel count with a sketch of the durations
+    (`CLASS_SKETCH_SCHEMA`, no `rank`). One query for the whole batch."""
     compute = _compute_in_steps(clipped)
-    kernel_classes, grouped = pl.collect_all(
-        [_kernel_classes(compute), _class_kernels(compute)],
-    )
-    return kernel_classes, pl.DataFrame(_sketched(grouped), schema=CLASS_SKETCH_SCHEMA)
+    kernel_classes, grouped = pl.collect_all([_kernel_classes(compute), _class_kernels(compute)])
+    times, sketches = by_rank(kernel_classes), by_rank(grouped)
+    for sketched in sketches.values():
+        sketched.drop_in_place("rank")  # no query
+    none = kernel_classes.clear()
+    return [(times.get(rank, none), sketches.get(rank, _NO_SKETCHES)) for rank in ranks]
+
+
+def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`):
+    `batch_class_parts` of the one rank of `clipped`."""
+    rank = clipped.get_column("rank").first() if clipped.height else None
+    return batch_class_parts(clipped, [rank if isinstance(rank, int) else 0])[0]
 
 
 def merge_sketches(parts: pl.DataFrame) -> list[dict[str, object]]:

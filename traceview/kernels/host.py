@@ -73,21 +73,22 @@ HOST_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame, rank: int) -> pl.LazyFrame:
-    """The host step windows: the CPU `ProfilerStep#N` marks (`RankTrace.steps`, source cpu), else
-    `windows`; a query."""
+def host_windows(trace_steps: pl.DataFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """The host step windows of each rank (`rank`, `step`, `window_start_us`, `window_end_us`): its CPU
+    `ProfilerStep#N` marks (`RankTrace.steps` with `rank`, source cpu), else its `windows`; a query."""
+    marks = trace_steps.lazy().filter(_FROM_CPU)
     if not (trace_steps.get_column("source") == "cpu").any():
-        return windows.lazy()
-    return (
-        trace_steps.lazy()
-        .filter(_FROM_CPU)
-        .unique("step")
-        .select(pl.lit(rank, pl.Int64).alias("rank"), "step", *_WINDOW_EDGES)
+        return windows.lazy().select(_WINDOW)
+    marked = marks.unique(["rank", "step"], keep="first", maintain_order=True).select(
+        "rank", "step", *_WINDOW_EDGES
     )
+    unmarked = windows.lazy().join(marks.select("rank").unique(), on="rank", how="anti").select(_WINDOW)
+    return pl.concat([marked, unmarked])
 
 
 _FROM_CPU = pl.col("source") == "cpu"
 _WINDOW_EDGES = (pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us"))
+_WINDOW = ("rank", "step", "window_start_us", "window_end_us")
 
 
 def _phase() -> pl.Expr:
@@ -110,9 +111,9 @@ PHASES_CACHE = 65_536
 
 
 def host_candidates(cpu: pl.DataFrame) -> pl.LazyFrame:
-    """The host rows some rule's regex matches (`kind`, `name`, `start_us`, `end_us`), as a query: one scan
-    of the names; the rules then run on few (`host_spans`)."""
-    return cpu.lazy().select("kind", "name", "start_us", "end_us").filter(_ANY_RULE)
+    """The host rows (with `rank`) some rule's regex matches (`rank`, `kind`, `name`, `start_us`, `end_us`),
+    as a query: one scan of the names; the rules then run on few (`host_spans`)."""
+    return cpu.lazy().select("rank", "kind", "name", "start_us", "end_us").filter(_ANY_RULE)
 
 
 def _phases_of(kinds: list[str | None], names: list[str | None]) -> list[str | None]:
@@ -129,16 +130,13 @@ def _phases_of(kinds: list[str | None], names: list[str | None]) -> list[str | N
     return [_PHASES[pair] for pair in pairs]
 
 
-def host_spans(candidates: pl.DataFrame, windows: pl.LazyFrame, rank: int) -> pl.LazyFrame:
+def host_spans(candidates: pl.DataFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """The host spans of a phase (rank, phase, start_us, end_us) of the `host_candidates` computed, cut into
-    the host step `windows` (with `step`), as a query."""
+    each rank's host step `windows` (with `step`), as a query."""
     kinds, names = candidates.get_column("kind").to_list(), candidates.get_column("name").to_list()
     phase = pl.Series("phase", _phases_of(kinds, names), dtype=pl.Utf8)
     spans = (
-        candidates.hstack([phase])
-        .lazy()
-        .drop_nulls("phase")
-        .select(pl.lit(rank, pl.Int64).alias("rank"), "phase", "start_us", "end_us")
+        candidates.hstack([phase]).lazy().drop_nulls("phase").select("rank", "phase", "start_us", "end_us")
     )
     return clipped(spans, windows, ["rank"])
 

@@ -53,9 +53,12 @@ DEVICE_COLUMNS = (
 
 
 def _in_windows(frame: pl.LazyFrame, at: str, windows: pl.LazyFrame) -> pl.LazyFrame:
-    """`frame` with the `step` of the window (columns step, window_start_us, window_end_us) holding `at`."""
-    starts = windows.select("step", "window_start_us", "window_end_us").sort("window_start_us")
-    placed = frame.sort(at).join_asof(starts, left_on=at, right_on="window_start_us", check_sortedness=False)
+    """`frame` with the `step` of its rank's window (columns rank, step, window_start_us, window_end_us)
+    holding `at`."""
+    starts = windows.select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us")
+    placed = frame.sort(at).join_asof(
+        starts, left_on=at, right_on="window_start_us", by="rank", check_sortedness=False
+    )
     return placed.filter(pl.col("step").is_not_null() & (pl.col(at) < pl.col("window_end_us"))).drop(
         "window_start_us", "window_end_us"
     )
@@ -65,7 +68,8 @@ _DURATION = pl.col("end_us") - pl.col("start_us")
 _CALL = pl.col("launch_end_us") - pl.col("launch_start_us")
 _SINGLE = ~pl.col("graph") & (pl.col("kind") == "kernel")
 _HAS_LAUNCH = pl.col("launch_start_us").is_not_null()
-_FIRST = (pl.col("start_us") == pl.col("start_us").min().over("correlation")).alias("_first")
+_CALL_KEY = ["rank", "correlation"]
+_FIRST = (pl.col("start_us") == pl.col("start_us").min().over(_CALL_KEY)).alias("_first")
 _QUEUE = (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
 _QUEUED = pl.col("_queue").filter(_SINGLE | (pl.col("graph") & pl.col("_first")))
 _DEVICE_FIGURES = (
@@ -85,84 +89,106 @@ def _device_side(linked: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per step: `DEVICE_COLUMNS` of the device events with a launch (at least one has)."""
     per_call = linked.filter(_HAS_LAUNCH).with_columns(_FIRST).with_columns(_QUEUE)
     stepped = _in_windows(
-        per_call.filter(pl.col("_first")).select("correlation", "start_us"), "start_us", windows
+        per_call.filter(pl.col("_first")).select(*_CALL_KEY, "start_us"), "start_us", windows
     )
-    placed = per_call.join(stepped.select("correlation", "step"), on="correlation")
-    return placed.group_by("step").agg(_DEVICE_FIGURES)
+    placed = per_call.join(stepped.select(*_CALL_KEY, "step"), on=_CALL_KEY)
+    return placed.group_by(_STEP).agg(_DEVICE_FIGURES)
+
+
+_STEP = ["rank", "step"]
 
 
 _IS_CAPTURE = pl.col("graph_role") == "capture"
 _IS_KERNEL_LAUNCH = pl.col("graph_role") == "kernel_launch"
+_IS_RUNTIME = pl.col("kind") == "runtime"
+_NAME_ROW = (pl.lit(0.0).alias("start_us"), pl.int_range(pl.len(), dtype=pl.Int64).alias("correlation"))
 
 
-def _captures(cpu: pl.DataFrame, linked: pl.LazyFrame, host_windows: pl.LazyFrame) -> pl.LazyFrame:
-    """Per host step: `capture_calls` and `captured_launches` (null where none)."""
-    found = graph_calls(cpu)
-    calls = found.lazy()
-    ran = linked.select("correlation").unique()
-    captured = calls.filter(_IS_KERNEL_LAUNCH).join(ran, on="correlation", how="anti")
+def runtime_names(cpu: pl.DataFrame) -> pl.LazyFrame:
+    """The distinct names of the runtime calls of `cpu`, as a query: `launch_steps` finds the graph calls
+    among them (`traceview.events.cuda_graphs.graph_calls`), each name once (`correlation`: its row)."""
+    distinct = cpu.lazy().filter(_IS_RUNTIME).select("kind", "name").unique(maintain_order=True)
+    return distinct.with_columns(_NAME_ROW)
+
+
+def _graph_calls(cpu: pl.DataFrame, names: pl.DataFrame) -> tuple[pl.LazyFrame, bool]:
+    """The runtime calls of `cpu` that matter to graphs (`rank`, `start_us`, `correlation`, `graph_role`),
+    their roles read on their distinct `names` (`runtime_names`: one query), and whether any captures."""
+    found = graph_calls(names)
+    named = found.lazy().join(names.lazy().select("correlation", "name"), on="correlation")
+    calls = cpu.lazy().filter(_IS_RUNTIME).join(named.select("name", "graph_role"), on="name")
+    capturing = bool((found.get_column("graph_role") == "capture").any())
+    return calls.select("rank", "start_us", "correlation", "graph_role"), capturing
+
+
+def _captures(
+    cpu: pl.DataFrame, names: pl.DataFrame, linked: pl.LazyFrame, host_windows: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Per (rank, host step): `capture_calls` and `captured_launches` (null where none)."""
+    calls, capturing = _graph_calls(cpu, names)
+    ran = linked.select(_CALL_KEY).unique()
+    captured = calls.filter(_IS_KERNEL_LAUNCH).join(ran, on=_CALL_KEY, how="anti")
     launches = (
-        _in_windows(captured.select("start_us"), "start_us", host_windows)
-        .group_by("step")
+        _in_windows(captured.select("rank", "start_us"), "start_us", host_windows)
+        .group_by(_STEP)
         .agg(pl.len().cast(pl.Int64).alias("captured_launches"))
     )
-    if not (found.get_column("graph_role") == "capture").any():  # most traces capture no graph
+    if not capturing:  # most traces capture no graph
         return launches.with_columns(_NO_CAPTURE_CALLS)
     capture_calls = (
-        _in_windows(calls.filter(_IS_CAPTURE).select("start_us"), "start_us", host_windows)
-        .group_by("step")
+        _in_windows(calls.filter(_IS_CAPTURE).select("rank", "start_us"), "start_us", host_windows)
+        .group_by(_STEP)
         .agg(pl.len().cast(pl.Int64).alias("capture_calls"))
     )
-    return capture_calls.join(launches, on="step", how="full", coalesce=True)
+    return capture_calls.join(launches, on=_STEP, how="full", coalesce=True)
 
 
 _NO_CAPTURE_CALLS = pl.lit(None, pl.Int64).alias("capture_calls")
 
 
-def _device(linked: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.LazyFrame, bool]:
-    """`_device_side`, and whether it adds `DEVICE_COLUMNS`: only `step` when no device event has a
-    launch."""
-    if linked.get_column("launch_start_us").null_count() == linked.height:
-        return pl.LazyFrame(schema={"step": pl.Int64}), False
-    return _device_side(linked.lazy(), windows.lazy()), True
-
-
-def _finish(with_device: bool) -> tuple[list[pl.Expr], list[pl.Expr]]:
+def _finish() -> tuple[list[pl.Expr], list[pl.Expr]]:
     """The expressions that fill the joined steps (counts 0 where nothing was counted) and give them
-    `LAUNCH_SCHEMA` (the device columns null where no device event has a launch), with the device columns
-    or without."""
-    present = {"rank", "step", "capture_calls", "captured_launches", "capture_step"}
-    present |= set(DEVICE_COLUMNS) if with_device else set()
+    `LAUNCH_SCHEMA`; a rank none of whose device events has a launch (`_with_device` false) has its launch
+    and device times null, not 0."""
     counts = [c for c, t in LAUNCH_SCHEMA.items() if t == pl.Int64() and c not in ("rank", "step")]
     filled = [
-        *[pl.col(c).fill_null(0) if c in present else pl.lit(0).alias(c) for c in counts],
-        *[pl.col(c).fill_null(0.0) for c in ("launch_us", "device_us") if c in present],
+        *[pl.col(c).fill_null(0) for c in counts],
+        *[pl.when(pl.col("_with_device")).then(pl.col(c).fill_null(0.0)).alias(c) for c in _TIMES],
     ]
-    missing = [pl.lit(None, t).alias(c) for c, t in LAUNCH_SCHEMA.items() if c not in {*present, *counts}]
-    return filled, [*missing, _CAPTURE_STEP]
+    return filled, [_CAPTURE_STEP]
 
 
+_TIMES = ("launch_us", "device_us")
 _CAPTURE_STEP = ((pl.col("capture_calls") > 0) | (pl.col("captured_launches") > pl.col("kernels"))).alias(
     "capture_step"
 )
-_FINISHED = {with_device: _finish(with_device) for with_device in (False, True)}
+_FILLED, _FINISHED = _finish()
+_WITH_DEVICE = _HAS_LAUNCH.any().alias("_with_device")
 _LAUNCH_COLUMNS = [pl.col(c).cast(t) for c, t in LAUNCH_SCHEMA.items()]
 
 
 def launch_steps(
-    linked: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, host_windows: pl.LazyFrame, rank: int
+    linked: pl.DataFrame,
+    cpu: pl.DataFrame,
+    names: pl.DataFrame,
+    windows: pl.DataFrame,
+    host_windows: pl.LazyFrame,
 ) -> pl.LazyFrame:
-    """Per step of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`, as a query
-    (`graph_calls` runs first)."""
+    """Per (rank, step) of `windows` (device windows; `host_windows` for the captures): `LAUNCH_SCHEMA`, as
+    a query (`linked`: the ranks' device events with their links; `cpu`: their host rows; `names`:
+    `runtime_names(cpu)` computed; the graph calls are found first, one query). A rank without windows has
+    no rows."""
     if windows.height == 0:
         return pl.LazyFrame(schema=LAUNCH_SCHEMA)
-    captures = _captures(cpu, linked.lazy(), host_windows)
-    steps = pl.concat([windows.lazy().select("step"), captures.select("step")]).unique()  # a capture step
-    device, with_device = _device(linked, windows)  # may run nothing
-    filled, finished = _FINISHED[with_device]
-    joined = (
-        steps.join(device, on="step", how="left")
-        .join(captures, on="step", how="left")
-        .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
+    events = linked.lazy()
+    captures = _captures(cpu, names, events, host_windows)
+    stepped = windows.lazy().select(_STEP)
+    steps = (
+        pl.concat([stepped, captures.select(_STEP)]).unique().join(stepped.select("rank").unique(), on="rank")
     )
-    return joined.with_columns(filled).with_columns(finished).select(_LAUNCH_COLUMNS).sort("step")
+    joined = (
+        steps.join(_device_side(events, windows.lazy()), on=_STEP, how="left")
+        .join(captures, on=_STEP, how="left")
+        .join(events.group_by("rank").agg(_WITH_DEVICE), on="rank", how="left")
+    )
+    return joined.with_columns(_FILLED).with_columns(_FINISHED).select(_LAUNCH_COLUMNS).sort(_STEP)

@@ -6,7 +6,9 @@ A device event carries the correlation id of the runtime call that launched it (
 count a kernel twice. The innermost operator is found without a loop over rows: on each thread the operators
 and the calls are sorted by start (the longer first), each item's depth is the number of items open at its
 start (started before it, not ended by its start), and a call's operator is the last item before it one level
-up, which must contain it; a call no operator contains (an unnested or badly timed one) is unlinked.
+up, which must contain it; a call no operator contains (an unnested or badly timed one) is unlinked. The
+host rows and events may be several ranks' stacked (each row with its `rank`): a thread is then a (rank, pid,
+tid) and a call is found by (rank, correlation).
 
 `TOP_OPERATORS` operators are kept per rank (largest kernel time first); `linked_share` states how many device
 events found an operator.
@@ -43,11 +45,28 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-_THREAD = pl.struct(*THREAD).hash(seed=7).alias("_thread")
+_THREAD = pl.struct("rank", *THREAD).hash(seed=7).alias("_thread")
 _IS_RUNTIME = pl.col("kind") == "runtime"
+_CALL_KEY = ["rank", "correlation"]
 _IS_OP = pl.col("kind") == "op"
-_CALL_ITEM = (_THREAD, "start_us", "end_us", pl.lit(None, pl.UInt32).alias("op_id"), "correlation", "name")
-_OP_ITEM = (_THREAD, "start_us", "end_us", "op_id", pl.lit(None, pl.Int64).alias("correlation"), "name")
+_CALL_ITEM = (
+    "rank",
+    _THREAD,
+    "start_us",
+    "end_us",
+    pl.lit(None, pl.UInt32).alias("op_id"),
+    "correlation",
+    "name",
+)
+_OP_ITEM = (
+    "rank",
+    _THREAD,
+    "start_us",
+    "end_us",
+    "op_id",
+    pl.lit(None, pl.Int64).alias("correlation"),
+    "name",
+)
 _NEXT_CALL = ("_thread", pl.col("start_us").alias("_next_call"))
 _CALL_INSIDE = pl.col("_next_call") <= pl.col("end_us")
 _IS_CALL = pl.col("op_id").is_null().alias("is_call")
@@ -62,8 +81,8 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     calls = (
         cpu.lazy()
         .filter(_IS_RUNTIME)
-        .join(launched, on="correlation", how="semi", maintain_order="left")
-        .unique("correlation", keep="first", maintain_order=True)
+        .join(launched, on=_CALL_KEY, how="semi", maintain_order="left")
+        .unique(_CALL_KEY, keep="first", maintain_order=True)
         .select(_CALL_ITEM)
     )
     call_starts = calls.select(_NEXT_CALL).sort("_next_call")
@@ -72,7 +91,7 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
         .filter(_IS_OP)
         .with_row_index("op_id")
         .select(_OP_ITEM)
-        .sort("start_us")
+        .sort("start_us", maintain_order=True)
         .join_asof(
             call_starts,
             left_on="start_us",
@@ -124,7 +143,7 @@ def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """The operators and calls of `cpu` that launched the device `events`, with their `depth` (`_items`), as
     a query: `links` reads them twice, so they are computed first (inside one query the optimizer would push
     each reader's filter into them and compute them twice)."""
-    return _items(cpu, events.select(pl.col("correlation").drop_nulls().unique()))
+    return _items(cpu, events.select(_CALL_KEY).drop_nulls("correlation").unique())
 
 
 def links(items: pl.DataFrame) -> pl.LazyFrame:
@@ -149,10 +168,19 @@ _OP_COLUMNS = (
     pl.col("start_us").alias("_op_start"),
     pl.col("end_us").alias("_op_end"),
 )
-_CALL_COLUMNS = ("_thread", "position", "correlation", "name", "start_us", "end_us", pl.col("depth") - 1)
-_INSIDE = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
-_LINK_COLUMNS = (
+_CALL_COLUMNS = (
+    "rank",
+    "_thread",
+    "position",
     "correlation",
+    "name",
+    "start_us",
+    "end_us",
+    pl.col("depth") - 1,
+)
+_INSIDE = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
+_LINK_COLUMNS: tuple[str | pl.Expr, ...] = (
+    *_CALL_KEY,
     pl.when(_INSIDE).then(pl.col("op_id")).alias("op_id"),
     pl.when(_INSIDE).then(pl.col("_op_name")).alias("op_name"),
     pl.col("name").alias("launch_name"),
@@ -165,11 +193,15 @@ _LINK_COLUMNS = (
 def linked_events(events: pl.DataFrame, items: pl.DataFrame) -> pl.LazyFrame:
     """Device `events` with their launch and operator (`LINK_COLUMNS`; null when not linked), from the
     `link_items` computed (`items`), as a query."""
-    return events.lazy().join(links(items), on="correlation", how="left", maintain_order="left")
+    return events.lazy().join(links(items), on=_CALL_KEY, how="left", maintain_order="left")
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """Device events with their launch and operator (`LINK_COLUMNS`; null when not linked); two queries."""
+    """One rank's device events with their launch and operator (`LINK_COLUMNS`; null when not linked);
+    `cpu` its host rows (their `rank` taken from the events where they have none); two queries."""
+    if "rank" not in cpu.columns:
+        rank = events.get_column("rank").first() if events.height else None
+        cpu = cpu.hstack([pl.repeat(rank, cpu.height, dtype=pl.Int64, eager=True).alias("rank")])
     return linked_events(events, link_items(events.lazy(), cpu).collect()).collect()
 
 
@@ -180,17 +212,21 @@ def operator_costs(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
 
 
 _LAUNCHED_BY_OP = (
+    pl.col("rank").first(),
     pl.len().cast(pl.Int64).alias("kernels"),
     (pl.col("end_us") - pl.col("start_us")).sum().alias("kernel_us"),
 )
-_SHAPED = ("op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us")
+_SHAPED = ("rank", "op_id", "name", "input_dims", "input_types", "flops", "kernels", "kernel_us")
 
 
 def operator_costs_query(linked: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
-    """`operator_costs` as a query (computing it runs one query first: the operators and their shapes)."""
-    ops = cpu.lazy().filter(_IS_OP).with_row_index("op_id")
+    """`operator_costs` as a query (computing it runs one query first: the operators and their shapes), in
+    the operators' order (`op_id`: their row among the operators of `cpu`, the host rows `link_items`
+    read: of one rank, or of several stacked, then each operator's rank comes from its kernels)."""
+    ops = cpu.lazy().filter(_IS_OP).with_row_index("op_id").drop("rank", strict=False)
     launched = linked.lazy().filter(pl.col("op_id").is_not_null()).group_by("op_id").agg(_LAUNCHED_BY_OP)
-    return shape_costs_query(ops.join(launched, on="op_id", how="inner").select(_SHAPED))
+    shaped = ops.join(launched, on="op_id", how="inner", maintain_order="left").select(_SHAPED)
+    return shape_costs_query(shaped).sort("op_id")
 
 
 def _known_sums() -> list[pl.Expr]:
@@ -234,14 +270,14 @@ _OPERATOR_COLUMNS = [pl.col(c).cast(t) for c, t in OPERATOR_SCHEMA.items()]
 _OPERATOR_NAMED = (pl.col("name").alias("operator"), pl.exclude("name"))
 
 
-def top_operators(costs: pl.LazyFrame, rank: int, bound: int = TOP_OPERATORS) -> pl.LazyFrame:
-    """Per operator name: calls that launched work, kernels, kernel time, and FLOPs and bytes with the kernel
-    time they were measured over; the `bound` of largest kernel time (a query)."""
-    grouped = costs.group_by("name").agg(_OPERATOR_SUMS)
+def top_operators(costs: pl.LazyFrame, bound: int = TOP_OPERATORS) -> pl.LazyFrame:
+    """Per (rank, operator name): calls that launched work, kernels, kernel time, and FLOPs and bytes with
+    the kernel time they were measured over; the `bound` of largest kernel time per rank (a query)."""
+    grouped = costs.group_by("rank", "name").agg(_OPERATOR_SUMS)
     return (
         with_achieved(grouped)
-        .sort(["kernel_us", "name"], descending=[True, False])
-        .head(bound)
-        .select(pl.lit(rank, pl.Int64).alias("rank"), *_OPERATOR_NAMED)
+        .sort(["rank", "kernel_us", "name"], descending=[False, True, False])
+        .filter(pl.int_range(pl.len()).over("rank") < bound)
+        .select(_OPERATOR_NAMED)
         .select(_OPERATOR_COLUMNS)
     )

@@ -6,11 +6,14 @@ Every frame grows with the rank's steps and a fixed number of names (`TOP_KERNEL
 so a summary moved onto the run's time base needs no change here.
 
 The frames are few fused queries (each part one query, computed together by one `pl.collect_all`), run on
-polars' in-memory engine like all of the map (`traceview.core.engine`).
+polars' in-memory engine like all of the map (`traceview.core.engine`). They are computed for a batch of
+ranks at once (`batch_kernel_parts`: every frame keyed by `rank`, each rank's threads, correlations, windows
+and names its own), so a batch of small ranks costs the queries of one; a rank alone is a batch of one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
 import polars as pl
@@ -19,7 +22,7 @@ from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
 from traceview.kernels.host import HOST_SCHEMA, host_candidates, host_spans, host_steps, host_windows
-from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps
+from traceview.kernels.launches import LAUNCH_SCHEMA, launch_steps, runtime_names
 from traceview.kernels.operators import (
     KNOWN_SUMS,
     OPERATOR_SCHEMA,
@@ -28,7 +31,7 @@ from traceview.kernels.operators import (
     operator_costs_query,
     top_operators,
 )
-from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, key_steps, top_kernels
+from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, first_seen, key_steps, top_kernels
 from traceview.model.trace import RankTrace
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
@@ -96,13 +99,6 @@ class KernelParts:
         )
 
 
-def _device_name(trace: RankTrace) -> str | None:
-    devices, local = trace.meta.devices, trace.meta.local_device
-    if not devices:
-        return None
-    return devices[local] if local is not None and 0 <= local < len(devices) else devices[0]
-
-
 _IS_COMM = (pl.col("event_class") == "comm").alias("is_comm")
 _IDS = ("name", "kind", "is_comm", "name_id", "key_id", "kernel_class")
 _KEY_ID = pl.col("key").rank("dense").cast(pl.UInt32).alias("key_id")
@@ -122,7 +118,7 @@ def classed_events(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     table = distinct.lazy().with_columns(keys).with_row_index("name_id").with_columns(_KEY_ID).cache()
     classed = (
         frame.with_columns(_IS_COMM)
-        .join(table.select(_IDS), on=["name", "kind", "is_comm"], how="left")
+        .join(table.select(_IDS), on=["name", "kind", "is_comm"], how="left", maintain_order="left")
         .drop("is_comm")
     )
     found, names = pl.collect_all([classed, table])
@@ -150,62 +146,113 @@ _LINKED_SHARE = (
 _RANK_COLUMNS = [pl.col(c).cast(t) for c, t in RANK_SCHEMA.items()]
 
 
-def _rank_row(trace: RankTrace, linked: pl.DataFrame) -> pl.LazyFrame:
-    return (
-        linked.lazy()
-        .select(_COUNTS)
-        .with_columns(
-            pl.lit(trace.rank, pl.Int64).alias("rank"),
-            pl.lit(_device_name(trace), pl.Utf8).alias("device"),
-            pl.lit(trace.meta.timeline).alias("timeline"),
-            _LINKED_SHARE,
-        )
-        .select(_RANK_COLUMNS)
+def _device_name(trace: RankTrace) -> str | None:
+    devices, local = trace.meta.devices, trace.meta.local_device
+    if not devices:
+        return None
+    return devices[local] if local is not None and 0 <= local < len(devices) else devices[0]
+
+
+def _rank_rows(traces: Sequence[RankTrace], linked: pl.DataFrame) -> pl.LazyFrame:
+    """Per rank with device events: the counts of `_COUNTS`, its device and timeline."""
+    described = pl.DataFrame(
+        {
+            "rank": [t.rank for t in traces],
+            "device": [_device_name(t) for t in traces],
+            "timeline": [t.meta.timeline for t in traces],
+        },
+        schema={"rank": pl.Int64, "device": pl.Utf8, "timeline": pl.Utf8},
     )
+    counted = linked.lazy().group_by("rank").agg(_COUNTS)
+    return counted.join(described.lazy(), on="rank").with_columns(_LINKED_SHARE).select(_RANK_COLUMNS)
 
 
 _HAS_CLASS = pl.col("op_class").is_not_null()
-_ROOFLINE_BY = ("op_class", pl.col("op_dtype").alias("dtype"))
+_ROOFLINE_BY = ("rank", "op_class", pl.col("op_dtype").alias("dtype"))
 _ROOFLINE_SUMS = (pl.len().cast(pl.Int64).alias("calls"), *KNOWN_SUMS)
 _ROOFLINE_COLUMNS = [pl.col(c).cast(t) for c, t in ROOFLINE_PART_SCHEMA.items()]
 
 
-def _roofline_part(costs: pl.LazyFrame, rank: int) -> pl.LazyFrame:
+def _roofline_part(costs: pl.LazyFrame) -> pl.LazyFrame:
     return (
         costs.filter(_HAS_CLASS)
         .group_by(*_ROOFLINE_BY)
         .agg(_ROOFLINE_SUMS)
-        .with_columns(pl.lit(rank, pl.Int64).alias("rank"))
-        .sort("op_class", "dtype", nulls_last=True)
+        .sort("rank", "op_class", "dtype", nulls_last=True)
         .select(_ROOFLINE_COLUMNS)
     )
+
+
+def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.DataFrame:
+    """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
+    query)."""
+    frames = [frame(t) for t in traces]
+    ranks = [
+        pl.Series("rank", [t.rank], pl.Int64).new_from_index(0, f.height)
+        for t, f in zip(traces, frames, strict=True)
+    ]
+    return pl.concat(frames).hstack([pl.concat(ranks)])
+
+
+def batch_kernel_parts(
+    traces: Sequence[RankTrace],
+    classed: pl.DataFrame,
+    names: pl.DataFrame,
+    clipped: pl.DataFrame,
+    windows: pl.DataFrame,
+) -> list[KernelParts]:
+    """The kernels analysis of a batch of ranks (distinct rank numbers), in the order of `traces`: `classed`
+    and `names` their device events stacked (each row with its `rank`, a rank's rows in its own order) and
+    classed together (`classed_events`), `clipped` them cut to their step `windows` (stacked;
+    `traceview.kernels.classes.clipped_events`). Each rank's parts are what it alone gives; the batch runs
+    the queries of one rank: computed together (`pl.collect_all`) once the links, the operators' shapes and
+    the host spans cut into the host windows are known (the items the links read, the host rows a phase may
+    name and the runtime names computed together first, then the links, the host spans and the graph
+    calls). A rank without device events has no rows."""
+    if classed.height == 0:
+        return [KernelParts.empty() for _ in traces]
+    cpu = stacked_rows(traces, lambda t: t.cpu)
+    hosted = host_windows(stacked_rows(traces, lambda t: t.steps), windows)
+    items, candidates, runtime = pl.collect_all(
+        [link_items(classed.lazy(), cpu), host_candidates(cpu), runtime_names(cpu)]
+    )
+    linked, spans = pl.collect_all([linked_events(classed, items), host_spans(candidates, hosted)])
+    costs = operator_costs_query(linked, cpu).cache()
+    seen = first_seen(classed).cache()
+    parts = (
+        class_steps(clipped),
+        key_steps(clipped, names, seen),
+        top_kernels(classed, names, seen),
+        top_operators(costs),
+        _roofline_part(costs),
+        launch_steps(linked, cpu, runtime, windows, hosted),
+        host_steps(spans),
+        _rank_rows(traces, linked),
+    )
+    return _by_rank(pl.collect_all(parts), [t.rank for t in traces])
+
+
+def by_rank(frame: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """The rows of each rank of `frame` (column `rank`), in their order; no query (`as_dict` would run one a
+    rank)."""
+    return {part.get_column("rank").item(0): part for part in frame.partition_by("rank", maintain_order=True)}
+
+
+def _by_rank(frames: Sequence[pl.DataFrame], ranks: Sequence[int]) -> list[KernelParts]:
+    """The `KernelParts` of each of `ranks` from the batch's `frames` (in `KernelParts` order; a rank with
+    no row in the rank frame has every part empty)."""
+    split = [by_rank(frame) for frame in frames]
+    empty = [frame.clear() for frame in frames]
+    return [
+        KernelParts(*(parts.get(rank, none) for parts, none in zip(split, empty, strict=True)))
+        if rank in split[-1]
+        else KernelParts.empty()
+        for rank in ranks
+    ]
 
 
 def rank_kernel_parts(
     trace: RankTrace, classed: pl.DataFrame, names: pl.DataFrame, clipped: pl.DataFrame, windows: pl.DataFrame
 ) -> KernelParts:
-    """The kernels analysis of one rank: `classed` and `names` its classed device events and their names
-    (`classed_events`), `clipped` them cut to its step `windows`
-    (`traceview.kernels.classes.clipped_events`). The parts are queries computed together (`pl.collect_all`)
-    once the links, the operators' shapes and the host spans cut into the host windows are known (the items
-    the links read and the host rows a phase may name computed together first, then the links and the host
-    spans)."""
-    if classed.height == 0:
-        return KernelParts.empty()
-    hosted = host_windows(trace.steps, windows, trace.rank)
-    items, candidates = pl.collect_all([link_items(classed.lazy(), trace.cpu), host_candidates(trace.cpu)])
-    linked, spans = pl.collect_all(
-        [linked_events(classed, items), host_spans(candidates, hosted, trace.rank)]
-    )
-    costs = operator_costs_query(linked, trace.cpu).cache()
-    parts = (
-        class_steps(clipped),
-        key_steps(clipped, names),
-        top_kernels(classed, names),
-        top_operators(costs, trace.rank),
-        _roofline_part(costs, trace.rank),
-        launch_steps(linked, trace.cpu, windows, hosted, trace.rank),
-        host_steps(spans),
-        _rank_row(trace, linked),
-    )
-    return KernelParts(*pl.collect_all(parts))
+    """The kernels analysis of one rank (`batch_kernel_parts` of a batch of one)."""
+    return batch_kernel_parts([trace], classed, names, clipped, windows)[0]

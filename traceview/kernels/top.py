@@ -40,8 +40,17 @@ KEY_STEP_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+def first_seen(events: pl.DataFrame) -> pl.LazyFrame:
+    """Per (rank, name_id) of classed device events (one rank's, or several stacked): `_seen`, the row of
+    the name's first event. Ordered by it, a rank's names come in the order they first appear in its own
+    events whatever other ranks share the frame (`name_id` numbers the names of the whole frame); the ties
+    below are broken by it (a query)."""
+    rows = events.lazy().select("rank", "name_id").with_row_index("_seen")
+    return rows.group_by("rank", "name_id").agg(pl.col("_seen").min())
+
+
 def _largest(frame: pl.LazyFrame, value: str, bound: int) -> pl.LazyFrame:
-    """The `bound` rows of largest `value` per rank (ties by name order)."""
+    """The `bound` rows of largest `value` per rank (ties by the frame's order)."""
     ranked = pl.col(value).rank("ordinal", descending=True).over("rank")
     return frame.filter(ranked <= bound)
 
@@ -55,18 +64,20 @@ _KERNEL_FIGURES = (
     _DURATION.max().alias("max_us"),
 )
 _NAMED = ("name_id", "name", "key", "kernel_class")
+_RANK_SEEN = ["rank", "_seen"]
 
 
-def top_kernels(events: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KERNELS) -> pl.LazyFrame:
-    """Per (rank, name) of classed device events (`name_id`; `names`: the table of names, keys and classes):
-    count, total, median, p99, max (a query)."""
+def top_kernels(
+    events: pl.DataFrame, names: pl.DataFrame, seen: pl.LazyFrame, bound: int = TOP_KERNELS
+) -> pl.LazyFrame:
+    """Per (rank, name) of classed device events (`name_id`; `names`: the table of names, keys and classes;
+    `seen`: `first_seen(events)`): count, total, median, p99, max (a query)."""
     if events.height == 0:
         return pl.LazyFrame(schema=TOP_KERNEL_SCHEMA)
     grouped = events.lazy().group_by("rank", "name_id").agg(_KERNEL_FIGURES)
-    named = _largest(grouped.sort("rank", "name_id"), "total_us", bound).join(
-        names.lazy().select(_NAMED), on="name_id"
-    )
-    return named.sort(["rank", "total_us", "name"], descending=[False, True, False]).select(
+    ordered = grouped.join(seen, on=["rank", "name_id"]).sort(_RANK_SEEN)
+    named = _largest(ordered, "total_us", bound).join(names.lazy().select(_NAMED), on="name_id")
+    return named.sort(["rank", "total_us", "name", "_seen"], descending=[False, True, False, False]).select(
         list(TOP_KERNEL_SCHEMA)
     )
 
@@ -76,19 +87,24 @@ _KEY_TOTAL = pl.col("_dur").sum().alias("_total")
 _KEY_FIGURES = (pl.len().cast(pl.Int64).alias("kernels"), pl.col("_dur").sum().alias("kernel_sum_us"))
 
 
-def key_steps(clipped: pl.DataFrame, names: pl.DataFrame, bound: int = TOP_KEYS) -> pl.LazyFrame:
+def key_steps(
+    clipped: pl.DataFrame, names: pl.DataFrame, seen: pl.LazyFrame, bound: int = TOP_KEYS
+) -> pl.LazyFrame:
     """Per (rank, step, key) of the windowed events (`key_id`, `name_id`): pieces and summed duration, the
-    `bound` keys of largest total per rank; `name` is the key's name of largest time (a query)."""
+    `bound` keys of largest total per rank; `name` is the key's name of largest time, the first seen of
+    equal ones (`seen`: `first_seen` of the events clipped) (a query)."""
     if clipped.height == 0:
         return pl.LazyFrame(schema=KEY_STEP_SCHEMA)
     with_dur = clipped.lazy().select(_PIECES)
     totals = with_dur.group_by("rank", "key_id").agg(_KEY_TOTAL).sort("rank", "key_id")
-    kept = with_dur.join(_largest(totals, "_total", bound).select("rank", "key_id"), on=["rank", "key_id"])
+    largest = _largest(totals, "_total", bound).select("rank", "key_id")
+    kept = with_dur.join(largest, on=["rank", "key_id"], maintain_order="left")
     named = names.lazy()
     heaviest = (
         kept.group_by("rank", "key_id", "name_id")
         .agg(pl.col("_dur").sum())
-        .sort(["rank", "key_id", "_dur", "name_id"], descending=[False, False, True, False])
+        .join(seen, on=["rank", "name_id"])
+        .sort(["rank", "key_id", "_dur", "_seen"], descending=[False, False, True, False])
         .group_by("rank", "key_id", maintain_order=True)
         .agg(pl.col("name_id").first())
         .join(named.select("name_id", "name", "kernel_class"), on="name_id")

@@ -24,10 +24,10 @@ from traceview.budget.time_budget import classified_events
 from traceview.collectives.calls import launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
-from traceview.distributions.samples import batch_class_parts, rank_class_parts
+from traceview.distributions.samples import batch_class_parts
 from traceview.events.host_timeline import on_host_timeline
 from traceview.kernels.classes import clipped_events
-from traceview.kernels.parts import KernelParts, batch_kernel_parts, classed_events, rank_kernel_parts
+from traceview.kernels.parts import KernelParts, batch_kernel_parts, classed_events
 from traceview.model.trace import RankTrace, Run
 from traceview.steps.windows import chosen_windows
 
@@ -195,7 +195,8 @@ def _alone(trace: RankTrace) -> tuple[KernelParts, tuple[pl.DataFrame, pl.DataFr
     trace, events, windows = _pipeline(trace)
     classed, names = classed_events(events)
     clipped = clipped_events(classed, windows)
-    return rank_kernel_parts(trace, classed, names, clipped, windows), rank_class_parts(clipped)
+    alone = batch_kernel_parts([trace], classed, names, clipped, windows)[0]
+    return alone, batch_class_parts(clipped, [trace.rank])[0]
 
 
 def _frames(parts: KernelParts, samples: tuple[pl.DataFrame, pl.DataFrame]) -> dict[str, pl.DataFrame]:

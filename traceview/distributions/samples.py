@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
-from traceview.kernels.parts import by_rank
+from traceview.model.stacking import by_rank
 
 SKETCH_POINTS = 512
 """Samples kept per collective group; beyond it, this many evenly spaced order statistics."""
@@ -177,18 +177,13 @@ def batch_class_parts(clipped: pl.DataFrame, ranks: Sequence[int]) -> list[tuple
     (`CLASS_SKETCH_SCHEMA`, no `rank`). One query for the whole batch."""
     compute = _compute_in_steps(clipped)
     kernel_classes, grouped = pl.collect_all([_kernel_classes(compute), _class_kernels(compute)])
-    times, sketches = by_rank(kernel_classes), by_rank(grouped)
-    for sketched in sketches.values():
-        sketched.drop_in_place("rank")  # no query
-    none = kernel_classes.clear()
-    return [(times.get(rank, none), sketches.get(rank, _NO_SKETCHES)) for rank in ranks]
-
-
-def rank_class_parts(clipped: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One rank's part of the kernel-class samples (the map, `traceview.map.rank_summary`):
-    `batch_class_parts` of the one rank of `clipped`."""
-    rank = clipped.get_column("rank").first() if clipped.height else None
-    return batch_class_parts(clipped, [rank if isinstance(rank, int) else 0])[0]
+    times, sketches = by_rank(kernel_classes, ranks), by_rank(grouped, ranks)
+    for sketched in sketches:
+        sketched.drop_in_place("rank")  # no query (`drop` runs one a rank)
+    return [
+        (time, sketched if sketched.height else _NO_SKETCHES)
+        for time, sketched in zip(times, sketches, strict=True)
+    ]
 
 
 def merge_sketches(parts: pl.DataFrame) -> list[dict[str, object]]:
@@ -238,7 +233,7 @@ def distributions_from_parts(
     kernels: pl.DataFrame,
     instances: pl.DataFrame | None = None,
 ) -> Distributions:
-    """The samples of one run from every rank's `rank_class_parts`, the run's communication kernels and its
+    """The samples of one run from every rank's `batch_class_parts`, the run's communication kernels and its
     matched collective instances."""
     return Distributions(
         collective_kernels=_collective_kernels(kernels),

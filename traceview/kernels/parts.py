@@ -13,7 +13,7 @@ and names its own), so a batch of small ranks costs the queries of one; a rank a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import polars as pl
@@ -32,6 +32,7 @@ from traceview.kernels.operators import (
     top_operators,
 )
 from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, first_seen, key_steps, top_kernels
+from traceview.model.stacking import by_rank, stacked_rows
 from traceview.model.trace import RankTrace
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
@@ -183,17 +184,6 @@ def _roofline_part(costs: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.DataFrame:
-    """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
-    query)."""
-    frames = [frame(t) for t in traces]
-    ranks = [
-        pl.Series("rank", [t.rank], pl.Int64).new_from_index(0, f.height)
-        for t, f in zip(traces, frames, strict=True)
-    ]
-    return pl.concat(frames).hstack([pl.concat(ranks)])
-
-
 def batch_kernel_parts(
     traces: Sequence[RankTrace],
     classed: pl.DataFrame,
@@ -232,27 +222,10 @@ def batch_kernel_parts(
     return _by_rank(pl.collect_all(parts), [t.rank for t in traces])
 
 
-def by_rank(frame: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """The rows of each rank of `frame` (column `rank`), in their order; no query (`as_dict` would run one a
-    rank)."""
-    return {part.get_column("rank").item(0): part for part in frame.partition_by("rank", maintain_order=True)}
-
-
 def _by_rank(frames: Sequence[pl.DataFrame], ranks: Sequence[int]) -> list[KernelParts]:
     """The `KernelParts` of each of `ranks` from the batch's `frames` (in `KernelParts` order; a rank with
     no row in the rank frame has every part empty)."""
-    split = [by_rank(frame) for frame in frames]
-    empty = [frame.clear() for frame in frames]
+    split = [by_rank(frame, ranks) for frame in frames]
     return [
-        KernelParts(*(parts.get(rank, none) for parts, none in zip(split, empty, strict=True)))
-        if rank in split[-1]
-        else KernelParts.empty()
-        for rank in ranks
+        KernelParts(*parts) if parts[-1].height else KernelParts.empty() for parts in zip(*split, strict=True)
     ]
-
-
-def rank_kernel_parts(
-    trace: RankTrace, classed: pl.DataFrame, names: pl.DataFrame, clipped: pl.DataFrame, windows: pl.DataFrame
-) -> KernelParts:
-    """The kernels analysis of one rank (`batch_kernel_parts` of a batch of one)."""
-    return batch_kernel_parts([trace], classed, names, clipped, windows)[0]

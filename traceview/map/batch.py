@@ -9,10 +9,7 @@ stacked, K such ranks cost the queries of one. The ranks of a batch must differ 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import accumulate
-
-import polars as pl
+from collections.abc import Iterator, Sequence
 
 from traceview.model.trace import RankTrace
 
@@ -52,33 +49,3 @@ def distinct_rank_batches(traces: Sequence[RankTrace]) -> Iterator[list[RankTrac
         seen.add(trace.rank)
     if batch:
         yield batch
-
-
-def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
-    """The rows of `frame` of each of `ranks`, in its order (an empty frame for a rank without rows): slices
-    when each rank's rows are together (the batch's frames are built rank by rank or sorted by rank), else
-    partitions."""
-    if len(ranks) == 1:
-        return [frame]
-    runs = frame.lazy().select(pl.col("rank").rle()).unnest("rank").collect()  # the runs' `len`, `value`
-    values = runs.get_column("value").to_list()
-    if len(set(values)) < len(values):  # a rank's rows apart
-        parts = frame.partition_by("rank", as_dict=True, maintain_order=True)
-        return [parts[(rank,)] if (rank,) in parts else frame.clear() for rank in ranks]
-    lengths = runs.get_column("len").to_list()
-    starts = dict(zip(values, accumulate([0, *lengths]), strict=False))
-    spans = dict(zip(values, lengths, strict=True))
-    return [frame.slice(starts[rank], spans[rank]) if rank in spans else frame.clear() for rank in ranks]
-
-
-def stacked(
-    frames: Sequence[pl.DataFrame], schema: Mapping[str, pl.DataType] | Mapping[str, type]
-) -> pl.DataFrame:
-    """`frames` one above the other (`schema`'s empty frame for none; one frame as it is)."""
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
-
-
-def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
-    """Per rank, where its device events start among the batch's, stacked in order."""
-    starts = accumulate((trace.gpu.height for trace in traces), initial=0)
-    return {trace.rank: start for trace, start in zip(traces, starts, strict=False)}

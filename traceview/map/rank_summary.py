@@ -26,14 +26,15 @@ from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
 from traceview.dimensions.group_time import group_phases, group_step_time
-from traceview.distributions.samples import rank_class_parts
+from traceview.distributions.samples import batch_class_parts
 from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.kernels.classes import clipped_events
-from traceview.kernels.parts import KernelParts, classed_events, rank_kernel_parts
-from traceview.map.batch import by_rank, distinct_rank_batches, row_offsets, stacked
+from traceview.kernels.parts import KernelParts, batch_kernel_parts, classed_events
+from traceview.map.batch import distinct_rank_batches
 from traceview.map.compact import compact_cpu, compact_inputs, compacted
+from traceview.model.stacking import by_rank, row_offsets, stacked
 from traceview.model.trace import RankTrace, Run
 from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
@@ -158,7 +159,7 @@ def _summarized(
     own = _own_parts(traces, events, kernels, launch_rows, [c[2] for c in chosen])
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
-    kernel_parts, class_parts = _kernel_parts(traces, events_of, windows_of)
+    kernel_parts, class_parts = _kernel_parts(traces, events, windows)
     splits = [splits_of(o.alltoall_calls, t.cpu, w) for o, t, w in zip(own, traces, windows_of, strict=True)]
     compact = [compacted(trace, parts.compact_cpu) for trace, parts in zip(traces, own, strict=True)]
     del batch, traces  # the parsed traces are freed here (their caller keeps none): the rest reads the events
@@ -251,16 +252,14 @@ def _own_parts(
 
 
 def _kernel_parts(
-    traces: Sequence[RankTrace], events: Sequence[pl.DataFrame], windows: Sequence[pl.DataFrame]
+    traces: Sequence[RankTrace], events: pl.DataFrame, windows: pl.DataFrame
 ) -> tuple[list[KernelParts], list[tuple[pl.DataFrame, pl.DataFrame]]]:
-    """Per trace, its kernels-analysis parts and its kernel-class samples (`rank_class_parts`)."""
-    kernel_parts, class_parts = [], []
-    for trace, rank_events, rank_windows in zip(traces, events, windows, strict=True):
-        classed, names = classed_events(rank_events)
-        clipped = clipped_events(classed, rank_windows)  # the kernel classes of each step
-        kernel_parts.append(rank_kernel_parts(trace, classed, names, clipped, rank_windows))
-        class_parts.append(rank_class_parts(clipped))
-    return kernel_parts, class_parts
+    """Per trace, its kernels-analysis parts and its kernel-class samples (`batch_class_parts`), from the
+    batch's stacked events and step windows."""
+    classed, names = classed_events(events)
+    clipped = clipped_events(classed, windows)  # the kernel classes of each step
+    ranks = [trace.rank for trace in traces]
+    return batch_kernel_parts(traces, classed, names, clipped, windows), batch_class_parts(clipped, ranks)
 
 
 def _extent(trace: RankTrace) -> pl.DataFrame:

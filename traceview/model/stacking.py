@@ -1,0 +1,53 @@
+"""Frames of many ranks stacked one above the other, each row with its `rank`, and split back by rank.
+
+A batch of ranks (`traceview.map.batch`) is analysed as one frame per kind: the analyses group by `rank`, and
+their results are split back into each rank's rows here, by slices where each rank's rows are together (no
+query per rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
+
+import polars as pl
+
+from traceview.model.trace import RankTrace, rank_column
+
+
+def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
+    """The rows of `frame` of each of `ranks`, in its order (an empty frame for a rank without rows): slices
+    when each rank's rows are together (the batch's frames are built rank by rank or sorted by rank), else
+    partitions."""
+    if len(ranks) == 1:
+        return [frame]
+    runs = frame.get_column("rank").rechunk().rle().struct.unnest()  # the runs' `len`, `value` (one chunk)
+    values = runs.get_column("value").to_list()
+    if len(set(values)) < len(values):  # a rank's rows apart
+        parts = frame.partition_by("rank", as_dict=True, maintain_order=True)
+        return [parts[(rank,)] if (rank,) in parts else frame.clear() for rank in ranks]
+    lengths = runs.get_column("len").to_list()
+    starts = dict(zip(values, accumulate([0, *lengths]), strict=False))
+    spans = dict(zip(values, lengths, strict=True))
+    return [frame.slice(starts[rank], spans[rank]) if rank in spans else frame.clear() for rank in ranks]
+
+
+def stacked(
+    frames: Sequence[pl.DataFrame], schema: Mapping[str, pl.DataType] | Mapping[str, type]
+) -> pl.DataFrame:
+    """`frames` one above the other (`schema`'s empty frame for none; one frame as it is)."""
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
+
+
+def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
+    """Per rank, where its device events start among the batch's, stacked in order."""
+    starts = accumulate((trace.gpu.height for trace in traces), initial=0)
+    return {trace.rank: start for trace, start in zip(traces, starts, strict=False)}
+
+
+def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.DataFrame:
+    """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
+    query)."""
+    frames = [frame(trace) for trace in traces]
+    ranks = rank_column(traces, [f.height for f in frames])
+    return pl.concat(frames).with_columns(ranks)

@@ -31,7 +31,7 @@ from traceview.parsers.kineto._io import (
     refuse_unless_json,
     refuse_without_kineto_events,
 )
-from traceview.parsers.kineto._meta import local_device, rank_meta, step_candidates
+from traceview.parsers.kineto._meta import first_source, local_device, rank_meta, step_candidates
 from traceview.parsers.kineto._schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
 from traceview.parsers.kineto._splits import ALLTOALL_BASE, alltoall_splits
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
@@ -40,11 +40,13 @@ from traceview.parsers.kineto.limits import (
     ParseLimits,
     counted_warnings,
     cut_texts,
+    frame_extremes,
     int64_or_none,
     is_sane_interval,
     sane_frame,
 )
 
+from traceview.core.engine import in_memory
 from traceview.core.errors import InputError, ParseWarning
 from traceview.core.location import Location, Url, location
 from traceview.model.trace import (
@@ -83,6 +85,8 @@ KINETO_CATEGORIES = (
 )
 HEAD_KEPT = 1 << 20
 """Of a streamed file, the first bytes kept to say what it looks like, should it be refused."""
+INTERN_FROM = 4096
+"""A batch's text columns of at least this many rows are interned (`_interned`)."""
 
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
 COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
@@ -132,6 +136,7 @@ class _Read:
     truncated_at_byte: int | None
 
 
+@in_memory
 def parse(path: str | Path | Url, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for
     a file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
@@ -141,23 +146,36 @@ def parse(path: str | Path | Url, limits: ParseLimits = DEFAULT_LIMITS) -> RankT
     except MemoryError:
         raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
     notes = read.frames.notes
-    gpu = sane_frame(_concat(read.frames.gpu, GPU_SCHEMA), limits.max_name_chars, notes)
-    cpu = sane_frame(_concat(read.frames.cpu, CPU_SCHEMA), limits.max_name_chars, notes)
-    steps, step_source = step_candidates(read.frames.gpu_annotations, cpu)
+    gpu, cpu, steps, device = _frames(read.frames, limits)
     meta, meta_warnings = rank_meta(
         path, read.header, read.events_total, limits, notes, truncated=read.truncated_at_byte is not None
     )
-    meta = replace(meta, local_device=local_device(gpu))
     return RankTrace(
         path=str(path),
-        meta=meta,
+        meta=replace(meta, local_device=device),
         gpu=gpu,
         cpu=cpu,
         steps=steps,
-        step_source=step_source,
+        step_source=first_source(steps),
         warnings=(*read.warnings, *meta_warnings, *counted_warnings(str(path), notes)),
         truncated_at_byte=read.truncated_at_byte,
     )
+
+
+_Sane = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]
+
+
+def _frames(frames: _Frames, limits: ParseLimits) -> _Sane:
+    """The device and host frames made sane (`sane_frame`), the step candidates and the local device: one
+    query for all when the frames are sane (else the steps and the device again, from the sane frames)."""
+    gpu, cpu = _concat(frames.gpu, GPU_SCHEMA), _concat(frames.cpu, CPU_SCHEMA)
+    plans = [frame_extremes(gpu), frame_extremes(cpu)]
+    found = pl.collect_all([*plans, step_candidates(frames.gpu_annotations, cpu), local_device(gpu)])
+    sane = [sane_frame(f, found[i], limits.max_name_chars, frames.notes) for i, f in enumerate((gpu, cpu))]
+    if sane[0] is not gpu or sane[1] is not cpu:  # events dropped or changed
+        found[2:] = pl.collect_all([step_candidates(frames.gpu_annotations, sane[1]), local_device(sane[0])])
+    device = found[3].item()
+    return sane[0], sane[1], found[2], None if device is None else int(device)
 
 
 def _read(path: Location, limits: ParseLimits) -> _Read:
@@ -248,14 +266,18 @@ def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[f
 
 def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all
-    null."""
+    null (no polars query: the columns are put together as they are)."""
     if not frames:
         return empty_frame(schema)
     joined = pl.concat(frames, how="diagonal", rechunk=False)
-    missing = [
-        pl.lit(None, dtype).alias(name) for name, dtype in schema.items() if name not in joined.columns
-    ]
-    return joined.with_columns(missing).select(list(schema))
+    return pl.DataFrame(
+        [
+            joined.get_column(name)
+            if name in joined.columns
+            else pl.Series(name, [None], dtype).new_from_index(0, joined.height)
+            for name, dtype in schema.items()
+        ]
+    )
 
 
 def _frame(
@@ -268,11 +290,10 @@ def _frame(
     args = list(map(ARGS, events))
     if None in args:
         args = [a or NO_ARGS for a in args]
+    names = cut_texts(_or_empty(list(map(NAME, events))), frames.limits.max_name_chars, frames.notes)
     data: dict[str, Column] = {
         "kind": list(map(table.kinds.__getitem__, map(CATEGORY, events))),
-        "name": _interned(
-            cut_texts(_or_empty(list(map(NAME, events))), frames.limits.max_name_chars, frames.notes)
-        ),
+        "name": _interned(names),
         "start_us": start,
         "end_us": end,
         "correlation": _ints(_field(args, "correlation")),
@@ -280,7 +301,7 @@ def _frame(
         **table.columns(events, args),
         **_comm_columns(args),
     }
-    if table is CPU_TABLE and ALLTOALL_BASE in data["name"]:
+    if table is CPU_TABLE and ALLTOALL_BASE in names:
         data.update(alltoall_splits(data, args))
     given = {name: values for name, values in data.items() if _has_value(values)}
     schema = {name: table.schema[name] for name in given}
@@ -375,7 +396,11 @@ def _either(items: list[Args], name: str, fallback: str) -> list[msgspec.Raw]:
 def _interned(texts: Sequence[str | None]) -> pl.Series:
     """`texts` as a string column in which equal strings share one copy: the distinct strings, gathered
     (polars' string views then point into one buffer). Event names repeat (a few hundred kernels, thousands
-    of times), so this holds a column in about 16 bytes a row instead of 16 plus the name's length."""
+    of times), so this holds a column in about 16 bytes a row instead of 16 plus the name's length. Fewer
+    than `INTERN_FROM` texts are taken as they are (the gather is a polars query, which costs more than
+    their copies)."""
+    if len(texts) < INTERN_FROM:
+        return pl.Series(texts, dtype=pl.Utf8)
     distinct = {text: code for code, text in enumerate(dict.fromkeys(texts))}
     return pl.Series(list(distinct), dtype=pl.Utf8).gather(list(map(distinct.__getitem__, texts)))
 

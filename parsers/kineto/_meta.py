@@ -121,9 +121,9 @@ class HeaderChecks:
         return ProcessGroupConfig(name=name, description=description, size=size, ranks=ranks, backend=backend)
 
 
-def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu), and the
-    first source present (gpu, cpu, none); `traceview.steps.windows.choose_steps` decides which set to use."""
+def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> pl.LazyFrame:
+    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu);
+    `traceview.steps.windows.choose_steps` decides which set to use (`first_source`)."""
     gpu_steps = pl.DataFrame(
         {
             "name": [e.name or "" for e in gpu_annotations],
@@ -134,10 +134,13 @@ def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> 
     )
     on_gpu = _step_windows(gpu_steps.lazy(), "gpu")
     on_cpu = _step_windows(cpu.lazy().select("name", "start_us", "end_us"), "cpu")
-    both = pl.concat([on_gpu, on_cpu]).collect()  # one query
-    sources = both.get_column("source")
-    first = "gpu" if (sources == "gpu").any() else "cpu" if both.height else "none"
-    return both, first
+    return pl.concat([on_gpu, on_cpu])
+
+
+def first_source(candidates: pl.DataFrame) -> str:
+    """The first source of step candidates present: gpu, cpu or none."""
+    sources = candidates.get_column("source")
+    return "gpu" if (sources == "gpu").any() else "cpu" if candidates.height else "none"
 
 
 def _step_windows(candidates: pl.LazyFrame, source: str) -> pl.LazyFrame:
@@ -184,10 +187,6 @@ def rank_meta(
     return meta, checks.warnings()
 
 
-def local_device(gpu: pl.DataFrame) -> int | None:
-    """The device id most of the rank's device events ran on (the lowest among equals); None without any."""
-    ids = gpu.get_column("device").drop_nulls()
-    if ids.len() == 0:
-        return None
-    counts = ids.value_counts(name="events").sort(["events", "device"], descending=[True, False])
-    return int(counts.item(0, "device"))
+def local_device(gpu: pl.DataFrame) -> pl.LazyFrame:
+    """The device id most of the rank's device events ran on (the lowest among equals; null without any)."""
+    return gpu.lazy().select(pl.col("device").drop_nulls().mode().min())

@@ -97,26 +97,37 @@ RANGE_RULES = (
 QUANTITIES = {"ts": pl.col("start_us"), "dur": pl.col("end_us") - pl.col("start_us")}
 
 
-def sane_frame(frame: pl.DataFrame, max_chars: int, notes: Counter[str]) -> pl.DataFrame:
+def sane_frame(
+    frame: pl.DataFrame, extremes: pl.DataFrame, max_chars: int, notes: Counter[str]
+) -> pl.DataFrame:
     """`frame` without absurd intervals (dropped), counts outside `COUNT_BOUNDS` (null) or long strings (cut;
-    but `name`, cut by `cut_texts` as it is decoded), each counted in `notes`; one pass of minima and
-    maxima when nothing is wrong, as in every real trace."""
+    but `name`, cut by `cut_texts` as it is decoded), each counted in `notes`, read from its `extremes` (the
+    minima and maxima `frame_extremes` finds): no query when nothing is wrong, as in every real trace."""
+    found = extremes.row(0, named=True)
+    counts, texts = [name for name in COUNT_BOUNDS if name in frame.columns], _texts(frame)
+    if not all(_within(found, rule.quantity, rule.low, rule.high) for rule in RANGE_RULES):
+        frame = drop_absurd_intervals(frame, notes)
+    if not all(_within(found, name, *COUNT_BOUNDS[name][:2]) for name in counts):
+        frame = null_absurd_counts(frame, counts, notes)
+    if any((found[f"{name} bytes"] or 0) > max_chars for name in texts):
+        frame = cut_long_texts(frame, texts, max_chars, notes)
+    return frame
+
+
+def frame_extremes(frame: pl.DataFrame) -> pl.LazyFrame:
+    """The minima and maxima of `frame` that `sane_frame` reads."""
     counts = [name for name in COUNT_BOUNDS if name in frame.columns]
-    texts = [name for name, dtype in frame.schema.items() if dtype == pl.Utf8 and name != "name"]
-    extremes = frame.select(
+    return frame.lazy().select(
         *(q.min().alias(f"{name} min") for name, q in QUANTITIES.items()),
         *(q.max().alias(f"{name} max") for name, q in QUANTITIES.items()),
         *(pl.col(name).min().alias(f"{name} min") for name in counts),
         *(pl.col(name).max().alias(f"{name} max") for name in counts),
-        *(pl.col(name).str.len_bytes().max().alias(f"{name} bytes") for name in texts),
-    ).row(0, named=True)
-    if not all(_within(extremes, rule.quantity, rule.low, rule.high) for rule in RANGE_RULES):
-        frame = drop_absurd_intervals(frame, notes)
-    if not all(_within(extremes, name, *COUNT_BOUNDS[name][:2]) for name in counts):
-        frame = null_absurd_counts(frame, counts, notes)
-    if any((extremes[f"{name} bytes"] or 0) > max_chars for name in texts):
-        frame = cut_long_texts(frame, texts, max_chars, notes)
-    return frame
+        *(pl.col(name).str.len_bytes().max().alias(f"{name} bytes") for name in _texts(frame)),
+    )
+
+
+def _texts(frame: pl.DataFrame) -> list[str]:
+    return [name for name, dtype in frame.schema.items() if dtype == pl.Utf8 and name != "name"]
 
 
 def _within(extremes: dict[str, Any], name: str, low: float, high: float) -> bool:

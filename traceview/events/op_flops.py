@@ -187,17 +187,19 @@ def _shape_key(shape: pl.Expr) -> pl.Expr:
     return shape.list.eval(pl.element().cast(pl.Utf8)).list.join(",")
 
 
-def _conv_outputs(ops: pl.LazyFrame) -> pl.LazyFrame:
-    """Per (input shape, weight shape) of a convolution, the output's spatial size its backward shows."""
+def _conv_outputs(ops: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """Per (input shape, weight shape) of a convolution (`keys`: with the `rank` of a batch of ranks), the
+    output's spatial size its backward shows."""
     frames = [
         ops.filter(pl.col("name") == name).select(
+            *keys[:-2],
             _shape_key(pl.col("_dims").list.get(x, null_on_oob=True)).alias("_x"),
             _shape_key(pl.col("_dims").list.get(w, null_on_oob=True)).alias("_w"),
             _numel(pl.col("_dims").list.get(grad, null_on_oob=True).list.slice(2)).alias("_out_spatial"),
         )
         for name, (grad, x, w) in CONV_BACKWARD_ARGS.items()
     ]
-    return pl.concat(frames).drop_nulls().unique(["_x", "_w"], keep="first")
+    return pl.concat(frames).drop_nulls().unique(keys, keep="first")
 
 
 _RULE_OF = pl.coalesce(
@@ -224,6 +226,8 @@ _SHAPE_KEYS = (
     _shape_key(pl.col("_dims").list.get(0, null_on_oob=True)).alias("_x"),
     _shape_key(pl.col("_dims").list.get(1, null_on_oob=True)).alias("_w"),
 )
+_RANKED = ("rank", "pid", "tid")
+"""The columns that set an operator's thread (with its rank's, in a batch of ranks)."""
 _HELPERS = ["_rule", "_dims", "_concrete", "_x", "_w", "_out_spatial"]
 
 
@@ -247,7 +251,7 @@ def counted_ops(ops: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
     (the index of the first matching rule): the first query of `op_flops`, for a caller to collect with
     others."""
     found = ops.filter(_ANY_RULE & _SHAPED).with_columns(_RULE_OF.alias("_rule"))  # one pass over every op
-    return _outermost(found.filter(~_NESTED_CUDNN), [c for c in ("pid", "tid") if c in columns])
+    return _outermost(found.filter(~_NESTED_CUDNN), [c for c in _RANKED if c in columns])
 
 
 def counted_families(found: pl.DataFrame) -> set[str]:
@@ -263,8 +267,9 @@ def with_flops(found: pl.DataFrame) -> pl.LazyFrame:
         return found.lazy().drop("_rule").with_columns(_NO_FLOPS)
     decoded = found.lazy().with_columns(_DIMS, _CONCRETE["concrete_inputs" in found.columns])
     if any(OP_FLOPS_RULES[i].backward_shapes for i in held):
+        keys = [*_RANKED[: 1 if "rank" in found.columns else 0], "_x", "_w"]  # a batch's ranks apart
         decoded = decoded.with_columns(*_SHAPE_KEYS).join(
-            _conv_outputs(decoded), on=["_x", "_w"], how="left", maintain_order="left"
+            _conv_outputs(decoded, keys), on=keys, how="left", maintain_order="left"
         )
     flops = pl.coalesce([_RULE_FLOPS[i] for i in sorted(held)])
     return decoded.with_columns(flops.alias("shape_flops"), _FAMILY.alias("flops_family")).drop(

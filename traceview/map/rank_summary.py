@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 import polars as pl
 
@@ -27,18 +26,16 @@ from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
-from traceview.events.classify import HOST_KIND
 from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, batch_kernel_parts, classed_events
 from traceview.map.batch import distinct_rank_batches
-from traceview.map.compact import compact_cpu, compact_inputs, compacted
-from traceview.model.stacking import by_rank, row_offsets, stacked
+from traceview.map.compact import compact_inputs, compacted
+from traceview.map.own_parts import OwnParts, extent, own_parts
+from traceview.model.stacking import by_rank, row_offsets, stacked, stacked_rows
 from traceview.model.trace import RankTrace, Run
-from traceview.moe.splits import alltoall_calls, has_alltoall, splits_of
-from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA, first_launch_plan
-from traceview.steps.graphs import graph_step_plan
+from traceview.moe.splits import splits_of
 from traceview.steps.windows import WINDOW_SCHEMA, StepChoice, chosen_windows_of
 from traceview.timeline.step_view import rank_segments
 
@@ -100,24 +97,6 @@ class RankSummary:
         return replace(self, trace=self.trace.shifted(delta_us), **moved)
 
 
-def _launch_marks(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.LazyFrame:
-    """Per communication kernel: the end of the rank's last compute kernel that ended at or before its start,
-    as a compute row (`rank`, `event_class`, `end_us`). An as-of join over these marks gives every launch
-    gap that one over all compute kernels gives (the latest compute end before a time only grows with the
-    time). A lazy query."""
-    if events.height == 0:
-        return _EMPTY_MARKS.lazy()
-    compute = events.lazy().filter(_COMPUTE).select("rank", pl.col("end_us").alias("_end")).sort("_end")
-    starts = kernels.lazy().filter(pl.col("on_device")).select("rank", "start_us").unique().sort("start_us")
-    marks = starts.join_asof(compute, left_on="start_us", right_on="_end", by="rank", check_sortedness=False)
-    return marks.drop_nulls("_end").select(*_MARK_ROW).unique().sort("end_us")
-
-
-_COMPUTE = pl.col("event_class") == "compute"
-_MARK_ROW = ("rank", pl.lit("compute").alias("event_class"), pl.col("_end").alias("end_us"))
-_EMPTY_MARKS = pl.DataFrame(schema={"rank": pl.Int64, "event_class": pl.Utf8, "end_us": pl.Float64})
-
-
 @in_memory
 def summarize(
     trace: RankTrace, comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
@@ -150,27 +129,31 @@ def _summarized(
     ranks = [trace.rank for trace in traces]
     events = classified_events(batch, comm_patterns)
     offsets = row_offsets(traces)
-    chosen = chosen_windows_of(traces, [compact_inputs(trace.cpu) for trace in traces])
+    cpu, steps = stacked_rows(traces, lambda t: t.cpu), stacked_rows(traces, lambda t: t.steps)
+    chosen = chosen_windows_of(traces, [compact_inputs(cpu), *([] for _ in traces[1:])])
     windows = stacked([c[1] for c in chosen], WINDOW_SCHEMA)
     launch_rows = launches(batch)
     kernels = comm_kernels(batch, events, launch_rows)
     calls = call_counts(batch)
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
-    own = _own_parts(traces, events, kernels, launch_rows, [c[2] for c in chosen])
+    own = own_parts(traces, steps, cpu, (events, kernels, launch_rows), chosen[0][2])
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     kernel_parts, class_parts = _kernel_parts(traces, events, windows)
-    splits = [splits_of(o.alltoall_calls, t.cpu, w) for o, t, w in zip(own, traces, windows_of, strict=True)]
-    compact = [compacted(trace, parts.compact_cpu) for trace, parts in zip(traces, own, strict=True)]
-    del batch, traces  # the parsed traces are freed here (their caller keeps none): the rest reads the events
+    calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
+    splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
+    compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
+    extents = [extent(trace) for trace in traces]
+    del batch, traces, cpu  # the parsed traces freed here (their caller keeps none): the rest reads events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
-    graphs = pl.concat([o.graphs for o in own], how="vertical_relaxed")
     keyed = {
         "windows": windows,
-        "per_step": with_graph_steps(step_budget(events, windows), graphs),
+        "per_step": with_graph_steps(step_budget(events, windows), own.graphs),
         "kernels": _event_rows_per_rank(kernels, offsets),
+        "launch_marks": own.launch_marks,
+        "first_launches": own.first_launches,
         "gap_steps": gap_steps(gaps, windows),
         "gap_causes": gap_totals(gaps),
         "top_gaps": _top_gaps(gaps),
@@ -185,19 +168,25 @@ def _summarized(
     return [
         RankSummary(
             trace=compact[i],
-            launch_marks=own[i].launch_marks,
             kernel_classes=class_parts[i][0],
             class_sketches=class_parts[i][1],
             suspects=suspects[i],
             step_choice=chosen[i][0],
-            first_launches=own[i].first_launches,
-            extent=own[i].extent,
+            extent=extents[i],
             kernel_parts=kernel_parts[i],
             splits=splits[i],
             **{name: frames[i] for name, frames in split.items()},
         )
         for i in range(len(compact))
     ]
+
+
+def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:
+    """Each rank's compact host rows (`traceview.map.compact.compact_cpu`), without `rank`."""
+    rows = by_rank(own.compact_cpu, ranks)
+    for rank_rows in rows:
+        rank_rows.drop_in_place("rank")  # no query (`drop` runs one a rank)
+    return rows
 
 
 def _event_rows_per_rank(kernels: pl.DataFrame, offsets: dict[int, int]) -> pl.DataFrame:
@@ -229,28 +218,6 @@ def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _own_parts(
-    traces: Sequence[RankTrace],
-    events: pl.DataFrame,
-    kernels: pl.DataFrame,
-    launch_rows: pl.DataFrame,
-    compact_inputs: Sequence[Sequence[pl.DataFrame]],
-) -> list[_RankParts]:
-    """`_rank_parts` of each trace, from its rows of the batch's frames, every trace's queries in one
-    `pl.collect_all`."""
-    ranks = [trace.rank for trace in traces]
-    frames = zip(by_rank(events, ranks), by_rank(kernels, ranks), by_rank(launch_rows, ranks), strict=True)
-    plans = [
-        _rank_plans(trace, *rank_frames, inputs)
-        for trace, rank_frames, inputs in zip(traces, frames, compact_inputs, strict=True)
-    ]
-    found = iter(pl.collect_all([plan for rank_plans in plans for plan in rank_plans]))
-    return [
-        _rank_parts(trace, [next(found) for _ in rank_plans])
-        for trace, rank_plans in zip(traces, plans, strict=True)
-    ]
-
-
 def _kernel_parts(
     traces: Sequence[RankTrace], events: pl.DataFrame, windows: pl.DataFrame
 ) -> tuple[list[KernelParts], list[tuple[pl.DataFrame, pl.DataFrame]]]:
@@ -260,65 +227,3 @@ def _kernel_parts(
     clipped = clipped_events(classed, windows)  # the kernel classes of each step
     ranks = [trace.rank for trace in traces]
     return batch_kernel_parts(traces, classed, names, clipped, windows), batch_class_parts(clipped, ranks)
-
-
-def _extent(trace: RankTrace) -> pl.DataFrame:
-    """`rank`, `trace_start_us`, `trace_end_us`: what the profiler recorded, host and device,
-    first to last (no query: column minima and maxima)."""
-    starts = [frame.get_column("start_us").min() for frame in (trace.gpu, trace.cpu)]
-    ends = [frame.get_column("end_us").max() for frame in (trace.gpu, trace.cpu)]
-    first = min((t for t in starts if t is not None), default=None)
-    last = max((t for t in ends if t is not None), default=None)
-    return pl.DataFrame(
-        {"rank": [trace.rank], "trace_start_us": [first], "trace_end_us": [last]}, schema=_EXTENT
-    )
-
-
-_EXTENT = {"rank": pl.Int64, "trace_start_us": pl.Float64, "trace_end_us": pl.Float64}
-
-
-class _RankParts(NamedTuple):
-    """What the map computes of a rank on its own (`_rank_plans`, `_rank_parts`)."""
-
-    extent: pl.DataFrame
-    first_launches: pl.DataFrame
-    graphs: pl.DataFrame
-    compact_cpu: pl.DataFrame
-    launch_marks: pl.DataFrame
-    alltoall_calls: pl.DataFrame | None
-
-
-def _rank_plans(
-    trace: RankTrace,
-    events: pl.DataFrame,
-    kernels: pl.DataFrame,
-    launch_rows: pl.DataFrame,
-    compact_inputs: Sequence[pl.DataFrame],
-) -> list[pl.LazyFrame]:
-    """The queries of the rank's first launches, graph steps, compact host rows, launch marks and all-to-all
-    calls (where it has any) (`events`: after `comm_events`; `launch_rows`: the device launches;
-    `compact_inputs`: `compact_inputs` collected)."""
-    on_device = events.get_column("kind") != HOST_KIND
-    rank = pl.lit(trace.rank, pl.Int64).alias("rank")
-    if on_device.any() and launch_rows.height:
-        device = events.lazy().filter(_ON_DEVICE)
-        launched = first_launch_plan(trace.steps, device, launch_rows).with_columns(rank)
-    else:
-        launched = pl.LazyFrame(schema=FIRST_LAUNCH_SCHEMA)
-    ran = events.get_column("correlation").filter(on_device)
-    return [
-        launched,
-        graph_step_plan(trace.rank, trace.cpu, trace.steps, ran),
-        compact_cpu(trace.cpu, compact_inputs),
-        _launch_marks(events, kernels),
-        *([alltoall_calls(kernels)] if has_alltoall(kernels) else []),
-    ]
-
-
-def _rank_parts(trace: RankTrace, found: Sequence[pl.DataFrame]) -> _RankParts:
-    """The rank's parts from its `_rank_plans` collected, and its extent."""
-    starts, graphs, compact_cpu, marks, *calls = found
-    return _RankParts(_extent(trace), starts, graphs, compact_cpu, marks, calls[0] if calls else None)
-
-
-_ON_DEVICE = pl.col("kind") != HOST_KIND

@@ -19,19 +19,9 @@ FIRST_LAUNCH_SCHEMA = {
 }
 
 
-def first_launches(steps: pl.DataFrame, events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
-    """Per CPU step of the rank (`steps`: `RankTrace.steps`), `host_start_us` and `first_launch_us`, the
-    earliest launch (`launches`: rank, correlation, launch_us) of a device event (`events`: rank,
-    correlation) inside the step; steps with no launch are left out. Columns `FIRST_LAUNCH_SCHEMA`. One query.
-    """
-    if events.height == 0 or launches.height == 0:
-        return pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)
-    return first_launch_plan(steps, events.lazy(), launches).collect()
-
-
 _CPU_STEPS = (
     pl.col("source") == "cpu",
-    ("step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end")),
+    ("rank", "step", pl.col("start_us").alias("host_start_us"), pl.col("end_us").alias("_end")),
 )
 
 
@@ -42,7 +32,10 @@ _FIRST_LAUNCH = pl.col("launch_us").min().alias("first_launch_us")
 
 
 def first_launch_plan(steps: pl.DataFrame, events: pl.LazyFrame, launches: pl.DataFrame) -> pl.LazyFrame:
-    """`first_launches` as a lazy query, for a caller to collect with others (`events` lazy)."""
+    """Per rank and CPU step (`steps`: `RankTrace.steps` with `rank`, of one or many ranks),
+    `host_start_us` and `first_launch_us`, the earliest launch (`launches`: rank, correlation, launch_us) of a
+    device event (`events`: rank, correlation) inside the step; steps with no launch are left out. Columns
+    `FIRST_LAUNCH_SCHEMA`, by rank and step; a lazy query, for a caller to collect with others."""
     where, columns = _CPU_STEPS
     cpu = steps.lazy().filter(where).select(*columns).sort("host_start_us")
     launched = (
@@ -53,10 +46,12 @@ def first_launch_plan(steps: pl.DataFrame, events: pl.LazyFrame, launches: pl.Da
         .drop_nulls("launch_us")
         .sort("launch_us")
     )
-    placed = launched.join_asof(cpu, left_on="launch_us", right_on="host_start_us", check_sortedness=False)
-    inside = placed.filter(_INSIDE)
+    placed = launched.join_asof(
+        cpu, left_on="launch_us", right_on="host_start_us", by="rank", check_sortedness=False
+    )
     return (
-        inside.group_by("rank", "step", "host_start_us")
+        placed.filter(_INSIDE)
+        .group_by("rank", "step", "host_start_us")
         .agg(_FIRST_LAUNCH)
         .select(list(FIRST_LAUNCH_SCHEMA))
         .cast(FIRST_LAUNCH_SCHEMA)  # type: ignore[arg-type]

@@ -14,6 +14,8 @@ spellings), or when at least `MIN_LAUNCHES` kernels were launched and at most `R
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from traceview.steps.windows import WHOLE_TRACE
@@ -36,24 +38,44 @@ GRAPH_SCHEMA = {
 }
 
 
-def _in_steps(rows: pl.LazyFrame, steps: pl.DataFrame) -> pl.LazyFrame:
-    """`rows` with the CPU step whose window holds their start (`WHOLE_TRACE` without CPU steps)."""
-    if not (steps.get_column("source") == "cpu").any():
-        return rows.with_columns(pl.lit(WHOLE_TRACE, pl.Int64).alias("step"))
+def _in_steps(rows: pl.LazyFrame, steps: pl.DataFrame, stepped: Sequence[int]) -> pl.LazyFrame:
+    """`rows` (with `rank`) with the CPU step of their rank whose window holds their start; `WHOLE_TRACE` for
+    the rows of ranks without CPU steps (those not in `stepped`)."""
     cpu = (
         steps.lazy()
         .filter(pl.col("source") == "cpu")
-        .select("step", "start_us", pl.col("end_us").alias("_end"))
+        .select("rank", "step", "start_us", pl.col("end_us").alias("_end"))
+        .sort("start_us")
     )
-    placed = rows.sort("start_us").join_asof(cpu.sort("start_us"), on="start_us", check_sortedness=False)
-    return placed.filter(pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_end"))).drop("_end")
+    placed = rows.sort("start_us").join_asof(cpu, on="start_us", by="rank", check_sortedness=False)
+    has_steps = pl.col("rank").is_in(
+        pl.Series([list(stepped)], dtype=pl.List(pl.Int64))
+    )  # one list, no query
+    inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("_end"))
+    return (
+        placed.filter(~has_steps | inside)
+        .with_columns(pl.when(has_steps).then(pl.col("step")).otherwise(pl.lit(WHOLE_TRACE, pl.Int64)))
+        .drop("_end")
+    )
 
 
-def graph_steps(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """Per step of the rank (`cpu`: its host rows; `steps`: `RankTrace.steps`; `events`: its device events),
-    the launches, how many of them ran, the graph replays and whether it is a capture step (module
-    docstring). Columns `GRAPH_SCHEMA`. One query."""
-    return graph_step_plan(rank, cpu, steps, events.get_column("correlation")).collect()
+def graph_step_plan(
+    cpu: pl.DataFrame, steps: pl.DataFrame, device: pl.LazyFrame, stepped: Sequence[int]
+) -> pl.LazyFrame:
+    """Per rank and step (`cpu`: host rows, `steps`: `RankTrace.steps`, `device`: device events, each with
+    `rank`, of one or many ranks; `stepped`: the ranks with CPU steps), the launches, how many of them ran,
+    the graph replays and whether it is a capture step (module docstring). Columns `GRAPH_SCHEMA`, by rank and
+    step; a lazy query, for a caller to collect with others."""
+    ran = device.select("rank", "correlation").unique().with_columns(pl.lit(True).alias("ran"))
+    launch, capture, replay = _KINDS
+    marked = (
+        cpu.lazy()
+        .filter(_RUNTIME)
+        .join(ran, on=["rank", "correlation"], how="left")
+        .select("rank", "start_us", launch, pl.col("ran").fill_null(False), capture, replay)
+    )
+    counts = _in_steps(marked, steps, stepped).group_by("rank", "step").agg(*_COUNTS).with_columns(_CAPTURE)
+    return counts.select(list(GRAPH_SCHEMA)).cast(GRAPH_SCHEMA).sort("rank", "step")  # type: ignore[arg-type]
 
 
 _RUNTIME = pl.col("kind") == "runtime"
@@ -72,22 +94,3 @@ _STARVED = (pl.col("launches") >= MIN_LAUNCHES) & (
     pl.col("launches_ran") <= RAN_SHARE_MAX * pl.col("launches")
 )
 _CAPTURE = (pl.col("_capture") | _STARVED).alias("graph_capture")
-
-
-def graph_step_plan(rank: int, cpu: pl.DataFrame, steps: pl.DataFrame, ran: pl.Series) -> pl.LazyFrame:
-    """`graph_steps` as a lazy query, for a caller to collect with others; `ran`: the correlation ids of the
-    device events."""
-    ran_ids = pl.Series([ran])  # as one list, built without a query
-    launch, capture, replay = _KINDS
-    marked = (
-        cpu.lazy()
-        .filter(_RUNTIME)
-        .select("start_us", launch, pl.col("correlation").is_in(ran_ids).alias("ran"), capture, replay)
-    )
-    counts = _in_steps(marked, steps).group_by("step").agg(*_COUNTS)
-    return (
-        counts.with_columns(pl.lit(rank, pl.Int64).alias("rank"), _CAPTURE)
-        .select(list(GRAPH_SCHEMA))
-        .cast(GRAPH_SCHEMA)  # type: ignore[arg-type]
-        .sort("step")
-    )

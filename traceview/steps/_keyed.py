@@ -100,10 +100,33 @@ def busy_rows(intervals: pl.LazyFrame, *ties: str) -> pl.LazyFrame:
     return ordered.select("rank", _UNCOVERED.alias("busy_us"))
 
 
-def covered_rows(stack: Stacked, ranks: Collection[int]) -> pl.LazyFrame:
+def covered_rows(stack: Stacked, ranks: Collection[int], single: Collection[int]) -> pl.LazyFrame:
     """`busy_rows` of the device events of `ranks` inside the union of their GPU step annotations: the
-    events clipped to each rank's merged annotations (`traceview.core.intervals.clipped`)."""
-    merged = (
+    events clipped to each rank's merged annotations (`traceview.core.intervals.clipped`), or, for the
+    ranks `single` (one annotation), to it directly."""
+    several = [rank for rank in ranks if rank not in single]
+    parts = [_clipped_to_one(stack, single)] if single else []
+    if several:
+        parts.append(clipped(stack.events(several), _merged_annotations(stack, several), ["rank"]))
+    return busy_rows(pl.concat(parts), "end_us")
+
+
+def _clipped_to_one(stack: Stacked, ranks: Collection[int]) -> pl.LazyFrame:
+    window = stack.candidates("gpu", ranks).select("rank", pl.col("start_us").alias("_from"), "end_us")
+    return (
+        stack.events(ranks)
+        .join(window.rename({"end_us": "_to"}), on="rank")
+        .select(
+            "rank",
+            pl.max_horizontal("start_us", "_from").alias("start_us"),
+            pl.min_horizontal("end_us", "_to").alias("end_us"),
+        )
+        .filter(pl.col("end_us") > pl.col("start_us"))
+    )
+
+
+def _merged_annotations(stack: Stacked, ranks: Collection[int]) -> pl.LazyFrame:
+    return (
         stack.candidates("gpu", ranks)
         .select(_INTERVAL)
         .sort("rank", "start_us", maintain_order=True)
@@ -112,16 +135,17 @@ def covered_rows(stack: Stacked, ranks: Collection[int]) -> pl.LazyFrame:
         .agg(pl.col("start_us").min().alias("window_start_us"), pl.col("end_us").max().alias("window_end_us"))
         .drop("_segment")
     )
-    return busy_rows(clipped(stack.events(ranks), merged, ["rank"]), "end_us")
 
 
-def evidence_rows(stack: Stacked, stepped: pl.LazyFrame, launched: list[int], own: list[int]) -> pl.LazyFrame:
+def evidence_rows(
+    stack: Stacked, stepped: pl.LazyFrame, launched: list[int], own: list[int], single: Collection[int]
+) -> pl.LazyFrame:
     """The `busy_rows` of the reference (of the events launched in the CPU steps, `stepped`, for the ranks
     `launched`; of every device event for the ranks `own`), then (`_covered` 1) those inside the GPU step
-    annotations, of each rank in turn."""
+    annotations (`covered_rows`; `single`: the ranks with one), of each rank in turn."""
     events = stepped.filter(_RANK.is_in(launched)).select(_INTERVAL)
     reference = busy_rows(pl.concat([events, stack.events(own)]))
-    covered = covered_rows(stack, [*launched, *own])
+    covered = covered_rows(stack, [*launched, *own], single)
     parts = [reference.with_columns(_NOT_COVERED), covered.with_columns(_COVERED)]
     return pl.concat(parts).sort("rank", "_covered", maintain_order=True)
 

@@ -136,12 +136,14 @@ class _Flags:
     has_gpu: bool
     has_cpu: bool
     has_events: bool
+    one_gpu_step: bool
 
     @staticmethod
     def of(trace: RankTrace) -> _Flags:
         source = trace.steps.get_column("source")
         has_gpu, has_cpu = bool((source == "gpu").any()), bool((source == "cpu").any())
-        return _Flags(trace.rank, has_gpu, has_cpu, trace.gpu.height > 0)
+        one = int((source == "gpu").sum()) == 1
+        return _Flags(trace.rank, has_gpu, has_cpu, trace.gpu.height > 0, one)
 
     @property
     def fallback(self) -> str:
@@ -204,9 +206,9 @@ def _plans(stack: Stacked, flags: Sequence[_Flags], windows: bool) -> dict[str, 
     weigh = [one for one in flags if one.weigh]
     if weigh:
         launched = [one.rank for one in weigh if one.has_cpu]
-        plans["evidence"] = evidence_rows(
-            stack, stepped, launched, [one.rank for one in weigh if not one.has_cpu]
-        )
+        own = [one.rank for one in weigh if not one.has_cpu]
+        single = {one.rank for one in weigh if one.one_gpu_step}
+        plans["evidence"] = evidence_rows(stack, stepped, launched, own, single)
     wanted = {source: [one.rank for one in flags if source in one.sources(windows)] for source in SOURCES}
     if any(wanted.values()):
         plans["windows"] = window_rows(

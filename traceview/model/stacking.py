@@ -51,3 +51,15 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
     frames = [frame(trace) for trace in traces]
     ranks = rank_column(traces, [f.height for f in frames])
     return pl.concat(frames).with_columns(ranks)
+
+
+def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.LazyFrame:
+    """`stacked_rows` as a lazy plan: the frames put one above the other now, their `rank` column made by
+    the query that reads it (no query here: `rank_column`'s repeats and gathers each cost one)."""
+    frames = [frame(trace) for trace in traces]
+    rows = pl.concat(frames).lazy()
+    if len(traces) == 1:
+        return rows.with_columns(pl.lit(traces[0].rank, pl.Int64).alias("rank"))
+    ranks = pl.Series("rank", [trace.rank for trace in traces], pl.Int64)
+    heights = pl.Series("height", [f.height for f in frames], pl.Int64)
+    return rows.with_columns(pl.lit(ranks).repeat_by(pl.lit(heights)).explode().drop_nulls().alias("rank"))

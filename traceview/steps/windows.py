@@ -24,10 +24,33 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.core.intervals import clipped
 from traceview.model.trace import RankTrace
+from traceview.steps._keyed import (
+    SOURCES,
+    WHOLE_TRACE,
+    WINDOW_SCHEMA,
+    Stacked,
+    busy_of,
+    chosen_rows,
+    event_steps,
+    evidence_rows,
+    window_rows,
+    windows_of,
+)
 
-WHOLE_TRACE = -1
+__all__ = [
+    "GPU_COVER_MIN_SHARE_OF_CPU_STEPS",
+    "GPU_COVER_MIN_SHARE_OF_TRACE",
+    "STEP_MARK",
+    "WHOLE_TRACE",
+    "WINDOW_SCHEMA",
+    "StepChoice",
+    "choose_steps",
+    "chosen_windows",
+    "chosen_windows_of",
+    "device_event_steps",
+    "step_windows",
+]
 STEP_MARK = r"^ProfilerStep#\d+$"
 """The name of a host step mark: the profiler's `ProfilerStep#N` annotation."""
 GPU_COVER_MIN_SHARE_OF_CPU_STEPS = 0.9
@@ -37,13 +60,6 @@ nearly all of it."""
 GPU_COVER_MIN_SHARE_OF_TRACE = 0.5
 """Without CPU steps, the reference is the trace's whole device busy time, which may hold work outside every
 step (warm-up, the profiler's stop): GPU step annotations holding less than this share of it are rejected."""
-
-WINDOW_SCHEMA = {
-    "rank": pl.Int64,
-    "step": pl.Int64,
-    "window_start_us": pl.Float64,
-    "window_end_us": pl.Float64,
-}
 
 
 @dataclass(frozen=True)
@@ -59,70 +75,8 @@ class StepChoice:
     warning: str | None = None
 
 
-def _candidates(trace: RankTrace, source: str) -> pl.LazyFrame:
-    return trace.steps.lazy().filter(pl.col("source") == source)
-
-
-_REACH = pl.col("end_us").cum_max().shift(1)
-_UNCOVERED = (
-    pl.col("end_us") - pl.max_horizontal(pl.col("start_us"), _REACH.fill_null(pl.col("start_us")))
-).clip(lower_bound=0.0)
-"""Per interval (sorted by start): the part of it no earlier interval covers."""
-_NEW_SEGMENT = (pl.col("start_us") > _REACH).fill_null(True).cast(pl.Int64).cum_sum()
-_BUSY = pl.col("busy_us").sum()
-
-
-def _busy_us(events: pl.LazyFrame) -> pl.LazyFrame:
-    """Length of the union of the intervals of `events` (columns `start_us`, `end_us`, others ignored), as one
-    row `busy_us` (0 without events); the sums of `traceview.core.intervals.union_length`."""
-    per_group = events.sort("start_us").with_columns(_UNCOVERED.alias("busy_us")).group_by([]).agg(_BUSY)
-    return per_group.select(_BUSY)
-
-
-def _busy_inside(
-    events: pl.LazyFrame, windows: pl.LazyFrame, one: tuple[float, float] | None
-) -> pl.LazyFrame:
-    """Device busy time of `events` inside the union of `windows` (columns `start_us`, `end_us`), as
-    `_busy_us`: the events clipped to the merged windows (`traceview.core.intervals.clipped`); to the only
-    window, `one` (start, end), directly."""
-    if one is not None:
-        start, end = (pl.lit(edge, pl.Float64) for edge in one)
-        cut = events.select(
-            pl.max_horizontal(pl.col("start_us"), start).alias("start_us"),
-            pl.min_horizontal(pl.col("end_us"), end).alias("end_us"),
-        )
-        return _busy_us(cut.filter(pl.col("end_us") > pl.col("start_us")))
-    key = pl.lit(0, dtype=pl.Int64).alias("_rank")  # clipped groups by at least one key
-    merged = (
-        windows.select(key, "start_us", "end_us")
-        .sort("_rank", "start_us")
-        .with_columns(_NEW_SEGMENT.alias("_segment"))
-        .group_by("_rank", "_segment")
-        .agg(pl.col("start_us").min(), pl.col("end_us").max())
-        .sort("_rank", "start_us")
-        .select(
-            "_rank",
-            pl.int_range(pl.len()).alias("step"),
-            pl.col("start_us").alias("window_start_us"),
-            pl.col("end_us").alias("window_end_us"),
-        )
-    )
-    return _busy_us(clipped(events.select(key, "start_us", "end_us"), merged, ["_rank"]))
-
-
 def _span(microseconds: float) -> str:
     return f"{microseconds / 1000:.1f} ms" if microseconds >= 1000 else f"{microseconds:.0f} us"
-
-
-def _weighed(trace: RankTrace, stepped: pl.LazyFrame | None, gpu: pl.Series) -> list[pl.LazyFrame]:
-    """The device busy time of the reference (the events launched in the CPU steps, `stepped`, else every
-    device event) and inside the GPU step annotations (`gpu`: which steps are; `_busy_us` rows)."""
-    reference = trace.gpu.lazy() if stepped is None else stepped
-    one = None
-    if gpu.sum() == 1:
-        start, end = (float(trace.steps.get_column(c).filter(gpu)[0]) for c in ("start_us", "end_us"))
-        one = (start, end)
-    return [_busy_us(reference), _busy_inside(trace.gpu.lazy(), _candidates(trace, "gpu"), one)]
 
 
 def choose_steps(trace: RankTrace) -> StepChoice:
@@ -143,49 +97,124 @@ def chosen_windows(
 def chosen_windows_of(
     traces: Sequence[RankTrace], also: Sequence[Sequence[pl.LazyFrame]], windows: bool = True
 ) -> list[tuple[StepChoice, pl.DataFrame, list[pl.DataFrame]]]:
-    """`chosen_windows` of each trace (with its `also`), every trace's queries in one `pl.collect_all`."""
-    asked = [_WindowQueries.of(trace, windows, extra) for trace, extra in zip(traces, also, strict=True)]
-    queries = [query for one in asked for query in one.queries]
+    """`chosen_windows` of each trace (with its `also`), in order. The batch's evidence and windows are a
+    fixed number of queries keyed by `rank`, whatever the number of traces (`traceview.steps._keyed`; a
+    rank claimed twice goes to another round of them), collected with every `also` in one `pl.collect_all`.
+    """
+    if len(also) != len(traces):
+        raise ValueError(f"{len(traces)} traces but {len(also)} lists of queries")
+    parts = _rank_rounds(traces)
+    rounds = [_Round.of([traces[i] for i in part], windows) for part in parts]
+    queries = [plan for one in rounds for plan in one.plans.values()]
+    queries += [query for extra in also for query in extra]
     found = iter(pl.collect_all(queries) if queries else [])
-    return [one.answer([next(found) for _ in one.queries]) for one in asked]
+    answered: dict[int, tuple[StepChoice, pl.DataFrame]] = {}
+    for part, one in zip(parts, rounds, strict=True):
+        answered.update(zip(part, one.answers({name: next(found) for name in one.plans}), strict=True))
+    return [(*answered[i], [next(found) for _ in extra]) for i, extra in enumerate(also)]
+
+
+def _rank_rounds(traces: Sequence[RankTrace]) -> list[list[int]]:
+    """The positions of `traces` in rounds of distinct ranks: one round unless a rank is claimed twice."""
+    rounds: list[list[int]] = []
+    ranks: list[set[int]] = []
+    for i, trace in enumerate(traces):
+        k = next((k for k, taken in enumerate(ranks) if trace.rank not in taken), len(rounds))
+        if k == len(rounds):
+            rounds.append([])
+            ranks.append(set())
+        rounds[k].append(i)
+        ranks[k].add(trace.rank)
+    return rounds
 
 
 @dataclass(frozen=True)
-class _WindowQueries:
-    """What `chosen_windows` asks of one trace, and how it reads the answers."""
+class _Flags:
+    """What `chosen_windows` needs to know of one trace before its queries (no query)."""
 
     rank: int
     has_gpu: bool
     has_cpu: bool
-    evidence: list[pl.LazyFrame]
-    plans: dict[str, pl.LazyFrame]
-    also: Sequence[pl.LazyFrame]
+    has_events: bool
+    one_gpu_step: bool
 
     @staticmethod
-    def of(trace: RankTrace, windows: bool, also: Sequence[pl.LazyFrame]) -> _WindowQueries:
+    def of(trace: RankTrace) -> _Flags:
         source = trace.steps.get_column("source")
-        gpu = source == "gpu"
-        has_gpu, has_cpu = bool(gpu.any()), bool((source == "cpu").any())
-        fallback = "cpu" if has_cpu else "none"
-        weigh = has_gpu and trace.gpu.height > 0
-        stepped = _device_event_steps(trace) if has_cpu and trace.gpu.height else None  # one plan, shared
-        evidence = _weighed(trace, stepped, gpu) if weigh else []
-        choices = ("gpu", fallback) if weigh else ("gpu" if has_gpu else fallback,)
-        plans = {s: _windows(trace, s, stepped) for s in choices} if windows and trace.gpu.height else {}
-        return _WindowQueries(trace.rank, has_gpu, has_cpu, evidence, plans, also)
+        has_gpu, has_cpu = bool((source == "gpu").any()), bool((source == "cpu").any())
+        one = int((source == "gpu").sum()) == 1
+        return _Flags(trace.rank, has_gpu, has_cpu, trace.gpu.height > 0, one)
 
     @property
-    def queries(self) -> list[pl.LazyFrame]:
-        return [*self.evidence, *self.plans.values(), *self.also]
+    def fallback(self) -> str:
+        return "cpu" if self.has_cpu else "none"
 
-    def answer(self, found: list[pl.DataFrame]) -> tuple[StepChoice, pl.DataFrame, list[pl.DataFrame]]:
-        evidence, plans = len(self.evidence), len(self.plans)
-        busy = [float(frame.item()) for frame in found[:evidence]]
-        framed = dict(zip(self.plans, found[evidence : evidence + plans], strict=True))
-        fallback = "cpu" if self.has_cpu else "none"
-        choice = _choice(self.rank, self.has_gpu, fallback, self.has_cpu, busy)
-        chosen = framed.get(choice.source, pl.DataFrame(schema=WINDOW_SCHEMA))
-        return choice, chosen, found[evidence + plans :]
+    @property
+    def weigh(self) -> bool:
+        """The GPU annotations are weighed against the reference (they and device events are present)."""
+        return self.has_gpu and self.has_events
+
+    def choice(self, busy: tuple[float, float] | None) -> StepChoice:
+        """The choice, from the busy time of the reference and inside the GPU annotations when weighed."""
+        weighed = list(busy) if self.weigh and busy is not None else []
+        return _choice(self.rank, self.has_gpu, self.fallback, self.has_cpu, weighed)
+
+    def framed(self, source: str, windows: bool) -> str | None:
+        """`source` when its windows were computed, else None (no windows)."""
+        return source if source in self.sources(windows) else None
+
+    def sources(self, windows: bool) -> tuple[str, ...]:
+        """The sources whose windows are computed: those the choice may pick (none without device events)."""
+        if not (windows and self.has_events):
+            return ()
+        return ("gpu", self.fallback) if self.weigh else ("gpu" if self.has_gpu else self.fallback,)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """The queries of traces of distinct ranks, keyed by rank (at most two: the evidence of the ranks that
+    weigh their GPU annotations, and the windows of each source a rank may choose), and how each trace's
+    answer is read from them."""
+
+    flags: list[_Flags]
+    windows: bool
+    plans: dict[str, pl.LazyFrame]
+
+    @staticmethod
+    def of(traces: Sequence[RankTrace], windows: bool) -> _Round:
+        flags = [_Flags.of(trace) for trace in traces]
+        return _Round(flags, windows, _plans(Stacked.of(traces), flags, windows))
+
+    def answers(self, found: dict[str, pl.DataFrame]) -> list[tuple[StepChoice, pl.DataFrame]]:
+        """Each trace's choice and chosen windows, from the collected `plans` (by name)."""
+        ranks = [flags.rank for flags in self.flags]
+        busy = busy_of(found["evidence"], ranks) if "evidence" in found else [None] * len(ranks)
+        choices = [flags.choice(weighed) for flags, weighed in zip(self.flags, busy, strict=True)]
+        chosen = [flags.framed(c.source, self.windows) for flags, c in zip(self.flags, choices, strict=True)]
+        rows = found.get("windows", _NO_WINDOWS)
+        return list(zip(choices, chosen_rows(rows, ranks, chosen), strict=True))
+
+
+_NO_WINDOWS = pl.DataFrame(schema={**WINDOW_SCHEMA, "_source": pl.Int64})
+
+
+def _plans(stack: Stacked, flags: Sequence[_Flags], windows: bool) -> dict[str, pl.LazyFrame]:
+    """The `evidence_rows` of the ranks that weigh their GPU annotations and the `window_rows` of each source
+    a rank may choose, each only when some rank needs it."""
+    stepped = event_steps(stack)  # one plan, shared
+    plans = {}
+    weigh = [one for one in flags if one.weigh]
+    if weigh:
+        launched = [one.rank for one in weigh if one.has_cpu]
+        own = [one.rank for one in weigh if not one.has_cpu]
+        single = {one.rank for one in weigh if one.one_gpu_step}
+        plans["evidence"] = evidence_rows(stack, stepped, launched, own, single)
+    wanted = {source: [one.rank for one in flags if source in one.sources(windows)] for source in SOURCES}
+    if any(wanted.values()):
+        plans["windows"] = window_rows(
+            stack, stepped, {source: ranks for source, ranks in wanted.items() if ranks}
+        )
+    return plans
 
 
 def _choice(rank: int, has_gpu: bool, fallback: str, has_cpu: bool, busy: list[float]) -> StepChoice:
@@ -212,68 +241,12 @@ def step_windows(trace: RankTrace, choice: StepChoice | None = None) -> pl.DataF
     `choice` is `choose_steps(trace)` (computed here when not given)."""
     if trace.gpu.height == 0:
         return pl.DataFrame(schema=WINDOW_SCHEMA)
-    return _windows(trace, (choice or choose_steps(trace)).source).collect()
-
-
-def _windows(trace: RankTrace, source: str, stepped: pl.LazyFrame | None = None) -> pl.LazyFrame:
-    """The windows of `source` (`step_windows`), lazily; `stepped`: `_device_event_steps(trace)` if built."""
-    if source == "gpu":
-        windows = _candidates(trace, "gpu").select(
-            "step", pl.col("start_us").alias("window_start_us"), pl.col("end_us").alias("window_end_us")
-        )
-    elif source == "cpu":
-        windows = _windows_from_launches(_device_event_steps(trace) if stepped is None else stepped)
-    else:
-        windows = trace.gpu.lazy().select(
-            pl.lit(WHOLE_TRACE, dtype=pl.Int64).alias("step"),
-            pl.col("start_us").min().alias("window_start_us"),
-            pl.col("end_us").max().alias("window_end_us"),
-        )
-    rank = pl.lit(trace.rank, dtype=pl.Int64).alias("rank")
-    return windows.with_columns(rank).select(list(WINDOW_SCHEMA))
+    source = (choice or choose_steps(trace)).source
+    stack = Stacked.of([trace])
+    return windows_of(stack, source, [trace.rank], event_steps(stack)).collect()
 
 
 def device_event_steps(trace: RankTrace) -> pl.DataFrame:
     """Each device event's CPU step (by its launch), columns `correlation`, `start_us`, `end_us`, `step`;
     events launched outside every CPU step are left out. One query."""
-    return _device_event_steps(trace).collect()
-
-
-def _device_event_steps(trace: RankTrace) -> pl.LazyFrame:
-    launches = (
-        trace.cpu.lazy()
-        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .select("correlation", pl.col("start_us").alias("launch_us"))
-        .unique("correlation", keep="first")
-    )
-    steps = (
-        _candidates(trace, "cpu")
-        .sort("start_us")
-        .select("step", pl.col("start_us").alias("step_start"), pl.col("end_us").alias("step_end"))
-    )
-    return (
-        trace.gpu.lazy()
-        .select("correlation", "start_us", "end_us")
-        .join(launches, on="correlation", how="left")
-        .with_columns(pl.coalesce("launch_us", "start_us").alias("at_us"))
-        .sort("at_us")
-        .join_asof(steps, left_on="at_us", right_on="step_start")
-        .filter(pl.col("step").is_not_null() & (pl.col("at_us") <= pl.col("step_end")))
-        .select("correlation", "start_us", "end_us", "step")
-    )
-
-
-def _windows_from_launches(stepped: pl.LazyFrame) -> pl.LazyFrame:
-    ends = (
-        stepped.group_by("step")
-        .agg(pl.col("start_us").min().alias("first_start"), pl.col("end_us").max().alias("window_end_us"))
-        .sort("step")
-        .with_columns(pl.col("window_end_us").cum_max())
-    )
-    return (
-        ends.with_columns(
-            pl.col("window_end_us").shift(1).fill_null(pl.col("first_start")).alias("window_start_us")
-        )
-        .select("step", "window_start_us", "window_end_us")
-        .filter(pl.col("window_end_us") > pl.col("window_start_us"))
-    )
+    return event_steps(Stacked.of([trace])).drop("rank").collect()

@@ -12,7 +12,7 @@ from itertools import accumulate
 
 import polars as pl
 
-from traceview.model.trace import RankTrace, rank_column
+from traceview.model.trace import RankTrace, rank_series
 
 
 def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
@@ -49,17 +49,9 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
     """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
     query)."""
     frames = [frame(trace) for trace in traces]
-    ranks = rank_column(traces, [f.height for f in frames])
-    return pl.concat(frames).with_columns(ranks)
+    return pl.concat(frames).hstack([rank_series(traces, [f.height for f in frames])])
 
 
 def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.LazyFrame:
-    """`stacked_rows` as a lazy plan: the frames put one above the other now, their `rank` column made by
-    the query that reads it (no query here: `rank_column`'s repeats and gathers each cost one)."""
-    frames = [frame(trace) for trace in traces]
-    rows = pl.concat(frames).lazy()
-    if len(traces) == 1:
-        return rows.with_columns(pl.lit(traces[0].rank, pl.Int64).alias("rank"))
-    ranks = pl.Series("rank", [trace.rank for trace in traces], pl.Int64)
-    heights = pl.Series("height", [f.height for f in frames], pl.Int64)
-    return rows.with_columns(pl.lit(ranks).repeat_by(pl.lit(heights)).explode().drop_nulls().alias("rank"))
+    """`stacked_rows` as a lazy plan, for a query to read."""
+    return stacked_rows(traces, frame).lazy()

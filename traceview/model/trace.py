@@ -230,8 +230,16 @@ def rank_column(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Serie
     """The `rank` column of frames of `traces` stacked, `heights[i]` rows of the i-th (a literal for one)."""
     if len(traces) == 1:
         return pl.lit(traces[0].rank, pl.Int64).alias("rank")
-    ranks = pl.Series("rank", [trace.rank for trace in traces], pl.Int64)
-    return ranks.gather(pl.Series(range(len(traces))).repeat_by(pl.Series(heights)).explode().drop_nulls())
+    return rank_series(traces, heights)
+
+
+def rank_series(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Series:
+    """`rank_column` as a series, `heights[i]` times the i-th trace's rank (no query)."""
+    parts = [
+        pl.Series("rank", [trace.rank], pl.Int64).new_from_index(0, height)
+        for trace, height in zip(traces, heights, strict=True)
+    ]
+    return pl.concat(parts) if parts else pl.Series("rank", [], pl.Int64)
 
 
 RANK_FRAMES: Mapping[str, Mapping[str, pl.DataType]] = {

@@ -37,10 +37,10 @@ IDS = ("correlation", "External id")
 RUN = """
 import sys
 from dataclasses import replace
-from traceview.cli import app
+from traceview.map import executors
 from traceview.cli.main import main
-if sys.argv[1] == "whole":
-    app.DEFAULT_LIMITS = replace(app.DEFAULT_LIMITS, stream_above_bytes=1 << 50)
+if sys.argv[1] == "whole":  # the map runs in this process (one rank, `--workers 1`)
+    executors.DEFAULT_LIMITS = replace(executors.DEFAULT_LIMITS, stream_above_bytes=1 << 50)
 sys.argv = ["traceview", *sys.argv[2:]]
 main()
 """

@@ -85,7 +85,7 @@ KINETO_CATEGORIES = (
 )
 HEAD_KEPT = 1 << 20
 """Of a streamed file, the first bytes kept to say what it looks like, should it be refused."""
-INTERN_FROM = 4096
+INTERN_FROM = 256
 """A batch's text columns of at least this many rows are interned (`_interned`)."""
 
 CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))

@@ -53,5 +53,8 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
 
 
 def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.LazyFrame:
-    """`stacked_rows` as a lazy plan, for a query to read."""
+    """`stacked_rows` as a lazy plan, for a query to read (one trace's `rank` a literal the query broadcasts,
+    not a column of one value a row)."""
+    if len(traces) == 1:
+        return frame(traces[0]).lazy().with_columns(pl.lit(traces[0].rank, pl.Int64).alias("rank"))
     return stacked_rows(traces, frame).lazy()

@@ -266,18 +266,24 @@ def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[f
 
 def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all
-    null (no polars query: the columns are put together as they are)."""
+    null, cut in the others' chunks (a query over columns chunked apart would first copy them together). No
+    polars query: the columns are put together as they are."""
     if not frames:
         return empty_frame(schema)
     joined = pl.concat(frames, how="diagonal", rechunk=False)
+    lengths = joined.to_series(0).chunk_lengths() if joined.height else [0]
     return pl.DataFrame(
         [
-            joined.get_column(name)
-            if name in joined.columns
-            else pl.Series(name, [None], dtype).new_from_index(0, joined.height)
+            joined.get_column(name) if name in joined.columns else _nulls(name, dtype, lengths)
             for name, dtype in schema.items()
         ]
     )
+
+
+def _nulls(name: str, dtype: pl.DataType, lengths: Sequence[int]) -> pl.Series:
+    """A column of nulls in chunks of `lengths` rows."""
+    parts = [pl.Series(name, [None], dtype).new_from_index(0, length) for length in lengths]
+    return pl.concat(parts, rechunk=False)
 
 
 def _frame(

@@ -12,7 +12,7 @@ from itertools import accumulate
 
 import polars as pl
 
-from traceview.model.trace import RankTrace, rank_series
+from traceview.model.trace import RankTrace, chunked_rank_series
 
 
 def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
@@ -49,7 +49,7 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
     """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
     query)."""
     frames = [frame(trace) for trace in traces]
-    return pl.concat(frames).hstack([rank_series(traces, [f.height for f in frames])])
+    return pl.concat(frames, rechunk=False).hstack([chunked_rank_series(traces, frames)])
 
 
 def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.LazyFrame:

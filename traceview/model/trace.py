@@ -235,11 +235,25 @@ def rank_column(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Serie
 
 def rank_series(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Series:
     """`rank_column` as a series, `heights[i]` times the i-th trace's rank (no query)."""
-    parts = [
-        pl.Series("rank", [trace.rank], pl.Int64).new_from_index(0, height)
-        for trace, height in zip(traces, heights, strict=True)
-    ]
-    return pl.concat(parts) if parts else pl.Series("rank", [], pl.Int64)
+    return _repeated([(trace.rank, height) for trace, height in zip(traces, heights, strict=True)])
+
+
+def chunked_rank_series(traces: Sequence[RankTrace], frames: Sequence[pl.DataFrame]) -> pl.Series:
+    """`rank_series` of `frames` (one per trace) cut in the frames' chunks, so that it stands beside them
+    stacked without moving a row (a frame whose columns are chunked alike; a streamed rank's are)."""
+    return _repeated(
+        [
+            (trace.rank, length)
+            for trace, frame in zip(traces, frames, strict=True)
+            for length in (frame.to_series(0).chunk_lengths() if frame.width and frame.height else [0])
+        ]
+    )
+
+
+def _repeated(runs: Sequence[tuple[int, int]]) -> pl.Series:
+    """Each (rank, length) of `runs` as `length` rows of `rank`, a chunk each (no query)."""
+    parts = [pl.Series("rank", [rank], pl.Int64).new_from_index(0, length) for rank, length in runs]
+    return pl.concat(parts, rechunk=False) if parts else pl.Series("rank", [], pl.Int64)
 
 
 RANK_FRAMES: Mapping[str, Mapping[str, pl.DataType]] = {

@@ -18,9 +18,10 @@ from traceview.parsers import kineto
 from tests.shared_data import REAL_KINETO, requires_shared
 from tests.test_map_queries import counted_queries
 from traceview.events.kernel_names import user_patterns
-from traceview.map.batch import BATCH_BYTES, BATCH_RANKS, batches_of_sizes, distinct_rank_batches
+from traceview.map.batch import BATCH_BYTES, BATCH_RANKS, batches_of_sizes
 from traceview.map.executors import MapTask, batches, summarize_files
 from traceview.map.rank_summary import RankSummary, summarize, summarize_many
+from traceview.model.stacking import distinct_rank_rounds
 from traceview.model.trace import RankTrace, SkippedInput
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -85,7 +86,7 @@ def test_every_real_trace_summarised_together_as_alone() -> None:
 def test_ranks_claimed_twice_are_summarised_in_separate_batches() -> None:
     first, second, third = sample_traces()[:3]
     traces = [first, ranked(second, first.rank), third, ranked(third, 999)]
-    assert [len(batch) for batch in distinct_rank_batches(traces)] == [1, 3]
+    assert distinct_rank_rounds(traces) == [[0, 2, 3], [1]]
     assert_batched_as_alone(traces)
 
 

@@ -29,7 +29,8 @@ from traceview.across_ranks.stragglers import (
 )
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.outliers import rank_outliers
-from traceview.model.trace import Run, ranked_frame
+from traceview.model.stacking import ranked_frame
+from traceview.model.trace import Run
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA
 
 

@@ -14,7 +14,8 @@ import polars as pl
 
 from traceview.events.kernel_names import KernelPattern, decode_kernel_names
 from traceview.events.kernel_table import HOST_LIBRARIES
-from traceview.model.trace import RankTrace, rank_column
+from traceview.model.stacking import rank_column
+from traceview.model.trace import RankTrace
 
 EVENT_CLASSES = ("compute", "comm", "memory")
 HOST_KIND = "host"

@@ -9,9 +9,7 @@ stacked, K such ranks cost the queries of one. The ranks of a batch must differ 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
-from traceview.model.trace import RankTrace
+from collections.abc import Sequence
 
 BATCH_RANKS = 16
 """At most this many ranks are summarised together."""
@@ -34,18 +32,3 @@ def batches_of_sizes(sizes: Sequence[int], workers: int | None = None) -> list[r
             held = 0
         held += size
     return [range(start, end) for start, end in zip(starts, [*starts[1:], len(sizes)], strict=True)]
-
-
-def distinct_rank_batches(traces: Sequence[RankTrace]) -> Iterator[list[RankTrace]]:
-    """`traces` in order, cut into runs of distinct ranks: a trace claiming a rank already in the batch starts
-    the next one (two files of one rank are never stacked)."""
-    batch: list[RankTrace] = []
-    seen: set[int] = set()
-    for trace in traces:
-        if trace.rank in seen:
-            yield batch
-            batch, seen = [], set()
-        batch.append(trace)
-        seen.add(trace.rank)
-    if batch:
-        yield batch

@@ -30,10 +30,9 @@ from traceview.events.host_timeline import on_host_timeline
 from traceview.events.kernel_names import KernelPattern
 from traceview.kernels.classes import clipped_events
 from traceview.kernels.parts import KernelParts, batch_kernel_parts, classed_events
-from traceview.map.batch import distinct_rank_batches
 from traceview.map.compact import compact_inputs, compacted
 from traceview.map.own_parts import OwnParts, extent, own_parts
-from traceview.model.stacking import by_rank, row_offsets, stacked, stacked_rows
+from traceview.model.stacking import by_rank, distinct_rank_rounds, row_offsets, stacked, stacked_rows
 from traceview.model.trace import RankTrace, Run
 from traceview.moe.splits import splits_of
 from traceview.steps.windows import WINDOW_SCHEMA, StepChoice, chosen_windows_of
@@ -113,12 +112,12 @@ def summarize_many(
 ) -> list[RankSummary]:
     """`summarize` of each trace, in order, the ranks' frames stacked so that each analysis runs once for
     all of them (a query costs its call, not its rows: many small ranks cost about what one does). Each rank
-    stays on its own clock; traces claiming a rank already in the batch are summarised in the next one."""
-    return [
-        summary
-        for batch in distinct_rank_batches(traces)
-        for summary in _summarized(batch, comm_patterns, ranks_in_run)
-    ]
+    stays on its own clock; traces claiming a rank already in the batch are summarised in another round."""
+    done: dict[int, RankSummary] = {}
+    for positions in distinct_rank_rounds(traces):
+        summaries = _summarized([traces[i] for i in positions], comm_patterns, ranks_in_run)
+        done.update(zip(positions, summaries, strict=True))
+    return [done[i] for i in range(len(traces))]
 
 
 def _summarized(

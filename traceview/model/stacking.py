@@ -12,7 +12,7 @@ from itertools import accumulate
 
 import polars as pl
 
-from traceview.model.trace import RankTrace, chunked_rank_series
+from traceview.model.trace import RANK_FRAMES, RankTrace, Run, empty_frame
 
 
 def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
@@ -47,9 +47,37 @@ def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
 
 def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.DataFrame:
     """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
-    query)."""
+    query; the rank column cut in the frames' chunks, so that no query first copies the columns together)."""
     frames = [frame(trace) for trace in traces]
-    return pl.concat(frames, rechunk=False).hstack([chunked_rank_series(traces, frames)])
+    runs = [
+        (trace.rank, length)
+        for trace, rows in zip(traces, frames, strict=True)
+        for length in (rows.to_series(0).chunk_lengths() if rows.width and rows.height else [0])
+    ]
+    return pl.concat(frames, how="vertical_relaxed", rechunk=False).hstack([_repeated(runs)])
+
+
+def ranked_frame(run: Run, part: str) -> pl.DataFrame:
+    """The frame `part` (gpu, cpu or steps) of every rank of `run`, with the rank's `rank`, as one frame
+    (`stacked_rows` of the ranks that have rows)."""
+    traces = [trace for trace in run if getattr(trace, part).height]
+    if not traces:
+        return empty_frame({**RANK_FRAMES[part], "rank": pl.Int64()})
+    return stacked_rows(traces, lambda trace: getattr(trace, part))
+
+
+def rank_column(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Series | pl.Expr:
+    """The `rank` column of frames of `traces` stacked, `heights[i]` rows of the i-th (a literal for one;
+    no query)."""
+    if len(traces) == 1:
+        return pl.lit(traces[0].rank, pl.Int64).alias("rank")
+    return _repeated([(trace.rank, height) for trace, height in zip(traces, heights, strict=True)])
+
+
+def _repeated(runs: Sequence[tuple[int, int]]) -> pl.Series:
+    """Each (rank, length) of `runs` as `length` rows of `rank`, a chunk each (no query)."""
+    parts = [pl.Series("rank", [rank], pl.Int64).new_from_index(0, length) for rank, length in runs]
+    return pl.concat(parts, rechunk=False) if parts else pl.Series("rank", [], pl.Int64)
 
 
 def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.LazyFrame:
@@ -58,3 +86,18 @@ def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
     if len(traces) == 1:
         return frame(traces[0]).lazy().with_columns(pl.lit(traces[0].rank, pl.Int64).alias("rank"))
     return stacked_rows(traces, frame).lazy()
+
+
+def distinct_rank_rounds(traces: Sequence[RankTrace]) -> list[list[int]]:
+    """The positions of `traces` in rounds of distinct ranks, each trace in the first round without its rank:
+    one round unless a rank is claimed twice (two traces of one rank are never stacked)."""
+    rounds: list[list[int]] = []
+    taken: list[set[int]] = []
+    for position, trace in enumerate(traces):
+        k = next((k for k, ranks in enumerate(taken) if trace.rank not in ranks), len(rounds))
+        if k == len(rounds):
+            rounds.append([])
+            taken.append(set())
+        rounds[k].append(position)
+        taken[k].add(trace.rank)
+    return rounds

@@ -8,7 +8,7 @@ document has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.b
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -226,51 +226,9 @@ class Run:
         return self
 
 
-def rank_column(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Series | pl.Expr:
-    """The `rank` column of frames of `traces` stacked, `heights[i]` rows of the i-th (a literal for one)."""
-    if len(traces) == 1:
-        return pl.lit(traces[0].rank, pl.Int64).alias("rank")
-    return rank_series(traces, heights)
-
-
-def rank_series(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Series:
-    """`rank_column` as a series, `heights[i]` times the i-th trace's rank (no query)."""
-    return _repeated([(trace.rank, height) for trace, height in zip(traces, heights, strict=True)])
-
-
-def chunked_rank_series(traces: Sequence[RankTrace], frames: Sequence[pl.DataFrame]) -> pl.Series:
-    """`rank_series` of `frames` (one per trace) cut in the frames' chunks, so that it stands beside them
-    stacked without moving a row (a frame whose columns are chunked alike; a streamed rank's are)."""
-    return _repeated(
-        [
-            (trace.rank, length)
-            for trace, frame in zip(traces, frames, strict=True)
-            for length in (frame.to_series(0).chunk_lengths() if frame.width and frame.height else [0])
-        ]
-    )
-
-
-def _repeated(runs: Sequence[tuple[int, int]]) -> pl.Series:
-    """Each (rank, length) of `runs` as `length` rows of `rank`, a chunk each (no query)."""
-    parts = [pl.Series("rank", [rank], pl.Int64).new_from_index(0, length) for rank, length in runs]
-    return pl.concat(parts, rechunk=False) if parts else pl.Series("rank", [], pl.Int64)
-
-
 RANK_FRAMES: Mapping[str, Mapping[str, pl.DataType]] = {
     "gpu": GPU_SCHEMA,
     "cpu": CPU_SCHEMA,
     "steps": STEP_SCHEMA,
 }
 """The per-rank frames of a `RankTrace`, by attribute, and their schemas."""
-
-
-def ranked_frame(run: Run, part: str) -> pl.DataFrame:
-    """The frame `part` (gpu, cpu or steps) of every rank, with the rank's `rank`, as one frame: one
-    concatenation whatever the number of ranks."""
-    held: list[tuple[int, pl.DataFrame]] = [(trace.rank, getattr(trace, part)) for trace in run]
-    frames = [frame for _, frame in held if frame.height]
-    if not frames:
-        return empty_frame({**RANK_FRAMES[part], "rank": pl.Int64()})
-    ranks = pl.Series("rank", [rank for rank, frame in held if frame.height], pl.Int64)
-    heights = pl.Series([frame.height for frame in frames])
-    return pl.concat(frames, how="vertical_relaxed").with_columns(ranks.repeat_by(heights).explode())

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import polars as pl
 
-from traceview.model.trace import Run, ranked_frame
+from traceview.model.stacking import ranked_frame
+from traceview.model.trace import Run
 from traceview.prediction.step_flops import in_cpu_steps
 
 BATCH_SHAPE_RULES: tuple[tuple[str, int, str], ...] = (

@@ -7,7 +7,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.events.op_flops import CONV_FLOPS_MARK, SHAPE_FLOPS_MARK, op_flops
-from traceview.model.trace import RankTrace, Run, ranked_frame
+from traceview.model.stacking import ranked_frame
+from traceview.model.trace import RankTrace, Run
 from traceview.steps.windows import STEP_MARK, WHOLE_TRACE
 
 FLOPS_SCHEMA = pl.Schema({"rank": pl.Int64(), "step": pl.Int64(), "flops": pl.Float64()})

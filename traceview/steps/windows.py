@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.model.stacking import distinct_rank_rounds
 from traceview.model.trace import RankTrace
 from traceview.steps._keyed import (
     SOURCES,
@@ -103,7 +104,7 @@ def chosen_windows_of(
     """
     if len(also) != len(traces):
         raise ValueError(f"{len(traces)} traces but {len(also)} lists of queries")
-    parts = _rank_rounds(traces)
+    parts = distinct_rank_rounds(traces)
     rounds = [_Round.of([traces[i] for i in part], windows) for part in parts]
     queries = [plan for one in rounds for plan in one.plans.values()]
     queries += [query for extra in also for query in extra]
@@ -112,20 +113,6 @@ def chosen_windows_of(
     for part, one in zip(parts, rounds, strict=True):
         answered.update(zip(part, one.answers({name: next(found) for name in one.plans}), strict=True))
     return [(*answered[i], [next(found) for _ in extra]) for i, extra in enumerate(also)]
-
-
-def _rank_rounds(traces: Sequence[RankTrace]) -> list[list[int]]:
-    """The positions of `traces` in rounds of distinct ranks: one round unless a rank is claimed twice."""
-    rounds: list[list[int]] = []
-    ranks: list[set[int]] = []
-    for i, trace in enumerate(traces):
-        k = next((k for k, taken in enumerate(ranks) if trace.rank not in taken), len(rounds))
-        if k == len(rounds):
-            rounds.append([])
-            ranks.append(set())
-        rounds[k].append(i)
-        ranks[k].add(trace.rank)
-    return rounds
 
 
 @dataclass(frozen=True)

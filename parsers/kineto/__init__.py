@@ -1,26 +1,25 @@
 """PyTorch profiler (Kineto) traces, PyTorch 1.8 to today, plain or gzip: `parse(path) -> RankTrace`.
 
 Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (see `kineto_io`): each batch of
-complete events becomes small polars frames column by column, its Python objects are freed, and the frames are
-joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter` (loops in C),
-and the collective-call columns only for the rows that carry such arguments. What one file may cost and hold
+complete events becomes small polars frames column by column (`_columns`), its Python objects are freed, and
+the frames are joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter`
+(loops in C), and the collective-call columns only for the rows that carry such arguments. What one file may
+cost and hold
 is bounded (`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and counted, never
 the file.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import add, attrgetter
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import polars as pl
+from traceview.parsers.kineto._columns import Table, concat, cpu_columns, frame_of, gpu_columns
 from traceview.parsers.kineto._gzip import read_text
 from traceview.parsers.kineto._io import (
     CompleteEvent,
@@ -32,16 +31,13 @@ from traceview.parsers.kineto._io import (
     refuse_without_kineto_events,
 )
 from traceview.parsers.kineto._meta import first_source, local_device, rank_meta, step_candidates
-from traceview.parsers.kineto._schema import COMM_ARG_FIELDS, NO_ARGS, Args, Header
-from traceview.parsers.kineto._splits import ALLTOALL_BASE, alltoall_splits
+from traceview.parsers.kineto._schema import Header
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
 from traceview.parsers.kineto.limits import (
     DEFAULT_LIMITS,
     ParseLimits,
     counted_warnings,
-    cut_texts,
     frame_extremes,
-    int64_or_none,
     is_sane_interval,
     sane_frame,
 )
@@ -53,7 +49,6 @@ from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
     RankTrace,
-    empty_frame,
 )
 
 GPU_KINDS: Mapping[str, str] = {
@@ -85,25 +80,8 @@ KINETO_CATEGORIES = (
 )
 HEAD_KEPT = 1 << 20
 """Of a streamed file, the first bytes kept to say what it looks like, should it be refused."""
-INTERN_FROM = 256
-"""A batch's text columns of at least this many rows are interned (`_interned`)."""
 
-CATEGORY, NAME, START, DURATION, ARGS = (attrgetter(name) for name in ("cat", "name", "ts", "dur", "args"))
-COMM_ARGS = attrgetter(*COMM_ARG_FIELDS)
-NO_COMM_ARGS = COMM_ARGS(NO_ARGS)
-
-
-Column = list[Any] | pl.Series
-ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, Column]]
-
-
-@dataclass(frozen=True)
-class _Table:
-    """A frame the events become: the categories it takes (to its `kind`), its schema, its own columns."""
-
-    kinds: Mapping[str, str]
-    schema: Mapping[str, pl.DataType]
-    columns: ColumnBuilder
+CATEGORY, START, DURATION = (attrgetter(name) for name in ("cat", "ts", "dur"))
 
 
 @dataclass
@@ -168,7 +146,7 @@ _Sane = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]
 def _frames(frames: _Frames, limits: ParseLimits) -> _Sane:
     """The device and host frames made sane (`sane_frame`), the step candidates and the local device: one
     query for all when the frames are sane (else the steps and the device again, from the sane frames)."""
-    gpu, cpu = _concat(frames.gpu, GPU_SCHEMA), _concat(frames.cpu, CPU_SCHEMA)
+    gpu, cpu = concat(frames.gpu, GPU_SCHEMA), concat(frames.cpu, CPU_SCHEMA)
     plans = [frame_extremes(gpu), frame_extremes(cpu)]
     found = pl.collect_all([*plans, step_candidates(frames.gpu_annotations, cpu), local_device(gpu)])
     sane = [sane_frame(f, found[i], limits.max_name_chars, frames.notes) for i, f in enumerate((gpu, cpu))]
@@ -244,7 +222,7 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
                 list(compress(complete, map(table.kinds.__contains__, categories)))
             )
             if events:
-                parts.append(_frame(events, start, end, table, frames))
+                parts.append(frame_of(events, start, end, table, frames.limits, frames.notes))
     if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
         annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
         frames.gpu_annotations += [
@@ -264,179 +242,5 @@ def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[f
         return timed, list(map(START, timed)), list(map(add, map(START, timed), map(DURATION, timed)))
 
 
-def _concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all
-    null, cut in the others' chunks (a query over columns chunked apart would first copy them together). No
-    polars query: the columns are put together as they are."""
-    if not frames:
-        return empty_frame(schema)
-    joined = pl.concat(frames, how="diagonal", rechunk=False)
-    lengths = joined.to_series(0).chunk_lengths() if joined.height else [0]
-    return pl.DataFrame(
-        [
-            joined.get_column(name) if name in joined.columns else _nulls(name, dtype, lengths)
-            for name, dtype in schema.items()
-        ]
-    )
-
-
-def _nulls(name: str, dtype: pl.DataType, lengths: Sequence[int]) -> pl.Series:
-    """A column of nulls in chunks of `lengths` rows."""
-    parts = [pl.Series(name, [None], dtype).new_from_index(0, length) for length in lengths]
-    return pl.concat(parts, rechunk=False)
-
-
-def _frame(
-    events: list[CompleteEvent], start: list[float], end: list[float], table: _Table, frames: _Frames
-) -> pl.DataFrame:
-    """A frame of some of the columns of `table.schema`, a row per event; a column without a value is left out
-    (`_concat` makes it), as polars would scan it in Python for a first value. A name longer than
-    `max_name_chars` is cut here, before polars copies it; an integer beyond 64 bits is set to null
-    (counted)."""
-    args = list(map(ARGS, events))
-    if None in args:
-        args = [a or NO_ARGS for a in args]
-    names = cut_texts(_or_empty(list(map(NAME, events))), frames.limits.max_name_chars, frames.notes)
-    data: dict[str, Column] = {
-        "kind": list(map(table.kinds.__getitem__, map(CATEGORY, events))),
-        "name": _interned(names),
-        "start_us": start,
-        "end_us": end,
-        "correlation": _ints(_field(args, "correlation")),
-        "external_id": _ints(_present(args, "external_id", "external_id_old")),
-        **table.columns(events, args),
-        **_comm_columns(args),
-    }
-    if table is CPU_TABLE and ALLTOALL_BASE in names:
-        data.update(alltoall_splits(data, args))
-    given = {name: values for name, values in data.items() if _has_value(values)}
-    schema = {name: table.schema[name] for name in given}
-    try:
-        return pl.DataFrame(given, schema=schema)
-    except (TypeError, OverflowError):  # an integer beyond 64 bits
-        fitted = {name: int64_or_none(values, schema[name], frames.notes) for name, values in given.items()}
-        return pl.DataFrame(fitted, schema=schema)
-
-
-def _has_value(values: Column) -> bool:
-    if isinstance(values, pl.Series):
-        return values.null_count() < values.len()
-    return values[0] is not None or values.count(None) < len(values)
-
-
-def _gpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Column]:
-    return {"device": _ints(_field(args, "device")), "stream": _ints(_field(args, "stream"))}
-
-
-def _cpu_columns(events: list[CompleteEvent], args: list[Args]) -> dict[str, Column]:
-    return {
-        "pid": _texts(_field(events, "pid")),
-        "tid": _texts(_field(events, "tid")),
-        "flops": _field(args, "flops"),
-        "input_dims": _raw_texts(_either(args, "input_dims", "input_dims_old")),
-        "input_types": _raw_texts(_field(args, "input_type")),
-        "concrete_inputs": _raw_texts(_field(args, "concrete_inputs")),
-    }
-
-
-GPU_TABLE = _Table(GPU_KINDS, GPU_SCHEMA, _gpu_columns)
-CPU_TABLE = _Table(CPU_KINDS, CPU_SCHEMA, _cpu_columns)
-
-
-def _comm_columns(args: list[Args]) -> dict[str, Column]:
-    """The collective-call columns, built from the few rows that carry any of those arguments; none if none
-    do."""
-    carries = list(map(NO_COMM_ARGS.__ne__, map(COMM_ARGS, args)))
-    if True not in carries:
-        return {}
-    rows = list(compress(range(len(args)), carries))
-    columns: dict[str, Column] = {}
-    for name, values in _comm_values([args[row] for row in rows]).items():
-        column: list[Any] = [None] * len(args)
-        for row, value in zip(rows, values, strict=True):
-            column[row] = value
-        columns[name] = column
-    return columns
-
-
-def _comm_values(args: list[Args]) -> dict[str, list[Any]]:
-    return {
-        "collective_name": [a.collective_name for a in args],
-        "in_nelems": _ints([a.in_nelems for a in args]),
-        "out_nelems": _ints([a.out_nelems for a in args]),
-        "dtype": [a.dtype for a in args],
-        "group_size": _ints([a.group_size for a in args]),
-        "pg_name": [_text(a.pg_name if a.pg_name is not None else a.pg_id) for a in args],
-        "pg_desc": [a.pg_desc for a in args],
-        "pg_ranks": [_text(a.pg_ranks) for a in args],
-        "seq": _ints([a.seq if a.seq is not None else a.seq_lower for a in args]),
-        "in_split": [_text(a.in_split) for a in args],
-        "out_split": [_text(a.out_split) for a in args],
-    }
-
-
-def _field(items: Sequence[Any], name: str) -> list[Any]:
-    return list(map(attrgetter(name), items))
-
-
-def _present(items: list[Args], name: str, fallback: str) -> list[Any]:
-    """Field `name` of each item, or field `fallback` where `name` is None (rows found by
-    `list.index`, in C)."""
-    values = _field(items, name)
-    row = -1
-    with contextlib.suppress(ValueError):  # no None after `row`
-        while True:
-            row = values.index(None, row + 1)
-            values[row] = getattr(items[row], fallback)
-    return values
-
-
-def _either(items: list[Args], name: str, fallback: str) -> list[msgspec.Raw]:
-    """Field `name` of each item, or field `fallback` where `name` is empty."""
-    values = _field(items, name)
-    if all(values):
-        return values
-    return [value or getattr(item, fallback) for item, value in zip(items, values, strict=True)]
-
-
-def _interned(texts: Sequence[str | None]) -> pl.Series:
-    """`texts` as a string column in which equal strings share one copy: the distinct strings, gathered
-    (polars' string views then point into one buffer). Event names repeat (a few hundred kernels, thousands
-    of times), so this holds a column in about 16 bytes a row instead of 16 plus the name's length. Fewer
-    than `INTERN_FROM` texts are taken as they are (the gather is a polars query, which costs more than
-    their copies)."""
-    if len(texts) < INTERN_FROM:
-        return pl.Series(texts, dtype=pl.Utf8)
-    distinct = {text: code for code, text in enumerate(dict.fromkeys(texts))}
-    return pl.Series(list(distinct), dtype=pl.Utf8).gather(list(map(distinct.__getitem__, texts)))
-
-
-def _or_empty(names: list[Any]) -> list[str]:
-    return [name or "" for name in names] if None in names else names
-
-
-def _ints(values: list[int | str | None]) -> list[int | None]:
-    """Integers as written; numeric strings (some ROCm traces) converted, other strings dropped."""
-    if str not in set(map(type, values)):
-        return values  # type: ignore[return-value]
-    return [int(v) if isinstance(v, int) or (v and v.lstrip("-").isdigit()) else None for v in values]
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _texts(values: list[object]) -> Column:
-    """`str` of each value (None kept); integers alone are written by polars, which is faster."""
-    if set(map(type, values)) == {int}:
-        try:
-            return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8)
-        except (TypeError, OverflowError):  # beyond 64 bits
-            pass
-    return list(map(_text, values))
-
-
-def _raw_texts(raws: list[msgspec.Raw]) -> Column:
-    if not any(raws):
-        return [None] * len(raws)
-    return _interned([str(raw, "utf-8", "replace") if raw else None for raw in raws])
+GPU_TABLE = Table(GPU_KINDS, GPU_SCHEMA, gpu_columns)
+CPU_TABLE = Table(CPU_KINDS, CPU_SCHEMA, cpu_columns, splits=True)

@@ -252,9 +252,10 @@ def _recorded_node(folder: Path, port: int) -> list[str]:
 def _two_nodes(folders: tuple[Path, Path]) -> list[subprocess.CompletedProcess[str]]:
     """A job of two nodes (one torchrun each, one rank per node, met over c10d on this host), each node's
     torchrun under its own `traceview record -o FOLDER`. The rendezvous port is probed free and then bound by
-    torchrun: a parallel test can take it in between, and neither node then hosts the store (both wait), so a
-    job that has not ended in `TWO_NODE_TIMEOUT_S` is killed and run again once on another port."""
-    for _ in range(2):
+    torchrun: a parallel test can take it in between, and neither node then hosts the store (both wait) or
+    the node that binds it fails, so a job that has not ended in `TWO_NODE_TIMEOUT_S` is killed, and one that
+    failed is run again, once, on another port (the second run's result is the one checked)."""
+    for attempt in range(2):
         port = _free_port()
         recorders = [
             subprocess.Popen(
@@ -267,10 +268,14 @@ def _two_nodes(folders: tuple[Path, Path]) -> list[subprocess.CompletedProcess[s
             for folder in folders
         ]
         try:
-            return [
+            ended = [
                 subprocess.CompletedProcess(r.args, r.wait(timeout=TWO_NODE_TIMEOUT_S), *r.communicate())
                 for r in recorders
             ]
+            if attempt == 1 or all(done.returncode == 0 for done in ended):
+                return ended
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
         except subprocess.TimeoutExpired:
             for recorder in recorders:
                 with contextlib.suppress(ProcessLookupError):

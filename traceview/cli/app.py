@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from traceview.cli.streams import console
+from traceview.cli.streams import console, may_be_terminal
 from traceview.core.errors import PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
@@ -129,7 +129,8 @@ def analyse(spec: RunSpec, options: RunOptions, quiet: bool) -> RunAnalysis:
     from traceview.map.progress import load_progress
     from traceview.reduce.pipeline import analyze_files
 
-    with load_progress(stderr_console(), quiet) as progress:
+    drawn = not quiet and may_be_terminal(sys.stderr)  # else rich is not imported at all
+    with load_progress(stderr_console() if drawn else None) as progress:
         return analyze_files(spec, options, progress)
 
 

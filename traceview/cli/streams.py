@@ -124,6 +124,14 @@ def colour_wanted() -> bool:
     return not os.environ.get("NO_COLOR")
 
 
+def may_be_terminal(stream: TextIO) -> bool:
+    """Whether a console on `stream` may take it for a terminal (`console`): it is one, or the environment
+    says to treat it as one (`TTY_COMPATIBLE=1` or `FORCE_COLOR`, unless `NO_COLOR` is set: then only a
+    terminal is). When False, rich need not be imported to learn that nothing will be drawn."""
+    forced = os.environ.get("TTY_COMPATIBLE") == "1" or bool(os.environ.get("FORCE_COLOR"))
+    return stream.isatty() or (forced and colour_wanted())
+
+
 def console(*, stderr: bool = False, width_when_piped: int | None = None, **settings: Any) -> Console:
     """A rich console on stdout (or stderr): the terminal's width, or `width_when_piped` when not a terminal;
     no emoji codes, no highlighting, no escape codes under `NO_COLOR` (see the module docstring)."""

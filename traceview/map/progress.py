@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def load_progress(console: Console, quiet: bool = False) -> Iterator[ProgressCallback | None]:
-    """A callback `(ranks done, ranks in all, bytes done)` drawing the bar, or None when silent."""
-    if quiet or not console.is_terminal:
+def load_progress(console: Console | None, quiet: bool = False) -> Iterator[ProgressCallback | None]:
+    """A callback `(ranks done, ranks in all, bytes done)` drawing the bar, or None when silent (no console,
+    or one that is not a terminal)."""
+    if console is None or quiet or not console.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

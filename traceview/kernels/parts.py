@@ -32,7 +32,7 @@ from traceview.kernels.operators import (
     top_operators,
 )
 from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, first_seen, key_steps, top_kernels
-from traceview.model.stacking import by_rank, stacked_rows
+from traceview.model.stacking import by_rank, stacked_rows, vstacked
 from traceview.model.trace import RankTrace
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
@@ -95,9 +95,7 @@ class KernelParts:
         if not parts:
             return KernelParts.empty()
         names = [f.name for f in fields(KernelParts)]
-        return KernelParts(
-            **{n: pl.concat([getattr(p, n) for p in parts], how="vertical_relaxed") for n in names}
-        )
+        return KernelParts(**{n: vstacked([getattr(p, n) for p in parts]) for n in names})
 
 
 _IS_COMM = (pl.col("event_class") == "comm").alias("is_comm")

@@ -32,11 +32,22 @@ def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
     return [frame.slice(starts[rank], spans[rank]) if rank in spans else frame.clear() for rank in ranks]
 
 
+def vstacked(frames: Sequence[pl.DataFrame], *, rechunk: bool = False) -> pl.DataFrame:
+    """`frames` (at least one) one above the other, each column of the type common to the frames': without a
+    query when their types are the same (the reduce stacks thousands of small frames; a relaxed concat is a
+    query each), relaxed to the common type otherwise (a strict concat refuses differing types, never
+    changes one)."""
+    try:
+        return pl.concat(frames, how="vertical", rechunk=rechunk)
+    except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
+        return pl.concat(frames, how="vertical_relaxed", rechunk=rechunk)
+
+
 def stacked(
     frames: Sequence[pl.DataFrame], schema: Mapping[str, pl.DataType] | Mapping[str, type]
 ) -> pl.DataFrame:
     """`frames` one above the other (`schema`'s empty frame for none; one frame as it is)."""
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
+    return vstacked(frames) if frames else pl.DataFrame(schema=schema)
 
 
 def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
@@ -47,14 +58,25 @@ def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
 
 def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.DataFrame:
     """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
-    query; the rank column cut in the frames' chunks, so that no query first copies the columns together)."""
+    query). Frames of one chunk each (small ones: a batch's tiny ranks, the reduce's summaries) become one
+    chunk; otherwise the rank column is cut in the frames' chunks, so that no query first copies the columns
+    together (a big streamed rank's frames are dozens of chunks)."""
     frames = [frame(trace) for trace in traces]
-    runs = [
-        (trace.rank, length)
-        for trace, rows in zip(traces, frames, strict=True)
-        for length in (rows.to_series(0).chunk_lengths() if rows.width and rows.height else [0])
-    ]
-    return pl.concat(frames, how="vertical_relaxed", rechunk=False).hstack([_repeated(runs)])
+    chunks = [rows.to_series(0).chunk_lengths() if rows.width and rows.height else [0] for rows in frames]
+    ranks = [trace.rank for trace in traces]
+    if all(len(lengths) == 1 for lengths in chunks):
+        column = repeated("rank", ranks, [lengths[0] for lengths in chunks], pl.Int64)
+        return vstacked(frames, rechunk=True).hstack([column])
+    runs = [(rank, length) for rank, lengths in zip(ranks, chunks, strict=True) for length in lengths]
+    return vstacked(frames).hstack([_repeated(runs)])
+
+
+def repeated(name: str, values: Sequence[int], counts: Sequence[int], dtype: type[pl.DataType]) -> pl.Series:
+    """Each of `values` `counts[i]` times, in one chunk (no query)."""
+    times = pl.Series(counts, dtype=pl.UInt32)
+    some = times > 0  # an empty list would explode into a null row
+    listed = pl.Series(name, values, dtype).filter(some).repeat_by(times.filter(some))
+    return listed.explode() if listed.len() else pl.Series(name, [], dtype)
 
 
 def ranked_frame(run: Run, part: str) -> pl.DataFrame:

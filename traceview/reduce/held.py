@@ -21,6 +21,7 @@ import polars as pl
 from traceview.core.errors import TraceviewError
 from traceview.kernels.parts import KernelParts
 from traceview.map.rank_summary import TIME_COLUMNS, RankSummary
+from traceview.model.stacking import repeated, vstacked
 from traceview.model.trace import RankTrace
 from traceview.steps.windows import StepChoice
 
@@ -78,10 +79,7 @@ def _frames_of(summary: RankSummary) -> list[pl.DataFrame]:
 def _arrivals(heights: list[int]) -> pl.Series:
     """The arrival index of each row of frames of `heights` rows stacked (summary i's frame: `heights[i]`
     rows)."""
-    counts = pl.Series(heights, dtype=pl.UInt32)
-    some = counts > 0  # an empty list would explode into a null row
-    arrivals = pl.int_range(len(heights), dtype=pl.Int64, eager=True).filter(some)
-    return arrivals.repeat_by(counts.filter(some)).explode().alias(HELD)
+    return repeated(HELD, range(len(heights)), heights, pl.Int64)
 
 
 class HeldSummaries:
@@ -112,7 +110,7 @@ class HeldSummaries:
             return
         columns = [list(frames) for frames in zip(*map(_frames_of, self._pending), strict=True)]
         for name, frames in zip(FRAMES, columns, strict=True):
-            self._blocks[name].append(pl.concat(frames, how="vertical_relaxed", rechunk=True))
+            self._blocks[name].append(vstacked(frames, rechunk=True))
             self._heights[name] += [frame.height for frame in frames]
         self._pending = []
 
@@ -130,7 +128,7 @@ class HeldSummaries:
         queries = []
         for name in FRAMES:
             query = (
-                pl.concat(blocks.pop(name), how="vertical_relaxed")
+                vstacked(blocks.pop(name))
                 .with_columns(_arrivals(self._heights[name]))
                 .lazy()
                 .with_row_index(_ROW)

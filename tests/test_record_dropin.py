@@ -41,6 +41,8 @@ if importlib.util.find_spec("torch") is None:
 
 JOB = Path(__file__).parent / "jobs" / "unmodified_train.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+WORKER_SIGNALLED = re.compile(r"exitcode\s*: -\d+ .*\(SIG[A-Z]+\)")
+"""torchrun's report of a worker killed by a signal."""
 
 
 @dataclass(frozen=True)
@@ -69,26 +71,18 @@ class Recorded:
 def _record(
     root: Path, window: tuple[int, int, int], command: list[str], step_on: str | None = None
 ) -> Recorded:
+    """The job recorded into `root / "run"`. A job whose worker torchrun reports killed by a signal (torch's
+    gloo threads can abort the interpreter at exit under load: "terminate called without an active exception",
+    SIGABRT) is recorded again, once, into a fresh folder; any other failure is the test's."""
     wait, warmup, active = window
     schedule = ["--wait", str(wait), "--warmup", str(warmup), "--active", str(active)]
     options = ["--step-on", step_on] if step_on else []
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "traceview",
-            "record",
-            "-o",
-            str(root / "run"),
-            *schedule,
-            *options,
-            "--",
-            *command,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    recorder = [sys.executable, "-m", "traceview", "record", "-o", str(root / "run"), *schedule, *options]
+    for attempt in range(2):
+        done = subprocess.run([*recorder, "--", *command], capture_output=True, text=True, check=False)
+        if done.returncode == 0 or attempt == 1 or not WORKER_SIGNALLED.search(done.stderr):
+            break
+        shutil.rmtree(root / "run", ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     printed = [json.loads(line) for line in done.stdout.splitlines()]
     return Recorded(root / "run", window, printed, done.stderr, step_on)

@@ -30,7 +30,10 @@ def test_same_types_stack_as_a_relaxed_concat_and_differing_ones_are_relaxed() -
 
 def test_repeated_values_skip_zero_counts() -> None:
     assert repeated("rank", [3, 4, 5], [2, 0, 1], pl.Int64).to_list() == [3, 3, 5]
+    assert repeated("rank", [3], [2], pl.Int64).to_list() == [3, 3]
     assert repeated("rank", [3], [0], pl.Int64).dtype == pl.Int64
+    assert repeated("rank", [3], [0], pl.Int64).len() == 0
+    assert repeated("rank", [3, 4], [0, 0], pl.Int64).len() == 0
     assert repeated("rank", [], [], pl.Int64).len() == 0
 
 

@@ -1,15 +1,28 @@
-"""Frames of several ranks stacked (`traceview.model.stacking`): the same rows and types as a relaxed concat,
-each row with its rank, the rank column cut in the frames' chunks when they have several."""
+"""Frames of several ranks stacked (`traceview.core.frames`, `traceview.model.stacking`): the same rows and
+types as a relaxed concat, each row with its rank, the rank column cut in the frames' chunks when they have
+several; a run's ranks checked together, the first fault named."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import cast
 
 import polars as pl
+import pytest
 
-from traceview.model.stacking import repeated, stacked_rows, vstacked
-from traceview.model.trace import RankTrace
+from traceview.core.errors import TraceviewError
+from traceview.core.frames import repeated, vstacked
+from traceview.model.stacking import stacked_rows
+from traceview.model.trace import (
+    CPU_SCHEMA,
+    GPU_SCHEMA,
+    STEP_SCHEMA,
+    RankTrace,
+    Run,
+    TraceMeta,
+    empty_frame,
+)
 
 
 def traces(*ranks: int) -> list[RankTrace]:
@@ -55,3 +68,42 @@ def test_rank_column_cut_in_the_chunks_of_frames_read_in_pieces() -> None:
     found = stacked_rows(traces(5, 6), lambda trace: pieces if trace.rank == 5 else alone)
     assert found.get_column("rank").to_list() == [5, 5, 5, 6]
     assert found.get_column("rank").chunk_lengths() == found.get_column("t").chunk_lengths() == [2, 1, 1]
+
+
+def _trace(
+    rank: int, gpu: Sequence[tuple[float | None, float]], steps: Sequence[tuple[float, float]] = ()
+) -> RankTrace:
+    """A rank with device events and steps of (start, end) only, every other column null."""
+
+    def frame(rows: Sequence[tuple[float | None, float]], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+        times = pl.DataFrame(rows, schema={"start_us": pl.Float64, "end_us": pl.Float64}, orient="row")
+        return times.select(
+            pl.col(c) if c in times.columns else pl.lit(None, t).alias(c) for c, t in schema.items()
+        )
+
+    meta = TraceMeta(rank=rank, rank_source="distributedInfo")
+    return RankTrace(
+        f"rank{rank}.json",
+        meta,
+        frame(gpu, GPU_SCHEMA),
+        empty_frame(CPU_SCHEMA),
+        frame(steps, STEP_SCHEMA),
+        "gpu",
+    )
+
+
+def test_a_run_of_many_ranks_names_the_first_rank_whose_events_end_before_they_start() -> None:
+    good = [_trace(rank, [(0.0, 2.0), (3.0, 5.0)], [(0.0, 5.0)]) for rank in range(40)]
+    backwards = _trace(40, [(0.0, 2.0), (9.0, 4.0), (8.0, 7.0)])
+    unstarted = _trace(41, [(None, 2.0)])
+    assert Run(ranks=(*good, unstarted)).ranks  # built unchecked
+    with pytest.raises(TraceviewError, match=r"rank41\.json \(rank 41\) gpu: events without a start time"):
+        Run(ranks=(*good, unstarted)).validate()
+    with pytest.raises(TraceviewError, match=r"rank40\.json \(rank 40\) gpu: 2 events end before they start"):
+        Run(ranks=(*good, backwards, unstarted)).validate()
+    with pytest.raises(TraceviewError, match=r"rank40\.json \(rank 40\) gpu: 2 events end before they start"):
+        backwards.validate()
+    bad_step = _trace(3, [(0.0, 1.0)], [(5.0, 4.0)])
+    with pytest.raises(TraceviewError, match=r"rank3\.json \(rank 3\) steps: 1 events end before they start"):
+        Run(ranks=(*good[:3], bad_step)).validate()
+    assert Run(ranks=tuple(good)).validate().rank_ids == list(range(40))

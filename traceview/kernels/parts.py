@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 
 import polars as pl
 
+from traceview.core.frames import vstacked
 from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
@@ -32,7 +33,7 @@ from traceview.kernels.operators import (
     top_operators,
 )
 from traceview.kernels.top import KEY_STEP_SCHEMA, TOP_KERNEL_SCHEMA, first_seen, key_steps, top_kernels
-from traceview.model.stacking import by_rank, stacked_rows, vstacked
+from traceview.model.stacking import by_rank, stacked_rows
 from traceview.model.trace import RankTrace
 
 RANK_SCHEMA: dict[str, pl.DataType] = {

@@ -12,6 +12,7 @@ from itertools import accumulate
 
 import polars as pl
 
+from traceview.core.frames import repeated, vstacked
 from traceview.model.trace import RANK_FRAMES, RankTrace, Run, empty_frame
 
 
@@ -30,17 +31,6 @@ def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
     starts = dict(zip(values, accumulate([0, *lengths]), strict=False))
     spans = dict(zip(values, lengths, strict=True))
     return [frame.slice(starts[rank], spans[rank]) if rank in spans else frame.clear() for rank in ranks]
-
-
-def vstacked(frames: Sequence[pl.DataFrame], *, rechunk: bool = False) -> pl.DataFrame:
-    """`frames` (at least one) one above the other, each column of the type common to the frames': without a
-    query when their types are the same (the reduce stacks thousands of small frames; a relaxed concat is a
-    query each), relaxed to the common type otherwise (a strict concat refuses differing types, never
-    changes one)."""
-    try:
-        return pl.concat(frames, how="vertical", rechunk=rechunk)
-    except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
-        return pl.concat(frames, how="vertical_relaxed", rechunk=rechunk)
 
 
 def stacked(
@@ -69,17 +59,6 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
         return vstacked(frames, rechunk=True).hstack([column])
     runs = [(rank, length) for rank, lengths in zip(ranks, chunks, strict=True) for length in lengths]
     return vstacked(frames).hstack([_repeated(runs)])
-
-
-def repeated(name: str, values: Sequence[int], counts: Sequence[int], dtype: type[pl.DataType]) -> pl.Series:
-    """Each of `values` `counts[i]` times, in one chunk (no query; one value repeated directly, about 50
-    times faster than the general path's list column, whose cost is fixed)."""
-    if len(values) == 1:
-        return pl.Series(name, values, dtype).new_from_index(0, counts[0])
-    times = pl.Series(counts, dtype=pl.UInt32)
-    some = times > 0  # an empty list would explode into a null row
-    listed = pl.Series(name, values, dtype).filter(some).repeat_by(times.filter(some))
-    return listed.explode() if listed.len() else pl.Series(name, [], dtype)
 
 
 def ranked_frame(run: Run, part: str) -> pl.DataFrame:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, fields
 import polars as pl
 
 from traceview.core.errors import TraceviewError
+from traceview.core.frames import repeated, vstacked
 from traceview.kernels.parts import KernelParts
 from traceview.map.rank_summary import TIME_COLUMNS, RankSummary
-from traceview.model.stacking import repeated, vstacked
 from traceview.model.trace import RankTrace
 from traceview.steps.windows import StepChoice
 

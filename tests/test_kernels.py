@@ -13,6 +13,7 @@ import pytest
 from tests import kineto_factory as kf
 from traceview.kernels import slow_rank
 from traceview.kernels.analysis import KernelAnalysis
+from traceview.kernels.slow_rank import references
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import analyze
 
@@ -280,3 +281,27 @@ def test_a_long_kernel_key_keeps_its_start_and_its_end() -> None:
         assert text.startswith(start)
         assert "..." in text
     assert slow_rank._short("volta_sgemm_#_nn") == "volta_sgemm_#_nn"
+
+
+@pytest.mark.parametrize("ranks", range(6))
+def test_every_ranks_reference_at_once_is_the_median_of_the_others(ranks: int) -> None:
+    """`references` (all ranks in one query) gives each rank the T_comp of `reference_rank` (the lower middle
+    of the other ranks by T_comp, then rank), ties included."""
+    for comps in ([5.0, 1.0, 3.0, 3.0, 8.0, 2.0], [2.0] * 6, [1.0, 9.0, 1.0, 9.0, 4.0, 4.0]):
+        comp = pl.DataFrame({"rank": [7 * r for r in range(ranks)], "comp_us": comps[:ranks]})
+        found = dict(references(comp).select("rank", "reference_us").iter_rows())
+        for rank in comp.get_column("rank"):
+            reference = slow_rank.reference_rank(comp, rank)
+            expected = (
+                None if reference is None else comp.filter(pl.col("rank") == reference).item(0, "comp_us")
+            )
+            assert found[rank] == expected
+
+
+def test_the_ranks_computing_five_percent_more_than_their_reference_are_explained_largest_first() -> None:
+    comps = {0: 100.0, 1: 100.0, 2: 104.0, 3: 106.0, 4: 100.0, 5: 130.0}  # reference of each: 100 us
+    steps = pl.DataFrame(
+        {"rank": list(comps), "step": [1] * 6, "in_comp": [True] * 6, "exclusive_us": list(comps.values())}
+    )
+    assert slow_rank.slow_ranks(steps) == [5, 3]  # 130 >= 100 x 1.05 and 106 >= 105; 104 < 105
+    assert slow_rank.slow_ranks(steps, asked=[2]) == [2, 5, 3]

@@ -95,16 +95,26 @@ def reference_rank(comp: pl.DataFrame, rank: int) -> int | None:
     return None if others.height == 0 else int(others.item((others.height - 1) // 2, "rank"))
 
 
+def references(comp: pl.DataFrame) -> pl.DataFrame:
+    """Per rank of `comp` (`rank`, `comp_us`): its reference rank's `reference_us` (`reference_rank` for every
+    rank at once: with the ranks sorted by T_comp, the lower middle of the others is the ranks' lower middle
+    m = (n - 2) // 2 for a rank above it, the next one for a rank at or below it); null alone."""
+    ordered = comp.sort("comp_us", "rank").with_row_index("_position")
+    middle = (ordered.height - 2) // 2
+    below, above = (
+        ordered.item(i, "comp_us") if 0 <= i < ordered.height else None for i in (middle, middle + 1)
+    )
+    reference = pl.when(pl.col("_position") > middle).then(pl.lit(below)).otherwise(pl.lit(above))
+    return ordered.select("rank", "comp_us", reference.cast(pl.Float64).alias("reference_us"))
+
+
 def slow_ranks(class_steps: pl.DataFrame, asked: Sequence[int] = ()) -> list[int]:
-    """The ranks to explain: `asked`, then those computing `SLOW_EXCESS_MIN` more than their reference."""
-    comp = rank_comp(class_steps)
-    found = []
-    for row in comp.sort("comp_us", descending=True).iter_rows(named=True):
-        reference = reference_rank(comp, row["rank"])
-        base = comp.filter(pl.col("rank") == reference).item(0, "comp_us") if reference is not None else None
-        if base and row["comp_us"] >= base * (1 + SLOW_EXCESS_MIN):
-            found.append(int(row["rank"]))
-    return list(dict.fromkeys([*asked, *found[:MAX_EXPLAINED]]))
+    """The ranks to explain: `asked`, then those computing `SLOW_EXCESS_MIN` more than their reference (the
+    largest T_comp first)."""
+    base = pl.col("reference_us")
+    slow = (base != 0) & (pl.col("comp_us") >= base * (1 + SLOW_EXCESS_MIN))
+    found = references(rank_comp(class_steps)).filter(slow).sort("comp_us", "rank", descending=[True, False])
+    return list(dict.fromkeys([*asked, *found.get_column("rank").head(MAX_EXPLAINED).to_list()]))
 
 
 def _classes(class_steps: pl.DataFrame, rank: int, reference: int) -> pl.DataFrame:

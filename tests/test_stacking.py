@@ -107,3 +107,22 @@ def test_a_run_of_many_ranks_names_the_first_rank_whose_events_end_before_they_s
     with pytest.raises(TraceviewError, match=r"rank3\.json \(rank 3\) steps: 1 events end before they start"):
         Run(ranks=(*good[:3], bad_step)).validate()
     assert Run(ranks=tuple(good)).validate().rank_ids == list(range(40))
+
+
+def test_ranks_checked_in_groups_of_bounded_rows_and_a_large_rank_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import traceview.model.trace as trace_module
+
+    monkeypatch.setattr(trace_module, "STACKED_ROWS", 4)
+    sized = [pl.DataFrame({"start_us": [0.0] * n, "end_us": [1.0] * n}) for n in (1, 2, 9, 1, 1, 3, 0)]
+    assert trace_module._groups(sized) == [[0, 1], [2], [3, 4], [5, 6]]
+    assert trace_module._groups([]) == []
+    ranks = [_trace(r, [(0.0, 1.0)] * n) for r, n in enumerate((1, 2, 9, 1, 1, 3))]
+    assert Run(ranks=tuple(ranks)).validate().rank_ids == list(range(6))
+    ranks[4] = _trace(4, [(0.0, 1.0), (3.0, 2.0)])
+    with pytest.raises(TraceviewError, match=r"rank4\.json \(rank 4\) gpu: 1 events end before they start"):
+        Run(ranks=tuple(ranks)).validate()
+    ranks[2] = _trace(2, [(0.0, 1.0)] * 8 + [(None, 1.0)])
+    with pytest.raises(TraceviewError, match=r"rank2\.json \(rank 2\) gpu: events without a start time"):
+        Run(ranks=tuple(ranks)).validate()

@@ -125,6 +125,10 @@ _INTERVAL_FAULTS = (
     (pl.col("end_us") < pl.col("start_us")).sum().alias("bad"),
     pl.col("start_us").is_null().any().alias("unstarted"),
 )
+_FAULTY = (pl.col("bad") > 0) | pl.col("unstarted")
+STACKED_ROWS = 1 << 16
+"""Frames are checked stacked, one query for as many as hold this many rows together (a run's thousands of
+compact traces in one); a larger frame alone, its columns never copied."""
 
 
 def _interval_columns(frame: pl.DataFrame) -> pl.DataFrame:
@@ -132,26 +136,45 @@ def _interval_columns(frame: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame([frame.get_column("start_us"), frame.get_column("end_us")])
 
 
+def _groups(frames: Sequence[pl.DataFrame]) -> list[list[int]]:
+    """The positions of `frames` in groups of consecutive frames of at most `STACKED_ROWS` rows together (a
+    larger frame alone)."""
+    groups: list[list[int]] = []
+    rows = 0
+    for i, frame in enumerate(frames):
+        if not groups or rows + frame.height > STACKED_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(i)
+        rows += frame.height
+    return groups
+
+
+def _fault_plan(frames: Sequence[pl.DataFrame], group: list[int]) -> pl.LazyFrame:
+    """Per frame of `group` (positions in `frames`) with a fault: its position, `bad` (events ending before
+    they start) and `unstarted` (any event without a start)."""
+    if len(group) == 1:
+        alone = _interval_columns(frames[group[0]]).lazy()
+        return alone.select(pl.lit(group[0], pl.Int64).alias(_TRACE), *_INTERVAL_FAULTS).filter(_FAULTY)
+    index = repeated(_TRACE, group, [frames[i].height for i in group], pl.Int64)
+    stacked = vstacked([_interval_columns(frames[i]) for i in group], rechunk=True).hstack([index])
+    return stacked.lazy().group_by(_TRACE).agg(_INTERVAL_FAULTS).filter(_FAULTY)
+
+
 def _check_intervals(traces: Sequence[RankTrace]) -> None:
-    """Every event of every frame of `traces` starts, and ends no earlier than it starts: one query per kind
-    of frame for all the traces together (a run of thousands of ranks checked in three, not a query per
-    rank); the first fault raised, in the traces' order, then gpu, cpu, steps. The frames' schemas are
+    """Every event of every frame of `traces` starts, and ends no earlier than it starts: one query per group
+    of frames (`_groups`: a run of thousands of compact ranks checked in three, not a query per rank), run
+    together; the first fault raised, in the traces' order, then gpu, cpu, steps. The frames' schemas are
     checked."""
-    plans = []
-    for part in _CHECKED_PARTS:
-        frames = [_interval_columns(getattr(trace, part)) for trace in traces]
-        index = repeated(_TRACE, range(len(frames)), [frame.height for frame in frames], pl.Int64)
-        stacked = vstacked(frames).hstack([index]).lazy()
-        faults = (
-            stacked.group_by(_TRACE).agg(_INTERVAL_FAULTS).filter((pl.col("bad") > 0) | pl.col("unstarted"))
-        )
-        plans.append(faults)
-    found = [{row[0]: row[1:] for row in frame.iter_rows()} for frame in pl.collect_all(plans)]
-    if not any(found):
+    frames = [[getattr(trace, part) for trace in traces] for part in _CHECKED_PARTS]
+    plans = [[_fault_plan(part, group) for group in _groups(part)] for part in frames]
+    found = iter(pl.collect_all([plan for part in plans for plan in part]))
+    faults = [{row[0]: row[1:] for _ in part for row in next(found).iter_rows()} for part in plans]
+    if not any(faults):
         return
     for position, trace in enumerate(traces):
         where = f"{trace.path} (rank {trace.rank})"
-        for part, faults_of in zip(_CHECKED_PARTS, found, strict=True):
+        for part, faults_of in zip(_CHECKED_PARTS, faults, strict=True):
             bad, unstarted = faults_of.get(position, (0, False))
             if bad:
                 raise TraceviewError(f"{where} {part}: {bad} events end before they start")

@@ -88,14 +88,18 @@ def summarize_file(task: MapTask) -> Any:
 def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
     """`summarize_file` of each task, in order, the ranks summarised together
     (`traceview.map.rank_summary.summarize_many`); a rank whose batch meets a defect is summarised again
-    alone, so that the defect costs that rank only. Runs in a worker (module level, picklable)."""
+    alone, so that the defect costs that rank only. Runs in a worker (module level, picklable); the results
+    travel packed (`traceview.map.packed`)."""
     from traceview.load.inputs import release_free_heap
+    from traceview.map.packed import PackedResults
 
     try:
         read = [_parsed(task) for task in tasks]
         traces = [trace for trace in read if not isinstance(trace, SkippedInput)]
         summaries = iter(_summaries(traces, tasks[0]) if traces else [])
-        return [result if isinstance(result, SkippedInput) else next(summaries) for result in read]
+        return PackedResults(  # sent to the parent packed (traceview.map.packed)
+            result if isinstance(result, SkippedInput) else next(summaries) for result in read
+        )
     finally:
         release_free_heap()  # the parses' freed pages back to the system before the next batch
 

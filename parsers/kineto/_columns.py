@@ -6,6 +6,7 @@ collective-call columns only for the rows that carry such arguments; and the bat
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,8 +63,15 @@ def concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.
 
 def _nulls(name: str, dtype: pl.DataType, lengths: Sequence[int]) -> pl.Series:
     """A column of nulls in chunks of `lengths` rows."""
-    parts = [pl.Series(name, [None], dtype).new_from_index(0, length) for length in lengths]
-    return pl.concat(parts, rechunk=False)
+    null = _null(name, dtype)
+    parts = [null.new_from_index(0, length) for length in lengths]
+    return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=False)
+
+
+@functools.cache
+def _null(name: str, dtype: pl.DataType) -> pl.Series:
+    """One null of `dtype` named `name` (made once: building a Series from a list costs tens of us)."""
+    return pl.Series(name, [None], dtype)
 
 
 def frame_of(

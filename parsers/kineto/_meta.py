@@ -124,6 +124,9 @@ class HeaderChecks:
 def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> pl.LazyFrame:
     """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu);
     `traceview.steps.windows.choose_steps` decides which set to use (`first_source`)."""
+    on_cpu = _step_windows(cpu.lazy().select("name", "start_us", "end_us"), "cpu")
+    if not gpu_annotations:  # most traces: no plan for an empty set
+        return on_cpu
     gpu_steps = pl.DataFrame(
         {
             "name": [e.name or "" for e in gpu_annotations],
@@ -132,9 +135,7 @@ def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> 
         },
         schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
     )
-    on_gpu = _step_windows(gpu_steps.lazy(), "gpu")
-    on_cpu = _step_windows(cpu.lazy().select("name", "start_us", "end_us"), "cpu")
-    return pl.concat([on_gpu, on_cpu])
+    return pl.concat([_step_windows(gpu_steps.lazy(), "gpu"), on_cpu])
 
 
 def first_source(candidates: pl.DataFrame) -> str:

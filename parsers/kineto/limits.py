@@ -8,6 +8,7 @@ an event outside them is dropped and counted, a header value outside them is rea
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -116,18 +117,29 @@ def sane_frame(
 
 def frame_extremes(frame: pl.DataFrame) -> pl.LazyFrame:
     """The minima and maxima of `frame` that `sane_frame` reads."""
-    counts = [name for name in COUNT_BOUNDS if name in frame.columns]
-    return frame.lazy().select(
+    counts = tuple(name for name in COUNT_BOUNDS if name in frame.columns)
+    return frame.lazy().select(_extreme_exprs(counts, tuple(_texts(frame))))
+
+
+@functools.cache
+def _extreme_exprs(counts: tuple[str, ...], texts: tuple[str, ...]) -> tuple[pl.Expr, ...]:
+    """The expressions of `frame_extremes` for frames with these count and text columns (built once: a
+    file's parse builds them for two frames, and a tiny file's parse is a few milliseconds)."""
+    return (
         *(q.min().alias(f"{name} min") for name, q in QUANTITIES.items()),
         *(q.max().alias(f"{name} max") for name, q in QUANTITIES.items()),
         *(pl.col(name).min().alias(f"{name} min") for name in counts),
         *(pl.col(name).max().alias(f"{name} max") for name in counts),
-        *(pl.col(name).str.len_bytes().max().alias(f"{name} bytes") for name in _texts(frame)),
+        *(pl.col(name).str.len_bytes().max().alias(f"{name} bytes") for name in texts),
     )
 
 
 def _texts(frame: pl.DataFrame) -> list[str]:
-    return [name for name, dtype in frame.schema.items() if dtype == pl.Utf8 and name != "name"]
+    return [
+        name
+        for name, dtype in zip(frame.columns, frame.dtypes, strict=True)
+        if dtype == pl.Utf8 and name != "name"
+    ]
 
 
 def _within(extremes: dict[str, Any], name: str, low: float, high: float) -> bool:

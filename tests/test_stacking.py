@@ -4,6 +4,7 @@ several; a run's ranks checked together, the first fault named."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import cast
@@ -21,6 +22,7 @@ from traceview.model.trace import (
     RankTrace,
     Run,
     TraceMeta,
+    checked,
     empty_frame,
 )
 
@@ -126,3 +128,19 @@ def test_ranks_checked_in_groups_of_bounded_rows_and_a_large_rank_alone(
     ranks[2] = _trace(2, [(0.0, 1.0)] * 8 + [(None, 1.0)])
     with pytest.raises(TraceviewError, match=r"rank2\.json \(rank 2\) gpu: events without a start time"):
         Run(ranks=tuple(ranks)).validate()
+
+
+def test_a_batch_checked_together_gives_each_trace_or_its_own_error() -> None:
+    good = _trace(0, [(0.0, 1.0)])
+    backwards = _trace(1, [(0.0, 1.0), (5.0, 2.0)])
+    unsourced = dataclasses.replace(_trace(2, [(0.0, 1.0)]), step_source="sideways")
+    also_good = _trace(3, [(2.0, 3.0)], [(0.0, 4.0)])
+    outcomes = checked([good, backwards, unsourced, also_good])
+    assert outcomes[0] is good
+    assert outcomes[3] is also_good
+    assert str(outcomes[1]) == "rank1.json (rank 1) gpu: 1 events end before they start"
+    assert "unknown step source 'sideways'" in str(outcomes[2])
+    for trace, outcome in zip([backwards, unsourced], outcomes[1:3], strict=True):
+        with pytest.raises(TraceviewError) as alone:
+            trace.validate()
+        assert str(alone.value) == str(outcome)

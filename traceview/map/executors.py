@@ -45,7 +45,7 @@ from traceview.core.errors import TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
 from traceview.core.sanitize import printable
 from traceview.map.batch import batches_of_sizes
-from traceview.model.trace import RankTrace, SkippedInput
+from traceview.model.trace import RankTrace, SkippedInput, checked
 from traceview.options.run import RunOptions
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 
@@ -89,12 +89,12 @@ def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
     """`summarize_file` of each task, in order, the ranks summarised together
     (`traceview.map.rank_summary.summarize_many`); a rank whose batch meets a defect is summarised again
     alone, so that the defect costs that rank only. Runs in a worker (module level, picklable); the results
-    travel packed (`traceview.map.packed`)."""
+    travel packed (`traceview.map.packed`); the batch's traces are checked together (`_checked`)."""
     from traceview.load.inputs import release_free_heap
     from traceview.map.packed import PackedResults
 
     try:
-        read = [_parsed(task) for task in tasks]
+        read = _checked([_parsed(task) for task in tasks], tasks)
         traces = [trace for trace in read if not isinstance(trace, SkippedInput)]
         summaries = iter(_summaries(traces, tasks[0]) if traces else [])
         return PackedResults(  # sent to the parent packed (traceview.map.packed)
@@ -105,13 +105,35 @@ def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
 
 
 def _parsed(task: MapTask) -> Any:
-    """The task's trace parsed and checked, or why it could not be read (`SkippedInput`)."""
+    """The task's trace parsed, or why it could not be read (`SkippedInput`)."""
     from traceview.parsers import kineto
 
     try:
-        return kineto.parse(task.path, task.limits).validate()
+        return kineto.parse(task.path, task.limits)
     except Exception as exc:
         return _skipped(task.path, exc)
+
+
+def _checked(read: list[Any], tasks: Sequence[MapTask]) -> list[Any]:
+    """The traces of `read` checked together (`traceview.model.trace.checked`: one query per kind of frame
+    for the batch), a trace that fails its check skipped with why."""
+    positions = [i for i, result in enumerate(read) if not isinstance(result, SkippedInput)]
+    traces = [read[i] for i in positions]
+    try:
+        outcomes: list[RankTrace | Exception] = list(checked(traces))
+    except Exception:  # a defect met by the batch's check costs no rank: each checked alone
+        outcomes = [_checked_alone(trace) for trace in traces]
+    for i, outcome in zip(positions, outcomes, strict=True):
+        if not isinstance(outcome, RankTrace):
+            read[i] = _skipped(tasks[i].path, outcome)
+    return read
+
+
+def _checked_alone(trace: RankTrace) -> RankTrace | Exception:
+    try:
+        return trace.validate()
+    except Exception as exc:
+        return exc
 
 
 def _skipped(path: str, exc: Exception) -> SkippedInput:

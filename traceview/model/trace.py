@@ -161,25 +161,50 @@ def _fault_plan(frames: Sequence[pl.DataFrame], group: list[int]) -> pl.LazyFram
     return stacked.lazy().group_by(_TRACE).agg(_INTERVAL_FAULTS).filter(_FAULTY)
 
 
-def _check_intervals(traces: Sequence[RankTrace]) -> None:
-    """Every event of every frame of `traces` starts, and ends no earlier than it starts: one query per group
-    of frames (`_groups`: a run of thousands of compact ranks checked in three, not a query per rank), run
-    together; the first fault raised, in the traces' order, then gpu, cpu, steps. The frames' schemas are
-    checked."""
+def _interval_faults(traces: Sequence[RankTrace]) -> dict[int, str]:
+    """Per position in `traces` of a trace with an event that does not start, or that ends before it starts:
+    its first fault (gpu, cpu, steps; ends before starts first). One query per group of frames (`_groups`: a
+    run of thousands of compact ranks checked in three, not a query per rank), run together. The frames'
+    schemas are checked."""
     frames = [[getattr(trace, part) for trace in traces] for part in _CHECKED_PARTS]
     plans = [[_fault_plan(part, group) for group in _groups(part)] for part in frames]
     found = iter(pl.collect_all([plan for part in plans for plan in part]))
     faults = [{row[0]: row[1:] for _ in part for row in next(found).iter_rows()} for part in plans]
-    if not any(faults):
-        return
-    for position, trace in enumerate(traces):
-        where = f"{trace.path} (rank {trace.rank})"
-        for part, faults_of in zip(_CHECKED_PARTS, faults, strict=True):
-            bad, unstarted = faults_of.get(position, (0, False))
-            if bad:
-                raise TraceviewError(f"{where} {part}: {bad} events end before they start")
-            if unstarted:
-                raise TraceviewError(f"{where} {part}: events without a start time")
+    said: dict[int, str] = {}
+    for part, faults_of in reversed(list(zip(_CHECKED_PARTS, faults, strict=True))):  # the first part wins
+        for position, (bad, _) in faults_of.items():  # a fault without `bad` is one without a start
+            where = f"{traces[position].path} (rank {traces[position].rank}) {part}"
+            said[position] = (
+                f"{where}: {bad} events end before they start"
+                if bad
+                else f"{where}: events without a start time"
+            )
+    return said
+
+
+def _check_intervals(traces: Sequence[RankTrace]) -> None:
+    """`_interval_faults` of `traces`: the first, in the traces' order, raised."""
+    faults = _interval_faults(traces)
+    if faults:
+        raise TraceviewError(faults[min(faults)])
+
+
+def checked(traces: Sequence[RankTrace]) -> list[RankTrace | TraceviewError]:
+    """Each of `traces` where `RankTrace.validate` passes, else the error it raises: the intervals of all of
+    them checked together (a batch's files in one query per kind of frame, not one per file)."""
+    results: list[RankTrace | TraceviewError] = []
+    for trace in traces:
+        try:
+            trace._check_schemas()
+            trace._check_step_source()
+            results.append(trace)
+        except TraceviewError as error:
+            results.append(error)
+    sound = [i for i, result in enumerate(results) if isinstance(result, RankTrace)]
+    faults = _interval_faults([traces[i] for i in sound])
+    for k, message in faults.items():
+        results[sound[k]] = TraceviewError(message)
+    return results
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ if importlib.util.find_spec("torch") is None:
         raise ImportError("torch is not installed: .ci/run installs it for these tests")
     pytest.skip("torch is not installed (pip install 'traceview[record]')", allow_module_level=True)
 
+from tests.job_runs import run_job
 from traceview.api import analyze
 from traceview.reduce.results import RunAnalysis
 
@@ -39,12 +40,7 @@ SPLITS = (2, 6)  # tests/jobs/mesh_train.py SPLITS: rows each rank sends to ep l
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mesh")
-    done = subprocess.run(
-        [sys.executable, str(JOB), "--out", str(out), "--steps", "3"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_job([sys.executable, str(JOB), "--out", str(out), "--steps", "3"], clear=[out])
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 

@@ -30,6 +30,8 @@ if importlib.util.find_spec("torch") is None:
         raise ImportError("torch is not installed: .ci/run installs it for these tests")
     pytest.skip("torch is not installed (pip install 'traceview[record]')", allow_module_level=True)
 
+from tests.job_runs import run_job
+
 JOB = Path(__file__).parent / "jobs" / "gloo_train.py"
 LOCAL_BATCH = 16  # the job's own (LOCAL_BATCH in gloo_train.py); `traceview record` passes it too
 
@@ -124,7 +126,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         "--active",
         "2",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = run_job(command, clear=[root / "run", root / "facts"])
     assert done.returncode == 0, done.stderr[-3000:]
     return Recorded("pp", root / "run", _facts(root / "facts"), 0, 1, 2, by_record=False)
 

@@ -10,7 +10,6 @@ import gc
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ if importlib.util.find_spec("torch") is None:
 
 import torch
 
+from tests.job_runs import run_job
 from traceview.record.observe import BatchObserver, batch_input, batch_of, global_param_count, model_chain
 from traceview.record.steps import FunctionSteps, OptimizerSteps
 
@@ -184,9 +184,7 @@ SHARDED = Path(__file__).parent / "jobs" / "sharded_model.py"
 
 
 def test_a_sharded_model_counts_its_global_parameters_and_names_its_mesh_dims(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SHARDED), str(tmp_path)], capture_output=True, text=True, check=False
-    )
+    done = run_job([sys.executable, str(SHARDED), str(tmp_path)])
     assert done.returncode == 0, done.stderr[-3000:]
     whole = LINEAR_8_16 + LINEAR_16_4
     for rank in (0, 1):

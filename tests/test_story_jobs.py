@@ -20,7 +20,6 @@ import math
 import os
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ if importlib.util.find_spec("torch") is None:
 
 from traceview.reports.json.summary import summary_document
 
+from tests.job_runs import run_job
 from tests.jobs.story_job import HEAVY, SLEEP_S, SLEEPER
 from tests.test_one_story import checked_claims, rendered
 from traceview.across_ranks.evidence import LAST_ALPHA
@@ -56,7 +56,7 @@ def _record(root: Path, mode: str, ranks: int) -> Path:
         "--facts",
         str(root / "facts"),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = run_job(command, clear=[root / "run", root / "facts"])
     assert done.returncode == 0, done.stderr[-3000:]
     return root / "run" / "run.json"
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from traceview.core.errors import TraceviewError
-from traceview.core.frames import repeated, vstacked
+from traceview.core.frames import repeated, strictly_stacked, vstacked
 from traceview.model.stacking import stacked_rows
 from traceview.model.trace import (
     CPU_SCHEMA,
@@ -41,6 +41,8 @@ def test_same_types_stack_as_a_relaxed_concat_and_differing_ones_are_relaxed() -
         assert found.schema == expected.schema
         assert found.equals(expected)
     assert vstacked([ints, floats]).get_column("x").to_list() == [1.0, 2.0, 0.5]
+    assert strictly_stacked([ints, floats]) is None
+    assert strictly_stacked([ints, nulls]) is not None  # a null column takes the other's type
 
 
 def test_repeated_values_skip_zero_counts() -> None:
@@ -49,6 +51,10 @@ def test_repeated_values_skip_zero_counts() -> None:
     assert repeated("rank", [3], [0], pl.Int64).dtype == pl.Int64
     assert repeated("rank", [3], [0], pl.Int64).len() == 0
     assert repeated("rank", [3, 4], [0, 0], pl.Int64).len() == 0
+    chunked = repeated("rank", [3, 4, 5], [2, 0, 1], pl.Int64, chunked=True)
+    assert chunked.to_list() == [3, 3, 5]
+    assert chunked.chunk_lengths() == [2, 1]  # a chunk per value (polars keeps no empty chunk)
+    assert repeated("rank", [], [], pl.Int64, chunked=True).len() == 0
     assert repeated("rank", [], [], pl.Int64).len() == 0
 
 

@@ -9,22 +9,42 @@ from collections.abc import Sequence
 import polars as pl
 
 
-def vstacked(frames: Sequence[pl.DataFrame], *, rechunk: bool = False) -> pl.DataFrame:
-    """`frames` (at least one) one above the other, each column of the type common to the frames': without a
-    query when their types are the same (the reduce stacks thousands of small frames; a relaxed concat is a
-    query each), relaxed to the common type otherwise (a strict concat refuses differing types, never
-    changes one)."""
+def strictly_stacked(frames: Sequence[pl.DataFrame], *, rechunk: bool = False) -> pl.DataFrame | None:
+    """`frames` (at least one) one above the other without a query, when their columns and types are the
+    same; None otherwise (a strict concat refuses differing types, never changes one)."""
     try:
         return pl.concat(frames, how="vertical", rechunk=rechunk)
     except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
-        return pl.concat(frames, how="vertical_relaxed", rechunk=rechunk)
+        return None
 
 
-def repeated(name: str, values: Sequence[int], counts: Sequence[int], dtype: type[pl.DataType]) -> pl.Series:
-    """Each of `values` `counts[i]` times, in one chunk (no query; one value repeated directly, about 50
-    times faster than the general path's list column, whose cost is fixed)."""
-    if len(values) == 1:
-        return pl.Series(name, values, dtype).new_from_index(0, counts[0])
+def vstacked(frames: Sequence[pl.DataFrame], *, rechunk: bool = False) -> pl.DataFrame:
+    """`frames` (at least one) one above the other, each column of the type common to the frames': without a
+    query when their types are the same (`strictly_stacked`: the reduce stacks thousands of small frames; a
+    relaxed concat is a query each), relaxed to the common type otherwise."""
+    stacked = strictly_stacked(frames, rechunk=rechunk)
+    return pl.concat(frames, how="vertical_relaxed", rechunk=rechunk) if stacked is None else stacked
+
+
+def repeated(
+    name: str,
+    values: Sequence[int],
+    counts: Sequence[int],
+    dtype: type[pl.DataType],
+    *,
+    chunked: bool = False,
+) -> pl.Series:
+    """Each of `values` `counts[i]` times (no query): in one chunk, or, `chunked`, a chunk per value (to stand
+    beside columns cut so). One value is repeated directly, about 50 times faster than the general one-chunk
+    path's list column, whose cost is fixed."""
+    if len(values) == 1 or chunked:
+        one = [
+            pl.Series(name, [value], dtype).new_from_index(0, n)
+            for value, n in zip(values, counts, strict=True)
+        ]
+        if len(one) == 1:
+            return one[0]
+        return pl.concat(one, rechunk=False) if one else pl.Series(name, [], dtype)
     times = pl.Series(counts, dtype=pl.UInt32)
     some = times > 0  # an empty list would explode into a null row
     listed = pl.Series(name, values, dtype).filter(some).repeat_by(times.filter(some))

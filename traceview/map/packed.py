@@ -11,12 +11,13 @@ the summaries that arrive equal those sent, frame for frame.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from itertools import accumulate
 from typing import Any
 
 import polars as pl
 
+from traceview.core.frames import strictly_stacked
 from traceview.map.rank_summary import RankSummary
 
 Path = tuple[str, ...]
@@ -54,14 +55,6 @@ def with_values(value: Any, values: Mapping[Path, Any]) -> Any:
     return dataclasses.replace(value, **here)
 
 
-def _stacked(frames: Sequence[pl.DataFrame]) -> pl.DataFrame | None:
-    """The frames as one, when they have the same columns and types (None otherwise: sent as they are)."""
-    try:
-        return pl.concat(frames, how="vertical", rechunk=True)
-    except (pl.exceptions.SchemaError, pl.exceptions.ShapeError):
-        return None
-
-
 class PackedResults(list[Any]):
     """A worker's results (summaries, and what could not be read, in order), pickled packed (module
     docstring); in the process that made them, a plain list."""
@@ -83,7 +76,7 @@ def _packed(results: list[Any]) -> Packed:
     paths, stacks, heights = [], [], []
     for path in frame_paths(summaries[0]):
         frames = [_get(summary, path) for summary in summaries]
-        stacked = _stacked(frames)
+        stacked = strictly_stacked(frames, rechunk=True)  # other types: sent as they are
         if stacked is not None:
             paths.append(path)
             stacks.append(stacked)

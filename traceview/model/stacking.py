@@ -57,8 +57,9 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
     if all(len(lengths) == 1 for lengths in chunks):
         column = repeated("rank", ranks, [lengths[0] for lengths in chunks], pl.Int64)
         return vstacked(frames, rechunk=True).hstack([column])
-    runs = [(rank, length) for rank, lengths in zip(ranks, chunks, strict=True) for length in lengths]
-    return vstacked(frames).hstack([_repeated(runs)])
+    of_chunk = [rank for rank, lengths in zip(ranks, chunks, strict=True) for _ in lengths]
+    lengths = [length for of_frame in chunks for length in of_frame]
+    return vstacked(frames).hstack([repeated("rank", of_chunk, lengths, pl.Int64, chunked=True)])
 
 
 def ranked_frame(run: Run, part: str) -> pl.DataFrame:
@@ -75,13 +76,7 @@ def rank_column(traces: Sequence[RankTrace], heights: Sequence[int]) -> pl.Serie
     no query)."""
     if len(traces) == 1:
         return pl.lit(traces[0].rank, pl.Int64).alias("rank")
-    return _repeated([(trace.rank, height) for trace, height in zip(traces, heights, strict=True)])
-
-
-def _repeated(runs: Sequence[tuple[int, int]]) -> pl.Series:
-    """Each (rank, length) of `runs` as `length` rows of `rank`, a chunk each (no query)."""
-    parts = [pl.Series("rank", [rank], pl.Int64).new_from_index(0, length) for rank, length in runs]
-    return pl.concat(parts, rechunk=False) if parts else pl.Series("rank", [], pl.Int64)
+    return repeated("rank", [trace.rank for trace in traces], heights, pl.Int64, chunked=True)
 
 
 def stacked_plan(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.LazyFrame:

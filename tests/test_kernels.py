@@ -284,18 +284,18 @@ def test_a_long_kernel_key_keeps_its_start_and_its_end() -> None:
 
 
 @pytest.mark.parametrize("ranks", range(6))
-def test_every_ranks_reference_at_once_is_the_median_of_the_others(ranks: int) -> None:
-    """`references` (all ranks in one query) gives each rank the T_comp of `reference_rank` (the lower middle
-    of the other ranks by T_comp, then rank), ties included."""
+def test_every_ranks_reference_is_the_lower_middle_of_the_others(ranks: int) -> None:
+    """`references` (all ranks in one query) against the rule applied rank by rank in Python: the others
+    sorted by (T_comp, rank), the element at (count - 1) // 2; ties included."""
     for comps in ([5.0, 1.0, 3.0, 3.0, 8.0, 2.0], [2.0] * 6, [1.0, 9.0, 1.0, 9.0, 4.0, 4.0]):
-        comp = pl.DataFrame({"rank": [7 * r for r in range(ranks)], "comp_us": comps[:ranks]})
-        found = dict(references(comp).select("rank", "reference_us").iter_rows())
-        for rank in comp.get_column("rank"):
-            reference = slow_rank.reference_rank(comp, rank)
-            expected = (
-                None if reference is None else comp.filter(pl.col("rank") == reference).item(0, "comp_us")
-            )
-            assert found[rank] == expected
+        comp = {7 * r: comps[r] for r in range(ranks)}
+        found = references(pl.DataFrame({"rank": list(comp), "comp_us": list(comp.values())}))
+        for rank, reference, reference_us in found.select("rank", "reference", "reference_us").iter_rows():
+            others = sorted((us, other) for other, us in comp.items() if other != rank)
+            expected = others[(len(others) - 1) // 2] if others else (None, None)
+            assert (reference_us, reference) == expected
+            assert slow_rank.reference_rank(found.select("rank", "comp_us"), rank) == expected[1]
+        assert sorted(found.get_column("rank")) == sorted(comp)
 
 
 def test_the_ranks_computing_five_percent_more_than_their_reference_are_explained_largest_first() -> None:

@@ -89,23 +89,33 @@ def rank_comp(class_steps: pl.DataFrame) -> pl.DataFrame:
     return _per_step(comp, [], ["exclusive_us"]).rename({"exclusive_us": "comp_us"}).sort("rank")
 
 
-def reference_rank(comp: pl.DataFrame, rank: int) -> int | None:
-    """The median rank by T_comp among the ranks other than `rank` (the lower middle for an even count)."""
-    others = comp.filter(pl.col("rank") != rank).sort("comp_us", "rank")
-    return None if others.height == 0 else int(others.item((others.height - 1) // 2, "rank"))
-
-
 def references(comp: pl.DataFrame) -> pl.DataFrame:
-    """Per rank of `comp` (`rank`, `comp_us`): its reference rank's `reference_us` (`reference_rank` for every
-    rank at once: with the ranks sorted by T_comp, the lower middle of the others is the ranks' lower middle
-    m = (n - 2) // 2 for a rank above it, the next one for a rank at or below it); null alone."""
+    """Per rank of `comp` (`rank`, `comp_us`): its reference rank (`reference`), the median rank by T_comp
+    among the others (the lower middle for an even count), and that rank's `reference_us`; null alone. With
+    the ranks sorted by T_comp then rank, the lower middle of the others is the ranks' lower middle
+    m = (n - 2) // 2 for a rank above it, the next one for a rank at or below it: every rank at once."""
     ordered = comp.sort("comp_us", "rank").with_row_index("_position")
     middle = (ordered.height - 2) // 2
+    none = {"rank": None, "comp_us": None}
     below, above = (
-        ordered.item(i, "comp_us") if 0 <= i < ordered.height else None for i in (middle, middle + 1)
+        ordered.row(i, named=True) if 0 <= i < ordered.height else none for i in (middle, middle + 1)
     )
-    reference = pl.when(pl.col("_position") > middle).then(pl.lit(below)).otherwise(pl.lit(above))
-    return ordered.select("rank", "comp_us", reference.cast(pl.Float64).alias("reference_us"))
+    lower = pl.col("_position") > middle
+    taken = (("rank", pl.Int64, "reference"), ("comp_us", pl.Float64, "reference_us"))
+    return ordered.select(
+        "rank",
+        "comp_us",
+        *(
+            pl.when(lower).then(pl.lit(below[of])).otherwise(pl.lit(above[of])).cast(dtype).alias(name)
+            for of, dtype, name in taken
+        ),
+    )
+
+
+def reference_rank(comp: pl.DataFrame, rank: int) -> int | None:
+    """`rank`'s reference rank (`references`; None for a rank alone or without compute)."""
+    found = references(comp).filter(pl.col("rank") == rank)
+    return None if found.height == 0 else found.item(0, "reference")
 
 
 def slow_ranks(class_steps: pl.DataFrame, asked: Sequence[int] = ()) -> list[int]:

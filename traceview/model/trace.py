@@ -182,16 +182,10 @@ def _interval_faults(traces: Sequence[RankTrace]) -> dict[int, str]:
     return said
 
 
-def _check_intervals(traces: Sequence[RankTrace]) -> None:
-    """`_interval_faults` of `traces`: the first, in the traces' order, raised."""
-    faults = _interval_faults(traces)
-    if faults:
-        raise TraceviewError(faults[min(faults)])
-
-
 def checked(traces: Sequence[RankTrace]) -> list[RankTrace | TraceviewError]:
-    """Each of `traces` where `RankTrace.validate` passes, else the error it raises: the intervals of all of
-    them checked together (a batch's files in one query per kind of frame, not one per file)."""
+    """Each of `traces` where its check passes, else the error it meets (`RankTrace.validate` raises it): its
+    schemas, its step source, then the events' intervals, those of all the traces checked together (a batch's
+    files, a run's ranks: one query per kind of frame, not one per trace)."""
     results: list[RankTrace | TraceviewError] = []
     for trace in traces:
         try:
@@ -228,9 +222,9 @@ class RankTrace:
 
     def validate(self) -> RankTrace:
         """Check schemas and interval sanity; returns self so it chains. Raises `TraceviewError`."""
-        self._check_schemas()
-        _check_intervals([self])
-        self._check_step_source()
+        outcome = checked([self])[0]
+        if isinstance(outcome, TraceviewError):
+            raise outcome
         return self
 
     def _check_schemas(self) -> None:
@@ -293,17 +287,16 @@ class Run:
         return [w for trace in self.ranks for w in trace.warnings] + list(self.extra_warnings)
 
     def validate(self) -> Run:
-        """Validate every rank (`RankTrace.validate`; the events' intervals of all ranks in one query per kind
-        of frame, checked after every rank's schemas and step source) and check that no two files claim the
-        same rank."""
+        """Validate every rank (`checked`: each rank's schemas and step source, the events' intervals of all
+        ranks in one query per kind of frame) and check that no two files claim the same rank; the first
+        problem, in rank order, raised."""
         seen: dict[int, str] = {}
-        for trace in self.ranks:
-            trace._check_schemas()
-            trace._check_step_source()
+        for trace, outcome in zip(self.ranks, checked(self.ranks), strict=True):
+            if isinstance(outcome, TraceviewError):
+                raise outcome
             if trace.rank in seen:
                 raise RunError(f"{trace.path}: rank {trace.rank} is also claimed by {seen[trace.rank]}")
             seen[trace.rank] = trace.path
-        _check_intervals(self.ranks)
         return self
 
 

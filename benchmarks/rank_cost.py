@@ -21,6 +21,15 @@ N), the parent's memory per extra rank (slope of the parent's peak over N), the 
 over the smallest; per N: the parallel efficiency of W workers, T(best one-process configuration) / (W x
 T(W)), and the serial fraction (serial part / wall of the one-process run). Runs of a row alternate with
 `--repeat` > 1 and the median is kept.
+
+With `--cores`, each run is given only the cores it is measured on, by the child's CPU affinity (as `taskset`
+or a cluster's cpuset would; traceview sizes its workers and their threads from them,
+`traceview.core.cores`): W workers on W cores, the one-process map on one. The efficiency is then the
+strong-scaling one, T(one process, one core) / (W x T(W workers, W cores)): how much of each added core the
+map turns into speed. Without it, every run has every core, and a single process's polars threads already
+use them, so its efficiency says whether more workers help on this machine, not whether cores are used.
+
+    python benchmarks/rank_cost.py --ranks 256 1024 --workers 0 1 2 --cores --repeat 3
 """
 
 from __future__ import annotations
@@ -49,9 +58,11 @@ DEFAULT_RANK = REAL / "hta_amd_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 RANK_SHIFT_US = 1250.0
 JITTER_US = 7.0
 RUNNER = """
-import inspect, json, sys, time
+import inspect, json, os, sys, time
 start = time.perf_counter()
-folder, workers, timings = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+folder, workers, timings, cpus = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if cpus:  # the cores this run is given, before anything starts (its workers inherit them)
+    os.sched_setaffinity(0, [int(cpu) for cpu in cpus.split(",")])
 import traceview.reduce.pipeline as pipeline
 from traceview.cli.main import main
 inner, marks = pipeline.map_ranks, {}
@@ -83,6 +94,7 @@ class Row:
 
     ranks: int
     workers: int
+    cores: int | None
     wall_s: float
     serial_s: float
     cpu_s: float
@@ -130,10 +142,21 @@ def _rss(process: psutil.Process) -> int:
         return 0
 
 
-def measure(folder: Path, ranks: int, workers: int) -> Row:
-    """One fresh process of `traceview summary` on `folder` (module docstring)."""
+def _given(cores: int | None) -> str:
+    """The first `cores` CPUs of this process's, comma-separated ("" for all of them)."""
+    if cores is None:
+        return ""
+    chosen = sorted(os.sched_getaffinity(0))[:cores]
+    if len(chosen) < cores:
+        raise SystemExit(f"--cores: {cores} cores asked for, this process may use {len(chosen)}")
+    return ",".join(map(str, chosen))
+
+
+def measure(folder: Path, ranks: int, workers: int, cores: int | None = None) -> Row:
+    """One fresh process of `traceview summary` on `folder`, on its first `cores` CPUs when given (module
+    docstring)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as timings:
-        command = [sys.executable, "-c", RUNNER, str(folder), str(workers), timings.name]
+        command = [sys.executable, "-c", RUNNER, str(folder), str(workers), timings.name, _given(cores)]
         start = time.perf_counter()
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
         peaks, stop = {"tree": 0.0, "parent": 0.0}, threading.Event()
@@ -149,7 +172,7 @@ def measure(folder: Path, ranks: int, workers: int) -> Row:
         phases = json.loads(Path(timings.name).read_text())
     serial = max(wall - phases["map"], 0.0)
     cpu = usage.ru_utime + usage.ru_stime
-    return Row(ranks, workers, wall, serial, cpu, peaks["tree"], peaks["parent"])
+    return Row(ranks, workers, cores, wall, serial, cpu, peaks["tree"], peaks["parent"])
 
 
 def median_row(rows: list[Row]) -> Row:
@@ -157,7 +180,7 @@ def median_row(rows: list[Row]) -> Row:
     first = rows[0]
     figures = ("wall_s", "serial_s", "cpu_s", "tree_peak_mib", "parent_peak_mib")
     values = {name: statistics.median(getattr(r, name) for r in rows) for name in figures}
-    return Row(first.ranks, first.workers, **values)
+    return Row(first.ranks, first.workers, first.cores, **values)
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -168,8 +191,9 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else float("nan")
 
 
-def _label(workers: int) -> str:
-    return "in-process" if workers == 0 else f"{workers} worker{'s' if workers > 1 else ''}"
+def _label(workers: int, cores: int | None = None) -> str:
+    label = "in-process" if workers == 0 else f"{workers} worker{'s' if workers > 1 else ''}"
+    return label if cores is None else f"{label} on {cores} core{'s' if cores > 1 else ''}"
 
 
 def report(rows: list[Row]) -> None:
@@ -196,13 +220,14 @@ def report(rows: list[Row]) -> None:
             continue
         best = min(single, key=lambda r: r.wall_s)
         parts = [
-            f"{_label(w)} {best.wall_s / (max(w, 1) * r.wall_s):.2f}"
+            f"{_label(w, r.cores)} {best.wall_s / (max(w, 1) * r.wall_s):.2f}"
             for w, r in sorted(mine.items())
             if w >= 1
         ]
         print(
-            f"  N={ranks:5d}: best one-process {_label(best.workers)} {best.wall_s:.2f} s; serial fraction "
-            f"{best.serial_s / best.wall_s:.3f} ({best.serial_s:.2f} s); efficiency: {', '.join(parts)}"
+            f"  N={ranks:5d}: best one-process {_label(best.workers, best.cores)} {best.wall_s:.2f} s; "
+            f"serial fraction {best.serial_s / best.wall_s:.3f} ({best.serial_s:.2f} s); "
+            f"efficiency: {', '.join(parts)}"
         )
 
 
@@ -213,6 +238,9 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="0: no pool")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row, alternating; the median kept")
+    parser.add_argument(
+        "--cores", action="store_true", help="W workers on W cores, in-process on one (module docstring)"
+    )
     args = parser.parse_args()
     compile_sources(ROOT)  # timed as installed (benchmarks/_bytecode.py)
     rows: list[Row] = []
@@ -225,12 +253,13 @@ def main() -> None:
             runs: dict[int, list[Row]] = {w: [] for w in args.workers}
             for _ in range(args.repeat):
                 for workers in args.workers:
-                    runs[workers].append(measure(folder, count, workers))
+                    cores = max(workers, 1) if args.cores else None
+                    runs[workers].append(measure(folder, count, workers, cores))
             for workers in args.workers:
                 row = median_row(runs[workers])
                 rows.append(row)
                 print(
-                    f"N={count:5d} {_label(row.workers):11s} wall {row.wall_s:7.2f} s (serial "
+                    f"N={count:5d} {_label(row.workers, row.cores):11s} wall {row.wall_s:7.2f} s (serial "
                     f"{row.serial_s:5.2f} s)"
                     f"  CPU {row.cpu_s:7.2f} s = {1000 * row.cpu_s / count:6.1f} ms/rank"
                     f"  peak tree {row.tree_peak_mib:7.1f} MiB, parent {row.parent_peak_mib:7.1f} MiB",

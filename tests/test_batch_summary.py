@@ -124,11 +124,15 @@ def test_a_file_that_cannot_be_read_costs_its_own_rank_only(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("sizes", "workers", "expected"),
     [
-        ([10] * 40, None, [BATCH_RANKS, BATCH_RANKS, 40 - 2 * BATCH_RANKS]),  # at most BATCH_RANKS
+        ([10] * (2 * BATCH_RANKS + 8), None, [BATCH_RANKS, BATCH_RANKS, 8]),  # at most BATCH_RANKS
         ([10] * 40, 2, [40 // (4 * 2)] * 8),  # a pool: at least four batches per worker
         ([10] * 40, 1, [40 // 4] * 4),
         ([10] * 3, 4, [1, 1, 1]),
-        ([BATCH_BYTES // 2] * 2 + [1, BATCH_BYTES + 1] + [1] * 40, None, [2, 1, 1, 16, 16, 8]),  # bytes
+        (
+            [BATCH_BYTES // 2] * 2 + [1, BATCH_BYTES + 1] + [1] * (BATCH_RANKS + 8),
+            None,
+            [2, 1, 1, BATCH_RANKS, 8],
+        ),  # bytes
     ],
 )
 def test_batches_cut_by_count_bytes_and_workers(

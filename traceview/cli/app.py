@@ -113,7 +113,7 @@ def write_json_text(text: str) -> None:
     """Write JSON text to stdout with DEL, C1 and bidi-override characters as `\\uXXXX` escapes: the same
     document (they only occur inside strings, where the escape means the same character), safe on a terminal.
     The encoder already escapes C0 controls."""
-    sys.stdout.write(text.translate(_JSON_ESCAPES) + "\n")
+    sys.stdout.write((text if text.isascii() else text.translate(_JSON_ESCAPES)) + "\n")
 
 
 def print_json(document: Any) -> None:

@@ -11,11 +11,11 @@ import ctypes
 import functools
 import glob
 import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from traceview.core.cores import usable_cores
 from traceview.core.errors import InputError, RunError, TraceviewError, reason_of
 from traceview.core.location import Location, is_url, size_of, url_files
 from traceview.load.one_job import make_run
@@ -108,7 +108,7 @@ def _parse_all(
     files: Sequence[Location], workers: int | None, progress: Progress | None, limits: ParseLimits
 ) -> list[RankTrace | SkippedInput]:
     parse_one = functools.partial(_parse_or_skip, limits=limits)
-    count = min(len(files), workers or os.cpu_count() or 1)
+    count = min(len(files), workers or usable_cores())
     total_bytes = sum(map(size_of, files))
     if count <= 1 or (workers is None and total_bytes < PARALLEL_MIN_BYTES):
         return [_report(progress, i, len(files), parse_one(f)) for i, f in enumerate(files)]

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-BATCH_RANKS = 16
-"""At most this many ranks are summarised together."""
+BATCH_RANKS = 64
+"""At most this many ranks are summarised together: a batch's queries cost about 10 ms whatever its ranks, so
+64 tiny ranks pay 0.2 ms each for them where 16 paid 0.6 (1,024 tiny ranks in one process on one core: 6.3
+against 7.8 ms of CPU per rank, docs/scaling.md); the bytes bound below keeps a batch's parses small."""
 BATCH_BYTES = 1 << 20
 """A batch's files hold at most this many bytes together (a larger file is a batch of its own): a worker holds
 a batch's parses at once, and a rank of a megabyte costs its rows more than its queries."""

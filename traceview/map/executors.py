@@ -5,7 +5,8 @@ large file alone) summarised together
 (`traceview.map.rank_summary.summarize_many`): a small rank costs its queries, not its rows, and stacked, a
 batch of small ranks costs the queries of one.
 
-- `local` (default): a process pool of `workers` processes (all CPUs by default; one worker is still a pool),
+- `local` (default): a process pool of `workers` processes (by default one per core this process may use:
+  its affinity mask and its cgroup's CPU quota, `traceview.core.cores`; one worker is still a pool),
   started with spawn (polars' thread pool does not survive a fork), each started once and given the ranks in
   turn, its polars thread pool sized to its share of the cores (`worker_threads`: two workers on 16 cores run
   8 threads each, rather than 16 threads each fighting over the cores). Small runs (one file, or under 16 MB
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+from traceview.core.cores import usable_cores
 from traceview.core.engine import in_memory
 from traceview.core.errors import TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
@@ -95,6 +97,7 @@ def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
 
     try:
         read = _checked([_parsed(task) for task in tasks], tasks)
+        release_free_heap()  # the parses' freed pages back to the system before the analyses
         traces = [trace for trace in read if not isinstance(trace, SkippedInput)]
         summaries = iter(_summaries(traces, tasks[0]) if traces else [])
         return PackedResults(  # sent to the parent packed (traceview.map.packed)
@@ -206,14 +209,14 @@ def _local(
 ) -> Iterable[Any]:
     if len(tasks) == 1 or sum(sizes) < parallel_min_bytes:
         return chain.from_iterable(map(summarize_files, batches(tasks, sizes)))
-    count = min(len(tasks), workers or os.cpu_count() or 1)
+    count = min(len(tasks), workers or usable_cores())
     return _pooled(batches(tasks, sizes, count), count)
 
 
 def worker_threads(workers: int, cores: int | None = None) -> int:
-    """Polars threads for each of `workers` processes sharing `cores` (all CPUs by default): an equal share,
-    at least one."""
-    return max(1, (cores or os.cpu_count() or 1) // workers)
+    """Polars threads for each of `workers` processes sharing `cores` (by default the cores this process may
+    use, `traceview.core.cores.usable_cores`): an equal share, at least one."""
+    return max(1, (cores or usable_cores()) // workers)
 
 
 @contextlib.contextmanager

@@ -64,7 +64,14 @@ def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.Da
 
 def ranked_frame(run: Run, part: str) -> pl.DataFrame:
     """The frame `part` (gpu, cpu or steps) of every rank of `run`, with the rank's `rank`, as one frame
-    (`stacked_rows` of the ranks that have rows)."""
+    (`stacked_rows` of the ranks that have rows), stacked once per run (`Run.stacked_frames`: the reduce's
+    analyses read the host frame three times)."""
+    if part not in run.stacked_frames:
+        run.stacked_frames[part] = _ranked_frame(run, part)
+    return run.stacked_frames[part]
+
+
+def _ranked_frame(run: Run, part: str) -> pl.DataFrame:
     traces = [trace for trace in run if getattr(trace, part).height]
     if not traces:
         return empty_frame({**RANK_FRAMES[part], "rank": pl.Int64()})

@@ -269,6 +269,11 @@ class Run:
     own_clocks: bool = False
     """A batch of the map (`traceview.map.rank_summary.summarize_many`): each rank stays on its own clock
     (`traceview.model.time_base.aligned_ranks` moves none)."""
+    stacked_frames: dict[str, pl.DataFrame] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The frames of every rank stacked, by part, made once for the run's analyses
+    (`traceview.model.stacking.ranked_frame`; the ranks never change, so neither do they)."""
 
     def __iter__(self) -> Iterator[RankTrace]:
         return iter(self.ranks)

@@ -79,7 +79,7 @@ class UserOptions:
     )
     workers: int | None = _option(
         "--workers",
-        "Processes that read and summarise ranks (default: CPUs).",
+        "Processes that read and summarise ranks (default: the cores this process may use).",
         "count",
         low=1,
         high=MAX_WORKERS,

@@ -46,7 +46,8 @@ def analyze_files(
         raise InputError(
             skipped[0].path, f"none of the {len(files)} files could be read; first: {skipped[0].reason}"
         )
-    compact = make_run([rank.trace for rank in held.ranks], skipped, source=options.source)
+    traces = [rank.trace for rank in held.ranks]
+    compact = make_run(traces, skipped, source=options.source, checked_where_made=True)
     arrival = {id(rank.trace): index for index, rank in enumerate(held.ranks)}
     order = [arrival[id(trace)] for trace in compact]  # the summaries of the ranks kept, in rank order
     return reduce_held(held, order, options, compact.skipped, compact.source, compact.extra_warnings)

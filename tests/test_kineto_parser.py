@@ -203,3 +203,26 @@ def test_events_across_decoding_batches_are_all_kept(tmp_path: Path) -> None:
     assert trace.gpu.height == count
     assert trace.gpu.get_column("name").to_list() == [f"k{i}" for i in range(count)]
     assert trace.gpu.filter(trace.gpu["stream"] == 9).get_column("name").to_list() == ["k23998"]
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # today's name on some ops, none on others
+        ([{"Input Dims": [[2, 3]]}, {}, {"Input Dims": [[4]]}], ["[[2,3]]", None, "[[4]]"]),
+        # PyTorch 1.x's name only
+        ([{"Input dims": [[2, 3]]}, {}, {"Input dims": [[5, 6], []]}], ["[[2,3]]", None, "[[5,6],[]]"]),
+        # both in one trace, today's name first where an op has both
+        ([{"Input dims": [[1]]}, {"Input Dims": [[7]], "Input dims": [[8]]}, {}], ["[[1]]", "[[7]]", None]),
+    ],
+)
+def test_input_shapes_under_either_name(
+    tmp_path: Path, written: list[dict[str, object]], expected: list[str | None]
+) -> None:
+    events = [kf.cpu_op(f"aten::op{i}", 100 + 10 * i, 5, args=args) for i, args in enumerate(written)]
+    trace = kineto.parse(kf.write(kf.document(events), tmp_path / "t.json"))
+    ops = trace.cpu.filter(trace.cpu["kind"] == "op").sort("start_us")
+    kept = ops.get_column("input_dims").to_list()
+    assert [None if text is None else json.loads(text) for text in kept] == [
+        None if text is None else json.loads(text) for text in expected
+    ]

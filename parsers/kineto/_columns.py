@@ -181,11 +181,15 @@ def _present(items: list[Args], name: str, fallback: str) -> list[Any]:
 
 
 def _either(items: list[Args], name: str, fallback: str) -> list[msgspec.Raw]:
-    """Field `name` of each item, or field `fallback` where `name` is empty."""
+    """Field `name` of each item, or field `fallback` where `name` is empty (a row by row merge only where
+    `fallback` has a value anywhere: traces write one of the two names)."""
     values = _field(items, name)
     if all(values):
         return values
-    return [value or getattr(item, fallback) for item, value in zip(items, values, strict=True)]
+    others = _field(items, fallback)
+    if not any(others):
+        return values
+    return [value or other for value, other in zip(values, others, strict=True)]
 
 
 def _interned(texts: Sequence[str | None]) -> pl.Series:

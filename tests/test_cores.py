@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from traceview.core import cores
 from traceview.core.cores import usable_cores
 from traceview.map import executors
 
@@ -42,6 +41,7 @@ def _cores(tmp_path: Path, cgroups: str, files: dict[str, str]) -> int:
         ("0::/\n", {"cpu.max": "150000 100000\n"}, 150000 // 100000),  # whole cores: 1.5 is one
         ("0::/\n", {"cpu.max": "50000 100000\n"}, 1),  # half a core: at least one
         ("0::/\n", {"cpu.max": "12 cores\n"}, 8),  # unreadable: no quota
+        ("0::/\n", {"cpu.max": "100000 0\n"}, 8),  # a period of zero: no quota
         ("0::/\n", {}, 8),
         # nested: the least quota on the way up, a level without one ignored
         (
@@ -96,4 +96,10 @@ def test_the_map_sizes_from_the_usable_cores(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert executors.worker_threads(2) == 4 // 2
     assert executors.worker_threads(8) == 1
-    assert cores.usable_cores is not executors.usable_cores  # the patch reached the map's own name
+    pools: list[int] = []
+    monkeypatch.setattr(executors, "_pooled", lambda batches, count: pools.append(count) or [])
+    tasks = [executors.MapTask(f"rank{i}") for i in range(10)]
+    list(executors._local(tasks, [1] * len(tasks), None, parallel_min_bytes=0))
+    list(executors._local(tasks[:3], [1] * 3, None, parallel_min_bytes=0))
+    list(executors._local(tasks, [1] * len(tasks), 6, parallel_min_bytes=0))  # asked for: as asked
+    assert pools == [4, 3, 6]

@@ -78,7 +78,8 @@ def _levels(root: Path, line: str) -> list[tuple[Path, QuotaReader]]:
 
 
 def _read(read: QuotaReader, folder: Path) -> list[int | None]:
-    """The quota `read` finds in `folder`: none where the folder or its files are missing or unreadable."""
-    with contextlib.suppress(OSError, ValueError):
+    """The quota `read` finds in `folder`: none where the folder or its files are missing or unreadable (a
+    period of zero included)."""
+    with contextlib.suppress(OSError, ValueError, ArithmeticError):
         return [read(folder)]
     return []

@@ -12,7 +12,7 @@ the file.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import add, attrgetter
@@ -30,7 +30,13 @@ from traceview.parsers.kineto._io import (
     refuse_unless_json,
     refuse_without_kineto_events,
 )
-from traceview.parsers.kineto._meta import first_source, local_device, rank_meta, step_candidates
+from traceview.parsers.kineto._meta import (
+    annotation_rows,
+    first_source,
+    local_device,
+    rank_meta,
+    step_candidates,
+)
 from traceview.parsers.kineto._schema import Header
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
 from traceview.parsers.kineto.limits import (
@@ -114,46 +120,73 @@ class _Read:
     truncated_at_byte: int | None
 
 
+@dataclass(frozen=True)
+class Opened:
+    """A file read: its frames whole but not yet made sane, its GPU annotations' rows (`annotation_rows`),
+    and what the reading noticed. `plans` are the queries `finished` reads; a batch's files answer them
+    together (`traceview.parsers.kineto.batch.parse_many`)."""
+
+    path: Location
+    read: _Read
+    gpu: pl.DataFrame
+    cpu: pl.DataFrame
+    gpu_steps: pl.DataFrame | None
+
+    def plans(self) -> list[pl.LazyFrame]:
+        """The frames' extremes (device, host), the step candidates and the local device."""
+        gpu, cpu = self.gpu, self.cpu
+        return [
+            frame_extremes(gpu),
+            frame_extremes(cpu),
+            step_candidates(self.gpu_steps, cpu),
+            local_device(gpu),
+        ]
+
+
 @in_memory
 def parse(path: str | Path | Url, limits: ParseLimits = DEFAULT_LIMITS) -> RankTrace:
     """Read one rank's Kineto trace. Raises `InputError` (`NotKinetoError` for other formats) in one line for
     a file that cannot be read; drops and counts (in `RankTrace.warnings`) the events that cannot be used."""
-    path = location(path)
+    file = opened(location(path), limits)
+    return finished(file, pl.collect_all(file.plans()), limits)
+
+
+def opened(path: Location, limits: ParseLimits) -> Opened:
+    """The file read (`parse` up to its queries); its bytes and decoded objects are freed when it returns."""
     try:
-        read = _read(path, limits)  # the file's bytes and decoded objects are freed when it returns
+        read = _read(path, limits)
     except MemoryError:
         raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
-    notes = read.frames.notes
-    gpu, cpu, steps, device = _frames(read.frames, limits)
-    meta, meta_warnings = rank_meta(
-        path, read.header, read.events_total, limits, notes, truncated=read.truncated_at_byte is not None
+    frames = read.frames
+    gpu, cpu = concat(frames.gpu, GPU_SCHEMA), concat(frames.cpu, CPU_SCHEMA)
+    return Opened(path, read, gpu, cpu, annotation_rows(frames.gpu_annotations))
+
+
+def finished(file: Opened, found: Sequence[pl.DataFrame], limits: ParseLimits) -> RankTrace:
+    """The rank's trace from its file read and the answers to its `plans`: the frames made sane
+    (`sane_frame`; the step candidates and the local device found again from the sane frames when events
+    were dropped or changed), its header read (`rank_meta`)."""
+    read, notes = file.read, file.read.frames.notes
+    gpu, cpu = (
+        sane_frame(f, found[i], limits.max_name_chars, notes) for i, f in enumerate((file.gpu, file.cpu))
     )
+    steps, device = found[2], found[3]
+    if gpu is not file.gpu or cpu is not file.cpu:  # events dropped or changed
+        steps, device = pl.collect_all([step_candidates(file.gpu_steps, cpu), local_device(gpu)])
+    meta, meta_warnings = rank_meta(
+        file.path, read.header, read.events_total, limits, notes, truncated=read.truncated_at_byte is not None
+    )
+    local = device.item()
     return RankTrace(
-        path=str(path),
-        meta=replace(meta, local_device=device),
+        path=str(file.path),
+        meta=replace(meta, local_device=None if local is None else int(local)),
         gpu=gpu,
         cpu=cpu,
         steps=steps,
         step_source=first_source(steps),
-        warnings=(*read.warnings, *meta_warnings, *counted_warnings(str(path), notes)),
+        warnings=(*read.warnings, *meta_warnings, *counted_warnings(str(file.path), notes)),
         truncated_at_byte=read.truncated_at_byte,
     )
-
-
-_Sane = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]
-
-
-def _frames(frames: _Frames, limits: ParseLimits) -> _Sane:
-    """The device and host frames made sane (`sane_frame`), the step candidates and the local device: one
-    query for all when the frames are sane (else the steps and the device again, from the sane frames)."""
-    gpu, cpu = concat(frames.gpu, GPU_SCHEMA), concat(frames.cpu, CPU_SCHEMA)
-    plans = [frame_extremes(gpu), frame_extremes(cpu)]
-    found = pl.collect_all([*plans, step_candidates(frames.gpu_annotations, cpu), local_device(gpu)])
-    sane = [sane_frame(f, found[i], limits.max_name_chars, frames.notes) for i, f in enumerate((gpu, cpu))]
-    if sane[0] is not gpu or sane[1] is not cpu:  # events dropped or changed
-        found[2:] = pl.collect_all([step_candidates(frames.gpu_annotations, sane[1]), local_device(sane[0])])
-    device = found[3].item()
-    return sane[0], sane[1], found[2], None if device is None else int(device)
 
 
 def _read(path: Location, limits: ParseLimits) -> _Read:

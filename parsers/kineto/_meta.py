@@ -121,13 +121,24 @@ class HeaderChecks:
         return ProcessGroupConfig(name=name, description=description, size=size, ranks=ranks, backend=backend)
 
 
-def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> pl.LazyFrame:
-    """Every ProfilerStep candidate, GPU annotations (`source` gpu) then CPU ones (`source` cpu);
-    `traceview.steps.windows.choose_steps` decides which set to use (`first_source`)."""
-    on_cpu = _step_windows(cpu.lazy().select("name", "start_us", "end_us"), "cpu")
-    if not gpu_annotations:  # most traces: no plan for an empty set
+def step_candidates(
+    gpu_steps: pl.DataFrame | None, cpu: pl.DataFrame, keys: tuple[str, ...] = ()
+) -> pl.LazyFrame:
+    """Every ProfilerStep candidate, GPU annotations (`source` gpu, `gpu_steps`: their `annotation_rows`,
+    None without any) then CPU ones (`source` cpu); `traceview.steps.windows.choose_steps` decides which set
+    to use (`first_source`). With `keys` (columns naming each row's file, a batch's files stacked; the
+    annotations' rows carry them too), the candidates of each file apart, keyed."""
+    on_cpu = _step_windows(cpu.lazy().select(*keys, "name", "start_us", "end_us"), "cpu", keys)
+    if gpu_steps is None:  # most traces: no plan for an empty set
         return on_cpu
-    gpu_steps = pl.DataFrame(
+    return pl.concat([_step_windows(gpu_steps.lazy(), "gpu", keys), on_cpu])
+
+
+def annotation_rows(gpu_annotations: list[CompleteEvent]) -> pl.DataFrame | None:
+    """The GPU annotations as rows of `name`, `start_us`, `end_us`; None without any."""
+    if not gpu_annotations:
+        return None
+    return pl.DataFrame(
         {
             "name": [e.name or "" for e in gpu_annotations],
             "start_us": [e.ts for e in gpu_annotations],
@@ -135,7 +146,6 @@ def step_candidates(gpu_annotations: list[CompleteEvent], cpu: pl.DataFrame) -> 
         },
         schema={"name": pl.Utf8, "start_us": pl.Float64, "end_us": pl.Float64},
     )
-    return pl.concat([_step_windows(gpu_steps.lazy(), "gpu"), on_cpu])
 
 
 def first_source(candidates: pl.DataFrame) -> str:
@@ -144,15 +154,15 @@ def first_source(candidates: pl.DataFrame) -> str:
     return "gpu" if (sources == "gpu").any() else "cpu" if candidates.height else "none"
 
 
-def _step_windows(candidates: pl.LazyFrame, source: str) -> pl.LazyFrame:
+def _step_windows(candidates: pl.LazyFrame, source: str, keys: tuple[str, ...] = ()) -> pl.LazyFrame:
     return (
         candidates.with_columns(step=pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64))
         .drop_nulls("step")
-        .group_by("step")
+        .group_by(*keys, "step")
         .agg(pl.col("start_us").min(), pl.col("end_us").max())
-        .sort("step")
+        .sort(*keys, "step")
         .with_columns(pl.lit(source, dtype=pl.Utf8).alias("source"))
-        .select(list(STEP_SCHEMA))
+        .select(*keys, *STEP_SCHEMA)
     )
 
 
@@ -188,6 +198,8 @@ def rank_meta(
     return meta, checks.warnings()
 
 
-def local_device(gpu: pl.DataFrame) -> pl.LazyFrame:
-    """The device id most of the rank's device events ran on (the lowest among equals; null without any)."""
-    return gpu.lazy().select(pl.col("device").drop_nulls().mode().min())
+def local_device(gpu: pl.DataFrame, keys: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """The device id most of the rank's device events ran on (the lowest among equals; null without any);
+    with `keys`, per file of a batch stacked (a file without device events has no row)."""
+    device = pl.col("device").drop_nulls().mode().min()
+    return gpu.lazy().group_by(*keys).agg(device) if keys else gpu.lazy().select(device)

@@ -115,10 +115,12 @@ def sane_frame(
     return frame
 
 
-def frame_extremes(frame: pl.DataFrame) -> pl.LazyFrame:
-    """The minima and maxima of `frame` that `sane_frame` reads."""
+def frame_extremes(frame: pl.DataFrame, keys: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """The minima and maxima of `frame` that `sane_frame` reads; with `keys`, per file of a batch stacked (a
+    file without rows has none)."""
     counts = tuple(name for name in COUNT_BOUNDS if name in frame.columns)
-    return frame.lazy().select(_extreme_exprs(counts, tuple(_texts(frame))))
+    extremes = _extreme_exprs(counts, tuple(name for name in _texts(frame) if name not in keys))
+    return frame.lazy().group_by(*keys).agg(extremes) if keys else frame.lazy().select(extremes)
 
 
 @functools.cache

@@ -96,7 +96,7 @@ def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
     from traceview.map.packed import PackedResults
 
     try:
-        read = _checked([_parsed(task) for task in tasks], tasks)
+        read = _checked(_parsed_together(tasks), tasks)
         release_free_heap()  # the parses' freed pages back to the system before the analyses
         traces = [trace for trace in read if not isinstance(trace, SkippedInput)]
         summaries = iter(_summaries(traces, tasks[0]) if traces else [])
@@ -105,6 +105,22 @@ def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
         )
     finally:
         release_free_heap()  # the parses' freed pages back to the system before the next batch
+
+
+def _parsed_together(tasks: Sequence[MapTask]) -> list[Any]:
+    """Each task's trace parsed, or why it could not be read (`SkippedInput`): the batch's files parsed
+    together (`traceview.parsers.kineto.batch.parse_many`: their queries run once, keyed by file; the tasks
+    of a run share their limits), each alone should that meet a defect."""
+    from traceview.parsers.kineto.batch import parse_many
+
+    try:
+        parsed = parse_many([task.path for task in tasks], tasks[0].limits)
+    except Exception:  # a defect met by the batch's parse costs no file: each parsed alone
+        return [_parsed(task) for task in tasks]
+    return [
+        result if isinstance(result, RankTrace) else _skipped(task.path, result)
+        for task, result in zip(tasks, parsed, strict=True)
+    ]
 
 
 def _parsed(task: MapTask) -> Any:

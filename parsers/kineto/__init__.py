@@ -4,9 +4,12 @@ Decoding is typed and selective (see `kineto_schema`) and goes batch by batch (s
 complete events becomes small polars frames column by column (`_columns`), its Python objects are freed, and
 the frames are joined once the file's bytes are gone. Columns are taken with `map` and `operator.attrgetter`
 (loops in C), and the collective-call columns only for the rows that carry such arguments. What one file may
-cost and hold
-is bounded (`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and counted, never
-the file.
+cost and hold is bounded (`kineto_limits`, docs/metrics.md "Input limits"): an unusable event is dropped and
+counted, never the file.
+
+A parse is the file read (`opened`), then the few queries of its `Opened.plans` (the frames' extremes for the
+sanity limits, the step candidates, the local device), then the trace made from their answers (`finished`);
+the map's batches of small files answer their plans together (`traceview.parsers.kineto.batch.parse_many`).
 """
 
 from __future__ import annotations

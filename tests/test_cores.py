@@ -103,3 +103,28 @@ def test_the_map_sizes_from_the_usable_cores(monkeypatch: pytest.MonkeyPatch) ->
     list(executors._local(tasks[:3], [1] * 3, None, parallel_min_bytes=0))
     list(executors._local(tasks, [1] * len(tasks), 6, parallel_min_bytes=0))  # asked for: as asked
     assert pools == [4, 3, 6]
+
+
+def test_many_small_files_are_worth_a_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small runs stay in this process; many small files go to a pool of several workers, their fixed cost
+    counted (`FILE_COST_BYTES`); one worker is a pool only for a large input; `parallel_min_bytes` decides."""
+    pools: list[int] = []
+    monkeypatch.setattr(executors, "_pooled", lambda batches, count: pools.append(count) or [])
+    monkeypatch.setattr(executors, "summarize_files", lambda batch: [])
+    minimum = executors.PARALLEL_MIN_BYTES
+    per_file = executors.FILE_COST_BYTES + 9_000
+    many = -(-minimum // per_file)  # the fewest 9 KB files worth a pool
+
+    def pooled(files: int, cores: int, parallel_min_bytes: int = minimum) -> bool:
+        monkeypatch.setattr(executors, "usable_cores", lambda: cores)
+        tasks = [executors.MapTask(f"rank{i}") for i in range(files)]
+        before = len(pools)
+        list(executors._local(tasks, [9_000] * files, None, parallel_min_bytes))
+        return len(pools) > before
+
+    assert not pooled(many - 1, cores=2)
+    assert pooled(many, cores=2)
+    assert not pooled(many, cores=1)  # one worker: not for small files
+    assert pooled(minimum // 9_000 + 1, cores=1)  # but for a large input
+    assert not pooled(4096, cores=16, parallel_min_bytes=1 << 62)
+    assert pooled(2, cores=2, parallel_min_bytes=0)

@@ -1,18 +1,18 @@
 """Where the map runs: rank files parsed and summarised in tasks, only summaries coming back.
 
 A task is a batch of consecutive rank files (`traceview.map.batch.batches_of_sizes`: a few small files, a
-large file alone) summarised together
-(`traceview.map.rank_summary.summarize_many`): a small rank costs its queries, not its rows, and stacked, a
-batch of small ranks costs the queries of one.
+large file alone) parsed and summarised together (`traceview.map.rank_summary.summarize_many`): a small rank
+costs its queries, not its rows, and stacked, a batch of small ranks costs the queries of one.
 
 - `local` (default): a process pool of `workers` processes (by default one per core this process may use:
   its affinity mask and its cgroup's CPU quota, `traceview.core.cores`; one worker is still a pool),
   started with spawn (polars' thread pool does not survive a fork), each started once and given the ranks in
   turn, its polars thread pool sized to its share of the cores (`worker_threads`: two workers on 16 cores run
   8 threads each, rather than 16 threads each fighting over the cores). Small runs (one file, or under 16 MB
-  of input) run in this process: starting workers costs more than it saves there. A summary made in this
-  process keeps views into its rank's buffers (polars strings share them); one that crossed a process boundary
-  does not, which is what keeps the parent's memory to the summaries alone.
+  of input, each file counted with its fixed cost, `_worth_a_pool`) run in this process: starting workers
+  costs more than it saves there. A summary made in this process keeps views into its rank's buffers (polars
+  strings share them); one that crossed a process boundary does not, which is what keeps the parent's memory
+  to the summaries alone.
 - `ray`: one Ray task per batch on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
   reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is
   an optional extra (`pip install 'traceview[ray]'`). A task asks for one CPU and its worker runs one polars
@@ -54,6 +54,9 @@ from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
 EXECUTORS = ("local", "ray")
 PARALLEL_MIN_BYTES = 16_000_000
 """Below this much input the local executor works in this process (each worker imports polars afresh)."""
+FILE_COST_BYTES = 24_000
+"""A file's fixed cost (its parse, its share of its batch's queries: 3 to 4 ms) as bytes of input: on 2 cores
+1,024 ranks of 9 KB took 3.8 to 4.1 s in 2 workers, 5.4 to 6.7 s in this process; 512, as long either way."""
 
 THREADS_VARIABLE = "POLARS_MAX_THREADS"
 """The variable polars reads once, when its thread pool starts: set for each worker before it is spawned."""
@@ -223,10 +226,17 @@ def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress |
 def _local(
     tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None, parallel_min_bytes: int
 ) -> Iterable[Any]:
-    if len(tasks) == 1 or sum(sizes) < parallel_min_bytes:
-        return chain.from_iterable(map(summarize_files, batches(tasks, sizes)))
     count = min(len(tasks), workers or usable_cores())
+    if len(tasks) == 1 or not _worth_a_pool(sizes, count, parallel_min_bytes):
+        return chain.from_iterable(map(summarize_files, batches(tasks, sizes)))
     return _pooled(batches(tasks, sizes, count), count)
+
+
+def _worth_a_pool(sizes: Sequence[int], count: int, parallel_min_bytes: int) -> bool:
+    """Whether the input is worth a pool of `count` workers: its bytes, and for more than one worker each
+    file's fixed cost (`FILE_COST_BYTES`), reach `parallel_min_bytes` (one worker is a pool only for the
+    memory it keeps apart: large inputs)."""
+    return sum(sizes) + (FILE_COST_BYTES * len(sizes) if count > 1 else 0) >= parallel_min_bytes
 
 
 def worker_threads(workers: int, cores: int | None = None) -> int:

@@ -19,7 +19,7 @@ from traceview.parsers.kineto._meta import local_device, step_candidates
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits, frame_extremes
 
 from traceview.core.engine import in_memory
-from traceview.core.frames import repeated, vstacked
+from traceview.core.frames import labelled
 from traceview.core.location import Url, location
 from traceview.model.trace import RankTrace
 
@@ -93,14 +93,8 @@ def _keyed_answers(files: Sequence[Opened]) -> list[Answers]:
 
 def _stacked(frames: Sequence[pl.DataFrame], positions: Sequence[int] | None = None) -> pl.DataFrame:
     """`frames` one above the other, each row with its file's position (`positions`, else the frames' own)
-    in `FILE` (no query)."""
-    positions = range(len(frames)) if positions is None else positions
-    return vstacked(
-        [
-            frame.hstack([repeated(FILE, [position], [frame.height], pl.Int64)])
-            for frame, position in zip(frames, positions, strict=True)
-        ]
-    )
+    in `FILE` (`traceview.core.frames.labelled`: no query)."""
+    return labelled(frames, FILE, range(len(frames)) if positions is None else positions)
 
 
 def _by_file(answer: pl.DataFrame, count: int, one_row: bool) -> list[pl.DataFrame]:

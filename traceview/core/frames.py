@@ -1,6 +1,7 @@
-"""Frames put together without a polars query: stacked one above the other (`vstacked`), and a column of
-values repeated (`repeated`). The reduce and the run's checks stack thousands of small frames, where a query
-each (about 0.2 to 0.3 ms) would be most of their cost."""
+"""Frames put together without a polars query: stacked one above the other (`vstacked`), a column of values
+repeated (`repeated`), and the two together, each row labelled with its frame's value (`labelled`). The
+reduce and the run's checks stack thousands of small frames, where a query each (about 0.2 to 0.3 ms) would
+be most of their cost."""
 
 from __future__ import annotations
 
@@ -49,3 +50,18 @@ def repeated(
     some = times > 0  # an empty list would explode into a null row
     listed = pl.Series(name, values, dtype).filter(some).repeat_by(times.filter(some))
     return listed.explode() if listed.len() else pl.Series(name, [], dtype)
+
+
+def labelled(frames: Sequence[pl.DataFrame], name: str, labels: Sequence[int]) -> pl.DataFrame:
+    """`frames` (at least one) one above the other (`vstacked`), with an Int64 column `name` holding each
+    row's frame's label (`labels[i]` for `frames[i]`; no query). Frames of one chunk each (small ones: a
+    batch's tiny ranks, the reduce's summaries) become one chunk; otherwise the label column is cut in the
+    frames' chunks, so that no query first copies the columns together (a big streamed rank's frames are
+    dozens of chunks)."""
+    chunks = [frame.to_series(0).chunk_lengths() if frame.width and frame.height else [0] for frame in frames]
+    if all(len(lengths) == 1 for lengths in chunks):
+        column = repeated(name, labels, [lengths[0] for lengths in chunks], pl.Int64)
+        return vstacked(frames, rechunk=True).hstack([column])
+    of_chunk = [label for label, lengths in zip(labels, chunks, strict=True) for _ in lengths]
+    lengths = [length for of_frame in chunks for length in of_frame]
+    return vstacked(frames).hstack([repeated(name, of_chunk, lengths, pl.Int64, chunked=True)])

@@ -12,7 +12,7 @@ from itertools import accumulate
 
 import polars as pl
 
-from traceview.core.frames import repeated, vstacked
+from traceview.core.frames import labelled, repeated, vstacked
 from traceview.model.trace import RANK_FRAMES, RankTrace, Run, empty_frame
 
 
@@ -47,19 +47,9 @@ def row_offsets(traces: Sequence[RankTrace]) -> dict[int, int]:
 
 
 def stacked_rows(traces: Sequence[RankTrace], frame: Callable[[RankTrace], pl.DataFrame]) -> pl.DataFrame:
-    """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace (no
-    query). Frames of one chunk each (small ones: a batch's tiny ranks, the reduce's summaries) become one
-    chunk; otherwise the rank column is cut in the frames' chunks, so that no query first copies the columns
-    together (a big streamed rank's frames are dozens of chunks)."""
-    frames = [frame(trace) for trace in traces]
-    chunks = [rows.to_series(0).chunk_lengths() if rows.width and rows.height else [0] for rows in frames]
-    ranks = [trace.rank for trace in traces]
-    if all(len(lengths) == 1 for lengths in chunks):
-        column = repeated("rank", ranks, [lengths[0] for lengths in chunks], pl.Int64)
-        return vstacked(frames, rechunk=True).hstack([column])
-    of_chunk = [rank for rank, lengths in zip(ranks, chunks, strict=True) for _ in lengths]
-    lengths = [length for of_frame in chunks for length in of_frame]
-    return vstacked(frames).hstack([repeated("rank", of_chunk, lengths, pl.Int64, chunked=True)])
+    """The frames `frame` gives of `traces`, one above the other, with the `rank` of each row's trace
+    (`traceview.core.frames.labelled`: no query)."""
+    return labelled([frame(trace) for trace in traces], "rank", [trace.rank for trace in traces])
 
 
 def ranked_frame(run: Run, part: str) -> pl.DataFrame:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from traceview.core.errors import ParseWarning, RunError, TraceviewError
-from traceview.core.frames import repeated, vstacked
+from traceview.core.frames import labelled
 
 COMM_ARG_SCHEMA: Mapping[str, pl.DataType] = {
     "collective_name": pl.Utf8(),
@@ -156,8 +156,7 @@ def _fault_plan(frames: Sequence[pl.DataFrame], group: list[int]) -> pl.LazyFram
     if len(group) == 1:
         alone = _interval_columns(frames[group[0]]).lazy()
         return alone.select(pl.lit(group[0], pl.Int64).alias(_TRACE), *_INTERVAL_FAULTS).filter(_FAULTY)
-    index = repeated(_TRACE, group, [frames[i].height for i in group], pl.Int64)
-    stacked = vstacked([_interval_columns(frames[i]) for i in group], rechunk=True).hstack([index])
+    stacked = labelled([_interval_columns(frames[i]) for i in group], _TRACE, group)
     return stacked.lazy().group_by(_TRACE).agg(_INTERVAL_FAULTS).filter(_FAULTY)
 
 

@@ -87,8 +87,16 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     # communication time, not a call of its own
     "in_split": pl.Utf8(),  # an all-to-all's split sizes (`In split size`, rows of dim 0), null when unsaid
     "out_split": pl.Utf8(),
+    # the NCCL >= 2.19 kernel a name says it was compiled for (`RING_LL`): not the algorithm that ran
+    "kernel_specialization": pl.Utf8(),
+    "algorithm_source": pl.Utf8(),  # where `algorithm`/`protocol` come from: kernel name | null (unknown)
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
+
+
+KERNEL_NAME_SOURCE = "kernel name"
+"""`algorithm_source` of an algorithm/protocol read from a kernel name that says what ran (NCCL <= 2.18, RCCL
+specialized kernels); the NCCL_DEBUG log and NCCL Inspector are the other sources."""
 
 
 def _first(column: str, sources: tuple[str, ...]) -> pl.Expr:
@@ -109,6 +117,9 @@ def _merged_exprs() -> tuple[pl.Expr, ...]:
     dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
     return (
         pl.coalesce(_first("collective", args), pl.col("kernel_collective")).alias("collective"),
+        pl.when(pl.col("algorithm").is_not_null() | pl.col("protocol").is_not_null())
+        .then(pl.lit(KERNEL_NAME_SOURCE))
+        .alias("algorithm_source"),
         pl.coalesce(_first("dtype", args), _first("dims_dtype", calls), pl.col("kernel_dtype")).alias(
             "dtype"
         ),

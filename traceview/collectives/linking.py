@@ -52,6 +52,7 @@ def _anchor_columns() -> tuple[pl.Expr | str, ...]:
         "reduce_op",
         "kernel_collective",
         "kernel_dtype",
+        "kernel_specialization",
         "comm_kind",
         pl.col("event_row").cast(pl.Int64),
         pl.lit(None, pl.Utf8).alias("host_tid"),

@@ -211,6 +211,23 @@ def _all_to_all(rank: int, args: dict[str, Any]) -> dict[str, Any]:
     return kf.document(events, rank=rank, world_size=2, base_ns=1_700_000_000_000_000_000)
 
 
+def test_an_all_to_all_is_sized_from_the_input_shape_record_param_comms_keeps(tmp_path: Path) -> None:
+    """The DLRM case on every rank: `record_param_comms` names the all_to_all but lost `In msg nelems`; its
+    first argument is the input tensor (3,392 int32 elements: `Input Dims` [[3392], [], ...]), the backend
+    annotation records no shape. Each rank sizes the call itself: S = 3,392 x 4 B, busbw = S/t (n-1)/n."""
+    args = {
+        "Collective name": "all_to_all",
+        "Input Dims": [[3392], [], [], []],
+        "Input type": ["int", "Scalar", "Scalar", "Scalar"],
+    }
+    analysis = _analysed(tmp_path, [_all_to_all(0, args), _all_to_all(1, args)])
+    assert analysis.collectives is not None
+    rows = analysis.collectives.kernels.sort("rank").select("rank", "size_bytes", "bytes_source", "busbw_Bps")
+    assert rows.get_column("size_bytes").to_list() == [3392 * 4, 3392 * 4]
+    assert rows.get_column("bytes_source").to_list() == ["input dims", "input dims"]
+    assert rows.item(0, "busbw_Bps") == pytest.approx(3392 * 4 / 50e-6 * (2 - 1) / 2)
+
+
 def test_a_call_its_own_trace_leaves_unsized_takes_its_peers_size(tmp_path: Path) -> None:
     """The DLRM case: an all_to_all of 3,392 int elements, sized on rank 0 and not on rank 1."""
     sized = {"Collective name": "all_to_all", "In msg nelems": 3392, "Out msg nelems": 3392, "dtype": "Int"}

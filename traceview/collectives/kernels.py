@@ -90,12 +90,12 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     "out_split": pl.Utf8(),
     # the NCCL >= 2.19 kernel a name says it was compiled for (`RING_LL`): not the algorithm that ran
     "kernel_specialization": pl.Utf8(),
-    "algorithm_source": pl.Utf8(),  # where `algorithm`/`protocol` come from: kernel name | null (unknown)
+    "algorithm_source": pl.Utf8(),  # where `algorithm`/`protocol` come from: kernel_name | null (unknown)
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
 
 
-KERNEL_NAME_SOURCE = "kernel name"
+KERNEL_NAME_SOURCE = "kernel_name"
 """`algorithm_source` of an algorithm/protocol read from a kernel name that says what ran (NCCL <= 2.18, RCCL
 specialized kernels); the NCCL_DEBUG log and NCCL Inspector are the other sources."""
 

@@ -720,6 +720,31 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         None,
         None,
     ),
+    # PyTorch symmetric memory's NVSHMEM and NCCL extensions (c10d/symm_mem/{nvshmem,nccl}_extension.cu)
+    "c10d::nvshmem_extension::allToAllV(void*, void*, long*, unsigned long, int, int)": (
+        "symm_mem",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void c10d::nvshmem_extension::exchangeSplitAndOffset_2d<false>(long*, long*, int, int)": (
+        "symm_mem",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "c10d::nccl_extension::lsa_put_kernel(void**, int, unsigned long, void const*, unsigned long)": (
+        "symm_mem",
+        None,
+        None,
+        None,
+        None,
+        None,
+    ),
     # RCCL specialized kernels and its own collectives; AMD aiter's custom all-reduce
     "ncclDevKernel_AllReduce_RING_LL128_Sum_bf16_f32_1_2_Specialized": (
         "rccl",

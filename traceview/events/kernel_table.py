@@ -144,6 +144,8 @@ _DEEPEP_A2A = (
 _DEEPEP_SYNC = _START + _DEEPEP_NS + r"(?i:barrier|clean_low_latency_buffer|clean\w*)" + _TEMPLATE_OR_ARGS
 _NVSHMEM = r"(?:nvshmemi?_|nvshmemx_|rocshmem_)?"
 
+_SYMM_EXT = r"c10d::(?:nvshmem|rocshmem|nccl)_extension::"
+"""PyTorch symmetric memory's device-library extensions (`c10d/symm_mem/*_extension.cu`)."""
 _DEEPEP_ELASTIC = _START + r"(?i:deep_ep|dpsk::ep)::elastic::"
 """DeepEP's JIT-compiled ("elastic", 2026) kernels: `deep_ep::elastic::<name>_impl<...>`."""
 _NCCL_EP = _START + r"nccl_ep::"
@@ -242,6 +244,13 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     *EP_PATTERNS,
     *MSCCLPP_PATTERNS,
     KernelPattern("symm_mem", "PyTorch symmetric memory", _SYMM_MEM),
+    KernelPattern(
+        "symm_mem",
+        "PyTorch symmetric memory all-to-all-v (NVSHMEM/rocSHMEM extension: splits exchange, data exchange)",
+        _START + _SYMM_EXT + r"(?:allToAllV|exchangeSplitAndOffset)\w*" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+    KernelPattern("symm_mem", "PyTorch symmetric memory extension (other)", _START + _SYMM_EXT + r"\w+"),
     KernelPattern(
         "symm_mem",
         "PyTorch IntraNodeComm",

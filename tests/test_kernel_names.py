@@ -563,8 +563,10 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     ),
     "userbuffers_fp16_sum_inplace_gpu_rr_rs_oop": ("userbuffers", "ReduceScatter", None, None, None, None),
     "kuserbuffers_pushsend": ("userbuffers", "SendRecv", None, None, None, None),
-    "userbuffers_fp16_sum_inplace_gpu_mc": ("userbuffers", None, None, None, None, None),
-    "userbuffers_fp16_sum_inplace_gpu_rw": ("userbuffers", None, None, None, None, None),
+    # the in-place sums without _ag/_rs are TE's all-reduce (allreduce_userbuff_inplace_gpu launches them)
+    "userbuffers_fp16_sum_inplace_gpu_mc": ("userbuffers", "AllReduce", None, None, None, None),
+    "userbuffers_fp16_sum_inplace_gpu_rw": ("userbuffers", "AllReduce", None, None, None, None),
+    "kuserbuffers_inc(int*, int)": ("userbuffers", None, None, None, None, None),
     # NVSHMEM / rocSHMEM on-stream collectives: barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int,
     # int) verbatim from a public kernel-name table; sync_all_on_stream_kernel_warp,
     # alltoall_on_stream_kernel<TYPE> and rocshmem_reduce_on_stream_kernel<T, Op> from the libraries' sources,

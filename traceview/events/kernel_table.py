@@ -304,6 +304,12 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     ),
     KernelPattern(
         "userbuffers",
+        "Transformer Engine userbuffers all-reduce (sum in place, no _ag/_rs)",
+        _START + _NS + r"userbuffers_\w*_sum_inplace_gpu_(?:mc|rr|rw)" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "userbuffers",
         "Transformer Engine userbuffers (other)",
         _START + _NS + r"k?userbuffers_\w+" + _TEMPLATE_OR_ARGS,
     ),

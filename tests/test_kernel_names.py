@@ -747,6 +747,39 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         None,
         None,
     ),
+    # TensorRT-LLM/FlashInfer collectives (flashinfer comm/*.cuh, TRT-LLM moeAlltoAllKernels.cu)
+    "void flashinfer::trtllm_allreduce::one_shot_all_reduce_norm_kernel<__nv_bfloat16, 8>(void*)": (
+        "custom_ar",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void flashinfer::mixed_comm::allgather_kernel<__nv_bfloat16>(void*)": (
+        "custom_ar",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void flashinfer::mixed_comm::fused_allreduce_allgather_kernel<__nv_bfloat16>(void*)": (
+        "custom_ar",
+        None,
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void tensorrt_llm::kernels::moe_alltoall::moeA2ADispatchKernel<8>(void*)": (
+        "custom_ar",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
     # RCCL specialized kernels and its own collectives; AMD aiter's custom all-reduce
     "ncclDevKernel_AllReduce_RING_LL128_Sum_bf16_f32_1_2_Specialized": (
         "rccl",
@@ -797,6 +830,7 @@ NOT_SUSPECTED = (
     "void deep_ep::legacy::internode_ll::update_mask_buffer<32>(int*, int, bool)",
     "void deep_ep::legacy::layout::get_dispatch_layout<256>(long const*, int*)",
     "fp8NvlsSupportProbeKernel",
+    "void flashinfer::trtllm_alltoall::computeSendRecvIndicesKernel<8>(int*)",  # local index preparation
     "fsdp::all_gather_copy_in",  # FSDP2's host op copying parameters into the gather buffer (host timeline)
 )
 """Compute kernels with words close to the suspects (the DeepEP layout kernel only counts, locally)."""

@@ -240,6 +240,52 @@ MSCCLPP_PATTERNS: tuple[KernelPattern, ...] = (
 """MSCCL++ (microsoft/mscclpp): native collectives (`mscclpp::collective::allreduceNvls`), the kernels of its
 NCCL-API shim (`allreduce7`, `allgather6`) and the executor of its JSON plans (collective unknown)."""
 
+_ENGINE_NS = r"(?:flashinfer|tensorrt_llm|vllm|sglang|aiter)::(?:\w+::)*"
+INFERENCE_ENGINE_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern(
+        "custom_ar",
+        "TensorRT-LLM/FlashInfer local kernels in communication namespaces (norms, indices: compute)",
+        _START
+        + _ENGINE_NS
+        + r"(?:computeSendRecv\w*|inplaceSendRecv\w*|lamport_initialize_kernel|rms_norm_kernel"
+        r"|rms_pre_post_norm_kernel|rmsNormLamport|moeLocalGatherDevice|moeA2ASanitizeExpertIdsKernel"
+        r"|computeCountAndIndiceDevice|computeCumsumDevice|memsetExpertIdsDevice|moveIndiceDevice)"
+        + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "TensorRT-LLM/FlashInfer fused all-reduce (+norm), MNNVL, MoE finalize, PCIe IPC all-reduce",
+        _START
+        + _NS
+        + r"(?:(?:lamport_style_)?one_shot_(?:prenorm_)?all_reduce_norm_kernel|oneshotAllreduceFusionKernel"
+        r"|twoshotAllreduceKernel|moe(?:finalize|reduce)_allreduce_fusion_kernel\w*"
+        r"|ipc_\w*rsag\w*_kernel|push_oneshot_param_kernel|ipc_tp2_remote_push_kernel)" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "FlashInfer mixed communication (allreduce, allgather, reducescatter kernels)",
+        _START
+        + r"flashinfer::mixed_comm::(?P<collective>allreduce|allgather|reducescatter)_kernel"
+        + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "FlashInfer mixed communication (fused: collective unknown)",
+        _START + r"flashinfer::mixed_comm::fused_\w+_kernel" + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "TensorRT-LLM/FlashInfer all-to-all (MoE, Ulysses, Helix)",
+        _START + _NS + r"(?:moeAllToAllKernel|ulysses_a2a_kernel|moeA2A(?:Prepare)?(?:Combine|Dispatch)Kernel"
+        r"|helixAllToAllKernel|allToAllMetadataDevice)" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+)
+"""Inference engines' own collectives (TensorRT-LLM, FlashInfer; vLLM/SGLang/aiter below): `custom_ar`, the id
+of every custom collective of an inference engine (its all-to-alls included)."""
+
 OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     *EP_PATTERNS,
     *MSCCLPP_PATTERNS,
@@ -284,6 +330,7 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
         + _TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
+    *INFERENCE_ENGINE_PATTERNS,
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers all-gather",
@@ -346,7 +393,7 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream reduction (to all PEs)",
-        r"(?i)" + _START + _NVSHMEM + r"\w*reduce\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"(?:\w*reduce\w*|rdxn)_on_stream_kernel",
         collective="AllReduce",
     ),
     KernelPattern("nvshmem", "NVSHMEM other", r"(?i)" + _START + _NS + r"(?:nvshmem|rocshmem)\w*"),

@@ -780,6 +780,32 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         None,
         None,
     ),
+    # AMD aiter's custom collectives (csrc/include/custom_all_reduce*.cuh, quick_all_reduce.cuh)
+    "void aiter::allgather_vec<__hip_bfloat16, 8>(aiter::RankData*, int)": (
+        "custom_ar",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void aiter::rs_gfx1250_split_lastdim<__hip_bfloat16, 8>(aiter::RankData*, int)": (
+        "custom_ar",
+        "ReduceScatter",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void aiter::allreduce_prototype_twoshot<__hip_bfloat16>(__hip_bfloat16 const*, int)": (
+        "custom_ar",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void aiter::start_sync_latency<8>(aiter::RankData*, int)": ("custom_ar", None, None, None, None, None),
     # RCCL specialized kernels and its own collectives; AMD aiter's custom all-reduce
     "ncclDevKernel_AllReduce_RING_LL128_Sum_bf16_f32_1_2_Specialized": (
         "rccl",
@@ -830,6 +856,7 @@ NOT_SUSPECTED = (
     "void deep_ep::legacy::internode_ll::update_mask_buffer<32>(int*, int, bool)",
     "void deep_ep::legacy::layout::get_dispatch_layout<256>(long const*, int*)",
     "fp8NvlsSupportProbeKernel",
+    "void aiter::local_device_load_rmsnorm<__hip_bfloat16, 8>(aiter::RankData*, int)",  # after the all-reduce
     "void flashinfer::trtllm_alltoall::computeSendRecvIndicesKernel<8>(int*)",  # local index preparation
     "fsdp::all_gather_copy_in",  # FSDP2's host op copying parameters into the gather buffer (host timeline)
 )

@@ -241,7 +241,37 @@ MSCCLPP_PATTERNS: tuple[KernelPattern, ...] = (
 NCCL-API shim (`allreduce7`, `allgather6`) and the executor of its JSON plans (collective unknown)."""
 
 _ENGINE_NS = r"(?:flashinfer|tensorrt_llm|vllm|sglang|aiter)::(?:\w+::)*"
+_AITER = _START + r"aiter::(?:\w+::)*"
 INFERENCE_ENGINE_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern(
+        "custom_ar",
+        "aiter local kernels beside its collectives (rmsnorm loads: compute)",
+        _AITER + r"local_device_load_\w+" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter custom all-reduce (fused, quick reduce, gfx1250)",
+        _AITER + r"(?:\w*allreduce\w*|ar_gfx\w+|ar_ll_gfx\w+|cross_device_reduce_\w*)" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter custom all-gather",
+        _AITER + r"(?:allgather_\w+|ag_gfx\w+)" + _TEMPLATE_OR_ARGS,
+        collective="AllGather",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter custom reduce-scatter",
+        _AITER + r"(?:reduce_scatter_\w+|rs_gfx\w+)" + _TEMPLATE_OR_ARGS,
+        collective="ReduceScatter",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter peer benchmarks and synchronisation (collective unknown)",
+        _AITER + r"(?:p2p_bandwidth_test_kernel|\w+_sync_latency)" + _TEMPLATE_OR_ARGS,
+    ),
     KernelPattern(
         "custom_ar",
         "TensorRT-LLM/FlashInfer local kernels in communication namespaces (norms, indices: compute)",

@@ -5,8 +5,8 @@ wait for peers removed by the cross-rank alignment), its S, its group's n, the l
 prediction's pricing) and NCCL's protocol where the kernel name is evidence of it (NCCL <= 2.18, RCCL
 specialized; a NCCL >= 2.19 name's `LL` is the kernel's specialisation, so unknown) (LL, LL128, SIMPLE: each
 its own alpha and B). Per class (collective, n, link, protocol): alpha and B with 95% intervals beside the
-hardware table's (`traceview.links_measured.fit`); per link scope (inside a node, across nodes) the pooled fit that
-`--links measured` hands the prediction and its what-ifs as a `LinkOverride` with source `measured`.
+hardware table's (`traceview.links_measured.fit`); per link scope (inside a node, across nodes) the pooled fit
+that `--links measured` hands the prediction and its what-ifs as a `LinkOverride` with source `measured`.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import polars as pl
 from traceview.collectives.calls import collective_calls, launches, makes_calls
 from traceview.collectives.groups import config_groups_query, with_process_groups, without_process_groups
 from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
-from traceview.collectives.user_copies import user_copy_launches
+from traceview.collectives.user_copies import USER_COPY_SCHEMA, user_copy_launches
 from traceview.core.costmodel import bandwidth_exprs, size_expr
 from traceview.core.vocab import CPU_ONLY_CALL, dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
@@ -307,7 +307,8 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     anchors = comm_anchors(_with_event_columns(events), calls, launch_rows.lazy(), host_ranks).collect()
     if anchors.height == 0:
         return empty_comm_kernels()
-    user_copies = user_copy_launches(run).lazy()
+    has_copies = bool((anchors.get_column("kind") == "memcpy").any())
+    user_copies = (user_copy_launches(run) if has_copies else pl.DataFrame(schema=USER_COPY_SCHEMA)).lazy()
     linked = with_copy_engine(linked_calls(anchors.lazy(), calls), user_copies).collect()
     if linked.height == 0:
         return empty_comm_kernels()

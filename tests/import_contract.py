@@ -24,7 +24,13 @@ SOURCE_ROOTS: Mapping[str, Path] = {
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("traceview.core",),
     ("traceview.model",),
-    ("traceview.options", "traceview.parsers", "traceview.parsers.kineto", "traceview.parsers.nccl_log"),
+    (
+        "traceview.options",
+        "traceview.parsers",
+        "traceview.parsers.kineto",
+        "traceview.parsers.nccl_log",
+        "traceview.parsers.nccl_inspector",
+    ),
     ("traceview.load",),
     ("traceview.events", "traceview.steps"),
     ("traceview.budget", "traceview.collectives"),

@@ -135,6 +135,43 @@ def test_copy_engine_collectives_by_call_and_by_stream(tmp_path: Path) -> None:
     assert row["busy_us"] == pytest.approx(50 + 40 + 20 + 30 + 100)
 
 
+def test_user_copies_are_never_collective_transfers_whatever_stream_they_share(tmp_path: Path) -> None:
+    """PyTorch symmetric-memory all-reduce kernels run on the compute stream 7 beside the user's own copies
+    (`aten::copy_` host-to-device inputs, device-to-device copies): those copies are memory ops, never
+    copy-engine transfers. On NCCL's stream 30 a copy launched by `aten::copy_` is the user's too, and a
+    copy launched outside every operator (NCCL's own batched copy) is the collective's."""
+    symm = "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 8>(float**, unsigned int)"
+    events = [
+        kf.step(1, 0, 1000),
+        kf.cpu_op("aten::copy_", 100, 20),
+        kf.launch(105, 1, name="cudaMemcpyAsync"),
+        _copy("Memcpy HtoD (Pageable -> Device)", 150, 30, 1, stream=7),
+        kf.launch(200, 2),
+        kf.kernel(symm, 210, 40, correlation=2, stream=7),
+        kf.cpu_op("aten::copy_", 260, 20),
+        kf.launch(265, 3, name="cudaMemcpyAsync"),
+        _copy("Memcpy DtoD (Device -> Device)", 300, 10, 3, stream=7),
+        kf.launch(400, 4),
+        kf.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 410, 40, correlation=4, stream=30),
+        kf.cpu_op("aten::copy_", 460, 20),
+        kf.launch(465, 5, name="cudaMemcpyAsync"),
+        _copy("Memcpy DtoD (Device -> Device)", 500, 15, 5, stream=30),
+        kf.launch(600, 6, name="cudaMemcpyBatchAsync"),
+        _copy("Memcpy DtoD (Device -> Device)", 610, 25, 6, stream=30),
+    ]
+    analysis = _analysed(tmp_path, [kf.document(events, rank=0, world_size=2)])
+    assert analysis.collectives is not None
+    rows = analysis.collectives.kernels.select("start_us", "comm_kind", "linked_by").rows()
+    assert rows == [
+        (210.0, "device", "unlinked"),
+        (410.0, "device", "unlinked"),
+        (610.0, "copy engine", "stream"),
+    ]
+    row = analysis.budget.per_step.row(0, named=True)
+    assert row["comm_us"] == pytest.approx(40 + 40 + 25)
+    assert (row["comm_device_us"], row["comm_copy_us"]) == (40 + 40, 25)
+
+
 def test_host_collectives_are_priced_over_the_host_link_or_say_it_is_unknown(tmp_path: Path) -> None:
     from traceview.options.run import build_options
     from traceview.options.user import UserOptions
@@ -172,6 +209,23 @@ def _all_to_all(rank: int, args: dict[str, Any]) -> dict[str, Any]:
         kf.kernel("gemm", 400, 100, correlation=2),
     ]
     return kf.document(events, rank=rank, world_size=2, base_ns=1_700_000_000_000_000_000)
+
+
+def test_an_all_to_all_is_sized_from_the_input_shape_record_param_comms_keeps(tmp_path: Path) -> None:
+    """The DLRM case on every rank: `record_param_comms` names the all_to_all but lost `In msg nelems`; its
+    first argument is the input tensor (3,392 int32 elements: `Input Dims` [[3392], [], ...]), the backend
+    annotation records no shape. Each rank sizes the call itself: S = 3,392 x 4 B, busbw = S/t (n-1)/n."""
+    args = {
+        "Collective name": "all_to_all",
+        "Input Dims": [[3392], [], [], []],
+        "Input type": ["int", "Scalar", "Scalar", "Scalar"],
+    }
+    analysis = _analysed(tmp_path, [_all_to_all(0, args), _all_to_all(1, args)])
+    assert analysis.collectives is not None
+    rows = analysis.collectives.kernels.sort("rank").select("rank", "size_bytes", "bytes_source", "busbw_Bps")
+    assert rows.get_column("size_bytes").to_list() == [3392 * 4, 3392 * 4]
+    assert rows.get_column("bytes_source").to_list() == ["input dims", "input dims"]
+    assert rows.item(0, "busbw_Bps") == pytest.approx(3392 * 4 / 50e-6 * (2 - 1) / 2)
 
 
 def test_a_call_its_own_trace_leaves_unsized_takes_its_peers_size(tmp_path: Path) -> None:

@@ -86,7 +86,10 @@ def test_structure_changes_are_listed_not_judged() -> None:
     settings, _ = load_settings()
     candidate = document(collectives=("AllReduce", "AllGather"), algorithm="TREE")
     candidate["across_ranks"] = {"stragglers": [1]}
-    comparison = compare(document(), candidate, settings)
+    baseline = document()
+    for doc in (baseline, candidate):  # kernel-name mixes hold only evidence from schema 1.11 on
+        doc["schema_version"] = "1.11"
+    comparison = compare(baseline, candidate, settings)
     assert comparison.structure.appeared == ["AllGather pg=0 4 MiB - 64 MiB"]
     assert comparison.structure.baseline_stragglers == []
     assert comparison.structure.candidate_stragglers == [1]
@@ -96,6 +99,19 @@ def test_structure_changes_are_listed_not_judged() -> None:
         ("RING", 1.0, 0.0),
         ("TREE", 0.0, 1.0),
     }
+
+
+def test_algorithm_mix_of_kernel_names_is_not_paired_across_older_summaries() -> None:
+    """A summary older than 1.11 may count a NCCL >= 2.19 kernel's specialisation (RING_LL) as its algorithm:
+    the kernel-name mix is not paired (no rows) and the comparison says why, in its JSON and its text."""
+    settings, _ = load_settings()
+    baseline, candidate = document(), document(algorithm="TREE")
+    candidate["schema_version"] = "1.11"
+    structure = compare(baseline, candidate, settings).structure
+    assert structure.algorithm_mix.height == 0
+    assert structure.algorithm_mix_note is not None
+    assert structure.algorithm_mix_note.startswith("NCCL algorithm mix not compared: baseline (schema 1.3)")
+    assert "candidate" not in structure.algorithm_mix_note
 
 
 def test_partial_run_does_not_fail() -> None:

@@ -336,35 +336,35 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     # PyTorch symmetric memory (torch.ops.symm_mem): nsys/Kineto tables in public vLLM/SGLang profiling notes
     "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned "
     "long, "
-    "unsigned int**, unsigned long, unsigned long)": ("torch_symm_mem", "AllReduce", None, None, None, None),
+    "unsigned int**, unsigned long, unsigned long)": ("symm_mem", "AllReduce", None, None, None, None),
     "void <unnamed>::multimem_all_reduce_kernel<c10::BFloat16, (int)16>(T1 *, unsigned long, unsigned in": (
-        "torch_symm_mem",
+        "symm_mem",
         "AllReduce",
         None,
         None,
         None,
         None,
     ),
-    "multimem_all_reduce_kernel<bfloat16>": ("torch_symm_mem", "AllReduce", None, None, None, None),
+    "multimem_all_reduce_kernel<bfloat16>": ("symm_mem", "AllReduce", None, None, None, None),
     # two-shot in place: verbatim from public vLLM kernel tables; one_shot_all_reduce_kernel from a public
     # nsys script's set of all-reduce kernel names; multimem_all_gather_kernel from PyTorch's own
     # symmetric-memory test (`any("multimem_all_gather_kernel" in event.key ...)`) and a Triton port
     # (`_multimem_all_gather_kernel`)
     "void (anonymous namespace)::two_shot_all_reduce_kernel_inplace<c10::BFloat16, 16, 2>(c10::BFloat16**, "
     "unsigned long, unsigned long, unsigned int**, unsigned long, unsigned lo": (
-        "torch_symm_mem",
+        "symm_mem",
         "AllReduce",
         None,
         None,
         None,
         None,
     ),
-    "one_shot_all_reduce_kernel": ("torch_symm_mem", "AllReduce", None, None, None, None),
-    "multimem_all_gather_kernel": ("torch_symm_mem", "AllGather", None, None, None, None),
-    "_multimem_all_gather_kernel": ("torch_symm_mem", "AllGather", None, None, None, None),
+    "one_shot_all_reduce_kernel": ("symm_mem", "AllReduce", None, None, None, None),
+    "multimem_all_gather_kernel": ("symm_mem", "AllGather", None, None, None, None),
+    "_multimem_all_gather_kernel": ("symm_mem", "AllGather", None, None, None, None),
     # PyTorch IntraNodeComm: verbatim (truncated) from a torch.profiler table in public notes
     "void c10d::intra_node_comm::oneShotAllReduceKernel<4...": (
-        "torch_intra_node_comm",
+        "symm_mem",
         "AllReduce",
         None,
         None,
@@ -485,9 +485,9 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     # in public vLLM/SGLang profiling notes (SGLang's copy of the kernel carries the same name on ROCm)
     "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, "
     "vllm::Signal*, "
-    "__nv_bfloat16*, int, int)": ("custom_allreduce", "AllReduce", None, None, None, None),
+    "__nv_bfloat16*, int, int)": ("custom_ar", "AllReduce", None, None, None, None),
     "void vllm::cross_device_reduce_2stage<__hip_bfloat16": (
-        "custom_allreduce",
+        "custom_ar",
         "AllReduce",
         None,
         None,
@@ -495,7 +495,7 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         None,
     ),
     "void vllm::cross_device_reduce_1stage<__half, (int)2>(vllm::RankData *, vllm::RankSignals, vllm::Si": (
-        "custom_allreduce",
+        "custom_ar",
         "AllReduce",
         None,
         None,
@@ -509,7 +509,7 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, "
         "8>(tensorrt_llm::kernels::AllReduceParams)"
     ): (
-        "trtllm_allreduce",
+        "custom_ar",
         "AllReduce",
         None,
         None,
@@ -520,7 +520,7 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         "void tensorrt_llm::kernels::twoShotAllReduceKernel<half, 4, true, "
         "false>(tensorrt_llm::kernels::AllReduceParams)"
     ): (
-        "trtllm_allreduce",
+        "custom_ar",
         "AllReduce",
         None,
         None,
@@ -529,7 +529,7 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     ),
     "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<(flashinfer::"
     "trtllm_allreduce_fusion::AllReduceFusionPattern)1, __nv_bfloat16, 8, false, false>(flashinfer::": (
-        "trtllm_allreduce",
+        "custom_ar",
         "AllReduce",
         None,
         None,
@@ -540,7 +540,7 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
         "void flashinfer::trtllm_mnnvl_allreduce::twoshotAllreduceKernel<(unsigned char)4, "
         "__nv_bfloat16, true, float4>("
     ): (
-        "trtllm_allreduce",
+        "custom_ar",
         "AllReduce",
         None,
         None,
@@ -563,8 +563,10 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     ),
     "userbuffers_fp16_sum_inplace_gpu_rr_rs_oop": ("userbuffers", "ReduceScatter", None, None, None, None),
     "kuserbuffers_pushsend": ("userbuffers", "SendRecv", None, None, None, None),
-    "userbuffers_fp16_sum_inplace_gpu_mc": ("userbuffers", None, None, None, None, None),
-    "userbuffers_fp16_sum_inplace_gpu_rw": ("userbuffers", None, None, None, None, None),
+    # the in-place sums without _ag/_rs are TE's all-reduce (allreduce_userbuff_inplace_gpu launches them)
+    "userbuffers_fp16_sum_inplace_gpu_mc": ("userbuffers", "AllReduce", None, None, None, None),
+    "userbuffers_fp16_sum_inplace_gpu_rw": ("userbuffers", "AllReduce", None, None, None, None),
+    "kuserbuffers_inc(int*, int)": ("userbuffers", None, None, None, None, None),
     # NVSHMEM / rocSHMEM on-stream collectives: barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int,
     # int) verbatim from a public kernel-name table; sync_all_on_stream_kernel_warp,
     # alltoall_on_stream_kernel<TYPE> and rocshmem_reduce_on_stream_kernel<T, Op> from the libraries' sources,
@@ -645,14 +647,187 @@ LIBRARY_EXPECTED: dict[str, Fields] = {
     "record_param_comms:all_gather": ("c10d", "AllGather", None, None, None, None),
     "c10d::allreduce_": ("c10d", "AllReduce", None, None, None, None),
     "c10d::_allgather_base_": ("c10d", "AllGather", None, None, None, None),
+    # NCCL EP (NCCL's contrib/nccl_ep: device/low_latency.cu, device/jit/*_jit.cuh entry names)
+    "void nccl_ep::internode_ll::dispatch<true, false, 7168>(void*, float*, int*)": (
+        "nccl_ep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void nccl_ep::internode_ll::combine<false, 7168>(void*, int*)": (
+        "nccl_ep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void nccl_ep::internode_ll::cleanLowLatencyBufferKernel<32>(int*, int)": (
+        "nccl_ep",
+        "Barrier",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "nccl_ep_jit_ht_dispatch_kernel": ("nccl_ep", "AllToAll", None, None, None, None),
+    # DeepEP elastic (deep_ep/include/deep_ep/impls/*.cuh, JIT-compiled)
+    "void deep_ep::elastic::dispatch_impl<8, 128>(int4*, int)": (
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void deep_ep::elastic::hybrid_combine_impl<8>(int4*)": ("deepep", "AllToAll", None, None, None, None),
+    "void deep_ep::elastic::barrier_impl<32>(int*)": ("deepep", "Barrier", None, None, None, None),
+    "void deep_ep::elastic::pp_send_impl(int*)": ("deepep", "Send", None, None, None, None),
+    "void deep_ep::elastic::pp_recv_impl(int*)": ("deepep", "Recv", None, None, None, None),
+    "void deep_ep::elastic::engram_fetch_impl<4>(int*)": ("deepep", None, None, None, None, None),
+    "void deep_ep::legacy::intranode::dispatch<8, 768, 6144>(int4*, float*, int*)": (
+        "deepep",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    # MSCCL++ native collectives (src/ext/collectives/*), NCCL-API kernels (allreduce7) and executor
+    "void mscclpp::collective::allreduceNvls<__nv_bfloat16>(int)": (
+        "mscclpp",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "allgatherFullmesh2": ("mscclpp", "AllGather", None, None, None, None),
+    "allreduce7": ("mscclpp", "AllReduce", None, None, None, None),
+    "void allgather6<false>(void*, void*, void*, mscclpp::DeviceHandle<mscclpp::MemoryChannel>*)": (
+        "mscclpp",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void mscclpp::executionKernel<__nv_bfloat16>(int, __nv_bfloat16*)": (
+        "mscclpp",
+        None,
+        None,
+        None,
+        None,
+        None,
+    ),
+    # PyTorch symmetric memory's NVSHMEM and NCCL extensions (c10d/symm_mem/{nvshmem,nccl}_extension.cu)
+    "c10d::nvshmem_extension::allToAllV(void*, void*, long*, unsigned long, int, int)": (
+        "symm_mem",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void c10d::nvshmem_extension::exchangeSplitAndOffset_2d<false>(long*, long*, int, int)": (
+        "symm_mem",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "c10d::nccl_extension::lsa_put_kernel(void**, int, unsigned long, void const*, unsigned long)": (
+        "symm_mem",
+        None,
+        None,
+        None,
+        None,
+        None,
+    ),
+    # TensorRT-LLM/FlashInfer collectives (flashinfer comm/*.cuh, TRT-LLM moeAlltoAllKernels.cu)
+    "void flashinfer::trtllm_allreduce::one_shot_all_reduce_norm_kernel<__nv_bfloat16, 8>(void*)": (
+        "custom_ar",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void flashinfer::mixed_comm::allgather_kernel<__nv_bfloat16>(void*)": (
+        "custom_ar",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void flashinfer::mixed_comm::fused_allreduce_allgather_kernel<__nv_bfloat16>(void*)": (
+        "custom_ar",
+        None,
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void tensorrt_llm::kernels::moe_alltoall::moeA2ADispatchKernel<8>(void*)": (
+        "custom_ar",
+        "AllToAll",
+        None,
+        None,
+        None,
+        None,
+    ),
+    # AMD aiter's custom collectives (csrc/include/custom_all_reduce*.cuh, quick_all_reduce.cuh)
+    "void aiter::allgather_vec<__hip_bfloat16, 8>(aiter::RankData*, int)": (
+        "custom_ar",
+        "AllGather",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void aiter::rs_gfx1250_split_lastdim<__hip_bfloat16, 8>(aiter::RankData*, int)": (
+        "custom_ar",
+        "ReduceScatter",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void aiter::allreduce_prototype_twoshot<__hip_bfloat16>(__hip_bfloat16 const*, int)": (
+        "custom_ar",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "void aiter::start_sync_latency<8>(aiter::RankData*, int)": ("custom_ar", None, None, None, None, None),
+    # RCCL specialized kernels and its own collectives; AMD aiter's custom all-reduce
+    "ncclDevKernel_AllReduce_RING_LL128_Sum_bf16_f32_1_2_Specialized": (
+        "rccl",
+        "AllReduce",
+        "RING",
+        "LL128",
+        "Sum",
+        "bfloat16",
+    ),
+    "ncclDevKernel_AlltoAllGda_RING_SIMPLE_Sum_i8": ("rccl", "AllToAll", None, None, None, None),
+    "void aiter::cross_device_reduce_1stage_naive<__hip_bfloat16, 8, false>(aiter::RankData*)": (
+        "custom_ar",
+        "AllReduce",
+        None,
+        None,
+        None,
+        None,
+    ),
 }
 """One or more names per row of the other libraries, with where they were seen."""
 
 SUSPECTED_EXPECTED: tuple[str, ...] = (
-    # MSCCL++ NCCL-API kernels (apps/nccl: allreduce7, allgather6, ...) and its executor
-    "allreduce7",
-    "void allgather6<false>(void*, void*, void*, mscclpp::DeviceHandle<mscclpp::MemoryChannel>*)",
-    "void mscclpp::executionKernel<__nv_bfloat16>(int, __nv_bfloat16*)",
     # names of no known library that say what they do
     "allreduce_two_shot_multimem_intra_node_kernel",
     "my_custom_all_to_all_kernel<float>",
@@ -676,6 +851,13 @@ NOT_SUSPECTED = (
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",
     "gatherTopK",
     "cub::DeviceReduceKernel",
+    "void nccl_ep::hybridep::convert_topk_to_routing_map_kernel<8>(int*)",  # local preparation
+    "void deep_ep::elastic::dispatch_copy_epilogue_impl<8>(int4*)",  # copies received tokens locally
+    "void deep_ep::legacy::internode_ll::update_mask_buffer<32>(int*, int, bool)",
+    "void deep_ep::legacy::layout::get_dispatch_layout<256>(long const*, int*)",
+    "fp8NvlsSupportProbeKernel",
+    "void aiter::local_device_load_rmsnorm<__hip_bfloat16, 8>(aiter::RankData*, int)",  # after the all-reduce
+    "void flashinfer::trtllm_alltoall::computeSendRecvIndicesKernel<8>(int*)",  # local index preparation
     "fsdp::all_gather_copy_in",  # FSDP2's host op copying parameters into the gather buffer (host timeline)
 )
 """Compute kernels with words close to the suspects (the DeepEP layout kernel only counts, locally)."""
@@ -735,8 +917,18 @@ def _decoded(name: str, extra: tuple[KernelPattern, ...] = ()) -> dict[str, obje
     return frame.row(0, named=True)
 
 
+_MODERN_NCCL = re.compile(
+    r"^ncclDevKernel_[A-Za-z]+(?:_[A-Za-z]+_[a-z][a-z0-9]*)?_[A-Z_]+_(?:LL128|LL|SIMPLE)(?:\(|$)"
+)
+
+
 def _as_row(name: str, fields: Fields) -> dict[str, object]:
+    """The decoded row `fields` state. A NCCL >= 2.19 name's (algorithm, protocol) is the kernel's
+    specialisation (`kernel_specialization`, `ALGO_PROTO`), never the algorithm and protocol that ran."""
     library, collective, algorithm, protocol, reduce_op, dtype = fields
+    specialization = None
+    if library == "nccl" and _MODERN_NCCL.match(name) and algorithm is not None:
+        specialization, algorithm, protocol = f"{algorithm}_{protocol}", None, None
     return {
         "name": name,
         "is_comm": True,
@@ -746,6 +938,7 @@ def _as_row(name: str, fields: Fields) -> dict[str, object]:
         "protocol": protocol,
         "reduce_op": reduce_op,
         "kernel_dtype": dtype,
+        "kernel_specialization": specialization,
     }
 
 
@@ -954,7 +1147,7 @@ def test_each_name_is_decoded_once_per_process_and_pattern_set(monkeypatch: pyte
     first = decode_kernel_names(pl.Series([gemm, nccl, gemm]))
     again = decode_kernel_names(pl.Series([nccl, gemm, "my_fused_reduce_kernel"]))
     assert batches == [[gemm, nccl], ["my_fused_reduce_kernel"]]  # the second rank decodes its new name only
-    assert again.rows() == [first.rows()[1], first.rows()[0], (*again.rows()[2][:1], False, *[None] * 6)]
+    assert again.rows() == [first.rows()[1], first.rows()[0], (*again.rows()[2][:1], False, *[None] * 7)]
     user = user_patterns([], [r"^ncclKernel_AllReduce$"])  # another pattern set: decoded afresh
     assert decode_kernel_names(pl.Series([nccl]), user)["is_comm"].to_list() == [False]
     assert batches[-1] == [nccl]

@@ -274,6 +274,7 @@ def analyze(
     comm_patterns: Sequence[str] = (),
     compute_patterns: Sequence[str] = (),
     nccl_logs: Sequence[str | Path] = (),
+    inspector: Sequence[str] = (),
     ranks_per_host: int | None = None,
     virtual_stages: int = 1,
     workers: int | None = None,
@@ -300,13 +301,14 @@ def analyze(
 
     `run` is a trace file, a folder, a glob, a `run.json` or a loaded `Run`. The keywords are the command
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
-    `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); the alpha-beta model's
-    inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
-    `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds),
-    `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`
-    ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run);
-    `run_label` a label kept in the summary (`run.label`, as `--label`). Raises a `TraceviewError` subclass
-    for bad input or options, naming the argument as this function spells it.
+    `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); `inspector` NCCL Inspector
+    JSON output (files, folders, globs) joined to the calls (`summary()["nccl"]["inspector"]`); the alpha-beta
+    model's inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth`
+    ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5",
+    microseconds), `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the
+    model's `shape` ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted
+    on this run); `run_label` a label kept in the summary (`run.label`, as `--label`). Raises a
+    `TraceviewError` subclass for bad input or options, naming the argument as this function spells it.
     """
     from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files

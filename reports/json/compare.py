@@ -77,6 +77,7 @@ def compare_document(comparison: Comparison) -> dict[str, Any]:
             "appeared": structure.appeared,
             "disappeared": structure.disappeared,
             "algorithm_mix": records(structure.algorithm_mix),
+            "algorithm_mix_note": structure.algorithm_mix_note,
             "partial": structure.partial_notes,
             "setup_changes": structure.setup_changes,
             "stragglers": {

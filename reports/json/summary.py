@@ -18,6 +18,7 @@ from typing import Any
 
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
+from traceview.reports.json.nccl_inspector import inspector_document
 from traceview.reports.json.records import clean, records
 
 from traceview.across_ranks.analysis import CrossRank
@@ -151,7 +152,11 @@ def nccl_document(nccl: NcclJoin) -> dict[str, Any]:
 
 
 def _nccl(analysis: RunAnalysis) -> dict[str, Any] | None:
-    return None if analysis.nccl is None else nccl_document(analysis.nccl)
+    """The `nccl` object: the logs' (when given), with `inspector` when NCCL Inspector output was given."""
+    document = None if analysis.nccl is None else nccl_document(analysis.nccl)
+    if analysis.inspector is None:
+        return document
+    return {**(document or {}), "inspector": inspector_document(analysis.inspector)}
 
 
 def bubbles_document(bubbles: BubbleAnalysis) -> dict[str, Any]:

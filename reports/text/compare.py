@@ -143,6 +143,8 @@ def _structure(comparison: Comparison, console: Console) -> None:
                 f"{row['baseline_share']:.0%} -> {row['candidate_share']:.0%} of kernels"
             )
         )
+    if structure.algorithm_mix_note:
+        console.print(safe(structure.algorithm_mix_note))
     if structure.baseline_stragglers != structure.candidate_stragglers:
         console.print(
             f"stragglers: {structure.baseline_stragglers or 'none'} -> "

@@ -45,8 +45,27 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
         console.print(f"[yellow]skipped[/yellow] {text(path)}: {text(reason)}", markup=True, highlight=False)
     for warning in header.warnings:
         console.print(f"[yellow]warning[/yellow] {text(warning)}", markup=True, highlight=False)
+    _print_inspector(analysis, console)
     console.print(_budget_table(analysis))
     print_dimensions(analysis, console)
+
+
+def _print_inspector(analysis: RunAnalysis, console: Console) -> None:
+    """NCCL Inspector's records joined to the trace, and where its busbw disagrees (no computation)."""
+    found = analysis.inspector
+    if found is None:
+        return
+    share = "" if found.joined_share is None else f" ({found.joined_share:.0%})"
+    console.print(
+        f"NCCL Inspector ({found.format_version}): {found.records} record(s) from {len(found.files)} "
+        f"file(s), {found.joined.height} joined to the trace's calls{share}",
+        markup=False,
+        highlight=False,
+    )
+    for path, reason in found.skipped:
+        console.print(f"[yellow]skipped[/yellow] {text(path)}: {text(reason)}", markup=True, highlight=False)
+    for line in found.disagreements:
+        console.print(f"[yellow]Inspector disagrees[/yellow] {text(line)}", markup=True, highlight=False)
 
 
 def _host_note(timelines: tuple[str, ...]) -> str:

@@ -30,8 +30,12 @@ C10D_TENSOR_ARGS: Mapping[str, tuple[int, int]] = {
     "c10d::_allgather_base_": (0, 1),
     "c10d::_reduce_scatter_base_": (0, 1),
     "c10d::alltoall_base_": (0, 1),
+    "record_param_comms": (-1, 0),
 }
-"""`c10d::*` operators whose `Input Dims` name single tensors: op -> (output arg index, input arg index)."""
+"""Calls whose `Input Dims` name single tensors: op -> (output arg index, input arg index; -1: none). The
+`c10d::*` base operators name their output then input; `record_param_comms` records the collective's input
+tensor first (then its scalar parameters): a rank whose `record_param_comms` lost its `In msg nelems` still
+has its input's shape there (a `TensorList` first argument has no shape and gives none)."""
 
 _FIELDS = (
     "collective",

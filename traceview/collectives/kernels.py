@@ -33,6 +33,7 @@ import polars as pl
 from traceview.collectives.calls import collective_calls, launches, makes_calls
 from traceview.collectives.groups import config_groups_query, with_process_groups, without_process_groups
 from traceview.collectives.linking import FAMILIES, SPLITS, comm_anchors, linked_calls, with_copy_engine
+from traceview.collectives.user_copies import USER_COPY_SCHEMA, user_copy_launches
 from traceview.core.costmodel import bandwidth_exprs, size_expr
 from traceview.core.vocab import CPU_ONLY_CALL, dtype_size_expr
 from traceview.events.kernel_names import DECODED_SCHEMA
@@ -87,8 +88,16 @@ EXTRA_SCHEMA: Mapping[str, pl.DataType] = {
     # communication time, not a call of its own
     "in_split": pl.Utf8(),  # an all-to-all's split sizes (`In split size`, rows of dim 0), null when unsaid
     "out_split": pl.Utf8(),
+    # the NCCL >= 2.19 kernel a name says it was compiled for (`RING_LL`): not the algorithm that ran
+    "kernel_specialization": pl.Utf8(),
+    "algorithm_source": pl.Utf8(),  # where `algorithm`/`protocol` come from: kernel_name | null (unknown)
 }
 """Columns after the contract ones: where bytes and group came from, and the call each kernel belongs to."""
+
+
+KERNEL_NAME_SOURCE = "kernel_name"
+"""`algorithm_source` of an algorithm/protocol read from a kernel name that says what ran (NCCL <= 2.18, RCCL
+specialized kernels); the NCCL_DEBUG log and NCCL Inspector are the other sources."""
 
 
 def _first(column: str, sources: tuple[str, ...]) -> pl.Expr:
@@ -109,6 +118,9 @@ def _merged_exprs() -> tuple[pl.Expr, ...]:
     dims_in, dims_out = _first("dims_in", calls), _first("dims_out", calls)
     return (
         pl.coalesce(_first("collective", args), pl.col("kernel_collective")).alias("collective"),
+        pl.when(pl.col("algorithm").is_not_null() | pl.col("protocol").is_not_null())
+        .then(pl.lit(KERNEL_NAME_SOURCE))
+        .alias("algorithm_source"),
         pl.coalesce(_first("dtype", args), _first("dims_dtype", calls), pl.col("kernel_dtype")).alias(
             "dtype"
         ),
@@ -295,7 +307,9 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     anchors = comm_anchors(_with_event_columns(events), calls, launch_rows.lazy(), host_ranks).collect()
     if anchors.height == 0:
         return empty_comm_kernels()
-    linked = with_copy_engine(linked_calls(anchors.lazy(), calls)).collect()
+    has_copies = bool((anchors.get_column("kind") == "memcpy").any())
+    user_copies = (user_copy_launches(run) if has_copies else pl.DataFrame(schema=USER_COPY_SCHEMA)).lazy()
+    linked = with_copy_engine(linked_calls(anchors.lazy(), calls), user_copies).collect()
     if linked.height == 0:
         return empty_comm_kernels()
     pools = bool(linked.get_column("name").str.contains(CPU_ONLY_CALL).any())

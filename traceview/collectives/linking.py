@@ -52,6 +52,8 @@ def _anchor_columns() -> tuple[pl.Expr | str, ...]:
         "reduce_op",
         "kernel_collective",
         "kernel_dtype",
+        "kernel_specialization",
+        "comm_library",
         "comm_kind",
         pl.col("event_row").cast(pl.Int64),
         pl.lit(None, pl.Utf8).alias("host_tid"),
@@ -90,20 +92,35 @@ def comm_anchors(
     return both.with_row_index("anchor_id")
 
 
-def with_copy_engine(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """The linked candidates with the memory copies that are not a collective's left out: a copy is a
-    copy-engine transfer (`comm_kind` copy engine) when its launch lies inside a collective call
-    (`linked_by` correlation) or it runs on a stream that carries the rank's communication kernels (`stream`:
-    NCCL's copy-engine collectives run on its own streams); never by its name."""
+COMMUNICATOR_LIBRARIES = ("nccl", "rccl", "msccl")
+"""Libraries whose kernels run on a communicator's own streams: a copy on such a stream may be one of the
+library's copy-engine collectives (NCCL >= 2.28 launches none but batched copies). PyTorch's symmetric memory,
+custom all-reduce and the expert-parallel libraries run on the caller's (compute) stream."""
+
+
+def with_copy_engine(frame: pl.LazyFrame, user_copies: pl.LazyFrame) -> pl.LazyFrame:
+    """The linked candidates with the memory copies that are not a collective's left out. A copy is a
+    copy-engine transfer (`comm_kind` copy engine) when what launched it says so: its launch lies inside a
+    collective call (`linked_by` correlation: NCCL's own calls, `cudaMemcpyBatchAsync` or stream memory
+    operations of a collective), or (`stream`) it runs on a communicator's stream (one carrying kernels of
+    `COMMUNICATOR_LIBRARIES`) and was not launched by the user's code (`user_copies`: a launch inside a
+    PyTorch operator such as `aten::copy_`); never by its name."""
     is_copy = pl.col("kind") == "memcpy"
     comm_streams = (
-        frame.filter(~is_copy & pl.col("on_device") & pl.col("stream").is_not_null())
+        frame.filter(
+            ~is_copy
+            & pl.col("on_device")
+            & pl.col("stream").is_not_null()
+            & pl.col("comm_library").is_in(COMMUNICATOR_LIBRARIES)
+        )
         .select("rank", "stream", pl.lit(True).alias("_comm_stream"))
         .unique()
     )
-    joined = frame.join(comm_streams, on=["rank", "stream"], how="left", maintain_order="left")
+    joined = frame.join(comm_streams, on=["rank", "stream"], how="left", maintain_order="left").join(
+        user_copies, on=["rank", "correlation"], how="left", maintain_order="left"
+    )
     by_call = pl.col("linked_by") == "correlation"
-    by_stream = pl.col("_comm_stream").fill_null(False)
+    by_stream = pl.col("_comm_stream").fill_null(False) & ~pl.col("user_copy").fill_null(False)
     device_call = pl.col("backend_name").str.contains(DEVICE_CALL).fill_null(False)
     return (
         joined.filter(~is_copy.fill_null(False) | by_call | by_stream)
@@ -118,7 +135,7 @@ def with_copy_engine(frame: pl.LazyFrame) -> pl.LazyFrame:
                 pl.col("host_tid"), pl.when(pl.col("comm_kind") == "host").then(pl.col("tid"))
             ).alias("host_tid"),
         )
-        .drop("_comm_stream")
+        .drop("_comm_stream", "user_copy")
     )
 
 

@@ -84,6 +84,7 @@ class Structure:
     partial_notes: list[str]
     partial_families: frozenset[str]
     setup_changes: list[str] = field(default_factory=list)  # devices, NCCL or PyTorch versions that differ
+    algorithm_mix_note: str | None = None  # why the algorithm mix was not paired (a summary too old)
     baseline_stragglers: list[int] = field(default_factory=list)  # `across_ranks.stragglers` of each run
     candidate_stragglers: list[int] = field(default_factory=list)
 
@@ -165,15 +166,55 @@ def _mix(rows: list[dict[str, Any]], name: str) -> pl.DataFrame:
     return frame.select("collective", "algorithm", "protocol", share.alias(name))
 
 
-def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> pl.DataFrame:
-    """Per (collective, algorithm, protocol) its share of the collective's kernels in each run, the rows
-    whose share moved by more than `MIX_CHANGE` (collectives both runs made)."""
-    keys = ["collective", "algorithm", "protocol"]
-    source = next(
+ALGORITHM_SOURCE_SINCE = (1, 11)
+"""The first summary schema whose kernel-name algorithm mix holds only evidence (`algorithm_source`): before
+it a NCCL >= 2.19 kernel's specialisation (`RING_LL`) was written as its algorithm and protocol."""
+
+
+def _schema(document: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(major, minor) of a summary's `schema_version`, None when unreadable."""
+    parts = str(document.get("schema_version") or "").split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
+
+def algorithm_mix_note(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> str | None:
+    """Why the algorithm mix of the kernel names is not paired: a summary older than
+    `ALGORITHM_SOURCE_SINCE` (its mix may be specialisations, not choices); None when it is paired or read
+    from both runs' NCCL logs."""
+    source = _mix_source(baseline, candidate)
+    if source is not MIX_SOURCES[-1] or not (_mix_rows(baseline, source) and _mix_rows(candidate, source)):
+        return None
+    old = [
+        f"{side} (schema {doc.get('schema_version')})"
+        for side, doc in (("baseline", baseline), ("candidate", candidate))
+        if (_schema(doc) or (0, 0)) < ALGORITHM_SOURCE_SINCE
+    ]
+    if not old:
+        return None
+    since = ".".join(str(part) for part in ALGORITHM_SOURCE_SINCE)
+    return (
+        f"NCCL algorithm mix not compared: {' and '.join(old)} predates schema {since}, whose kernel names "
+        "give the algorithm only where it is evidence (before it a NCCL >= 2.19 kernel's specialisation was "
+        "counted as its algorithm)"
+    )
+
+
+def _mix_source(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> tuple[str, str, dict[str, str]]:
+    return next(
         (src for src in MIX_SOURCES if _mix_rows(baseline, src) and _mix_rows(candidate, src)),
         MIX_SOURCES[-1],
     )
+
+
+def algorithm_mix(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> pl.DataFrame:
+    """Per (collective, algorithm, protocol) its share of the collective's kernels in each run, the rows
+    whose share moved by more than `MIX_CHANGE` (collectives both runs made); no rows when
+    `algorithm_mix_note` says the mixes cannot be paired."""
+    keys = ["collective", "algorithm", "protocol"]
+    source = _mix_source(baseline, candidate)
     base_rows, cand_rows = _mix_rows(baseline, source), _mix_rows(candidate, source)
+    if algorithm_mix_note(baseline, candidate) is not None:
+        base_rows, cand_rows = [], []
     joined = _mix(base_rows, "baseline_share").join(
         _mix(cand_rows, "candidate_share"), on=keys, how="full", coalesce=True
     )
@@ -239,6 +280,7 @@ def structure_changes(
         appeared=_listed(cand_subjects - base_subjects),
         disappeared=_listed(base_subjects - cand_subjects),
         algorithm_mix=algorithm_mix(baseline, candidate),
+        algorithm_mix_note=algorithm_mix_note(baseline, candidate),
         partial_notes=notes,
         partial_families=frozenset(families),
         setup_changes=setup_changes(baseline, candidate),

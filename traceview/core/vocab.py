@@ -57,6 +57,7 @@ COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
         "all_reduce",
         "allreduce_coalesced",
         "all_reduce_coalesced",
+        "allreducewithbias",
     ),
     "AllGather": (
         "allgather",
@@ -69,6 +70,8 @@ COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
         "all_gather_into_tensor_coalesced",
         "allgather_coalesced",
         "all_gather_coalesced",
+        "allgatherv",
+        "all_gather_v",
     ),
     "ReduceScatter": (
         "reducescatter",
@@ -77,6 +80,8 @@ COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
         "reduce_scatter_tensor",
         "reduce_scatter_tensor_coalesced",
         "reduce_scatter_coalesced",
+        "reducescatterv",
+        "reduce_scatter_v",
     ),
     "AllToAll": (
         "alltoall",
@@ -86,6 +91,8 @@ COLLECTIVE_SPELLINGS: Mapping[str, tuple[str, ...]] = {
         "all_to_allv",
         "alltoallv",
         "alltoallpivot",
+        "alltoallgda",
+        "alltoallvgda",
     ),
     "Broadcast": ("broadcast",),
     "Reduce": ("reduce",),

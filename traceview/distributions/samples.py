@@ -10,8 +10,9 @@ change against the run's own spread, so the summary carries samples, not just me
   inside the step window (the kernel-class table, `traceview.events.kernel_classes`);
 - `class_kernels`: per kernel class the durations of its compute kernels inside step windows (sketched as
   above);
-- `algorithms`: per (collective, algorithm, protocol) the number of communication kernels (NCCL's choice as
-  the kernel name spells it);
+- `algorithms`: per (collective, algorithm, protocol, algorithm_source, kernel_specialization) the number of
+  communication kernels: the algorithm and protocol where a kernel name says what ran (`algorithm_source`
+  `kernel_name`: NCCL <= 2.18, RCCL specialized), else null with the NCCL >= 2.19 kernel's specialisation;
 - `collective_calls`: per (rank, process group, collective, message size in bytes) the number of on-device
   kernels and their median duration: the same call of the same rank in two runs of one job pairs up
   (`traceview.compare.paired`); at most `CALL_SIGNATURES` per rank, those of the largest total time;
@@ -151,12 +152,15 @@ def _kernel_classes(compute: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+_ALGORITHM_KEYS = ("collective", "algorithm", "protocol", "algorithm_source", "kernel_specialization")
+
+
 def _algorithms(kernels: pl.DataFrame) -> pl.DataFrame:
     return (
         kernels.filter(pl.col("on_device"))
-        .group_by("collective", "algorithm", "protocol")
+        .group_by(*_ALGORITHM_KEYS)
         .agg(pl.len().cast(pl.Int64).alias("kernels"))
-        .sort("collective", "algorithm", "protocol", nulls_last=True)
+        .sort(*_ALGORITHM_KEYS, nulls_last=True)
     )
 
 

@@ -30,7 +30,8 @@ counts each moment by the first kind, in this order, that covers it."""
 def classify_gpu(trace: RankTrace, extra_patterns: Sequence[KernelPattern] = ()) -> pl.DataFrame:
     """The rank's device events with `rank`, `event_class` (compute | comm | memory), `comm_kind` (device, or
     host for the collective ops of a host timeline; null but for communication) and the decoded kernel-name
-    fields (`comm_library`, `kernel_collective`, `algorithm`, `protocol`, `reduce_op`, `kernel_dtype`). The
+    fields (`comm_library`, `kernel_collective`, `algorithm`, `protocol`, `reduce_op`, `kernel_dtype`,
+    `kernel_specialization`). The
     copy-engine transfers of collective calls are found later, when calls are linked
     (`traceview.collectives.comm_events`)."""
     return classify_gpus([trace], extra_patterns)

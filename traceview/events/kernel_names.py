@@ -21,15 +21,19 @@ Generations, as the kernels are named in Kineto traces:
   `ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)`, the bare
   `ncclKernel_AllReduce`.
 - NCCL >= 2.19: `ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)`, `ncclDevKernel_AllGather_RING_LL(...)`,
-  `ncclDevKernel_SendRecv(...)`; `ncclDevKernel_Generic` (no fields); RCCL: `ncclDevKernel_Generic_4`.
+  `ncclDevKernel_SendRecv(...)`; `ncclDevKernel_Generic` (no fields); RCCL: `ncclDevKernel_Generic_4`. The
+  trailing `RING_LL` is the kernel's specialisation (`kernel_specialization`), never its algorithm/protocol:
+  NCCL's generator (`src/device/generate.py`, `best_kernel`) compiles every algorithm but TREE into the
+  `RING_LL` kernel and every reduction into `Sum`, and one launch runs whatever the plan chose.
+- RCCL specialized kernels: `ncclDevKernel_AllReduce_RING_LL128_Sum_bf16_..._Specialized` (algorithm and
+  protocol before the reduction: they are what runs, `algorithm`/`protocol` filled).
 - NCCL >= 2.27 symmetric-memory kernels: `ncclSymDevKernel_AllReduce_AGxLL_R_sum_bf16`,
   `ncclSymkDevKernel_*` (their algorithms, e.g. `AGxLL_R`, are outside the NCCL algorithm list: null).
 - MSCCL (RCCL, msccl): `mscclKernel_Sum_float_LL128_false(...)` (op, dtype, protocol; collective unknown).
 
-Caution: since NCCL 2.2 one kernel launch may run several operations, and from 2.8 on only some (algorithm,
-protocol) pairs get a kernel of their own (e.g. every AllGather kernel is named `RING_LL`). The algorithm and
-protocol of a name are the kernel's specialisation, a hint about the first operation, not proof of what ran;
-the NCCL_DEBUG log (TUNING) says what was chosen.
+Algorithm and protocol come only from evidence: the names of NCCL 2.18 and
+before, RCCL's specialized names, the NCCL_DEBUG log (TUNING) and NCCL Inspector; a modern NCCL name fills
+`kernel_specialization` only.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from traceview.core.vocab import (
 )
 from traceview.events.kernel_table import DEFAULT_PATTERNS, KernelPattern
 
-FIELDS: tuple[str, ...] = ("collective", "algorithm", "protocol", "reduce_op", "dtype")
+FIELDS: tuple[str, ...] = ("collective", "algorithm", "protocol", "reduce_op", "dtype", "specialization")
 """Named groups a pattern may capture."""
 
 _OUTPUT_COLUMNS: Mapping[str, tuple[str, Callable[[pl.Expr], pl.Expr]]] = {
@@ -58,6 +62,7 @@ _OUTPUT_COLUMNS: Mapping[str, tuple[str, Callable[[pl.Expr], pl.Expr]]] = {
     "protocol": ("protocol", canonical_protocol_expr),
     "reduce_op": ("reduce_op", canonical_reduce_op_expr),
     "kernel_dtype": ("dtype", canonical_dtype_expr),
+    "kernel_specialization": ("specialization", lambda col: col.str.to_uppercase()),
 }
 """Output column -> (group it comes from, normalisation)."""
 

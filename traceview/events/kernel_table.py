@@ -61,8 +61,24 @@ _PROTOS = "LL128|LL|SIMPLE"
 _NS = r"(?:\(anonymous namespace\)::|<unnamed>::|[A-Za-z_][A-Za-z0-9_]*::)*"  # C++ namespaces, any depth
 _TEMPLATE_OR_ARGS = r"(?:<|\(|$)"
 
+_RCCL_COLLS = (
+    "AlltoAllGda|AlltoAllvGda|AllToAllGda|AllToAllvGda|AlltoAllPivot|AllToAllPivot|AllReduceWithBias"
+)
+
 NCCL_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern("nccl", "NCCL >= 2.19 generic", _START + r"ncclDevKernel_Generic" + _END),
+    KernelPattern(
+        "rccl",
+        "RCCL specialized (algorithm and protocol before the reduction and type)",
+        _START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
+        rf"_(?P<algorithm>{_ALGOS})_(?P<protocol>{_PROTOS})"
+        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?\w*_Specialized" + _END,
+    ),
+    KernelPattern(
+        "rccl",
+        "RCCL-only collectives (GDA and pivot all-to-all, all-reduce with bias)",
+        _START + rf"ncclDevKernel_(?P<collective>{_RCCL_COLLS})\w*" + _END,
+    ),
     KernelPattern("rccl", "RCCL generic (unroll)", _START + r"ncclDevKernel_Generic_[0-9]+" + _END),
     KernelPattern(
         "rccl", "RCCL colltrace generic", _START + r"ncclDevKernelDebug_Generic(?:_[0-9]+)?" + _END
@@ -72,8 +88,8 @@ NCCL_PATTERNS: tuple[KernelPattern, ...] = (
         "NCCL >= 2.19",
         _START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
         r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?"
-        rf"(?:_(?P<algorithm>{_ALGOS})_(?P<protocol>{_PROTOS}))?" + _END,
-    ),
+        rf"(?:_(?P<specialization>(?:{_ALGOS})_(?:{_PROTOS})))?" + _END,
+    ),  # since 2.19 the (algorithm, protocol) of a name is the kernel it was compiled for, not what ran
     KernelPattern(
         "nccl",
         "NCCL >= 2.27 symmetric",
@@ -128,10 +144,191 @@ _DEEPEP_A2A = (
 _DEEPEP_SYNC = _START + _DEEPEP_NS + r"(?i:barrier|clean_low_latency_buffer|clean\w*)" + _TEMPLATE_OR_ARGS
 _NVSHMEM = r"(?:nvshmemi?_|nvshmemx_|rocshmem_)?"
 
-OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern("torch_symm_mem", "PyTorch symmetric memory", _SYMM_MEM),
+_SYMM_EXT = r"c10d::(?:nvshmem|rocshmem|nccl)_extension::"
+"""PyTorch symmetric memory's device-library extensions (`c10d/symm_mem/*_extension.cu`)."""
+_DEEPEP_ELASTIC = _START + r"(?i:deep_ep|dpsk::ep)::elastic::"
+"""DeepEP's JIT-compiled ("elastic", 2026) kernels: `deep_ep::elastic::<name>_impl<...>`."""
+_NCCL_EP = _START + r"nccl_ep::"
+_MSCCLPP_SUFFIX = r"(?:AllPairs?|Fullmesh\d*|Nvls\w*|Packet|RsAg\w*|Pipeline\w*|ZeroCopy)"
+"""The algorithm words MSCCL++'s native collective kernels append to their collective (`allreduceNvls`,
+`allgatherFullmesh2`, `allreduceRsAgZeroCopy`)."""
+
+EP_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
-        "torch_intra_node_comm",
+        "nccl_ep",
+        "NCCL EP low-latency dispatch/combine",
+        _NCCL_EP + r"internode_ll::(?:dispatch|combine)" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+    KernelPattern(
+        "nccl_ep",
+        "NCCL EP low-latency buffer clean (all ranks synchronise)",
+        _NCCL_EP + r"internode_ll::clean\w*" + _TEMPLATE_OR_ARGS,
+        collective="Barrier",
+    ),
+    KernelPattern(
+        "nccl_ep",
+        "NCCL EP high-throughput JIT dispatch/combine",
+        _START + r"nccl_ep_jit_ht_(?:dispatch|combine)_kernel" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+    KernelPattern(
+        "nccl_ep",
+        "NCCL EP local preparation (routing maps, scans: compute)",
+        _START + r"(?:nccl_ep::hybridep::\w+|nccl_ep_jit_ht_scan_kernel)" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "deepep",
+        "DeepEP elastic dispatch/combine",
+        _DEEPEP_ELASTIC + r"(?:hybrid_)?(?:dispatch|combine)_impl" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+    KernelPattern(
+        "deepep", "DeepEP elastic barrier", _DEEPEP_ELASTIC + r"barrier_impl" + _TEMPLATE_OR_ARGS, "Barrier"
+    ),
+    KernelPattern(
+        "deepep",
+        "DeepEP elastic pipeline send",
+        _DEEPEP_ELASTIC + r"pp_send_impl" + _TEMPLATE_OR_ARGS,
+        "Send",
+    ),
+    KernelPattern(
+        "deepep",
+        "DeepEP elastic pipeline recv",
+        _DEEPEP_ELASTIC + r"pp_recv_impl" + _TEMPLATE_OR_ARGS,
+        "Recv",
+    ),
+    KernelPattern(
+        "deepep",
+        "DeepEP elastic local epilogues (copy, reduce: compute)",
+        _DEEPEP_ELASTIC + r"(?:dispatch_copy|combine_reduce)_epilogue_impl" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "deepep", "DeepEP elastic engram fetch (one-sided reads)", _DEEPEP_ELASTIC + r"engram_\w+_impl"
+    ),
+    KernelPattern(
+        "deepep",
+        "DeepEP low-latency mask buffer (local: compute)",
+        _START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)*(?:query|update|clean)_mask_buffer" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+)
+"""Expert-parallel libraries: NCCL EP (NCCL's contributed library) and DeepEP's generations."""
+
+MSCCLPP_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern(
+        "mscclpp",
+        "MSCCL++ native collectives",
+        _START
+        + _NS
+        + r"(?P<collective>allreduce|allgather|reducescatter|alltoall)"
+        + rf"(?:{_MSCCLPP_SUFFIX}|[0-9]+)"
+        + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "mscclpp",
+        "MSCCL++ capability probe (compute)",
+        _START + _NS + r"fp8NvlsSupportProbeKernel" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "mscclpp", "MSCCL++ executor", _START + r"mscclpp::(?:\w+::)*executionKernel" + _TEMPLATE_OR_ARGS
+    ),
+)
+"""MSCCL++ (microsoft/mscclpp): native collectives (`mscclpp::collective::allreduceNvls`), the kernels of its
+NCCL-API shim (`allreduce7`, `allgather6`) and the executor of its JSON plans (collective unknown)."""
+
+_ENGINE_NS = r"(?:flashinfer|tensorrt_llm|vllm|sglang|aiter)::(?:\w+::)*"
+_AITER = _START + r"aiter::(?:\w+::)*"
+INFERENCE_ENGINE_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern(
+        "custom_ar",
+        "aiter local kernels beside its collectives (rmsnorm loads: compute)",
+        _AITER + r"local_device_load_\w+" + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter custom all-reduce (fused, quick reduce, gfx1250)",
+        _AITER + r"(?:\w*allreduce\w*|ar_gfx\w+|ar_ll_gfx\w+|cross_device_reduce_\w*)" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter custom all-gather",
+        _AITER + r"(?:allgather_\w+|ag_gfx\w+)" + _TEMPLATE_OR_ARGS,
+        collective="AllGather",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter custom reduce-scatter",
+        _AITER + r"(?:reduce_scatter_\w+|rs_gfx\w+)" + _TEMPLATE_OR_ARGS,
+        collective="ReduceScatter",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "aiter peer benchmarks and synchronisation (collective unknown)",
+        _AITER + r"(?:p2p_bandwidth_test_kernel|\w+_sync_latency)" + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "TensorRT-LLM/FlashInfer local kernels in communication namespaces (norms, indices: compute)",
+        _START
+        + _ENGINE_NS
+        + r"(?:computeSendRecv\w*|inplaceSendRecv\w*|lamport_initialize_kernel|rms_norm_kernel"
+        r"|rms_pre_post_norm_kernel|rmsNormLamport|moeLocalGatherDevice|moeA2ASanitizeExpertIdsKernel"
+        r"|computeCountAndIndiceDevice|computeCumsumDevice|memsetExpertIdsDevice|moveIndiceDevice)"
+        + _TEMPLATE_OR_ARGS,
+        is_comm=False,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "TensorRT-LLM/FlashInfer fused all-reduce (+norm), MNNVL, MoE finalize, PCIe IPC all-reduce",
+        _START
+        + _NS
+        + r"(?:(?:lamport_style_)?one_shot_(?:prenorm_)?all_reduce_norm_kernel|oneshotAllreduceFusionKernel"
+        r"|twoshotAllreduceKernel|moe(?:finalize|reduce)_allreduce_fusion_kernel\w*"
+        r"|ipc_\w*rsag\w*_kernel|push_oneshot_param_kernel|ipc_tp2_remote_push_kernel)" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
+    ),
+    KernelPattern(
+        "custom_ar",
+        "FlashInfer mixed communication (allreduce, allgather, reducescatter kernels)",
+        _START
+        + r"flashinfer::mixed_comm::(?P<collective>allreduce|allgather|reducescatter)_kernel"
+        + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "FlashInfer mixed communication (fused: collective unknown)",
+        _START + r"flashinfer::mixed_comm::fused_\w+_kernel" + _TEMPLATE_OR_ARGS,
+    ),
+    KernelPattern(
+        "custom_ar",
+        "TensorRT-LLM/FlashInfer all-to-all (MoE, Ulysses, Helix)",
+        _START + _NS + r"(?:moeAllToAllKernel|ulysses_a2a_kernel|moeA2A(?:Prepare)?(?:Combine|Dispatch)Kernel"
+        r"|helixAllToAllKernel|allToAllMetadataDevice)" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+)
+"""Inference engines' own collectives (TensorRT-LLM, FlashInfer; vLLM/SGLang/aiter below): `custom_ar`, the id
+of every custom collective of an inference engine (its all-to-alls included)."""
+
+OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
+    *EP_PATTERNS,
+    *MSCCLPP_PATTERNS,
+    KernelPattern("symm_mem", "PyTorch symmetric memory", _SYMM_MEM),
+    KernelPattern(
+        "symm_mem",
+        "PyTorch symmetric memory all-to-all-v (NVSHMEM/rocSHMEM extension: splits exchange, data exchange)",
+        _START + _SYMM_EXT + r"(?:allToAllV|exchangeSplitAndOffset)\w*" + _TEMPLATE_OR_ARGS,
+        collective="AllToAll",
+    ),
+    KernelPattern("symm_mem", "PyTorch symmetric memory extension (other)", _START + _SYMM_EXT + r"\w+"),
+    KernelPattern(
+        "symm_mem",
         "PyTorch IntraNodeComm",
         _START + r"c10d::intra_node_comm::(?:oneShot|twoShot|hybridCube)AllReduceKernel" + _TEMPLATE_OR_ARGS,
         collective="AllReduce",
@@ -139,7 +336,7 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "deepep",
         "DeepEP layout (local counting, no communication)",
-        _START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)?(?i:get_dispatch_layout)" + _TEMPLATE_OR_ARGS,
+        _START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)*(?i:get_dispatch_layout)" + _TEMPLATE_OR_ARGS,
         is_comm=False,
     ),
     KernelPattern(
@@ -149,13 +346,13 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
         "deepep", "DeepEP barrier/clean (all ranks synchronise)", _DEEPEP_SYNC, collective="Barrier"
     ),
     KernelPattern(
-        "custom_allreduce",
-        "vLLM/SGLang custom all-reduce",
-        _START + _NS + r"cross_device_reduce_[12]stage" + _TEMPLATE_OR_ARGS,
+        "custom_ar",
+        "vLLM/SGLang/aiter custom all-reduce",
+        _START + _NS + r"cross_device_reduce_\w*" + _TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
     KernelPattern(
-        "trtllm_allreduce",
+        "custom_ar",
         "TensorRT-LLM/FlashInfer custom all-reduce",
         _START
         + _NS
@@ -163,6 +360,7 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
         + _TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
+    *INFERENCE_ENGINE_PATTERNS,
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers all-gather",
@@ -180,6 +378,12 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
         "Transformer Engine userbuffers send/recv",
         _START + _NS + r"kuserbuffers_(?:push|pull)(?:send|recv)\w*" + _TEMPLATE_OR_ARGS,
         collective="SendRecv",
+    ),
+    KernelPattern(
+        "userbuffers",
+        "Transformer Engine userbuffers all-reduce (sum in place, no _ag/_rs)",
+        _START + _NS + r"userbuffers_\w*_sum_inplace_gpu_(?:mc|rr|rw)" + _TEMPLATE_OR_ARGS,
+        collective="AllReduce",
     ),
     KernelPattern(
         "userbuffers",
@@ -219,7 +423,7 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream reduction (to all PEs)",
-        r"(?i)" + _START + _NVSHMEM + r"\w*reduce\w*_on_stream_kernel",
+        r"(?i)" + _START + _NVSHMEM + r"(?:\w*reduce\w*|rdxn)_on_stream_kernel",
         collective="AllReduce",
     ),
     KernelPattern("nvshmem", "NVSHMEM other", r"(?i)" + _START + _NS + r"(?:nvshmem|rocshmem)\w*"),
@@ -248,6 +452,23 @@ HOST_COLLECTIVE_PATTERNS: tuple[KernelPattern, ...] = (
 the bare name also marks GPU-side annotations); they never name a device kernel."""
 HOST_LIBRARIES = ("gloo", "mpi", "c10d")
 """Libraries of `HOST_COLLECTIVE_PATTERNS`: their rows run on a host, not a device."""
+
+COMM_LIBRARIES: tuple[str, ...] = (
+    "nccl",
+    "nccl_ep",
+    "rccl",
+    "deepep",
+    "symm_mem",
+    "userbuffers",
+    "custom_ar",
+    "mscclpp",
+    "nvshmem",
+    "msccl",
+)
+"""The `comm_library` ids of device communication kernels, agreed across analyses (the dimensions and MoE
+sections key on them): NCCL, NCCL EP, RCCL, DeepEP (v1, legacy, elastic), PyTorch symmetric memory (and its
+IntraNodeComm), Transformer Engine userbuffers, custom all-reduce (vLLM, SGLang, aiter, TensorRT-LLM,
+FlashInfer), MSCCL++, NVSHMEM, and the older MSCCL (RCCL's `mscclKernel_*`, a library of its own)."""
 
 SUSPECTED_LIBRARY = "suspected"
 SUSPECT_WORDS: tuple[str, ...] = (

@@ -2,10 +2,11 @@
 
 Each matched collective instance gives one sample: its transfer time (the shortest member's duration: the
 wait for peers removed by the cross-rank alignment), its S, its group's n, the link its group ran on (the
-prediction's pricing) and NCCL's protocol where the kernel name says it (LL, LL128, SIMPLE: each its own
-alpha and B). Per class (collective, n, link, protocol): alpha and B with 95% intervals beside the hardware
-table's (`traceview.links_measured.fit`); per link scope (inside a node, across nodes) the pooled fit that
-`--links measured` hands the prediction and its what-ifs as a `LinkOverride` with source `measured`.
+prediction's pricing) and NCCL's protocol where the kernel name is evidence of it (NCCL <= 2.18, RCCL
+specialized; a NCCL >= 2.19 name's `LL` is the kernel's specialisation, so unknown) (LL, LL128, SIMPLE: each
+its own alpha and B). Per class (collective, n, link, protocol): alpha and B with 95% intervals beside the
+hardware table's (`traceview.links_measured.fit`); per link scope (inside a node, across nodes) the pooled fit
+that `--links measured` hands the prediction and its what-ifs as a `LinkOverride` with source `measured`.
 """
 
 from __future__ import annotations

@@ -200,7 +200,8 @@ def degraded_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.DataFra
 
 def algorithm_mix(logs: Sequence[NcclLog]) -> pl.DataFrame:
     """TUNING choices per (op, message-size bucket of NCCL's byte count, algo, proto): choices, over every
-    TUNING line (`NcclLog.tuning_totals`)."""
+    TUNING line (`NcclLog.tuning_totals`); `algorithm_source` `nccl_log` (what NCCL chose, unlike the name of
+    a NCCL >= 2.19 kernel)."""
     tuning = stacked(logs, "tuning_totals").with_columns(
         pl.col("op").fill_null("any"), *size_bucket_exprs(pl.col("bytes"))
     )
@@ -208,7 +209,12 @@ def algorithm_mix(logs: Sequence[NcclLog]) -> pl.DataFrame:
         tuning.group_by("op", "size_bucket", "size_bucket_bytes", "algo", "proto")
         .agg(pl.col("choices").sum())
         .sort("op", "size_bucket_bytes", "choices", descending=[False, False, True])
+        .with_columns(pl.lit(NCCL_LOG_SOURCE).alias("algorithm_source"))
     )
+
+
+NCCL_LOG_SOURCE = "nccl_log"
+"""`algorithm_source` of the algorithm and protocol NCCL_DEBUG's TUNING lines say were chosen."""
 
 
 def topology(members: pl.DataFrame) -> pl.DataFrame:

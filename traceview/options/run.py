@@ -20,6 +20,7 @@ from typing import Any
 from traceview.core.errors import UsageError
 from traceview.core.reading import with_compressed
 from traceview.core.sanitize import printable
+from traceview.options.inspector_files import inspector_paths
 from traceview.options.manifest import (
     MANIFEST_NAME,
     RunManifest,
@@ -72,6 +73,7 @@ class RunOptions:
     manifest: Path | None = None  # the run.json read (docs/run-manifest.md), None without one
     listed_traces: tuple[Path, ...] | None = None  # the traces of the manifest; None: the run spec names them
     nccl_logs: tuple[Path, ...] = ()  # NCCL_DEBUG logs to join (docs/metrics.md, "NCCL log")
+    inspector_files: tuple[Path, ...] = ()  # NCCL Inspector JSON outputs (docs/metrics.md, "NCCL Inspector")
     comm_patterns: tuple[str, ...] = ()  # --comm-pattern (docs/metrics.md section 2)
     compute_patterns: tuple[str, ...] = ()  # --compute-pattern: names that are compute
     ranks_per_host: int | None = None  # hosts for clock alignment when traces name none
@@ -148,6 +150,7 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         manifest=path,
         listed_traces=None if found is None else _listed_traces(*found),
         nccl_logs=tuple(nccl_log_paths(run, user.nccl_logs, found)),
+        inspector_files=inspector_paths(user.inspector, found),
         comm_patterns=user.comm_patterns,
         compute_patterns=user.compute_patterns,
         virtual_stages=user.virtual_stages,

@@ -62,6 +62,12 @@ class UserOptions:
         "paths",
         (),
     )
+    inspector: tuple[str, ...] = _option(
+        "--inspector",
+        "NCCL Inspector JSON output to join to the traces: a file, a folder or a glob; repeatable.",
+        "texts",
+        (),
+    )
     ranks_per_host: int | None = _option(
         "--ranks-per-host",
         "Ranks per host for clock alignment when traces name no host.",

@@ -38,6 +38,7 @@ from traceview.model.time_base import trace_time_base
 from traceview.model.trace import RankTrace, Run, SkippedInput
 from traceview.moe.analysis import moe_balance
 from traceview.nccl.inputs import read_logs
+from traceview.nccl.inspector import InspectorJoin, join_inspector, read_inspector_files
 from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
@@ -104,6 +105,16 @@ def _sized_by_peers(collectives: CollectiveAnalysis, crossrank: CrossRank) -> Co
     if kernels is collectives.kernels:
         return collectives
     return replace(collective_tables(kernels), suspected_comm_kernels=collectives.suspected_comm_kernels)
+
+
+def _inspector(
+    options: RunOptions, collectives: CollectiveAnalysis, world_size: int | None
+) -> InspectorJoin | None:
+    """NCCL Inspector's records joined to the collectives, when Inspector output was given."""
+    if not options.inspector_files:
+        return None
+    records, skipped = read_inspector_files(options.inspector_files)
+    return join_inspector(collectives.kernels, records, options.inspector_files, skipped, world_size)
 
 
 def _nccl(options: RunOptions, collectives: CollectiveAnalysis, run: Run) -> NcclJoin | None:
@@ -300,6 +311,7 @@ def reduce_held(
         bubbles=bubbles,
         drilldown=drilldown(budget.per_step, crossrank.calls, collectives.per_collective),
         nccl=nccl,
+        inspector=_inspector(options, collectives, header.world_size),
         prediction=prediction,
         distributions=distributions_from_parts(
             frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances

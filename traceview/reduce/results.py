@@ -21,6 +21,7 @@ from traceview.links_measured.analysis import LinksMeasured
 from traceview.model.time_base import iso_time, recorded_start_us
 from traceview.model.trace import Run
 from traceview.moe.analysis import MoeBalance
+from traceview.nccl.inspector import InspectorJoin
 from traceview.nccl.join import NcclJoin
 from traceview.nccl.problems import NCCL_GATE_FIGURES, nccl_gate_figures
 from traceview.options.run import RunFacts, RunOptions
@@ -91,6 +92,7 @@ class RunAnalysis:
     collectives: CollectiveAnalysis | None = None
     bubbles: BubbleAnalysis | None = None
     nccl: NcclJoin | None = None
+    inspector: InspectorJoin | None = None  # NCCL Inspector's records joined to the collectives
     prediction: Prediction | None = None
     drilldown: Drilldown | None = None  # the report's drill-down figures (traceview.timeline.drilldown)
     distributions: Distributions | None = None  # samples for `traceview compare` and `trend`

@@ -21,6 +21,11 @@ import pytest
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 
 ADDED: dict[str, list[str]] = {
+    "1.11": [
+        "nccl.inspector",
+        "distributions.algorithms[].algorithm_source",
+        "distributions.algorithms[].kernel_specialization",
+    ],
     "1.10": [
         "run.recorded_at",
         "run.recorded_at_source",
@@ -95,7 +100,7 @@ ADDED: dict[str, list[str]] = {
     "1.1": ["recommendations", "timeline", "collectives"],
 }
 """What each version added (docs/json-schema.md); `[]` reaches into every row of a list."""
-VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10"]
+VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.11"]
 
 
 def traceview(*args: str) -> subprocess.CompletedProcess[str]:

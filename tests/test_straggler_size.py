@@ -1,5 +1,6 @@
 """Straggler evidence by size (docs/metrics.md, "Across ranks", "Evidence"): two ranks and a handful of
-collectives, where the order alone never reaches the binomial test's 1%, on factory frames (hand arithmetic)."""
+collectives, where the order alone never reaches the binomial test's 1%, on factory frames (hand
+arithmetic)."""
 
 from __future__ import annotations
 
@@ -95,4 +96,3 @@ def test_healthy_or_weak_evidence_names_nobody(offsets: list[list[float]], why: 
     result = _run(offsets, dict.fromkeys(range(2), "a"))
     assert not _rank(result, 1)["late_by_size"], why
     assert result.stragglers == (), why
-

@@ -11,7 +11,8 @@ its forward pass: its peers wait for it at the gradient all-reduce), then `DIR/h
 with no sleep. `single`: one process, no process group: `DIR/inference/` (`INFER_BATCHES` batches under
 `torch.inference_mode()`, `prof.step()` after each, no backward, no optimizer) and `DIR/warmup/` (a
 benchmark harness: `WARMUP_ITERATIONS` iterations inside `record_function("warmup")`, then `TIMED` timed
-ones, no `prof.step()`). Each folder gets `job.json`: what the job did (its sleep per step, its step times).
+ones, no `prof.step()`). Each DDP folder gets `job.rank<N>.json`: what the job did (its sleep per step, its
+step times, each recorded step's forward pass in wall and CPU seconds).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -42,16 +42,23 @@ def _model() -> torch.nn.Module:
     )
 
 
-def _record(folder: Path, rank: int, late_s: float, model: torch.nn.Module) -> list[float]:
-    """One recording of the DDP job into `folder`: the step times (s) of the rank."""
+def _record(
+    folder: Path, rank: int, late_s: float, model: torch.nn.Module, forward: list[list[float]]
+) -> list[float]:
+    """One recording of the DDP job into `folder`: the step times (s) of the rank; `forward` gets each step's
+    forward pass, [wall, CPU] seconds (a process the machine set aside shows wall well above CPU)."""
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
     times: list[float] = []
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE)
+    ) as prof:
         for _ in range(STEPS):
             began = time.perf_counter()
             if late_s:
                 time.sleep(late_s)
+            wall, cpu = time.perf_counter(), time.process_time()
             loss = model(torch.randn(BATCH, FEATURES)).pow(2).mean()
+            forward.append([time.perf_counter() - wall, time.process_time() - cpu])
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -63,7 +70,9 @@ def _record(folder: Path, rank: int, late_s: float, model: torch.nn.Module) -> l
 
 
 def _ddp(rank: int, args: argparse.Namespace, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(args.ranks))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(args.ranks)
+    )
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     model = torch.nn.parallel.DistributedDataParallel(_model())
@@ -72,8 +81,10 @@ def _ddp(rank: int, args: argparse.Namespace, port: int) -> None:
         for kind, late_s in (("late", args.late_ms / 1000 if late else 0.0), ("healthy", 0.0)):
             folder = Path(args.out, f"{kind}{k}")
             dist.barrier()
-            times = _record(folder, rank, late_s, model)
+            forward: list[list[float]] = []
+            times = _record(folder, rank, late_s, model, forward)
             said = {"rank": rank, "late_rank": args.ranks - 1, "sleep_s": late_s, "step_s": times}
+            said["forward_s"] = forward[STEPS - ACTIVE :]  # the recorded steps' [wall, CPU]
             (folder / f"job.rank{rank}.json").write_text(json.dumps(said), encoding="utf-8")
     dist.destroy_process_group()
 
@@ -83,11 +94,15 @@ def _single(args: argparse.Namespace) -> None:
     model = _model()
     folder = Path(args.out, "inference")
     folder.mkdir(parents=True, exist_ok=True)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE)) as prof:
-        with torch.inference_mode():
-            for _ in range(INFER_BATCHES):
-                model(torch.randn(BATCH, FEATURES))
-                prof.step()
+    with (
+        profile(
+            activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE)
+        ) as prof,
+        torch.inference_mode(),
+    ):
+        for _ in range(INFER_BATCHES):
+            model(torch.randn(BATCH, FEATURES))
+            prof.step()
     prof.export_chrome_trace(str(folder / "rank0.json"))
     folder = Path(args.out, "warmup")
     folder.mkdir(parents=True, exist_ok=True)

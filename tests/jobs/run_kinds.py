@@ -5,7 +5,9 @@ recorded with the plain PyTorch profiler (no traceview in the job), one trace pe
     python tests/jobs/run_kinds.py single --out DIR
 
 `ddp`: DistributedDataParallel over gloo, `--ranks` processes (its own launcher, torch.multiprocessing); each
-recording runs `STEPS` steps under a profiler schedule (wait 1, warm-up 1, active `ACTIVE`). Per repeat k it
+recording runs `STEPS` steps under a profiler schedule (wait 1, warm-up 1, active `ACTIVE`); the model's
+gradients fit one DDP bucket, so a recording holds `ACTIVE` all-reduces (six: too few for the order alone to
+name a rank of two). Per repeat k it
 writes `DIR/late<k>/`, where the last rank sleeps `--late-ms` on the host at the start of each step (before
 its forward pass: its peers wait for it at the gradient all-reduce), then `DIR/healthy<k>/`, the same job
 with no sleep. `single`: one process, no process group: `DIR/inference/` (`INFER_BATCHES` batches under
@@ -30,8 +32,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-FEATURES, HIDDEN, BATCH = 256, 2048, 128
-STEPS, ACTIVE = 6, 4
+FEATURES, HIDDEN, BATCH = 256, 1024, 64
+STEPS, ACTIVE = 8, 6
 INFER_BATCHES, WARMUP_ITERATIONS, TIMED = 6, 40, 4
 
 

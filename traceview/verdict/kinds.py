@@ -86,8 +86,10 @@ def _replay_sentence(f: Facts) -> str:
 
 def _leading(f: Facts) -> bool:
     window = f["leading_idle_window_us"]
+    straggler = f.numbers.get("straggler_rank", -1.0)
     return (
-        f["leading_idle_share"] >= LEADING_IDLE_SHARE_MIN
+        f["leading_idle_rank"] != straggler  # a straggler's late start is its cause, said with it
+        and f["leading_idle_share"] >= LEADING_IDLE_SHARE_MIN
         and f["leading_idle_us"] >= LEADING_WINDOW_SHARE_MIN * window
     )
 

@@ -14,10 +14,11 @@ with no sleep. `single`: one process, no process group: `DIR/inference/` (`INFER
 `torch.inference_mode()`, `prof.step()` after each, no backward, no optimizer) and `DIR/warmup/` (a
 benchmark harness: `WARMUP_ITERATIONS` iterations inside `record_function("warmup")`, then `TIMED` timed
 ones, no `prof.step()`). Each DDP folder gets `job.rank<N>.json`: what the job did (its sleep per step, its
-step times, each recorded step's forward pass in wall and CPU seconds).
+step times, each recorded step's forward pass in wall and CPU seconds, and the wall-clock time it arrived at
+each all-reduce of the recorded steps, noted by a DDP communication hook).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: DDP checks a communication hook's annotation is `dist.GradBucket`.
 
 import argparse
 import json
@@ -71,6 +72,16 @@ def _record(
     return times
 
 
+def _stamped(arrivals: list[float], bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP's all-reduce of a gradient bucket (the average), the time this rank arrived at it noted first (the
+    wall clock: every rank of the job shares the host's)."""
+    arrivals.append(time.time())
+    work = dist.all_reduce(bucket.buffer(), async_op=True)
+    assert work is not None
+    world = dist.get_world_size()
+    return work.get_future().then(lambda done: done.value()[0] / world)
+
+
 def _ddp(rank: int, args: argparse.Namespace, port: int) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(args.ranks)
@@ -78,15 +89,19 @@ def _ddp(rank: int, args: argparse.Namespace, port: int) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     model = torch.nn.parallel.DistributedDataParallel(_model())
+    arrivals: list[float] = []
+    model.register_comm_hook(arrivals, _stamped)
     late = rank == args.ranks - 1
     for k in range(args.repeats):
         for kind, late_s in (("late", args.late_ms / 1000 if late else 0.0), ("healthy", 0.0)):
             folder = Path(args.out, f"{kind}{k}")
             dist.barrier()
             forward: list[list[float]] = []
+            arrivals.clear()
             times = _record(folder, rank, late_s, model, forward)
             said = {"rank": rank, "late_rank": args.ranks - 1, "sleep_s": late_s, "step_s": times}
             said["forward_s"] = forward[STEPS - ACTIVE :]  # the recorded steps' [wall, CPU]
+            said["arrivals_s"] = arrivals[len(arrivals) * (STEPS - ACTIVE) // STEPS :]  # recorded steps'
             (folder / f"job.rank{rank}.json").write_text(json.dumps(said), encoding="utf-8")
     dist.destroy_process_group()
 

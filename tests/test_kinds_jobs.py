@@ -34,7 +34,7 @@ from traceview.reduce.analysis import RunAnalysis, analyze
 
 JOB = Path(__file__).parent / "jobs" / "run_kinds.py"
 REPEATS = 3
-ACTIVE = 6  # the job's recorded steps (ACTIVE in tests/jobs/run_kinds.py)
+ACTIVE = 3  # the job's recorded steps (ACTIVE in tests/jobs/run_kinds.py)
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,8 @@ recorded with the plain PyTorch profiler (no traceview in the job), one trace pe
 
 `ddp`: DistributedDataParallel over gloo, `--ranks` processes (its own launcher, torch.multiprocessing); each
 recording runs `STEPS` steps under a profiler schedule (wait 1, warm-up 1, active `ACTIVE`); the model's
-gradients fit one DDP bucket, so a recording holds `ACTIVE` all-reduces (six: too few for the order alone to
-name a rank of two). Per repeat k it
+gradients fill DDP's small first bucket and one more, so a recording holds 2 x `ACTIVE` all-reduces (six:
+too few for the order alone to name a rank of two, (1/2)^6 = 1.6%). Per repeat k it
 writes `DIR/late<k>/`, where the last rank sleeps `--late-ms` on the host at the start of each step (before
 its forward pass: its peers wait for it at the gradient all-reduce), then `DIR/healthy<k>/`, the same job
 with no sleep. `single`: one process, no process group: `DIR/inference/` (`INFER_BATCHES` batches under
@@ -34,7 +34,7 @@ import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 FEATURES, HIDDEN, BATCH = 256, 1024, 64
-STEPS, ACTIVE = 8, 6
+STEPS, ACTIVE = 5, 3
 INFER_BATCHES, WARMUP_ITERATIONS, TIMED = 6, 40, 4
 
 

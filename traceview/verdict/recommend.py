@@ -312,9 +312,11 @@ def _has(f: Facts, words: tuple[str, ...]) -> bool:
 
 
 def _dimension_wait_share(f: Facts) -> float:
-    """The dimension's waiting for peers as a share of the step: a straggler's stake, not the dimension's."""
+    """The dimension's waiting for peers as a share of the step, at least the named straggler's cost (waiting
+    its peers leave exposed): a straggler's stake, not the dimension's."""
     step = f.numbers.get("step_us", 0.0)
-    return f["dimension_wait_us"] / step if step > 0 else 0.0
+    straggler = f.numbers.get("straggler_cost_share", 0.0) if f.numbers.get("straggler_rank", -1) >= 0 else 0
+    return max(f["dimension_wait_us"] / step if step > 0 else 0.0, straggler)
 
 
 def _dimension_sentence(f: Facts) -> str:

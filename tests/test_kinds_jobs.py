@@ -82,18 +82,46 @@ def _job_step_s(said: dict[int, dict[str, Any]]) -> float:
     return statistics.median(step for facts in said.values() for step in facts["step_s"][-ACTIVE:])
 
 
-def _late_by_the_jobs_clock(leads: list[float], step_s: float) -> bool:
-    """The documented test by size (docs/metrics.md, "Evidence") on the job's own clock: the median lead above
-    twice the leads' median absolute deviation, 20 us and 2% of the step (one host: no clock uncertainty)."""
+def _late_by_the_jobs_clock(leads: list[float], step_s: float, margin: float = 1.0) -> bool:
+    """The documented test by size (docs/metrics.md, "Evidence") on the job's own clock, its floor times
+    `margin`: the median lead above twice the leads' median absolute deviation, 20 us and 2% of the step (one
+    host: no clock uncertainty)."""
     middle = statistics.median(leads)
     jitter = statistics.median(abs(lead - middle) for lead in leads)
-    return middle > max(2 * jitter, 20e-6, 0.02 * step_s)
+    return middle > margin * max(2 * jitter, 20e-6, 0.02 * step_s)
+
+
+def _per_step(values: list[float]) -> list[float]:
+    """Per recorded step, the sum of its all-reduces' values (each step runs as many)."""
+    per = len(values) // ACTIVE
+    return [sum(values[i * per : (i + 1) * per]) for i in range(ACTIVE)]
+
+
+def _job_stakes(said: dict[int, dict[str, Any]], late: int) -> tuple[float, float]:
+    """On the job's own clock, per median step: what the sleeper's late arrival costs (its arrival - the
+    second-latest rank's, where it is last) and the all-reduces' transfer (the median rank's finish - the last
+    arrival)."""
+    arrivals = {rank: facts["arrivals_s"] for rank, facts in said.items()}
+    count = min(len(times) for times in arrivals.values())
+    costs, transfers = [], []
+    for i in range(count):
+        times = sorted(arrivals[rank][i] for rank in arrivals)
+        costs.append(times[-1] - times[-2] if arrivals[late][i] == times[-1] else 0.0)
+        finished = statistics.median(said[rank]["finished_s"][i] for rank in said)
+        transfers.append(max(0.0, finished - times[-1]))
+    return statistics.median(_per_step(costs)), statistics.median(_per_step(transfers))
+
+
+CLEAR_MARGIN = 1.5
+"""The sleeper is asked to be named where the job's own clock shows it late by this multiple of the floor (the
+trace and the job's clock differ by scheduling noise near the floor)."""
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_a_host_late_rank_is_named_and_advised_first(kinds_runs: Path, ranks: int) -> None:
-    """Where the job's own clock shows the sleeper late beyond its jitter and nobody else so, the tool names
-    it, its verdict is straggler-bound and its first advice is the straggler."""
+    """Where the job's own clock shows the sleeper clearly late and no other rank late, the tool names it and
+    its verdict is straggler-bound; its first advice is the straggler where the job's clock puts the
+    sleeper's cost above the all-reduces' transfer."""
     checked = 0
     for k in range(REPEATS):
         folder = kinds_runs / f"ddp{ranks}" / f"late{k}"
@@ -101,17 +129,19 @@ def test_a_host_late_rank_is_named_and_advised_first(kinds_runs: Path, ranks: in
         late = ranks - 1
         assert said[late]["sleep_s"] == 0.06
         leads, step_s = _job_leads(said), _job_step_s(said)
-        late_ranks = {rank for rank, found in leads.items() if _late_by_the_jobs_clock(found, step_s)}
-        if late_ranks != {late}:  # the machine set a peer aside long enough to hide the sleep
-            continue
+        others = {rank for rank, found in leads.items() if _late_by_the_jobs_clock(found, step_s)} - {late}
+        if others or not _late_by_the_jobs_clock(leads[late], step_s, CLEAR_MARGIN):
+            continue  # the machine set a peer aside long enough to hide the sleep
         analysis = _analysed(folder)
         assert analysis.crossrank.stragglers == (late,), folder.name
         assert analysis.verdict.label == "straggler-bound"
         assert analysis.verdict.sentence.startswith(f"Rank {late} sets the pace")
-        top = analysis.recommendations.top
-        assert top is not None
-        assert top.rule == "straggler"
-        assert top.sentence.startswith(f"Rank {late}'s late arrival costs")
+        cost, transfer = _job_stakes(said, late)
+        if cost > CLEAR_MARGIN * transfer:
+            top = analysis.recommendations.top
+            assert top is not None
+            assert top.rule == "straggler", (folder.name, cost, transfer)
+            assert top.sentence.startswith(f"Rank {late}'s late arrival costs")
         checked += 1
     if checked == 0:
         pytest.skip(f"in every {ranks}-rank recording the machine hid the sleep behind a peer set aside")

@@ -15,7 +15,7 @@ with no sleep. `single`: one process, no process group: `DIR/inference/` (`INFER
 benchmark harness: `WARMUP_ITERATIONS` iterations inside `record_function("warmup")`, then `TIMED` timed
 ones, no `prof.step()`). Each DDP folder gets `job.rank<N>.json`: what the job did (its sleep per step, its
 step times, each recorded step's forward pass in wall and CPU seconds, and the wall-clock time it arrived at
-each all-reduce of the recorded steps, noted by a DDP communication hook).
+each all-reduce of the recorded steps and saw it done, noted by a DDP communication hook).
 """
 
 # No `from __future__ import annotations`: DDP checks a communication hook's annotation is `dist.GradBucket`.
@@ -35,7 +35,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 FEATURES, HIDDEN, BATCH = 256, 1024, 64
 STEPS, ACTIVE = 5, 3
-INFER_BATCHES, WARMUP_ITERATIONS, TIMED = 6, 40, 4
+INFER_BATCHES, WARMUP_ITERATIONS, TIMED = 2 + ACTIVE, 40, 4
 
 
 def _model() -> torch.nn.Module:
@@ -53,7 +53,7 @@ def _record(
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
     times: list[float] = []
     with profile(
-        activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE)
+        activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE, repeat=1)
     ) as prof:
         for _ in range(STEPS):
             began = time.perf_counter()
@@ -72,14 +72,19 @@ def _record(
     return times
 
 
-def _stamped(arrivals: list[float], bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP's all-reduce of a gradient bucket (the average), the time this rank arrived at it noted first (the
-    wall clock: every rank of the job shares the host's)."""
-    arrivals.append(time.time())
+def _stamped(stamps: dict[str, list[float]], bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP's all-reduce of a gradient bucket (the average), the times this rank arrived at it and saw it done
+    noted (the wall clock: every rank of the job shares the host's)."""
+    stamps["arrivals"].append(time.time())
     work = dist.all_reduce(bucket.buffer(), async_op=True)
     assert work is not None
     world = dist.get_world_size()
-    return work.get_future().then(lambda done: done.value()[0] / world)
+
+    def done(future: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+        stamps["finished"].append(time.time())
+        return future.value()[0] / world
+
+    return work.get_future().then(done)
 
 
 def _ddp(rank: int, args: argparse.Namespace, port: int) -> None:
@@ -89,19 +94,21 @@ def _ddp(rank: int, args: argparse.Namespace, port: int) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     model = torch.nn.parallel.DistributedDataParallel(_model())
-    arrivals: list[float] = []
-    model.register_comm_hook(arrivals, _stamped)
+    stamps: dict[str, list[float]] = {"arrivals": [], "finished": []}
+    model.register_comm_hook(stamps, _stamped)
     late = rank == args.ranks - 1
     for k in range(args.repeats):
         for kind, late_s in (("late", args.late_ms / 1000 if late else 0.0), ("healthy", 0.0)):
             folder = Path(args.out, f"{kind}{k}")
             dist.barrier()
             forward: list[list[float]] = []
-            arrivals.clear()
+            stamps["arrivals"].clear()
+            stamps["finished"].clear()
             times = _record(folder, rank, late_s, model, forward)
             said = {"rank": rank, "late_rank": args.ranks - 1, "sleep_s": late_s, "step_s": times}
             said["forward_s"] = forward[STEPS - ACTIVE :]  # the recorded steps' [wall, CPU]
-            said["arrivals_s"] = arrivals[len(arrivals) * (STEPS - ACTIVE) // STEPS :]  # recorded steps'
+            for name, times in stamps.items():  # the recorded steps'
+                said[f"{name}_s"] = times[len(times) * (STEPS - ACTIVE) // STEPS :]
             (folder / f"job.rank{rank}.json").write_text(json.dumps(said), encoding="utf-8")
     dist.destroy_process_group()
 
@@ -113,7 +120,7 @@ def _single(args: argparse.Namespace) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with (
         profile(
-            activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE)
+            activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=ACTIVE, repeat=1)
         ) as prof,
         torch.inference_mode(),
     ):

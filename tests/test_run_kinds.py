@@ -8,6 +8,8 @@ from pathlib import Path
 from tests import kineto_factory as kf
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunAnalysis, analyze
+from traceview.verdict.facts import Facts
+from traceview.verdict.recommend import recommend
 
 FORWARD_OPS = ("aten::linear", "aten::addmm", "aten::relu")
 
@@ -69,3 +71,47 @@ def test_a_capture_gets_no_budget_advice(tmp_path: Path) -> None:
     assert [item.rule for item in analysis.recommendations.items if item.section == "time-budget"] == [
         "graph-capture"
     ]
+
+
+def test_a_straggler_costing_more_than_the_all_reduce_exposes_ranks_first() -> None:
+    """A 100 ms step: the gradient all-reduce exposes 66 ms, 48 ms of it waiting for rank 1 (its cost): the
+    all-reduce's own stake is (66 - 48) / 100 x 0.95, below the straggler's 48 / 100."""
+    facts = Facts(
+        {
+            "step_us": 100_000.0,
+            "dimension_exposed_us": 66_000.0,
+            "dimension_exposed_share": 0.66,
+            "dimension_wait_us": 300.0,
+            "straggler_rank": 1.0,
+            "straggler_cost_us": 48_000.0,
+            "straggler_cost_share": 0.48,
+            "straggler_times_last": 6.0,
+            "straggler_instances": 6.0,
+            "straggler_group_size": 2.0,
+            "straggler_median_lateness_us": 30_000.0,
+        },
+        {"dimension_name": "data parallelism", "dimension_advice": "overlap", "dimension_link": "a link"},
+    )
+    items = {item.rule: item.score for item in recommend(facts).items}
+    assert items["dimension-cost"] == (0.66 - 0.48) * 0.95
+    assert recommend(facts).top is not None
+    assert recommend(facts).top.rule == "straggler"  # type: ignore[union-attr]
+
+
+def test_one_leading_gap_is_said_apart(tmp_path: Path) -> None:
+    """Steps of 20 ms, each with one 9 ms kernel (step 0 starting 8 ms in, so it runs 1 ms): a step's window W
+    runs from the end of the previous step's device work (docs/metrics.md section 3), so step 1's W is [9, 29]
+    ms with its kernel at [20, 29]: one leading gap of 20 - 9 = 11 ms holds all of its 11 ms of idle (the
+    first such window, step 1, is named)."""
+    events: list[kf.Event] = []
+    for number in range(3):
+        start = 20_000.0 * number
+        first = 8_000.0 if number == 0 else 0.0
+        events += [kf.step(number, start, 10_000), kf.launch(start + first, 10 + number)]
+        events.append(kf.kernel("gemm", start + first, 9_000 - first, correlation=10 + number))
+    analysis = _analysed(tmp_path, events)
+    gap = 20_000.0 - 9_000.0
+    assert (
+        f"One gap at the start of rank 0's step 1 holds {gap / gap:.0%} of that window's idle "
+        f"({gap / 1000:.2f} ms before its first device activity)" in _said(analysis)
+    )

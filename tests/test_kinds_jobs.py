@@ -12,6 +12,7 @@ beyond its jitter and no other rank so. CI installs torch (.ci/run); elsewhere t
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -39,7 +40,21 @@ ACTIVE = 3  # the job's recorded steps (ACTIVE in tests/jobs/run_kinds.py)
 
 @pytest.fixture(scope="session")
 def kinds_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("kinds")
+    """The jobs' recordings, made once per test session: under pytest-xdist the workers share one folder,
+    the first to take its lock records, the others wait and read."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base folder lies in the session's
+        shared = shared.parent
+    root = shared / "kinds_runs"
+    with (shared / "kinds_runs.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "done").exists():
+            _record_jobs(root)
+            (root / "done").write_text("", encoding="utf-8")
+    return root
+
+
+def _record_jobs(root: Path) -> None:
     for ranks in (2, 4):
         out = root / f"ddp{ranks}"
         command = [sys.executable, str(JOB), "ddp", "--ranks", str(ranks), "--repeats", str(REPEATS)]
@@ -47,7 +62,6 @@ def kinds_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert done.returncode == 0, done.stderr[-2000:]
     done = run_job([sys.executable, str(JOB), "single", "--out", str(root / "single")])
     assert done.returncode == 0, done.stderr[-2000:]
-    return root
 
 
 def _analysed(folder: Path) -> RunAnalysis:

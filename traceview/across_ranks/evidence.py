@@ -8,6 +8,11 @@ peers wait for a rank only when the rank arrives last beyond chance and beyond t
   for ranks last more often than chance (times_last > instances / K); the others have no p-value (null).
 - **Beyond the clock**: the median lateness exceeds `CLOCK_MARGIN` times the rank's clock uncertainty (the
   spread of the alignment it is compared through) and `LATENESS_FLOOR_US`.
+- **By size** (a test that needs neither many ranks nor many collectives: two ranks and six collectives never
+  reach `LAST_ALPHA`): at least `MIN_SIZE_INSTANCES` instances and its median lead (aligned start - the
+  latest of the other members') above `lead_floor_us`, the largest of `CLOCK_MARGIN` x its clock
+  uncertainty, `JITTER_MARGIN` x the median absolute deviation of its leads (the run's own jitter),
+  `LATENESS_FLOOR_US` and `SIZE_STEP_SHARE` of the median step.
 """
 
 from __future__ import annotations
@@ -81,3 +86,32 @@ def beyond_clock() -> pl.Expr:
 def late_enough() -> pl.Expr:
     """The rank's median lateness reaches `LATENESS_FLOOR_US`."""
     return pl.col("median_lateness_us").fill_null(0.0) >= LATENESS_FLOOR_US
+
+
+JITTER_MARGIN = 2.0
+"""A median lead counts by size only past this multiple of the median absolute deviation of the rank's leads
+(about 1.35 standard deviations of a normal spread)."""
+SIZE_STEP_SHARE = 0.02
+"""A median lead counts by size only past this share of the run's median step."""
+MIN_SIZE_INSTANCES = 3
+"""Instances a rank needs before its leads are evidence by size."""
+
+
+def lead_floor(median_step_us: float | None) -> pl.Expr:
+    """`lead_floor_us`: the median lead a rank must exceed to be late by size (null when its clock is not
+    aligned)."""
+    step = median_step_us if median_step_us and median_step_us > 0 else 0.0
+    return pl.max_horizontal(
+        CLOCK_MARGIN * pl.col("clock_uncertainty_us"),
+        JITTER_MARGIN * pl.col("lead_jitter_us").fill_null(0.0),
+        pl.lit(LATENESS_FLOOR_US),
+        pl.lit(SIZE_STEP_SHARE * step),
+    ).alias("lead_floor_us")
+
+
+def late_by_size() -> pl.Expr:
+    """The rank's median lead exceeds its `lead_floor_us` over at least `MIN_SIZE_INSTANCES` instances (false
+    when its clock is not aligned)."""
+    enough = pl.col("instances") >= MIN_SIZE_INSTANCES
+    late = pl.col("median_lead_us") > pl.col("lead_floor_us")
+    return (enough & late & pl.col("clock_uncertainty_us").is_not_null()).fill_null(False)

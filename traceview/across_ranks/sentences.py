@@ -30,9 +30,15 @@ def cause_text(row: Mapping[str, object]) -> str:
 def _straggler_text(row: Mapping[str, object]) -> str:
     cost = row["lateness_cost_share"]
     share = f", {cost:.0%} of the median step" if isinstance(cost, float) else ""
+    by_size = (
+        f" (its peers wait a median {_ms(row['median_lead_us'])} for it, beyond its jitter of "
+        f"{_ms(row['lead_jitter_us'])} and the clock)"
+        if row.get("late_by_size")
+        else ""
+    )
     return (
         f"rank {row['rank']} is a straggler: last in {row['times_last']} of its {row['instances']} "
-        f"collectives, "
+        f"collectives{by_size}, "
         f"median {_ms(row['median_lateness_us'])} late, costing {_ms(row['lateness_cost_us'])} per "
         f"step{share}; "
         f"likely cause: {cause_text(row)}"

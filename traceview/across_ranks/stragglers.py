@@ -7,11 +7,13 @@ that waited least still waited a little); a member's wait = its duration - the t
 its aligned start - the median aligned start of the members; the last arrival's cost = its aligned start -
 the second-latest member's (what the instance would save had it arrived with the others).
 
-Per rank: total wait and its share of the rank's step time, times last, median lateness, the lateness cost
-per step, the clock uncertainty of its lateness, and the straggler rule (`traceview.across_ranks.evidence`):
-at least `MIN_INSTANCES` instances, last beyond chance (binomial tail against 1/n below `LAST_ALPHA`) with a
-median lateness of at least `LATENESS_FLOOR_US`, and that lateness beyond `CLOCK_MARGIN` x the clock
-uncertainty (else `not resolvable`). Its cause: the rule of `CAUSES` whose figure (an excess over the other
+Per rank: total wait and its share of the rank's step time, times last, median lateness, the median lead
+(aligned start - the latest of the other members') and its jitter, the lateness cost per step, the clock
+uncertainty of its lateness, and the straggler rule (`traceview.across_ranks.evidence`): at least
+`MIN_INSTANCES` instances, last beyond chance (binomial tail against 1/n below `LAST_ALPHA`) with a median
+lateness of at least `LATENESS_FLOOR_US`, and that lateness beyond `CLOCK_MARGIN` x the clock uncertainty
+(else `not resolvable`); or late by size (its median lead above the clock, its jitter and a share of the
+step). Its cause: the rule of `CAUSES` whose figure (an excess over the other
 ranks, per step: a delay early in a step makes every later collective of the step late too) is the largest of
 those reaching `CAUSE_SHARE` of the median lateness; none: `network` when its groups span hosts known to
 differ, else `unexplained`.
@@ -25,7 +27,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.across_ranks.clocks import ASSUMED_HOSTS, ClockOffsets
-from traceview.across_ranks.evidence import beyond_chance, beyond_clock, last_p_values, late_enough
+from traceview.across_ranks.evidence import (
+    beyond_chance,
+    beyond_clock,
+    last_p_values,
+    late_by_size,
+    late_enough,
+    lead_floor,
+)
 from traceview.core.intervals import union_length
 
 MIN_INSTANCES = 3
@@ -92,6 +101,7 @@ def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.Da
             pl.col("dur_us").min().alias("transfer_us"),
             start.median().alias("median_start_us"),
             start.sort(descending=True).get(1).alias("second_start_us"),
+            start.max().alias("max_start_us"),
         )
         .with_columns(pl.when(pl.col("skew_us") > 0).then(pl.col("latest_rank")).alias("last_rank"))
     )
@@ -99,13 +109,24 @@ def instance_figures(aligned: pl.DataFrame, usable: pl.DataFrame) -> tuple[pl.Da
         (start - pl.col("median_start_us")).alias("lateness_us"),
         (pl.col("dur_us") - pl.col("transfer_us")).alias("wait_us"),
         (pl.col("rank") == pl.col("last_rank")).fill_null(False).alias("is_last"),
+        _LEAD,
     )
     per_call = per_call.with_columns(
         pl.when(pl.col("is_last")).then(start - pl.col("second_start_us")).otherwise(0.0).alias("cost_us")
     )
-    dropped = ["latest_rank", "median_start_us", "second_start_us"]
+    dropped = ["latest_rank", "median_start_us", "second_start_us", "max_start_us"]
     figures = usable.join(per_instance.drop(dropped), on="instance").sort("instance")
     return figures, per_call.drop(dropped)
+
+
+_LEAD = (
+    pl.when(pl.col("aligned_start_us") >= pl.col("max_start_us"))
+    .then(pl.col("aligned_start_us") - pl.col("second_start_us"))
+    .otherwise(pl.col("aligned_start_us") - pl.col("max_start_us"))
+    .alias("lead_us")
+)
+"""A call's lead: its aligned start - the latest aligned start of the other members (docs/metrics.md,
+"Evidence", by size): positive when it arrives last, the time every peer waited for it at least."""
 
 
 def launch_gaps(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -155,6 +176,8 @@ def rank_figures(
         pl.col("is_last").sum().cast(pl.Int64).alias("times_last"),
         pl.col("members").median().alias("group_size"),
         pl.col("lateness_us").median().alias("median_lateness_us"),
+        pl.col("lead_us").median().alias("median_lead_us"),
+        (pl.col("lead_us") - pl.col("lead_us").median()).abs().median().alias("lead_jitter_us"),
     )
     per_step_gaps = joined.group_by("rank", "step").agg(
         pl.when(pl.col("launch_gap_us").count() > 0).then(pl.col("launch_gap_us").sum())
@@ -261,14 +284,18 @@ def launch_delay(starts: pl.DataFrame) -> pl.DataFrame:
 
 
 def verdicts(figures: pl.DataFrame, median_step_us: float | None) -> pl.DataFrame:
-    """`figures` with `last_p_value`, `lateness_cost_share`, `resolvable`, `straggler` and `cause` (module
-    docstring): a rank last beyond chance whose lateness is within `CLOCK_MARGIN` x its clock uncertainty
-    gets `not resolvable` and no straggler flag; `cause` is null for the others."""
+    """`figures` with `last_p_value`, `lead_floor_us`, `late_by_size`, `lateness_cost_share`, `resolvable`,
+    `straggler` and `cause` (module docstring): a straggler is last beyond chance and beyond the clock, or
+    late by size (`traceview.across_ranks.evidence`); a rank last beyond chance whose lateness is within
+    `CLOCK_MARGIN` x its clock uncertainty, and not late by size, gets `not resolvable` and no straggler flag;
+    `cause` is null for the others."""
     figures = figures.join(last_p_values(figures), on="rank", how="left")
+    figures = figures.with_columns(lead_floor(median_step_us))
+    figures = figures.with_columns(late_by_size().alias("late_by_size"))
     named = (pl.col("instances") >= MIN_INSTANCES) & beyond_chance() & late_enough()
     resolvable = beyond_clock()
     step = median_step_us if median_step_us else None
-    straggler = named & resolvable.fill_null(False)
+    straggler = (named & resolvable.fill_null(False)) | pl.col("late_by_size")
     return figures.with_columns(
         (pl.col("lateness_cost_us") / step if step else pl.lit(None, pl.Float64)).alias(
             "lateness_cost_share"

@@ -60,6 +60,13 @@ HOST_RULES: tuple[HostRule, ...] = (
     HostRule("backward", ("op",), r"^autograd::engine::evaluate_function: ", "autograd engine"),
     HostRule("optimizer", ("annotation",), r"^## (?:optimizer|zero_grad) ##$", "user annotation"),
     HostRule("optimizer", ("annotation", "op"), r"^Optimizer\.(?:step|zero_grad)#", "torch.optim profiling"),
+    HostRule(
+        "serving_step",
+        ("annotation",),
+        r"(?i)^step\[(?:decode|prefill|extend|mixed|idle)\b",
+        "serving engine step annotations (`step[DECODE bs=32]`)",
+    ),
+    HostRule("warmup", ("annotation",), r"(?i)^(?:## ?)?warm[-_ ]?up\b", "a benchmark harness's annotation"),
 )
 """Host phases and where a trace records them; a phase with no matching row is not measured (absent)."""
 

@@ -298,7 +298,7 @@ def reduce_held(
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
     analyses = (budget, crossrank, collectives, prediction, nccl)
-    facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links))
+    facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links, bubbles))
     return RunAnalysis(
         header=header,
         budget=budget,

@@ -16,6 +16,7 @@ import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.across_ranks.sentences import cause_text
+from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES, Dimensions
@@ -24,6 +25,7 @@ from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured
 from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
+from traceview.verdict.kind_facts import kind_facts
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Measured:
     dimensions: Dimensions | None = None
     moe: MoeBalance | None = None
     links: LinksMeasured | None = None
+    bubbles: BubbleAnalysis | None = None
 
 
 @dataclass(frozen=True)
@@ -381,6 +384,7 @@ FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     dimension_facts,
     moe_facts,
     links_facts,
+    lambda m: kind_facts(m.budget, m.kernels, m.bubbles),
 )
 """One function per analysis; an analysis adds its own row (returning empty facts when it did not run)."""
 

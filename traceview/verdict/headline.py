@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from traceview.verdict.facts import Facts, duration_text
+from traceview.verdict.kinds import WARMUP_SHARE_MIN, kind_shapes
 
 STRAGGLER_COST_MIN = 0.05
 """A straggler whose lateness costs at least this share of the median step sets the pace of the run."""
@@ -173,6 +174,16 @@ RULES: tuple[HeadlineRule, ...] = (
         _capture_sentence,
     ),
     HeadlineRule(
+        "warm-up",
+        ("warmup_share", "warmup_us", "step_us"),
+        lambda f: f["warmup_share"] >= WARMUP_SHARE_MIN,
+        lambda f: (
+            f"The recorded window is a benchmark harness's warm-up: {f['warmup_share']:.0%} of the median "
+            f"{_ms(f, 'step_us')} window runs inside its `warmup` annotation, so it is no step of the run; "
+            f"profile the timed iterations, one window each."
+        ),
+    ),
+    HeadlineRule(
         "no-compute", ("comp_us", "comm_us"), lambda f: f["comp_us"] <= 0 < f["comm_us"], _no_compute_sentence
     ),
     HeadlineRule("call-mismatch", ("mismatches",), lambda f: f["mismatches"] > 0, _mismatch_sentence),
@@ -282,8 +293,10 @@ SHAPE_RULES: tuple[tuple[tuple[str, ...], Callable[[Facts], bool], Callable[[Fac
 
 
 def run_shape(f: Facts) -> tuple[str, ...]:
-    """The sentences of every `SHAPE_RULES` row that holds."""
-    return tuple(say(f) for needs, holds, say in SHAPE_RULES if all(n in f for n in needs) and holds(f))
+    """The sentences of every `SHAPE_RULES` row that holds, then those of the run's kinds
+    (`traceview.verdict.kinds`)."""
+    shapes = tuple(say(f) for needs, holds, say in SHAPE_RULES if all(n in f for n in needs) and holds(f))
+    return shapes + kind_shapes(f)
 
 
 def prediction_line(f: Facts) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from traceview.verdict.facts import Facts, duration_text
+from traceview.verdict.kinds import KIND_ADVICE, idle_look_at, launch_advice_allowed, withheld
 
 EXPOSED_SHARE_MIN = 0.10
 """Exposed communication above this share of the median step is worth acting on."""
@@ -98,7 +99,7 @@ LAUNCH_BOUND_SHARE = 0.3
 
 def _launch_evidence(f: Facts) -> str | None:
     kernels, short = f.numbers.get("step_kernels", 0.0), f.numbers.get("step_short_kernels", 0.0)
-    if kernels <= 0 or short / kernels < LAUNCH_BOUND_SHARE:
+    if kernels <= 0 or short / kernels < LAUNCH_BOUND_SHARE or not launch_advice_allowed(f):
         return None
     return (
         f"{short:.0f} of its {kernels:.0f} kernels per step run shorter than their launch (the host spends "
@@ -159,6 +160,9 @@ def _idle_sentence(f: Facts) -> str:
     evidence = _idle_evidence(f)
     if evidence:
         return f"{head}; the trace shows: {'; '.join(evidence)}."
+    look_at = idle_look_at(f)  # the run's kind says where to look (`traceview.verdict.kinds`)
+    if look_at:
+        return f"{head}; the trace records no data loading or synchronisation to blame: look at {look_at}."
     return (
         f"{head}; the trace records no data loading, synchronisation or launch-bound step to blame: look at "
         "the "
@@ -307,6 +311,14 @@ def _has(f: Facts, words: tuple[str, ...]) -> bool:
     return all(word in f for word in words)
 
 
+def _dimension_wait_share(f: Facts) -> float:
+    """The dimension's waiting for peers as a share of the step, at least the named straggler's cost (waiting
+    its peers leave exposed): a straggler's stake, not the dimension's."""
+    step = f.numbers.get("step_us", 0.0)
+    straggler = f.numbers.get("straggler_cost_share", 0.0) if f.numbers.get("straggler_rank", -1) >= 0 else 0
+    return max(f["dimension_wait_us"] / step if step > 0 else 0.0, straggler)
+
+
 def _dimension_sentence(f: Facts) -> str:
     name = f.word("dimension_name")
     busbw = f.numbers.get("dimension_busbw_Bps")
@@ -427,7 +439,7 @@ RULES: tuple[Rule, ...] = (
         ("dimension_exposed_share", "dimension_exposed_us", "dimension_wait_us"),
         lambda f: f["dimension_exposed_share"] >= DIMENSION_SHARE_MIN and _has(f, DIMENSION_WORDS),
         _dimension_sentence,
-        lambda f: f["dimension_exposed_share"] * 0.95,
+        lambda f: max(0.0, f["dimension_exposed_share"] - _dimension_wait_share(f)) * 0.95,
     ),
     Rule(
         "dimension-volume",
@@ -455,12 +467,15 @@ RULES: tuple[Rule, ...] = (
         _suspected_sentence,
         lambda f: 0.01,
     ),
+    *(Rule(*row) for row in KIND_ADVICE),
 )
-"""The rules, each a row; an analysis adds rows for its own facts."""
+"""The rules, each a row; an analysis adds rows for its own facts (the run kinds theirs, `KIND_ADVICE`)."""
 
 
 def recommendations(facts: Facts, rules: tuple[Rule, ...] = RULES) -> tuple[Recommendation, ...]:
-    """The rules that fire on `facts`, highest score first (ties by rule id)."""
+    """The rules that fire on `facts`, highest score first (ties by rule id); the run's kinds withhold the
+    advice that does not apply to them (`traceview.verdict.kinds`)."""
+    held = withheld(facts)
     fired = [
         Recommendation(
             rule.id,
@@ -470,7 +485,7 @@ def recommendations(facts: Facts, rules: tuple[Rule, ...] = RULES) -> tuple[Reco
             rule.score(facts),
         )
         for rule in rules
-        if all(name in facts for name in rule.needs) and rule.holds(facts)
+        if all(name in facts for name in rule.needs) and rule.id not in held and rule.holds(facts)
     ]
     return tuple(sorted(fired, key=lambda r: (-r.score, r.rule)))
 

@@ -210,7 +210,8 @@ CLAIMS = (
         r"(?P<lateness>[\d.]+ m?s|[\d.]+ us)"
     ),
     re.compile(
-        r"[Rr]ank (?P<rank>\d+) is a straggler: last in (?P<last>\d+) of its (?P<of>\d+) collectives, "
+        r"[Rr]ank (?P<rank>\d+) is a straggler: last in (?P<last>\d+) of its (?P<of>\d+) collectives"
+        r"(?: \(its peers wait a median (?P<lead>[\d.]+ ms) for it[^)]*\))?, "
         r"median (?P<lateness>[\d.]+ ms) late, costing (?P<cost>[\d.]+ ms) per step"
     ),
     re.compile(
@@ -259,6 +260,9 @@ def _check_claim(claim: dict[str, str], per_rank: dict[int, Any], budget: dict[i
         assert _close(claim["cost"], row["lateness_cost_us"]), said
     if claim.get("lateness"):
         assert _close(claim["lateness"], row["median_lateness_us"]), said
+    if claim.get("lead"):
+        assert row["late_by_size"], said
+        assert _close(claim["lead"], row["median_lead_us"]), said
     if claim.get("comp"):
         assert not row["straggler"], said
         assert _close(claim["comp"], budget[int(claim["rank"])]["comp_us"]), said

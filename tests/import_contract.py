@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("traceview.options", "traceview.parsers", "traceview.parsers.kineto", "traceview.parsers.nccl_log"),
     ("traceview.load",),
     ("traceview.events", "traceview.steps"),
-    ("traceview.budget", "traceview.collectives"),
+    ("traceview.budget", "traceview.collectives", "traceview.critical_path"),
     (
         "traceview.bubbles",
         "traceview.across_ranks",

@@ -29,6 +29,7 @@ from traceview.collectives.tables import (
 )
 from traceview.core.engine import in_memory
 from traceview.core.errors import ParseWarning
+from traceview.critical_path.analysis import CriticalPath, critical_path
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
 from traceview.kernels.analysis import kernels_from_parts
@@ -66,6 +67,18 @@ def compact_run(
         source=source,
         extra_warnings=tuple(extra_warnings),
     )
+
+
+def _critical_path(frames: Stacked, budget: TimeBudget, unlinked: Sequence[int]) -> CriticalPath:
+    """The critical path: the map's rows, the peers' waits from the matched instances (per (rank, step),
+    T_comm - T_transfer where a transfer was measured), the medians over the budget's counted steps."""
+    per_step = budget.per_step
+    waits = pl.DataFrame()
+    if "transfer_us" in per_step.columns and per_step.height:
+        wait = (pl.col("comm_us") - pl.col("transfer_us")).clip(lower_bound=0.0).alias("wait_us")
+        waits = per_step.filter(pl.col("transfer_us").is_not_null()).select("rank", "step", wait)
+    counted = per_step.filter(~pl.col("graph_capture")) if "graph_capture" in per_step.columns else None
+    return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted)
 
 
 def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> BubbleAnalysis:
@@ -277,6 +290,7 @@ def reduce_held(
     budget = budget_of(frames.per_step, crossrank.transfer)
     collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
+    path = _critical_path(frames, budget, [r.trace.rank for r in ordered if r.path_unlinked])
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
@@ -308,5 +322,6 @@ def reduce_held(
         dimensions=dimensions,
         moe=moe,
         roofline=roofline,
+        critical_path=path,
         links_measured=links,
     )

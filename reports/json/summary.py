@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from traceview.reports.json.critical_path import critical_path_document
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.records import clean, records
@@ -375,6 +376,11 @@ def _links_measured(analysis: RunAnalysis) -> dict[str, Any] | None:
     }
 
 
+def _critical_path(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
+    path = analysis.critical_path
+    return None if path is None else critical_path_document(path, full=full)
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
@@ -388,11 +394,13 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("moe", _moe),
     ("roofline", _roofline),
     ("links_measured", _links_measured),
+    ("critical_path", lambda analysis: _critical_path(analysis, full=False)),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {
     "across_ranks": lambda analysis: _across_ranks(analysis, full=True),
     "kernels": lambda analysis: _kernels(analysis, full=True),
+    "critical_path": lambda analysis: _critical_path(analysis, full=True),
 }
 """The builders that list more in a full document (`summary --json --full`)."""
 

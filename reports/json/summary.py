@@ -62,6 +62,7 @@ def _recommendations(analysis: RunAnalysis) -> dict[str, Any]:
             "section": r.section,
             "sentence": r.sentence,
             "score": clean(r.score),
+            "saved_us": clean(r.saved_us),
             "facts": {name: clean(value) for name, value in r.facts},
         }
         for r in advice.items

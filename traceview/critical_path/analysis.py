@@ -125,7 +125,8 @@ def _notes(unlinked_ranks: Sequence[int], waits_resolved: bool) -> tuple[str, ..
     notes = [
         "Critical path: while the device idles, the path is on the thread that launched the next device "
         "work (launch-to-kernel edges by correlation); a blocking runtime call is named by the call "
-        "(allocator, copy, synchronize, module load), not by a recorded sync event.",
+        "(allocator, copy, synchronize, module load), not by a recorded sync event; a kernel launch "
+        "call of 1 ms or more is read as its module loading (lazy loading on the first call).",
     ]
     if unlinked_ranks:
         listed = ", ".join(str(rank) for rank in unlinked_ranks[:8])

@@ -29,15 +29,26 @@ class HostPathRule:
     kinds: tuple[str, ...]
     regex: str
     meaning: str
+    min_us: float = 0.0  # the row lasts at least this long
 
 
 _RUNTIME = ("runtime",)
+LONG_LAUNCH_US = 1000.0
+"""A kernel launch call this long loads the kernel's module (lazy loading on its first call): a launch takes
+microseconds; the trace records the driver's module call only with driver tracing on (an inferred edge)."""
 HOST_RULES: tuple[HostPathRule, ...] = (
     HostPathRule(
         "blocking_module_load",
         _RUNTIME,
         r"^(?:cu|hip)(?:Module(?:Load\w*|GetFunction)|LibraryLoad\w*|LibraryGetKernel)(?:_v\d+)?$",
         "a kernel's module loaded on its first call (inside a launch)",
+    ),
+    HostPathRule(
+        "blocking_module_load",
+        _RUNTIME,
+        r"^(?:cuda|hip|cu)(?:LaunchKernel|LaunchCooperativeKernel|ModuleLaunchKernel|ExtLaunchKernel)\w*$",
+        "a launch call of a millisecond or more: its kernel's module loaded on the first call (inferred)",
+        LONG_LAUNCH_US,
     ),
     HostPathRule(
         "blocking_alloc",
@@ -112,5 +123,7 @@ def host_priority() -> pl.Expr:
     found: pl.Expr = pl.lit(None, pl.Int32)
     for rule in reversed(HOST_RULES):
         matches = pl.col("kind").is_in(list(rule.kinds)) & pl.col("name").str.contains(rule.regex)
+        if rule.min_us > 0:
+            matches = matches & ((pl.col("end_us") - pl.col("start_us")) >= rule.min_us)
         found = pl.when(matches).then(pl.lit(PRIORITY[rule.category], pl.Int32)).otherwise(found)
     return found.cast(pl.Int32)

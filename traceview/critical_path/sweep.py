@@ -49,6 +49,9 @@ HOLDER_SCHEMA: dict[str, pl.DataType] = {
 """A holder per (rank, category, name): the time it held over the rank's steps, how many distinct events,
 in how many steps, and the step where it held the most (the drill-down's link)."""
 MAX_NAME_CHARS = 200
+HELD_MIN_US = 0.001
+"""A holder of less time over the rank's steps is float rounding of `ts + dur` (ns timestamps): not listed
+(its time still counts in the per-step rows)."""
 _INTERVAL = ["rank", "start_us", "end_us", "name", "priority"]
 _NAMELESS = pl.lit("(no event recorded)")
 
@@ -113,10 +116,13 @@ def path_segments(intervals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFram
 
 def _extending(intervals: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, priority), the intervals that reach past every earlier one: the latest of them to start at
-    or before a moment covers it whenever any interval of that priority does (docs/metrics.md)."""
+    or before a moment covers it whenever any interval of that priority does (docs/metrics.md). Of intervals
+    that start together, the longest comes first (the outer one names the moment), then by name."""
     reach = pl.col("end_us").cum_max().shift(1).over("rank", "priority")
     return (
-        intervals.sort("rank", "priority", "start_us")
+        intervals.sort(
+            ["rank", "priority", "start_us", "end_us", "name"], descending=[False, False, False, True, False]
+        )
         .filter((pl.col("end_us") > reach).fill_null(True))
         .select("rank", "priority", "start_us", "name")
     )
@@ -176,9 +182,10 @@ def holders_plan(named: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("held_from").n_unique().cast(pl.Int64).alias("calls"),
         )
     )
-    longest = pl.col("held_us").arg_max()
+    longest = pl.col("held_us").arg_max()  # the first step of the most, the rows in step order
     return (
-        per_step.group_by("rank", "category", "name")
+        per_step.sort("rank", "category", "name", "step")
+        .group_by("rank", "category", "name", maintain_order=True)
         .agg(
             pl.col("held_us").sum(),
             pl.col("calls").sum(),
@@ -186,8 +193,9 @@ def holders_plan(named: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("step").get(longest).alias("longest_step"),
             pl.col("held_us").get(longest).alias("longest_step_us"),
         )
+        .filter(pl.col("held_us") >= HELD_MIN_US)
         .select(list(HOLDER_SCHEMA))
-        .sort(["rank", "held_us"], descending=[False, True])
+        .sort(["rank", "held_us", "category", "name"], descending=[False, True, False, False])
     )
 
 
@@ -225,7 +233,9 @@ def bounded_holders(holders: pl.DataFrame) -> pl.DataFrame:
             pl.col("held_us").sum(),
             pl.col("calls").sum(),
             pl.col("steps").max(),
-            pl.col("longest_step").first(),
+            pl.col("longest_step")
+            .sort_by("longest_step_us", "longest_step", descending=[True, False])
+            .first(),
             pl.col("longest_step_us").max(),
         )
         .select(list(HOLDER_SCHEMA))

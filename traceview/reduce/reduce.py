@@ -301,7 +301,7 @@ def reduce_held(
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
     analyses = (budget, crossrank, collectives, prediction, nccl)
-    facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links))
+    facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links, path))
     return RunAnalysis(
         header=header,
         budget=budget,

@@ -53,7 +53,8 @@ def test_a_step_tiled_by_hand(tmp_path: Path) -> None:
         launch(76, 2),
         kernel(ELEMENTWISE, 80, 10, correlation=2),
     ]
-    row = path_row(analysed(tmp_path, events))
+    analysis = analysed(tmp_path, events)
+    row = path_row(analysis)
     assert row["step_us"] == 100
     assert row["compute_gemm_us"] == 50 - 20
     assert row["compute_elementwise_us"] == 90 - 80
@@ -63,6 +64,10 @@ def test_a_step_tiled_by_hand(tmp_path: Path) -> None:
     assert row["host_python_us"] == (5 - 0) + (55 - 50) + (76 - 75) + (80 - 78) + (100 - 90)
     assert row["other_us"] == 0
     assert sum(row[c] for c in CATEGORY_COLUMNS) == 100
+    assert analysis.bubbles is not None
+    idle = analysis.bubbles.idle_by_path.row(0, named=True)  # bubbles' causes of idle are the path's
+    assert idle["blocking_alloc_us"] == 75 - 55
+    assert sum(value for key, value in idle.items() if key != "rank") == 100 - (50 - 20) - (90 - 80)
 
 
 def item_read(ts: float) -> list[dict[str, Any]]:

@@ -168,6 +168,7 @@ def bubbles_document(bubbles: BubbleAnalysis) -> dict[str, Any]:
         "pipelines": records(bubbles.pipelines),
         "pipeline_per_step": records(bubbles.pipeline),
         "unknown_group_p2p": bubbles.unknown_group_p2p,
+        "idle_by_path": records(bubbles.idle_by_path),
     }
 
 

@@ -81,7 +81,9 @@ def _critical_path(frames: Stacked, budget: TimeBudget, unlinked: Sequence[int])
     return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted)
 
 
-def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> BubbleAnalysis:
+def _bubbles(
+    frames: Stacked, kernels: pl.DataFrame, virtual_stages: int, path: CriticalPath | None = None
+) -> BubbleAnalysis:
     """The bubble analysis from the stacked gap parts, |C| per (rank, step) and the P2P kernels."""
     compute = frames.per_step.select("rank", "step", pl.col("comp_us").alias("compute_us"))
     return bubbles_from_parts(
@@ -92,6 +94,7 @@ def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> Bub
         frames.windows,
         p2p_kernels(kernels, pl.DataFrame()),
         virtual_stages,
+        path,
     )
 
 
@@ -291,7 +294,7 @@ def reduce_held(
     collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
     path = _critical_path(frames, budget, [r.trace.rank for r in ordered if r.path_unlinked])
-    bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages)
+    bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))

@@ -29,7 +29,7 @@ class HostPathRule:
     kinds: tuple[str, ...]
     regex: str
     meaning: str
-    min_us: float = 0.0  # the row lasts at least this long
+    min_us: float = 0.0  # the row lasts at least this long (0, or LONG_LAUNCH_US)
 
 
 _RUNTIME = ("runtime",)
@@ -118,12 +118,16 @@ def device_priority() -> pl.Expr:
     return pl.when(is_comm).then(pl.lit(comm, pl.Int32)).otherwise(found).cast(pl.Int32)
 
 
-def host_priority() -> pl.Expr:
-    """The priority of a host row (`kind`, `name`) by `HOST_RULES`; null for a row no rule reads."""
+def _first_rule(rules: tuple[HostPathRule, ...]) -> pl.Expr:
     found: pl.Expr = pl.lit(None, pl.Int32)
-    for rule in reversed(HOST_RULES):
+    for rule in reversed(rules):
         matches = pl.col("kind").is_in(list(rule.kinds)) & pl.col("name").str.contains(rule.regex)
-        if rule.min_us > 0:
-            matches = matches & ((pl.col("end_us") - pl.col("start_us")) >= rule.min_us)
         found = pl.when(matches).then(pl.lit(PRIORITY[rule.category], pl.Int32)).otherwise(found)
     return found.cast(pl.Int32)
+
+
+def host_priorities() -> list[pl.Expr]:
+    """Of a distinct host row (`kind`, `name`): its priority by `HOST_RULES` when it lasts under
+    `LONG_LAUNCH_US` (`_short`) and when it lasts longer (`_long`); null for a row no rule reads."""
+    short = tuple(rule for rule in HOST_RULES if rule.min_us == 0)
+    return [_first_rule(short).alias("_short"), _first_rule(HOST_RULES).alias("_long")]

@@ -10,10 +10,11 @@ launching thread: the innermost of its host rows at that moment (a blocking runt
 operator, an annotation), or on no recorded event (`other`). Host collectives (gloo, MPI) are comm nodes:
 open until the reduce resolves which part of them waited for a peer.
 
-Each interval becomes two points (+1 at its start, -1 at its end, in its priority's column); a point's
-running sums say which priorities are open from it to the next point; the lowest open priority holds that
-segment. Every interval is cut to its window first, so each window's sums return to zero and the running
-sums need no grouping.
+The intervals of each priority are first made disjoint (`_extending`: nested ones dropped, overlapping ones
+trimmed), then cut to their windows; each becomes two points, its priority's bit (2^priority) added at its
+start and taken away at its end; a point's running sum then has the bits of the priorities open from it to
+the next point, and the lowest set bit holds that segment. Each window's sum returns to zero, so the running
+sum needs no grouping.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import polars as pl
 from traceview.core.intervals import clipped
 from traceview.critical_path.categories import (
     CATEGORY_COLUMNS,
+    LONG_LAUNCH_US,
     OTHER,
     PATH_ORDER,
     device_priority,
-    host_priority,
+    host_priorities,
 )
 
 KEYS = ["rank", "step"]
@@ -68,8 +70,16 @@ def host_intervals(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
     whose launches the trace does not link to device work (an inferred edge, said in the notes)."""
     linked = cpu.join(threads, on=["rank", "tid"], how="semi")
     unlinked = cpu.join(threads.select("rank").unique(), on="rank", how="anti")
-    rows = pl.concat([linked, unlinked]).with_columns(host_priority().alias("priority"))
-    return rows.filter(pl.col("priority").is_not_null()).select(_INTERVAL)
+    rows = pl.concat([linked, unlinked])
+    names = rows.select("kind", "name").unique().with_columns(host_priorities())
+    long = (pl.col("end_us") - pl.col("start_us")) >= LONG_LAUNCH_US
+    priority = pl.when(long).then(pl.col("_long")).otherwise(pl.col("_short")).alias("priority")
+    return (
+        rows.join(names, on=["kind", "name"], how="left", maintain_order="left")
+        .with_columns(priority)
+        .filter(pl.col("priority").is_not_null())
+        .select(_INTERVAL)
+    )
 
 
 def device_intervals(events: pl.LazyFrame) -> pl.LazyFrame:
@@ -77,60 +87,70 @@ def device_intervals(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(device_priority().alias("priority")).select(_INTERVAL)
 
 
+_BITS = {index: 1 << index for index in range(len(PATH_ORDER))}
+
+
 def _points(cut: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
-    """Two points per cut interval and one per window edge (no priority), sorted by (rank, step, time)."""
-    point = [*KEYS, "priority"]
-    edge = pl.lit(None, pl.Int32).alias("priority")
+    """Two points per disjoint interval (its priority's bit added at its start, taken away at its end) and
+    one per window edge (nothing added), sorted by (rank, step, time)."""
+    bit = pl.col("priority").replace_strict(_BITS, return_dtype=pl.Int64)
     return pl.concat(
         [
-            cut.select(*point, pl.col("start_us").alias("t"), pl.lit(1, pl.Int32).alias("d")),
-            cut.select(*point, pl.col("end_us").alias("t"), pl.lit(-1, pl.Int32).alias("d")),
+            cut.select(*KEYS, pl.col("start_us").alias("t"), bit.alias("d")),
+            cut.select(*KEYS, pl.col("end_us").alias("t"), (-bit).alias("d")),
             *(
-                windows.select(*KEYS, edge, pl.col(bound).alias("t"), pl.lit(0, pl.Int32).alias("d"))
+                windows.select(*KEYS, pl.col(bound).alias("t"), pl.lit(0, pl.Int64).alias("d"))
                 for bound in ("window_start_us", "window_end_us")
             ),
         ]
     ).sort([*KEYS, "t"])
 
 
-def _holding() -> pl.Expr:
-    """Per point, the lowest priority open from it on (null when none is)."""
-    opened = [
-        pl.when((pl.col("d") * (pl.col("priority") == index).fill_null(False)).cum_sum() > 0).then(index)
-        for index in range(len(PATH_ORDER))
-    ]
-    return pl.min_horizontal(opened).alias("priority")
+_OPEN = pl.col("d").cum_sum()
+_HOLDING = pl.when(_OPEN > 0).then(_OPEN.bitwise_trailing_zeros().cast(pl.Int32)).alias("priority")
+"""Per point, the lowest priority open from it on (null when none is): the lowest bit set in the running
+sum of the points' bits (each priority's intervals disjoint, `_extending`, so its bit is 0 or 1)."""
 
 
 def path_segments(intervals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """The path of every window: rank, step, t (segment start), priority (null: nothing recorded), seg_us."""
-    cut = clipped(intervals, windows, ["rank"])
+    cut = clipped(intervals.select("rank", "start_us", "end_us", "priority"), windows, ["rank"])
     points = _points(cut, windows)
     length = (pl.col("t").shift(-1).over(KEYS) - pl.col("t")).fill_null(0.0)
     return (
-        points.with_columns(_holding(), length.alias("seg_us"))
+        points.with_columns(_HOLDING, length.alias("seg_us"))
         .filter(pl.col("seg_us") > 0)
         .select(*KEYS, "t", "priority", "seg_us")
     )
 
 
 def _extending(intervals: pl.LazyFrame) -> pl.LazyFrame:
-    """Per (rank, priority), the intervals that reach past every earlier one: the latest of them to start at
-    or before a moment covers it whenever any interval of that priority does (docs/metrics.md). Of intervals
-    that start together, the longest comes first (the outer one names the moment), then by name."""
+    """Per (rank, priority), the intervals that reach past every earlier one, each cut to the part no earlier
+    one covers: disjoint intervals whose union is the priority's, each naming the moments it covers
+    (docs/metrics.md). Of intervals that start together, the longest comes first (the outer one names the
+    moment), then the first given."""
     reach = pl.col("end_us").cum_max().shift(1).over("rank", "priority")
     return (
         intervals.sort(
-            ["rank", "priority", "start_us", "end_us", "name"], descending=[False, False, False, True, False]
+            ["rank", "priority", "start_us", "end_us"],
+            descending=[False, False, False, True],
+            maintain_order=True,
         )
-        .filter((pl.col("end_us") > reach).fill_null(True))
-        .select("rank", "priority", "start_us", "name")
+        .with_columns(reach.alias("_reach"))
+        .filter((pl.col("end_us") > pl.col("_reach")).fill_null(True))
+        .select(
+            "rank",
+            "priority",
+            pl.max_horizontal("start_us", "_reach").alias("start_us"),  # the part no earlier one covers
+            "end_us",
+            "iid",
+        )
     )
 
 
-def named_segments(segments: pl.LazyFrame, intervals: pl.LazyFrame) -> pl.LazyFrame:
-    """`segments` with the name of the event that held each and its start (`held_from`, to count calls)."""
-    named = _extending(intervals).with_columns(pl.col("start_us").alias("held_from"))
+def named_segments(segments: pl.LazyFrame, extending: pl.LazyFrame) -> pl.LazyFrame:
+    """`segments` with the event that held each (`iid`, of the `extending` intervals) and its category."""
+    named = extending.select("rank", "priority", "start_us", "iid")
     return (
         segments.sort("t")
         .join_asof(
@@ -142,7 +162,6 @@ def named_segments(segments: pl.LazyFrame, intervals: pl.LazyFrame) -> pl.LazyFr
             check_sortedness=False,
         )
         .with_columns(
-            pl.when(pl.col("priority").is_null()).then(_NAMELESS).otherwise(pl.col("name")).alias("name"),
             _category().alias("category"),
         )
     )
@@ -170,17 +189,18 @@ def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def holders_plan(named: pl.LazyFrame) -> pl.LazyFrame:
-    """Per (rank, category, name) the time it held over the rank's steps (`HOLDER_SCHEMA`); names made
-    step-free (`ProfilerStep#7` -> `ProfilerStep`) and cut to `MAX_NAME_CHARS`."""
+def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
+    """Per (rank, category, name) the time it held over the rank's steps (`HOLDER_SCHEMA`); `names` gives
+    each interval's (`iid`) name, made step-free (`ProfilerStep#7` -> `ProfilerStep`) and cut to
+    `MAX_NAME_CHARS` (names are read only for the intervals that held time, once)."""
     name = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
+    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(name)
+    per_interval = named.group_by("rank", "category", "iid", "step").agg(pl.col("seg_us").sum())
     per_step = (
-        named.with_columns(name.alias("name"))
+        per_interval.join(names, on="iid", how="left")
+        .with_columns(name.alias("name"))
         .group_by("rank", "category", "name", "step")
-        .agg(
-            pl.col("seg_us").sum().alias("held_us"),
-            pl.col("held_from").n_unique().cast(pl.Int64).alias("calls"),
-        )
+        .agg(pl.col("seg_us").sum().alias("held_us"), pl.len().cast(pl.Int64).alias("calls"))
     )
     longest = pl.col("held_us").arg_max()  # the first step of the most, the rows in step order
     return (
@@ -199,18 +219,26 @@ def holders_plan(named: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+_CLASSES = ("event_class", "kernel_class")
+
+
 def critical_path_plans(
     events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame
 ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
     """The queries of a batch's path: per (rank, step) rows, holders, and the ranks whose host rows could
     not be tied to their launches (every thread read). `events` are classified with `kernel_class`; `cpu` the
     batch's host rows with `rank`."""
-    device, host = events.lazy(), cpu.lazy()
+    device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
+    host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
     threads = launching_threads(host, device).cache()
-    intervals = pl.concat([device_intervals(device), host_intervals(host, threads)]).cache()
-    named = named_segments(path_segments(intervals, windows.lazy()), intervals).cache()
+    intervals = (
+        pl.concat([device_intervals(device), host_intervals(host, threads)]).with_row_index("iid").cache()
+    )
+    extending = _extending(intervals).cache()  # nested rows of one priority change neither union nor name
+    named = named_segments(path_segments(extending, windows.lazy()), extending).cache()
+    names = intervals.select("iid", "name")
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
-    return per_step_plan(named, windows.lazy()), holders_plan(named), unlinked.sort("rank")
+    return per_step_plan(named, windows.lazy()), holders_plan(named, names), unlinked.sort("rank")
 
 
 HOLDERS_PER_RANK = 8

@@ -103,6 +103,18 @@ def test_allocator_churn_is_named_not_the_item_read(tmp_path: Path) -> None:
     assert advice.top.saved_us == 1200 - 10 * 8 - 1  # the idle: the step less the kernels and the copy
 
 
+def test_the_document_carries_the_path(tmp_path: Path) -> None:
+    """The JSON summary's `critical_path` and each recommendation's `saved_us`."""
+    events = [step(1, 0, 100, on_gpu=True), step(1, 0, 100), runtime("cudaFree", 0, 60), launch(60, 1)]
+    events.append(kernel(GEMM, 62, 38, correlation=1))
+    summary = traceview.analyze(write(document(events), tmp_path / "rank0.json")).summary()
+    path = summary["critical_path"]
+    assert path["run_median"]["blocking_alloc_us"] == 60
+    assert path["holders"][0]["name"] == "cudaFree"
+    assert path["holders"][0]["share"] == 60 / 100
+    assert summary["recommendations"]["items"][0]["saved_us"] == 62  # the idle: 100 - 38
+
+
 def test_one_blocking_copy_holds_the_idle(tmp_path: Path) -> None:
     """A 60-byte host-to-device copy whose call blocks 493 ms of a 500 ms step."""
     events = [

@@ -225,9 +225,9 @@ _CLASSES = ("event_class", "kernel_class")
 def critical_path_plans(
     events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame
 ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
-    """The queries of a batch's path: per (rank, step) rows, holders, and the ranks whose host rows could
-    not be tied to their launches (every thread read). `events` are classified with `kernel_class`; `cpu` the
-    batch's host rows with `rank`."""
+    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
+    host rows could not be tied to their launches (every thread read). `events` are classified with
+    `kernel_class`; `cpu` the batch's host rows with `rank`."""
     device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
     host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
     threads = launching_threads(host, device).cache()
@@ -238,7 +238,11 @@ def critical_path_plans(
     named = named_segments(path_segments(extending, windows.lazy()), extending).cache()
     names = intervals.select("iid", "name")
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
-    return per_step_plan(named, windows.lazy()), holders_plan(named, names), unlinked.sort("rank")
+    return (
+        per_step_plan(named, windows.lazy()),
+        bounded_holders(holders_plan(named, names)),
+        unlinked.sort("rank"),
+    )
 
 
 HOLDERS_PER_RANK = 8
@@ -246,11 +250,11 @@ HOLDERS_PER_RANK = 8
 REST = "rest"
 
 
-def bounded_holders(holders: pl.DataFrame) -> pl.DataFrame:
+def bounded_holders(holders: pl.LazyFrame) -> pl.LazyFrame:
     """Per rank, its `HOLDERS_PER_RANK` holders of the most time (`holders` sorted by rank, then time, the
     longest first) and one `rest` row summing the others."""
     place = pl.int_range(pl.len()).over("rank")
-    ranked = holders.lazy().with_columns(place.alias("_place"))
+    ranked = holders.with_columns(place.alias("_place"))
     kept = ranked.filter(pl.col("_place") < HOLDERS_PER_RANK).drop("_place")
     rest = (
         ranked.filter(pl.col("_place") >= HOLDERS_PER_RANK)
@@ -268,4 +272,4 @@ def bounded_holders(holders: pl.DataFrame) -> pl.DataFrame:
         )
         .select(list(HOLDER_SCHEMA))
     )
-    return pl.concat([kept, rest]).sort("rank", maintain_order=True).collect()
+    return pl.concat([kept, rest]).sort("rank", maintain_order=True)

@@ -24,7 +24,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
-from traceview.critical_path.sweep import bounded_holders, critical_path_plans
+from traceview.critical_path.sweep import critical_path_plans
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
 from traceview.events.host_timeline import on_host_timeline
@@ -168,7 +168,7 @@ def _summarized(
         "group_time": group_step_time(events, kernels, windows),
         "group_phase": group_phases(events, kernels, windows),
         "path_steps": path_steps,
-        "path_holders": bounded_holders(path_holders),
+        "path_holders": path_holders,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
     unlinked_ranks = set(unlinked.get_column("rank").to_list())

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("traceview.load",),
     ("traceview.events", "traceview.steps"),
-    ("traceview.budget", "traceview.collectives"),
+    ("traceview.budget", "traceview.collectives", "traceview.critical_path"),
     (
         "traceview.bubbles",
         "traceview.across_ranks",

@@ -220,6 +220,21 @@ class Analysis:
         return _frame(self.raw.dimensions.groups if self.raw.dimensions else None)
 
     @property
+    def critical_path(self) -> pl.DataFrame:
+        """One row per (rank, step): what held each microsecond of the step on its critical path, a
+        `<category>_us` column per category (compute classes, communication, peer waits, launches, blocking
+        calls, host code) summing to `step_us` (docs/metrics.md, "Critical path")."""
+        path = self.raw.critical_path
+        return _frame(path.per_step if path else None)
+
+    @property
+    def critical_path_holders(self) -> pl.DataFrame:
+        """Per rank, what held its steps' critical path the longest, by name: category, name, microseconds
+        per step, share of the rank's median step, calls per step (at most 8 per rank and a `rest` row)."""
+        path = self.raw.critical_path
+        return _frame(path.holders if path else None)
+
+    @property
     def bubbles(self) -> pl.DataFrame:
         """One row per idle gap of the device inside a step, with its cause."""
         return _frame(self.raw.bubbles.gaps if self.raw.bubbles else None)

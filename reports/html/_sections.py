@@ -15,6 +15,7 @@ from traceview.reports.html import (
     figures,
     figures_bubbles,
     figures_collectives,
+    figures_critical_path,
     figures_crossrank,
     figures_kernels,
     figures_nccl,
@@ -68,6 +69,14 @@ SECTIONS: tuple[Section, ...] = (
         figures_bubbles.bubble_figures,
         lambda a: a.bubbles is not None and a.bubbles.per_step.height > 0,
         "No step window with device activity: no idle time to split by cause.",
+    ),
+    Section(
+        "critical-path",
+        "Critical path",
+        "section_critical_path.html.j2",
+        figures_critical_path.critical_path_figures,
+        lambda a: a.critical_path is not None and a.critical_path.per_step.height > 0,
+        "No step window was analysed: no critical path to draw.",
     ),
     Section(
         "prediction",

@@ -30,6 +30,27 @@ def idle_cause_bars(bubbles: BubbleAnalysis) -> go.Figure:
     return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS, outliers=outliers)
 
 
+def idle_path_bars(bubbles: BubbleAnalysis) -> go.Figure:
+    """Stacked bars per rank: the median step's idle time (ms) by what held it on the critical path."""
+    columns = [c for c in bubbles.idle_by_path.columns if c != "rank"]
+    per_rank = bubbles.idle_by_path.with_columns([pl.col(c) / 1000 for c in columns])
+    held = [c for c in columns if per_rank.get_column(c).abs().max() or 0.0]
+    palette = (
+        "#CC79A7",
+        "#AA4499",
+        "#882255",
+        "#DDA0DD",
+        "#F0E442",
+        "#D55E00",
+        "#999933",
+        "#0072B2",
+        "#888888",
+    )
+    bars = [(c.removesuffix("_us"), c, palette[i % len(palette)]) for i, c in enumerate(held)]
+    title = "Idle time of the median step per rank, by what held it on the critical path"
+    return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS)
+
+
 def pipeline_scatter(bubbles: BubbleAnalysis) -> go.Figure:
     """Per (rank, step): the measured bubble fraction, and the theory (P-1)/(M*V+P-1) beside it."""
     rows = bubbles.pipeline
@@ -67,7 +88,8 @@ def bubble_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
     bubbles = analysis.bubbles
     if bubbles is None:
         return {}
-    found = {"fig-idle-causes": idle_cause_bars(bubbles)}
+    held = bubbles.idle_by_path.height > 0
+    found = {"fig-idle-causes": idle_path_bars(bubbles) if held else idle_cause_bars(bubbles)}
     if bubbles.pipeline_detected:
         found["fig-pipeline-bubble"] = pipeline_scatter(bubbles)
     return found

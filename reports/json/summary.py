@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from traceview.reports.json.critical_path import critical_path_document
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.nccl_inspector import inspector_document
@@ -29,7 +30,7 @@ from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.12"
+SCHEMA_VERSION = "1.13"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
@@ -62,6 +63,7 @@ def _recommendations(analysis: RunAnalysis) -> dict[str, Any]:
             "section": r.section,
             "sentence": r.sentence,
             "score": clean(r.score),
+            "saved_us": clean(r.saved_us),
             "facts": {name: clean(value) for name, value in r.facts},
         }
         for r in advice.items
@@ -171,6 +173,7 @@ def bubbles_document(bubbles: BubbleAnalysis) -> dict[str, Any]:
         "pipelines": records(bubbles.pipelines),
         "pipeline_per_step": records(bubbles.pipeline),
         "unknown_group_p2p": bubbles.unknown_group_p2p,
+        "idle_by_path": records(bubbles.idle_by_path),
     }
 
 
@@ -380,6 +383,11 @@ def _links_measured(analysis: RunAnalysis) -> dict[str, Any] | None:
     }
 
 
+def _critical_path(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
+    path = analysis.critical_path
+    return None if path is None else critical_path_document(path, full=full)
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
@@ -393,11 +401,13 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("moe", _moe),
     ("roofline", _roofline),
     ("links_measured", _links_measured),
+    ("critical_path", lambda analysis: _critical_path(analysis, full=False)),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {
     "across_ranks": lambda analysis: _across_ranks(analysis, full=True),
     "kernels": lambda analysis: _kernels(analysis, full=True),
+    "critical_path": lambda analysis: _critical_path(analysis, full=True),
 }
 """The builders that list more in a full document (`summary --json --full`)."""
 

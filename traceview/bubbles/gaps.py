@@ -13,7 +13,7 @@ Pipeline bubble: see `traceview.bubbles.pipeline_bubble`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import polars as pl
@@ -23,6 +23,8 @@ from traceview.collectives.calls import launches
 from traceview.core.errors import UsageError
 from traceview.core.intervals import clipped
 from traceview.core.outliers import rank_outliers
+from traceview.critical_path.analysis import CriticalPath
+from traceview.critical_path.categories import IDLE_CATEGORIES
 from traceview.model.trace import Run
 
 KEYS = ["rank", "step"]
@@ -111,6 +113,7 @@ class BubbleAnalysis:
     pipelines: pl.DataFrame
     virtual_stages: int
     unknown_group_p2p: int
+    idle_by_path: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     @property
     def outliers(self) -> pl.DataFrame:
@@ -297,12 +300,15 @@ def bubbles_from_parts(
     windows: pl.DataFrame,
     p2p: pl.DataFrame,
     virtual_stages: int = 1,
+    path: CriticalPath | None = None,
 ) -> BubbleAnalysis:
     """The bubble analysis from per-rank parts: gaps (all, or each rank's longest), `gap_steps`, `gap_totals`,
-    |C| per (rank, step) (`compute_us`), the step windows and the P2P kernels (`p2p_kernels`)."""
+    |C| per (rank, step) (`compute_us`), the step windows and the P2P kernels (`p2p_kernels`); with the run's
+    critical path, what held the idle on it per rank (`idle_by_path`)."""
     _check_virtual_stages(virtual_stages)
     pipeline = pipeline_bubble(compute, windows, p2p, virtual_stages)
     return BubbleAnalysis(
+        idle_by_path=idle_by_path(path),
         gaps=gap_rows,
         per_cause=per_cause,
         per_step=per_step,
@@ -312,6 +318,14 @@ def bubbles_from_parts(
         virtual_stages=virtual_stages,
         unknown_group_p2p=int(p2p.get_column("members").is_null().sum()),
     )
+
+
+def idle_by_path(path: CriticalPath | None) -> pl.DataFrame:
+    """Per rank, the medians over its steps of each category that holds the idle device on the critical path
+    (docs/metrics.md, "Critical path"): the causes of idle, measured."""
+    if path is None:
+        return pl.DataFrame()
+    return path.per_rank.select("rank", *(f"{c}_us" for c in IDLE_CATEGORIES))
 
 
 def analyze_bubbles(

@@ -24,6 +24,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
+from traceview.critical_path.sweep import critical_path_plans
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
 from traceview.events.host_timeline import on_host_timeline
@@ -78,6 +79,9 @@ class RankSummary:
     group_time: pl.DataFrame  # per (step, group): comm and exposed time (traceview.dimensions.group_time)
     group_phase: pl.DataFrame  # per (step, group, collective): calls, and those early in the step's compute
     splits: pl.DataFrame  # its all-to-all calls with their split sizes (traceview.moe.splits)
+    path_steps: pl.DataFrame = field(default_factory=pl.DataFrame)  # per step: the critical path's categories
+    path_holders: pl.DataFrame = field(default_factory=pl.DataFrame)  # its bounded holders (critical_path)
+    path_unlinked: bool = False  # whether no launch tied its host rows to device work (every thread read)
     kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
     @property
@@ -138,7 +142,9 @@ def _summarized(
     own = own_parts(traces, steps, cpu, (events, kernels, launch_rows), chosen[0][2])
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
-    kernel_parts, class_parts = _kernel_parts(traces, events, windows)
+    classed, names = classed_events(events)
+    path_steps, path_holders, unlinked = pl.collect_all(critical_path_plans(classed, cpu, windows))
+    kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows)
     calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
@@ -161,8 +167,11 @@ def _summarized(
         "calls": calls,
         "group_time": group_step_time(events, kernels, windows),
         "group_phase": group_phases(events, kernels, windows),
+        "path_steps": path_steps,
+        "path_holders": path_holders,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
+    unlinked_ranks = set(unlinked.get_column("rank").to_list())
     suspects = _suspects(events, events_of)
     return [
         RankSummary(
@@ -174,6 +183,7 @@ def _summarized(
             extent=extents[i],
             kernel_parts=kernel_parts[i],
             splits=splits[i],
+            path_unlinked=ranks[i] in unlinked_ranks,
             **{name: frames[i] for name, frames in split.items()},
         )
         for i in range(len(compact))
@@ -218,11 +228,10 @@ def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _kernel_parts(
-    traces: Sequence[RankTrace], events: pl.DataFrame, windows: pl.DataFrame
+    traces: Sequence[RankTrace], classed: pl.DataFrame, names: pl.DataFrame, windows: pl.DataFrame
 ) -> tuple[list[KernelParts], list[tuple[pl.DataFrame, pl.DataFrame]]]:
     """Per trace, its kernels-analysis parts and its kernel-class samples (`batch_class_parts`), from the
-    batch's stacked events and step windows."""
-    classed, names = classed_events(events)
+    batch's stacked events (`classed_events`) and step windows."""
     clipped = clipped_events(classed, windows)  # the kernel classes of each step
     ranks = [trace.rank for trace in traces]
     return batch_kernel_parts(traces, classed, names, clipped, windows), batch_class_parts(clipped, ranks)

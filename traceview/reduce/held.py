@@ -54,6 +54,8 @@ class Stacked:
     group_time: pl.DataFrame
     group_phase: pl.DataFrame
     splits: pl.DataFrame
+    path_steps: pl.DataFrame
+    path_holders: pl.DataFrame
     kernel_parts: KernelParts
 
 
@@ -68,6 +70,7 @@ class HeldRank:
 
     trace: RankTrace
     step_choice: StepChoice
+    path_unlinked: bool = False
 
 
 def _frames_of(summary: RankSummary) -> list[pl.DataFrame]:
@@ -100,7 +103,7 @@ class HeldSummaries:
         """Hold `summary` (its arrival index is the number held before it)."""
         if self._blocks is None:
             raise TraceviewError("internal: summaries added after the held ones were released")
-        self.ranks.append(HeldRank(summary.trace, summary.step_choice))
+        self.ranks.append(HeldRank(summary.trace, summary.step_choice, summary.path_unlinked))
         self._pending.append(summary)
         if len(self._pending) >= FOLD_EVERY:
             self._fold()

@@ -29,6 +29,7 @@ from traceview.collectives.tables import (
 )
 from traceview.core.engine import in_memory
 from traceview.core.errors import ParseWarning
+from traceview.critical_path.analysis import CriticalPath, critical_path
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
 from traceview.kernels.analysis import kernels_from_parts
@@ -69,7 +70,21 @@ def compact_run(
     )
 
 
-def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> BubbleAnalysis:
+def _critical_path(frames: Stacked, budget: TimeBudget, unlinked: Sequence[int]) -> CriticalPath:
+    """The critical path: the map's rows, the peers' waits from the matched instances (per (rank, step),
+    T_comm - T_transfer where a transfer was measured), the medians over the budget's counted steps."""
+    per_step = budget.per_step
+    waits = pl.DataFrame()
+    if "transfer_us" in per_step.columns and per_step.height:
+        wait = (pl.col("comm_us") - pl.col("transfer_us")).clip(lower_bound=0.0).alias("wait_us")
+        waits = per_step.filter(pl.col("transfer_us").is_not_null()).select("rank", "step", wait)
+    counted = per_step.filter(~pl.col("graph_capture")) if "graph_capture" in per_step.columns else None
+    return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted)
+
+
+def _bubbles(
+    frames: Stacked, kernels: pl.DataFrame, virtual_stages: int, path: CriticalPath | None = None
+) -> BubbleAnalysis:
     """The bubble analysis from the stacked gap parts, |C| per (rank, step) and the P2P kernels."""
     compute = frames.per_step.select("rank", "step", pl.col("comp_us").alias("compute_us"))
     return bubbles_from_parts(
@@ -80,6 +95,7 @@ def _bubbles(frames: Stacked, kernels: pl.DataFrame, virtual_stages: int) -> Bub
         frames.windows,
         p2p_kernels(kernels, pl.DataFrame()),
         virtual_stages,
+        path,
     )
 
 
@@ -288,7 +304,8 @@ def reduce_held(
     budget = budget_of(frames.per_step, crossrank.transfer)
     collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
-    bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages)
+    path = _critical_path(frames, budget, [r.trace.rank for r in ordered if r.path_unlinked])
+    bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
@@ -298,7 +315,11 @@ def reduce_held(
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
     analyses = (budget, crossrank, collectives, prediction, nccl)
-    facts = facts_of(Measured(*analyses, header.timelines, shape, kernels, dimensions, moe, links, bubbles))
+    facts = facts_of(
+        Measured(
+            *analyses, header.timelines, shape, kernels, dimensions, moe, links, bubbles=bubbles, path=path
+        )
+    )
     return RunAnalysis(
         header=header,
         budget=budget,
@@ -320,5 +341,6 @@ def reduce_held(
         dimensions=dimensions,
         moe=moe,
         roofline=roofline,
+        critical_path=path,
         links_measured=links,
     )

@@ -14,6 +14,7 @@ from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
 from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
+from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
 from traceview.kernels.analysis import KernelAnalysis
@@ -101,6 +102,7 @@ class RunAnalysis:
     moe: MoeBalance | None = None  # expert-parallel balance from the all-to-alls' splits
     roofline: Roofline | None = None  # the communication roofline per dimension and link level
     links_measured: LinksMeasured | None = None  # alpha and beta fitted on the run's transfer times
+    critical_path: CriticalPath | None = None  # what held each step (traceview.critical_path)
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""

@@ -19,6 +19,7 @@ from traceview.across_ranks.sentences import cause_text
 from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES, Dimensions
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured
@@ -26,6 +27,7 @@ from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
 from traceview.verdict.kind_facts import kind_facts
+from traceview.verdict.path_advice import path_facts
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Measured:
     moe: MoeBalance | None = None
     links: LinksMeasured | None = None
     bubbles: BubbleAnalysis | None = None
+    path: CriticalPath | None = None
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,7 @@ def links_facts(measured: Measured) -> Found:
 
 
 FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
+    path_facts,
     shape_facts,
     budget_facts,
     crossrank_facts,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from traceview.verdict.facts import Facts, duration_text
 from traceview.verdict.kinds import KIND_ADVICE, idle_look_at, launch_advice_allowed, withheld
+from traceview.verdict.path_advice import CITED_HOLDERS, CITED_SHARE, IDLE_CAUSES, REPLAYED_LAUNCH
 
 EXPOSED_SHARE_MIN = 0.10
 """Exposed communication above this share of the median step is worth acting on."""
@@ -38,6 +39,9 @@ class Recommendation:
     sentence: str
     facts: tuple[tuple[str, float], ...]
     score: float
+    saved_us: float | None = (
+        None  # what fixing it would save per median step (the path's time, else score x step)
+    )
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class Rule:
     holds: Callable[[Facts], bool]
     sentence: Callable[[Facts], str]
     score: Callable[[Facts], float]
+    saved: Callable[[Facts], float] | None = None
 
 
 _ms = duration_text
@@ -151,12 +156,44 @@ def _idle_evidence(f: Facts) -> list[str]:
     return [*found, launch] if launch else found
 
 
+def _holder_subject(f: Facts, index: int) -> str:
+    """Who holds the idle: `N name call(s)`, Python between operators, or nothing recorded."""
+    category, name = f.word(f"path_idle_holder_{index}_category"), f.word(f"path_idle_holder_{index}_name")
+    if category == "other":
+        return "time in which the launching thread records no event"
+    if category == "host_python":
+        return f"the time between operators (in `{name}`)"
+    calls = max(f[f"path_idle_holder_{index}_calls"], 1.0)
+    return f"{calls:,.0f} `{name}` call(s)"
+
+
+def _holder_clause(f: Facts, index: int) -> str:
+    category = f.word(f"path_idle_holder_{index}_category")
+    replayed = category == "launch" and f.numbers.get("path_graph_replay_us", 0.0) > 0
+    meaning = REPLAYED_LAUNCH if replayed else IDLE_CAUSES[category]
+    held = _ms(f, f"path_idle_holder_{index}_us")
+    waits = _ms(f, "path_idle_us")
+    return f"{_holder_subject(f, index)} hold {held} of the {waits} it waits per step: {meaning}"
+
+
+def _path_evidence(f: Facts) -> list[str]:
+    """The idle's holders on the critical path that hold at least `CITED_SHARE` of the step; one clause
+    saying so when none does."""
+    indices = [i for i in range(CITED_HOLDERS) if f"path_idle_holder_{i}_us" in f]
+    cited = [i for i in indices if f[f"path_idle_holder_{i}_us"] >= CITED_SHARE * f["path_step_us"]]
+    if not cited:
+        return [f"no single host event holds {CITED_SHARE:.0%} of the step: the idle is spread over many"]
+    return [_holder_clause(f, i) for i in cited]
+
+
 def _idle_sentence(f: Facts) -> str:
     head = (
         f"The {f.word('worker') if 'worker' in f else 'GPU'} is idle {f['idle_share']:.0%} of the median "
         f"step "
         f"({_ms(f, 'idle_us')} of {_ms(f, 'step_us')}): the host does not keep it fed"
     )
+    if f.numbers.get("path_idle_us", 0.0) > 0:
+        return f"{head}; on the critical path, {'; '.join(_path_evidence(f))}."
     evidence = _idle_evidence(f)
     if evidence:
         return f"{head}; the trace shows: {'; '.join(evidence)}."
@@ -374,6 +411,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["idle_share"] >= IDLE_SHARE_MIN,
         _idle_sentence,
         lambda f: f["idle_share"],
+        lambda f: f.numbers.get("path_idle_us", f["idle_us"]),
     ),
     Rule(
         "communication-bound",
@@ -424,6 +462,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["straggler_rank"] >= 0,
         _straggler_sentence,
         lambda f: f["straggler_cost_share"],
+        lambda f: f["straggler_cost_us"],
     ),
     Rule(
         "call-mismatch",
@@ -472,6 +511,15 @@ RULES: tuple[Rule, ...] = (
 """The rules, each a row; an analysis adds rows for its own facts (the run kinds theirs, `KIND_ADVICE`)."""
 
 
+def _saved_us(rule: Rule, facts: Facts) -> float | None:
+    """What fixing the rule's cause would save per median step: the rule's own figure (the time its holder
+    holds on the critical path), else its score times the median step."""
+    if rule.saved is not None:
+        return rule.saved(facts)
+    step = facts.numbers.get("path_step_us", facts.numbers.get("step_us"))
+    return None if step is None else rule.score(facts) * step
+
+
 def recommendations(facts: Facts, rules: tuple[Rule, ...] = RULES) -> tuple[Recommendation, ...]:
     """The rules that fire on `facts`, highest score first (ties by rule id); the run's kinds withhold the
     advice that does not apply to them (`traceview.verdict.kinds`)."""
@@ -483,6 +531,7 @@ def recommendations(facts: Facts, rules: tuple[Rule, ...] = RULES) -> tuple[Reco
             rule.sentence(facts),
             tuple((n, facts[n]) for n in rule.needs),
             rule.score(facts),
+            _saved_us(rule, facts),
         )
         for rule in rules
         if all(name in facts for name in rule.needs) and rule.id not in held and rule.holds(facts)

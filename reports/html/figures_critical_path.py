@@ -1,0 +1,55 @@
+"""Figures of the critical path section: the median step of each rank, stacked by what held it.
+
+No computation beyond unit conversion: the medians come from `traceview.critical_path.analysis`.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import polars as pl
+from traceview.reports.html.figures import NOISE_FLOOR_MS, rank_bars
+
+from traceview.critical_path.analysis import CriticalPath
+from traceview.critical_path.categories import DEVICE_CATEGORIES
+from traceview.reduce.analysis import RunAnalysis
+
+GROUP_COLOURS = (
+    ("compute_", ("#0072B2", "#56B4E9", "#009E73", "#6BAED6", "#2171B5", "#74C476", "#31A354", "#9ECAE1")),
+    ("comm_", ("#E69F00",)),
+    ("peer_", ("#D55E00",)),
+    ("blocking_", ("#CC79A7", "#AA4499", "#882255", "#DDA0DD")),
+    ("", ("#F0E442", "#999933", "#888888", "#BBBBBB", "#666666", "#DDDDDD", "#c7c7c7")),
+)
+"""Colours by the category's prefix (compute blues and greens, communication orange, peer waits red, blocking
+calls purple, the host's yellow and greys), taken in turn within a group."""
+
+
+def _colours(categories: tuple[str, ...]) -> dict[str, str]:
+    """A colour per category (`GROUP_COLOURS`)."""
+    taken: dict[str, int] = {}
+    found: dict[str, str] = {}
+    for category in categories:
+        prefix, palette = next((p, c) for p, c in GROUP_COLOURS if category.startswith(p))
+        found[category] = palette[taken.get(prefix, 0) % len(palette)]
+        taken[prefix] = taken.get(prefix, 0) + 1
+    return found
+
+
+def path_bars(path: CriticalPath) -> go.Figure:
+    """Stacked bars per rank: the median step's critical path (ms) by category; a category no rank holds is
+    left out of the legend."""
+    columns = [f"{c}_us" for c in path.categories]
+    per_rank = path.per_rank.with_columns([pl.col(c) / 1000 for c in columns])
+    held = [c for c in path.categories if per_rank.get_column(f"{c}_us").abs().max() or 0.0]
+    colours = _colours(path.categories)
+    bars = [
+        (c.removeprefix("compute_") if c in DEVICE_CATEGORIES else c, f"{c}_us", colours[c]) for c in held
+    ]
+    title = "Critical path of the median step per rank, by what held it"
+    return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS)
+
+
+def critical_path_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
+    """The section's figures by element id."""
+    path = analysis.critical_path
+    return {} if path is None else {"fig-critical-path": path_bars(path)}

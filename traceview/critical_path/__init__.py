@@ -1,0 +1,1 @@
+"""The step's critical path (docs/metrics.md, "Critical path"): what held every microsecond of each step."""

@@ -1,0 +1,146 @@
+"""The critical path of a run (docs/metrics.md, "Critical path"): the map's per-(rank, step) rows joined with
+the peers' waits the reduce resolves, the medians per rank and over the run, and the holders per rank.
+
+A collective is an open node in the map: its time on the path is `comm_transfer`. The reduce knows, from the
+instances matched across ranks, how long each rank's collectives waited for the last peer to arrive (per
+(rank, step): T_comm - T_transfer of docs/metrics.md section 4); that wait moves from `comm_transfer` to
+`peer_wait`, up to the communication time the path holds in that step (a wait hidden under compute is not on
+the path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.critical_path.categories import (
+    CATEGORIES,
+    CATEGORY_COLUMNS,
+    COMM_TRANSFER,
+    IDLE_CATEGORIES,
+    PEER_WAIT,
+)
+from traceview.critical_path.sweep import HOLDER_SCHEMA, PER_STEP_SCHEMA, REST
+
+KEYS = ["rank", "step"]
+SMALL_SHARE = 0.03
+"""A holder below this share of the median step is not a cause worth advice (docs/metrics.md)."""
+_COMM, _WAIT = f"{COMM_TRANSFER}_us", f"{PEER_WAIT}_us"
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """What held each step: `per_step` (rank, step, step_us and a `<category>_us` column per category,
+    summing to step_us), `per_rank` (rank, steps and the medians of those columns), `holders` (rank,
+    category, name, us_per_step, share of the rank's median step, calls_per_step, steps, longest_step:
+    at most `HOLDERS_PER_RANK` per rank by name plus one `rest` row), `run_median` (each column's median over
+    every (rank, step)) and `notes` (the edges inferred, said once per run)."""
+
+    per_step: pl.DataFrame
+    per_rank: pl.DataFrame
+    holders: pl.DataFrame
+    run_median: dict[str, float | None]
+    notes: tuple[str, ...]
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The categories in display order."""
+        return CATEGORIES
+
+    def run_share(self, category: str) -> float | None:
+        """The run-median time of `category` over the run-median step (None without steps)."""
+        step = self.run_median.get("step_us")
+        held = self.run_median.get(f"{category}_us")
+        return None if not step or held is None else held / step
+
+    def idle_holders(self, rank: int | None = None) -> pl.DataFrame:
+        """The holders of the device's idle (host categories and `other`), most time first; of one rank or
+        of every rank."""
+        found = self.holders.filter(pl.col("category").is_in(list(IDLE_CATEGORIES)))
+        found = found if rank is None else found.filter(pl.col("rank") == rank)
+        return found.sort("us_per_step", descending=True)
+
+
+def with_peer_waits(per_step: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """`per_step` with each (rank, step)'s collectives' wait for their peers (`waits`: rank, step, wait_us)
+    moved from `comm_transfer_us` to `peer_wait_us`, up to the former."""
+    if waits.height == 0:
+        return per_step
+    moved = pl.min_horizontal(pl.col("wait_us").fill_null(0.0).clip(lower_bound=0.0), pl.col(_COMM))
+    return (
+        per_step.join(waits.select(*KEYS, "wait_us"), on=KEYS, how="left")
+        .with_columns(moved.alias("_moved"))
+        .with_columns(
+            (pl.col(_COMM) - pl.col("_moved")).alias(_COMM), (pl.col(_WAIT) + pl.col("_moved")).alias(_WAIT)
+        )
+        .select(list(PER_STEP_SCHEMA))
+    )
+
+
+def _holders(holders: pl.DataFrame, per_rank: pl.DataFrame) -> pl.DataFrame:
+    """Holders per step of their rank (over its steps), with their share of its median step."""
+    steps = per_rank.select("rank", pl.col("steps").alias("_steps"), pl.col("step_us").alias("_median"))
+    per_step = (pl.col("held_us") / pl.col("_steps")).alias("us_per_step")
+    return (
+        holders.join(steps, on="rank", how="inner")
+        .with_columns(per_step, (pl.col("calls") / pl.col("_steps")).alias("calls_per_step"))
+        .with_columns(
+            pl.when(pl.col("_median") > 0).then(pl.col("us_per_step") / pl.col("_median")).alias("share")
+        )
+        .select("rank", "category", "name", "us_per_step", "share", "calls_per_step", "steps", "longest_step")
+        .sort(["rank", pl.col("category") == REST, "us_per_step"], descending=[False, False, True])
+    )
+
+
+def critical_path(
+    per_step: pl.DataFrame,
+    holders: pl.DataFrame,
+    waits: pl.DataFrame,
+    unlinked_ranks: Sequence[int] = (),
+    counted: pl.DataFrame | None = None,
+) -> CriticalPath:
+    """The run's critical path from the map's rows (`per_step`, `holders`), the peers' waits per (rank,
+    step) and the ranks whose launches the trace does not tie to device work. `counted`: the (rank, step)
+    the medians read (the budget's: graph capture steps left out), all when None."""
+    per_step = with_peer_waits(per_step.cast(PER_STEP_SCHEMA), waits)  # type: ignore[arg-type]
+    read = per_step if counted is None else per_step.join(counted.select(KEYS), on=KEYS, how="semi")
+    read = read if read.height else per_step
+    columns = ["step_us", *CATEGORY_COLUMNS]
+    per_rank = read.group_by("rank").agg(pl.len().alias("steps"), pl.col(columns).median()).sort("rank")
+    medians = read.select(pl.col(columns).median())
+    run_median = {c: (medians.item(0, c) if read.height else None) for c in columns}
+    return CriticalPath(
+        per_step=per_step,
+        per_rank=per_rank,
+        holders=_holders(holders.cast(HOLDER_SCHEMA), per_rank),  # type: ignore[arg-type]
+        run_median=run_median,
+        notes=_notes(unlinked_ranks, waits.height > 0),
+    )
+
+
+def _notes(unlinked_ranks: Sequence[int], waits_resolved: bool) -> tuple[str, ...]:
+    """The edges the path inferred, said once per run."""
+    notes = [
+        "Critical path: while the device idles, the path is on the thread that launched the next device "
+        "work (launch-to-kernel edges by correlation); a blocking runtime call is named by the call "
+        "(allocator, copy, synchronize, module load), not by a recorded sync event; a kernel launch "
+        "call of 1 ms or more is read as its module loading (lazy loading on the first call).",
+    ]
+    if unlinked_ranks:
+        listed = ", ".join(str(rank) for rank in unlinked_ranks[:8])
+        notes.append(
+            f"Critical path: rank(s) {listed}: no launch is tied to device work by correlation; "
+            "every thread's host events stand in for the launching thread."
+        )
+    if not waits_resolved:
+        notes.append("Critical path: no collective matched across ranks; peer waits stay in comm_transfer.")
+    return tuple(notes)
+
+
+def empty_critical_path() -> CriticalPath:
+    """The path of a run without steps."""
+    return critical_path(
+        pl.DataFrame(schema=PER_STEP_SCHEMA), pl.DataFrame(schema=HOLDER_SCHEMA), pl.DataFrame()
+    )

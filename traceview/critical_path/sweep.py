@@ -1,0 +1,275 @@
+"""The map's part of the critical path (docs/metrics.md, "Critical path"): per (rank, step), each moment of
+the step window W given to one category, by one sweep over the boundaries of every event, and the events that
+held the most time (the holders), named.
+
+The graph is not materialised: its edges decide which node the path passes through at each moment, and the
+rules that follow from them are applied to every moment at once. Stream order and launch-to-device edges
+make a running device event the path's node while it runs (the device is the step's last dependency while
+it works); while the device idles, the next device event waits on its launch, so the path is on the
+launching thread: the innermost of its host rows at that moment (a blocking runtime call, a launch, an
+operator, an annotation), or on no recorded event (`other`). Host collectives (gloo, MPI) are comm nodes:
+open until the reduce resolves which part of them waited for a peer.
+
+The intervals of each priority are first made disjoint (`_extending`: nested ones dropped, overlapping ones
+trimmed), then cut to their windows; each becomes two points, its priority's bit (2^priority) added at its
+start and taken away at its end; a point's running sum then has the bits of the priorities open from it to
+the next point, and the lowest set bit holds that segment. Each window's sum returns to zero, so the running
+sum needs no grouping.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceview.core.intervals import clipped
+from traceview.critical_path.categories import (
+    CATEGORY_COLUMNS,
+    LONG_LAUNCH_US,
+    OTHER,
+    PATH_ORDER,
+    device_priority,
+    host_priorities,
+)
+
+KEYS = ["rank", "step"]
+PER_STEP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "step_us": pl.Float64(),
+    **{column: pl.Float64() for column in CATEGORY_COLUMNS},
+}
+HOLDER_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "category": pl.Utf8(),
+    "name": pl.Utf8(),
+    "held_us": pl.Float64(),
+    "calls": pl.Int64(),
+    "steps": pl.Int64(),
+    "longest_step": pl.Int64(),
+    "longest_step_us": pl.Float64(),
+}
+"""A holder per (rank, category, name): the time it held over the rank's steps, how many distinct events,
+in how many steps, and the step where it held the most (the drill-down's link)."""
+MAX_NAME_CHARS = 200
+HELD_MIN_US = 0.001
+"""A holder of less time over the rank's steps is float rounding of `ts + dur` (ns timestamps): not listed
+(its time still counts in the per-step rows)."""
+_INTERVAL = ["rank", "start_us", "end_us", "name", "priority"]
+_NAMELESS = pl.lit("(no event recorded)")
+
+
+def launching_threads(cpu: pl.LazyFrame, device: pl.LazyFrame) -> pl.LazyFrame:
+    """(rank, tid) of every thread whose runtime calls launched a device event (by correlation)."""
+    launched = device.select("rank", "correlation").drop_nulls().unique()
+    runtime = cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+    return runtime.join(launched, on=["rank", "correlation"], how="semi").select("rank", "tid").unique()
+
+
+def host_intervals(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
+    """The host rows the path may pass through: those of the launching threads; every thread's on a rank
+    whose launches the trace does not link to device work (an inferred edge, said in the notes)."""
+    linked = cpu.join(threads, on=["rank", "tid"], how="semi")
+    unlinked = cpu.join(threads.select("rank").unique(), on="rank", how="anti")
+    rows = pl.concat([linked, unlinked])
+    names = rows.select("kind", "name").unique().with_columns(host_priorities())
+    long = (pl.col("end_us") - pl.col("start_us")) >= LONG_LAUNCH_US
+    priority = pl.when(long).then(pl.col("_long")).otherwise(pl.col("_short")).alias("priority")
+    return (
+        rows.join(names, on=["kind", "name"], how="left", maintain_order="left")
+        .with_columns(priority)
+        .filter(pl.col("priority").is_not_null())
+        .select(_INTERVAL)
+    )
+
+
+def device_intervals(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Classified device events (with `kernel_class`) and host collectives as path intervals."""
+    return events.with_columns(device_priority().alias("priority")).select(_INTERVAL)
+
+
+_BITS = {index: 1 << index for index in range(len(PATH_ORDER))}
+
+
+def _points(cut: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Two points per disjoint interval (its priority's bit added at its start, taken away at its end) and
+    one per window edge (nothing added), sorted by (rank, step, time)."""
+    bit = pl.col("priority").replace_strict(_BITS, return_dtype=pl.Int64)
+    return pl.concat(
+        [
+            cut.select(*KEYS, pl.col("start_us").alias("t"), bit.alias("d")),
+            cut.select(*KEYS, pl.col("end_us").alias("t"), (-bit).alias("d")),
+            *(
+                windows.select(*KEYS, pl.col(bound).alias("t"), pl.lit(0, pl.Int64).alias("d"))
+                for bound in ("window_start_us", "window_end_us")
+            ),
+        ]
+    ).sort([*KEYS, "t"])
+
+
+_OPEN = pl.col("d").cum_sum()
+_HOLDING = pl.when(_OPEN > 0).then(_OPEN.bitwise_trailing_zeros().cast(pl.Int32)).alias("priority")
+"""Per point, the lowest priority open from it on (null when none is): the lowest bit set in the running
+sum of the points' bits (each priority's intervals disjoint, `_extending`, so its bit is 0 or 1)."""
+
+
+def path_segments(intervals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """The path of every window: rank, step, t (segment start), priority (null: nothing recorded), seg_us."""
+    cut = clipped(intervals.select("rank", "start_us", "end_us", "priority"), windows, ["rank"])
+    points = _points(cut, windows)
+    length = (pl.col("t").shift(-1).over(KEYS) - pl.col("t")).fill_null(0.0)
+    return (
+        points.with_columns(_HOLDING, length.alias("seg_us"))
+        .filter(pl.col("seg_us") > 0)
+        .select(*KEYS, "t", "priority", "seg_us")
+    )
+
+
+def _extending(intervals: pl.LazyFrame) -> pl.LazyFrame:
+    """Per (rank, priority), the intervals that reach past every earlier one, each cut to the part no earlier
+    one covers: disjoint intervals whose union is the priority's, each naming the moments it covers
+    (docs/metrics.md). Of intervals that start together, the longest comes first (the outer one names the
+    moment), then the first given."""
+    reach = pl.col("end_us").cum_max().shift(1).over("rank", "priority")
+    return (
+        intervals.sort(
+            ["rank", "priority", "start_us", "end_us"],
+            descending=[False, False, False, True],
+            maintain_order=True,
+        )
+        .with_columns(reach.alias("_reach"))
+        .filter((pl.col("end_us") > pl.col("_reach")).fill_null(True))
+        .select(
+            "rank",
+            "priority",
+            pl.max_horizontal("start_us", "_reach").alias("start_us"),  # the part no earlier one covers
+            "end_us",
+            "iid",
+        )
+    )
+
+
+def named_segments(segments: pl.LazyFrame, extending: pl.LazyFrame) -> pl.LazyFrame:
+    """`segments` with the event that held each (`iid`, of the `extending` intervals) and its category."""
+    named = extending.select("rank", "priority", "start_us", "iid")
+    return (
+        segments.sort("t")
+        .join_asof(
+            named.sort("start_us"),
+            left_on="t",
+            right_on="start_us",
+            by=["rank", "priority"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(
+            _category().alias("category"),
+        )
+    )
+
+
+def _category() -> pl.Expr:
+    return pl.col("priority").replace_strict(dict(enumerate(PATH_ORDER)), default=OTHER, return_dtype=pl.Utf8)
+
+
+def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """Per window, its length and the time of each category (`CATEGORY_COLUMNS`; peer waits 0 until the
+    reduce resolves them)."""
+    sums = [
+        pl.col("seg_us").filter(pl.col("category") == column.removesuffix("_us")).sum().alias(column)
+        for column in CATEGORY_COLUMNS
+    ]
+    table = named.group_by(KEYS).agg(sums)
+    step = (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us")
+    return (
+        windows.select(*KEYS, step)
+        .join(table, on=KEYS, how="left")
+        .with_columns(pl.col(CATEGORY_COLUMNS).fill_null(0.0))
+        .select(list(PER_STEP_SCHEMA))
+        .sort(KEYS)
+    )
+
+
+def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
+    """Per (rank, category, name) the time it held over the rank's steps (`HOLDER_SCHEMA`); `names` gives
+    each interval's (`iid`) name, made step-free (`ProfilerStep#7` -> `ProfilerStep`) and cut to
+    `MAX_NAME_CHARS` (names are read only for the intervals that held time, once)."""
+    name = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
+    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(name)
+    per_interval = named.group_by("rank", "category", "iid", "step").agg(pl.col("seg_us").sum())
+    per_step = (
+        per_interval.join(names, on="iid", how="left")
+        .with_columns(name.alias("name"))
+        .group_by("rank", "category", "name", "step")
+        .agg(pl.col("seg_us").sum().alias("held_us"), pl.len().cast(pl.Int64).alias("calls"))
+    )
+    longest = pl.col("held_us").arg_max()  # the first step of the most, the rows in step order
+    return (
+        per_step.sort("rank", "category", "name", "step")
+        .group_by("rank", "category", "name", maintain_order=True)
+        .agg(
+            pl.col("held_us").sum(),
+            pl.col("calls").sum(),
+            pl.len().cast(pl.Int64).alias("steps"),
+            pl.col("step").get(longest).alias("longest_step"),
+            pl.col("held_us").get(longest).alias("longest_step_us"),
+        )
+        .filter(pl.col("held_us") >= HELD_MIN_US)
+        .select(list(HOLDER_SCHEMA))
+        .sort(["rank", "held_us", "category", "name"], descending=[False, True, False, False])
+    )
+
+
+_CLASSES = ("event_class", "kernel_class")
+
+
+def critical_path_plans(
+    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
+    host rows could not be tied to their launches (every thread read). `events` are classified with
+    `kernel_class`; `cpu` the batch's host rows with `rank`."""
+    device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
+    host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
+    threads = launching_threads(host, device).cache()
+    intervals = (
+        pl.concat([device_intervals(device), host_intervals(host, threads)]).with_row_index("iid").cache()
+    )
+    extending = _extending(intervals).cache()  # nested rows of one priority change neither union nor name
+    named = named_segments(path_segments(extending, windows.lazy()), extending).cache()
+    names = intervals.select("iid", "name")
+    unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
+    return (
+        per_step_plan(named, windows.lazy()),
+        bounded_holders(holders_plan(named, names)),
+        unlinked.sort("rank"),
+    )
+
+
+HOLDERS_PER_RANK = 8
+"""Holders a rank keeps by name; the rest are summed into one row (category `rest`)."""
+REST = "rest"
+
+
+def bounded_holders(holders: pl.LazyFrame) -> pl.LazyFrame:
+    """Per rank, its `HOLDERS_PER_RANK` holders of the most time (`holders` sorted by rank, then time, the
+    longest first) and one `rest` row summing the others."""
+    place = pl.int_range(pl.len()).over("rank")
+    ranked = holders.with_columns(place.alias("_place"))
+    kept = ranked.filter(pl.col("_place") < HOLDERS_PER_RANK).drop("_place")
+    rest = (
+        ranked.filter(pl.col("_place") >= HOLDERS_PER_RANK)
+        .group_by("rank")
+        .agg(
+            pl.lit(REST).alias("category"),
+            pl.format("{} more", pl.len()).alias("name"),
+            pl.col("held_us").sum(),
+            pl.col("calls").sum(),
+            pl.col("steps").max(),
+            pl.col("longest_step")
+            .sort_by("longest_step_us", "longest_step", descending=[True, False])
+            .first(),
+            pl.col("longest_step_us").max(),
+        )
+        .select(list(HOLDER_SCHEMA))
+    )
+    return pl.concat([kept, rest]).sort("rank", maintain_order=True)

@@ -22,9 +22,10 @@ KEYS = ["dimension", "rank", "step"]
 
 
 def _labelled(frame: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with each group's dimension; a group the classification never saw (no call of it on the
-    device, such as a host collective's) is `unknown`."""
-    return frame.join(labels, on="group", how="left").with_columns(pl.col("dimension").fill_null(UNKNOWN))
+    """`frame` with each group's (or line's: `labels` keyed by group and kind) dimension; a group the
+    classification never saw (no call of it on the device, such as a host collective's) is `unknown`."""
+    keys = [c for c in ("group", "kind") if c in labels.columns]
+    return frame.join(labels, on=keys, how="left").with_columns(pl.col("dimension").fill_null(UNKNOWN))
 
 
 def _bus(size: pl.Expr) -> pl.Expr:
@@ -53,6 +54,7 @@ def matched_figures(
     usable = instances.filter(pl.col("transfer_us").is_not_null()).select(
         "instance",
         "group",
+        *([] if "kind" not in instances.columns else ["kind"]),
         "step",
         "collective",
         "size_bytes",
@@ -100,7 +102,7 @@ def per_dimension(steps: pl.DataFrame, groups: pl.DataFrame, links: pl.DataFrame
         pl.col("transfer_us").sum().alias("_transfer"),
     )
     described = groups.group_by("dimension").agg(
-        pl.col("group").sort().alias("groups"),
+        pl.col("group").unique().sort().alias("groups"),
         pl.col("n").drop_nulls().median().alias("group_size"),
         pl.col("confidence").min().alias("confidence"),
         pl.col("desc").drop_nulls().unique().sort().alias("names"),
@@ -119,15 +121,16 @@ def dimension_links(calls: pl.DataFrame, priced: pl.DataFrame, labels: pl.DataFr
     """Per dimension: the links its priced calls ran on (`link`, the commonest; `links`, all; `link_Bps`, the
     median B; `spans_nodes`, whether most of its calls cross nodes), and the model's latency share (k alpha
     over T_pred, summed over its calls)."""
+    keys = [c for c in ("group", "kind") if c in labels.columns]
     joined = (
-        calls.select("rank", "start_us", "group")
+        calls.select("rank", "start_us", *keys)
         .join(
             priced.select(
                 "rank", "start_us", "link", "t_lat_us", "t_pred_us", "bandwidth_Bps", "spans_nodes"
             ),
             on=["rank", "start_us"],
         )
-        .join(labels, on="group", how="left")
+        .join(labels, on=keys, how="left")
     )
     return joined.group_by("dimension").agg(
         pl.col("link").drop_nulls().mode().sort().first().alias("link"),

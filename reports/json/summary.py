@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from traceview.reports.json.dimension_lines import dimension_lines
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.records import clean, records
@@ -321,6 +322,7 @@ def _dimensions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "layout_note": found.layout_note,
         "costliest": found.costliest["dimension"] if found.costliest else None,
         "groups": records(groups),
+        "lines": dimension_lines(found),
         "evidence": records(found.evidence),
         "per_dimension": records(found.per_dimension),
         "per_step": records(found.per_step),

@@ -34,7 +34,11 @@ def line_features(calls: pl.DataFrame, phases: pl.DataFrame, groups: pl.DataFram
     shared = groups.select(
         "group", "desc", "pg_name", "ranks_text", "ranks", "listed", "stride", "contiguous", "nodes", "world"
     )
-    return own.drop("desc", "pg_name", "ranks_text").join(shared, on="group", how="left")
+    return (
+        own.drop("desc", "pg_name", "ranks_text")
+        .join(shared, on="group", how="left")
+        .with_columns((pl.col("calls") / pl.col("rank_steps")).alias("calls_per_step"))
+    )
 
 
 def _dominant(lines: pl.DataFrame) -> pl.DataFrame:

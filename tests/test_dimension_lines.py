@@ -95,7 +95,8 @@ def test_a_group_of_gradient_all_reduces_and_all_to_alls_gets_a_line_for_each(tm
     assert sorted(lines) == [("0", "a2a"), ("0", "ar")]
     ar, a2a = lines[("0", "ar")], lines[("0", "a2a")]
     assert ar["size_spread"] == pytest.approx(6_250_000 / 2_000_000)
-    assert ar["early_share"] == 0.0 and a2a["early_share"] == 1.0
+    assert ar["early_share"] == 0.0
+    assert a2a["early_share"] == 1.0
     # ar: mix dp 0.1, tp 0.1; late dp 0.25; gradient buckets dp 0.2; every rank dp 0.1, fsdp 0.1
     assert ar["dimension"] == "dp"
     assert ar["confidence"] == pytest.approx((0.1 + 0.25 + 0.2 + 0.1) - 0.1)
@@ -116,7 +117,8 @@ def test_a_stated_dp_layout_names_the_all_reduces_without_collapsing_their_confi
     # stated 1.0 on the all-reduces (DP runs them), none on the all-to-alls (DP does not)
     assert ar["dimension"] == "dp"
     assert ar["confidence"] == pytest.approx(1.0)  # (1.0 + 0.65) - 0.1, clipped to 1
-    assert a2a["best"] == "ep" and a2a["confidence"] == pytest.approx(0.3 - 0.1)
+    assert a2a["best"] == "ep"
+    assert a2a["confidence"] == pytest.approx(0.3 - 0.1)
     assert analysis.dimensions is not None
     assert analysis.dimensions.groups.row(0, named=True)["confidence"] == pytest.approx(1.0)
 
@@ -132,11 +134,13 @@ def test_deepep_kernels_name_expert_parallelism(tmp_path: Path) -> None:
     lines = _lines(analysis)
     (key,) = lines
     line = lines[key]
-    assert line["kind"] == "a2a" and line["libraries"] == ["deepep"]
+    assert line["kind"] == "a2a"
+    assert line["libraries"] == ["deepep"]
     assert line["dimension"] == "ep"
     # library ep 0.6, all-to-all ep 0.3 and cp 0.1
     assert line["confidence"] == pytest.approx(min(1.0, (LIBRARY_WEIGHT + 0.3) - 0.1))
-    assert line["median_bytes"] is None and line["unsized_share"] == 1.0
+    assert line["median_bytes"] is None
+    assert line["unsized_share"] == 1.0
 
 
 def test_nccl_ep_is_a_library_only_expert_parallelism_uses() -> None:
@@ -157,7 +161,8 @@ def test_plain_ddp_over_nccl_is_dp() -> None:
     analysis = analyze(load_run(REAL_KINETO / "hta_nccl_data"))
     lines = _lines(analysis)
     ar, other = lines[("0", "ar")], lines[("0", "other")]
-    assert ar["calls"] == 15 and other["calls"] == 6
+    assert ar["calls"] == 15
+    assert other["calls"] == 6
     assert ar["early_share"] == 0.0
     assert ar["dimension"] == "dp"
     assert ar["confidence"] == pytest.approx((0.1 + 0.25 + 0.2 + 0.1) - 0.1)

@@ -194,7 +194,9 @@ def test_a_trace_that_names_no_group_gets_a_dp_line_for_its_gradient_all_reduce(
     # the DDP all-reduce (two per step: 366,336 floats = 1,465,344 B, and 1,791,693,584 B, both launched
     # after the step's first autograd op: gradients) and the sparse all-to-alls (launched in the forward)
     assert groups.get_column("group").to_list() == ["stream 285", "stream 363", "stream 84"]
-    by_line = {(g, k): (d, b) for g, k, d, b in lines.select("group", "kind", "dimension", "best").iter_rows()}
+    by_line = {
+        (g, k): (d, b) for g, k, d, b in lines.select("group", "kind", "dimension", "best").iter_rows()
+    }
     assert by_line[("stream 84", "ar")] == ("dp", "dp")
     assert by_line[("stream 84", "a2a")] == ("unknown", "ep")
     assert by_line[("stream 285", "agrs")] == ("unknown", "fsdp")

@@ -172,7 +172,7 @@ def roofline_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
     """The roofline, when it could be drawn."""
     found = analysis.roofline
     drawn = found is not None and found.missing is None and found.levels.height > 0
-    return {"fig-roofline": roofline_figure(found)} if found is not None and drawn else {}
+    return {"fig-comm-roofline": roofline_figure(found)} if found is not None and drawn else {}
 
 
 def fit_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:

@@ -79,6 +79,7 @@ LINK_SCHEMA: Mapping[str, pl.DataType] = {
     "links": pl.List(pl.Utf8()),
     "link_Bps": pl.Float64(),
     "spans_nodes": pl.Boolean(),
+    "on_host": pl.Boolean(),
     "latency_share": pl.Float64(),
 }
 

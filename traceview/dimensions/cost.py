@@ -119,11 +119,13 @@ def per_dimension(steps: pl.DataFrame, groups: pl.DataFrame, links: pl.DataFrame
 
 def dimension_links(calls: pl.DataFrame, priced: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
     """Per dimension: the links its priced calls ran on (`link`, the commonest; `links`, all; `link_Bps`, the
-    median B; `spans_nodes`, whether most of its calls cross nodes), and the model's latency share (k alpha
-    over T_pred, summed over its calls)."""
+    median B; `spans_nodes`, whether most of its calls cross nodes; `on_host`, whether most ran on the host:
+    gloo, MPI), and the model's latency share (k alpha over T_pred, summed over its calls)."""
     keys = [c for c in ("group", "kind") if c in labels.columns]
     joined = (
-        calls.select("rank", "start_us", *keys)
+        calls.select(
+            "rank", "start_us", *keys, (pl.col("comm_kind") == "host").fill_null(False).alias("_host")
+        )
         .join(
             priced.select(
                 "rank", "start_us", "link", "t_lat_us", "t_pred_us", "bandwidth_Bps", "spans_nodes"
@@ -137,6 +139,7 @@ def dimension_links(calls: pl.DataFrame, priced: pl.DataFrame, labels: pl.DataFr
         pl.col("link").drop_nulls().unique().sort().alias("links"),
         pl.col("bandwidth_Bps").median().alias("link_Bps"),
         (pl.col("spans_nodes").cast(pl.Float64).mean() > 0.5).alias("spans_nodes"),
+        (pl.col("_host").cast(pl.Float64).mean() > 0.5).alias("on_host"),
         pl.when(pl.col("t_pred_us").sum() > 0)
         .then(pl.col("t_lat_us").sum() / pl.col("t_pred_us").sum())
         .alias("latency_share"),

@@ -108,9 +108,10 @@ def early_shares(phases: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def group_calls(calls: pl.DataFrame, phases: pl.DataFrame, keys: list[str] | None = None) -> pl.DataFrame:
-    """Per group (`keys` LINE_KEY: per line): desc, pg_name, ranks listed, n, calls, rank-steps, family shares,
-    size spread, median S, `call_us` (its calls' first kernels' time), `libraries` (the `comm_library` ids of its
-    kernels, when the calls carry them) and the early shares (`early_shares`)."""
+    """Per group (`keys` LINE_KEY: per line): desc, pg_name, ranks listed, n, calls, rank-steps, family
+    shares, size spread, median S, `unsized_share` (calls of unknown size), `call_us` (its calls' first
+    kernels' time), `libraries` (the `comm_library` ids of its kernels, when the calls carry them) and the
+    early shares (`early_shares`)."""
     keys = keys or ["group"]
     sizes = pl.col("size_bytes").filter(pl.col("size_bytes") > 0)
     libraries = (

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from traceview.reports.text.dimensions import dimension_lines
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, requires_shared
@@ -141,6 +142,20 @@ def test_deepep_kernels_name_expert_parallelism(tmp_path: Path) -> None:
     assert line["confidence"] == pytest.approx(min(1.0, (LIBRARY_WEIGHT + 0.3) - 0.1))
     assert line["median_bytes"] is None
     assert line["unsized_share"] == 1.0
+    assert analysis.dimensions is not None
+    ep = analysis.dimensions.per_dimension.filter(pl.col("dimension") == "ep").row(0, named=True)
+    assert ep["calls"] == len(DEEPEP)
+    assert ep["bytes"] is None
+    assert ep["bus_bytes"] is None
+    calls = 2 * len(DEEPEP)  # two steps
+    said = f"the trace records no size for {calls} of its {calls} calls (bytes unknown, not zero)"
+    assert ep["bytes_unknown"] == said
+    volume = analysis.dimensions.volumes.filter(pl.col("dimension") == "ep").row(0, named=True)
+    assert volume["measured_bus_bytes"] is None
+    assert "no size for 8 of these calls" in volume["missing"]
+    text = "\n".join(dimension_lines(analysis))
+    assert "0 B" not in text
+    assert "bytes unknown" in text
 
 
 def test_nccl_ep_is_a_library_only_expert_parallelism_uses() -> None:

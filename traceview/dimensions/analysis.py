@@ -191,7 +191,7 @@ def analyze_dimensions(
         else pl.DataFrame(schema={"dimension": pl.Utf8, "rank": pl.Int64, "step": pl.Int64})
     )
     steps = per_step(call_figures(calls, line_labels), time_figures(group_time, labels), matched)
-    for column in ("wait_us", "transfer_us", "matched_calls", "matched_bus_bytes"):
+    for column in ("wait_us", "transfer_us", "matched_calls", "matched_bus_bytes", "unsized_calls"):
         steps = steps if column in steps.columns else steps.with_columns(pl.lit(0.0).alias(column))
     priced = prediction.calls if prediction is not None else pl.DataFrame()
     links = dimension_links(calls, priced, line_labels) if priced.height else pl.DataFrame(schema=LINK_SCHEMA)

@@ -248,8 +248,10 @@ def _measured(calls: pl.DataFrame, rule: VolumeRule) -> pl.DataFrame:
         (pl.col("dimension") == rule.dimension) & pl.col("collective").is_in(list(rule.collectives))
     )
     bus = bus_factor_expr(pl.col("collective"), pl.col("group_size")).fill_null(1.0) * pl.col("size_bytes")
+    sized = pl.col("size_bytes").is_null().sum() == 0
     return mine.group_by("rank", "step").agg(
-        bus.sum().alias("measured"),
+        pl.when(sized).then(bus.sum()).alias("measured"),
+        pl.col("size_bytes").is_null().sum().alias("unsized"),
         pl.len().alias("calls"),
         pl.col("size_bytes").median().alias("call_bytes"),
         pl.col("group_size").median().cast(pl.Float64).alias("n"),
@@ -268,6 +270,10 @@ def rule_row(calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dic
         missing.append(Input("stages", None, "default", "the pipeline group's ranks (its order of stages)"))
     frame = measured.join(inputs.stages, on="rank", how="left") if inputs.stages.height else measured
     expected = None if missing else rule.per_element(inputs) * pl.col("e")
+    unsized = int(measured.get_column("unsized").sum())
+    if unsized:  # the measured volume is unknown, never zero
+        give = f"the trace records no size for {unsized} of these calls (their bytes are unknown, not zero)"
+        missing.append(Input("S", None, "trace", give))
     table = frame.with_columns(
         (expected if expected is not None else pl.lit(None, pl.Float64)).alias("expected")
     )

@@ -359,6 +359,8 @@ def _roofline(analysis: RunAnalysis) -> dict[str, Any] | None:
         "peak_flops": clean(found.peak_flops),
         "achieved_flops": clean(found.achieved_flops),
         "efficiency": clean(found.efficiency),
+        "flops_doubt": found.flops_doubt,
+        "host_note": found.host_note,
         "levels": records(found.levels),
         "points": records(found.points),
     }

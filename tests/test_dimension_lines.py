@@ -7,6 +7,9 @@ weights of `traceview.dimensions.evidence`."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from traceview.reports.text.dimensions import dimension_lines
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, requires_shared
+from tests.simulate.parallel import mesh_3d, write_planted
 from traceview import api
 from traceview.dimensions.evidence import LIBRARY_WEIGHT, library_rows
 from traceview.load.inputs import load_run
@@ -197,3 +201,58 @@ def test_plain_ddp_over_gloo_is_dp() -> None:
     # mix dp 0.1, tp 0.1; gradient buckets dp 0.2; every rank dp 0.1, fsdp 0.1 (not all late: no phase rule)
     assert ar["dimension"] == "dp"
     assert ar["confidence"] == pytest.approx((0.1 + 0.2 + 0.1) - 0.1)
+
+
+def _as_schema_1_10(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` as a 1.10 summary wrote it: without what the lines added (`dimensions.lines`, the
+    evidence's `line_kind`, `unsized_calls`, `bytes_unknown`, `on_host`, the roofline's notes)."""
+    old = json.loads(json.dumps(document))
+    old["schema_version"] = "1.10"
+    found = old["dimensions"]
+    del found["lines"]
+    for row in found["evidence"]:
+        del row["line_kind"]
+    for row in found["per_step"]:
+        del row["unsized_calls"]
+    for row in found["per_dimension"]:
+        del row["bytes_unknown"], row["on_host"]
+    for key in ("flops_doubt", "host_note"):
+        (old.get("roofline") or {}).pop(key, None)
+    return old
+
+
+def test_compare_and_trend_pair_dimensions_with_a_1_10_summary(tmp_path: Path) -> None:
+    """A summary of 1.10 (no lines) against one with lines: every named dimension's figures are paired by
+    dimension, both ways, and trend reads the pair."""
+    run, _ = write_planted(mesh_3d(), tmp_path / "run")
+    api.analyze(run, workers=1).to_json(tmp_path / "new.json")
+    new = json.loads((tmp_path / "new.json").read_text(encoding="utf-8"))
+    (tmp_path / "old.json").write_text(json.dumps(_as_schema_1_10(new)), encoding="utf-8")
+    named = {r["dimension"] for r in new["dimensions"]["per_dimension"]} - {"unknown"}
+    assert named  # the planted 3D mesh names its dimensions
+    for first, second in (("old", "new"), ("new", "old")):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "traceview",
+                "compare",
+                tmp_path / f"{first}.json",
+                tmp_path / f"{second}.json",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        findings = json.loads(done.stdout)["compared"]
+        paired = {f["subject"] for f in findings if f["family"] == "dimension" and f["metric"] == "comm_us"}
+        assert paired == {f"dimension {d}" for d in named}
+    trend = subprocess.run(
+        [sys.executable, "-m", "traceview", "trend", tmp_path / "old.json", tmp_path / "new.json", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert trend.returncode == 0, trend.stderr

@@ -1,7 +1,7 @@
 """One meaning per input (docs/metrics.md, "Predicted gamma" inputs and "Parallelism dimensions" volumes): P
 is the whole model, a rank's formulas divide it by the stated shards or take a stated P per rank (a
-disagreement said); b is the local batch in tokens for a transformer and A = h b / m never multiplies it by s again. The
-pipeline sample's volumes recomputed by hand."""
+disagreement said); b is the local batch in tokens for a transformer and A = h b / m never multiplies it by s
+again. The pipeline sample's volumes recomputed by hand."""
 
 from __future__ import annotations
 

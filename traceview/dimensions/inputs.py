@@ -3,8 +3,8 @@ volumes): P, the whole model, from the command line or `run.json` (or a stated P
 shards; a P the trace suggests comes from the gradient all-reduce itself, so it checks nothing), the model's
 shape (`--shape`, `run.json` `model.hidden`, ...), the activation per micro-batch (stated: h x b / m, b the
 local batch in tokens; else the TP, then the PP calls' own size), the micro-batches (stated, else the
-pipeline's M, else 1 without a pipeline: with one, unknown unless A is stated) and each named dimension's group
-size and pipeline stage.
+pipeline's M, else 1 without a pipeline: with one, unknown unless A is stated) and each named dimension's
+group size and pipeline stage.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ POINT_COLUMNS = [
     "regime",
     "efficiency",
     "gamma_at_peak",
+    "critical_batch",
 ]
 
 
@@ -103,3 +104,15 @@ def test_gloo_collectives_on_a_stated_host_link_get_its_ridge() -> None:
     assert dp["efficiency"] == pytest.approx(min(1.0, dp["ccr"] / dp["ridge"]))
     html = render_html(analysis)
     assert _line_dimensions(analysis) <= set(_markers(_islands(html)["fig-comm-roofline"]))
+
+
+def test_the_critical_batch_of_the_sample_by_hand(sample: RunAnalysis) -> None:
+    """dp8_straggler (run.json): P = 104,857,600, b = 16,384 tokens, bf16 gradients over K = 8 ranks on 2
+    hosts of 4, B = 25 GB/s, A100 bf16 peak 312 TFLOP/s. CCR = 6 P b / (2 (K-1)/K x P x 2) = 6 b / 3.5; the
+    inter-node ridge = 312e12 / 25e9 = 12,480; b* = b x ridge / CCR = 12,480 x 3.5 / 6 = 7,280 tokens."""
+    roofline = sample.roofline
+    assert roofline is not None
+    dp = roofline.points.filter(roofline.points["dimension"] == "dp").row(0, named=True)
+    assert dp["ccr"] == pytest.approx(6 * 16_384 / (2 * 7 / 8 * 2))
+    assert dp["ridge"] == pytest.approx(312e12 / 25e9)
+    assert dp["critical_batch"] == pytest.approx(12_480 * 3.5 / 6)

@@ -14,6 +14,11 @@ The roofline inherits the prediction's facts: a dimension whose calls ran on the
 unknown the level has no B and no ridge, its points no efficiency, and the sentence says why. FLOPs per step
 that the prediction doubts (achieved / peak outside the range a real step reaches) are doubted here too:
 `flops_doubt` says so and the sentence leads with it.
+
+The critical batch of a point (seeds 6.6, the batch at which the run reaches the ridge): b* = b x CCR* /
+CCR, b the local batch (the prediction's, its unit the model's: tokens for a transformer). CCR grows with b
+(the FLOPs per step do, the bytes of DP and FSDP do not), so below b* the point is communication-bound; null
+without b or a ridge. (For TP, PP, EP and CP the bytes grow with b too: b* holds only where the bytes do not.)
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ def _level() -> pl.Expr:
     )
 
 
-def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float) -> pl.DataFrame:
+def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float, batch: float | None) -> pl.DataFrame:
     found = dimensions.per_dimension
     if "on_host" not in found.columns:
         found = found.with_columns(pl.lit(False).alias("on_host"))
@@ -111,6 +116,7 @@ def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float) -> pl.Da
             .then(pl.min_horizontal(pl.lit(1.0), pl.col("ccr_over_ridge")))
             .alias("efficiency"),
             (pl.col("ridge") / pl.col("ccr")).alias("gamma_at_peak"),
+            (pl.lit(batch, pl.Float64) * pl.col("ridge") / pl.col("ccr")).alias("critical_batch"),
         )
     )
 
@@ -196,7 +202,7 @@ def communication_roofline(
         )
     peak = float(prediction.inputs.peak_flops or 0.0)
     levels = _levels(prediction, peak)
-    points = _points(dimensions, levels, flops)
+    points = _points(dimensions, levels, flops, prediction.inputs.local_batch)
     efficiency = _run_efficiency(points, flops, peak)
     points = points.with_columns(
         pl.when(pl.col("dimension") == "all")

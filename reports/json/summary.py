@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from traceview.reports.json.dimension_lines import dimension_lines
+from traceview.reports.json.dimension_zero import dimension_zero
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.records import clean, records
@@ -327,6 +328,7 @@ def _dimensions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "per_dimension": records(found.per_dimension),
         "per_step": records(found.per_step),
         "volumes": records(found.volumes),
+        "zero": dimension_zero(found),
         "inputs": [{k: clean(v) for k, v in asdict(i).items()} for i in listed],
     }
 

@@ -42,6 +42,7 @@ from traceview.dimensions.lines import (
 )
 from traceview.dimensions.names import name_column
 from traceview.dimensions.volume import VolumeInputs, volume_table
+from traceview.dimensions.zero import run_zero
 from traceview.events.kernel_names import decode_kernel_names
 from traceview.options.parallel import Layout, ModelShape, layout_groups
 from traceview.prediction.gamma import Prediction
@@ -101,6 +102,7 @@ class Dimensions:
     per_dimension: pl.DataFrame
     volumes: pl.DataFrame
     lines: pl.DataFrame = field(default_factory=pl.DataFrame)
+    zero: pl.DataFrame = field(default_factory=pl.DataFrame)
     inputs: VolumeInputs | None = None
     layout: str | None = None
     layout_note: str | None = None
@@ -140,6 +142,12 @@ def _layout_evidence(
     if isinstance(groups, str):
         return pl.DataFrame(schema=EVIDENCE_SCHEMA), f"{groups}: not used"
     return stated_rows(features, groups), None
+
+
+def _gradient_elem_size(calls: pl.DataFrame) -> float | None:
+    """The median element size of the data-parallel (dp, fsdp) calls: the gradients' e."""
+    found = calls.filter(pl.col("dimension").is_in(["dp", "fsdp"])).get_column("elem_size").drop_nulls()
+    return float(found.median()) if found.len() else None  # type: ignore[arg-type]
 
 
 def classify_groups(
@@ -205,6 +213,7 @@ def analyze_dimensions(
         per_dimension=per_dimension(steps, lines, links),
         volumes=volume_table(labelled, inputs, latency),
         lines=lines,
+        zero=run_zero(inputs.params.value, inputs.sizes, _gradient_elem_size(labelled)),
         inputs=inputs,
         layout=layout.text() if layout.stated else None,
         layout_note=note,

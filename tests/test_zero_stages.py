@@ -1,0 +1,54 @@
+"""ZeRO-1/2/3 against DDP (docs/metrics.md, "Parallelism dimensions", ZeRO stages; the seeds' 8.2 and 8.4):
+memory per rank and bus bytes per rank per step, worked by hand, and the README sample's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from traceview import api
+from traceview.dimensions.zero import run_zero, zero_table
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def test_a_billion_parameters_over_eight_ranks_by_hand() -> None:
+    n, f, e = 1e9, 8.0, 2.0
+    table = zero_table(n, f, e)
+    memory = dict(zip(table["stage"], table["memory_bytes_per_rank"], strict=True))
+    assert memory["DDP"] == pytest.approx(4e9 + 2e9 + 12e9)  # 18N
+    assert memory["ZeRO-1"] == pytest.approx(4e9 + 2e9 + 12e9 / 8)  # 6N + 12N/F
+    assert memory["ZeRO-2"] == pytest.approx(4e9 + 14e9 / 8)  # 4N + 14N/F
+    assert memory["ZeRO-3 / FSDP"] == pytest.approx(18e9 / 8)  # 18N/F
+    bus = dict(zip(table["stage"], table["bus_bytes_per_step"], strict=True))
+    assert bus["DDP"] == bus["ZeRO-1"] == bus["ZeRO-2"] == pytest.approx(2 * 7 / 8 * 1e9 * 2)  # 2N
+    assert bus["ZeRO-3 / FSDP"] == pytest.approx(3 * 7 / 8 * 1e9 * 2)  # 3N: 1.5x DDP's
+    assert table["missing"].null_count() == table.height
+
+
+def test_unknown_inputs_are_null_with_the_reason() -> None:
+    table = run_zero(None, {"tp": 2.0}, 2.0)
+    assert table["memory_bytes_per_rank"].null_count() == table.height
+    assert table["bus_bytes_per_step"].null_count() == table.height
+    reason = table["missing"][0]
+    assert "P: --params" in reason
+    assert "F: no data-parallel" in reason
+
+
+def test_n_is_one_replicas_parameters() -> None:
+    table = run_zero(16e6, {"pp": 2.0, "dp": 2.0}, 2.0)
+    assert table["params_per_replica"][0] == 16e6 / 2
+    assert table["bus_bytes_per_step"][0] == pytest.approx(2 * 1 / 2 * 8e6 * 2)
+
+
+def test_the_readme_samples_ddp_row_is_its_measured_gradient_volume() -> None:
+    """dp8_straggler: P = 104,857,600 over K = 8 ranks in bf16: DDP's 2 (K-1)/K N e = 367,001,600 B, the
+    measured bus bytes of its gradient all-reduces per rank per step."""
+    dimensions = api.analyze(SAMPLES / "dp8_straggler", workers=1).raw.dimensions
+    assert dimensions is not None
+    ddp = dimensions.zero.row(0, named=True)
+    assert ddp["stage"] == "DDP"
+    assert ddp["bus_bytes_per_step"] == pytest.approx(2 * 7 / 8 * 104_857_600 * 2)
+    volume = dimensions.volumes.filter(dimensions.volumes["dimension"] == "dp").row(0, named=True)
+    assert volume["measured_bus_bytes"] == pytest.approx(ddp["bus_bytes_per_step"])

@@ -297,11 +297,13 @@ def bubbles_from_parts(
     windows: pl.DataFrame,
     p2p: pl.DataFrame,
     virtual_stages: int = 1,
+    other: pl.DataFrame | None = None,
 ) -> BubbleAnalysis:
     """The bubble analysis from per-rank parts: gaps (all, or each rank's longest), `gap_steps`, `gap_totals`,
-    |C| per (rank, step) (`compute_us`), the step windows and the P2P kernels (`p2p_kernels`)."""
+    |C| per (rank, step) (`compute_us`), the step windows, the P2P kernels (`p2p_kernels`) and the exposed
+    communication of groups other than the pipeline's (`pipeline_bubble`'s `other`)."""
     _check_virtual_stages(virtual_stages)
-    pipeline = pipeline_bubble(compute, windows, p2p, virtual_stages)
+    pipeline = pipeline_bubble(compute, windows, p2p, virtual_stages, other)
     return BubbleAnalysis(
         gaps=gap_rows,
         per_cause=per_cause,

@@ -1,13 +1,16 @@
 """ZeRO-1/2/3 against DDP (docs/metrics.md, "Parallelism dimensions", ZeRO stages; the seeds' 8.2 and 8.4):
-memory per rank and bus bytes per rank per step, worked by hand, and the README sample's."""
+memory per rank and bus bytes per rank per step, worked by hand, and the README sample's; context
+parallelism's volumes (Ulysses, ring attention) worked by hand."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from traceview import api
+from traceview.dimensions.volume import VOLUME_RULES, Input, VolumeInputs, rule_row
 from traceview.dimensions.zero import run_zero, zero_table
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -52,3 +55,46 @@ def test_the_readme_samples_ddp_row_is_its_measured_gradient_volume() -> None:
     assert ddp["bus_bytes_per_step"] == pytest.approx(2 * 7 / 8 * 104_857_600 * 2)
     volume = dimensions.volumes.filter(dimensions.volumes["dimension"] == "dp").row(0, named=True)
     assert volume["measured_bus_bytes"] == pytest.approx(ddp["bus_bytes_per_step"])
+
+
+def _cp_calls(collective: str, calls: int, size: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "rank": [0] * calls,
+            "step": [1] * calls,
+            "dimension": ["cp"] * calls,
+            "collective": [collective] * calls,
+            "size_bytes": [size] * calls,
+            "group_size": [4] * calls,
+            "elem_size": [2] * calls,
+        }
+    )
+
+
+def _cp_inputs() -> VolumeInputs:
+    return VolumeInputs(
+        params=Input("P", None, "default"),
+        activation=Input("A", 1e6, "command line"),
+        layers=Input("L", 8.0, "command line"),
+        micro_batches=Input("m", 2.0, "command line"),
+        top_k=Input("k", None, "default"),
+        moe_layers=Input("MoE layers", None, "default"),
+        sizes={"cp": 4.0},
+    )
+
+
+@pytest.mark.parametrize(
+    ("collective", "calls", "size", "expected"),
+    [
+        # Ulysses: 8 (C-1)/C L m A e = 8 x 3/4 x 8 x 2 x 1e6 x 2; 64 all-to-alls of 4e6 B move 3/4 of each
+        ("AllToAll", 64, 4_000_000, 8 * 3 / 4 * 8 * 2 * 1e6 * 2),
+        # ring attention: 6 (C-1) L m A e = 6 x 3 x 8 x 2 x 1e6 x 2; 288 sends of 2e6 B
+        ("SendRecv", 288, 2_000_000, 6 * 3 * 8 * 2 * 1e6 * 2),
+    ],
+)
+def test_context_parallel_volumes_by_hand(collective: str, calls: int, size: int, expected: float) -> None:
+    rule = next(r for r in VOLUME_RULES if r.dimension == "cp" and collective in r.collectives)
+    row = rule_row(_cp_calls(collective, calls, size), rule, _cp_inputs())
+    assert row is not None
+    assert row["expected_bus_bytes"] == pytest.approx(expected)
+    assert row["ratio"] == pytest.approx(1.0)

@@ -116,3 +116,19 @@ def test_the_critical_batch_of_the_sample_by_hand(sample: RunAnalysis) -> None:
     assert dp["ccr"] == pytest.approx(6 * 16_384 / (2 * 7 / 8 * 2))
     assert dp["ridge"] == pytest.approx(312e12 / 25e9)
     assert dp["critical_batch"] == pytest.approx(12_480 * 3.5 / 6)
+
+
+@requires_shared
+def test_flops_the_prediction_doubts_are_doubted_on_the_roofline() -> None:
+    """hta_16rank_job_rank0 (TorchRec): the FLOPs the trace suggests give well under 1% of the A100's peak,
+    which the prediction doubts; the roofline's CCRs rest on the same FLOPs and say so first."""
+    analysis = analyze(load_run(REAL_KINETO / "hta_16rank_job_rank0"))
+    prediction, roofline = analysis.prediction, analysis.roofline
+    assert prediction is not None
+    assert prediction.trust is not None
+    assert roofline is not None
+    assert roofline.missing is None
+    assert prediction.trust.achieved_over_peak is not None
+    assert prediction.trust.achieved_over_peak < 0.01
+    assert roofline.flops_doubt == prediction.trust.doubt
+    assert roofline.sentence.startswith("FLOPs per step in doubt (achieved FLOP/s would be")

@@ -106,6 +106,7 @@ def pp4_mismatch() -> Scenario:
         mismatch=MismatchSpec(rank=3, kind="extra", step=2, index=3),
         seed=3,
         recorded_workload=(8_192.0, 16 * MIB / 2),  # 4 sequences of 2,048 tokens; one stage's bf16 gradients
+        recorded_per_rank=True,  # a stage's parameters: P per rank (P, the whole model, is twice that)
     )
 
 

@@ -185,21 +185,32 @@ def test_gloo_sends_of_two_lockstep_pipelines_find_their_own_group() -> None:
 
 
 @requires_shared
-def test_a_trace_that_names_no_group_is_unknown_with_its_evidence() -> None:
+def test_a_trace_that_names_no_group_gets_a_dp_line_for_its_gradient_all_reduce() -> None:
     folder = REAL_KINETO / "hta_16rank_job_rank0"
     analysis = analyze(folder, workers=1).raw
     assert analysis.dimensions is not None
-    groups = analysis.dimensions.groups
-    # rank 0 of a 16-rank TorchRec job: no process group names, no rank lists, one rank
-    assert set(groups.get_column("dimension").to_list()) == {"unknown"}
+    groups, lines = analysis.dimensions.groups, analysis.dimensions.lines
+    # rank 0 of a 16-rank TorchRec job: no process group names, no rank lists, one rank. Stream 84 carries
+    # the DDP all-reduce (two per step: 366,336 floats = 1,465,344 B, and 1,791,693,584 B, both launched
+    # after the step's first autograd op: gradients) and the sparse all-to-alls (launched in the forward)
     assert groups.get_column("group").to_list() == ["stream 285", "stream 363", "stream 84"]
+    by_line = {
+        (g, k): (d, b) for g, k, d, b in lines.select("group", "kind", "dimension", "best").iter_rows()
+    }
+    assert by_line[("stream 84", "ar")] == ("dp", "dp")
+    assert by_line[("stream 84", "a2a")] == ("unknown", "ep")
+    assert by_line[("stream 285", "agrs")] == ("unknown", "fsdp")
+    assert by_line[("stream 363", "a2a")] == ("unknown", "ep")
+    ar = lines.filter((pl.col("group") == "stream 84") & (pl.col("kind") == "ar")).row(0, named=True)
+    assert ar["size_spread"] == pytest.approx(1_791_693_584 / 1_465_344)
+    assert any("DDP's gradient buckets" in e for e in ar["evidence"])
     evidence = dict(groups.select("group", "evidence").iter_rows())
     assert any("all-gather and reduce-scatter of sizes spread" in e for e in evidence["stream 285"])
-    assert any(e.startswith("all-to-all in ") for e in evidence["stream 84"])
-    assert dict(groups.select("group", "best").iter_rows()) == {
-        "stream 285": "fsdp",
-        "stream 363": "ep",
-        "stream 84": "ep",
+    # the group's row is its dominant line: the all-reduce's time outweighs its all-to-alls' and sends'
+    assert dict(groups.select("group", "dimension").iter_rows()) == {
+        "stream 285": "unknown",
+        "stream 363": "unknown",
+        "stream 84": "dp",
     }
     assert analysis.verdict.label != "dimension-bound"
 

@@ -24,6 +24,7 @@ from traceview.reports.html.page import render_html
 
 from tests import report_factory as rf
 from tests.browser import Browser, assert_clean, chromium_or_skip, page_state
+from tests.shared_data import REAL_KINETO
 from tests.test_report_xss import PAYLOAD, planted_run
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunAnalysis, analyze
@@ -392,4 +393,39 @@ def test_collectives_by_cost_open_their_instances(browser: Browser, tmp_path: Pa
     browser.click(*_centre(browser, "#table-collectives-cost details[open] tbody a"))
     cell = link.removeprefix("#cell=")
     browser.wait_for(f"document.getElementById('drill-detail').dataset.cell === '{cell}'")
+    assert_clean(page_state(browser))
+
+
+COMM_ROOFLINE_POINTS = (
+    "(function () { var plot = document.getElementById('fig-comm-roofline');"
+    " return plot && plot.data ? plot.data.filter(function (t) {"
+    " return (t.mode || '').indexOf('markers') >= 0; })"
+    ".map(function (t) { return t.text[0]; }) : null; })()"
+)
+
+
+@pytest.mark.parametrize(
+    ("folder", "options"),
+    [
+        (SAMPLES / "dp8_straggler", {}),
+        (REAL_KINETO / "h200_pt211_gloo_dp2", {"host_bandwidth": "2e9"}),
+    ],
+    ids=["readme-sample", "gloo-dp2"],
+)
+def test_the_communication_roofline_draws_a_point_per_dimension_line(
+    browser: Browser, tmp_path: Path, folder: Path, options: dict[str, Any]
+) -> None:
+    """The communication roofline's panel (its own element id, not the kernel roofline's) draws at least one
+    point per dimension line of the run."""
+    if not folder.exists():
+        pytest.skip(f"{folder} is absent")
+    from traceview import api
+
+    analysis = api.analyze(folder, workers=1, **options).raw
+    assert analysis.dimensions is not None
+    lines = set(analysis.dimensions.lines.get_column("dimension").to_list())
+    open_report(browser, written(tmp_path, analysis))
+    drawn = browser.evaluate(COMM_ROOFLINE_POINTS)
+    assert drawn is not None, "the communication roofline's panel is empty"
+    assert lines <= set(drawn)
     assert_clean(page_state(browser))

@@ -21,6 +21,7 @@ import pytest
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 
 ADDED: dict[str, list[str]] = {
+    "1.14": ["dimensions.lines", "dimensions.zero", "roofline.flops_doubt", "roofline.host_note"],
     "1.13": ["critical_path", "bubbles.idle_by_path", "recommendations.items[].saved_us"],
     "1.12": [
         "across_ranks.per_rank[].median_lead_us",
@@ -107,7 +108,7 @@ ADDED: dict[str, list[str]] = {
     "1.1": ["recommendations", "timeline", "collectives"],
 }
 """What each version added (docs/json-schema.md); `[]` reaches into every row of a list."""
-VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.11", "1.12", "1.13"]
+VERSIONS = ["1.0", *sorted(ADDED, key=lambda version: tuple(int(part) for part in version.split(".")))]
 
 
 def traceview(*args: str) -> subprocess.CompletedProcess[str]:

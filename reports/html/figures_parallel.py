@@ -99,9 +99,12 @@ def roofline_figure(roofline: Roofline) -> go.Figure:
     levels = {row["level"]: row["bandwidth_Bps"] for row in roofline.levels.iter_rows(named=True)}
     for row in points.iter_rows(named=True):
         bandwidth = levels.get(row["level"]) if row["level"] else max(levels.values(), default=None)
+        unplaced = row["level"] is not None and bandwidth is None  # its link unknown: no ceiling to sit on
         attainable = min(peak, row["ccr"] * bandwidth) if bandwidth else peak
+        attainable = (roofline.achieved_flops or attainable) if unplaced else attainable
+        said = f"no ridge: the {row['level']} link is unknown" if unplaced else row["regime"] or "all bytes"
         figure.add_scatter(
-            name=f"{row['dimension']}: CCR {row['ccr']:.3g} ({row['regime'] or 'all bytes'})",
+            name=f"{row['dimension']}: CCR {row['ccr']:.3g} ({said})",
             x=[row["ccr"]],
             y=[attainable],
             mode="markers+text",
@@ -172,7 +175,7 @@ def roofline_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:
     """The roofline, when it could be drawn."""
     found = analysis.roofline
     drawn = found is not None and found.missing is None and found.levels.height > 0
-    return {"fig-roofline": roofline_figure(found)} if found is not None and drawn else {}
+    return {"fig-comm-roofline": roofline_figure(found)} if found is not None and drawn else {}
 
 
 def fit_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:

@@ -17,6 +17,8 @@ from dataclasses import asdict
 from typing import Any
 
 from traceview.reports.json.critical_path import critical_path_document
+from traceview.reports.json.dimension_lines import dimension_lines
+from traceview.reports.json.dimension_zero import dimension_zero
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.nccl_inspector import inspector_document
@@ -30,7 +32,7 @@ from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.13"
+SCHEMA_VERSION = "1.14"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
@@ -329,10 +331,12 @@ def _dimensions(analysis: RunAnalysis) -> dict[str, Any] | None:
         "layout_note": found.layout_note,
         "costliest": found.costliest["dimension"] if found.costliest else None,
         "groups": records(groups),
+        "lines": dimension_lines(found),
         "evidence": records(found.evidence),
         "per_dimension": records(found.per_dimension),
         "per_step": records(found.per_step),
         "volumes": records(found.volumes),
+        "zero": dimension_zero(found),
         "inputs": [{k: clean(v) for k, v in asdict(i).items()} for i in listed],
     }
 
@@ -365,6 +369,8 @@ def _roofline(analysis: RunAnalysis) -> dict[str, Any] | None:
         "peak_flops": clean(found.peak_flops),
         "achieved_flops": clean(found.achieved_flops),
         "efficiency": clean(found.efficiency),
+        "flops_doubt": found.flops_doubt,
+        "host_note": found.host_note,
         "levels": records(found.levels),
         "points": records(found.points),
     }

@@ -20,7 +20,7 @@ def _ms(value: float | None) -> str:
 
 def _size(value: float | None) -> str:
     if value is None:
-        return "-"
+        return "bytes unknown"
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if value >= scale:
             return f"{value / scale:.1f} {unit}"

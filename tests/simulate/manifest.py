@@ -48,7 +48,10 @@ def _model(scenario: Scenario) -> ManifestModel:
     model = scenario.model
     if model is None and scenario.recorded_workload is not None:
         batch, params = scenario.recorded_workload
-        return ManifestModel(local_batch=batch, params=params, dtype=_gradient_dtype(scenario))
+        dtype = _gradient_dtype(scenario)
+        if scenario.recorded_per_rank:  # a recorder on a pipeline stage counts that stage's parameters
+            return ManifestModel(local_batch=batch, params_per_rank=params, dtype=dtype)
+        return ManifestModel(local_batch=batch, params=params, dtype=dtype)
     if model is None:
         return ManifestModel()
     return ManifestModel(

@@ -67,7 +67,8 @@ def mesh_3d(
     """8 ranks on 2 hosts of 4, the seeds' 3D layout (rank = dp * 4 + pp * 2 + tp): TP=2 inside a host (2
     all-reduces of A forward and 2 backward per layer and micro-batch), PP=2 (an activation forward and a
     gradient back per micro-batch), DP=2 across hosts (the gradient buckets). L = 4 layers (2 a stage), m = 2
-    micro-batches, A = 2 x 512 / 2 x 1024 = 524,288 elements (1 MiB in bf16), P = 2^24 (P_rep = P / 4).
+    micro-batches, b = 2 x 512 = 1,024 tokens (2 sequences of 512), A = h b / m = 1024 x 1024 / 2 = 524,288
+    elements (1 MiB in bf16), P = 2^24 (P_rep = P / 4).
     `tp_link` (alpha_s, B): TP's own link (slow: its all-reduces outlast the compute they run beside)."""
     names = _Names(named)
     activation, params = 512 * 1024 * 2, 2**24
@@ -95,7 +96,12 @@ def mesh_3d(
         seed=seed,
     )
     model = ManifestModel(
-        params=float(params), local_batch=2.0, hidden=1024.0, seq_len=512.0, layers=4.0, micro_batches=2.0
+        params=float(params),
+        local_batch=2.0 * 512,
+        hidden=1024.0,
+        seq_len=512.0,
+        layers=4.0,
+        micro_batches=2.0,
     )
     return Planted(scenario, model, names.truth)
 

@@ -176,6 +176,7 @@ class Scenario:
     recorded_workload: tuple[float, float] | None = (
         None  # (local batch, parameters) a recorder states in run.json
     )
+    recorded_per_rank: bool = False  # the recorded parameters are one rank's (a pipeline stage's), not P
 
     @property
     def hosts(self) -> int:

@@ -301,12 +301,14 @@ def bubbles_from_parts(
     p2p: pl.DataFrame,
     virtual_stages: int = 1,
     path: CriticalPath | None = None,
+    other: pl.DataFrame | None = None,
 ) -> BubbleAnalysis:
     """The bubble analysis from per-rank parts: gaps (all, or each rank's longest), `gap_steps`, `gap_totals`,
-    |C| per (rank, step) (`compute_us`), the step windows and the P2P kernels (`p2p_kernels`); with the run's
-    critical path, what held the idle on it per rank (`idle_by_path`)."""
+    |C| per (rank, step) (`compute_us`), the step windows, the P2P kernels (`p2p_kernels`) and the exposed
+    communication of groups other than the pipeline's (`pipeline_bubble`'s `other`); with the run's critical
+    path, what held the idle on it per rank (`idle_by_path`)."""
     _check_virtual_stages(virtual_stages)
-    pipeline = pipeline_bubble(compute, windows, p2p, virtual_stages)
+    pipeline = pipeline_bubble(compute, windows, p2p, virtual_stages, other)
     return BubbleAnalysis(
         idle_by_path=idle_by_path(path),
         gaps=gap_rows,

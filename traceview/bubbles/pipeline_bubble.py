@@ -7,7 +7,11 @@ count P is the number of ranks in it and a rank's stage is its ordinal there (lo
 with an unknown group is no evidence (all-to-all calls often run as `SendRecv` kernels). Per (rank, step):
 M = ceil(P2P kernels / (2 * boundaries)), boundaries = 2V - [first stage] - [last stage] (the stage
 boundaries the rank's V model chunks touch, each crossed by one forward activation and one backward gradient
-per micro-batch); measured fraction = (|W| - |C|) / |W| with C the union of compute kernels.
+per micro-batch); measured fraction = pipeline idle / |W|, pipeline idle = |W| - |C| - X with C the union of
+compute kernels and X the communication of the rank's other groups that no compute hides (the DP all-reduce's
+exposed time: it is not the pipeline's bubble; summed over those groups, `other_exposed_us`, from the map's
+time per group; zero when not given). X summed per group can count twice a moment two other groups share, so
+the idle is a lower bound there.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ PIPELINE_SCHEMA = {
     "micro_batches": pl.Int64,
     "step_us": pl.Float64,
     "compute_us": pl.Float64,
+    "other_exposed_us": pl.Float64,
     "bubble_us": pl.Float64,
     "bubble_fraction": pl.Float64,
     "theory_fraction": pl.Float64,
@@ -128,11 +133,17 @@ def compute_union(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 
 def pipeline_bubble(
-    compute: pl.DataFrame, windows: pl.DataFrame, p2p: pl.DataFrame, virtual_stages: int = 1
+    compute: pl.DataFrame,
+    windows: pl.DataFrame,
+    p2p: pl.DataFrame,
+    virtual_stages: int = 1,
+    other: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per (rank, step) of every pipeline rank: the measured bubble fraction against (P-1)/(M*V+P-1)
     (`PIPELINE_SCHEMA`) from |C| per (rank, step) (`compute_union`, or the budget's `comp_us` as
-    `compute_us`), the step windows and the P2P kernels; empty when no known P2P group links two ranks."""
+    `compute_us`), the step windows, the P2P kernels and `other` (`rank`, `step`, `other_exposed_us`: the
+    exposed communication of the rank's groups that are not its pipeline's); empty when no known P2P group
+    links two ranks."""
     stages = pipeline_stages(p2p)
     if stages.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=PIPELINE_SCHEMA)
@@ -141,22 +152,27 @@ def pipeline_bubble(
         .group_by(KEYS)
         .agg(pl.len().cast(pl.Int64).alias("p2p_kernels"))
     )
+    if other is None:
+        other = pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "other_exposed_us": pl.Float64})
     table = (
         windows.join(stages, on="rank", how="inner")
         .join(counts, on=KEYS, how="left")
         .join(compute.select(*KEYS, "compute_us"), on=KEYS, how="left")
+        .join(other.select(*KEYS, "other_exposed_us"), on=KEYS, how="left")
         .with_columns(
             (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us"),
             pl.col("p2p_kernels").fill_null(0),
             pl.col("compute_us").fill_null(0.0),
+            pl.col("other_exposed_us").fill_null(0.0),
             pl.lit(virtual_stages, pl.Int64).alias("virtual_stages"),
         )
     )
+    idle = (
+        (pl.col("step_us") - pl.col("compute_us") - pl.col("other_exposed_us")).clip(lower_bound=0.0).round(3)
+    )
     p_minus_1 = pl.col("stages") - 1
     return (
-        table.with_columns(
-            _micro_batches(virtual_stages), (pl.col("step_us") - pl.col("compute_us")).alias("bubble_us")
-        )
+        table.with_columns(_micro_batches(virtual_stages), idle.alias("bubble_us"))
         .with_columns(
             pl.when(pl.col("step_us") > 0)
             .then(pl.col("bubble_us") / pl.col("step_us"))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
-from traceview.dimensions.classify import THRESHOLD, UNKNOWN, decide
+from traceview.dimensions.classify import THRESHOLD, UNKNOWN
 from traceview.dimensions.cost import (
     call_figures,
     dimension_links,
@@ -23,12 +23,27 @@ from traceview.dimensions.cost import (
     per_step,
     time_figures,
 )
-from traceview.dimensions.evidence import EVIDENCE_SCHEMA, name_rows, rule_evidence, stated_rows
-from traceview.dimensions.features import calls_in_steps, group_calls, with_structure
+from traceview.dimensions.evidence import (
+    EVIDENCE_SCHEMA,
+    library_rows,
+    name_rows,
+    rule_evidence,
+    stated_rows,
+)
+from traceview.dimensions.features import LINE_KEY, calls_in_steps, group_calls, kind_expr, with_structure
 from traceview.dimensions.gloo_groups import with_gloo_groups
 from traceview.dimensions.inputs import volume_inputs
+from traceview.dimensions.lines import (
+    communicated_names,
+    decided_lines,
+    dominant_groups,
+    line_features,
+    with_libraries,
+)
 from traceview.dimensions.names import name_column
 from traceview.dimensions.volume import VolumeInputs, volume_table
+from traceview.dimensions.zero import run_zero
+from traceview.events.kernel_names import decode_kernel_names
 from traceview.options.parallel import Layout, ModelShape, layout_groups
 from traceview.prediction.gamma import Prediction
 
@@ -65,6 +80,7 @@ LINK_SCHEMA: Mapping[str, pl.DataType] = {
     "links": pl.List(pl.Utf8()),
     "link_Bps": pl.Float64(),
     "spans_nodes": pl.Boolean(),
+    "on_host": pl.Boolean(),
     "latency_share": pl.Float64(),
 }
 
@@ -74,15 +90,19 @@ class Dimensions:
     """Every result of the dimensions analysis; renderers read it and never compute.
 
     `groups`: one row per group (group, desc, pg_name, n, ranks, dimension, confidence, best, runner_up,
-    evidence, calls, calls_per_step, family shares). `evidence`: every rule that fired. `per_step`: per
-    (dimension, rank, step) figures. `per_dimension`: medians per dimension, costliest exposed first.
-    `volumes`: expected against measured volume. `inputs`: the formulas' inputs with their sources."""
+    evidence, calls, calls_per_step, family shares: its dominant line's dimension). `lines`: one row per
+    (group, kind) with its own figures and dimension. `evidence`: every rule that fired, per line.
+    `per_step`: per (dimension, rank, step) figures. `per_dimension`: medians per dimension, costliest
+    exposed first. `volumes`: expected against measured volume. `inputs`: the formulas' inputs with their
+    sources."""
 
     groups: pl.DataFrame
     evidence: pl.DataFrame
     per_step: pl.DataFrame
     per_dimension: pl.DataFrame
     volumes: pl.DataFrame
+    lines: pl.DataFrame = field(default_factory=pl.DataFrame)
+    zero: pl.DataFrame = field(default_factory=pl.DataFrame)
     inputs: VolumeInputs | None = None
     layout: str | None = None
     layout_note: str | None = None
@@ -124,20 +144,31 @@ def _layout_evidence(
     return stated_rows(features, groups), None
 
 
+def _gradient_elem_size(calls: pl.DataFrame) -> float | None:
+    """The median element size of the data-parallel (dp, fsdp) calls: the gradients' e."""
+    found = calls.filter(pl.col("dimension").is_in(["dp", "fsdp"])).get_column("elem_size").drop_nulls()
+    return float(found.median()) if found.len() else None  # type: ignore[arg-type]
+
+
 def classify_groups(
     calls: pl.DataFrame, phases: pl.DataFrame, ranks_per_node: int, world: int | None, layout: Layout
-) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
-    """(per group: features and the decided dimension; the evidence rows; a note on the layout)."""
-    features = with_structure(group_calls(calls, phases), ranks_per_node, world)
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, str | None]:
+    """(per group: features and its dominant dimension; per line: features and the decided dimension; the
+    evidence rows, per line; a note on the layout)."""
+    groups = with_structure(group_calls(calls, phases), ranks_per_node, world)
+    features = line_features(calls, phases, groups)
     stated, note = _layout_evidence(features, layout, world)
     evidence = pl.concat(
-        [stated, name_rows(features, name_column(features["desc"])), rule_evidence(features)]
+        [
+            stated,
+            name_rows(features, name_column(features["desc"])),
+            library_rows(features),
+            rule_evidence(features),
+        ]
     )
-    decided = decide(evidence)
-    groups = features.join(decided, on="group", how="left").with_columns(
-        pl.col("dimension").fill_null(UNKNOWN), pl.col("confidence").fill_null(0.0)
-    )
-    return groups.sort("group"), evidence.sort("group", "kind", "rule"), note
+    lines = decided_lines(features, evidence)
+    ordered = evidence.sort("group", "line_kind", "kind", "rule")
+    return dominant_groups(groups, lines), lines, ordered, note
 
 
 def analyze_dimensions(
@@ -157,30 +188,32 @@ def analyze_dimensions(
     `micro_batches` the pipeline's M measured by the bubbles analysis (median), if any."""
     layout, shape, virtual_stages = settings
     group_time, phases = group_parts
-    calls = with_gloo_groups(calls_in_steps(kernels, windows), config)
+    found = with_gloo_groups(calls_in_steps(kernels, windows), config)
+    calls = with_libraries(found, decode_kernel_names(communicated_names(kernels)))
     ranks_per_node = prediction.inputs.ranks_per_node if prediction else 8
-    groups, evidence, note = classify_groups(calls, phases, ranks_per_node, world, layout)
-    labels = groups.select("group", "dimension")
+    groups, lines, evidence, note = classify_groups(calls, phases, ranks_per_node, world, layout)
+    labels, line_labels = groups.select("group", "dimension"), lines.select(*LINE_KEY, "dimension")
     matched = (
-        matched_figures(crossrank.calls, crossrank.instances, labels)
+        matched_figures(crossrank.calls, crossrank.instances.with_columns(kind_expr()), line_labels)
         if crossrank is not None and crossrank.calls.height
         else pl.DataFrame(schema={"dimension": pl.Utf8, "rank": pl.Int64, "step": pl.Int64})
     )
-    steps = per_step(call_figures(calls, labels), time_figures(group_time, labels), matched)
-    for column in ("wait_us", "transfer_us", "matched_calls", "matched_bus_bytes"):
+    steps = per_step(call_figures(calls, line_labels), time_figures(group_time, labels), matched)
+    for column in ("wait_us", "transfer_us", "matched_calls", "matched_bus_bytes", "unsized_calls"):
         steps = steps if column in steps.columns else steps.with_columns(pl.lit(0.0).alias(column))
     priced = prediction.calls if prediction is not None else pl.DataFrame()
-    links = dimension_links(calls, priced, labels) if priced.height else pl.DataFrame(schema=LINK_SCHEMA)
-    inputs = volume_inputs(
-        groups, calls.join(labels, on="group"), prediction, shape, (virtual_stages, micro_batches)
-    )
+    links = dimension_links(calls, priced, line_labels) if priced.height else pl.DataFrame(schema=LINK_SCHEMA)
+    labelled = calls.join(line_labels, on=LINE_KEY)
+    inputs = volume_inputs(lines, labelled, prediction, shape, (virtual_stages, micro_batches))
     latency = dict(zip(links["dimension"].to_list(), links["latency_share"].to_list(), strict=True))
     return Dimensions(
         groups=groups,
         evidence=evidence,
         per_step=steps,
-        per_dimension=per_dimension(steps, groups, links),
-        volumes=volume_table(calls.join(labels, on="group"), inputs, latency),
+        per_dimension=per_dimension(steps, lines, links),
+        volumes=volume_table(labelled, inputs, latency),
+        lines=lines,
+        zero=run_zero(inputs.params.value, inputs.sizes, _gradient_elem_size(labelled)),
         inputs=inputs,
         layout=layout.text() if layout.stated else None,
         layout_note=note,

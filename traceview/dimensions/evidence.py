@@ -1,13 +1,16 @@
-"""The evidence for each group's dimension, as rows of a table of rules (docs/metrics.md, "Parallelism
+"""The evidence for each line's dimension, as rows of a table of rules (docs/metrics.md, "Parallelism
 dimensions", evidence and confidence).
 
-A rule reads a group's features (`traceview.dimensions.features`) and, when its condition holds, adds weight
-to one or more dimensions, with one sentence saying what it saw. Kinds: `stated` (the layout the user gave:
-the group's ranks are one of its groups, 1.0; only its size matches one dimension's, 0.3), `name` (the
-group's description, 0.6: `traceview.dimensions.names`), `mix` (its collectives and sizes), `phase` (where in
-the step its calls run) and `structure` (how its ranks lie). The weights are set so that a group named by its
-framework scores at least 0.6, and an unnamed group whose mix, phase and ranks agree scores 0.3 to 0.5 above
-the next dimension.
+A line is a group's calls of one kind (`traceview.dimensions.features.LINE_KEY`). A rule reads a line's
+features (`traceview.dimensions.features`) and, when its condition holds, adds weight to one or more
+dimensions, with one sentence saying what it saw. Kinds: `stated` (the layout the user gave: the group's ranks
+are one of a dimension's groups and the line's kind is one that dimension runs, 1.0; only its size matches one
+dimension's, 0.3), `name` (the group's description, 0.6: `traceview.dimensions.names`), `library` (a
+communication library only one dimension uses, 0.6: `LIBRARY_DIMENSIONS`), `mix` (its collectives and
+sizes), `phase` (where in the step its calls run), `signature` (DDP's gradient buckets: all-reduces of spread
+sizes, none in the forward pass) and `structure` (how its ranks lie). The weights are set so that a group
+named by its framework scores at least 0.6, and an unnamed line whose mix, phase and ranks agree scores 0.3 to
+0.5 above the next dimension.
 """
 
 from __future__ import annotations
@@ -17,7 +20,22 @@ from dataclasses import dataclass
 
 import polars as pl
 
-NAME_WEIGHT, STATED_WEIGHT, STATED_SIZE_WEIGHT = 0.6, 1.0, 0.3
+NAME_WEIGHT, STATED_WEIGHT, STATED_SIZE_WEIGHT, LIBRARY_WEIGHT = 0.6, 1.0, 0.3, 0.6
+LIBRARY_DIMENSIONS: Mapping[str, tuple[str, str]] = {
+    "deepep": ("ep", "DeepEP dispatch/combine kernels: expert parallelism"),
+    "nccl_ep": ("ep", "NCCL EP dispatch/combine kernels: expert parallelism"),
+}
+"""Communication libraries (`comm_library` ids of the kernel-name table) that only one dimension uses."""
+DIMENSION_KINDS: Mapping[str, tuple[str, ...]] = {
+    "dp": ("ar", "other"),
+    "fsdp": ("agrs", "ar", "other"),
+    "tp": ("ar", "agrs", "other"),
+    "pp": ("p2p", "other"),
+    "ep": ("a2a", "p2p", "other"),
+    "cp": ("a2a", "p2p", "agrs", "other"),
+}
+"""The line kinds each dimension runs: a stated layout names a group's lines of these kinds only (a DP group's
+all-to-alls are not DP's)."""
 EARLY_MIN, LATE_MAX, SPREAD_ONE_SIZE = 0.2, 0.05, 1.5
 """Early: at least 20% of the calls start in the forward pass; late: under 5%; one size: S within 1.5x."""
 
@@ -27,7 +45,7 @@ class EvidenceRule:
     """When `holds` on a group's features, add `weights` to its dimensions, saying `says`."""
 
     id: str
-    kind: str  # mix | phase | structure
+    kind: str  # mix | phase | signature | structure
     holds: Callable[[], pl.Expr]
     weights: tuple[tuple[str, float], ...]
     says: Callable[[], pl.Expr]
@@ -41,6 +59,12 @@ def _pct(column: str) -> pl.Expr:
     return (pl.col(column).fill_null(0.0) * 100).round(0).cast(pl.Int64).cast(pl.Utf8) + pl.lit("%")
 
 
+def _ar_early() -> pl.Expr:
+    """The all-reduces' early share: of their bytes where sizes are known (DDP's one late 1.8 GB bucket
+    outweighs its small early ones), else of their calls."""
+    return pl.coalesce(pl.col("early_bytes_share"), pl.col("early_share"))
+
+
 def _spread() -> pl.Expr:
     return pl.col("size_spread").fill_null(1.0)
 
@@ -51,13 +75,6 @@ def _text(text: str) -> Callable[[], pl.Expr]:
 
 _DENSE = _share("ar") | _share("agrs")
 MIX_RULES: tuple[EvidenceRule, ...] = (
-    EvidenceRule(
-        "deepep",
-        "mix",
-        lambda: pl.col("deepep"),
-        (("ep", 0.45),),
-        _text("DeepEP dispatch/combine kernels: expert parallelism"),
-    ),
     EvidenceRule(
         "all-to-all",
         "mix",
@@ -109,16 +126,17 @@ PHASE_RULES: tuple[EvidenceRule, ...] = (
     EvidenceRule(
         "all-reduce-early",
         "phase",
-        lambda: _share("ar") & (pl.col("early_share") >= EARLY_MIN),
+        lambda: _share("ar") & (_ar_early() >= EARLY_MIN),
         (("tp", 0.25),),
         lambda: pl.format(
-            "{} of its calls start in the forward pass (activations, not gradients)", _pct("early_share")
+            "{} of its all-reduced bytes move in the forward pass (activations, not gradients)",
+            (_ar_early() * 100).round(0).cast(pl.Int64).cast(pl.Utf8) + pl.lit("%"),
         ),
     ),
     EvidenceRule(
         "all-reduce-late",
         "phase",
-        lambda: _share("ar") & (pl.col("early_share") < LATE_MAX),
+        lambda: _share("ar") & (_ar_early() < LATE_MAX),
         (("dp", 0.25),),
         _text("its all-reduces all run after the forward pass (gradient buckets)"),
     ),
@@ -141,6 +159,19 @@ PHASE_RULES: tuple[EvidenceRule, ...] = (
         lambda: _share("agrs") & (pl.col("rs_early").fill_null(0.0) >= EARLY_MIN),
         (("tp", 0.2),),
         _text("it reduce-scatters in the forward pass too (sequence-parallel activations)"),
+    ),
+)
+SIGNATURE_RULES: tuple[EvidenceRule, ...] = (
+    EvidenceRule(
+        "gradient-buckets",
+        "signature",
+        lambda: _share("ar") & (_spread() > SPREAD_ONE_SIZE) & (_ar_early().fill_null(1.0) < EARLY_MIN),
+        (("dp", 0.2),),
+        lambda: pl.format(
+            "all-reduces of sizes spread {}x, {} of their bytes in the forward pass (DDP's gradient buckets)",
+            _spread().round(1),
+            (_ar_early() * 100).round(0).cast(pl.Int64).cast(pl.Utf8) + pl.lit("%"),
+        ),
     ),
 )
 _NOT_WORLD = ~pl.col("world")
@@ -188,11 +219,12 @@ STRUCTURE_RULES: tuple[EvidenceRule, ...] = (
         lambda: pl.format("its ranks span {} nodes", pl.col("nodes")),
     ),
 )
-RULES: tuple[EvidenceRule, ...] = (*MIX_RULES, *PHASE_RULES, *STRUCTURE_RULES)
-"""Every rule over a group's features; structure rules read only groups whose ranks are listed."""
+RULES: tuple[EvidenceRule, ...] = (*MIX_RULES, *PHASE_RULES, *SIGNATURE_RULES, *STRUCTURE_RULES)
+"""Every rule over a line's features; structure rules read only groups whose ranks are listed."""
 
 EVIDENCE_SCHEMA: Mapping[str, pl.DataType] = {
     "group": pl.Utf8(),
+    "line_kind": pl.Utf8(),
     "kind": pl.Utf8(),
     "rule": pl.Utf8(),
     "dimension": pl.Utf8(),
@@ -201,15 +233,23 @@ EVIDENCE_SCHEMA: Mapping[str, pl.DataType] = {
 }
 
 
+_LINE = [pl.col("group"), pl.col("kind").alias("line_kind")]
+
+
+def _typed(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.select([pl.col(c).cast(t) for c, t in EVIDENCE_SCHEMA.items()])
+
+
 def rule_evidence(features: pl.DataFrame) -> pl.DataFrame:
-    """One row per (group, rule that holds, dimension it weighs): `EVIDENCE_SCHEMA`."""
+    """One row per (line, rule that holds, dimension it weighs): `EVIDENCE_SCHEMA`."""
     frames = []
     for rule in RULES:
         holds = rule.holds() & (pl.col("listed") if rule.kind == "structure" else pl.lit(True))
-        found = features.filter(holds.fill_null(False)).select("group", rule.says().alias("says"))
+        found = features.filter(holds.fill_null(False)).select(*_LINE, rule.says().alias("says"))
         frames += [
             found.select(
                 "group",
+                "line_kind",
                 pl.lit(rule.kind).alias("kind"),
                 pl.lit(rule.id).alias("rule"),
                 pl.lit(dimension).alias("dimension"),
@@ -220,15 +260,39 @@ def rule_evidence(features: pl.DataFrame) -> pl.DataFrame:
         ]
     if not frames:
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
-    return pl.concat(frames).select([pl.col(c).cast(t) for c, t in EVIDENCE_SCHEMA.items()])
+    return _typed(pl.concat(frames))
+
+
+def library_rows(features: pl.DataFrame) -> pl.DataFrame:
+    """The library evidence of every line whose kernels come from a library only one dimension uses
+    (`LIBRARY_DIMENSIONS`)."""
+    table = pl.DataFrame(
+        [(library, dimension, says) for library, (dimension, says) in LIBRARY_DIMENSIONS.items()],
+        schema={"_library": pl.Utf8, "dimension": pl.Utf8, "says": pl.Utf8},
+        orient="row",
+    )
+    found = features.select(*_LINE, pl.col("libraries").alias("_library")).explode("_library")
+    joined = found.join(table, on="_library", how="inner").unique(["group", "line_kind", "dimension"])
+    return _typed(
+        joined.select(
+            "group",
+            "line_kind",
+            pl.lit("library").alias("kind"),
+            pl.lit("library").alias("rule"),
+            "dimension",
+            pl.lit(LIBRARY_WEIGHT).alias("weight"),
+            "says",
+        )
+    )
 
 
 def name_rows(features: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
-    """The name evidence of every group whose description names a dimension (and a row, weight 0, saying what
-    a name that names none says)."""
-    joined = features.select("group", "desc").join(names, on="desc", how="inner")
+    """The name evidence of every line whose group's description names a dimension (and a row, weight 0,
+    saying what a name that names none says)."""
+    joined = features.select(*_LINE, "desc").join(names, on="desc", how="inner")
     return joined.select(
         "group",
+        "line_kind",
         pl.lit("name").alias("kind"),
         pl.lit("name").alias("rule"),
         pl.col("name_dimension").alias("dimension"),
@@ -237,9 +301,16 @@ def name_rows(features: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     ).select([pl.col(c).cast(t) for c, t in EVIDENCE_SCHEMA.items()])
 
 
+def _runs_kind() -> pl.Expr:
+    """Whether the row's dimension runs its line's kind (`DIMENSION_KINDS`)."""
+    pairs = [f"{dimension}/{kind}" for dimension, kinds in DIMENSION_KINDS.items() for kind in kinds]
+    return pl.format("{}/{}", pl.col("dimension"), pl.col("line_kind")).is_in(pairs)
+
+
 def stated_rows(features: pl.DataFrame, groups: dict[str, list[tuple[int, ...]]]) -> pl.DataFrame:
-    """The stated layout's evidence: a group whose listed ranks are one of a dimension's groups (1.0); else a
-    group whose size only one stated dimension has (0.3)."""
+    """The stated layout's evidence: a line whose group's listed ranks are one of a dimension's groups (1.0);
+    else a line whose group's size only one stated dimension has (0.3); either only where that dimension
+    runs the line's kind (`DIMENSION_KINDS`)."""
     exact = pl.DataFrame(
         [(dimension, ",".join(map(str, ranks))) for dimension, found in groups.items() for ranks in found],
         schema={"dimension": pl.Utf8, "_key": pl.Utf8},
@@ -251,10 +322,11 @@ def stated_rows(features: pl.DataFrame, groups: dict[str, list[tuple[int, ...]]]
         orient="row",
     ).filter(pl.len().over("_n") == 1)
     keyed = features.select(
-        "group", "n", pl.col("ranks").list.eval(pl.element().cast(pl.Utf8)).list.join(",").alias("_key")
+        *_LINE, "n", pl.col("ranks").list.eval(pl.element().cast(pl.Utf8)).list.join(",").alias("_key")
     )
     by_ranks = keyed.join(exact, on="_key", how="inner").select(
         "group",
+        "line_kind",
         "dimension",
         pl.lit(STATED_WEIGHT).alias("weight"),
         pl.lit("its ranks are one of the stated layout's groups").alias("says"),
@@ -265,6 +337,7 @@ def stated_rows(features: pl.DataFrame, groups: dict[str, list[tuple[int, ...]]]
         .join(sizes, on="_n", how="inner")
         .select(
             "group",
+            "line_kind",
             "dimension",
             pl.lit(STATED_SIZE_WEIGHT).alias("weight"),
             pl.lit("its size is the stated size of one dimension only").alias("says"),
@@ -272,8 +345,10 @@ def stated_rows(features: pl.DataFrame, groups: dict[str, list[tuple[int, ...]]]
     )
     return (
         pl.concat([by_ranks, by_size])
+        .filter(_runs_kind())
         .select(
             "group",
+            "line_kind",
             pl.lit("stated").alias("kind"),
             pl.lit("stated").alias("rule"),
             "dimension",

@@ -2,10 +2,13 @@
 (docs/metrics.md, "Parallelism dimensions", evidence).
 
 A group is a kernel's `group` (`traceview.across_ranks.matching.group_expr`: its process group, else its
-stream). Per group, over every rank: its description and ranks, its size, how its calls split by collective
-family (`FAMILIES`: shares of calls), the spread of its message sizes (largest S / smallest), its calls per
-(rank, step), the share of its calls that start early in the step's compute (the forward pass:
-`traceview.dimensions.group_time.group_phases`) and how its ranks lie (contiguous, strided, on one node, the
+stream). A line is a (group, kind): the group's calls of one collective family (`FAMILIES`, `other` for the
+rest: broadcasts, barriers), since one group can carry two dimensions' traffic (TorchRec runs its DDP
+all-reduce and its sparse all-to-alls on one stream). Per line, over every rank: the group's description and
+ranks, its size, how the group's calls split by family (shares of calls), the spread of the line's message
+sizes (largest S / smallest), its calls per (rank, step), the share of the line's own calls that start early
+in the step's compute (the forward pass: `traceview.dimensions.group_time.group_phases`), the communication
+libraries of its kernels (`comm_library`) and how the group's ranks lie (contiguous, strided, on one node, the
 whole world).
 """
 
@@ -25,8 +28,17 @@ FAMILIES: Mapping[str, tuple[str, ...]] = {
     "p2p": ("SendRecv", "Send", "Recv"),
 }
 """Collective families the rules weigh, by the collectives they hold."""
-DEEPEP = r"(?:deep_ep|dpsk::ep)::"
-"""Kernel names of DeepEP's dispatch and combine: expert parallelism by construction."""
+OTHER_KIND = "other"
+"""The kind of a line whose collectives no family holds (broadcast, reduce, gather, barrier)."""
+LINE_KEY = ["group", "kind"]
+"""A line of the dimensions analysis: a group's calls of one kind."""
+
+
+def kind_expr(collective: pl.Expr | None = None) -> pl.Expr:
+    """The line kind (a key of `FAMILIES`, else `OTHER_KIND`) of each row's `collective`."""
+    by_collective = {name: family for family, names in FAMILIES.items() for name in names}
+    column = pl.col("collective") if collective is None else collective
+    return column.replace_strict(by_collective, default=OTHER_KIND, return_dtype=pl.Utf8).alias("kind")
 
 
 def communicated() -> pl.Expr:
@@ -38,7 +50,9 @@ def communicated() -> pl.Expr:
 def calls_in_steps(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """The calls (a call's first kernel, copy or host op; `communicated`) with `group` and their `step` (the
     rank's window holding their start; calls outside every window dropped)."""
-    calls = kernels.filter(pl.col("first_in_call") & communicated()).with_columns(group_expr().alias("group"))
+    calls = kernels.filter(pl.col("first_in_call") & communicated()).with_columns(
+        group_expr().alias("group"), kind_expr()
+    )
     placed = calls.sort("start_us").join_asof(
         windows.select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us"),
         left_on="start_us",
@@ -62,21 +76,50 @@ def _early(collectives: tuple[str, ...] | None, name: str) -> pl.Expr:
     return pl.when(calls > 0).then(pl.col("early_calls").filter(mine).sum() / calls).alias(name)
 
 
-def early_shares(phases: pl.DataFrame) -> pl.DataFrame:
-    """Per group: the share of its calls that start early in the step's compute (`group_time.group_phases`),
-    of every collective, of its all-gathers and of its reduce-scatters."""
-    return phases.group_by("group").agg(
-        _early(None, "early_share"),
-        _early(("AllGather",), "ag_early"),
-        _early(("ReduceScatter",), "rs_early"),
+def _early_bytes() -> pl.Expr:
+    """The share of the bytes that move early (null without a known size; a phase from an older map: none)."""
+    if_known = pl.col("bytes").sum() > 0
+    return (
+        pl.when(if_known).then(pl.col("early_bytes").sum() / pl.col("bytes").sum()).alias("early_bytes_share")
     )
 
 
-def group_calls(calls: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
-    """Per group: desc, pg_name, ranks listed, n, calls, rank-steps, family shares, size spread, median S and
-    the early shares (`early_shares`)."""
+def early_shares(phases: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per `keys` (a group, or a line): the share of its calls that start early in the step's compute
+    (`group_time.group_phases`), of every collective, of its all-gathers and of its reduce-scatters, and the
+    share of its bytes that move early (`early_bytes_share`: the call count says little when one all-reduce
+    is a thousand times another)."""
+    for column in ("bytes", "early_bytes"):
+        phases = (
+            phases
+            if column in phases.columns
+            else phases.with_columns(pl.lit(None, pl.Float64).alias(column))
+        )
+    return (
+        phases.with_columns(kind_expr())
+        .group_by(keys)
+        .agg(
+            _early(None, "early_share"),
+            _early_bytes(),
+            _early(("AllGather",), "ag_early"),
+            _early(("ReduceScatter",), "rs_early"),
+        )
+    )
+
+
+def group_calls(calls: pl.DataFrame, phases: pl.DataFrame, keys: list[str] | None = None) -> pl.DataFrame:
+    """Per group (`keys` LINE_KEY: per line): desc, pg_name, ranks listed, n, calls, rank-steps, family
+    shares, size spread, median S, `unsized_share` (calls of unknown size), `call_us` (its calls' first
+    kernels' time), `libraries` (the `comm_library` ids of its kernels, when the calls carry them) and the
+    early shares (`early_shares`)."""
+    keys = keys or ["group"]
     sizes = pl.col("size_bytes").filter(pl.col("size_bytes") > 0)
-    found = calls.group_by("group").agg(
+    libraries = (
+        pl.col("comm_library").drop_nulls().unique().sort()
+        if "comm_library" in calls.columns
+        else pl.lit([], dtype=pl.List(pl.Utf8)).first()
+    )
+    found = calls.group_by(keys).agg(
         pl.col("pg_desc").drop_nulls().mode().first().alias("desc"),
         pl.col("pg_name").drop_nulls().first(),
         pl.col("pg_ranks").drop_nulls().first().alias("ranks_text"),
@@ -87,9 +130,11 @@ def group_calls(calls: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
         *_family_shares(),
         (sizes.max() / sizes.min()).alias("size_spread"),
         sizes.median().alias("median_bytes"),
-        pl.col("name").str.contains(DEEPEP).any().alias("deepep"),
+        pl.col("size_bytes").is_null().mean().alias("unsized_share"),
+        pl.col("dur_us").sum().alias("call_us"),
+        libraries.alias("libraries"),
     )
-    return found.join(early_shares(phases), on="group", how="left")
+    return found.join(early_shares(phases, keys), on=keys, how="left")
 
 
 def with_structure(groups: pl.DataFrame, ranks_per_node: int, world: int | None) -> pl.DataFrame:

@@ -4,7 +4,8 @@ fall in the step's compute (the map's share of docs/metrics.md, "Parallelism dim
 Per (rank, step, group): `comm_us` = |M_g|, the union of the group's communication kernels clipped to the step
 window; `exposed_us` = |M_g \\ C| = |M_g ∪ C| - |C|, C the union of the step's compute kernels. The reduce
 sums them over the groups of one dimension. Per (rank, step, group, collective): `calls` and `early_calls`,
-the calls that start before `EARLY_COMPUTE` of the step's compute has run (the forward pass takes about a
+`bytes` and `early_bytes` (their S where known), the calls that start before `EARLY_COMPUTE` of the step's
+compute has run (the forward pass takes about a
 third of a step's compute: a call that early carries activations, not gradients); measured on compute, not
 on time, so waiting for peers does not move a call.
 """
@@ -28,6 +29,8 @@ GROUP_PHASE_SCHEMA: Mapping[str, pl.DataType] = {
     "collective": pl.Utf8(),
     "calls": pl.Int64(),
     "early_calls": pl.Int64(),
+    "bytes": pl.Float64(),
+    "early_bytes": pl.Float64(),
 }
 GROUP_TIME_SCHEMA: Mapping[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -102,7 +105,7 @@ def group_phases(events: pl.DataFrame, kernels: pl.DataFrame, windows: pl.DataFr
     found = (
         kernels.lazy()
         .filter(communicated() & pl.col("first_in_call"))
-        .select("rank", group_expr().alias("group"), "collective", "start_us")
+        .select("rank", group_expr().alias("group"), "collective", "start_us", "size_bytes")
     )
     bounds = windows.lazy().select(_WINDOWS)
     compute = events.lazy().filter(pl.col("event_class") == "compute").select(_COMPUTE)
@@ -146,7 +149,12 @@ def _phases(calls: pl.DataFrame, compute: pl.LazyFrame, bounds: pl.DataFrame) ->
     early = (before < EARLY_COMPUTE * pl.col("_total")).fill_null(False)
     return (
         found.group_by("rank", "step", "group", "collective")
-        .agg(pl.len().alias("calls"), early.sum().alias("early_calls"))
+        .agg(
+            pl.len().alias("calls"),
+            early.sum().alias("early_calls"),
+            pl.col("size_bytes").sum().alias("bytes"),
+            pl.col("size_bytes").filter(early).sum().alias("early_bytes"),
+        )
         .select([pl.col(c).cast(t) for c, t in GROUP_PHASE_SCHEMA.items()])
         .sort("rank", "step", "group", "collective")
         .collect()

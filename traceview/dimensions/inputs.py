@@ -1,9 +1,10 @@
 """The inputs of the expected volumes, each with its source (docs/metrics.md, "Parallelism dimensions",
-volumes): P from the command line or `run.json` (a P the trace suggests comes from the gradient all-reduce
-itself, so it checks nothing), the model's shape (`--shape`, `run.json` `model.hidden`, ...), the activation
-per micro-batch (stated: h x tokens per micro-batch; else the TP, then the PP calls' own size), the
-micro-batches (stated, else the pipeline's M, else 1 without a pipeline: with one, unknown unless
-A is stated) and each named dimension's group size and pipeline stage.
+volumes): P, the whole model, from the command line or `run.json` (or a stated P per rank times the run's
+shards; a P the trace suggests comes from the gradient all-reduce itself, so it checks nothing), the model's
+shape (`--shape`, `run.json` `model.hidden`, ...), the activation per micro-batch (stated: h x b / m, b the
+local batch in tokens; else the TP, then the PP calls' own size), the micro-batches (stated, else the
+pipeline's M, else 1 without a pipeline: with one, unknown unless A is stated) and each named dimension's
+group size and pipeline stage.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import polars as pl
 
 from traceview.dimensions.classify import UNKNOWN
 from traceview.dimensions.volume import Input, VolumeInputs
-from traceview.options.parallel import ModelShape
+from traceview.options.parallel import MODEL_SHARDING, ModelShape
 from traceview.prediction.gamma import Prediction
 
 STATED_SOURCES = ("command line", "manifest")
@@ -27,10 +28,19 @@ def _assumption(prediction: Prediction | None, prefix: str) -> tuple[float | Non
     return float(found.value), found.source
 
 
-def _params(prediction: Prediction | None) -> Input:
+def _params(prediction: Prediction | None, sizes: dict[str, float]) -> Input:
+    """P, the whole model: stated, else a stated P per rank times the shards the run shows (tp x pp x fsdp
+    group sizes of its named dimensions)."""
     value, source = _assumption(prediction, "P (")
     if value is not None and source in STATED_SOURCES:
         return Input("P", value, source)
+    per_rank, rank_source = _assumption(prediction, "P per rank")
+    shards = 1.0
+    for dimension in MODEL_SHARDING:
+        shards *= sizes.get(dimension, 1.0)
+    if per_rank is not None and rank_source in STATED_SOURCES:
+        how = f"{rank_source}: P per rank x {shards:.0f} (the run's tp x pp x fsdp group sizes)"
+        return Input("P", per_rank * shards, how)
     give = "--params or run.json model.params"
     if value is not None:
         give += " (the P the trace suggests is a gradient all-reduce's own size: no independent check)"
@@ -62,11 +72,12 @@ def _activation(shape: ModelShape, prediction: Prediction | None, micro: float, 
     batch, batch_source = _assumption(prediction, "b (")
     give = "--shape hidden=H,seq=S with --local-batch (or a TP/PP group in the run)"
     if shape.hidden is not None and batch is not None:
-        tokens = batch * (shape.seq_len or 1.0)
+        # b is the local batch in tokens for a transformer (the one unit of `--local-batch` and
+        # model.local_batch for a model with a hidden size, as 6 P b counts it): s never multiplies it again
         sources = {shape.source_of("hidden") or "default", batch_source}
         return Input(
             "A (activation elements per micro-batch)",
-            shape.hidden * tokens / micro,
+            shape.hidden * batch / micro,
             "/".join(sorted(sources)),
         )
     value, source = _trace_activation(calls)
@@ -127,7 +138,7 @@ def volume_inputs(
     if micro.value is None and not activation.source.startswith("trace"):  # m x A = the stated tokens x h
         micro = Input("m (micro-batches)", 1.0, "default (m cancels: A is the stated shape's)")
     return VolumeInputs(
-        params=_params(prediction),
+        params=_params(prediction, sizes),
         activation=activation,
         layers=_shaped(shape, "layers", "L (layers)", "--shape layers=L or run.json model.layers"),
         micro_batches=micro,

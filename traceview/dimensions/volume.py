@@ -11,10 +11,16 @@ formulas with the run's own inputs (`VOLUME_RULES`; n the group's size, e its ca
 | tp | AllReduce, AllGather, ReduceScatter | 8 (T-1)/T x L_stage x m x A x e |
 | pp | Send, Recv, SendRecv | 2 x boundaries x m x A x e |
 | ep | AllToAll | 4 (E-1)/E x L_moe x m x A x k x e |
+| cp | AllToAll | 8 (C-1)/C x L_stage x m x A x e (Ulysses) |
+| cp | Send, Recv, SendRecv | 6 (C-1) x L_stage x m x A x e (ring attention) |
 
 FSDP: every parameter gathered once and every gradient scattered once; TP: 4 all-reduces of A a layer (2
 forward, 2 backward); PP: an activation forward and a gradient back per micro-batch per boundary; EP: dispatch
-and combine, forward and backward.
+and combine, forward and backward; CP (derived here, the seeds name it without a formula): Ulysses
+all-to-alls Q, K, V in and the output back per layer (4, forward; 4 of their gradients, backward), ring
+attention passes K and V around its C-1 neighbours per layer forward and K, V and their gradients backward
+(A per rank: its share of the sequence; K and V of A each, as multi-head attention; grouped queries move
+less).
 
 A = activation elements per micro-batch (tokens per micro-batch x h: stated, else the TP or PP calls' own
 size), L_stage = L / pp, m micro-batches, k top-k, boundaries = 2V - [first stage] - [last stage]. The ratio
@@ -152,8 +158,34 @@ VOLUME_RULES: tuple[VolumeRule, ...] = (
         ),
         "mean",
     ),
+    VolumeRule(  # Ulysses: Q, K, V in and the output back per layer, forward and backward
+        "cp",
+        ("AllToAll",),
+        ("layers", "activation", "micro_batches"),
+        "8(C-1)/C x L_stage x m x A x e (Ulysses)",
+        lambda i: (
+            _ring(pl.col("n"), 8)
+            * _layers_per_stage(i)
+            * (i.micro_batches.value or 0)
+            * (i.activation.value or 0)
+        ),
+    ),
+    VolumeRule(  # ring attention: K and V around the ring forward; K, V and their gradients backward
+        "cp",
+        ("SendRecv", "Send", "Recv"),
+        ("layers", "activation", "micro_batches"),
+        "6(C-1) x L_stage x m x A x e (ring attention)",
+        lambda i: (
+            6
+            * (pl.col("n") - 1)
+            * _layers_per_stage(i)
+            * (i.micro_batches.value or 0)
+            * (i.activation.value or 0)
+        ),
+    ),
 )
-"""One row per (dimension, collectives) the seeds price (module docstring)."""
+"""One row per (dimension, collectives) the seeds price (module docstring), and context parallelism's two
+schemes (derived here: the seeds name them without a formula)."""
 
 
 @dataclass(frozen=True)
@@ -248,8 +280,10 @@ def _measured(calls: pl.DataFrame, rule: VolumeRule) -> pl.DataFrame:
         (pl.col("dimension") == rule.dimension) & pl.col("collective").is_in(list(rule.collectives))
     )
     bus = bus_factor_expr(pl.col("collective"), pl.col("group_size")).fill_null(1.0) * pl.col("size_bytes")
+    sized = pl.col("size_bytes").is_null().sum() == 0
     return mine.group_by("rank", "step").agg(
-        bus.sum().alias("measured"),
+        pl.when(sized).then(bus.sum()).alias("measured"),
+        pl.col("size_bytes").is_null().sum().alias("unsized"),
         pl.len().alias("calls"),
         pl.col("size_bytes").median().alias("call_bytes"),
         pl.col("group_size").median().cast(pl.Float64).alias("n"),
@@ -268,6 +302,10 @@ def rule_row(calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dic
         missing.append(Input("stages", None, "default", "the pipeline group's ranks (its order of stages)"))
     frame = measured.join(inputs.stages, on="rank", how="left") if inputs.stages.height else measured
     expected = None if missing else rule.per_element(inputs) * pl.col("e")
+    unsized = int(measured.get_column("unsized").sum())
+    if unsized:  # the measured volume is unknown, never zero
+        give = f"the trace records no size for {unsized} of these calls (their bytes are unknown, not zero)"
+        missing.append(Input("S", None, "trace", give))
     table = frame.with_columns(
         (expected if expected is not None else pl.lit(None, pl.Float64)).alias("expected")
     )

@@ -59,6 +59,7 @@ class ManifestModel(msgspec.Struct, frozen=True, omit_defaults=True):
     local_batch: float | None = None
     local_batch_unit: str | None = None
     params: float | None = None
+    params_per_rank: float | None = None  # one rank's share of P (a pipeline stage's, a TP shard's)
     flops_per_sample: float | None = None
     dtype: str | None = None
     global_batch: float | None = None
@@ -147,7 +148,10 @@ _DECODER = msgspec.json.Decoder(RunManifest)
 SHAPE_FIELDS = ("hidden", "seq_len", "layers", "micro_batches", "top_k", "experts", "moe_layers")
 """The model's shape a manifest may state (`model.<field>`): `traceview.options.parallel.ModelShape`."""
 _POSITIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("model", ("local_batch", "params", "flops_per_sample", "global_batch", *SHAPE_FIELDS)),
+    (
+        "model",
+        ("local_batch", "params", "params_per_rank", "flops_per_sample", "global_batch", *SHAPE_FIELDS),
+    ),
     ("hardware", ("intra_bandwidth_Bps", "inter_bandwidth_Bps", "host_bandwidth_Bps", "peak_flops")),
 )
 _NON_NEGATIVE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -282,6 +286,7 @@ _US = 1e-6
 MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     # (ModelOptions field, manifest section, manifest key, scale to the option's unit)
     ("params", "model", "params", 1.0),
+    ("params_per_rank", "model", "params_per_rank", 1.0),
     ("local_batch", "model", "local_batch", 1.0),
     ("local_batch_unit", "model", "local_batch_unit", 1.0),
     ("flops_per_sample", "model", "flops_per_sample", 1.0),

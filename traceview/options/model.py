@@ -38,7 +38,9 @@ class ModelOptions:
 
     Bandwidths are bytes/s one direction per GPU, alphas seconds, peak FLOP/s dense per device."""
 
-    params: float | None = None
+    params: float | None = None  # P: the whole model's parameters, every rank's together
+    params_per_rank: float | None = None  # what one rank holds (run.json model.params_per_rank)
+    model_shards: int | None = None  # P / params per rank by the stated layout (tp x pp x fsdp)
     local_batch: float | None = None
     local_batch_unit: str | None = None  # examples or tokens, where run.json says (a recording measured it)
     peak_flops: float | None = None

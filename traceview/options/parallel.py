@@ -60,9 +60,24 @@ class Layout:
         """Whether a layout was stated at all."""
         return bool(self.axes)
 
+    def model_shards(self) -> int | None:
+        """How many ways the stated layout splits the model's parameters (tp x pp x fsdp x ep sizes stated;
+        `*` unknown: None); None without one of them stated."""
+        sizes = [size for name, size in self.axes if name in MODEL_SHARDING]
+        if not sizes or any(size is None for size in sizes):
+            return None
+        found = 1
+        for size in sizes:
+            found *= size or 1
+        return found
+
     def text(self) -> str:
         """The layout as `--dims` writes it."""
         return ",".join(f"{name}={'*' if size is None else size}" for name, size in self.axes)
+
+
+MODEL_SHARDING = ("tp", "pp", "fsdp")
+"""The dimensions that split the model's parameters among ranks (each rank holds P / their sizes' product)."""
 
 
 @dataclass(frozen=True)

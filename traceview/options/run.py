@@ -136,6 +136,7 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
     if "ranks_per_host_source" in hosts:
         model = replace(model, sources=(*model.sources, ("ranks_per_host", MANIFEST)))
     layout, shape = _parallelism(user, manifest, path)
+    model = replace(model, model_shards=layout.model_shards())
     facts = RunFacts(
         job=manifest.job if manifest else None,
         commit=manifest.commit if manifest else None,

@@ -145,6 +145,9 @@ def _stated(options: ModelOptions) -> Stated:
         options.source_of("local_batch"),
         options.source_of("flops_per_sample"),
         options.local_batch_unit,
+        options.params_per_rank,
+        options.model_shards,
+        options.source_of("params_per_rank"),
     )
 
 

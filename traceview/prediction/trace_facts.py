@@ -216,6 +216,40 @@ class Stated:
     batch_source: str = "command line"
     flops_source: str = "command line"
     batch_unit: str | None = None  # examples or tokens, as run.json says; else examples
+    params_per_rank: float | None = None  # one rank's share of P, as run.json says
+    model_shards: int | None = None  # the stated layout's tp x pp x fsdp: P / shards per rank
+    params_per_rank_source: str = "manifest"
+
+
+DISAGREE = 0.01
+"""P / shards and a stated P per rank further apart than this share disagree (said in a note)."""
+
+
+def rank_params(params: Assumption, stated: Stated) -> tuple[Assumption, str]:
+    """The parameters one rank holds, what 6 P b counts (P is the whole model): a stated P per rank, else a
+    stated P over the stated layout's shards, else P as given (a P the trace suggests is a rank's own
+    gradient all-reduce already); with a note when a stated P over its shards and a stated P per rank
+    disagree."""
+    p = _number(params.value)
+    split = p / stated.model_shards if p is not None and stated.model_shards else None
+    per_rank = stated.params_per_rank
+    apart = per_rank is not None and split is not None and abs(split - per_rank) > DISAGREE * per_rank
+    note = (
+        f"P / shards = {p:.6g} / {stated.model_shards} = {split:.6g} disagrees with the stated P per rank "
+        f"{per_rank:.6g}: 6 P b uses the P per rank; check model.params (the whole model) and the layout"
+        if apart and p is not None and split is not None and per_rank is not None
+        else ""
+    )
+    if stated.params_per_rank is not None:
+        return Assumption(
+            "P per rank", stated.params_per_rank, "", stated.params_per_rank_source, "model.params_per_rank"
+        ), note
+    if split is not None and params.source in STATED:
+        how = f"P / {stated.model_shards} (the stated layout's tp x pp x fsdp)"
+        return Assumption("P per rank", split, "", params.source, how), note
+    return Assumption(
+        "P per rank", p, "", params.source, "P (no shards stated: every rank holds all of P)"
+    ), note
 
 
 def _given_or_trace(
@@ -268,7 +302,7 @@ FLOPS_DETAILS = {
         "counted from the operators' recorded shapes (matrix products, convolutions, attention) in each "
         "ProfilerStep"
     ),
-    "6 P b": "6 x P x b (2 forward + 4 backward per parameter per example)",
+    "6 P b": "6 x P per rank x b (2 forward + 4 backward per parameter per example)",
     "FLOPs per sample x b": "the stated model FLOPs per sample x b",
 }
 
@@ -352,7 +386,8 @@ def workload(run: Run, calls: pl.DataFrame, stated: Stated) -> Workload:
         "--local-batch",
         f"input shape of {shape_op}",
     )
-    flops, source, provenance = _flops(run, calls, params_a, batch_a, stated)
+    rank_a, disagreement = rank_params(params_a, stated)
+    flops, source, provenance = _flops(run, calls, rank_a, batch_a, stated)
     flops_a = Assumption(
         "FLOPs per step",
         source,
@@ -369,6 +404,13 @@ def workload(run: Run, calls: pl.DataFrame, stated: Stated) -> Workload:
         workers=int(grads["workers"]) if grads["workers"] else None,
         flops=flops,
         flops_source=source,
-        assumptions=(params_a, batch_a, *_gradient_assumptions(grads), *_per_sample(stated), flops_a),
-        note=_flops_note(source, provenance, params_a),
+        assumptions=(
+            params_a,
+            rank_a,
+            batch_a,
+            *_gradient_assumptions(grads),
+            *_per_sample(stated),
+            flops_a,
+        ),
+        note="; ".join(n for n in (_flops_note(source, provenance, params_a), disagreement) if n),
     )

@@ -16,9 +16,10 @@ import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank, run_cross_rank
 from traceview.across_ranks.clocks import far_clock_warnings, rank_offsets, shift_to_reference
+from traceview.across_ranks.matching import group_expr
 from traceview.across_ranks.peer_sizes import with_peer_sizes
 from traceview.bubbles.gaps import BubbleAnalysis, bubbles_from_parts
-from traceview.bubbles.pipeline_bubble import p2p_kernels
+from traceview.bubbles.pipeline_bubble import P2P_COLLECTIVES, p2p_kernels
 from traceview.budget.time_budget import TimeBudget, budget_of
 from traceview.collectives.groups import config_groups
 from traceview.collectives.tables import (
@@ -96,6 +97,18 @@ def _bubbles(
         p2p_kernels(kernels, pl.DataFrame()),
         virtual_stages,
         path,
+        _other_exposed(frames.group_time, kernels),
+    )
+
+
+def _other_exposed(group_time: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): the exposed communication of the groups that run no point-to-point call (the
+    pipeline bubble leaves it out: a DP all-reduce's wait is not the pipeline's idle)."""
+    pipeline = kernels.filter(pl.col("collective").is_in(P2P_COLLECTIVES)).select(group_expr().alias("group"))
+    return (
+        group_time.join(pipeline.unique(), on="group", how="anti")
+        .group_by("rank", "step")
+        .agg(pl.col("exposed_us").sum().alias("other_exposed_us"))
     )
 
 

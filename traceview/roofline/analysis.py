@@ -6,8 +6,19 @@ Each link level (inside a node, across nodes) has a ridge point CCR* = peak FLOP
 dimension sits on the level its calls ran on; its scaling efficiency (seeds 6.5) is min(1, CCR / CCR*): below
 the ridge the link caps the throughput at CCR x B, above it the GPU's peak does; `gamma_at_peak` = CCR* / CCR
 is the T_comm / T_comp the point implies at peak FLOP/s. The run's: min(1, (FLOPs / peak) / max over levels of
-(bytes on that level / its B)), the levels working at once. `REGIMES` name where a point sits (the seeds' 6.6
-bands).
+(bytes on that level / its B)), the levels working at once; it is also the `all` point's efficiency. `REGIMES`
+name where a point sits (the seeds' 6.6 bands).
+
+The roofline inherits the prediction's facts: a dimension whose calls ran on the host (gloo, MPI) sits on the
+`host` level, the prediction's host link (`traceview.prediction.links.resolve_host_link`); when that link is
+unknown the level has no B and no ridge, its points no efficiency, and the sentence says why. FLOPs per step
+that the prediction doubts (achieved / peak outside the range a real step reaches) are doubted here too:
+`flops_doubt` says so and the sentence leads with it.
+
+The critical batch of a point (seeds 6.6, the batch at which the run reaches the ridge): b* = b x CCR* /
+CCR, b the local batch (the prediction's, its unit the model's: tokens for a transformer). CCR grows with b
+(the FLOPs per step do, the bytes of DP and FSDP do not), so below b* the point is communication-bound; null
+without b or a ridge. (For TP, PP, EP and CP the bytes grow with b too: b* holds only where the bytes do not.)
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import polars as pl
 
 from traceview.dimensions.analysis import Dimensions
 from traceview.prediction.gamma import Prediction
+from traceview.prediction.trust import ACHIEVED_RANGE
 
 REGIMES: tuple[tuple[float, str], ...] = (
     (0.2, "severely communication-bound"),
@@ -43,6 +55,8 @@ class Roofline:
     efficiency: float | None
     sentence: str
     missing: str | None = None
+    flops_doubt: str | None = None
+    host_note: str | None = None
 
 
 def _regime(ratio: pl.Expr) -> pl.Expr:
@@ -51,23 +65,38 @@ def _regime(ratio: pl.Expr) -> pl.Expr:
 
 
 def _levels(prediction: Prediction, peak: float) -> pl.DataFrame:
+    links = (
+        ("intra", prediction.inputs.intra),
+        ("inter", prediction.inputs.inter),
+        ("host", prediction.inputs.host_link),
+    )
     rows = [
         (scope, found.name, found.bandwidth_Bps, peak / found.bandwidth_Bps)
-        for scope, found in (("intra", prediction.inputs.intra), ("inter", prediction.inputs.inter))
+        for scope, found in links
         if found is not None and found.bandwidth_Bps > 0
     ]
     schema = {"level": pl.Utf8, "link": pl.Utf8, "bandwidth_Bps": pl.Float64, "ridge": pl.Float64}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float) -> pl.DataFrame:
-    rows = dimensions.per_dimension.filter(pl.col("bus_bytes") > 0).select(
-        "dimension",
-        pl.col("bus_bytes").alias("bytes_per_step"),
+def _level() -> pl.Expr:
+    """The link level of a dimension's calls: across nodes, else on the host (gloo, MPI), else inside."""
+    return (
         pl.when(pl.col("spans_nodes").fill_null(False))
         .then(pl.lit("inter"))
+        .when(pl.col("on_host").fill_null(False))
+        .then(pl.lit("host"))
         .otherwise(pl.lit("intra"))
-        .alias("level"),
+        .alias("level")
+    )
+
+
+def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float, batch: float | None) -> pl.DataFrame:
+    found = dimensions.per_dimension
+    if "on_host" not in found.columns:
+        found = found.with_columns(pl.lit(False).alias("on_host"))
+    rows = found.filter(pl.col("bus_bytes") > 0).select(
+        "dimension", pl.col("bus_bytes").alias("bytes_per_step"), _level()
     )
     placed = rows.join(levels.select("level", "bandwidth_Bps", "ridge"), on="level", how="left")
     total = placed.select(
@@ -83,18 +112,23 @@ def _points(dimensions: Dimensions, levels: pl.DataFrame, flops: float) -> pl.Da
         .with_columns((flops / pl.col("bytes_per_step")).alias("ccr"))
         .with_columns(ratio.alias("ccr_over_ridge"), _regime(ratio).alias("regime"))
         .with_columns(
-            pl.min_horizontal(pl.lit(1.0), pl.col("ccr_over_ridge")).alias("efficiency"),
+            pl.when(pl.col("ccr_over_ridge").is_not_null())
+            .then(pl.min_horizontal(pl.lit(1.0), pl.col("ccr_over_ridge")))
+            .alias("efficiency"),
             (pl.col("ridge") / pl.col("ccr")).alias("gamma_at_peak"),
+            (pl.lit(batch, pl.Float64) * pl.col("ridge") / pl.col("ccr")).alias("critical_batch"),
         )
     )
 
 
 def _run_efficiency(points: pl.DataFrame, flops: float, peak: float) -> float | None:
-    """min(1, (FLOPs / peak) / max over levels of (bytes on the level / its B))."""
-    per_level = (
-        points.filter(pl.col("level").is_not_null() & pl.col("bandwidth_Bps").is_not_null())
-        .group_by("level")
-        .agg((pl.col("bytes_per_step").sum() / pl.col("bandwidth_Bps").first()).alias("seconds"))
+    """min(1, (FLOPs / peak) / max over levels of (bytes on the level / its B)); None when a level that moved
+    bytes has no known B (its time is unknown, so is the run's)."""
+    placed = points.filter(pl.col("level").is_not_null())
+    if placed.filter(pl.col("bandwidth_Bps").is_null()).height:
+        return None
+    per_level = placed.group_by("level").agg(
+        (pl.col("bytes_per_step").sum() / pl.col("bandwidth_Bps").first()).alias("seconds")
     )
     if per_level.height == 0:
         return None
@@ -116,14 +150,38 @@ def _missing(dimensions: Dimensions | None, prediction: Prediction | None) -> tu
 def _sentence(points: pl.DataFrame, efficiency: float | None) -> str:
     named = points.filter((pl.col("dimension") != "all") & pl.col("ccr_over_ridge").is_not_null())
     if named.height == 0:
-        return "No dimension's link level is known: the roofline has no ridge to compare with."
+        return "No dimension's link level is known: the roofline has no ridge to compare with"
     worst = named.sort("ccr_over_ridge").row(0, named=True)
     overall = f"; the run's implied scaling efficiency is {efficiency:.0%}" if efficiency is not None else ""
     return (
         f"{worst['dimension'].upper()} sits lowest on the communication roofline: CCR {worst['ccr']:.3g} "
         f"FLOP/B against the {worst['level']}-node ridge {worst['ridge']:.3g} ({worst['regime']}, efficiency "
-        f"{worst['efficiency']:.0%}){overall}."
+        f"{worst['efficiency']:.0%}){overall}"
     )
+
+
+def flops_doubt(prediction: Prediction) -> str | None:
+    """The prediction's doubt of the FLOPs per step (achieved / peak outside `ACHIEVED_RANGE`), else None."""
+    found = prediction.trust
+    achieved = found.achieved_over_peak if found else None
+    if found is None or achieved is None or ACHIEVED_RANGE[0] <= achieved <= ACHIEVED_RANGE[1]:
+        return None
+    return found.doubt
+
+
+def host_note(prediction: Prediction, points: pl.DataFrame) -> str | None:
+    """Why the host level has no ridge (its link unknown), when some point sits there; else None."""
+    on_host = points.filter((pl.col("level") == "host") & pl.col("ridge").is_null()).height > 0
+    if not on_host:
+        return None
+    return next((n for n in prediction.inputs.notes if "host collectives" in n), "the host link is unknown")
+
+
+def _said(points: pl.DataFrame, efficiency: float | None, doubt: str | None, host: str | None) -> str:
+    """The roofline's sentence: the FLOPs' doubt first, the lowest point, the host level's missing link."""
+    lead = f"FLOPs per step in doubt ({doubt}): the CCRs below rest on them. " if doubt else ""
+    tail = f"; no host-level ridge: {host}" if host else ""
+    return f"{lead}{_sentence(points, efficiency)}{tail}."
 
 
 def communication_roofline(
@@ -144,12 +202,15 @@ def communication_roofline(
         )
     peak = float(prediction.inputs.peak_flops or 0.0)
     levels = _levels(prediction, peak)
-    points = _points(dimensions, levels, flops)
+    points = _points(dimensions, levels, flops, prediction.inputs.local_batch)
     efficiency = _run_efficiency(points, flops, peak)
     points = points.with_columns(
         pl.when(pl.col("dimension") == "all")
         .then(pl.lit(efficiency, pl.Float64))
         .otherwise(pl.col("efficiency"))
+        .alias("efficiency")
     )
     achieved = flops / (step_us * 1e-6) if step_us else None
-    return Roofline(levels, points, flops, peak, achieved, efficiency, _sentence(points, efficiency))
+    doubt, host = flops_doubt(prediction), host_note(prediction, points)
+    sentence = _said(points, efficiency, doubt, host)
+    return Roofline(levels, points, flops, peak, achieved, efficiency, sentence, None, doubt, host)

@@ -24,7 +24,13 @@ SOURCE_ROOTS: Mapping[str, Path] = {
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("traceview.core",),
     ("traceview.model",),
-    ("traceview.options", "traceview.parsers", "traceview.parsers.kineto", "traceview.parsers.nccl_log"),
+    (
+        "traceview.options",
+        "traceview.parsers",
+        "traceview.parsers.kineto",
+        "traceview.parsers.nccl_log",
+        "traceview.parsers.flight_recorder",
+    ),
     ("traceview.load",),
     ("traceview.events", "traceview.steps"),
     ("traceview.budget", "traceview.collectives"),
@@ -35,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "traceview.timeline",
         "traceview.kernels",
     ),
-    ("traceview.distributions", "traceview.prediction"),
+    ("traceview.distributions", "traceview.prediction", "traceview.hang"),
     ("traceview.dimensions", "traceview.moe", "traceview.links_measured"),
     ("traceview.roofline",),
     ("traceview.verdict",),

@@ -1,0 +1,84 @@
+"""The dumps a `traceview hang` names, and reading them rank by rank.
+
+`dump_paths` is the one function that turns what the user named into files: a file as it is, a folder's dump
+files (not its sub-folders), a glob's matches, a URL; nothing else is read. `read_dumps` parses each, keeping
+those that read and naming those that did not.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from traceview.core.errors import InputError, UsageError
+from traceview.core.location import Location, is_url, location
+from traceview.core.sanitize import printable
+from traceview.model.flight_recorder import FlightRecorderDump
+from traceview.parsers import flight_recorder
+
+DUMP_PROBE_BYTES = 4096
+"""Bytes read from a folder's file to tell a dump (a pickle, or JSON naming `pg_config` or `entries`)."""
+_DUMP_HEADS = (b"\x80", b"{", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+_JSON_KEYS = (b'"pg_config"', b'"entries"', b'"version"')
+
+
+@dataclass(frozen=True)
+class UnreadDump:
+    """A named file that could not be read as a dump, and why (one line)."""
+
+    path: str
+    reason: str
+    rank: int | None  # the rank its file name states, when it states one
+
+
+def _looks_like_dump(path: Path) -> bool:
+    """A folder's file is read when its name ends with a rank number and its first bytes are a pickle's,
+    compressed data, or JSON naming a dump's keys."""
+    if flight_recorder.rank_of_name(path.name) is None:
+        return False
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(DUMP_PROBE_BYTES)
+    except OSError:
+        return True  # named as unreadable when it is read
+    if head[:1] == b"{":
+        return any(key in head for key in _JSON_KEYS)
+    return head.startswith(_DUMP_HEADS)
+
+
+def dump_paths(specs: Sequence[str | Path]) -> list[Location]:
+    """The dump files `specs` name (the run boundary: only these are read), each once, in order. Raises
+    `UsageError` for a spec that names none."""
+    found: list[Location] = []
+    for spec in specs:
+        path = Path(spec)
+        if is_url(spec):
+            found.append(location(spec))
+        elif path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.is_file() and _looks_like_dump(p))
+            if not inside:
+                raise UsageError(f"{printable(path)}: a folder without Flight Recorder dumps in it")
+            found += inside
+        elif path.exists():
+            found.append(path)
+        else:
+            matches = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
+            if not matches:
+                raise UsageError(f"{printable(spec)}: no such file, folder or glob match")
+            found += matches
+    return list(dict.fromkeys(found))
+
+
+def read_dumps(paths: Sequence[Location]) -> tuple[list[FlightRecorderDump], list[UnreadDump]]:
+    """Each path parsed, rank by rank: the dumps read, and those that could not be (named, with the rank
+    their name states)."""
+    read: list[FlightRecorderDump] = []
+    unread: list[UnreadDump] = []
+    for path in paths:
+        try:
+            read.append(flight_recorder.parse(path))
+        except InputError as error:
+            unread.append(UnreadDump(str(path), error.reason, flight_recorder.rank_of_name(path.name)))
+    return read, unread

@@ -43,6 +43,7 @@ class HangAnalysis:
     headline: str
     nccl_problems: pl.DataFrame  # kind, count, example (traceview.nccl.problems), over the logs given
     nccl_logs_unread: tuple[tuple[str, str], ...]
+    kineto_traces: tuple[str, ...] | None = None  # traces in the folders named; None: no folder named
 
     @property
     def partial(self) -> bool:
@@ -112,6 +113,7 @@ def analyze_hang(
     unread: Sequence[UnreadDump] = (),
     nccl_logs: Sequence[NcclLog] = (),
     nccl_logs_unread: Sequence[tuple[str, str]] = (),
+    kineto_traces: Sequence[str] | None = None,
 ) -> HangAnalysis:
     """The job's dumps read together (module docstring)."""
     entries = all_entries(dumps)
@@ -143,6 +145,7 @@ def analyze_hang(
         headline=_headline(findings, chains, table, _partial_text(missing, unread)),
         nccl_problems=_nccl_problems(nccl_logs),
         nccl_logs_unread=tuple(nccl_logs_unread),
+        kineto_traces=None if kineto_traces is None else tuple(kineto_traces),
     )
 
 

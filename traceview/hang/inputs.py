@@ -22,6 +22,8 @@ DUMP_PROBE_BYTES = 4096
 """Bytes read from a folder's file to tell a dump (a pickle, or JSON naming `pg_config` or `entries`)."""
 _DUMP_HEADS = (b"\x80", b"{", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
 _JSON_KEYS = (b'"pg_config"', b'"entries"', b'"version"')
+_KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
+_COMPRESSED = (".gz", ".zst", ".bz2", ".xz")
 
 
 @dataclass(frozen=True)
@@ -82,3 +84,33 @@ def read_dumps(paths: Sequence[Location]) -> tuple[list[FlightRecorderDump], lis
         except InputError as error:
             unread.append(UnreadDump(str(path), error.reason, flight_recorder.rank_of_name(path.name)))
     return read, unread
+
+
+def traces_beside(
+    specs: Sequence[str | Path], dumps: Sequence[Location]
+) -> tuple[int, tuple[str, ...]] | None:
+    """(how many named folders were looked in, the Kineto trace files in them that are not dumps); None when
+    no folder was named (then nothing is said of traces)."""
+    from traceview.options.manifest import traces_in
+
+    folders = [Path(spec) for spec in specs if not is_url(spec) and Path(spec).is_dir()]
+    if not folders:
+        return None
+    named = {str(path) for path in dumps}
+    found = [
+        str(p)
+        for folder in folders
+        for p in traces_in(folder)
+        if str(p) not in named and (p.name.endswith(_COMPRESSED) or _says_kineto(p))
+    ]
+    return len(folders), tuple(found)
+
+
+def _says_kineto(path: Path) -> bool:
+    """Whether a JSON file's first bytes name Kineto's keys."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(DUMP_PROBE_BYTES)
+    except OSError:
+        return False
+    return any(key in head for key in _KINETO_KEYS)

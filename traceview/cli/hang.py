@@ -19,8 +19,8 @@ from traceview.core.sanitize import printable
 
 
 class Hang(Command):
-    """Read PyTorch Flight Recorder dumps (one per rank) and name the rank and collective where the job stopped
-    agreeing: one table per process group, divergences earliest first."""
+    """Read PyTorch Flight Recorder dumps (one per rank) and name the rank and collective where the job
+    stopped agreeing: one table per process group, divergences earliest first."""
 
     name = "hang"
 
@@ -30,7 +30,7 @@ class Hang(Command):
             list[str],
             typer.Argument(
                 metavar="DUMPS...",
-                help="Flight Recorder dumps (pickle or JSON, plain or compressed): files, folders, globs, URLs.",
+                help="Flight Recorder dumps (pickle or JSON, plain or compressed): files, folders, globs.",
             ),
         ],
         json_output: Annotated[

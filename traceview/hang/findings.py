@@ -78,10 +78,11 @@ def finding(
         seq=where["seq"],
         sides=sides,
         sentence=prefix + sentence,
-        **{
-            name: rest.get(name)
-            for name in ("ranks_waiting", "ranks_apart", "waited_s", "created_ns", "stack")
-        },
+        ranks_waiting=tuple(rest["ranks_waiting"]),
+        ranks_apart=tuple(rest["ranks_apart"]),
+        waited_s=rest.get("waited_s"),
+        created_ns=rest.get("created_ns"),
+        stack=rest.get("stack"),
     )
 
 

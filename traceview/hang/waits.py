@@ -57,7 +57,7 @@ def _waited_s(row: dict[str, Any]) -> float | None:
     seen = row["apart_dumped_ns"] or row["waiting_dumped_ns"]
     if seen is None:
         return None
-    return (min(seen, row["waiting_dumped_ns"] or seen) - row["created_ns"]) / NS_PER_S
+    return float(min(seen, row["waiting_dumped_ns"] or seen) - row["created_ns"]) / NS_PER_S
 
 
 def wait_findings(table: pl.DataFrame, limit_s: float) -> Iterator[HangFinding]:

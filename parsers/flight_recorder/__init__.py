@@ -49,10 +49,13 @@ def rank_of_name(name: str) -> int | None:
 
 
 def _read(path: Location) -> bytes:
-    stream, _ = open_bytes(path, DUMP_LIMITS)
+    stream, inflating = open_bytes(path, DUMP_LIMITS)
     with stream:
         try:
-            return stream.read()
+            data = stream.read()
+            if inflating is not None and not data:
+                raise InputError(path, "compressed, and nothing came out of it (cut short?)")
+            return data
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
         except EOFError:

@@ -199,7 +199,7 @@ def _opcodes(data: bytes) -> Iterator[tuple[str, Any]]:
     except RefusedPickle:
         raise
     except (ValueError, EOFError, UnicodeDecodeError) as error:
-        raise RefusedPickle(f"not a whole pickle ({str(error)[:80] or 'cut short'})") from None
+        raise RefusedPickle(f"not a whole pickle (cut short or damaged: {str(error)[:80]})") from None
 
 
 def load_data(data: bytes) -> Any:

@@ -104,49 +104,61 @@ def membership_findings(
         yield finding("membership", "divergence", where, sides, ranks_waiting=agreeing, ranks_apart=apart)
 
 
-def _sides_frame(entries: pl.DataFrame) -> pl.DataFrame:
-    """(group, seq) -> its sides: ranks per distinct (op, sizes, dtypes), largest side first."""
+MISMATCHES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("op_mismatch", ("group", "collective_seq"), ("op",)),
+    ("size_mismatch", ("group", "collective_seq", "op"), ("input_sizes", "input_dtypes")),
+)
+"""Each mismatch kind: the entries that must agree (the key) and what they must agree on (a side)."""
+
+
+def _sides_frame(entries: pl.DataFrame, key: tuple[str, ...], side: tuple[str, ...]) -> pl.DataFrame:
+    """The ranks of each side (`side` columns) of each `key` with more than one side."""
     collectives = entries.filter(pl.col("collective_seq").is_not_null()).with_columns(
         pl.col("input_sizes", "input_dtypes").fill_null("")
     )
-    sides = collectives.group_by("group", "collective_seq", "op", "input_sizes", "input_dtypes").agg(
+    sides = collectives.group_by(*dict.fromkeys((*key, *side))).agg(
         pl.col("rank").sort().alias("ranks"),
         pl.col("created_ns").min(),
         pl.col("stack").drop_nulls().first(),
         pl.col("group_desc").first(),
+        pl.col("op", "input_sizes", "input_dtypes").first().name.suffix("_seen"),
     )
     return sides.with_columns(
-        sides_here=pl.len().over("group", "collective_seq"),
-        ops_here=pl.col("op").n_unique().over("group", "collective_seq"),
+        sides_here=pl.len().over(key),
         side_size=pl.col("ranks").list.len(),
     ).filter(pl.col("sides_here") > 1)
 
 
 def mismatch_findings(entries: pl.DataFrame) -> Iterator[HangFinding]:
     """Ranks that entered different ops, or one op with different sizes or dtypes, at the same sequence
-    number: the earliest such collective of each group and kind."""
-    sides = _sides_frame(entries).with_columns(
-        kind=pl.when(pl.col("ops_here") > 1).then(pl.lit("op_mismatch")).otherwise(pl.lit("size_mismatch"))
-    )
-    sides = sides.filter((pl.col("kind") == "op_mismatch") | ~pl.col("op").is_in(list(SIZE_FREE_OPS)))
-    first = sides.group_by("group", "kind").agg(pl.col("collective_seq").min())
-    chosen = sides.join(first, on=["group", "kind", "collective_seq"]).sort(
-        "group", "kind", "side_size", "created_ns", descending=[False, False, True, False]
-    )
-    for (group, kind), rows in chosen.group_by("group", "kind", maintain_order=True):
-        found = rows.to_dicts()
-        side_list = tuple(
-            Side(tuple(row["ranks"]), row["op"], row["input_sizes"], row["input_dtypes"]) for row in found
+    number: the earliest such collective of each group and kind (`MISMATCHES`)."""
+    for kind, key, side in MISMATCHES:
+        sides = _sides_frame(entries, key, side)
+        if kind == "size_mismatch":
+            sides = sides.filter(~pl.col("op").is_in(list(SIZE_FREE_OPS)))
+        first = sides.group_by("group").agg(pl.col("collective_seq").min())
+        chosen = sides.join(first, on=["group", "collective_seq"]).sort(
+            "group", "side_size", "created_ns", descending=[False, True, False]
         )
-        apart = tuple(sorted(rank for side in side_list[1:] for rank in side.ranks))
-        where = {"group": group, "seq": found[0]["collective_seq"], "group_desc": found[0]["group_desc"]}
-        yield finding(
-            str(kind),
-            "divergence",
-            where,
-            side_list,
-            ranks_waiting=side_list[0].ranks,
-            ranks_apart=apart,
-            created_ns=min(row["created_ns"] for row in found if row["created_ns"] is not None),
-            stack=next((row["stack"] for row in found[1:] if row["stack"]), found[0]["stack"]),
-        )
+        for (group,), rows in chosen.group_by("group", maintain_order=True):
+            yield _mismatch(kind, str(group), rows.to_dicts())
+
+
+def _mismatch(kind: str, group: str, found: list[dict[str, Any]]) -> HangFinding:
+    """One mismatch finding from its sides' rows, the largest side first."""
+    side_list = tuple(
+        Side(tuple(row["ranks"]), row["op_seen"], row["input_sizes_seen"], row["input_dtypes_seen"])
+        for row in found
+    )
+    apart = tuple(sorted(rank for side in side_list[1:] for rank in side.ranks))
+    where = {"group": group, "seq": found[0]["collective_seq"], "group_desc": found[0]["group_desc"]}
+    return finding(
+        kind,
+        "divergence",
+        where,
+        side_list,
+        ranks_waiting=side_list[0].ranks,
+        ranks_apart=apart,
+        created_ns=min((row["created_ns"] for row in found if row["created_ns"] is not None), default=None),
+        stack=next((row["stack"] for row in found[1:] if row["stack"]), found[0]["stack"]),
+    )

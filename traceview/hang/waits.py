@@ -21,12 +21,14 @@ _BEHIND_KINDS = (
 
 
 def _top_frame(table: pl.DataFrame) -> pl.DataFrame:
-    """Each group's newest collective among its dumped members, and who waits in it."""
+    """Each group's newest collective among its dumped members, and who waits in it (those whose entry is not
+    completed: a backend that marks completion, as NCCL does, has every member's part in a completed one)."""
     dumped = table.filter(pl.col("has_dump"))
     top = dumped.group_by("group").agg(pl.col("last_enqueued").max().alias("top"))
     return (
         dumped.join(top, on="group")
         .filter((pl.col("last_enqueued") == pl.col("top")) & (pl.col("top") > 0))
+        .filter(pl.col("state").fill_null("") != "completed")  # a completed collective waits for nobody
         .group_by("group")
         .agg(
             pl.col("top").first(),

@@ -215,7 +215,9 @@ def test_empty_and_foreign_files_one_line(tmp_path: Path, content: bytes, said: 
     bad = tmp_path / "dump_rank_0"
     bad.write_bytes(content)
     done = _hang(bad)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert said in done.stderr
 
 
 def test_truncated_dumps_named_among_the_others(tmp_path: Path) -> None:

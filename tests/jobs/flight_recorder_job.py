@@ -35,7 +35,7 @@ from pathlib import Path
 
 WORLD, STEPS, ELEMENTS, PLANTED, CULPRIT, TIMEOUT_S = 3, 6, 64, 4, 2, 3.0
 BUFFER_ENTRIES = 64
-HEALTHY_S, HEALTHY_DUMPS_S = 1.5, (0.4, 0.8, 1.2)
+HEALTHY_S, HEALTHY_DUMPS_S = 2.0, (0.4, 0.8, 1.2)
 JOB_LIMIT_S, HEALTHY_TIMEOUT_S = 90.0, 60.0
 STACK_SCENARIOS = frozenset({"skip", "op"})
 
@@ -119,9 +119,12 @@ def _healthy(rank: int, out: Path, calls: list[list[object]]) -> None:
 
     thread = threading.Thread(target=dumper)
     thread.start()
-    while time.monotonic() - start < HEALTHY_S:
+    going = True
+    while going:  # each all-reduce carries whether the rank goes on: every rank stops after the same one
         calls.append(["all_reduce", ELEMENTS])
-        dist.all_reduce(torch.ones(ELEMENTS))
+        flags = torch.ones(ELEMENTS) * float(time.monotonic() - start < HEALTHY_S)
+        dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+        going = bool(flags[0] > 0)
         time.sleep(0.005)
     thread.join()
 

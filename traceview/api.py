@@ -30,6 +30,7 @@ import polars as pl
 
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.output import write_output
+from traceview.hang.analysis import HangAnalysis
 from traceview.model.trace import RankTrace, Run
 from traceview.options.user import UserOptions
 from traceview.parsers import kineto
@@ -320,3 +321,18 @@ def analyze(
 
 
 _OPTION_NAMES = frozenset(f.name for f in fields(UserOptions))
+
+
+@api_call
+def hang(paths: str | Path | Sequence[str | Path], *, nccl_logs: Sequence[str | Path] = ()) -> HangAnalysis:
+    """PyTorch Flight Recorder dumps of one job (files, folders, globs; pickle or JSON, plain or compressed)
+    read together (docs/metrics.md, "Hang forensics"): `.verdict` (`agree`, `unsure`, `divergence`),
+    `.headline`, `.findings` (earliest first), `.chains`, `.positions` (the per-group table) and the dumps
+    that could not be read (`.unread`, `.missing_ranks`). `nccl_logs`: NCCL_DEBUG logs of the same job whose
+    failures are joined (`.nccl_problems`)."""
+    from traceview.hang.job import hang_job
+
+    named = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not named or not all(isinstance(item, str | Path) and str(item) for item in named):
+        raise UsageError(f"paths: expected Flight Recorder dumps (a path or a list of paths), got {paths!r}")
+    return hang_job(named, [_path(log, "nccl_logs") for log in nccl_logs])

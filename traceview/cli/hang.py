@@ -14,7 +14,7 @@ import typer
 
 from traceview.cli.app import print_json, say, stdout_console
 from traceview.cli.base import Command
-from traceview.core.errors import InputError, PartialRun, RunError, ThresholdCrossed
+from traceview.core.errors import PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
 
 
@@ -44,25 +44,11 @@ class Hang(Command):
         ] = None,
     ) -> None:
         """Read Flight Recorder dumps and name where the ranks stopped agreeing."""
-        from traceview.hang.analysis import analyze_hang
-        from traceview.hang.inputs import dump_paths, read_dumps, traces_beside
-        from traceview.nccl.inputs import read_logs
-        from traceview.options.run import nccl_log_files
+        from traceview.hang.job import hang_job
 
-        paths = dump_paths(dumps)
-        read, unread = read_dumps(paths)
-        if not read:
-            first = unread[0]
-            if len(unread) == 1:
-                raise InputError(first.path, first.reason)
-            raise RunError(
-                f"no dump could be read ({len(unread)} named; first: {first.path}: {first.reason})"
-            )
-        for dump in unread:
+        analysis = hang_job(dumps, nccl_logs or ())
+        for dump in analysis.unread:
             say(f"traceview: warning: dump skipped: {printable(dump.path)}: {printable(dump.reason)}")
-        logs, logs_unread = read_logs(nccl_log_files([str(p) for p in nccl_logs or ()]))
-        beside = traces_beside(dumps, paths)
-        analysis = analyze_hang(read, unread, logs, logs_unread, None if beside is None else beside[1])
         if json_output:
             from traceview.reports.json.hang import hang_document
 

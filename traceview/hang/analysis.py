@@ -104,7 +104,7 @@ def _partial_text(missing: Sequence[int], unread: Sequence[UnreadDump]) -> str:
     if missing:
         parts.append(f"no dump for rank {', '.join(map(str, missing[:16]))}")
     if unread:
-        parts.append(f"{len(unread)} dump(s) unreadable")
+        parts.append(f"{len(unread)} file(s) not read, named below")
     return f" [{'; '.join(parts)}]" if parts else ""
 
 

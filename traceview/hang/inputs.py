@@ -75,15 +75,21 @@ def dump_paths(specs: Sequence[str | Path]) -> list[Location]:
 
 def read_dumps(paths: Sequence[Location]) -> tuple[list[FlightRecorderDump], list[UnreadDump]]:
     """Each path parsed, rank by rank: the dumps read, and those that could not be (named, with the rank
-    their name states)."""
-    read: list[FlightRecorderDump] = []
+    their name states); a second dump of a rank (the JSON beside the pickle) is named, not read."""
+    read: dict[int, FlightRecorderDump] = {}
     unread: list[UnreadDump] = []
     for path in paths:
         try:
-            read.append(flight_recorder.parse(path))
+            dump = flight_recorder.parse(path)
         except InputError as error:
             unread.append(UnreadDump(str(path), error.reason, flight_recorder.rank_of_name(path.name)))
-    return read, unread
+            continue
+        if dump.rank in read:
+            reason = f"a second dump of rank {dump.rank} (read: {read[dump.rank].path})"
+            unread.append(UnreadDump(str(path), reason, dump.rank))
+        else:
+            read[dump.rank] = dump
+    return list(read.values()), unread
 
 
 def traces_beside(

@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "traceview.timeline",
         "traceview.kernels",
     ),
-    ("traceview.distributions", "traceview.prediction", "traceview.hang"),
+    ("traceview.distributions", "traceview.prediction", "traceview.flight_recorder"),
     ("traceview.dimensions", "traceview.moe", "traceview.links_measured"),
     ("traceview.roofline",),
     ("traceview.verdict",),

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from tests.flight_recorder_factory import Op, RankDump, steady, write_dumps
-from traceview.hang.analysis import analyze_hang
-from traceview.hang.inputs import dump_paths, read_dumps
-from traceview.hang.rules import DIVERGED_FACTOR, IN_FLIGHT_DURATIONS, IN_FLIGHT_FLOOR_S
+from traceview.flight_recorder.analysis import analyze_hang
+from traceview.flight_recorder.inputs import dump_paths, read_dumps
+from traceview.flight_recorder.rules import DIVERGED_FACTOR, IN_FLIGHT_DURATIONS, IN_FLIGHT_FLOOR_S
 
 WORLD = (0, 1, 2, 3)
 

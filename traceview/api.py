@@ -30,7 +30,7 @@ import polars as pl
 
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.output import write_output
-from traceview.hang.analysis import HangAnalysis
+from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.model.trace import RankTrace, Run
 from traceview.options.user import UserOptions
 from traceview.parsers import kineto
@@ -330,7 +330,7 @@ def hang(paths: str | Path | Sequence[str | Path], *, nccl_logs: Sequence[str | 
     `.headline`, `.findings` (earliest first), `.chains`, `.positions` (the per-group table) and the dumps
     that could not be read (`.unread`, `.missing_ranks`). `nccl_logs`: NCCL_DEBUG logs of the same job whose
     failures are joined (`.nccl_problems`)."""
-    from traceview.hang.job import hang_job
+    from traceview.flight_recorder.job import hang_job
 
     named = [paths] if isinstance(paths, str | Path) else list(paths)
     if not named or not all(isinstance(item, str | Path) and str(item) for item in named):

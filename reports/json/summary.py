@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from traceview.reports.json.encode import json_text
+from traceview.reports.json.flight_recorder import flight_recorder_object
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.records import clean, records
 
@@ -375,6 +376,12 @@ def _links_measured(analysis: RunAnalysis) -> dict[str, Any] | None:
     }
 
 
+def _flight_recorder(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `flight_recorder` object: the job's Flight Recorder dumps read together (null without dumps)."""
+    found = analysis.flight_recorder
+    return None if found is None else flight_recorder_object(found)
+
+
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("time_budget", _time_budget),
     ("collectives", _collectives),
@@ -388,6 +395,7 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("moe", _moe),
     ("roofline", _roofline),
     ("links_measured", _links_measured),
+    ("flight_recorder", _flight_recorder),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {

@@ -1,6 +1,7 @@
 """Terminal output of `traceview hang` (rich): the first line, the findings, the chains of waits, one table
 per process group, then what was not read and the NCCL logs' failures. Renders only: every figure comes
-from `traceview.hang.analysis.HangAnalysis`; text from the dumps is made printable and markup-escaped."""
+from `traceview.flight_recorder.analysis.HangAnalysis`; text from the dumps is made printable and
+markup-escaped."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.table import Table
 from traceview.reports.text.safe import safe
 
 from traceview.core.sanitize import printable
-from traceview.hang.analysis import HangAnalysis
+from traceview.flight_recorder.analysis import HangAnalysis
 
 MAX_GROUP_ROWS = 32
 """Ranks shown per group table (the JSON has them all)."""

@@ -44,7 +44,7 @@ class Hang(Command):
         ] = None,
     ) -> None:
         """Read Flight Recorder dumps and name where the ranks stopped agreeing."""
-        from traceview.hang.job import hang_job
+        from traceview.flight_recorder.job import hang_job
 
         analysis = hang_job(dumps, nccl_logs or ())
         for dump in analysis.unread:

@@ -125,6 +125,7 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
     parallelism: str | None = None  # the layout, innermost axis first: "tp=8,pp=4,dp=*" (as --dims)
     traces: list[ManifestTrace] = msgspec.field(default_factory=list)
     nccl_logs: list[ManifestLog] = msgspec.field(default_factory=list)
+    flight_recorder: list[str] = msgspec.field(default_factory=list)  # Flight Recorder dumps or folders
     process_groups: list[ManifestGroup] = msgspec.field(default_factory=list)
     devices: list[str] = msgspec.field(default_factory=list)
     versions: ManifestVersions = msgspec.field(default_factory=ManifestVersions)
@@ -257,6 +258,12 @@ def manifest_files(path: str | Path, manifest: RunManifest) -> tuple[list[Path],
     """(trace files, NCCL logs) the manifest lists, resolved against its folder."""
     folder = Path(path).parent
     return [folder / t.path for t in manifest.traces], [folder / log.path for log in manifest.nccl_logs]
+
+
+def manifest_dumps(path: str | Path, manifest: RunManifest) -> list[Path]:
+    """The Flight Recorder dumps (files or folders) the manifest lists, resolved against its folder."""
+    folder = Path(path).parent
+    return [folder / dump for dump in manifest.flight_recorder]
 
 
 def write_manifest(path: str | Path, manifest: RunManifest) -> Path:

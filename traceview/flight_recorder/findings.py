@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from traceview.hang.rules import RULE_BY_KIND, SIZE_FREE_OPS
+from traceview.flight_recorder.rules import RULE_BY_KIND, SIZE_FREE_OPS
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from typing import Any
 
 import polars as pl
 
-from traceview.hang.findings import HangFinding, Side, finding
-from traceview.hang.positions import NS_PER_S
-from traceview.hang.rules import RECV_OPS, SEND_OPS, certainty
+from traceview.flight_recorder.findings import HangFinding, Side, finding
+from traceview.flight_recorder.positions import NS_PER_S
+from traceview.flight_recorder.rules import RECV_OPS, SEND_OPS, certainty
 
 _BEHIND_KINDS = (
     ("before_first", pl.col("last_enqueued") == 0),

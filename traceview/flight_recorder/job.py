@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from traceview.core.errors import InputError, RunError
-from traceview.hang.analysis import HangAnalysis, analyze_hang
-from traceview.hang.inputs import dump_paths, read_dumps, traces_beside
+from traceview.flight_recorder.analysis import HangAnalysis, analyze_hang
+from traceview.flight_recorder.inputs import dump_paths, read_dumps, traces_beside
 
 
 def hang_job(dumps: Sequence[str | Path], nccl_logs: Sequence[Path] = ()) -> HangAnalysis:

@@ -3,7 +3,7 @@ into where each rank stood in each process group, the divergences found (`rules.
 cross groups as chains, and the first line: the earliest place across groups where the ranks stop agreeing.
 
 `analyze_hang(dumps, unread, nccl_logs)` is a pure function of the parsed dumps; reading the files is
-`traceview.hang.inputs`.
+`traceview.flight_recorder.inputs`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.hang.chains import wait_chains
-from traceview.hang.findings import HangFinding, membership_findings, mismatch_findings
-from traceview.hang.inputs import UnreadDump
-from traceview.hang.positions import NS_PER_S, all_entries, dump_times, group_members, positions
-from traceview.hang.rules import DIVERGED_FACTOR, RULE_BY_KIND, in_flight_limit_s
-from traceview.hang.waits import p2p_findings, wait_findings
+from traceview.flight_recorder.chains import wait_chains
+from traceview.flight_recorder.findings import HangFinding, membership_findings, mismatch_findings
+from traceview.flight_recorder.inputs import UnreadDump
+from traceview.flight_recorder.positions import NS_PER_S, all_entries, dump_times, group_members, positions
+from traceview.flight_recorder.rules import DIVERGED_FACTOR, RULE_BY_KIND, in_flight_limit_s
+from traceview.flight_recorder.waits import p2p_findings, wait_findings
 from traceview.model.flight_recorder import FlightRecorderDump
 from traceview.model.nccl_log import NcclLog
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from traceview.hang.findings import HangFinding
+from traceview.flight_recorder.findings import HangFinding
 
 MAX_LINKS = 8
 """Most links of one chain."""

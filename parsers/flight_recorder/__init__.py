@@ -28,7 +28,7 @@ from traceview.model.flight_recorder import (
     ProcessGroupConfig,
 )
 
-KEEP_PER_GROUP = 256
+KEEP_PER_GROUP = 128
 """Entries kept per process group of a rank: the newest (the analysis reads the last few of each)."""
 DUMP_LIMITS = ReadLimits(max_bytes=2 << 30, size_hint="a Flight Recorder dump is at most a few hundred MB")
 _DUMP_SUFFIXES = (".gz", ".zst", ".pickle", ".pkl", ".json", ".bin", ".txt")
@@ -128,31 +128,43 @@ def _int_or(value: Any, default: int) -> int:
         return default
 
 
-def _entries(path: Location, dump: dict[str, Any], rank: int) -> tuple[pl.DataFrame, dict[str, str]]:
-    """The entries as `ENTRY_SCHEMA` rows, and each group id's name (from the entries' `pg_id`)."""
+def _group_of(entry: dict[str, Any]) -> tuple[str, str]:
+    group = entry.get("process_group") or ("", "")
+    return (str(group[0]), str(group[1])) if len(group) >= 2 else (str(group), "")
+
+
+def _newest(raw: list[Any]) -> tuple[list[tuple[dict[str, Any], tuple[str, str]]], dict[str, str]]:
+    """The newest `KEEP_PER_GROUP` entries of each group, in record order, each with its group; and each
+    group id's name (the entries' `pg_id`)."""
+    kept: dict[str, list[tuple[int, dict[str, Any], tuple[str, str]]]] = {}
+    names: dict[str, str] = {}
+    for index in range(len(raw) - 1, -1, -1):
+        entry = raw[index]
+        group = _group_of(entry)
+        names.setdefault(str(entry.get("pg_id", group[0])), group[0])
+        found = kept.setdefault(group[0], [])
+        if len(found) < KEEP_PER_GROUP:
+            found.append((index, entry, group))
+    ordered = sorted(item for items in kept.values() for item in items)
+    return [(entry, group) for _, entry, group in ordered], names
+
+
+def _entries(path: Location, dump: dict[str, Any], rank: int) -> tuple[pl.DataFrame, dict[str, str], int]:
+    """The newest `KEEP_PER_GROUP` entries of each group as `ENTRY_SCHEMA` rows, each group id's name (from
+    the entries' `pg_id`), and how many older entries were left out."""
     raw = dump.get("entries") or []
-    if not isinstance(raw, list):
-        raise InputError(path, "entries is not a list")
-    rows, names = [], {}
-    for entry in raw:
-        if not isinstance(entry, dict):
-            raise InputError(path, "an entry that is not a mapping")
-        group = entry.get("process_group") or ("", "")
-        name, desc = (str(group[0]), str(group[1])) if len(group) >= 2 else (str(group), "")
-        names[str(entry.get("pg_id", name))] = name
-        rows.append({"rank": rank, "group": name, "group_desc": desc, **entry_row(entry, rank)})
+    if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
+        raise InputError(path, "entries is not a list of mappings")
+    newest, names = _newest(raw)
+    rows = [
+        {"rank": rank, "group": name, "group_desc": desc, **entry_row(entry, rank)}
+        for entry, (name, desc) in newest
+    ]
     try:
         frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA)
     except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
         raise InputError(path, "entries with fields of the wrong kind") from None
-    return frame, names
-
-
-def _kept(entries: pl.DataFrame) -> pl.DataFrame:
-    """The newest `KEEP_PER_GROUP` entries of each group, in record order."""
-    ordered = entries.with_row_index("_order").sort("_order")
-    newest = pl.col("_order").rank("ordinal", descending=True).over("group") <= KEEP_PER_GROUP
-    return ordered.filter(newest).drop("_order")
+    return frame, names, len(raw) - len(rows)
 
 
 def _dump_time(path: Location, dump: dict[str, Any]) -> tuple[int, str]:
@@ -174,10 +186,9 @@ def parse(path: Location) -> FlightRecorderDump:
         rank = rank_of_name(path.name) if rank_of_name(path.name) is not None else -1  # type: ignore[assignment]
     if rank < 0:
         raise InputError(path, "the dump states no rank and its file name ends with no rank number")
-    entries, names = _entries(path, dump, rank)
+    entries, names, dropped = _entries(path, dump, rank)
     groups = _groups(path, dump)
     names.update({group.name: group.name for group in groups})
-    kept = _kept(entries)
     dumped_ns, dumped_from = _dump_time(path, dump)
     return FlightRecorderDump(
         path=str(path),
@@ -187,7 +198,7 @@ def parse(path: Location) -> FlightRecorderDump:
         dumped_from=dumped_from,
         groups=groups,
         status=_status(dump, rank, names),
-        entries=kept,
-        entries_dropped=entries.height - kept.height,
+        entries=entries,
+        entries_dropped=dropped,
         backend_version=str(dump.get("comm_lib_version", "") or ""),
     )

@@ -291,39 +291,56 @@ def _refused(code: int) -> RefusedPickle:
 
 
 _BINGET, _BINPUT, _LONG_BINPUT, _APPEND = ord("h"), ord("q"), ord("r"), ord("a")
+_BINUNICODE, _BININT1, _MARK = ord("X"), ord("K"), ord("(")
+
+
+def _run(state: _State) -> int:
+    """Run the pickle's opcodes up to STOP on `state`; returns how many ran. The commonest opcodes (the
+    memo's, short strings and integers, MARK, APPEND) are run in the loop itself."""
+    data, stack, memo = state.data, state.stack, state.memo
+    values, builders, pos, size, count = _VALUES, _BUILDERS, 0, len(state.data), 0
+    while pos < size:
+        code = data[pos]
+        pos += 1
+        count += 1
+        if code == _BINGET:
+            stack.append(memo[data[pos]])
+            pos += 1
+        elif code == _BINUNICODE:
+            end = pos + 4 + _U4(data, pos)[0]
+            if end > size:
+                raise IndexError(pos)
+            stack.append(data[pos + 4 : end].decode("utf-8", "surrogatepass"))
+            pos = end
+        elif code == _BININT1:
+            stack.append(data[pos])
+            pos += 1
+        elif code == _MARK:
+            state.marks.append(len(stack))
+        elif code in (_BINPUT, _LONG_BINPUT):
+            width = 1 if code == _BINPUT else 4
+            memo[data[pos] if width == 1 else _U4(data, pos)[0]] = stack[-1]
+            pos += width
+        elif code in values:
+            pos = values[code](state, pos)
+        elif code == _APPEND and len(stack) > 1 and type(stack[-2]) is list:
+            stack[-2].append(stack.pop())
+        elif code in builders:
+            name, handler = builders[code]
+            pos = handler(state, pos, name)
+        elif code == _STOP:
+            return count
+        else:
+            raise _refused(code)
+    raise RefusedPickle("not a whole pickle (cut short: no STOP)")
 
 
 def load_data(data: bytes) -> Any:
     """The value a pickle holds, read as data (module docstring); raises `RefusedPickle` for anything a
-    Flight Recorder dump never holds, and for a pickle cut short. The commonest opcodes (the memo's, APPEND)
-    are run in the loop itself."""
-    state, pos, size, count = _State(data), 0, len(data), 0
-    values, builders, stack, memo = _VALUES, _BUILDERS, state.stack, state.memo
+    Flight Recorder dump never holds, and for a pickle cut short."""
+    state = _State(data)
     try:
-        while pos < size:
-            code = data[pos]
-            pos += 1
-            count += 1
-            if code == _BINGET:
-                stack.append(memo[data[pos]])
-                pos += 1
-            elif code in (_BINPUT, _LONG_BINPUT):
-                width = 1 if code == _BINPUT else 4
-                memo[data[pos] if width == 1 else _U4(data, pos)[0]] = stack[-1]
-                pos += width
-            elif code in values:
-                pos = values[code](state, pos)
-            elif code == _APPEND and len(stack) > 1 and type(stack[-2]) is list:
-                stack[-2].append(stack.pop())
-            elif code in builders:
-                name, handler = builders[code]
-                pos = handler(state, pos, name)
-            elif code == _STOP:
-                break
-            else:
-                raise _refused(code)
-        else:
-            raise RefusedPickle("not a whole pickle (cut short: no STOP)")
+        count = _run(state)
     except KeyError as missing:
         raise RefusedPickle(f"memo {missing} read before it was written") from None
     except (IndexError, struct.error):
@@ -334,6 +351,6 @@ def load_data(data: bytes) -> Any:
         if isinstance(error, RefusedPickle):
             raise
         raise RefusedPickle(f"a malformed value ({str(error)[:60]})") from None
-    if len(stack) != 1 or state.marks or count > MAX_OPCODES:
+    if len(state.stack) != 1 or state.marks or count > MAX_OPCODES:
         raise RefusedPickle("not a whole pickle (cut short)")
-    return stack[0]
+    return state.stack[0]

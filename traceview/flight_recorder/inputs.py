@@ -21,6 +21,8 @@ from traceview.parsers import flight_recorder
 DUMP_PROBE_BYTES = 4096
 """Bytes read from a folder's file to tell a dump (a pickle, or JSON naming `pg_config` or `entries`)."""
 _DUMP_HEADS = (b"\x80", b"{", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+POOL_MIN_DUMPS, MAX_WORKERS = 64, 8
+"""Dumps per worker process before a pool reads them (fewer: this process reads them); the most workers."""
 _JSON_KEYS = (b'"pg_config"', b'"entries"', b'"version"')
 _KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
 _COMPRESSED = (".gz", ".zst", ".bz2", ".xz")
@@ -73,18 +75,39 @@ def dump_paths(specs: Sequence[str | Path]) -> list[Location]:
     return list(dict.fromkeys(found))
 
 
-def read_dumps(paths: Sequence[Location]) -> tuple[list[FlightRecorderDump], list[UnreadDump]]:
+def _parse_one(path: Location) -> FlightRecorderDump | UnreadDump:
+    """One dump parsed, or why it could not be (in a worker process: only data crosses back)."""
+    try:
+        return flight_recorder.parse(path)
+    except InputError as error:
+        return UnreadDump(str(path), error.reason, flight_recorder.rank_of_name(path.name))
+
+
+def _parsed(paths: Sequence[Location], workers: int | None) -> list[FlightRecorderDump | UnreadDump]:
+    """Every path parsed: in this process for a few dumps, else by a pool of `workers` processes (default:
+    the usable cores), in order."""
+    from traceview.core.cores import usable_cores
+
+    count = min(workers or usable_cores(), MAX_WORKERS, len(paths) // POOL_MIN_DUMPS + 1)
+    if count <= 1:
+        return [_parse_one(path) for path in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(count) as pool:
+        return list(pool.map(_parse_one, paths, chunksize=16))
+
+
+def read_dumps(
+    paths: Sequence[Location], workers: int | None = None
+) -> tuple[list[FlightRecorderDump], list[UnreadDump]]:
     """Each path parsed, rank by rank: the dumps read, and those that could not be (named, with the rank
     their name states); a second dump of a rank (the JSON beside the pickle) is named, not read."""
     read: dict[int, FlightRecorderDump] = {}
     unread: list[UnreadDump] = []
-    for path in paths:
-        try:
-            dump = flight_recorder.parse(path)
-        except InputError as error:
-            unread.append(UnreadDump(str(path), error.reason, flight_recorder.rank_of_name(path.name)))
-            continue
-        if dump.rank in read:
+    for path, dump in zip(paths, _parsed(paths, workers), strict=True):
+        if isinstance(dump, UnreadDump):
+            unread.append(dump)
+        elif dump.rank in read:
             reason = f"a second dump of rank {dump.rank} (read: {read[dump.rank].path})"
             unread.append(UnreadDump(str(path), reason, dump.rank))
         else:

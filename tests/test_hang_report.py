@@ -15,6 +15,7 @@ import pytest
 
 import traceview
 from tests.flight_recorder_factory import Op, RankDump, steady, write_dumps
+from tests.shared_data import REAL_NCCL_LOGS, requires_shared
 
 RUN = Path(__file__).resolve().parents[1] / "sample_traces" / "gloo_dp2"
 WORLD = (0, 1, 2, 3)
@@ -66,3 +67,18 @@ def test_run_json_lists_the_dumps(tmp_path: Path) -> None:
     assert [f["ranks_apart"] for f in found["findings"]] == [[3]]
     plain = _traceview("summary", RUN, "--json", "-q")
     assert json.loads(plain.stdout)["flight_recorder"] is None
+
+
+@requires_shared
+def test_nccl_log_failures_joined(tmp_path: Path) -> None:
+    """`--nccl-log` adds the log's failures to the hang output: the same kinds and counts as `traceview nccl`
+    finds in that log."""
+    log = REAL_NCCL_LOGS / "NVIDIA_nccl_963.log"
+    alone = json.loads(_traceview("nccl", log, "--json").stdout)
+    expected = sorted((p["kind"], p["count"]) for job in alone["jobs"] for p in job["problems"])
+    assert expected  # the log holds NCCL errors (error traces and WARN lines)
+    done = _traceview("hang", _dumps(tmp_path / "fr"), "--nccl-log", log, "--json")
+    joined = json.loads(done.stdout)["nccl"]["problems"]
+    assert sorted((p["kind"], p["count"]) for p in joined) == expected
+    text = _traceview("hang", tmp_path / "fr", "--nccl-log", log).stdout
+    assert f"NCCL {expected[0][0]} x{expected[0][1]}" in text

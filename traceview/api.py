@@ -167,6 +167,12 @@ class Analysis:
         return verdict_card(self.raw)
 
     @property
+    def flight_recorder(self) -> HangAnalysis | None:
+        """The job's Flight Recorder dumps read together (`flight_recorder=`, run.json's `flight_recorder`),
+        as `traceview.hang` returns them; None without dumps."""
+        return self.raw.flight_recorder
+
+    @property
     def time_budget(self) -> pl.DataFrame:
         """One row per (rank, step): T_comp, T_comm, overlap, exposed communication, idle, gammas
         (docs/metrics.md)."""
@@ -275,6 +281,7 @@ def analyze(
     comm_patterns: Sequence[str] = (),
     compute_patterns: Sequence[str] = (),
     nccl_logs: Sequence[str | Path] = (),
+    flight_recorder: Sequence[str | Path] = (),
     ranks_per_host: int | None = None,
     virtual_stages: int = 1,
     workers: int | None = None,
@@ -301,7 +308,8 @@ def analyze(
 
     `run` is a trace file, a folder, a glob, a `run.json` or a loaded `Run`. The keywords are the command
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
-    `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); the alpha-beta model's
+    `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); `flight_recorder` the
+    job's Flight Recorder dumps (`.flight_recorder`, as `traceview.hang` reads them); the alpha-beta model's
     inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth` ("300G,25G"),
     `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds),
     `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`

@@ -1,6 +1,7 @@
 """traceview: where the time went in a distributed training job.
 
 The public API (see the README): `analyze(run, **model_inputs) -> Analysis`, `load_rank(path) -> RankTrace`,
+`hang(paths) -> HangAnalysis` (Flight Recorder dumps),
 `profile(run_dir=None, **settings)` (records a rank of a training job: `pip install 'traceview[record]'`).
 Names are imported on first use, so `import traceview` stays cheap.
 """
@@ -11,16 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from traceview.core.version import __version__
 
-__all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "load_rank", "profile", "to_ms"]
+__all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "hang", "load_rank", "profile", "to_ms"]
 
 if TYPE_CHECKING:
-    from traceview.api import Analysis, analyze, load_rank, to_ms
+    from traceview.api import Analysis, analyze, hang, load_rank, to_ms
     from traceview.core.errors import TraceviewError
     from traceview.record.profile import profile
 
 _LAZY = {
     "Analysis": "traceview.api",
     "analyze": "traceview.api",
+    "hang": "traceview.api",
     "load_rank": "traceview.api",
     "to_ms": "traceview.api",
     "profile": "traceview.record.profile",

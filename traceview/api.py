@@ -30,6 +30,7 @@ import polars as pl
 
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.output import write_output
+from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.model.trace import RankTrace, Run
 from traceview.options.user import UserOptions
 from traceview.parsers import kineto
@@ -166,6 +167,12 @@ class Analysis:
         return verdict_card(self.raw)
 
     @property
+    def flight_recorder(self) -> HangAnalysis | None:
+        """The job's Flight Recorder dumps read together (`flight_recorder=`, run.json's `flight_recorder`),
+        as `traceview.hang` returns them; None without dumps."""
+        return self.raw.flight_recorder
+
+    @property
     def time_budget(self) -> pl.DataFrame:
         """One row per (rank, step): T_comp, T_comm, overlap, exposed communication, idle, gammas
         (docs/metrics.md)."""
@@ -290,6 +297,7 @@ def analyze(
     compute_patterns: Sequence[str] = (),
     nccl_logs: Sequence[str | Path] = (),
     inspector: Sequence[str] = (),
+    flight_recorder: Sequence[str | Path] = (),
     ranks_per_host: int | None = None,
     virtual_stages: int = 1,
     workers: int | None = None,
@@ -317,12 +325,13 @@ def analyze(
     `run` is a trace file, a folder, a glob, a `run.json` or a loaded `Run`. The keywords are the command
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
     `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); `inspector` NCCL Inspector
-    JSON output (files, folders, globs) joined to the calls (`summary()["nccl"]["inspector"]`); the alpha-beta
-    model's inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`, `bandwidth`
-    ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5",
-    microseconds), `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the
-    model's `shape` ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted
-    on this run); `run_label` a label kept in the summary (`run.label`, as `--label`). Raises a
+    JSON output (files, folders, globs) joined to the calls (`summary()["nccl"]["inspector"]`);
+    `flight_recorder` the job's Flight Recorder dumps (`.flight_recorder`, as `traceview.hang` reads them); the
+    alpha-beta model's inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`,
+    `bandwidth` ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha`
+    ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"),
+    the model's `shape` ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha
+    fitted on this run); `run_label` a label kept in the summary (`run.label`, as `--label`). Raises a
     `TraceviewError` subclass for bad input or options, naming the argument as this function spells it.
     """
     from traceview.options.run import build_options
@@ -337,3 +346,18 @@ def analyze(
 
 
 _OPTION_NAMES = frozenset(f.name for f in fields(UserOptions))
+
+
+@api_call
+def hang(paths: str | Path | Sequence[str | Path], *, nccl_logs: Sequence[str | Path] = ()) -> HangAnalysis:
+    """PyTorch Flight Recorder dumps of one job (files, folders, globs; pickle or JSON, plain or compressed)
+    read together (docs/metrics.md, "Hang forensics"): `.verdict` (`agree`, `unsure`, `divergence`),
+    `.headline`, `.findings` (earliest first), `.chains`, `.positions` (the per-group table) and the dumps
+    that could not be read (`.unread`, `.missing_ranks`). `nccl_logs`: NCCL_DEBUG logs of the same job whose
+    failures are joined (`.nccl_problems`)."""
+    from traceview.flight_recorder.job import hang_job
+
+    named = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not named or not all(isinstance(item, str | Path) and str(item) for item in named):
+        raise UsageError(f"paths: expected Flight Recorder dumps (a path or a list of paths), got {paths!r}")
+    return hang_job(named, [_path(log, "nccl_logs") for log in nccl_logs])

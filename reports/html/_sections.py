@@ -140,4 +140,13 @@ SECTIONS: tuple[Section, ...] = (
         "No NCCL_DEBUG log given or found in the run folder (NCCL_DEBUG=INFO writes them; pass them with "
         "--nccl-log).",
     ),
+    Section(
+        "hang",
+        "Hang forensics",
+        "section_hang.html.j2",
+        lambda a: {},
+        lambda a: a.flight_recorder is not None,
+        "No Flight Recorder dump given (pass them with --flight-recorder, or list them in run.json's "
+        "flight_recorder).",
+    ),
 )

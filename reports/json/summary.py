@@ -20,6 +20,7 @@ from traceview.reports.json.critical_path import critical_path_document
 from traceview.reports.json.dimension_lines import dimension_lines
 from traceview.reports.json.dimension_zero import dimension_zero
 from traceview.reports.json.encode import json_text
+from traceview.reports.json.flight_recorder import flight_recorder_object
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.nccl_inspector import inspector_document
 from traceview.reports.json.records import clean, records
@@ -32,7 +33,7 @@ from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.14"
+SCHEMA_VERSION = "1.15"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
@@ -392,6 +393,10 @@ def _links_measured(analysis: RunAnalysis) -> dict[str, Any] | None:
 def _critical_path(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
     path = analysis.critical_path
     return None if path is None else critical_path_document(path, full=full)
+def _flight_recorder(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The `flight_recorder` object: the job's Flight Recorder dumps read together (null without dumps)."""
+    found = analysis.flight_recorder
+    return None if found is None else flight_recorder_object(found)
 
 
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
@@ -408,6 +413,7 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("roofline", _roofline),
     ("links_measured", _links_measured),
     ("critical_path", lambda analysis: _critical_path(analysis, full=False)),
+    ("flight_recorder", _flight_recorder),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {

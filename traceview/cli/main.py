@@ -37,6 +37,7 @@ from traceview.cli.base import Command, register
 from traceview.cli.collectives import Collectives
 from traceview.cli.compare import Compare, Trend
 from traceview.cli.export import Export
+from traceview.cli.hang import Hang
 from traceview.cli.interrupts import finished, forget_escaped_interrupt, interruption_said
 from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
@@ -54,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     Report(),
     Collectives(),
     Nccl(),
+    Hang(),
     Stragglers(),
     Kernels(),
     Export(),

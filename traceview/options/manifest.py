@@ -127,6 +127,7 @@ class RunManifest(msgspec.Struct, frozen=True, omit_defaults=True):
     traces: list[ManifestTrace] = msgspec.field(default_factory=list)
     nccl_logs: list[ManifestLog] = msgspec.field(default_factory=list)
     nccl_inspector: list[ManifestLog] = msgspec.field(default_factory=list)  # NCCL Inspector JSON outputs
+    flight_recorder: list[str] = msgspec.field(default_factory=list)  # Flight Recorder dumps or folders
     process_groups: list[ManifestGroup] = msgspec.field(default_factory=list)
     devices: list[str] = msgspec.field(default_factory=list)
     versions: ManifestVersions = msgspec.field(default_factory=ManifestVersions)
@@ -268,6 +269,10 @@ def manifest_inspector_files(path: str | Path, manifest: RunManifest) -> list[Pa
     """The NCCL Inspector output files the manifest lists (`nccl_inspector`), resolved against its folder."""
     folder = Path(path).parent
     return [folder / entry.path for entry in manifest.nccl_inspector]
+def manifest_dumps(path: str | Path, manifest: RunManifest) -> list[Path]:
+    """The Flight Recorder dumps (files or folders) the manifest lists, resolved against its folder."""
+    folder = Path(path).parent
+    return [folder / dump for dump in manifest.flight_recorder]
 
 
 def write_manifest(path: str | Path, manifest: RunManifest) -> Path:

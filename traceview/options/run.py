@@ -26,6 +26,7 @@ from traceview.options.manifest import (
     RunManifest,
     find_manifest,
     load_manifest,
+    manifest_dumps,
     manifest_files,
     stated_inputs,
     stated_shape,
@@ -74,6 +75,7 @@ class RunOptions:
     listed_traces: tuple[Path, ...] | None = None  # the traces of the manifest; None: the run spec names them
     nccl_logs: tuple[Path, ...] = ()  # NCCL_DEBUG logs to join (docs/metrics.md, "NCCL log")
     inspector_files: tuple[Path, ...] = ()  # NCCL Inspector JSON outputs (docs/metrics.md, "NCCL Inspector")
+    flight_recorder: tuple[Path, ...] = ()  # Flight Recorder dumps (docs/metrics.md, "Hang forensics")
     comm_patterns: tuple[str, ...] = ()  # --comm-pattern (docs/metrics.md section 2)
     compute_patterns: tuple[str, ...] = ()  # --compute-pattern: names that are compute
     ranks_per_host: int | None = None  # hosts for clock alignment when traces name none
@@ -152,6 +154,7 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         listed_traces=None if found is None else _listed_traces(*found),
         nccl_logs=tuple(nccl_log_paths(run, user.nccl_logs, found)),
         inspector_files=inspector_paths(user.inspector, found),
+        flight_recorder=flight_recorder_paths(user.flight_recorder, found),
         comm_patterns=user.comm_patterns,
         compute_patterns=user.compute_patterns,
         virtual_stages=user.virtual_stages,
@@ -251,3 +254,12 @@ def nccl_log_paths(
     if folder is not None and folder.is_dir():
         found += [path for path in _logs_in(folder) if path not in found]
     return found
+
+
+def flight_recorder_paths(
+    given: Sequence[Path], manifest: tuple[Path, RunManifest] | None
+) -> tuple[Path, ...]:
+    """The Flight Recorder dumps given (`--flight-recorder`), then those run.json's `flight_recorder` lists,
+    each once (files or folders: `traceview.flight_recorder.inputs.dump_paths` reads them)."""
+    listed = manifest_dumps(*manifest) if manifest is not None else []
+    return tuple(dict.fromkeys([*given, *listed]))

@@ -68,6 +68,13 @@ class UserOptions:
         "texts",
         (),
     )
+    flight_recorder: tuple[Path, ...] = _option(
+        "--flight-recorder",
+        "A PyTorch Flight Recorder dump (or a folder of dumps) of the same job: adds the hang forensics; "
+        "repeatable.",
+        "paths",
+        (),
+    )
     ranks_per_host: int | None = _option(
         "--ranks-per-host",
         "Ranks per host for clock alignment when traces name no host.",

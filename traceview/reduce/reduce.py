@@ -33,6 +33,7 @@ from traceview.core.errors import ParseWarning
 from traceview.critical_path.analysis import CriticalPath, critical_path
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import distributions_from_parts
+from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import kernels_from_parts
 from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured, measure_links
 from traceview.map.rank_summary import RankSummary
@@ -153,6 +154,15 @@ def _nccl(options: RunOptions, collectives: CollectiveAnalysis, run: Run) -> Ncc
     if not (logs or skipped):
         return None
     return join_nccl(collectives, logs, skipped, run)
+
+
+def _flight_recorder(options: RunOptions) -> HangAnalysis | None:
+    """The job's Flight Recorder dumps read together, when any were given (`--flight-recorder`, run.json)."""
+    if not options.flight_recorder:
+        return None
+    from traceview.flight_recorder.job import hang_job
+
+    return hang_job(options.flight_recorder)
 
 
 def _cross_rank(
@@ -356,4 +366,5 @@ def reduce_held(
         roofline=roofline,
         critical_path=path,
         links_measured=links,
+        flight_recorder=_flight_recorder(options),
     )

@@ -17,6 +17,7 @@ from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
+from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.links_measured.analysis import LinksMeasured
 from traceview.model.time_base import iso_time, recorded_start_us
@@ -103,6 +104,7 @@ class RunAnalysis:
     roofline: Roofline | None = None  # the communication roofline per dimension and link level
     links_measured: LinksMeasured | None = None  # alpha and beta fitted on the run's transfer times
     critical_path: CriticalPath | None = None  # what held each step (traceview.critical_path)
+    flight_recorder: HangAnalysis | None = None  # Flight Recorder dumps of the job read together
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""

@@ -2,7 +2,8 @@
 decompressed within bounds (docs/metrics.md, "Input limits"). Every reader of an input (traces, NCCL logs,
 run.json, saved summaries, thresholds files) goes through here.
 
-- `check_kind(path)`: anything but a regular file is refused before it is opened (a folder, a FIFO, whose open
+- `check_kind(path)`: a system file (under `/proc`, `/sys`, `/dev`: `traceview.core.boundary`) and anything
+  but a regular file is refused before it is opened (a folder, a FIFO, whose open
   waits for a writer that may never come, a socket, a device such as `/dev/zero`, which never ends), and so is
   a sparse file whose holes make up most of it (it would read as gigabytes of zeros it does not hold).
 - `COMPRESSIONS`: the compressed formats, told by their magic bytes (else their suffix): gzip, bzip2 and xz
@@ -21,12 +22,12 @@ import errno
 import io
 import lzma
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from traceview.core.boundary import kind_of, system_tree
 from traceview.core.errors import InputError
 from traceview.core.location import Location, Url
 
@@ -168,25 +169,14 @@ def with_compressed(suffixes: tuple[str, ...]) -> tuple[str, ...]:
     return (*suffixes, *(s + c for s in suffixes for c in COMPRESSED_SUFFIXES))
 
 
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def kind_of(mode: int) -> str | None:
-    """What a file of mode `mode` is when it is not a regular file ("a FIFO (named pipe)"), else None."""
-    return next((name for test, name in _KINDS if test(mode)), None)
-
-
 def check_kind(path: Location) -> None:
     """Refuse, before it is opened, a path that is not a regular file, or a sparse file that is mostly holes.
     Raises `InputError` naming the file and what it is; a URL is left to its file system."""
     if isinstance(path, Url):
         return
+    tree = system_tree(path)
+    if tree is not None:
+        raise InputError(path, f"a system file (under {tree}), not a run's file: not read")
     try:
         found = os.stat(path)
     except OSError as exc:

@@ -1,6 +1,6 @@
-"""`compare --markdown` renders what it says (a CI comment): every name from a trace is escaped for Markdown and
-HTML, and GitHub finds no link in it (it printed `<img ... onerror=...>` and `<a href="https://evil...">` raw).
-Rendered by an independent CommonMark renderer (markdown-it-py, rich's own dependency) with GFM tables."""
+"""`compare --markdown` renders what it says (a CI comment): every name from a trace is escaped for Markdown
+and HTML, and GitHub finds no link in it (it printed `<img ... onerror=...>` and `<a href="https://evil...">`
+raw). Rendered by an independent CommonMark renderer (markdown-it-py, a dependency of rich), with tables."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
+from traceview.reports.text.compare_markdown import render_markdown
 
 from tests.compare_factory import NCCL, kernels, planted_copy, scale_compute
 from traceview.compare.settings import load_settings
 from traceview.compare.two_runs import compare
 from traceview.core.sanitize import markdown_text
-from traceview.reports.text.compare_markdown import render_markdown
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 PAYLOADS = (
@@ -47,7 +47,7 @@ def _visible_text(html: str) -> str:
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_text_renders_as_itself(payload: str) -> None:
     """Rendered inside a table cell, the payload is one cell holding exactly its (printable) text: no tag, no
-    link, no emphasis; a URL or address is never found by GitHub's autolinker (broken by a zero-width space)."""
+    link, no emphasis; GitHub's autolinker finds no URL nor address (each broken by a zero-width space)."""
     cell = markdown_text(payload)
     html = RENDER.render(f"| a | b |\n|---|---|\n| {cell} | end |\n")
     assert html.count("<td>") == 2

@@ -162,7 +162,7 @@ class Compare(Command):
         check_thresholds(fail_on, COMPARE_GATE_FIGURES)
         settings, _ = load_settings(thresholds, threshold)
         if output is not None:
-            given = [baseline, candidate, *([thresholds] if thresholds else [])]
+            given: list[str | Path] = [baseline, candidate, *([thresholds] if thresholds else [])]
             refuse_inputs(output, [*given, *_local_files(baseline, candidate)])
         sides = summary_of(baseline, workers), summary_of(candidate, workers)
         comparison = read_documents(

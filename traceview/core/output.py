@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from traceview.core.boundary import kind_of
 from traceview.core.errors import UsageError
-from traceview.core.reading import kind_of
 from traceview.core.sanitize import printable
 
 TEMPORARY_PREFIX = ".traceview-"

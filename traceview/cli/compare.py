@@ -234,11 +234,13 @@ def _trend_runs(
     from traceview.compare.history import read_history, runs_of, update_history
 
     runs, skipped = read_series(summaries)
+    if summaries and not runs:  # one line: the refusal names the first and counts the others
+        first = skipped[0]
+        if len(skipped) == 1:
+            raise InputError(first[0], first[1])
+        raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
     for path, reason in skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
-    if summaries and not runs:
-        first = skipped[0]
-        raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
     if history is not None:
         runs = update_history(history, runs, lock_timeout_s) if runs else runs_of(read_history(history))
     return runs, skipped

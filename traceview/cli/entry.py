@@ -7,7 +7,8 @@ module is imported, a few tens of milliseconds) is out of its reach.
 
 An address-space limit (`ulimit -v`) is read next, before polars is imported
 (`traceview.core.address_space`): too small, one line and exit 2; else the threads are capped to fit. A
-`MemoryError` that escapes everything else is one line and exit 2, never a traceback."""
+`MemoryError` that escapes everything else is one line and exit 2, never a traceback; so is a limit of open
+files too low to start (raised toward its hard limit when it can be)."""
 
 from __future__ import annotations
 
@@ -41,9 +42,10 @@ def _say_and_exit(line: str, code: int) -> None:
 
 def _fit_memory() -> None:
     """Read the address-space limit before polars is imported: too small, one line and exit 2."""
-    from traceview.core.address_space import AddressSpaceTooSmall, fit_address_space
+    from traceview.core.address_space import AddressSpaceTooSmall, fit_address_space, fit_open_files
 
     try:
+        fit_open_files()
         fit_address_space()
     except AddressSpaceTooSmall as exc:
         _say_and_exit(str(exc), EXIT_INPUT)
@@ -82,6 +84,8 @@ def main() -> None:
             interrupted_exit()
     except MemoryError:
         _say_and_exit(_out_of_memory(), EXIT_INPUT)
+    except OSError as exc:  # the system refused while the command line imports (no file descriptor left)
+        _say_and_exit(f"cannot start: {exc.strerror or exc}", EXIT_INPUT)
 
 
 def _out_of_memory() -> str:

@@ -179,9 +179,6 @@ def check_kind(path: Location) -> None:
     Raises `InputError` naming the file and what it is; a URL is left to its file system."""
     if isinstance(path, Url):
         return
-    tree = system_tree(path)
-    if tree is not None:
-        raise InputError(path, f"a system file (under {tree}), not a run's file: not read")
     try:
         found = os.stat(path)
     except OSError as exc:
@@ -189,6 +186,9 @@ def check_kind(path: Location) -> None:
     kind = kind_of(found.st_mode)
     if kind is not None:
         raise InputError(path, f"{kind}, not a regular file: not read")
+    tree = system_tree(path)
+    if tree is not None:  # /proc/self/environ is a regular file
+        raise InputError(path, f"a system file (under {tree}), not a run's file: not read")
     if found.st_size >= SPARSE_MIN_BYTES and found.st_blocks * 512 < found.st_size * SPARSE_STORED_SHARE:
         stored = stored_bytes(path, found.st_size)
         if stored < found.st_size * SPARSE_STORED_SHARE:

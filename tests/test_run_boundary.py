@@ -15,7 +15,7 @@ import pytest
 
 from tests import report_factory as rf
 from traceview.core.boundary import RunBoundary, folder_files, special_kind
-from traceview.core.errors import InputError
+from traceview.core.errors import InputError, TraceviewError
 from traceview.options.manifest import RunManifest, load_manifest, manifest_files
 
 SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -86,6 +86,15 @@ def test_run_root_widens_the_boundary(lab: Path) -> None:
     done = traceview("summary", str(manifest), "--json", "--run-root", str(lab))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["run"]["ranks"] == [0, 1]
+
+
+def test_the_api_takes_run_root(lab: Path) -> None:
+    import traceview
+
+    manifest = _manifest(lab / "run", ["rank0.json", "../secret/rank1.json"])
+    with pytest.raises(TraceviewError, match=r"lies outside the run \(.*; run_root widens it\)"):
+        traceview.analyze(manifest)
+    assert traceview.analyze(manifest, run_root=lab).summary()["run"]["ranks"] == [0, 1]
 
 
 def test_run_root_never_takes_in_a_system_or_special_file(lab: Path) -> None:

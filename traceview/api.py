@@ -294,6 +294,7 @@ def analyze(
     shape: str | None = None,
     links: str = "table",
     run_label: str | None = None,
+    run_root: str | Path | None = None,
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
     run every cross-rank analysis; return the results.
@@ -305,13 +306,16 @@ def analyze(
     `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha` ("1,5", microseconds),
     `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`
     ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run);
-    `run_label` a label kept in the summary (`run.label`, as `--label`). Raises a `TraceviewError` subclass
-    for bad input or options, naming the argument as this function spells it.
+    `run_label` a label kept in the summary (`run.label`, as `--label`); `run_root` a folder a `run.json`'s
+    entries may lie below besides its own (as `--run-root`, docs/run-manifest.md). Raises a `TraceviewError`
+    subclass for bad input or options, naming the argument as this function spells it.
     """
     from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files
 
     stated = {name: value for name, value in locals().items() if name in _OPTION_NAMES}
+    if run_root is not None:
+        stated["run_root"] = str(run_root)
     spec = _run_spec(run)
     user = UserOptions(**stated)
     if isinstance(spec, Run):

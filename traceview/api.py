@@ -274,6 +274,7 @@ def analyze(
     comm_patterns: Sequence[str] = (),
     compute_patterns: Sequence[str] = (),
     nccl_logs: Sequence[str | Path] = (),
+    run_root: str | Path | None = None,
     ranks_per_host: int | None = None,
     virtual_stages: int = 1,
     workers: int | None = None,
@@ -294,7 +295,6 @@ def analyze(
     shape: str | None = None,
     links: str = "table",
     run_label: str | None = None,
-    run_root: str | Path | None = None,
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
     run every cross-rank analysis; return the results.

@@ -231,7 +231,7 @@ CASES: tuple[Case, ...] = (
         "gzip bomb (1 GiB) as a trace",
         ("summary", "{lab}/bomb.json.gz"),
         2,
-        r"bomb\.json\.gz: compressed byte \d+: gzip inflates more than 200 times",
+        r"bomb\.json\.gz: not JSON \(binary data\)",  # 8 MiB of NUL bytes: before the budget
     ),
     Case(
         "gzip bomb (10 GiB) as a trace",

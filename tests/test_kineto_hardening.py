@@ -301,7 +301,7 @@ def test_long_strings_are_cut_with_a_marker(tmp_path: Path) -> None:
 def test_a_gzip_bomb_is_refused_by_the_ratio_guard(tmp_path: Path) -> None:
     path = tmp_path / "rank0.json.gz"
     path.write_bytes(gzip.compress(b"[" + b" " * (40 << 20) + b"]"))
-    limits = ParseLimits(ratio_checked_after_bytes=1 << 20)
+    limits = ParseLimits(ratio_checked_after_bytes=1 << 20, inflation_budget_bytes=16 << 20)
     with pytest.raises(InputError, match="max_inflation_ratio") as caught:
         kineto.parse(path, limits)
     assert caught.value.where.startswith("compressed byte")
@@ -312,7 +312,7 @@ def test_a_gzip_bomb_whose_trailer_lies_is_refused_while_streaming(tmp_path: Pat
     path = tmp_path / "rank0.json.gz"
     path.write_bytes(data[:-4] + (10).to_bytes(4, "little"))  # ISIZE says 10 bytes
     with pytest.raises(InputError, match="max_inflation_ratio"):
-        kineto.parse(path, ParseLimits(ratio_checked_after_bytes=1 << 20))
+        kineto.parse(path, ParseLimits(ratio_checked_after_bytes=1 << 20, inflation_budget_bytes=16 << 20))
     with pytest.raises(InputError, match="max_inflated_bytes"):
         kineto.parse(path, ParseLimits(max_inflated_bytes=20 << 20, max_inflation_ratio=1e9))
 

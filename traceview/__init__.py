@@ -8,13 +8,15 @@ Names are imported on first use, so `import traceview` stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from traceview.core.version import __version__
+
+TYPE_CHECKING = False  # not typing's: importing typing delays the console script's Ctrl-C handler
 
 __all__ = ["Analysis", "TraceviewError", "__version__", "analyze", "hang", "load_rank", "profile", "to_ms"]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from traceview.api import Analysis, analyze, hang, load_rank, to_ms
     from traceview.core.errors import TraceviewError
     from traceview.record.profile import profile

@@ -55,6 +55,7 @@ def read_limits(limits: ParseLimits) -> ReadLimits:
         max_bytes=limits.max_inflated_bytes,
         max_ratio=limits.max_inflation_ratio,
         ratio_after_bytes=limits.ratio_checked_after_bytes,
+        bomb_budget_bytes=limits.inflation_budget_bytes,
     )
 
 

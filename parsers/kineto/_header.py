@@ -3,6 +3,7 @@ string, a `distributedInfo` that is a list) is ignored with a warning instead of
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar, get_args
 
 import msgspec
@@ -10,6 +11,7 @@ from traceview.parsers.kineto._schema import RAW_DOCUMENT_DECODER, RawDocument
 
 from traceview.core.errors import InputError, ParseWarning
 from traceview.core.location import Location
+from traceview.core.sanitize import printable
 
 StructT = TypeVar("StructT", bound=msgspec.Struct)
 FIELDS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -17,17 +19,54 @@ FIELDS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 def decode_object(path: Location, data: bytes) -> tuple[RawDocument, list[ParseWarning]]:
     """The document, each event kept as its JSON text. Raises `msgspec.DecodeError` when it is not
-    well-formed, `InputError` when `traceEvents` is not an array."""
+    well-formed, `InputError` when `traceEvents` is not an array or a top-level key is given twice."""
     try:
-        return RAW_DOCUMENT_DECODER.decode(data), []
+        document = RAW_DOCUMENT_DECODER.decode(data)
     except msgspec.ValidationError:
-        pass
+        document = None
+    twice = repeated_key(data)
+    if twice is not None:
+        raise InputError(
+            path, f"the top-level key {printable(twice, 200)!r} is given twice: two readings of one document"
+        )
+    if document is not None:
+        return document, []
     ignored: list[str] = []
     document = lenient(RawDocument, data, ignored, "")
     if "traceEvents" in ignored:
         raise InputError(path, "traceEvents is not an array of events")
     note = f"ignored header values of the wrong type: {', '.join(ignored[:8])}"
     return document, [ParseWarning(str(path), note)]
+
+
+_KEY = re.compile(rb'[ \t\r\n]*("(?:[^"\\]|\\.)*")[ \t\r\n]*:[ \t\r\n]*')
+_AFTER_VALUE = re.compile(rb"[ \t\r\n]*([,}])")
+
+
+def repeated_key(data: bytes) -> str | None:
+    """The first top-level key of the JSON object `data` (well-formed) given twice, else None.
+
+    JSON readers keep one of two values of a key (msgspec the last), so a document with a repeated key reads
+    one way whole and may read another way streamed: both readers refuse it. The members are walked in
+    order, each value skipped by the length of the one kept for its key (`dict[str, Raw]`): a value that is
+    not the one kept belongs to a key given again later."""
+    members = FIELDS_DECODER.decode(data)
+    view, at, seen = memoryview(data), data.index(b"{") + 1, set()
+    for _ in range(len(members) + 1):
+        key = _KEY.match(data, at)
+        if key is None:
+            return None  # an empty object
+        name = msgspec.json.decode(key.group(1), type=str)
+        value = members.get(name)
+        start = key.end()
+        if name in seen or value is None or view[start : start + len(value)] != memoryview(value):
+            return name
+        seen.add(name)
+        after = _AFTER_VALUE.match(data, start + len(value))
+        if after is None or after.group(1) == b"}":
+            return None
+        at = after.end()
+    return None
 
 
 def lenient(kind: type[StructT], text: bytes | msgspec.Raw, ignored: list[str], prefix: str) -> StructT:

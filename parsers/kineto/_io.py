@@ -9,6 +9,7 @@ UTF-8 inside an event is replaced, and the rest of the file is kept (docs/metric
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -320,8 +321,16 @@ def _describe_text(data: bytes) -> str:
         return "looks like an NCCL_DEBUG log, not a Kineto trace (pass it with --nccl-log)"
     if not sample.strip():
         return "file is empty"
-    first = sample.strip().splitlines()[0][:40]
-    return f"not JSON (starts with {first!r}): not a Kineto trace"
+    return f"not JSON ({_kind_of_text(data[:65536])}): not a Kineto trace"
+
+
+def _kind_of_text(head: bytes) -> str:
+    """What a file that is not JSON holds, in words, never quoting it (it may be anyone's file)."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return "binary data"
+    return "binary data" if "\x00" in text else "text"
 
 
 def _refuse_other_json(path: Location, data: bytes) -> None:

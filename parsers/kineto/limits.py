@@ -30,8 +30,9 @@ class ParseLimits:
     - `max_inflated_bytes`: the JSON text's size (after gunzip) above which the file is refused.
     - `max_inflation_ratio` / `ratio_checked_after_bytes`: a compressed file whose inflated text passes
       `ratio_checked_after_bytes` while being more than `max_inflation_ratio` times the compressed bytes read
-      so far is a decompression bomb, refused before it fills memory. Real traces inflate 5 to 30 times, bombs
-      about 1,000 times (`traceview.core.reading`).
+      so far, and that at this ratio would produce more than `inflation_budget_bytes` in all, is a
+      decompression bomb, refused before it fills memory. Real traces inflate 5 to 30 times, bombs about 1,000
+      times (`traceview.core.reading`); a small text that compresses well stays within the budget.
     - `max_name_chars`: a string (event name, category, process group description, host or device name) longer
       than this is cut to this many characters followed by `...[cut N chars]`.
     - `stream_above_bytes` / `stream_chunk_bytes`: a text larger than `stream_above_bytes` is decoded as it is
@@ -42,6 +43,7 @@ class ParseLimits:
     max_inflated_bytes: int = 16 * GIB
     max_inflation_ratio: float = 200.0
     ratio_checked_after_bytes: int = 4 * MIB
+    inflation_budget_bytes: int = 512 * MIB
     max_name_chars: int = 4096
     stream_above_bytes: int = 8 * MIB
     stream_chunk_bytes: int = 16 * MIB

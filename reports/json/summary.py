@@ -393,6 +393,8 @@ def _links_measured(analysis: RunAnalysis) -> dict[str, Any] | None:
 def _critical_path(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
     path = analysis.critical_path
     return None if path is None else critical_path_document(path, full=full)
+
+
 def _flight_recorder(analysis: RunAnalysis) -> dict[str, Any] | None:
     """The `flight_recorder` object: the job's Flight Recorder dumps read together (null without dumps)."""
     found = analysis.flight_recorder

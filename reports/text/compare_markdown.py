@@ -1,6 +1,6 @@
 """`traceview compare --markdown`: a summary short enough for a CI comment (verdict, top findings, partial
-readings, scaling). Renders only; every string from an input goes through `printable` and has its table
-characters escaped."""
+readings, scaling). Renders only; every string from an input goes through `markdown_text` (printable,
+Markdown and HTML escaped, no link of its own); the only links are none: the comment links nowhere."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from traceview.reports.text.compare import change_text, note_text, p_text, value
 
 from traceview.compare.findings import Finding
 from traceview.compare.two_runs import Comparison
-from traceview.core.sanitize import printable
+from traceview.core.sanitize import markdown_text
 
 TOP = 5
 
 
 def _cell(text: object) -> str:
-    return printable(text).replace("|", "\\|").replace("`", "'")
+    return markdown_text(text)
 
 
 def _rows(findings: Sequence[Finding]) -> list[str]:

@@ -84,14 +84,16 @@ def summary_of(spec: str, workers: int | None) -> dict[str, Any]:
     return document
 
 
-def _local_files(*specs: str) -> list[Location]:
-    """The local input files of the compared runs (their traces), for the `-o` check; nothing for URLs."""
-    from traceview.load.inputs import resolve_trace_files
+def _local_files(*specs: str) -> list[str | Path]:
+    """The local input files of the compared runs (their traces, NCCL logs and run.json, or the saved
+    summary), for the `-o` check; nothing for URLs."""
+    from traceview.cli.app import run_inputs
+    from traceview.options.run import build_options
 
-    found: list[Location] = []
+    found: list[str | Path] = []
     for spec in specs:
         try:
-            found += resolve_trace_files(spec)
+            found += run_inputs(spec, build_options(spec))
         except TraceviewError:
             continue
     return found
@@ -99,6 +101,11 @@ def _local_files(*specs: str) -> list[Location]:
 
 def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output: Path | None) -> None:
     """The comparison on stdout (tables, `--json` or `--markdown`) and, with `-o`, as its page."""
+    if output is not None:  # the page first: a page that cannot be written is refused before anything is said
+        from traceview.reports.html.compare import render_compare_html
+
+        size = write_text(output, render_compare_html(comparison))
+        say(f"wrote {printable(output)} ({size_text(size)})")
     if json_output:
         from traceview.reports.json.compare import compare_document
 
@@ -111,11 +118,6 @@ def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output:
         from traceview.reports.text.compare import render_comparison
 
         render_comparison(comparison, stdout_console(200))
-    if output is not None:
-        from traceview.reports.html.compare import render_compare_html
-
-        size = write_text(output, render_compare_html(comparison))
-        say(f"wrote {printable(output)} ({size_text(size)})")
 
 
 class Compare(Command):
@@ -160,7 +162,8 @@ class Compare(Command):
         check_thresholds(fail_on, COMPARE_GATE_FIGURES)
         settings, _ = load_settings(thresholds, threshold)
         if output is not None:
-            refuse_inputs(output, [baseline, candidate, *(str(p) for p in _local_files(baseline, candidate))])
+            given: list[str | Path] = [baseline, candidate, *([thresholds] if thresholds else [])]
+            refuse_inputs(output, [*given, *_local_files(baseline, candidate)])
         sides = summary_of(baseline, workers), summary_of(candidate, workers)
         comparison = read_documents(
             [(baseline, sides[0]), (candidate, sides[1])],
@@ -222,25 +225,34 @@ def read_series(specs: list[str]) -> tuple[list[Any], list[tuple[str, str]]]:
     return runs, skipped
 
 
-def _trend_runs(summaries: list[str], history: Path | None) -> tuple[list[Any], list[tuple[str, str]]]:
+def _trend_runs(
+    summaries: list[str], history: Path | None, lock_timeout_s: float = 60.0
+) -> tuple[list[Any], list[tuple[str, str]]]:
     """The runs of the trend: the summaries given (those unreadable skipped, each named on stderr), added to
     the history when one is kept and then every run it holds; an error when summaries were given and none
     could be read."""
     from traceview.compare.history import read_history, runs_of, update_history
 
     runs, skipped = read_series(summaries)
+    if summaries and not runs:  # one line: the refusal names the first and counts the others
+        first = skipped[0]
+        if len(skipped) == 1:
+            raise InputError(first[0], first[1])
+        raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
     for path, reason in skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
-    if summaries and not runs:
-        first = skipped[0]
-        raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
     if history is not None:
-        runs = update_history(history, runs) if runs else runs_of(read_history(history))
+        runs = update_history(history, runs, lock_timeout_s) if runs else runs_of(read_history(history))
     return runs, skipped
 
 
 def _show_trend(result: Any, json_output: bool, output: Path | None) -> None:
     """The trend's warnings on stderr, the trend on stdout (tables or `--json`) and, with `-o`, its page."""
+    if output is not None:  # the page first: a page that cannot be written is refused before anything is said
+        from traceview.reports.html.compare import render_trend_html
+
+        size = write_text(output, render_trend_html(result))
+        say(f"wrote {printable(output)} ({size_text(size)})")
     for warning in result.warnings:
         say(f"traceview: warning: {printable(warning)}")
     if json_output:
@@ -251,11 +263,6 @@ def _show_trend(result: Any, json_output: bool, output: Path | None) -> None:
         from traceview.reports.text.compare import render_trend
 
         render_trend(result, stdout_console(200))
-    if output is not None:
-        from traceview.reports.html.compare import render_trend_html
-
-        size = write_text(output, render_trend_html(result))
-        say(f"wrote {printable(output)} ({size_text(size)})")
 
 
 class Trend(Command):
@@ -280,6 +287,15 @@ class Trend(Command):
         history: HistoryOpt = None,
         threshold: ThresholdOpt = None,
         thresholds: ThresholdsFileOpt = None,
+        lock_timeout: Annotated[
+            float,
+            typer.Option(
+                "--lock-timeout",
+                min=0,
+                max=86_400,
+                help="Seconds to wait for the --history lock another writer holds; then exit 2 naming it.",
+            ),
+        ] = 60.0,
     ) -> None:
         """Metrics over a series of nightly summaries, ordered by run time: change points, the latest run
         against the history; exit 1 on a regression of the latest run."""
@@ -292,8 +308,9 @@ class Trend(Command):
         _, settings = load_settings(thresholds, threshold)
         if output is not None:
             inputs = [str(p) for spec in summaries or () for p in summary_files(spec)]
-            refuse_inputs(output, [*inputs, *([history] if history else [])])
-        runs, skipped = _trend_runs(list(summaries or ()), history)
+            named = [*([history] if history else []), *([thresholds] if thresholds else [])]
+            refuse_inputs(output, [*inputs, *named])
+        runs, skipped = _trend_runs(list(summaries or ()), history, lock_timeout)
         result = trend_of_runs(runs, settings)
         _show_trend(result, json_output, output)
         if result.latest_regressions:

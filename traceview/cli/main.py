@@ -46,6 +46,7 @@ from traceview.cli.report import Report
 from traceview.cli.stragglers import Stragglers
 from traceview.cli.streams import StdoutClosed, guard_streams, silence_stdout
 from traceview.cli.summary import Summary
+from traceview.core.address_space import limit_text
 from traceview.core.errors import PartialRun, ThresholdCrossed, TraceviewError, UsageError
 from traceview.core.sanitize import printable
 from traceview.core.version import __version__
@@ -84,7 +85,10 @@ def _command_path() -> str:
 def _environment_problem(error: OSError | MemoryError) -> str:
     """What an error of the operating system says, in one line naming the file where it has one."""
     if isinstance(error, MemoryError):
-        return "out of memory (use --max-trace-bytes, or fewer --workers)"
+        limit = limit_text()
+        return (
+            f"out of memory{f' under {limit}' if limit else ''} (use --max-trace-bytes, or fewer --workers)"
+        )
     where = f"{printable(error.filename)}: " if error.filename is not None else ""
     return f"{where}{printable(error.strerror or error)}"
 

@@ -5,8 +5,10 @@
   pipe: `traceview summary RUN | head -1`; a stdout closed before start: `>&-`) raises `StdoutClosed`, which
   stops the command quietly with exit 0: the reader chose to stop. Any other failure to write stdout (a full
   disk) is `StdoutFailed`, one line naming standard output (exit 2). A stderr that cannot be written is left
-  alone (there is no one to tell). Characters the terminal's encoding lacks (`PYTHONIOENCODING=ascii`,
-  `LANG=C`) are written as backslash escapes, never an error.
+  alone (there is no one to tell). stdout is written to its descriptor with every byte accounted for
+  (`write_all`): a short write (a file-size limit, `ulimit -f`, EFBIG) is a failure, never a file silently
+  cut; a shell redirect keeps what was written before the failure. Characters the terminal's encoding lacks
+  (`PYTHONIOENCODING=ascii`, `LANG=C`) are written as backslash escapes, never an error.
 - `console(...)` makes every rich console: no emoji codes (`:x:` stays `:x:`), no highlighting, and no escape
   codes at all when `NO_COLOR` is set (it wins over `FORCE_COLOR`, https://no-color.org), nor when the stream
   is not a terminal unless `FORCE_COLOR` asks for them.
@@ -60,15 +62,28 @@ class GuardedStream:
         raise StdoutFailed(f"{self.name}: cannot write: {reason}") from None
 
     def write(self, text: str) -> int:
-        """Write `text`; see the class docstring for what a failure becomes."""
+        """Write `text`; see the class docstring for what a failure becomes. stdout is written straight to its
+        descriptor, every byte accounted for (`write_all`): Python's buffered writer drops the rest of a
+        short write (a file-size limit) without a word."""
         if self.stream is None:
             self._failed(BrokenPipeError())
             return len(text)
         try:
-            return self.stream.write(text)
+            descriptor = None if self.quiet_errors else self._descriptor()
+            if descriptor is None:
+                return self.stream.write(text)
+            self.stream.flush()
+            write_all(descriptor, text.encode(self.encoding, "backslashreplace"))
         except (OSError, ValueError) as error:
             self._failed(error)
-            return len(text)
+        return len(text)
+
+    def _descriptor(self) -> int | None:
+        """The real stream's descriptor, None when it has none (a stream in memory)."""
+        try:
+            return self.stream.fileno() if self.stream is not None else None
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def flush(self) -> None:
         """Flush the real stream, failures handled as for `write`."""
@@ -99,6 +114,17 @@ class GuardedStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def write_all(descriptor: int, data: bytes) -> None:
+    """Write every byte of `data` to `descriptor` (a pipe may take it in parts); a write that takes nothing,
+    or fails (EFBIG past `ulimit -f`, ENOSPC), raises `OSError`."""
+    view = memoryview(data)
+    while view:
+        written = os.write(descriptor, view)
+        if written <= 0:
+            raise OSError(errno.EIO, f"short write: {len(view)} of {len(data)} bytes not written")
+        view = view[written:]
 
 
 def guard_streams() -> GuardedStream:

@@ -5,14 +5,20 @@ DuckDB, Spark read Parquet).
 
 Rewritten atomically night by night (`traceview.core.output.atomic_output`: a temporary file beside it, then a
 rename) under an exclusive lock on `FILE.lock` (`fcntl.flock`), so that two writers at once take turns and the
-second adds its runs to the first's; a run already in the history (same source and start) is replaced.
+second adds its runs to the first's; a run already in the history (same source and start) is replaced. The
+lock's holder writes who it is in the lock file (pid, host, time), cleared on release; a writer waits for it
+up to `--lock-timeout` (60 s) and then exits 2 naming the holder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
+import io
 import os
+import socket
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -20,9 +26,10 @@ import polars as pl
 
 from traceview.compare.findings import TREND_METRICS
 from traceview.compare.trend import RunSeries
-from traceview.core.errors import InputError
+from traceview.core.errors import InputError, RunError
 from traceview.core.output import atomic_output
 from traceview.core.reading import check_kind
+from traceview.core.sanitize import printable
 
 RUN_COLUMNS: dict[str, pl.DataType] = {
     "run_key": pl.Utf8(),
@@ -113,30 +120,78 @@ def read_history(path: Path) -> pl.DataFrame:
     )
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` + `.lock` (created when missing), held for the block: writers
-    take turns."""
-    lock = path.with_name(path.name + ".lock")
-    handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+LOCK_TIMEOUT_S = 60.0
+"""Seconds a writer waits for the history's lock held by another (`--lock-timeout`)."""
+LOCK_POLL_S = 0.1
+
+
+def _holder(handle: int) -> str:
+    """Who holds the lock, as its holder wrote it in the lock file (`pid P on HOST since TIME`)."""
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+        said = os.pread(handle, 200, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        said = ""
+    return printable(said, 200) if said.startswith("pid ") else "a writer that did not say who it is"
+
+
+def _take(handle: int, lock: Path, timeout_s: float) -> None:
+    """Take the exclusive lock on `handle`, waiting up to `timeout_s`; then say who holds it (pid, host, time)
+    in the lock file. Raises `RunError` naming the holder when it is not released in time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = _holder(handle)
+                raise RunError(
+                    f"--history {printable(lock.with_suffix(''))}: locked by another writer ({holder}, in "
+                    f"{printable(lock)}); waited {timeout_s:g} s (--lock-timeout)"
+                ) from None
+            time.sleep(LOCK_POLL_S)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with contextlib.suppress(OSError):
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"pid {os.getpid()} on {socket.gethostname()} since {stamp}\n".encode(), 0)
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """An exclusive lock on `path` + `.lock` (created when missing), held for the block: writers take turns,
+    each waiting up to `timeout_s` (then `RunError` naming the holder's pid, host and time)."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise InputError(lock, f"cannot open the history's lock: {exc.strerror or exc}") from None
+    try:
+        _take(handle, lock, timeout_s)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(handle, 0)  # the holder's line goes with its hold
+                fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
         os.close(handle)
 
 
-def update_history(path: Path, runs: Sequence[RunSeries]) -> list[RunSeries]:
+def update_history(
+    path: Path, runs: Sequence[RunSeries], lock_timeout_s: float = LOCK_TIMEOUT_S
+) -> list[RunSeries]:
     """Add `runs` to the history at `path` (a run already there is replaced), rewrite it atomically under
-    the lock, and return every run it now holds."""
+    the lock, and return every run it now holds. The file is made in memory and written whole: a full disk is
+    one `UsageError` naming `--history`, and the old history stays as it was."""
     new = history_frame(runs)
-    with locked(path):
+    with locked(path, lock_timeout_s):
         old = read_history(path)
         kept = old.filter(~pl.col("run_key").is_in(new.get_column("run_key").unique().to_list()))
         merged = pl.concat([kept, new], how="vertical_relaxed").sort(
             "started_us", nulls_last=True, maintain_order=True
         )
+        content = io.BytesIO()
+        merged.write_parquet(content)
         with atomic_output(path, "--history") as temporary:
-            merged.write_parquet(temporary)
+            temporary.write_bytes(content.getvalue())
     return runs_of(merged)

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from traceview.core.boundary import kind_of
 from traceview.core.errors import UsageError
-from traceview.core.reading import kind_of
 from traceview.core.sanitize import printable
 
 TEMPORARY_PREFIX = ".traceview-"
@@ -46,7 +46,10 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
 
 def refuse_inputs(output: Path, inputs: Iterable[str | Path], flag: str = "-o") -> None:
     """Raise `UsageError` when `output` is one of `inputs` (the same path once links are resolved, or the same
-    file by device and inode); inputs that are URLs are not local files and cannot be written over."""
+    file by device and inode); inputs that are URLs are not local files and cannot be written over. A target
+    that cannot be written (a device such as /dev/full, a FIFO, a missing folder) is refused here too, as
+    `atomic_output` would, so that nothing is analysed nor printed before the refusal."""
+    _target(output, flag)
     target, target_id = _identity(output)
     for given in inputs:
         if "://" in str(given):

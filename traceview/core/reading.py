@@ -2,7 +2,8 @@
 decompressed within bounds (docs/metrics.md, "Input limits"). Every reader of an input (traces, NCCL logs,
 run.json, saved summaries, thresholds files) goes through here.
 
-- `check_kind(path)`: anything but a regular file is refused before it is opened (a folder, a FIFO, whose open
+- `check_kind(path)`: a system file (under `/proc`, `/sys`, `/dev`: `traceview.core.boundary`) and anything
+  but a regular file is refused before it is opened (a folder, a FIFO, whose open
   waits for a writer that may never come, a socket, a device such as `/dev/zero`, which never ends), and so is
   a sparse file whose holes make up most of it (it would read as gigabytes of zeros it does not hold).
 - `COMPRESSIONS`: the compressed formats, told by their magic bytes (else their suffix): gzip, bzip2 and xz
@@ -10,8 +11,9 @@ run.json, saved summaries, thresholds files) goes through here.
   brotli and compress are named and refused.
 - `open_bytes(path, limits)`: the file's bytes, decompressed, as a binary stream that raises `InputError` once
   the text passes `limits.max_bytes`, or, past `limits.ratio_after_bytes`, once it is more than
-  `limits.max_ratio` times the compressed bytes read so far (a decompression bomb: real traces and logs
-  inflate 5 to 30 times, a bomb about 1,000 times).
+  `limits.max_ratio` times the compressed bytes read so far and the whole file would produce more than
+  `limits.bomb_budget_bytes` at that ratio (a decompression bomb: real traces and logs inflate 5 to 30 times,
+  a bomb about 1,000 times; a 10 MB line that compresses 1,000 times is no bomb, it stays within the budget).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ import errno
 import io
 import lzma
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from traceview.core.boundary import kind_of, system_tree
 from traceview.core.errors import InputError
-from traceview.core.location import Location, Url
+from traceview.core.location import Location, Url, size_of
 
 GIB, MIB = 2**30, 2**20
 SPARSE_MIN_BYTES = 64 * MIB
@@ -49,8 +51,12 @@ class ReadLimits:
     max_bytes: int = 16 * GIB
     max_ratio: float = 200.0
     ratio_after_bytes: int = 4 * MIB
+    bomb_budget_bytes: int = 512 * MIB
     size_hint: str = "limit max_inflated_bytes; raise it with --max-trace-bytes or ParseLimits"
-    ratio_hint: str = "limits max_inflation_ratio and ratio_checked_after_bytes; raise them with ParseLimits"
+    ratio_hint: str = (
+        "limits max_inflation_ratio, ratio_checked_after_bytes and inflation_budget_bytes; raise them with "
+        "ParseLimits"
+    )
 
 
 RAW_CHUNK = 64 << 10
@@ -168,20 +174,6 @@ def with_compressed(suffixes: tuple[str, ...]) -> tuple[str, ...]:
     return (*suffixes, *(s + c for s in suffixes for c in COMPRESSED_SUFFIXES))
 
 
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def kind_of(mode: int) -> str | None:
-    """What a file of mode `mode` is when it is not a regular file ("a FIFO (named pipe)"), else None."""
-    return next((name for test, name in _KINDS if test(mode)), None)
-
-
 def check_kind(path: Location) -> None:
     """Refuse, before it is opened, a path that is not a regular file, or a sparse file that is mostly holes.
     Raises `InputError` naming the file and what it is; a URL is left to its file system."""
@@ -194,6 +186,9 @@ def check_kind(path: Location) -> None:
     kind = kind_of(found.st_mode)
     if kind is not None:
         raise InputError(path, f"{kind}, not a regular file: not read")
+    tree = system_tree(path)
+    if tree is not None:  # /proc/self/environ is a regular file
+        raise InputError(path, f"a system file (under {tree}), not a run's file: not read")
     if found.st_size >= SPARSE_MIN_BYTES and found.st_blocks * 512 < found.st_size * SPARSE_STORED_SHARE:
         stored = stored_bytes(path, found.st_size)
         if stored < found.st_size * SPARSE_STORED_SHARE:
@@ -238,6 +233,8 @@ class BoundedReader(io.RawIOBase):
         self.inner = compression.reader(raw)
         self.inflated = 0
         self.truncated = False
+        self.compressed_size = size_of(path)
+        """The compressed file's size (0: unknown), by which the bytes it would produce are projected."""
 
     def readable(self) -> bool:
         """Always: a reader."""
@@ -291,12 +288,24 @@ class BoundedReader(io.RawIOBase):
             )
             raise InputError(self.path, problem, where=where)
         if self.inflated > limits.ratio_after_bytes and self.inflated > limits.max_ratio * consumed:
+            projected = self.projected_bytes(consumed)
+            if projected <= limits.bomb_budget_bytes:
+                return  # a text that compresses well but stays within the budget is no bomb
+            known = projected < float("inf")
+            toward = f"toward about {int(projected)} bytes" if known else "of unknown total size"
             problem = (
                 f"{self.compression.name} inflates more than {limits.max_ratio:g} times past "
-                f"{limits.ratio_after_bytes} bytes ({self.inflated} bytes from {consumed}): a decompression "
-                f"bomb? ({limits.ratio_hint})"
+                f"{limits.ratio_after_bytes} bytes ({self.inflated} bytes from {consumed}, {toward}, "
+                f"past the budget of {limits.bomb_budget_bytes}): a decompression bomb? ({limits.ratio_hint})"
             )
             raise InputError(self.path, problem, where=where)
+
+    def projected_bytes(self, consumed: int) -> float:
+        """The bytes the whole file would produce at the ratio seen so far (infinite when its compressed size
+        is unknown), never less than those produced already."""
+        if self.compressed_size <= 0:
+            return float("inf")
+        return max(self.inflated, self.inflated / consumed * max(self.compressed_size, consumed))
 
     def close(self) -> None:
         """Close the decompressor and the file."""
@@ -329,6 +338,11 @@ def open_bytes(path: Location, limits: ReadLimits) -> tuple[BinaryIO, BoundedRea
         raw.close()
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     found = compression_of(head, str(path.name))
+    named = next((c for c in COMPRESSIONS if c.magic and str(path.name).endswith(c.suffixes)), None)
+    if named is not None and found is not named:
+        raw.close()
+        held = f"{found.name} data" if found is not None else "no compressed data (not its magic bytes)"
+        raise InputError(path, f"named as {named.name} ({named.suffixes[0]}) but holds {held}: not read")
     if found is None:
         return raw, None
     try:

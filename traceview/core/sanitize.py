@@ -8,7 +8,8 @@ long text with a marker. A file name that is not UTF-8 reaches Python with its b
 `traceview.bytes` does the same wherever such text is encoded (an output file, JSON). Every renderer that
 writes input-derived text to a terminal passes it through here (the terminal renderers then escape rich's
 markup, `traceview.reports.text.safe`; emoji codes are never read, the consoles are made without them); the
-HTML report escapes on its own.
+HTML report escapes on its own; Markdown (`traceview compare --markdown`, a CI comment) goes through
+`markdown_text`.
 """
 
 from __future__ import annotations
@@ -73,3 +74,22 @@ def listed(values: Sequence[object], most: int = 16) -> str:
     caller makes the result printable)."""
     shown = ", ".join(str(value) for value in values[:most])
     return shown if len(values) <= most else f"{shown}, ... ({len(values)} in all)"
+
+
+_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()#+-.!|~=:$%^/,;?")
+_MARKDOWN_TABLE = {ord(c): f"\\{c}" for c in _MARKDOWN_PUNCTUATION}
+_MARKDOWN_TABLE.update({ord(c): entity for c, entity in _HTML_ENTITIES.items()})
+_AUTOLINKS = (("://", ":/\u200b/"), ("www.", "www\u200b."), ("@", "@\u200b"))
+"""What GitHub's Markdown turns into a link by itself (a URL, `www.`, an e-mail address), each broken by a
+zero-width space (shown the same, never a link)."""
+
+
+def markdown_text(text: object, max_chars: int = MAX_PRINTED_CHARS) -> str:
+    """`text` (from an input) as Markdown that renders as exactly that text: made `printable`, every Markdown
+    punctuation mark backslash-escaped (no emphasis, link, code, table cell or heading), every HTML character
+    an entity (no tag), and what GitHub would link by itself broken (no link but those traceview writes)."""
+    value = printable(text, max_chars)
+    for found, broken in _AUTOLINKS:
+        value = value.replace(found, broken)
+    return value.translate(_MARKDOWN_TABLE)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from traceview.core.boundary import folder_files, special_kind
 from traceview.core.errors import InputError, UsageError
 from traceview.core.location import Location, is_url, location
 from traceview.core.sanitize import printable
@@ -52,6 +53,14 @@ def _looks_like_dump(path: Path) -> bool:
     return head.startswith(_DUMP_HEADS)
 
 
+def _regular_file(path: Path) -> Path:
+    """`path`, unless it is a system or special file (`traceview.core.boundary`): refused, never opened."""
+    kind = special_kind(path)
+    if kind is not None:
+        raise InputError(path, f"is {kind}, not a Flight Recorder dump: refused, not read")
+    return path
+
+
 def dump_paths(specs: Sequence[str | Path]) -> list[Location]:
     """The dump files `specs` name (the run boundary: only these are read), each once, in order. Raises
     `UsageError` for a spec that names none."""
@@ -61,12 +70,12 @@ def dump_paths(specs: Sequence[str | Path]) -> list[Location]:
         if is_url(spec):
             found.append(location(spec))
         elif path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.is_file() and _looks_like_dump(p))
+            inside = [p for p in folder_files(path, lambda _name: True) if _looks_like_dump(p)]
             if not inside:
                 raise UsageError(f"{printable(path)}: a folder without Flight Recorder dumps in it")
             found += inside
         elif path.exists():
-            found.append(path)
+            found.append(_regular_file(path))
         else:
             matches = sorted(Path(p) for p in glob.glob(str(spec)) if Path(p).is_file())
             if not matches:

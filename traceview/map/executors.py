@@ -37,13 +37,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+from traceview.core.address_space import fitted_threads, limit_text
 from traceview.core.cores import usable_cores
 from traceview.core.engine import in_memory
-from traceview.core.errors import TraceviewError, UsageError, reason_of
+from traceview.core.errors import RunError, TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
 from traceview.core.sanitize import printable
 from traceview.map.batch import batches_of_sizes
@@ -302,15 +304,35 @@ def _pooled(tasks: Sequence[Sequence[MapTask]], count: int) -> Iterable[Any]:
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=ignore_interrupts)
     try:
-        with _interrupts_held(), _environment(THREADS_VARIABLE, str(worker_threads(count))):
+        with _interrupts_held(), _environment(THREADS_VARIABLE, str(fitted_threads(worker_threads(count)))):
             futures = deque(pool.submit(summarize_files, batch) for batch in tasks)  # every worker started
         while futures:  # each future let go once its summaries are taken: the caller holds what it keeps
             yield from _result_of(futures.popleft())
+    except BrokenProcessPool:
+        raise RunError(_worker_death(pool)) from None
     except BaseException:  # an interrupt, or the reader of the results gone
         _stop_workers(pool)
         raise
     finally:
         pool.shutdown(wait=True)
+
+
+def _worker_death(pool: ProcessPoolExecutor) -> str:
+    """One line on a worker that died: the signal that ended it and the memory limit in force, if any."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:  # a dead worker's exit status is known once it is joined
+        with contextlib.suppress(Exception):
+            process.join(timeout=1)
+    codes = [p.exitcode for p in processes if getattr(p, "exitcode", None)]
+    signals = sorted({-code for code in codes if code < 0})
+    how = (
+        f"was ended by signal {', '.join(f'{signal.Signals(n).name} ({n})' for n in signals)}"
+        if signals
+        else "died"
+    )
+    limit = limit_text()
+    memory = f"out of memory under {limit}?" if limit else "out of memory?"
+    return f"a worker process {how} ({memory}): try fewer --workers, or more memory"
 
 
 RAY_CONNECT_TIMEOUT_S = 10.0

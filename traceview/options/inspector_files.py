@@ -12,6 +12,7 @@ import glob
 from collections.abc import Sequence
 from pathlib import Path
 
+from traceview.core.boundary import folder_files
 from traceview.core.errors import UsageError
 from traceview.core.sanitize import printable
 from traceview.options.manifest import RunManifest, manifest_inspector_files
@@ -34,7 +35,7 @@ def _named(spec: str) -> list[Path]:
     path = Path(spec)
     flag = f"--inspector {printable(spec)}"
     if path.is_dir():
-        inside = [p for p in sorted(path.iterdir()) if p.is_file() and _is_inspector(p)]
+        inside = [p for p in folder_files(path, lambda _name: True) if _is_inspector(p)]
         if not inside:
             raise UsageError(f"{flag}: a folder without NCCL Inspector output in it")
         return inside
@@ -46,9 +47,12 @@ def _named(spec: str) -> list[Path]:
     return matches
 
 
-def inspector_paths(given: Sequence[str], manifest: tuple[Path, RunManifest] | None) -> tuple[Path, ...]:
-    """The Inspector files `given` names, then those the manifest lists, each once, in order."""
+def inspector_paths(
+    given: Sequence[str], manifest: tuple[Path, RunManifest] | None, run_root: str | None = None
+) -> tuple[Path, ...]:
+    """The Inspector files `given` names, then those the manifest lists (inside the run), each once, in
+    order."""
     found = [path for spec in given for path in _named(spec)]
     if manifest is not None:
-        found += manifest_inspector_files(*manifest)
+        found += manifest_inspector_files(*manifest, run_root)
     return tuple(dict.fromkeys(found))

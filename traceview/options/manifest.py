@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from traceview.core.boundary import RunBoundary, repeated
 from traceview.core.errors import InputError
 from traceview.core.reading import check_kind, with_compressed
+from traceview.core.sanitize import printable
 
 MANIFEST_NAME = "run.json"
 SCHEMA_VERSION = "1.0"
@@ -259,20 +262,43 @@ def load_manifest(path: str | Path) -> RunManifest:
     return manifest
 
 
-def manifest_files(path: str | Path, manifest: RunManifest) -> tuple[list[Path], list[Path]]:
-    """(trace files, NCCL logs) the manifest lists, resolved against its folder."""
-    folder = Path(path).parent
-    return [folder / t.path for t in manifest.traces], [folder / log.path for log in manifest.nccl_logs]
+def manifest_files(
+    path: str | Path, manifest: RunManifest, run_root: str | Path | None = None
+) -> tuple[list[Path], list[Path]]:
+    """(trace files, NCCL logs) the manifest lists, resolved against its folder. Raises `InputError` naming
+    the entry, before any file is opened, for an entry outside the run (its folder, or below `run_root`), a
+    system or special file (`traceview.core.boundary`), or a file named by two entries."""
+    boundary = RunBoundary.of_manifest(path, run_root)
+    named = [(f"traces[{i}].path", entry.path) for i, entry in enumerate(manifest.traces)]
+    named += [(f"nccl_logs[{i}].path", entry.path) for i, entry in enumerate(manifest.nccl_logs)]
+    files = [Path(boundary.entry(text, field)) for field, text in named]
+    twice = repeated(os.path.realpath(file) for file in files)
+    if twice is not None:
+        first, again = twice
+        raise InputError(
+            path,
+            f"{named[again][0]} names the file {named[first][0]} names already "
+            f"({printable(named[again][1], 200)!r}): each file once; refused before any is read",
+        )
+    return files[: len(manifest.traces)], files[len(manifest.traces) :]
 
 
-def manifest_inspector_files(path: str | Path, manifest: RunManifest) -> list[Path]:
-    """The NCCL Inspector output files the manifest lists (`nccl_inspector`), resolved against its folder."""
-    folder = Path(path).parent
-    return [folder / entry.path for entry in manifest.nccl_inspector]
-def manifest_dumps(path: str | Path, manifest: RunManifest) -> list[Path]:
-    """The Flight Recorder dumps (files or folders) the manifest lists, resolved against its folder."""
-    folder = Path(path).parent
-    return [folder / dump for dump in manifest.flight_recorder]
+def manifest_inspector_files(
+    path: str | Path, manifest: RunManifest, run_root: str | Path | None = None
+) -> list[Path]:
+    """The NCCL Inspector output files the manifest lists (`nccl_inspector`), resolved against its folder;
+    each inside the run (`traceview.core.boundary`), else refused before any is read."""
+    boundary = RunBoundary.of_manifest(path, run_root)
+    named = [(f"nccl_inspector[{i}].path", entry.path) for i, entry in enumerate(manifest.nccl_inspector)]
+    return [Path(boundary.entry(text, field)) for field, text in named]
+
+
+def manifest_dumps(path: str | Path, manifest: RunManifest, run_root: str | Path | None = None) -> list[Path]:
+    """The Flight Recorder dumps (files or folders) the manifest lists, resolved against its folder; each
+    inside the run (`traceview.core.boundary`), else refused before any is read."""
+    boundary = RunBoundary.of_manifest(path, run_root)
+    named = [(f"flight_recorder[{i}]", dump) for i, dump in enumerate(manifest.flight_recorder)]
+    return [Path(boundary.entry(text, field, folder_ok=True)) for field, text in named]
 
 
 def write_manifest(path: str | Path, manifest: RunManifest) -> Path:

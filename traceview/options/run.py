@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from traceview.core.boundary import folder_files
 from traceview.core.errors import UsageError
 from traceview.core.reading import with_compressed
 from traceview.core.sanitize import printable
@@ -40,7 +41,8 @@ RunSpec = str | Path | Sequence[str | Path]
 """A trace file, a folder of per-rank traces, a glob, a `run.json`, or several files (a shell's expansion)."""
 
 NCCL_LOG_SUFFIXES, NCCL_LOG_PROBE_BYTES = (".log", ".txt", ".out"), 64 * 1024
-COMPRESSED_LOG_SUFFIXES = with_compressed(NCCL_LOG_SUFFIXES)[len(NCCL_LOG_SUFFIXES) :]
+LOG_SUFFIXES = with_compressed(NCCL_LOG_SUFFIXES)
+COMPRESSED_LOG_SUFFIXES = LOG_SUFFIXES[len(NCCL_LOG_SUFFIXES) :]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,9 +104,10 @@ def _manifest(run: RunSpec) -> tuple[Path, RunManifest] | None:
     return None if path is None else (path, load_manifest(path))
 
 
-def _listed_traces(path: Path, manifest: RunManifest) -> tuple[Path, ...]:
-    """The trace files of a manifest: those it lists, else the traces of its folder (manifests left out)."""
-    listed, _ = manifest_files(path, manifest)
+def _listed_traces(path: Path, manifest: RunManifest, run_root: str | None) -> tuple[Path, ...]:
+    """The trace files of a manifest: those it lists (each inside the run), else the traces of its folder
+    (manifests left out)."""
+    listed, _ = manifest_files(path, manifest, run_root)
     return tuple(listed or traces_in(path.parent))
 
 
@@ -151,10 +154,10 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         source=_source(run),
         facts=facts,
         manifest=path,
-        listed_traces=None if found is None else _listed_traces(*found),
-        nccl_logs=tuple(nccl_log_paths(run, user.nccl_logs, found)),
-        inspector_files=inspector_paths(user.inspector, found),
-        flight_recorder=flight_recorder_paths(user.flight_recorder, found),
+        listed_traces=None if found is None else _listed_traces(*found, user.run_root),
+        nccl_logs=tuple(nccl_log_paths(run, user.nccl_logs, found, user.run_root)),
+        inspector_files=inspector_paths(user.inspector, found, user.run_root),
+        flight_recorder=flight_recorder_paths(user.flight_recorder, found, user.run_root),
         comm_patterns=user.comm_patterns,
         compute_patterns=user.compute_patterns,
         virtual_stages=user.virtual_stages,
@@ -191,11 +194,9 @@ def _logs_in(folder: Path) -> list[Path]:
     """Files of `folder` ending .log/.txt/.out whose first 64 KB say `NCCL INFO`, and those ending so then a
     compressed format's suffix (`.log.gz`, `.txt.zst`: read, or named as skipped, when the logs are read)."""
     found = []
-    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+    for path in folder_files(folder, lambda name: name.endswith(LOG_SUFFIXES)):
         if path.name.endswith(COMPRESSED_LOG_SUFFIXES):
             found.append(path)
-            continue
-        if not path.name.endswith(NCCL_LOG_SUFFIXES):
             continue
         try:
             with path.open("rb") as handle:
@@ -241,12 +242,15 @@ def nccl_log_files(specs: Sequence[str]) -> list[Path]:
 
 
 def nccl_log_paths(
-    run: RunSpec, given: Sequence[Path], manifest: tuple[Path, RunManifest] | None
+    run: RunSpec,
+    given: Sequence[Path],
+    manifest: tuple[Path, RunManifest] | None,
+    run_root: str | None = None,
 ) -> list[Path]:
     """The logs given, then those the manifest lists, then those of the run folder (ending .log/.txt/.out,
     saying `NCCL INFO`; the manifest's folder for a `run.json`), each once."""
     found = list(dict.fromkeys(_given_logs(given)))
-    listed = manifest_files(*manifest)[1] if manifest is not None else []
+    listed = manifest_files(*manifest, run_root)[1] if manifest is not None else []
     found += [path for path in listed if path not in found]
     folder = Path(run) if isinstance(run, str | Path) else None
     if folder is not None and folder.name == MANIFEST_NAME and folder.is_file():
@@ -257,9 +261,10 @@ def nccl_log_paths(
 
 
 def flight_recorder_paths(
-    given: Sequence[Path], manifest: tuple[Path, RunManifest] | None
+    given: Sequence[Path], manifest: tuple[Path, RunManifest] | None, run_root: str | None = None
 ) -> tuple[Path, ...]:
-    """The Flight Recorder dumps given (`--flight-recorder`), then those run.json's `flight_recorder` lists,
-    each once (files or folders: `traceview.flight_recorder.inputs.dump_paths` reads them)."""
-    listed = manifest_dumps(*manifest) if manifest is not None else []
+    """The Flight Recorder dumps given (`--flight-recorder`), then those run.json's `flight_recorder` lists
+    (inside the run), each once (files or folders: `traceview.flight_recorder.inputs.dump_paths` reads
+    them)."""
+    listed = manifest_dumps(*manifest, run_root) if manifest is not None else []
     return tuple(dict.fromkeys([*given, *listed]))

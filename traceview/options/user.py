@@ -75,6 +75,11 @@ class UserOptions:
         "paths",
         (),
     )
+    run_root: str | None = _option(
+        "--run-root",
+        "A folder whose files a run.json may name besides those of its own folder (docs/run-manifest.md).",
+        "text",
+    )
     ranks_per_host: int | None = _option(
         "--ranks-per-host",
         "Ranks per host for clock alignment when traces name no host.",

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("traceview.distributions", "traceview.prediction"),
     ("traceview.dimensions", "traceview.moe", "traceview.links_measured"),
-    ("traceview.roofline",),
+    ("traceview.roofline", "traceview.replay"),
     ("traceview.verdict",),
     ("traceview.map",),
     ("traceview.reduce",),

@@ -22,7 +22,7 @@ def test_a_1_79_gb_all_reduce_over_two_nodes_of_eight_by_hand() -> None:
     # node's S across 2 nodes on 8 rails (2 x 1 step of 5 us, 2 x 1/2 S over 8 x 10 GB/s)
     by_hand_s = 2 * (7 * 1e-6 + 1 * 5e-6) + 2 * (7 / 8 * size / 100e9 + 1 / 2 * size / (8 * 10e9))
     assert by_hand_s == pytest.approx(0.053724, rel=1e-4)
-    assert row["algorithm"] == "hierarchical"
+    assert row["model_algorithm"] == "hierarchical"
     assert row["t_pred_us"] == pytest.approx(by_hand_s * 1e6)
     assert row["t_lat_us"] == pytest.approx(24.0)
     flat_s = 2 * 15 * 5e-6 + 2 * 15 / 16 * size / 10e9  # the flat ring on the NIC: 6x slower
@@ -41,11 +41,11 @@ def test_fewer_nics_than_gpus_share_the_rails() -> None:
 
 def test_one_rank_per_node_host_calls_and_other_collectives_stay_flat() -> None:
     one_per_node = price(calls([("AllReduce", 10**9, 2, "[0, 8]", 1.0)]), inputs()).row(0, named=True)
-    assert one_per_node["algorithm"] == "ring"
+    assert one_per_node["model_algorithm"] == "ring"
     assert one_per_node["t_pred_us"] == pytest.approx(2 * 5.0 + 1e9 / 10e9 * 1e6)
     host = calls([("AllReduce", 10**9, 16, SIXTEEN, 1.0)]).with_columns(comm_kind=pl.lit("host"))
-    assert price(host, inputs())["algorithm"][0] == "ring"
+    assert price(host, inputs())["model_algorithm"][0] == "ring"
     all_to_all = price(calls([("AllToAll", 10**9, 16, SIXTEEN, 1.0)]), inputs())
-    assert all_to_all["algorithm"][0] == "ring"
+    assert all_to_all["model_algorithm"][0] == "ring"
     with pytest.raises(cm.UsageError):
         cm.hierarchical_time_s("AllToAll", 1.0, 8, 2, (0.0, 1.0), (0.0, 1.0), 8)

@@ -106,7 +106,7 @@ def test_unlisted_ranks_span_nodes_by_size_and_unknown_n_is_unpriced() -> None:
     assert frame["spans_nodes"][0]
     # 16 ranks on 2 nodes of 8, hierarchical: 7 steps of 1 us inside, 1 of 5 us across; 7/8 of S over
     # 100 GB/s, then half of S over the node's 8 NICs of 10 GB/s
-    assert frame["algorithm"][0] == "hierarchical"
+    assert frame["model_algorithm"][0] == "hierarchical"
     assert frame["t_pred_us"][0] == pytest.approx(
         7 * 1.0 + 5.0 + (7 / 8 * 1600 / 100e9 + 1 / 2 * 1600 / 80e9) * 1e6
     )

@@ -19,6 +19,7 @@ from typing import Any
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.records import clean, records
+from traceview.reports.json.replay import replay_document
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import BubbleAnalysis
@@ -388,6 +389,7 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("moe", _moe),
     ("roofline", _roofline),
     ("links_measured", _links_measured),
+    ("replay", replay_document),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {

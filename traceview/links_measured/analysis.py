@@ -115,6 +115,7 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
             pl.when(pl.col("alpha_determined"))
             .then(pl.col("intercept") / pl.col("k") * 1e6)
             .alias("alpha_us"),
+            pl.when(fitted).then(pl.col("intercept") / pl.col("k") * 1e6).alias("alpha_fit_us"),
             pl.when(fitted).then(pl.col("intercept_lo") / pl.col("k") * 1e6).alias("alpha_lo_us"),
             pl.when(fitted).then(pl.col("intercept_hi") / pl.col("k") * 1e6).alias("alpha_hi_us"),
             pl.when(fitted & ~pl.col("alpha_determined"))
@@ -145,6 +146,7 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
             "alpha_us",
             "alpha_lo_us",
             "alpha_hi_us",
+            "alpha_fit_us",
             "alpha_determined",
             "alpha_note",
             "constrained",

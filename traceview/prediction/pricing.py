@@ -87,7 +87,10 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     hierarchical = hier_bw.is_not_null() & hier_lat.is_not_null()
     return (
         frame.with_columns(
-            pl.when(hierarchical).then(pl.lit("hierarchical")).otherwise(pl.lit("ring")).alias("algorithm"),
+            pl.when(hierarchical)
+            .then(pl.lit("hierarchical"))
+            .otherwise(pl.lit("ring"))
+            .alias("model_algorithm"),
             pl.when(hierarchical).then(hier_bw * 1e6).otherwise(flat_bw).alias("t_bw_us"),
             pl.when(hierarchical).then(hier_lat * 1e6).otherwise(flat_lat).alias("t_lat_us"),
             bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),

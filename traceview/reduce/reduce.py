@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import polars as pl
 
@@ -44,6 +45,7 @@ from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.held import HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
+from traceview.replay.analysis import replay_run
 from traceview.roofline.analysis import communication_roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import drilldown
@@ -187,7 +189,7 @@ HOST_MEASURED_NOTE = (
     "The link of host collectives inside a host, which no datasheet gives, is measured in this run: that "
     "part of the prediction is not an independent check."
 )
-STATED_FIELDS: dict[str, dict[str, None]] = {
+STATED_FIELDS: dict[str, dict[str, Any]] = {
     "intra": {"bandwidth_Bps": None, "alpha_s": None},
     "inter": {"inter_bandwidth_Bps": None, "inter_alpha_s": None},
     "host": {"host_bandwidth_Bps": None},
@@ -235,6 +237,12 @@ def _priced(
     return _measured_prediction(
         prediction, links, lambda o: _prediction(run, frames, parts, o, nccl), options
     )
+
+
+def _world(run: Run) -> int:
+    """The world size the traces state (the largest), else the ranks read."""
+    worlds = [trace.meta.world_size for trace in run if trace.meta.world_size]
+    return max(worlds) if worlds else len(run)
 
 
 def _header(
@@ -298,6 +306,7 @@ def reduce_held(
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
+    replay = replay_run(crossrank, collectives.kernels, budget, prediction, _world(run), options.levers)
     header = _header(
         run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )
@@ -326,4 +335,5 @@ def reduce_held(
         moe=moe,
         roofline=roofline,
         links_measured=links,
+        replay=replay,
     )

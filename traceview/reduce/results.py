@@ -25,6 +25,7 @@ from traceview.nccl.join import NcclJoin
 from traceview.nccl.problems import NCCL_GATE_FIGURES, nccl_gate_figures
 from traceview.options.run import RunFacts, RunOptions
 from traceview.prediction.gamma import Prediction
+from traceview.replay.analysis import Replay
 from traceview.roofline.analysis import Roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import Drilldown
@@ -99,6 +100,7 @@ class RunAnalysis:
     moe: MoeBalance | None = None  # expert-parallel balance from the all-to-alls' splits
     roofline: Roofline | None = None  # the communication roofline per dimension and link level
     links_measured: LinksMeasured | None = None  # alpha and beta fitted on the run's transfer times
+    replay: Replay | None = None  # the run's own skeletons replayed, and one replay per lever
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""

@@ -1,12 +1,13 @@
 """The replay of every rank's step skeleton together (docs/metrics.md, "Replay", Engine).
 
-Each rank walks its lanes (`traceview.replay.skeleton`): on a lane it enters a collective `segment_us` after
-the lane's previous exit (the window start for the first). A collective starts when its last member has
+A rank enters a collective `segment_us` after its anchor's replayed exit (the latest of its collectives to
+end before it in the recording; the window start without one). A collective starts when its last member has
 entered and completes `transfer_us` later; each member leaves it then, so its wait is the edge from the last
-arrival, never a recorded gap. With `overlap` (perfect overlap) a lane goes on at once from its entry; its
-step then ends when its last segment and its last transfer are done. A rank's step ends its tail after its
-latest exit. Collectives run in the order every member gives them (each rank's own order; an instance starts
-once it heads every member's queue): the loop runs over the collectives of a step, each over its members.
+arrival, never a recorded gap. With `overlap` (perfect overlap) a rank enters a collective `segment_us` after
+its anchor's replayed entry (it did not wait for the anchor's transfer); its step then ends when its last
+segment and its last transfer are done. A rank's step ends its tail after its latest exit. Collectives run in
+the order every member gives them (each rank's own order; an instance starts once it heads every member's
+queue): the loop runs over the collectives of a step, each over its members.
 """
 
 from __future__ import annotations
@@ -72,31 +73,30 @@ def _order(queues: dict[int, list[int]], members: dict[int, list[int]]) -> list[
 def run(chain: Chain) -> pl.DataFrame:
     """Per (rank, step): `end_us` (replayed end of the step) and `comm_chain_us` (time from entering to
     leaving its collectives: transfers and waits)."""
-    segment: dict[tuple[int, int, int], tuple[float, str]] = {}
+    segment: dict[tuple[int, int, int], tuple[float, int | None]] = {}
     transfer: dict[tuple[int, int], float] = {}
     members: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for step, instance, rank, seg, lane, tr in chain.body.select(
-        "step", "instance", "rank", "segment_us", "lane", "transfer_us"
+    for step, instance, rank, seg, anchor, tr in chain.body.select(
+        "step", "instance", "rank", "segment_us", "anchor", "transfer_us"
     ).iter_rows():
-        segment[(step, instance, rank)] = (seg, lane)
+        segment[(step, instance, rank)] = (seg, anchor)
         transfer[(step, instance)] = tr
         members[step][instance].append(rank)
     queues = _queues(chain.body)
     rows: list[tuple[int, int, float, float]] = []
     for step, start, tail in _tail_rows(chain.tails):
-        exits: dict[tuple[int, str], float] = {}
-        entered: dict[tuple[int, str], float] = {}
+        exits: dict[tuple[int, int], float] = {}
+        entered: dict[tuple[int, int], float] = {}
         comm = dict.fromkeys(start, 0.0)
         for instance in _order(queues.get(step, {}), members.get(step, {})):
             ranks = members[step][instance]
-            lanes = {r: (r, segment[(step, instance, r)][1]) for r in ranks}
-            anchor = entered if chain.overlap else exits
-            entries = {r: anchor.get(lanes[r], start[r]) + segment[(step, instance, r)][0] for r in ranks}
+            marks = entered if chain.overlap else exits
+            entries = {r: _entry(segment[(step, instance, r)], (r, marks), start[r]) for r in ranks}
             done = _start(entries, chain.late) + transfer[(step, instance)]
             for rank in ranks:
                 comm[rank] += done - entries[rank]
-                entered[lanes[rank]] = entries[rank]
-                exits[lanes[rank]] = done
+                entered[(rank, instance)] = entries[rank]
+                exits[(rank, instance)] = done
         ends = _ends(exits, entered, start, tail, chain.overlap)
         rows.extend((rank, step, ends[rank], comm[rank]) for rank in start)
     return pl.DataFrame(
@@ -106,9 +106,18 @@ def run(chain: Chain) -> pl.DataFrame:
     )
 
 
+def _entry(
+    found: tuple[float, int | None], marked: tuple[int, dict[tuple[int, int], float]], start: float
+) -> float:
+    """When a rank enters a collective: its segment after its anchor's replayed mark (the window start)."""
+    seg, anchor = found
+    rank, marks = marked
+    return (start if anchor is None else marks.get((rank, anchor), start)) + seg
+
+
 def _ends(
-    exits: dict[tuple[int, str], float],
-    entered: dict[tuple[int, str], float],
+    exits: dict[tuple[int, int], float],
+    entered: dict[tuple[int, int], float],
     start: dict[int, float],
     tail: dict[int, float],
     overlap: bool,

@@ -54,15 +54,16 @@ def _as_recorded(found: Recorded, _: float) -> Variant:
     return Variant(pl.col("transfer_us"), f"the skeletons unchanged: {RECORDED}; waits from the last arrival")
 
 
-def _no_straggler(found: Recorded, _: float) -> Variant | str:
-    if not found.stragglers:
+def _no_straggler(found: Recorded, rank: float) -> Variant | str:
+    late = (int(rank),) if rank >= 0 else found.stragglers
+    if not late:
         return "no straggler is named (docs/metrics.md, 'Across ranks'): nothing to remove"
-    names = ", ".join(map(str, found.stragglers))
+    names = ", ".join(map(str, late))
     return Variant(
         pl.col("transfer_us"),
         f"rank(s) {names}: each arrival moves to the latest arrival of the other members; the rest replayed "
         "(their compute and host time kept)",
-        late=frozenset(found.stragglers),
+        late=frozenset(late),
     )
 
 
@@ -142,6 +143,9 @@ def _ranks(found: Recorded, workers: float) -> Variant | str:
     k = int(workers)
     world = found.world
     calls = prediction.calls.filter(pl.col("group_size") == world)
+    if calls.height == 0 or calls.get_column("t_pred_us").null_count() > 0:
+        why = prediction.missing_input or "a link is unknown"
+        return f"the world's collectives are not all priced: {why}"
     scaled = price(
         calls.drop("spans_nodes").with_columns(pl.lit(None, pl.Utf8).alias("pg_ranks")),
         prediction.inputs,
@@ -182,26 +186,39 @@ LEVERS: dict[str, tuple[str, Change]] = {
 """name -> (prefix of its argument: 'x' a speed-up factor, '' a count or none, Change)."""
 _GRAMMAR = re.compile(r"^(?P<name>[a-z_]+)(?::(?P<x>x)?(?P<value>\d+(?:\.\d+)?))?$")
 NEEDS_ARGUMENT = ("comm", "compute", "ranks")
+OPTIONAL_ARGUMENT = ("no_straggler",)  # no_straggler:R moves rank R, named or not
 
 
 def parse_lever(text: str) -> tuple[str, float]:
-    """(name, argument) of a lever as the user writes it: `no_straggler`, `comm:x2`, `ranks:16`."""
+    """(name, argument) of a lever as the user writes it: `no_straggler` (argument -1: the named
+    stragglers), `no_straggler:3` (rank 3), `comm:x2`, `ranks:16`."""
     found = _GRAMMAR.match(text.strip())
     name = found.group("name") if found else ""
     if not found or name not in LEVERS:
         raise UsageError(f"unknown lever {text!r}: known levers are {', '.join(lever_names())}")
     prefix, _ = LEVERS[name]
     value = found.group("value")
-    if (value is None) == (name in NEEDS_ARGUMENT) or (found.group("x") or "") != prefix:
+    wrong = value is None if name in NEEDS_ARGUMENT else value is not None and name not in OPTIONAL_ARGUMENT
+    if wrong or (found.group("x") or "") != prefix:
         raise UsageError(f"lever {text!r}: write {_usage(name)}")
-    argument = float(value) if value is not None else 1.0
-    if argument <= 0 or (name == "ranks" and (argument < 2 or argument != int(argument))):
+    argument = float(value) if value is not None else (-1.0 if name in OPTIONAL_ARGUMENT else 1.0)
+    whole = name in ("ranks", *OPTIONAL_ARGUMENT) and value is not None
+    if (
+        (name != "no_straggler" and argument <= 0)
+        or (whole and argument != int(argument))
+        or (name == "ranks" and argument < 2)
+    ):
         raise UsageError(f"lever {text!r}: the argument must be above 0 (ranks: a whole number of 2 or more)")
     return name, argument
 
 
 def _usage(name: str) -> str:
-    return {"comm": "comm:xN", "compute": "compute:xN", "ranks": "ranks:K"}.get(name, name)
+    return {
+        "comm": "comm:xN",
+        "compute": "compute:xN",
+        "ranks": "ranks:K",
+        "no_straggler": "no_straggler[:R]",
+    }.get(name, name)
 
 
 def lever_names() -> list[str]:

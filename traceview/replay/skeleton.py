@@ -8,11 +8,13 @@ last collective, the tail. Everything comes from figures the map and the reduce 
 - the step window: the time budget's `per_step` (window start and end on the rank's clock, moved onto the
   aligned clock by the rank's offset; `step_us`, `comp_us`, `overlap_us`, `comm_us`).
 
-A rank's collectives run on lanes: the host thread of a host collective (gloo and MPI run each on a worker
-thread), else the stream of its device work; one lane runs one collective at a time. `segment_us` is a
-collective's launch offset on its lane: its entry less the previous exit on the same lane (the window start
-for the lane's first), negative only where a lane's collectives overlapped. The tail runs from the rank's
-latest exit to the window's end (negative where a collective ends past the window). A segment (and a
+A collective's anchor is the latest collective of the rank's step to end before it was entered (`anchor`,
+null: the window start): what it waited for, whether it ran on the same lane (a stream, a worker thread) or
+the rank issued it after a blocking one. `segment_us` is its launch offset, its entry less its anchor's exit
+(less the window start); collectives entered while others ran keep the anchor that ended before them, so
+concurrent collectives stay concurrent. `lane` (the host thread of a host collective, else its stream) is
+kept for the reader. The tail runs from the rank's latest exit to the window's end (negative where a
+collective ends past the window). A segment (and a
 positive tail) is split into `compute_us` and `host_us` by the step's share of compute in the time outside
 communication, c = clip((comp_us - overlap_us) / (step_us - comm_us), 0, 1): the device compute not hidden
 under communication over the time the step spends outside it. The critical path of each (rank,
@@ -36,6 +38,7 @@ SKELETON_COLUMNS = (
     "entry_us",
     "exit_us",
     "lane",
+    "anchor",
     "segment_us",
     "compute_us",
     "host_us",
@@ -103,11 +106,21 @@ def skeleton(
         .sort("rank", "step", "aligned_start_us", "instance")
         .with_columns(pl.int_range(pl.len()).over("rank", "step").alias("order"))
     )
-    previous_exit = (
-        pl.col("aligned_end_us").shift(1).over(partition_by=["rank", "step", "lane"], order_by="order")
-    )
-    anchored = ordered.with_columns(
-        (pl.col("aligned_start_us") - pl.coalesce(previous_exit, pl.col("window_us"))).alias("segment_us")
+    exits = ordered.select(
+        "rank", "step", pl.col("aligned_end_us").alias("_anchor_exit"), pl.col("instance").alias("anchor")
+    ).sort("_anchor_exit")
+    anchored = (
+        ordered.sort("aligned_start_us")
+        .join_asof(
+            exits,
+            left_on="aligned_start_us",
+            right_on="_anchor_exit",
+            by=["rank", "step"],
+            strategy="backward",
+        )
+        .with_columns(
+            (pl.col("aligned_start_us") - pl.coalesce("_anchor_exit", "window_us")).alias("segment_us")
+        )
     )
     body = anchored.with_columns(
         (pl.col("segment_us").clip(lower_bound=0.0) * pl.col("share")).alias("compute_us"),

@@ -117,6 +117,7 @@ def skeleton(
             right_on="_anchor_exit",
             by=["rank", "step"],
             strategy="backward",
+            check_sortedness=False,  # both sides sorted on their keys above
         )
         .with_columns(
             (pl.col("aligned_start_us") - pl.coalesce("_anchor_exit", "window_us")).alias("segment_us")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.costmodel import bus_factor_expr
 from traceview.core.errors import UsageError
 from traceview.prediction.gamma import Prediction
 from traceview.prediction.pricing import price
@@ -144,8 +145,7 @@ def _ranks(found: Recorded, workers: float) -> Variant | str:
     world = found.world
     calls = prediction.calls.filter(pl.col("group_size") == world)
     if calls.height == 0 or calls.get_column("t_pred_us").null_count() > 0:
-        why = prediction.missing_input or "a link is unknown"
-        return f"the world's collectives are not all priced: {why}"
+        return _ranks_by_bytes(found, k, prediction.missing_input or "a link is unknown")
     scaled = price(
         calls.drop("spans_nodes").with_columns(pl.lit(None, pl.Utf8).alias("pg_ranks")),
         prediction.inputs,
@@ -169,6 +169,23 @@ def _ranks(found: Recorded, workers: float) -> Variant | str:
         f"{prediction.inputs.ranks_per_node} ranks), each measured transfer scaled by the model's T({k}) / "
         f"T({world}); the same local work per rank; the recorded ranks' arrivals and waiting kept (no new "
         "straggler drawn); other groups unchanged",
+        frame=frame,
+    )
+
+
+def _ranks_by_bytes(found: Recorded, k: int, why: str) -> Variant:
+    """`ranks:K` where the world's link is unknown: each world-sized collective's measured transfer scaled by
+    its bus factor f(K) / f(n) alone (the bytes each rank moves), its latency share unknown."""
+    members = pl.len().over("instance")
+    ratio = bus_factor_expr(pl.col("collective"), pl.lit(k)) / bus_factor_expr(pl.col("collective"), members)
+    scaled = pl.when(members == found.world).then(pl.col("transfer_us") * ratio.fill_null(1.0))
+    frame = found.body.with_columns(scaled.otherwise(pl.col("transfer_us")).alias("transfer_us"))
+    return Variant(
+        pl.col("transfer_us"),
+        f"the world's link is unknown ({why}): each world-sized collective's measured transfer scaled by "
+        f"its bus factor f({k}) / f({found.world}) alone (the bytes each rank moves; the latency's share, "
+        "which grows faster, taken as none, the links not re-priced: a lower bound); the same local work per "
+        "rank; the recorded ranks' arrivals and waiting kept (no new straggler drawn); other groups unchanged",
         frame=frame,
     )
 

@@ -184,8 +184,9 @@ def _ranks_by_bytes(found: Recorded, k: int, why: str) -> Variant:
         pl.col("transfer_us"),
         f"the world's link is unknown ({why}): each world-sized collective's measured transfer scaled by "
         f"its bus factor f({k}) / f({found.world}) alone (the bytes each rank moves; the latency's share, "
-        "which grows faster, taken as none, the links not re-priced: a lower bound); the same local work per "
-        "rank; the recorded ranks' arrivals and waiting kept (no new straggler drawn); other groups unchanged",
+        "which grows faster, taken as none, the links not re-priced: a lower bound); the same local work "
+        "per rank; the recorded ranks' arrivals and waiting kept (no new straggler drawn); other groups "
+        "unchanged",
         frame=frame,
     )
 

@@ -17,7 +17,7 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.prediction.gamma import Prediction
-from traceview.replay.engine import Chain, run
+from traceview.replay.engine import Chain, levels, run
 from traceview.replay.levers import Recorded, Variant, default_levers, variant
 from traceview.replay.skeleton import skeleton
 
@@ -51,7 +51,7 @@ class Replay:
         return rows.row(0, named=True) if rows.height else None
 
 
-def _replayed(found: Recorded, change: Variant) -> pl.DataFrame:
+def _replayed(found: Recorded, change: Variant, order: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step): the replayed step and the time inside collectives under `change`."""
     body = change.frame if change.frame is not None else found.body
     positive = pl.col("compute_us") / change.compute_factor + pl.col("host_us") * change.host_factor
@@ -68,7 +68,7 @@ def _replayed(found: Recorded, change: Variant) -> pl.DataFrame:
         change.late,
         change.overlap,
     )
-    ends = run(chain)
+    ends = run(chain, order)
     return ends.join(tails.select("rank", "step", "start_us"), on=["rank", "step"]).select(
         "rank", "step", (pl.col("end_us") - pl.col("start_us")).alias("step_us"), "comm_chain_us"
     )
@@ -125,14 +125,15 @@ def replay_run(
     found = Recorded(body, tails, crossrank.stragglers, prediction, world)
     baseline_change = variant(found, "as_recorded")
     assert isinstance(baseline_change, Variant)
-    baseline = _replayed(found, baseline_change)
+    order = levels(body)
+    baseline = _replayed(found, baseline_change, order)
     rows: list[dict[str, object]] = []
     for lever in levers or default_levers(world):
         change = variant(found, lever)
         if isinstance(change, str):
             rows.append({"lever": lever, "step_us": None, "gamma": None, "saved_us": None, "notes": change})
             continue
-        replayed = baseline if lever == "as_recorded" else _replayed(found, change)
+        replayed = baseline if lever == "as_recorded" else _replayed(found, change, order)
         rows.append(_row(lever, replayed, baseline, budget.per_step, change))
     errors = _errors(baseline, tails)
     return _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body)

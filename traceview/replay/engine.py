@@ -6,8 +6,9 @@ entered and completes `transfer_us` later; each member leaves it then, so its wa
 arrival, never a recorded gap. With `overlap` (perfect overlap) a rank enters a collective `segment_us` after
 its anchor's replayed entry (it did not wait for the anchor's transfer); its step then ends when its last
 segment and its last transfer are done. A rank's step ends its tail after its latest exit. Collectives run in
-the order every member gives them (each rank's own order; an instance starts once it heads every member's
-queue): the loop runs over the collectives of a step, each over its members.
+an order every member agrees with (each rank's own order; an instance comes once it heads every member's
+queue): the loop runs over those levels, each level one polars query over every step's collective of that
+level and all its members.
 """
 
 from __future__ import annotations
@@ -40,15 +41,6 @@ def _queues(body: pl.DataFrame) -> dict[int, dict[int, list[int]]]:
     return queues
 
 
-def _start(entries: dict[int, float], late: frozenset[int]) -> float:
-    """When the last member has entered; a late rank's arrival moved to the latest of the others'."""
-    others = [t for r, t in entries.items() if r not in late]
-    if not others or len(others) == len(entries):
-        return max(entries.values())
-    bound = max(others)
-    return max(bound, *(min(t, bound) for r, t in entries.items() if r in late))
-
-
 def _order(queues: dict[int, list[int]], members: dict[int, list[int]]) -> list[int]:
     """The instances of one step in an order every member agrees with (Kahn's order over the ranks' queues;
     a cycle, which no recorded run has, is broken at the lowest instance)."""
@@ -70,74 +62,74 @@ def _order(queues: dict[int, list[int]], members: dict[int, list[int]]) -> list[
     return done
 
 
-def run(chain: Chain) -> pl.DataFrame:
-    """Per (rank, step): `end_us` (replayed end of the step) and `comm_chain_us` (time from entering to
-    leaving its collectives: transfers and waits)."""
-    segment: dict[tuple[int, int, int], tuple[float, int | None]] = {}
-    transfer: dict[tuple[int, int], float] = {}
+def levels(body: pl.DataFrame) -> pl.DataFrame:
+    """(step, instance, level): each instance's place in an order every member agrees with, per step."""
+    queues = _queues(body)
     members: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for step, instance, rank, seg, anchor, tr in chain.body.select(
-        "step", "instance", "rank", "segment_us", "anchor", "transfer_us"
-    ).iter_rows():
-        segment[(step, instance, rank)] = (seg, anchor)
-        transfer[(step, instance)] = tr
+    for step, instance, rank in body.select("step", "instance", "rank").iter_rows():
         members[step][instance].append(rank)
-    queues = _queues(chain.body)
-    rows: list[tuple[int, int, float, float]] = []
-    for step, start, tail in _tail_rows(chain.tails):
-        exits: dict[tuple[int, int], float] = {}
-        entered: dict[tuple[int, int], float] = {}
-        comm = dict.fromkeys(start, 0.0)
-        for instance in _order(queues.get(step, {}), members.get(step, {})):
-            ranks = members[step][instance]
-            marks = entered if chain.overlap else exits
-            entries = {r: _entry(segment[(step, instance, r)], (r, marks), start[r]) for r in ranks}
-            done = _start(entries, chain.late) + transfer[(step, instance)]
-            for rank in ranks:
-                comm[rank] += done - entries[rank]
-                entered[(rank, instance)] = entries[rank]
-                exits[(rank, instance)] = done
-        ends = _ends(exits, entered, start, tail, chain.overlap)
-        rows.extend((rank, step, ends[rank], comm[rank]) for rank in start)
-    return pl.DataFrame(
-        rows,
-        schema={"rank": pl.Int64, "step": pl.Int64, "end_us": pl.Float64, "comm_chain_us": pl.Float64},
-        orient="row",
+    rows = [
+        (step, instance, level)
+        for step, found in members.items()
+        for level, instance in enumerate(_order(queues[step], found))
+    ]
+    schema = {"step": pl.Int64, "instance": pl.Int64, "level": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+MARKS = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "instance": pl.Int64,
+    "entry_us": pl.Float64,
+    "done_us": pl.Float64,
+}
+
+
+def _level(rows: pl.DataFrame, marks: pl.DataFrame, chain: Chain) -> pl.DataFrame:
+    """The members of one level's instances (every step at once): entry after the anchor's replayed mark,
+    start at the last arrival (a late rank's moved to the latest of the others'), done after the transfer."""
+    mark = "entry_us" if chain.overlap else "done_us"
+    anchored = rows.join(
+        marks.select("rank", "step", pl.col("instance").alias("anchor"), pl.col(mark).alias("_mark")),
+        on=["rank", "step", "anchor"],
+        how="left",
+    ).with_columns((pl.coalesce("_mark", "_window") + pl.col("segment_us")).alias("entry_us"))
+    on_time = ~pl.col("rank").is_in(list(chain.late)) if chain.late else pl.lit(True)
+    latest = pl.col("entry_us").filter(on_time).max().over("step", "instance")
+    start = pl.coalesce(latest, pl.col("entry_us").max().over("step", "instance"))
+    return anchored.select(
+        "rank", "step", "instance", "entry_us", (start + pl.col("transfer_us")).alias("done_us")
+    ).cast(MARKS)  # type: ignore[arg-type]
+
+
+def run(chain: Chain, order: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per (rank, step): `end_us` (replayed end of the step) and `comm_chain_us` (time from entering to
+    leaving its collectives: transfers and waits). The loop runs over the levels of `order` (`levels`), each
+    one over every step's collective of that level and all its members at once."""
+    order = order if order is not None else levels(chain.body)
+    rows = chain.body.join(order, on=["step", "instance"]).join(
+        chain.tails.select("step", "rank", pl.col("start_us").alias("_window")), on=["step", "rank"]
     )
-
-
-def _entry(
-    found: tuple[float, int | None], marked: tuple[int, dict[tuple[int, int], float]], start: float
-) -> float:
-    """When a rank enters a collective: its segment after its anchor's replayed mark (the window start)."""
-    seg, anchor = found
-    rank, marks = marked
-    return (start if anchor is None else marks.get((rank, anchor), start)) + seg
-
-
-def _ends(
-    exits: dict[tuple[int, int], float],
-    entered: dict[tuple[int, int], float],
-    start: dict[int, float],
-    tail: dict[int, float],
-    overlap: bool,
-) -> dict[int, float]:
-    """Each rank's end: its tail after its latest exit; with overlap its tail after its latest entry (it did
-    not wait) and not before its last transfer is done."""
-    last_exit, last_entry = dict(start), dict(start)
-    for (rank, _), value in exits.items():
-        last_exit[rank] = max(last_exit[rank], value)
-    for (rank, _), value in entered.items():
-        last_entry[rank] = max(last_entry[rank], value)
-    if overlap:
-        return {rank: max(last_exit[rank], last_entry[rank] + tail[rank]) for rank in start}
-    return {rank: last_exit[rank] + tail[rank] for rank in start}
-
-
-def _tail_rows(tails: pl.DataFrame) -> list[tuple[int, dict[int, float], dict[int, float]]]:
-    """Per step: each rank's window start and tail."""
-    found: dict[int, tuple[dict[int, float], dict[int, float]]] = defaultdict(lambda: ({}, {}))
-    for step, rank, start, tail in tails.select("step", "rank", "start_us", "tail_us").iter_rows():
-        found[step][0][rank] = start
-        found[step][1][rank] = tail
-    return [(step, start, tail) for step, (start, tail) in sorted(found.items())]
+    marks = pl.DataFrame(schema=MARKS)
+    for level in range(order.height and int(order.get_column("level").max()) + 1):  # type: ignore[arg-type]
+        marks = pl.concat([marks, _level(rows.filter(pl.col("level") == level), marks, chain)])
+    per_rank = marks.group_by("rank", "step").agg(
+        pl.col("done_us").max().alias("_exit"),
+        pl.col("entry_us").max().alias("_entry"),
+        (pl.col("done_us") - pl.col("entry_us")).sum().alias("comm_chain_us"),
+    )
+    ended = chain.tails.join(per_rank, on=["rank", "step"], how="left").with_columns(
+        pl.coalesce("_exit", "start_us").alias("_exit"), pl.coalesce("_entry", "start_us").alias("_entry")
+    )
+    end = (
+        pl.max_horizontal("_exit", pl.col("_entry") + pl.col("tail_us"))
+        if chain.overlap
+        else pl.col("_exit") + pl.col("tail_us")
+    )
+    return ended.select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        end.alias("end_us"),
+        pl.col("comm_chain_us").fill_null(0.0),
+    ).sort("step", "rank")

@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("traceview.distributions", "traceview.prediction", "traceview.flight_recorder"),
     ("traceview.dimensions", "traceview.moe", "traceview.links_measured"),
-    ("traceview.roofline",),
+    ("traceview.roofline", "traceview.replay"),
     ("traceview.verdict",),
     ("traceview.map",),
     ("traceview.reduce",),

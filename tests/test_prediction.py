@@ -104,7 +104,12 @@ def test_price_by_hand_inside_and_across_nodes() -> None:
 def test_unlisted_ranks_span_nodes_by_size_and_unknown_n_is_unpriced() -> None:
     frame = price(calls([("AllGather", 1600, 16, None, 1.0), ("AllGather", 1600, None, None, 1.0)]), inputs())  # type: ignore[list-item]
     assert frame["spans_nodes"][0]
-    assert frame["t_pred_us"][0] == pytest.approx(15 * 5.0 + 15 / 16 * 1600 / 10e9 * 1e6)
+    # 16 ranks on 2 nodes of 8, hierarchical: 7 steps of 1 us inside, 1 of 5 us across; 7/8 of S over
+    # 100 GB/s, then half of S over the node's 8 NICs of 10 GB/s
+    assert frame["model_algorithm"][0] == "hierarchical"
+    assert frame["t_pred_us"][0] == pytest.approx(
+        7 * 1.0 + 5.0 + (7 / 8 * 1600 / 100e9 + 1 / 2 * 1600 / 80e9) * 1e6
+    )
     assert frame["t_pred_us"][1] is None
 
 

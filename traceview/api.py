@@ -242,6 +242,12 @@ class Analysis:
         return _frame(path.holders if path else None)
 
     @property
+    def replay(self) -> pl.DataFrame:
+        """One row per lever of the replay (lever, step_us, gamma, saved_us, notes; docs/metrics.md,
+        "Replay"): the run's own step skeletons replayed with one change each."""
+        return _frame(self.raw.replay.levers if self.raw.replay else None)
+
+    @property
     def bubbles(self) -> pl.DataFrame:
         """One row per idle gap of the device inside a step, with its cause."""
         return _frame(self.raw.bubbles.gaps if self.raw.bubbles else None)
@@ -318,6 +324,7 @@ def analyze(
     dims: str | None = None,
     shape: str | None = None,
     links: str = "table",
+    levers: Sequence[str] = (),
     run_label: str | None = None,
 ) -> Analysis:
     """Analyse a run: summarise every rank (in `workers` processes, or on Ray with `executor="ray"`), then
@@ -332,10 +339,11 @@ def analyze(
     `efficiency`, `bandwidth` ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo,
     MPI), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims`
     ("tp=8,pp=4,dp=*"), the model's `shape` ("hidden=4096,seq=2048,layers=32") and `links` ("table" or
-    "measured": B and alpha fitted on this run); `run_label` a label kept in the summary (`run.label`, as
-    `--label`); `run_root` a folder a `run.json`'s entries may lie below besides its own (as `--run-root`,
-    docs/run-manifest.md). Raises a `TraceviewError` subclass for bad input or options, naming the argument
-    as this function spells it.
+    "measured": B and alpha fitted on this run); `levers` the replay's levers ("no_straggler", "comm:x2",
+    "ranks:16": docs/metrics.md, "Replay"; default all of them); `run_label` a label kept in the summary
+    (`run.label`, as `--label`); `run_root` a folder a `run.json`'s entries may lie below besides its own (as
+    `--run-root`, docs/run-manifest.md). Raises a `TraceviewError` subclass for bad input or options, naming
+    the argument as this function spells it.
     """
     from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files

@@ -132,6 +132,14 @@ SECTIONS: tuple[Section, ...] = (
         lambda a: a.links_measured is not None and a.links_measured.classes.height > 0,
     ),
     Section(
+        "replay",
+        "Replay",
+        "section_replay.html.j2",
+        lambda a: {},
+        lambda a: a.replay is not None,
+        "No replay: no collective was matched on two ranks or more.",
+    ),
+    Section(
         "nccl",
         "NCCL log",
         "section_nccl.html.j2",

@@ -147,7 +147,7 @@ def fit_figure(links: LinksMeasured) -> go.Figure:
         )
         for row in fitted.iter_rows(named=True):
             xs = rows["x"].to_list()
-            ys = [row["k"] * row["alpha_us"] + x / row["bandwidth_Bps"] * 1e6 for x in xs]
+            ys = [row["k"] * row["alpha_fit_us"] + x / row["bandwidth_Bps"] * 1e6 for x in xs]
             figure.add_scatter(name=f"{label}: fit", x=xs, y=ys, mode="lines", line={"color": colour})
     figure.update_layout(
         title="Transfer time against bus bytes, with the alpha-beta fit per class",

@@ -24,6 +24,7 @@ from traceview.reports.json.flight_recorder import flight_recorder_object
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.nccl_inspector import inspector_document
 from traceview.reports.json.records import clean, records
+from traceview.reports.json.replay import replay_document
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import BubbleAnalysis
@@ -33,7 +34,7 @@ from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.15"
+SCHEMA_VERSION = "1.16"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""
@@ -416,6 +417,7 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("links_measured", _links_measured),
     ("critical_path", lambda analysis: _critical_path(analysis, full=False)),
     ("flight_recorder", _flight_recorder),
+    ("replay", replay_document),
 )
 """One row per analysis: (top-level key, builder). Add yours at the end, documented in docs/json-schema.md."""
 FULL_KEYS: dict[str, Callable[[RunAnalysis], Any]] = {

@@ -42,6 +42,7 @@ from traceview.cli.interrupts import finished, forget_escaped_interrupt, interru
 from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record, RecordMerge
+from traceview.cli.replay import Replay
 from traceview.cli.report import Report
 from traceview.cli.stragglers import Stragglers
 from traceview.cli.streams import StdoutClosed, guard_streams, silence_stdout
@@ -59,6 +60,7 @@ COMMANDS: tuple[Command, ...] = (
     Hang(),
     Stragglers(),
     Kernels(),
+    Replay(),
     Export(),
     Compare(),
     Trend(),

@@ -247,3 +247,64 @@ def size_expr() -> pl.Expr:
         .otherwise(default)
         .alias("size_bytes")
     )
+
+
+HIERARCHICAL_PASSES: Mapping[str, float] = {"AllReduce": 2.0, "AllGather": 1.0, "ReduceScatter": 1.0}
+"""Collectives run hierarchically across nodes (the seeds' hierarchical all-reduce): c, the ring passes of
+each stage (AllReduce: a reduce-scatter and an all-gather; AllGather, ReduceScatter: one)."""
+
+
+def hierarchical_time_s(
+    collective: str,
+    size_bytes: float,
+    per_node: int,
+    nodes: int,
+    intra: tuple[float, float],
+    inter: tuple[float, float],
+    nics_per_node: int,
+) -> float:
+    """T of a collective over `nodes` nodes of `per_node` ranks (g and N), a ring inside each node on the
+    scale-up link then rail-aligned rings across nodes, each of the node's g ranks on its own NIC (at most
+    `nics_per_node` NICs carry the node's share in parallel):
+
+        T = c [(g-1) alpha_intra + (N-1) alpha_inter]
+            + c [(g-1)/g S / B_intra + (N-1)/N S / (min(m, g) B_nic)]
+
+    `intra` and `inter` are (alpha s, B bytes/s); c is `HIERARCHICAL_PASSES` (UsageError for others)."""
+    passes = HIERARCHICAL_PASSES.get(COLLECTIVE_NAMES.get(collective_key(collective), ""))
+    if passes is None:
+        raise UsageError(f"collective {collective!r} has no hierarchical algorithm")
+    g, n_nodes = per_node, nodes
+    latency = passes * ((g - 1) * intra[0] + (n_nodes - 1) * inter[0])
+    rails = min(nics_per_node, g)
+    transfer = passes * (
+        (g - 1) / g * size_bytes / intra[1] + (n_nodes - 1) / n_nodes * size_bytes / (rails * inter[1])
+    )
+    return latency + transfer
+
+
+COLLECTIVE_NAMES: Mapping[str, str] = {key: name for key, (name, _) in _BY_KEY.items()}
+"""The canonical name of every lookup key."""
+
+
+def hierarchical_exprs(
+    collective: pl.Expr,
+    size_bytes: pl.Expr,
+    per_node: pl.Expr,
+    nodes: pl.Expr,
+    intra: tuple[pl.Expr, pl.Expr],
+    inter: tuple[pl.Expr, pl.Expr],
+    rails: pl.Expr,
+) -> tuple[pl.Expr, pl.Expr]:
+    """(latency s, transfer s) of `hierarchical_time_s` as polars expressions (`rails` = min(m, g)); null
+    where the collective has no hierarchical algorithm."""
+    key = collective.str.to_lowercase().str.replace_all("[^a-z]", "")
+    passes = key.replace_strict(
+        {collective_key(name): c for name, c in HIERARCHICAL_PASSES.items()},
+        default=None,
+        return_dtype=pl.Float64,
+    )
+    g, n_nodes, size = per_node.cast(pl.Float64), nodes.cast(pl.Float64), size_bytes.cast(pl.Float64)
+    latency = passes * ((g - 1) * intra[0] + (n_nodes - 1) * inter[0])
+    transfer = passes * ((g - 1) / g * size / intra[1] + (n_nodes - 1) / n_nodes * size / (rails * inter[1]))
+    return latency, transfer

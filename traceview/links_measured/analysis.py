@@ -12,14 +12,23 @@ that `--links measured` hands the prediction and its what-ifs as a `LinkOverride
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.core.costmodel import bus_factor_expr, latency_steps_expr
-from traceview.links_measured.fit import MIN_CALLS, MIN_SPREAD, line_fits, pooled_fits, why_not
+from traceview.links_measured.fit import (
+    MIN_CALLS,
+    SMALL_CALL_RATIO,
+    bandwidth_within_tolerance,
+    line_fits,
+    pooled_fits,
+    why_not,
+)
 from traceview.options.model import LinkOverride
 from traceview.prediction.gamma import Prediction
+from traceview.prediction.links import HOST_LINK
 
 CLASS_KEYS = ["collective", "group_size", "link", "scope", "protocol"]
 MEASURED_NOTE = (
@@ -50,7 +59,17 @@ def samples(kernels: pl.DataFrame, crossrank: CrossRank, priced: pl.DataFrame) -
     )
     usable = crossrank.instances.filter(pl.col("transfer_us").is_not_null() & (pl.col("size_bytes") > 0))
     protocol = kernels.filter(pl.col("first_in_call")).select("rank", "start_us", "protocol")
-    link = priced.select("rank", "start_us", "group_size", "link", "spans_nodes", "alpha_s", "bandwidth_Bps")
+    kind = pl.col("comm_kind") if "comm_kind" in priced.columns else pl.lit("device")
+    link = priced.select(
+        "rank",
+        "start_us",
+        "group_size",
+        "link",
+        "spans_nodes",
+        "alpha_s",
+        "bandwidth_Bps",
+        kind.alias("kind"),
+    )
     joined = (
         usable.select("instance", "collective", "size_bytes", "transfer_us")
         .join(member, on="instance")
@@ -61,8 +80,16 @@ def samples(kernels: pl.DataFrame, crossrank: CrossRank, priced: pl.DataFrame) -
     n = pl.col("group_size")
     return joined.with_columns(
         pl.col("protocol").fill_null("unknown"),
-        pl.col("link").fill_null("unknown"),
-        pl.when(pl.col("spans_nodes")).then(pl.lit("inter")).otherwise(pl.lit("intra")).alias("scope"),
+        pl.when(pl.col("link").is_null() & (pl.col("kind") == "host") & ~pl.col("spans_nodes"))
+        .then(pl.lit(HOST_LINK))
+        .otherwise(pl.col("link").fill_null("unknown"))
+        .alias("link"),
+        pl.when(pl.col("spans_nodes"))
+        .then(pl.lit("inter"))
+        .when(pl.col("kind") == "host")
+        .then(pl.lit("host"))
+        .otherwise(pl.lit("intra"))
+        .alias("scope"),
         latency_steps_expr(pl.col("collective"), n).alias("k"),
         (bus_factor_expr(pl.col("collective"), n) * pl.col("size_bytes").cast(pl.Float64)).alias("x"),
         (pl.col("transfer_us") * 1e-6).alias("y"),
@@ -70,7 +97,8 @@ def samples(kernels: pl.DataFrame, crossrank: CrossRank, priced: pl.DataFrame) -
 
 
 def class_table(found: pl.DataFrame) -> pl.DataFrame:
-    """Per class: the fit in alpha and B with 95% bounds, or why it was not fitted; the table's values."""
+    """Per class: B with its 95% bounds where they lie within +-25% (else why not), alpha with its bounds
+    where some call is small enough to see it (else null and its bound in `alpha_note`), R^2; the table's."""
     lines = line_fits(found, CLASS_KEYS)
     table = found.group_by(CLASS_KEYS).agg(
         pl.col("k").first(),
@@ -79,22 +107,32 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
     )
     low_slope = pl.col("slope") - pl.col("slope_half")
     fitted = pl.col("reason").is_null()
+    small_seen = pl.col("min_x") * pl.col("slope") <= SMALL_CALL_RATIO * pl.col("intercept_hi")
     return (
         lines.join(table, on=CLASS_KEYS)
         .with_columns(why_not().alias("reason"))
+        .with_columns(fitted.alias("fitted"), (fitted & small_seen).alias("alpha_determined"))
         .with_columns(
-            fitted.alias("fitted"),
-            pl.when(fitted).then(pl.col("intercept") / pl.col("k") * 1e6).alias("alpha_us"),
-            pl.when(fitted)
-            .then((pl.col("intercept") - pl.col("intercept_half")) / pl.col("k") * 1e6)
-            .alias("alpha_lo_us"),
-            pl.when(fitted)
-            .then((pl.col("intercept") + pl.col("intercept_half")) / pl.col("k") * 1e6)
-            .alias("alpha_hi_us"),
+            pl.when(pl.col("alpha_determined"))
+            .then(pl.col("intercept") / pl.col("k") * 1e6)
+            .alias("alpha_us"),
+            pl.when(fitted).then(pl.col("intercept") / pl.col("k") * 1e6).alias("alpha_fit_us"),
+            pl.when(fitted).then(pl.col("intercept_lo") / pl.col("k") * 1e6).alias("alpha_lo_us"),
+            pl.when(fitted).then(pl.col("intercept_hi") / pl.col("k") * 1e6).alias("alpha_hi_us"),
+            pl.when(fitted & ~pl.col("alpha_determined"))
+            .then(
+                pl.format(
+                    "alpha undetermined at these sizes ({} to {} MB: the smallest call's transfer term "
+                    "outweighs the latency's bound); alpha <= {} us",
+                    (pl.col("min_bytes") / 1e6).round(3),
+                    (pl.col("max_bytes") / 1e6).round(3),
+                    (pl.col("intercept_hi") / pl.col("k") * 1e6).round(1),
+                )
+            )
+            .alias("alpha_note"),
             pl.when(fitted).then(1 / pl.col("slope")).alias("bandwidth_Bps"),
             pl.when(fitted).then(1 / (pl.col("slope") + pl.col("slope_half"))).alias("bandwidth_lo_Bps"),
             pl.when(fitted & (low_slope > 0)).then(1 / low_slope).alias("bandwidth_hi_Bps"),
-            pl.when(fitted).then(pl.col("r2")).alias("r2"),
             (pl.col("table_alpha_s") * 1e6).alias("table_alpha_us"),
         )
         .select(
@@ -109,6 +147,10 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
             "alpha_us",
             "alpha_lo_us",
             "alpha_hi_us",
+            "alpha_fit_us",
+            "alpha_determined",
+            "alpha_note",
+            "constrained",
             "bandwidth_Bps",
             "bandwidth_lo_Bps",
             "bandwidth_hi_Bps",
@@ -121,19 +163,40 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
 
 
 def scope_table(found: pl.DataFrame) -> pl.DataFrame:
-    """Per link scope: the pooled fit (alpha_us, bandwidth_Bps), the links it covers, and whether it can feed
-    the prediction (enough calls, sizes spread, B above 0)."""
+    """Per link scope: the pooled fit (alpha_us and B with 95% bounds, R^2), the links it covers, and whether
+    it can feed the prediction (an interval exists and B's lies within +-25%)."""
     pooled = pooled_fits(found, ["scope"])
     links = found.group_by("scope").agg(pl.col("link").drop_nulls().unique().sort().alias("links"))
-    usable = (pl.col("calls") >= MIN_CALLS) & (pl.col("size_spread") >= MIN_SPREAD) & (pl.col("beta") > 0)
+    low_beta = pl.col("beta") - pl.col("beta_half")
+    usable = (pl.col("calls") >= MIN_CALLS) & bandwidth_within_tolerance(pl.col("beta"), pl.col("beta_half"))
     return (
         pooled.join(links, on="scope")
         .with_columns(
             (pl.col("alpha_s") * 1e6).alias("alpha_us"),
+            (pl.col("alpha_lo_s") * 1e6).alias("alpha_lo_us"),
+            (pl.col("alpha_hi_s") * 1e6).alias("alpha_hi_us"),
             pl.when(pl.col("beta") > 0).then(1 / pl.col("beta")).alias("bandwidth_Bps"),
+            pl.when(pl.col("beta") > 0)
+            .then(1 / (pl.col("beta") + pl.col("beta_half")))
+            .alias("bandwidth_lo_Bps"),
+            pl.when(low_beta > 0).then(1 / low_beta).alias("bandwidth_hi_Bps"),
             usable.fill_null(False).alias("fitted"),
         )
-        .select("scope", "links", "calls", "size_spread", "alpha_us", "bandwidth_Bps", "fitted")
+        .select(
+            "scope",
+            "links",
+            "calls",
+            "size_spread",
+            "alpha_us",
+            "alpha_lo_us",
+            "alpha_hi_us",
+            "constrained",
+            "bandwidth_Bps",
+            "bandwidth_lo_Bps",
+            "bandwidth_hi_Bps",
+            "r2",
+            "fitted",
+        )
         .sort("scope")
     )
 
@@ -145,12 +208,23 @@ def overrides_of(scopes: pl.DataFrame) -> tuple[LinkOverride, ...]:
             row["scope"],
             f"measured ({', '.join(row['links'])})",
             row["bandwidth_Bps"],
-            max(row["alpha_us"], 0.0) * 1e-6,
-            f"fitted on {row['calls']} transfer times of this run",
+            row["alpha_us"] * 1e-6,
+            f"fitted on {row['calls']} transfer times of this run (B {row['bandwidth_lo_Bps'] / 1e9:.3g} to "
+            f"{_gb(row['bandwidth_hi_Bps'])} GB/s, 95%)",
             source="measured",
         )
         for row in scopes.filter(pl.col("fitted")).iter_rows(named=True)
     )
+
+
+def _gb(value: float | None) -> str:
+    return "unbounded" if value is None else f"{value / 1e9:.3g}"
+
+
+def _alpha_words(row: dict[str, Any]) -> str:
+    if row["alpha_us"] is None:
+        return f"alpha undetermined at these sizes (at most {row['alpha_hi_us']:.3g} us)"
+    return f"alpha {row['alpha_us']:.3g} us ({row['alpha_lo_us']:.3g} to {row['alpha_hi_us']:.3g})"
 
 
 def _sentence(classes: pl.DataFrame, reason: str | None) -> str:
@@ -162,7 +236,8 @@ def _sentence(classes: pl.DataFrame, reason: str | None) -> str:
         return f"No class of calls could be fitted; the largest: {first.removeprefix('not fitted: ')}."
     parts = [
         f"{r['collective']} n={r['group_size']} {r['protocol']} on {r['link']}: "
-        f"alpha {r['alpha_us']:.3g} us, B {r['bandwidth_Bps'] / 1e9:.3g} GB/s ({r['calls']} calls)"
+        f"{_alpha_words(r)}, B {r['bandwidth_Bps'] / 1e9:.3g} GB/s "
+        f"({r['bandwidth_lo_Bps'] / 1e9:.3g} to {_gb(r['bandwidth_hi_Bps'])}; {r['calls']} calls)"
         for r in fitted.sort("calls", descending=True).head(3).iter_rows(named=True)
     ]
     return "Measured from the run's transfer times: " + "; ".join(parts) + "."

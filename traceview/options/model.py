@@ -23,7 +23,7 @@ class LinkOverride:
     in the run, "measured"): replaces the link of every call of process group `group` (its `pg_key`), or with
     `group` None the table's link of `scope`."""
 
-    scope: Literal["intra", "inter"]
+    scope: Literal["intra", "inter", "host"]  # host: host collectives (gloo, MPI) inside a host
     name: str
     bandwidth_Bps: float  # noqa: N815 - B of the alpha-beta model
     alpha_s: float | None = None

@@ -89,6 +89,7 @@ class RunOptions:
     layout: Layout = field(default_factory=Layout)  # --dims or run.json `parallelism`
     shape: ModelShape = field(default_factory=ModelShape)  # --shape or run.json `model.hidden`, ...
     links: str = "table"  # --links: the prediction's B and alpha from the table or measured in the run
+    levers: tuple[str, ...] = ()  # --lever: the replay's levers (docs/metrics.md, "Replay"); (): the default
     facts: RunFacts = field(default_factory=RunFacts)  # job, commit, time, label (docs/run-manifest.md)
 
 
@@ -171,6 +172,7 @@ def build_options(run: RunSpec, user: UserOptions | None = None) -> RunOptions:
         layout=layout,
         shape=shape,
         links=user.links,
+        levers=user.levers,
         **hosts,
     )
 

@@ -178,6 +178,14 @@ class UserOptions:
         "table",
         choices=("table", "measured"),
     )
+    levers: tuple[str, ...] = _option(
+        "--lever",
+        "A lever to replay (docs/metrics.md, 'Replay'): as_recorded, no_straggler, comm:xN, compute:xN, "
+        "comm_model, perfect_overlap, host_free, ranks:K; repeatable (default: all of them, ranks at twice "
+        "the world).",
+        "texts",
+        (),
+    )
     run_label: str | None = _option(
         "--label",
         "A label for this run (a commit, a job id), kept in the JSON summary: trend shows it (default: "

@@ -78,6 +78,7 @@ class ModelInputs:
     topology: Topology | None = None
     host_link: Link | None = None  # host collectives (gloo, MPI) inside a host; across hosts: `inter`
     links_measured: bool = False  # a stated B was measured in this run (run.json hardware.links_measured)
+    nics_per_node: int | None = None  # NICs per node for rail-aligned rings; None: one per GPU
 
     @property
     def sustained_flops(self) -> float | None:

@@ -111,8 +111,21 @@ HOST_LINK = "loopback or shared memory"
 
 def resolve_host_link(options: ModelOptions) -> tuple[Link | None, str]:
     """B and alpha of host collectives inside a host: stated (`--host-bandwidth`, run.json
-    `hardware.host_bandwidth_Bps`), else unknown (no datasheet gives a loopback's or a shared-memory copy's
-    speed) and a note saying how to give it."""
+    `hardware.host_bandwidth_Bps`), else measured in the run (a `host` override of
+    `traceview.links_measured`, handed over by the reduce when its fit is reported), else unknown (no
+    datasheet gives a loopback's or a shared-memory copy's speed) and a note saying how to give it."""
+    measured = _override(options, "host")
+    if options.host_bandwidth_Bps is None and measured is not None:
+        alpha = measured.alpha_s if measured.alpha_s is not None else DEFAULT_ALPHA_S["host"]
+        return Link(
+            "host",
+            HOST_LINK,
+            measured.bandwidth_Bps,
+            alpha,
+            measured.source,
+            measured.source,
+            measured.reason,
+        ), ""
     if options.host_bandwidth_Bps is None:
         return None, (
             "the link of host collectives inside a host (gloo or MPI over loopback or shared memory) is "

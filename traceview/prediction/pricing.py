@@ -10,7 +10,7 @@ import polars as pl
 from traceview.core.costmodel import (
     bandwidth_exprs,
     bus_factor_expr,
-    collective_time_expr,
+    hierarchical_exprs,
     latency_steps_expr,
 )
 from traceview.prediction.inputs import ModelInputs
@@ -27,6 +27,22 @@ def spans_nodes(ranks_per_node: int) -> pl.Expr:
     )
     listed = nodes.list.len() > 0
     return pl.when(listed).then(nodes.list.n_unique() > 1).otherwise(pl.col("group_size") > ranks_per_node)
+
+
+def node_shape(ranks_per_node: int, n: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(N, g): the nodes a call's group spans and its ranks per node, from its listed ranks (rank // ranks per
+    node), else from its size (N = ceil(n / ranks per node)); g = n / N, null where the nodes are uneven."""
+    nodes_listed = (
+        pl.col("pg_ranks")
+        .cast(pl.Utf8)
+        .str.extract_all(r"-?\d+")
+        .list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
+        .list.n_unique()
+    )
+    by_size = (n.cast(pl.Float64) / ranks_per_node).ceil().cast(pl.Int64)
+    nodes = pl.when(nodes_listed > 0).then(nodes_listed).otherwise(by_size)
+    per_node = pl.when(n % nodes == 0).then(n // nodes)
+    return nodes, per_node
 
 
 def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
@@ -65,16 +81,54 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     )
     frame = _group_overrides(frame, inputs)
     collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
-    return frame.with_columns(
-        (
-            collective_time_expr(collective, size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")) * 1e6
-        ).alias("t_pred_us"),
-        (bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6).alias(
-            "t_bw_us"
-        ),
-        (latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6).alias("t_lat_us"),
-        bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),
-    ).with_columns((pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"))
+    flat_lat = latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6
+    flat_bw = bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6
+    hier_lat, hier_bw = _hierarchical(inputs, size)
+    hierarchical = hier_bw.is_not_null() & hier_lat.is_not_null()
+    return (
+        frame.with_columns(
+            pl.when(hierarchical)
+            .then(pl.lit("hierarchical"))
+            .otherwise(pl.lit("ring"))
+            .alias("model_algorithm"),
+            pl.when(hierarchical).then(hier_bw * 1e6).otherwise(flat_bw).alias("t_bw_us"),
+            pl.when(hierarchical).then(hier_lat * 1e6).otherwise(flat_lat).alias("t_lat_us"),
+            bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),
+        )
+        .with_columns(
+            (pl.col("t_bw_us") + pl.col("t_lat_us")).alias("t_pred_us"),
+            (pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"),
+        )
+        .drop("_nodes", "_per_node", strict=False)
+    )
+
+
+def _hierarchical(inputs: ModelInputs, n: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(latency s, transfer s) of a device call across nodes priced hierarchically (docs/metrics.md,
+    "Predicted gamma", Links): the scale-up link inside each node, then rail-aligned rings over the NICs;
+    null for calls inside a node, on the host, of other collectives, of uneven nodes or of an NCCL-log group
+    link."""
+    if inputs.intra is None or inputs.inter is None:
+        return pl.lit(None, dtype=pl.Float64), pl.lit(None, dtype=pl.Float64)
+    nodes, per_node = node_shape(inputs.ranks_per_node, n)
+    overridden = (
+        pl.col("pg_key").is_in([g for g, _ in inputs.group_links]) if inputs.group_links else pl.lit(False)
+    )
+    device = (pl.col("comm_kind") != "host").fill_null(True)
+    usable = pl.col("spans_nodes") & device & ~overridden & (per_node > 1)
+    rails = pl.min_horizontal(pl.lit(inputs.nics_per_node or inputs.ranks_per_node), per_node).cast(
+        pl.Float64
+    )
+    latency, transfer = hierarchical_exprs(
+        pl.col("collective"),
+        pl.col("size_bytes"),
+        per_node,
+        nodes,
+        (pl.lit(inputs.intra.alpha_s), pl.lit(inputs.intra.bandwidth_Bps)),
+        (pl.col("alpha_s"), pl.col("bandwidth_Bps")),
+        rails,
+    )
+    return pl.when(usable).then(latency), pl.when(usable).then(transfer)
 
 
 def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:

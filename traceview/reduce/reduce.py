@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import polars as pl
 
@@ -48,6 +49,7 @@ from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.held import HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
+from traceview.replay.analysis import replay_run
 from traceview.roofline.analysis import communication_roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import drilldown
@@ -233,6 +235,18 @@ def _dimensions(
     )
 
 
+HOST_MEASURED_NOTE = (
+    "The link of host collectives inside a host, which no datasheet gives, is measured in this run: that "
+    "part of the prediction is not an independent check."
+)
+STATED_FIELDS: dict[str, dict[str, Any]] = {
+    "intra": {"bandwidth_Bps": None, "alpha_s": None},
+    "inter": {"inter_bandwidth_Bps": None, "inter_alpha_s": None},
+    "host": {"host_bandwidth_Bps": None},
+}
+"""The `ModelOptions` fields a measured link of each scope replaces."""
+
+
 def _measured_prediction(
     prediction: Prediction,
     links: LinksMeasured,
@@ -245,11 +259,7 @@ def _measured_prediction(
         return prediction, links
     model = replace(options.model, link_overrides=(*options.model.link_overrides, *links.overrides))
     for scope in {o.scope for o in links.overrides}:  # the measured link replaces a stated one
-        model = (
-            replace(model, bandwidth_Bps=None, alpha_s=None)
-            if scope == "intra"
-            else replace(model, inter_bandwidth_Bps=None, inter_alpha_s=None)
-        )
+        model = replace(model, **STATED_FIELDS[scope])
     again = rerun(replace(options, model=model))
     return replace(again, sentence=f"{MEASURED_NOTE} {again.sentence}"), replace(links, used=True)
 
@@ -265,9 +275,24 @@ def _priced(
     `--links measured`)."""
     prediction = _prediction(run, frames, parts, options, nccl)
     links = measure_links(parts[0].kernels, parts[2], prediction)
+    host = [o for o in links.overrides if o.scope == "host"]
+    if host and prediction.inputs.host_link is None and options.links != "measured":
+        # the host link no datasheet gives, measured from the run's own calls (docs/metrics.md, "Links")
+        model = replace(options.model, link_overrides=(*options.model.link_overrides, *host))
+        again = _prediction(run, frames, parts, replace(options, model=model), nccl)
+        prediction, links = (
+            replace(again, sentence=f"{HOST_MEASURED_NOTE} {again.sentence}"),
+            replace(links, used=True),
+        )
     return _measured_prediction(
         prediction, links, lambda o: _prediction(run, frames, parts, o, nccl), options
     )
+
+
+def _world(run: Run) -> int:
+    """The world size the traces state (the largest), else the ranks read."""
+    worlds = [trace.meta.world_size for trace in run if trace.meta.world_size]
+    return max(worlds) if worlds else len(run)
 
 
 def _header(
@@ -332,6 +357,7 @@ def reduce_held(
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
+    replay = replay_run(crossrank, collectives.kernels, budget, prediction, _world(run), options.levers)
     header = _header(
         run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )
@@ -367,4 +393,5 @@ def reduce_held(
         critical_path=path,
         links_measured=links,
         flight_recorder=_flight_recorder(options),
+        replay=replay,
     )

@@ -28,6 +28,7 @@ from traceview.nccl.join import NcclJoin
 from traceview.nccl.problems import NCCL_GATE_FIGURES, nccl_gate_figures
 from traceview.options.run import RunFacts, RunOptions
 from traceview.prediction.gamma import Prediction
+from traceview.replay.analysis import Replay
 from traceview.roofline.analysis import Roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import Drilldown
@@ -105,6 +106,7 @@ class RunAnalysis:
     links_measured: LinksMeasured | None = None  # alpha and beta fitted on the run's transfer times
     critical_path: CriticalPath | None = None  # what held each step (traceview.critical_path)
     flight_recorder: HangAnalysis | None = None  # Flight Recorder dumps of the job read together
+    replay: Replay | None = None  # the run's own skeletons replayed, and one replay per lever
 
     def gate_figures(self) -> dict[str, float | None]:
         """The figures `--fail-on` can name: the run medians of the time budget (docs/metrics.md)."""

@@ -1,0 +1,1 @@
+"""Replay of the run's own step skeletons (docs/metrics.md, "Replay")."""

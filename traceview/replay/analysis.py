@@ -1,0 +1,172 @@
+"""The replay of the run's own step skeletons (docs/metrics.md, "Replay"): `as_recorded` and its error, then
+one replay per lever with its predicted median step, gamma and the time it saves.
+
+Per lever the engine (`traceview.replay.engine`) replays every (rank, step) together; the step of a rank is
+its replayed end less its window start; the lever's `step_us` is the median over (rank, step). Its gamma per
+(rank, step) is T_comm x (its time inside collectives over `as_recorded`'s: transfers and waits) / (T_comp /
+the compute factor), median over (rank, step): `as_recorded` gives the measured gamma back. `saved_us` is
+`as_recorded`'s median step less the lever's, so the replay's own error cancels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceview.across_ranks.analysis import CrossRank
+from traceview.budget.time_budget import TimeBudget
+from traceview.prediction.gamma import Prediction
+from traceview.replay.engine import Chain, levels, run
+from traceview.replay.levers import Recorded, Variant, default_levers, variant
+from traceview.replay.skeleton import skeleton
+
+LEVER_SCHEMA = {
+    "lever": pl.Utf8,
+    "step_us": pl.Float64,
+    "gamma": pl.Float64,
+    "saved_us": pl.Float64,
+    "notes": pl.Utf8,
+}
+
+
+@dataclass(frozen=True)
+class Replay:
+    """`levers`: one row per lever (lever, step_us, gamma, saved_us, notes; null figures and the reason in
+    notes where it cannot be replayed). `errors`: per step, the recorded and the `as_recorded` median step
+    and their relative error. `error_median`, `error_worst` (|relative error|) and `worst_step`.
+    `skeleton`: one row per (rank, step, collective). `sentence`: the finding in words."""
+
+    levers: pl.DataFrame
+    errors: pl.DataFrame
+    error_median: float | None
+    error_worst: float | None
+    worst_step: int | None
+    skeleton: pl.DataFrame
+    sentence: str
+
+    def lever(self, name: str) -> dict[str, object] | None:
+        """The row of lever `name`, None when it was not replayed."""
+        rows = self.levers.filter(pl.col("lever") == name)
+        return rows.row(0, named=True) if rows.height else None
+
+
+def _replayed(found: Recorded, change: Variant, order: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): the replayed step and the time inside collectives under `change`."""
+    body = change.frame if change.frame is not None else found.body
+    positive = pl.col("compute_us") / change.compute_factor + pl.col("host_us") * change.host_factor
+    segment = pl.when(pl.col("segment_us") < 0).then(pl.col("segment_us")).otherwise(positive)
+    tail_positive = (
+        pl.col("tail_compute_us") / change.compute_factor + pl.col("tail_host_us") * change.host_factor
+    )
+    tails = found.tails.with_columns(
+        pl.when(pl.col("tail_us") < 0).then(pl.col("tail_us")).otherwise(tail_positive).alias("tail_us")
+    )
+    chain = Chain(
+        body.with_columns(segment.alias("segment_us"), change.transfer.alias("transfer_us")),
+        tails,
+        change.late,
+        change.overlap,
+    )
+    ends = run(chain, order)
+    return ends.join(tails.select("rank", "step", "start_us"), on=["rank", "step"]).select(
+        "rank", "step", (pl.col("end_us") - pl.col("start_us")).alias("step_us"), "comm_chain_us"
+    )
+
+
+def _row(
+    lever: str, replayed: pl.DataFrame, baseline: pl.DataFrame, budget: pl.DataFrame, change: Variant
+) -> dict[str, object]:
+    joined = replayed.join(
+        baseline.select("rank", "step", pl.col("comm_chain_us").alias("_base")), on=["rank", "step"]
+    )
+    joined = joined.join(budget.select("rank", "step", "comm_us", "comp_us"), on=["rank", "step"], how="left")
+    comp = pl.col("comp_us") / change.compute_factor
+    scale = pl.when(pl.col("_base") > 0).then(pl.col("comm_chain_us") / pl.col("_base")).otherwise(1.0)
+    gamma = pl.when(comp > 0).then(pl.col("comm_us") * scale / comp)
+    step = replayed.get_column("step_us").median()
+    base = baseline.get_column("step_us").median()
+    return {
+        "lever": lever,
+        "step_us": step,
+        "gamma": joined.select(gamma.median()).item(),
+        "saved_us": None if step is None or base is None else float(base) - float(step),  # type: ignore[arg-type]
+        "notes": change.notes,
+    }
+
+
+def _errors(baseline: pl.DataFrame, tails: pl.DataFrame) -> pl.DataFrame:
+    """Per step: the recorded and the replayed median step over ranks, and the relative error."""
+    recorded = tails.group_by("step").agg(pl.col("step_us").median().alias("recorded_us"))
+    replayed = baseline.group_by("step").agg(pl.col("step_us").median().alias("replayed_us"))
+    return (
+        recorded.join(replayed, on="step")
+        .with_columns(
+            ((pl.col("replayed_us") - pl.col("recorded_us")) / pl.col("recorded_us")).alias("error")
+        )
+        .sort("step")
+    )
+
+
+def replay_run(
+    crossrank: CrossRank | None,
+    kernels: pl.DataFrame,
+    budget: TimeBudget,
+    prediction: Prediction | None,
+    world: int,
+    levers: tuple[str, ...] = (),
+) -> Replay | None:
+    """The replay of the run (module docstring); None when no collective was matched on two ranks or more."""
+    if crossrank is None or crossrank.usable_instances == 0:
+        return None
+    body, tails = skeleton(crossrank.calls, budget.per_step, kernels)
+    if body.height == 0:
+        return None
+    found = Recorded(body, tails, crossrank.stragglers, prediction, world)
+    baseline_change = variant(found, "as_recorded")
+    assert isinstance(baseline_change, Variant)
+    order = levels(body)
+    baseline = _replayed(found, baseline_change, order)
+    rows: list[dict[str, object]] = []
+    for lever in levers or default_levers(world):
+        change = variant(found, lever)
+        if isinstance(change, str):
+            rows.append({"lever": lever, "step_us": None, "gamma": None, "saved_us": None, "notes": change})
+            continue
+        replayed = baseline if lever == "as_recorded" else _replayed(found, change, order)
+        rows.append(_row(lever, replayed, baseline, budget.per_step, change))
+    errors = _errors(baseline, tails)
+    return _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body)
+
+
+def _result(levers: pl.DataFrame, errors: pl.DataFrame, body: pl.DataFrame) -> Replay:
+    size = errors.with_columns(pl.col("error").abs().alias("_abs"))
+    worst = size.sort("_abs", descending=True, nulls_last=True).head(1)
+    median = size.get_column("_abs").median()
+    worst_error = worst.get_column("_abs").item() if worst.height else None
+    worst_step = worst.get_column("step").item() if worst.height else None
+    return Replay(
+        levers=levers,
+        errors=errors,
+        error_median=None if median is None else float(median),  # type: ignore[arg-type]
+        error_worst=worst_error,
+        worst_step=worst_step,
+        skeleton=body,
+        sentence=_sentence(levers, median, worst_error, worst_step),
+    )
+
+
+def _sentence(levers: pl.DataFrame, median: object, worst: float | None, step: int | None) -> str:
+    if median is None:
+        return "The replay reproduced no step."
+    found = levers.filter(pl.col("saved_us").is_not_null() & (pl.col("lever") != "as_recorded"))
+    best = found.sort("saved_us", descending=True).head(1)
+    within = float(median)  # type: ignore[arg-type]
+    lead = (
+        f"The replay of the run's own skeletons reproduces its median step within {within:.1%} (median over "
+        f"steps; worst {worst:.1%}, step {step})."
+    )
+    if best.height == 0:
+        return lead
+    row = best.row(0, named=True)
+    return f"{lead} The largest lever: {row['lever']}, saving {row['saved_us'] / 1e3:.3g} ms per median step."

@@ -1,0 +1,135 @@
+"""The replay of every rank's step skeleton together (docs/metrics.md, "Replay", Engine).
+
+A rank enters a collective `segment_us` after its anchor's replayed exit (the latest of its collectives to
+end before it in the recording; the window start without one). A collective starts when its last member has
+entered and completes `transfer_us` later; each member leaves it then, so its wait is the edge from the last
+arrival, never a recorded gap. With `overlap` (perfect overlap) a rank enters a collective `segment_us` after
+its anchor's replayed entry (it did not wait for the anchor's transfer); its step then ends when its last
+segment and its last transfer are done. A rank's step ends its tail after its latest exit. Collectives run in
+an order every member agrees with (each rank's own order; an instance comes once it heads every member's
+queue): the loop runs over those levels, each level one polars query over every step's collective of that
+level and all its members.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One step of the replay: per member row (step, instance, rank) its segment and the instance's
+    transfer, in each rank's order; per rank its window start and tail; `late` ranks whose arrival moves to
+    the latest of the other members' (`no_straggler`)."""
+
+    body: pl.DataFrame  # step, instance, rank, order, segment_us, transfer_us
+    tails: pl.DataFrame  # step, rank, start_us, tail_us
+    late: frozenset[int] = frozenset()
+    overlap: bool = False
+
+
+def _queues(body: pl.DataFrame) -> dict[int, dict[int, list[int]]]:
+    """step -> rank -> its instances in order."""
+    queues: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for step, rank, instance in (
+        body.sort("step", "rank", "order").select("step", "rank", "instance").iter_rows()
+    ):
+        queues[step][rank].append(instance)
+    return queues
+
+
+def _order(queues: dict[int, list[int]], members: dict[int, list[int]]) -> list[int]:
+    """The instances of one step in an order every member agrees with (Kahn's order over the ranks' queues;
+    a cycle, which no recorded run has, is broken at the lowest instance)."""
+    heads = dict.fromkeys(queues, 0)
+    done: list[int] = []
+    waiting = sorted(members)
+    while waiting:
+        ready = [
+            i
+            for i in waiting
+            if all(queues[r][heads[r]] == i for r in members[i] if heads[r] < len(queues[r]))
+        ]
+        for instance in ready or waiting[:1]:
+            done.append(instance)
+            for rank in members[instance]:
+                heads[rank] += 1
+        chosen = set(ready or waiting[:1])
+        waiting = [i for i in waiting if i not in chosen]
+    return done
+
+
+def levels(body: pl.DataFrame) -> pl.DataFrame:
+    """(step, instance, level): each instance's place in an order every member agrees with, per step."""
+    queues = _queues(body)
+    members: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for step, instance, rank in body.select("step", "instance", "rank").iter_rows():
+        members[step][instance].append(rank)
+    rows = [
+        (step, instance, level)
+        for step, found in members.items()
+        for level, instance in enumerate(_order(queues[step], found))
+    ]
+    schema = {"step": pl.Int64, "instance": pl.Int64, "level": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+MARKS = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "instance": pl.Int64,
+    "entry_us": pl.Float64,
+    "done_us": pl.Float64,
+}
+
+
+def _level(rows: pl.DataFrame, marks: pl.DataFrame, chain: Chain) -> pl.DataFrame:
+    """The members of one level's instances (every step at once): entry after the anchor's replayed mark,
+    start at the last arrival (a late rank's moved to the latest of the others'), done after the transfer."""
+    mark = "entry_us" if chain.overlap else "done_us"
+    anchored = rows.join(
+        marks.select("rank", "step", pl.col("instance").alias("anchor"), pl.col(mark).alias("_mark")),
+        on=["rank", "step", "anchor"],
+        how="left",
+    ).with_columns((pl.coalesce("_mark", "_window") + pl.col("segment_us")).alias("entry_us"))
+    on_time = ~pl.col("rank").is_in(list(chain.late)) if chain.late else pl.lit(True)
+    latest = pl.col("entry_us").filter(on_time).max().over("step", "instance")
+    start = pl.coalesce(latest, pl.col("entry_us").max().over("step", "instance"))
+    return anchored.select(
+        "rank", "step", "instance", "entry_us", (start + pl.col("transfer_us")).alias("done_us")
+    ).cast(MARKS)  # type: ignore[arg-type]
+
+
+def run(chain: Chain, order: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per (rank, step): `end_us` (replayed end of the step) and `comm_chain_us` (time from entering to
+    leaving its collectives: transfers and waits). The loop runs over the levels of `order` (`levels`), each
+    one over every step's collective of that level and all its members at once."""
+    order = order if order is not None else levels(chain.body)
+    rows = chain.body.join(order, on=["step", "instance"]).join(
+        chain.tails.select("step", "rank", pl.col("start_us").alias("_window")), on=["step", "rank"]
+    )
+    marks = pl.DataFrame(schema=MARKS)
+    for level in range(order.height and int(order.get_column("level").max()) + 1):  # type: ignore[arg-type]
+        marks = pl.concat([marks, _level(rows.filter(pl.col("level") == level), marks, chain)])
+    per_rank = marks.group_by("rank", "step").agg(
+        pl.col("done_us").max().alias("_exit"),
+        pl.col("entry_us").max().alias("_entry"),
+        (pl.col("done_us") - pl.col("entry_us")).sum().alias("comm_chain_us"),
+    )
+    ended = chain.tails.join(per_rank, on=["rank", "step"], how="left").with_columns(
+        pl.coalesce("_exit", "start_us").alias("_exit"), pl.coalesce("_entry", "start_us").alias("_entry")
+    )
+    end = (
+        pl.max_horizontal("_exit", pl.col("_entry") + pl.col("tail_us"))
+        if chain.overlap
+        else pl.col("_exit") + pl.col("tail_us")
+    )
+    return ended.select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        end.alias("end_us"),
+        pl.col("comm_chain_us").fill_null(0.0),
+    ).sort("step", "rank")

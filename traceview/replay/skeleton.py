@@ -1,0 +1,143 @@
+"""The replayable skeleton of every (rank, step) (docs/metrics.md, "Replay", Skeleton): the one definition.
+
+A step of a rank is a chain bounded by its matched collectives: segment 0, collective 0, segment 1, ..., the
+last collective, the tail. Everything comes from figures the map and the reduce already have:
+
+- the collectives: `across_ranks`' matched members (`CrossRank.calls`: aligned entry and exit on the run's
+  clock, the instance's transfer time: its shortest member's duration, the recorded wait);
+- the step window: the time budget's `per_step` (window start and end on the rank's clock, moved onto the
+  aligned clock by the rank's offset; `step_us`, `comp_us`, `overlap_us`, `comm_us`).
+
+A collective's anchor is the latest collective of the rank's step to end before it was entered (`anchor`,
+null: the window start): what it waited for, whether it ran on the same lane (a stream, a worker thread) or
+the rank issued it after a blocking one. `segment_us` is its launch offset, its entry less its anchor's exit
+(less the window start); collectives entered while others ran keep the anchor that ended before them, so
+concurrent collectives stay concurrent. `lane` (the host thread of a host collective, else its stream) is
+kept for the reader. The tail runs from the rank's latest exit to the window's end (negative where a
+collective ends past the window). A segment (and a
+positive tail) is split into `compute_us` and `host_us` by the step's share of compute in the time outside
+communication, c = clip((comp_us - overlap_us) / (step_us - comm_us), 0, 1): the device compute not hidden
+under communication over the time the step spends outside it. The critical path of each (rank,
+step), once the map computes one, replaces that share by the segment's own compute and host holders; nothing
+else of the skeleton changes.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+SKELETON_COLUMNS = (
+    "rank",
+    "step",
+    "order",
+    "instance",
+    "group",
+    "collective",
+    "size_bytes",
+    "start_us",
+    "entry_us",
+    "exit_us",
+    "lane",
+    "anchor",
+    "segment_us",
+    "compute_us",
+    "host_us",
+    "transfer_us",
+    "wait_us",
+    "dur_us",
+)
+"""One row per (rank, step, collective), in the rank's order; `start_us` is the call's start on its rank's
+clock (the key of the prediction's priced calls), `entry_us` and `exit_us` on the aligned clock."""
+TAIL_COLUMNS = ("rank", "step", "start_us", "tail_us", "tail_compute_us", "tail_host_us", "step_us")
+"""One row per (rank, step) with collectives: the tail after the last one (signed: negative where the last
+collective ends past the window; its positive part split like a segment's), and the recorded step."""
+
+
+def compute_share(per_step: pl.DataFrame) -> pl.DataFrame:
+    """(rank, step, share): the share of compute in the time the step spends outside communication."""
+    outside = pl.col("step_us") - pl.col("comm_us")
+    share = pl.when(outside > 0).then((pl.col("comp_us") - pl.col("overlap_us")) / outside).otherwise(0.0)
+    return per_step.select("rank", "step", share.clip(0.0, 1.0).alias("share"))
+
+
+def _windows(per_step: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Each (rank, step)'s window on the aligned clock (the rank's offset read off its calls)."""
+    offsets = calls.group_by("rank").agg(
+        (pl.col("aligned_start_us") - pl.col("start_us")).median().alias("_off")
+    )
+    return (
+        per_step.join(offsets, on="rank", how="inner")
+        .join(compute_share(per_step), on=["rank", "step"])
+        .select(
+            "rank",
+            "step",
+            (pl.col("window_start_us") + pl.col("_off")).alias("window_us"),
+            (pl.col("window_end_us") + pl.col("_off")).alias("end_us"),
+            "step_us",
+            "share",
+        )
+    )
+
+
+def lanes(calls: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """`calls` with the `lane` of each (its first row's host thread, else its stream, else `rank`)."""
+    first = kernels.filter(pl.col("first_in_call")).select(
+        "rank",
+        "start_us",
+        pl.coalesce(
+            pl.format("thread {}", pl.col("host_tid")),
+            pl.format("stream {}", pl.col("stream")),
+            pl.lit("rank"),
+        ).alias("lane"),
+    )
+    found = calls.join(first.unique(["rank", "start_us"]), on=["rank", "start_us"], how="left")
+    return found.with_columns(pl.col("lane").fill_null("rank"))
+
+
+def skeleton(
+    calls: pl.DataFrame, per_step: pl.DataFrame, kernels: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(collectives, tails) of every (rank, step) with a matched collective (`calls`: `CrossRank.calls`;
+    `per_step`: the time budget's; `kernels`: the communication rows, for the lanes)."""
+    usable = lanes(calls, kernels).filter(pl.col("transfer_us").is_not_null() & pl.col("step").is_not_null())
+    windows = _windows(per_step, usable)
+    ordered = (
+        usable.join(windows, on=["rank", "step"], how="inner")
+        .sort("rank", "step", "aligned_start_us", "instance")
+        .with_columns(pl.int_range(pl.len()).over("rank", "step").alias("order"))
+    )
+    exits = ordered.select(
+        "rank", "step", pl.col("aligned_end_us").alias("_anchor_exit"), pl.col("instance").alias("anchor")
+    ).sort("_anchor_exit")
+    anchored = (
+        ordered.sort("aligned_start_us")
+        .join_asof(
+            exits,
+            left_on="aligned_start_us",
+            right_on="_anchor_exit",
+            by=["rank", "step"],
+            strategy="backward",
+            check_sortedness=False,  # both sides sorted on their keys above
+        )
+        .with_columns(
+            (pl.col("aligned_start_us") - pl.coalesce("_anchor_exit", "window_us")).alias("segment_us")
+        )
+    )
+    body = anchored.with_columns(
+        (pl.col("segment_us").clip(lower_bound=0.0) * pl.col("share")).alias("compute_us"),
+        (pl.col("segment_us").clip(lower_bound=0.0) * (1 - pl.col("share"))).alias("host_us"),
+        pl.col("aligned_start_us").alias("entry_us"),
+        pl.col("aligned_end_us").alias("exit_us"),
+    )
+    last = body.group_by("rank", "step").agg(pl.col("exit_us").max().alias("_last"))
+    tail = pl.col("end_us") - pl.col("_last")
+    tails = windows.join(last, on=["rank", "step"], how="inner").select(
+        "rank",
+        "step",
+        pl.col("window_us").alias("start_us"),
+        tail.alias("tail_us"),
+        (tail.clip(lower_bound=0.0) * pl.col("share")).alias("tail_compute_us"),
+        (tail.clip(lower_bound=0.0) * (1 - pl.col("share"))).alias("tail_host_us"),
+        "step_us",
+    )
+    return body.select(SKELETON_COLUMNS).sort("step", "rank", "order"), tails.sort("step", "rank")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from traceview.options.run import RunOptions, RunSpec
-    from traceview.reduce.results import RunAnalysis
+    from traceview.reduce.results import RunAnalysis, RunHeader
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -173,11 +173,34 @@ def finish(analysis: RunAnalysis, fail_on: Sequence[str] | None) -> None:
     skipped = [*analysis.header.skipped, *(nccl.skipped if nccl else ()), *(nccl.foreign if nccl else ())]
     if skipped:
         raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
+    lacking = promised_ranks_lacking(analysis.header)
+    if lacking:
+        raise PartialRun(lacking)
+
+
+def promised_ranks_lacking(header: RunHeader) -> str | None:
+    """`ranks 2-7 not read: ...` when a folder, a glob or a run.json promises ranks (its world size) it
+    lacks; None for a trace given alone (one rank of N: said beside the verdict, exit 0) or a whole run."""
+    from traceview.core.ranks import absent_ranks, rank_ranges
+
+    absent = absent_ranks(header.ranks, header.world_size)
+    alone = header.manifest is None and len(header.files) == 1 and Path(header.source).is_file()
+    if not absent or alone:
+        return None
+    return (
+        f"rank(s) {rank_ranges(absent)} not read: the run has {len(header.ranks)} of world size "
+        f"{header.world_size}"
+    )
 
 
 def report_skipped(analysis: RunAnalysis) -> None:
     """Name every input the run was analysed without, one line each, on stderr (NCCL logs that could not be
     read, and those of another job, included)."""
+    from traceview.load.non_traces import ignored_line
+
+    ignored = ignored_line(analysis.header.ignored)
+    if ignored:
+        say(f"traceview: note: {printable(ignored)}")
     for path, reason in analysis.header.skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
     for _, reason in analysis.nccl.skipped if analysis.nccl else ():

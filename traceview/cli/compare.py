@@ -182,6 +182,8 @@ class Compare(Command):
             raise PartialRun(
                 f"compared without {skipped} input(s) that could not be read (named in the runs)"
             )
+        if any(f.partial for f in comparison.regressions):
+            raise PartialRun(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
 
 
 HistoryOpt = Annotated[

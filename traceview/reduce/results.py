@@ -18,6 +18,7 @@ from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.links_measured.analysis import LinksMeasured
+from traceview.load.non_traces import IgnoredInputs, set_apart_non_traces
 from traceview.model.time_base import iso_time, recorded_start_us
 from traceview.model.trace import Run
 from traceview.moe.analysis import MoeBalance
@@ -64,6 +65,7 @@ class RunHeader:
     skipped: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
     step_sources: tuple[str, ...]
+    ignored: IgnoredInputs = field(default_factory=IgnoredInputs)  # not traces (traceview.load.non_traces)
     base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
     timelines: tuple[str, ...] = ()  # device | host: the timelines analysed (traceview.events.host_timeline)
     manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
@@ -172,6 +174,7 @@ def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[
     evidence (`choices`, `traceview.steps.windows.StepChoice`, one per rank) and their warnings join
     `warnings`."""
     metas = [trace.meta for trace in run]
+    skipped, ignored = set_apart_non_traces(run.skipped)
     world_sizes = {m.world_size for m in metas if m.world_size}
     return RunHeader(
         source=run.source,
@@ -183,7 +186,8 @@ def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[
         nccl_versions=_distinct([m.nccl_version for m in metas]),
         backends=_distinct([m.backend for m in metas]),
         files=tuple(trace.path for trace in run),
-        skipped=tuple((s.path, s.reason) for s in run.skipped),
+        skipped=tuple((s.path, s.reason) for s in skipped),
+        ignored=ignored,
         warnings=(*(str(w) for w in run.warnings), *(c.warning for c in choices if c.warning), *warnings),
         step_sources=_distinct([choice.source for choice in choices]),
         base_times_ns=tuple(trace.meta.base_time_ns for trace in run),

@@ -40,12 +40,12 @@ def _text(value: object) -> str:
 def verdict_card(analysis: RunAnalysis) -> str:
     """The card: the run (source, ranks, steps), the verdict's label and sentence, the headline figures."""
     header, verdict = analysis.header, analysis.verdict
-    figures = analysis.gate_figures()
+    figures, withheld = analysis.gate_figures(), analysis.withheld()
     steps = analysis.budget.per_step.get_column("step").n_unique() if analysis.budget.per_step.height else 0
     colour = LABEL_COLOURS.get(verdict.label, "#56B4E9")
     rows = "".join(
         f"<tr><td style='padding:1px 12px 1px 0'>{name}</td><td style='text-align:right'>"
-        f"{_value(figures.get(key), scale, unit)}</td></tr>"
+        f"{'withheld' if key in withheld else _value(figures.get(key), scale, unit)}</td></tr>"
         for key, name, scale, unit in HEADLINE_FIGURES
     )
     return (

@@ -156,26 +156,35 @@ def run_inputs(spec: RunSpec, options: RunOptions) -> list[str | Path]:
     return [*files, *([options.manifest] if options.manifest else []), *specs]
 
 
-def gate(figures: Mapping[str, float | None], fail_on: Sequence[str] | None) -> None:
-    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
-    from traceview.verdict.gates import crossings, parse_threshold
+def gate(
+    figures: Mapping[str, float | None],
+    fail_on: Sequence[str] | None,
+    withheld: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`; else the thresholds not
+    evaluated (`not evaluated: METRIC (why)`: a figure withheld or absent), for the caller to end on
+    (exit 4)."""
+    from traceview.verdict.gates import crossings, not_evaluated, parse_threshold
 
-    fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
+    thresholds = [parse_threshold(text) for text in fail_on or ()]
+    present = {name: value for name, value in figures.items() if value is not None}
+    fired = crossings([t for t in thresholds if t.metric in present], present)
     if fired:
         detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
         raise ThresholdCrossed(f"threshold crossed: {detail}")
+    return not_evaluated(thresholds, figures, withheld)
 
 
 def finish(analysis: RunAnalysis, fail_on: Sequence[str] | None) -> None:
     """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
-    gate(analysis.gate_figures(), fail_on)
+    unevaluated = gate(analysis.gate_figures(), fail_on, analysis.withheld())
     nccl = analysis.nccl
     skipped = [*analysis.header.skipped, *(nccl.skipped if nccl else ()), *(nccl.foreign if nccl else ())]
     if skipped:
         raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
     lacking = promised_ranks_lacking(analysis.header)
-    if lacking:
-        raise PartialRun(lacking)
+    if lacking or unevaluated:
+        raise PartialRun("; ".join([*unevaluated, *([lacking] if lacking else [])]))
 
 
 def promised_ranks_lacking(header: RunHeader) -> str | None:

@@ -173,8 +173,9 @@ class Compare(Command):
                 f"--allow-different-jobs)"
             )
         _show_comparison(comparison, json_output, markdown, output)
+        unevaluated: list[str] = []
         if fail_on:
-            gate(comparison.gate_figures(), fail_on)
+            unevaluated = gate(comparison.gate_figures(), fail_on)
         elif comparison.failing:
             raise ThresholdCrossed(f"regression: {comparison.verdict}")
         skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
@@ -183,7 +184,9 @@ class Compare(Command):
                 f"compared without {skipped} input(s) that could not be read (named in the runs)"
             )
         if any(f.partial for f in comparison.regressions):
-            raise PartialRun(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
+            unevaluated.append(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
+        if unevaluated:
+            raise PartialRun("; ".join(unevaluated))
 
 
 HistoryOpt = Annotated[

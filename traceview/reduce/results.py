@@ -14,6 +14,7 @@ from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
 from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
+from traceview.core.ranks import rank_ranges
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
 from traceview.kernels.analysis import KernelAnalysis
@@ -113,7 +114,13 @@ class RunAnalysis:
         figures.update(self.moe.gate_figures() if self.moe else {})
         figures.update({"roofline_efficiency": self.roofline.efficiency} if self.roofline else {})
         figures.update(nccl_gate_figures(self.nccl))
+        figures.update(dict.fromkeys(self.withheld(), None))
         return figures
+
+    def withheld(self) -> dict[str, str]:
+        """Figure -> why, for the headline figures the verdict withholds (`Verdict.withheld`): None in
+        `gate_figures`, withheld on the tiles and the card, `not evaluated` for `--fail-on`."""
+        return dict(self.verdict.withheld)
 
 
 def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFacts) -> RunHeader:
@@ -169,6 +176,20 @@ def _distinct(values: list[str]) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}))
 
 
+def rank_warnings(run: Run) -> list[str]:
+    """Every parse warning of the run, one line each; a message several ranks share is one line naming
+    them (`ranks 0-7: no baseTimeNanoseconds ...`), in the order first seen; the run's own after."""
+    by_message: dict[str, list[tuple[int, str]]] = {}
+    for trace in run:
+        for warning in trace.warnings:
+            by_message.setdefault(warning.message, []).append((trace.rank, str(warning)))
+    lines = [
+        said[0][1] if len(said) == 1 else f"ranks {rank_ranges(r for r, _ in said)}: {message}"
+        for message, said in by_message.items()
+    ]
+    return [*lines, *(str(w) for w in run.extra_warnings)]
+
+
 def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[str] = ()) -> RunHeader:
     """The run's identity, gathered from every rank's metadata; the step sources are the ones chosen by
     evidence (`choices`, `traceview.steps.windows.StepChoice`, one per rank) and their warnings join
@@ -188,7 +209,7 @@ def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[
         files=tuple(trace.path for trace in run),
         skipped=tuple((s.path, s.reason) for s in skipped),
         ignored=ignored,
-        warnings=(*(str(w) for w in run.warnings), *(c.warning for c in choices if c.warning), *warnings),
+        warnings=(*rank_warnings(run), *(c.warning for c in choices if c.warning), *warnings),
         step_sources=_distinct([choice.source for choice in choices]),
         base_times_ns=tuple(trace.meta.base_time_ns for trace in run),
         timelines=_distinct([trace.meta.timeline for trace in run]),

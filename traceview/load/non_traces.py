@@ -32,10 +32,16 @@ def named_by_manifest(skipped: Sequence[SkippedInput]) -> list[SkippedInput]:
     return [replace(one, not_a_trace=False) if one.not_a_trace else one for one in skipped]
 
 
+def _ignorable(one: SkippedInput) -> bool:
+    """Not a trace, and not named as one either (`rank3.pt.trace.json` promises a trace: it is skipped)."""
+    name = one.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return one.not_a_trace and "trace" not in name
+
+
 def set_apart_non_traces(skipped: Sequence[SkippedInput]) -> tuple[tuple[SkippedInput, ...], IgnoredInputs]:
-    """The inputs truly skipped, and the files that are not traces, ignored."""
-    others = sorted(one.path for one in skipped if one.not_a_trace)
-    kept = tuple(one for one in skipped if not one.not_a_trace)
+    """The inputs truly skipped, and the files that are not traces (nor named as traces), ignored."""
+    others = sorted(one.path for one in skipped if _ignorable(one))
+    kept = tuple(one for one in skipped if not _ignorable(one))
     return kept, IgnoredInputs(len(others), tuple(others[:EXAMPLES]))
 
 

@@ -113,19 +113,22 @@ def trend_figure(found: Trend, metric: str) -> go.Figure:
     """One metric over the series on a date axis (the runs' recorded starts; runs in order when a start is
     unknown), each point named by its run's label, change points as dashed vertical lines."""
     frame = found.values.filter(found.values.get_column("metric") == metric)
+    in_ms = metric.endswith("_us") or metric.startswith("kernel:")  # times drawn in milliseconds
+    values = frame.get_column("value").to_list()
+    values = [None if v is None else v / 1e3 for v in values] if in_ms else values
     labels = frame.get_column("label").to_list()
     dates = _dates(frame.get_column("started_us").to_list())
     x = dates if dates is not None else labels
     scatter = go.Scatter(
         x=x,
-        y=frame.get_column("value").to_list(),
+        y=values,
         mode="lines+markers",
         name=metric,
         text=labels,
         hovertemplate="%{text}<br>%{y}<extra></extra>",
     )
     figure = go.Figure(scatter)
-    for change in (c for c in found.changes if c.metric == metric):
+    for change in (c for c in found.changes if c.metric in (metric, "job")):
         if dates is None:
             figure.add_vline(x=change.index - 0.5, line_dash="dash", line_color="#D55E00")
         else:  # halfway between the last run before the change and the first after it
@@ -134,7 +137,8 @@ def trend_figure(found: Trend, metric: str) -> go.Figure:
                 x=(before + (after - before) / 2).isoformat(), line_dash="dash", line_color="#D55E00"
             )
     axis = {"xaxis_title": "run date (UTC)", "xaxis_type": "date"} if dates else {"xaxis_type": "category"}
-    figure.update_layout(title=metric, yaxis_title=metric, **axis)
+    shown = f"{metric.removesuffix('_us')} (ms)" if in_ms else metric
+    figure.update_layout(title=shown, yaxis_title=shown, **axis)
     return figure
 
 

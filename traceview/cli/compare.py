@@ -240,7 +240,12 @@ def _trend_runs(summaries: list[str], history: Path | None) -> tuple[list[Any], 
         first = skipped[0]
         raise InputError(first[0], f"none of the {len(skipped)} summaries could be read; first: {first[1]}")
     if history is not None:
-        runs = update_history(history, runs) if runs else runs_of(read_history(history))
+        if runs:
+            runs, replaced = update_history(history, runs)
+            for line in replaced:
+                say(f"traceview: note: {printable(line)}")
+        else:
+            runs = runs_of(read_history(history))
     return runs, skipped
 
 
@@ -294,12 +299,12 @@ class Trend(Command):
 
         if not summaries and history is None:
             raise UsageError("give summaries (files, folders, globs, URLs) or --history FILE, or both")
-        _, settings = load_settings(thresholds, threshold)
+        compare_settings, settings = load_settings(thresholds, threshold)
         if output is not None:
             inputs = [str(p) for spec in summaries or () for p in summary_files(spec)]
             refuse_inputs(output, [*inputs, *([history] if history else [])])
         runs, skipped = _trend_runs(list(summaries or ()), history)
-        result = trend_of_runs(runs, settings)
+        result = trend_of_runs(runs, settings, compare_settings)
         _show_trend(result, json_output, output)
         if result.latest_regressions:
             raise ThresholdCrossed(f"regression: {result.verdict}")

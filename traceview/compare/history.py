@@ -127,16 +127,22 @@ def locked(path: Path) -> Iterator[None]:
         os.close(handle)
 
 
-def update_history(path: Path, runs: Sequence[RunSeries]) -> list[RunSeries]:
+def update_history(path: Path, runs: Sequence[RunSeries]) -> tuple[list[RunSeries], list[str]]:
     """Add `runs` to the history at `path` (a run already there is replaced), rewrite it atomically under
-    the lock, and return every run it now holds."""
+    the lock; every run it now holds, and one line for each run replaced (`replaced the history's row of
+    ...`: a summary re-analysed, perhaps under a new label, is never replaced silently)."""
     new = history_frame(runs)
     with locked(path):
         old = read_history(path)
+        again = old.filter(pl.col("run_key").is_in(new.get_column("run_key").unique().to_list()))
+        replaced = [
+            f"replaced the history's row of {row['name']} ({row['source']}, label {row['label'] or '-'})"
+            for row in again.unique("run_key", maintain_order=True).iter_rows(named=True)
+        ]
         kept = old.filter(~pl.col("run_key").is_in(new.get_column("run_key").unique().to_list()))
         merged = pl.concat([kept, new], how="vertical_relaxed").sort(
             "started_us", nulls_last=True, maintain_order=True
         )
         with atomic_output(path, "--history") as temporary:
             merged.write_parquet(temporary)
-    return runs_of(merged)
+    return runs_of(merged), replaced

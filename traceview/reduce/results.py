@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -116,6 +117,21 @@ class RunAnalysis:
         figures.update(nccl_gate_figures(self.nccl))
         figures.update(dict.fromkeys(self.withheld(), None))
         return figures
+
+    def recommendation_rows(self) -> list[dict[str, Any]]:
+        """The recommendations, highest stake first: the stake (its share of the median step), the rule, the
+        sentence and the time per step at stake (the share times the median step)."""
+        step = self.budget.run_median.get("step_us")
+        items = self.recommendations.items if self.recommendations else ()
+        return [
+            {
+                "stake_share": item.score,
+                "rule": item.rule,
+                "sentence": item.sentence,
+                "time_per_step_us": None if step is None else item.score * step,
+            }
+            for item in items
+        ]
 
     def withheld(self) -> dict[str, str]:
         """Figure -> why, for the headline figures the verdict withholds (`Verdict.withheld`): None in

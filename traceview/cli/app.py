@@ -91,10 +91,18 @@ def command_names() -> list[str]:
     ]
 
 
-def stdout_console(width_when_piped: int = 160) -> Console:
-    """A console for tables on stdout: the terminal's width, or a fixed one when piped
-    (`traceview.cli.streams.console`: no emoji codes, `NO_COLOR` honoured)."""
-    return console(width_when_piped=width_when_piped)
+WIDE = 1_000
+"""The console width `--wide` gives: room for every column (the terminal wraps the lines)."""
+
+
+def stdout_console(width_when_piped: int = 160, wide: bool = False) -> Console:
+    """A console for tables on stdout: the terminal's width (`COLUMNS` when piped), or a fixed one when
+    piped; `wide`: room for every column (`traceview.cli.streams.console`: no emoji codes, `NO_COLOR`
+    honoured)."""
+    shown = console(width_when_piped=WIDE if wide else width_when_piped)
+    if wide:
+        shown.width = WIDE
+    return shown
 
 
 _JSON_UNSAFE = (

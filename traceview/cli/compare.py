@@ -146,7 +146,7 @@ class Compare(Command):
             typer.Option(
                 "--allow-different-jobs",
                 help="Compare runs of different jobs (parameters, world size, process groups or model shapes "
-                "differ: a scale-up post-mortem); without it they are refused (exit 2).",
+                "differ); without it they are refused (exit 2). One model at two sizes: `traceview scaleup`.",
             ),
         ] = False,
     ) -> None:
@@ -170,7 +170,7 @@ class Compare(Command):
             raise RunError(
                 f"{printable(baseline)} and {printable(candidate)} are different jobs: "
                 f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with "
-                f"--allow-different-jobs)"
+                f"--allow-different-jobs; one model at two sizes: traceview scaleup SMALL LARGE)"
             )
         _show_comparison(comparison, json_output, markdown, output)
         unevaluated: list[str] = []

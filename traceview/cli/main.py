@@ -42,6 +42,7 @@ from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record, RecordMerge
 from traceview.cli.report import Report
+from traceview.cli.scaleup import Scaleup
 from traceview.cli.stragglers import Stragglers
 from traceview.cli.streams import StdoutClosed, guard_streams, silence_stdout
 from traceview.cli.summary import Summary
@@ -59,6 +60,7 @@ COMMANDS: tuple[Command, ...] = (
     Export(),
     Compare(),
     Trend(),
+    Scaleup(),
     Record(),
     RecordMerge(),
 )

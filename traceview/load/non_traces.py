@@ -32,10 +32,17 @@ def named_by_manifest(skipped: Sequence[SkippedInput]) -> list[SkippedInput]:
     return [replace(one, not_a_trace=False) if one.not_a_trace else one for one in skipped]
 
 
+DAMAGED = ("not JSON", "no JSON")
+"""Reasons that say a file named `.json` holds no JSON at all: a damaged file (a rank lost), not another
+tool's document; it stays a skipped input."""
+
+
 def _ignorable(one: SkippedInput) -> bool:
-    """Not a trace, and not named as one either (`rank3.pt.trace.json` promises a trace: it is skipped)."""
+    """Readable as another kind of document, and not named as a trace either (`rank3.pt.trace.json` that is
+    not one, or a `.json` holding no JSON, is a rank the run lacks: skipped)."""
     name = one.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-    return one.not_a_trace and "trace" not in name
+    reason = one.reason.removeprefix(f"{one.path}: ")
+    return one.not_a_trace and "trace" not in name and not reason.startswith(DAMAGED)
 
 
 def set_apart_non_traces(skipped: Sequence[SkippedInput]) -> tuple[tuple[SkippedInput, ...], IgnoredInputs]:

@@ -123,7 +123,7 @@ def test_partial_run_does_not_fail() -> None:
     assert all(f.partial for f in comparison.regressions)
     assert comparison.failing == []
     assert "partial: " not in comparison.verdict
-    assert "in part" in comparison.verdict
+    assert "Uncertain (candidate: 1 file(s) skipped when parsing)" in comparison.verdict
 
 
 @pytest.fixture
@@ -290,7 +290,8 @@ def test_ranks_read_differ_is_partial() -> None:
     candidate["time_budget"]["per_step"] = [r for r in candidate["time_budget"]["per_step"] if r["rank"] == 0]
     comparison = compare(document(), candidate, settings)
     assert comparison.structure.partial_notes == [
-        "ranks read differ at world size 2: baseline 2, candidate 1, 1 in both"
+        "candidate: rank(s) 1 not read",
+        "ranks read differ at world size 2: baseline 2, candidate 1, 1 in both",
     ]
     assert comparison.regressions
     assert comparison.failing == []

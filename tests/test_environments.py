@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.optional import require
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "dp8_straggler"
 ARTIFACTS = ROOT / "test-artifacts" / "exit-codes"
@@ -125,6 +127,7 @@ class Case:
     interrupt_after_s: float | None = None  # Ctrl-C to the command's process group after so many seconds
     absent: str | None = None  # a path (under {lab}) that must not exist afterwards
     stdout_has_no: str | None = None  # a regular expression stdout must not match
+    needs: tuple[str, ...] = ()  # optional modules the case runs (skipped without them outside CI)
 
 
 CASES: tuple[Case, ...] = (
@@ -323,6 +326,7 @@ CASES: tuple[Case, ...] = (
         ("summary", "{lab}/run", "--executor", "ray", "--ray-address", "nowhere.invalid:1"),
         2,
         r"--ray-address nowhere\.invalid:1: cannot connect within 10 s",
+        needs=("ray",),
     ),
 )
 
@@ -394,6 +398,8 @@ def _record(case: Case, code: int, line: str, stopped: float | None) -> None:
 def test_environment_and_file_kind(case: Case, lab: Path) -> None:
     if "zst" in case.name:
         pytest.importorskip("zstandard")
+    if case.needs:
+        require(*case.needs)
     code, err, out, stopped = run_case(case, lab)
     lines = [line for line in err.splitlines() if line.strip()]
     first = lines[0] if lines else ""

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import polars as pl
 
@@ -36,6 +36,9 @@ from traceview.options.user import UserOptions
 from traceview.parsers import kineto
 from traceview.reduce.analysis import RunAnalysis
 from traceview.reduce.analysis import analyze as analyze_run
+
+if TYPE_CHECKING:
+    from traceview.reports.html.plots import Plots
 
 RunSpec = str | Path | Run | Sequence[str | Path]
 """A trace file, a folder of per-rank traces, a glob, a `run.json`, several files, or a `Run` already loaded.
@@ -171,6 +174,26 @@ class Analysis:
         """The job's Flight Recorder dumps read together (`flight_recorder=`, run.json's `flight_recorder`),
         as `traceview.hang` returns them; None without dumps."""
         return self.raw.flight_recorder
+
+    @property
+    def recommendations(self) -> pl.DataFrame:
+        """What to change, highest stake first: `stake_share` (its share of the median step), `rule`,
+        `sentence`, `time_per_step_us` (the time per step at stake); the card shows the first three."""
+        schema = {
+            "stake_share": pl.Float64,
+            "rule": pl.Utf8,
+            "sentence": pl.Utf8,
+            "time_per_step_us": pl.Float64,
+        }
+        return pl.DataFrame(self.raw.recommendation_rows(), schema=schema)
+
+    @property
+    def plot(self) -> Plots:
+        """Plotly figures of the run, shown inline in Jupyter: `plot.time_budget()`, `plot.stragglers()`,
+        `plot.collectives()` (times in milliseconds)."""
+        from traceview.reports.html.plots import Plots
+
+        return Plots(self.raw)
 
     @property
     def time_budget(self) -> pl.DataFrame:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from traceview.core.ranks import rank_ranges as core_rank_ranges
+
 _RANK_LIST = re.compile(r"^\s*\[?\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\]?\s*$")
 
 
@@ -17,10 +19,4 @@ def rank_ranges(ranks: str | Iterable[int] | None) -> str:
         if not _RANK_LIST.match(ranks):
             return ranks
         ranks = [int(found) for found in re.findall(r"-?\d+", ranks)]
-    runs: list[list[int]] = []
-    for rank in sorted(set(ranks)):
-        if runs and rank == runs[-1][1] + 1:
-            runs[-1][1] = rank
-        else:
-            runs.append([rank, rank])
-    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+    return core_rank_ranges(ranks)

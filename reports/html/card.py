@@ -37,15 +37,36 @@ def _text(value: object) -> str:
     return escape(shown(str(value)))
 
 
+CARD_RECOMMENDATIONS = 3
+"""Recommendations the card lists (highest stake first; `result.recommendations` holds them all)."""
+
+
+def _recommendations(analysis: RunAnalysis) -> str:
+    rows = analysis.recommendation_rows()[:CARD_RECOMMENDATIONS]
+    if not rows:
+        return ""
+    items = "".join(
+        f"<li>{_text(row['sentence'])}"
+        + (
+            ""
+            if row["time_per_step_us"] is None
+            else f" <i>({row['time_per_step_us'] / 1e3:.3g} ms per step)</i>"
+        )
+        + "</li>"
+        for row in rows
+    )
+    return f"<div style='margin-top:4px'>What to change:<ol style='margin:2px 0'>{items}</ol></div>"
+
+
 def verdict_card(analysis: RunAnalysis) -> str:
     """The card: the run (source, ranks, steps), the verdict's label and sentence, the headline figures."""
     header, verdict = analysis.header, analysis.verdict
-    figures = analysis.gate_figures()
+    figures, withheld = analysis.gate_figures(), analysis.withheld()
     steps = analysis.budget.per_step.get_column("step").n_unique() if analysis.budget.per_step.height else 0
     colour = LABEL_COLOURS.get(verdict.label, "#56B4E9")
     rows = "".join(
         f"<tr><td style='padding:1px 12px 1px 0'>{name}</td><td style='text-align:right'>"
-        f"{_value(figures.get(key), scale, unit)}</td></tr>"
+        f"{'withheld' if key in withheld else _value(figures.get(key), scale, unit)}</td></tr>"
         for key, name, scale, unit in HEADLINE_FIGURES
     )
     return (
@@ -57,5 +78,5 @@ def verdict_card(analysis: RunAnalysis) -> str:
         f"<div style='margin:4px 0'><b style='color:{colour}'>{_text(verdict.label)}</b> "
         f"{_text(verdict.sentence)}"
         "</div>"
-        f"<table style='font-size:90%'>{rows}</table></div>"
+        f"<table style='font-size:90%'>{rows}</table>{_recommendations(analysis)}</div>"
     )

@@ -14,7 +14,7 @@ from traceview.reports.html.page import (
     plotly_script,
     with_script_hashes,
 )
-from traceview.reports.text.compare import change_text, note_text, p_text, value_text
+from traceview.reports.text.compare import change_text, finding_change, note_text, p_text, value_text
 
 from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
@@ -23,6 +23,7 @@ from traceview.core.version import __version__
 BASELINE_COLOUR, CANDIDATE_COLOUR = "#0072B2", "#E69F00"  # Okabe-Ito (reports/html/figures.py)
 _ENVIRONMENT.filters["value_text"] = lambda value, metric: value_text(metric, value)
 _ENVIRONMENT.filters["change_text"] = change_text
+_ENVIRONMENT.filters["finding_change"] = finding_change
 _ENVIRONMENT.filters["p_text"] = p_text
 _ENVIRONMENT.filters["note_text"] = note_text
 
@@ -55,13 +56,20 @@ def busbw_figure(comparison: Comparison) -> go.Figure:
     return figure
 
 
+CHANGE_AXIS_PCT = 300.0
+"""The changes chart's axis ends here: a larger change is drawn at the end with its value written, so one
+outlier never flattens the other bars."""
+
+
 def changes_figure(comparison: Comparison) -> go.Figure:
     """The relative change of every judged finding, regressions red, improvements green."""
     colours = {"regression": "#D55E00", "improvement": "#0072B2", "not significant": "#bbbbbb"}
     rows = [f for f in comparison.findings if f.outcome in colours and f.change_pct is not None][:40]
     figure = go.Figure(
         go.Bar(
-            x=[f.change_pct for f in rows],
+            x=[max(-CHANGE_AXIS_PCT, min(CHANGE_AXIS_PCT, f.change_pct or 0.0)) for f in rows],
+            text=[f"{f.change_pct:+.0f}%" for f in rows],
+            textposition="auto",
             y=[f"{f.metric} · {f.subject}" for f in rows],
             orientation="h",
             marker_color=[colours[f.outcome] for f in rows],
@@ -113,19 +121,22 @@ def trend_figure(found: Trend, metric: str) -> go.Figure:
     """One metric over the series on a date axis (the runs' recorded starts; runs in order when a start is
     unknown), each point named by its run's label, change points as dashed vertical lines."""
     frame = found.values.filter(found.values.get_column("metric") == metric)
+    in_ms = metric.endswith("_us") or metric.startswith("kernel:")  # times drawn in milliseconds
+    values = frame.get_column("value").to_list()
+    values = [None if v is None else v / 1e3 for v in values] if in_ms else values
     labels = frame.get_column("label").to_list()
     dates = _dates(frame.get_column("started_us").to_list())
     x = dates if dates is not None else labels
     scatter = go.Scatter(
         x=x,
-        y=frame.get_column("value").to_list(),
+        y=values,
         mode="lines+markers",
         name=metric,
         text=labels,
         hovertemplate="%{text}<br>%{y}<extra></extra>",
     )
     figure = go.Figure(scatter)
-    for change in (c for c in found.changes if c.metric == metric):
+    for change in (c for c in found.changes if c.metric in (metric, "job")):
         if dates is None:
             figure.add_vline(x=change.index - 0.5, line_dash="dash", line_color="#D55E00")
         else:  # halfway between the last run before the change and the first after it
@@ -134,7 +145,8 @@ def trend_figure(found: Trend, metric: str) -> go.Figure:
                 x=(before + (after - before) / 2).isoformat(), line_dash="dash", line_color="#D55E00"
             )
     axis = {"xaxis_title": "run date (UTC)", "xaxis_type": "date"} if dates else {"xaxis_type": "category"}
-    figure.update_layout(title=metric, yaxis_title=metric, **axis)
+    shown = f"{metric.removesuffix('_us')} (ms)" if in_ms else metric
+    figure.update_layout(title=shown, yaxis_title=shown, **axis)
     return figure
 
 

@@ -138,13 +138,14 @@ def verdict_figures(
 ) -> list[tuple[str, str | None, str, str | None]]:
     """(label, formatted value or None when not measured, note, the figure showing it or None) for each row of
     `VERDICT_FIGURES`."""
+    withheld = analysis.withheld()  # the verdict's one decision: "withheld", with why, on the tile
     facts = analysis.recommendations.facts if analysis.recommendations else {}
     return [
         (
             label,
-            fmt(facts[name]) if name in facts else None,
-            note,
-            fact_figure(name, drawn) if name in facts else None,
+            "withheld" if name in withheld else fmt(facts[name]) if name in facts else None,
+            withheld.get(name, note),
+            fact_figure(name, drawn) if name in facts and name not in withheld else None,
         )
         for label, name, fmt, note in VERDICT_FIGURES
     ]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from traceview.reports.text.fit import print_table
 from traceview.reports.text.safe import safe
 
 from traceview.collectives.tables import CollectiveAnalysis
@@ -115,12 +116,13 @@ def render_collectives(collectives: CollectiveAnalysis, console: Console) -> Non
     )
     if collectives.kernels.height == 0:
         return
-    console.print(_table("Per rank", collectives.per_rank, PER_RANK_COLUMNS))
-    console.print(_table("Per process group", collectives.per_process_group, PER_GROUP_COLUMNS))
-    console.print(
+    print_table(console, _table("Per rank", collectives.per_rank, PER_RANK_COLUMNS))
+    print_table(console, _table("Per process group", collectives.per_process_group, PER_GROUP_COLUMNS))
+    print_table(
+        console,
         _table(
             "Per rank, process group, collective and message size",
             collectives.per_collective,
             PER_COLLECTIVE_COLUMNS,
-        )
+        ),
     )

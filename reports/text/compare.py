@@ -58,6 +58,17 @@ def _note(finding: Finding) -> str:
     return safe(note_text(finding))
 
 
+def finding_change(finding: Finding) -> str:
+    """The change as a percentage where the baseline has a value to divide by; else the absolute change
+    (`new +12.770 ms`: a new straggler's cost, a problem the baseline did not have)."""
+    if finding.change_pct is not None:
+        return change_text(finding.change_pct)
+    if finding.baseline is None or finding.candidate is None:
+        return "-"
+    delta = value_text(finding.metric, finding.candidate - finding.baseline)
+    return f"new {'' if delta.startswith('-') else '+'}{delta}"
+
+
 def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
     table = Table(title=title, title_justify="left")
     for header in ("subject", "metric", "baseline", "candidate", "change", "p (Holm)", "n", "note"):
@@ -68,7 +79,7 @@ def _findings_table(title: str, findings: Sequence[Finding]) -> Table:
             f.metric,
             value_text(f.metric, f.baseline),
             value_text(f.metric, f.candidate),
-            change_text(f.change_pct),
+            finding_change(f),
             p_text(f.p_adjusted),
             f"{f.test.baseline_n}/{f.test.candidate_n}",
             _note(f),

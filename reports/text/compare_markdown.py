@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traceview.reports.text.compare import change_text, note_text, p_text, value_text
+from traceview.reports.text.compare import finding_change, note_text, p_text, value_text
 
 from traceview.compare.findings import Finding
 from traceview.compare.two_runs import Comparison
@@ -27,7 +27,7 @@ def _rows(findings: Sequence[Finding]) -> list[str]:
     for f in findings[:TOP]:
         lines.append(
             f"| {_cell(f.subject)} | {f.metric} | {value_text(f.metric, f.baseline)} | "
-            f"{value_text(f.metric, f.candidate)} | {change_text(f.change_pct)} | {p_text(f.p_adjusted)} | "
+            f"{value_text(f.metric, f.candidate)} | {finding_change(f)} | {p_text(f.p_adjusted)} | "
             f"{_cell(note_text(f))} |"
         )
     if len(findings) > TOP:

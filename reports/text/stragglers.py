@@ -7,6 +7,7 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.fit import print_table
 from traceview.reports.text.safe import safe
 
 from traceview.across_ranks.analysis import CrossRank
@@ -76,6 +77,19 @@ MISMATCH_COLUMNS = {
 }
 
 
+RANK_DROP_FIRST = (
+    "clock ± ms",
+    "host entry late ms",
+    "launch gap excess ms",
+    "instances",
+    "wait share",
+    "median lateness ms",
+    "T_comp excess ms",
+    "times last",
+)
+"""The per-rank columns hidden first on a narrow terminal: the straggler, its cost and cause stay longest."""
+
+
 def render_crossrank(crossrank: CrossRank, console: Console) -> None:
     """The straggler sentence, the clock offsets, the per-rank table, mismatches and warnings."""
     console.print(f"[bold]{safe(crossrank.sentence)}[/bold]", highlight=False)
@@ -89,7 +103,8 @@ def render_crossrank(crossrank: CrossRank, console: Console) -> None:
             f"Clock offsets against {crossrank.clocks.reference}", crossrank.clocks.offsets, OFFSET_COLUMNS
         )
     )
-    console.print(_table("Per rank", crossrank.per_rank, RANK_COLUMNS, flag="straggler"))
+    table = _table("Per rank", crossrank.per_rank, RANK_COLUMNS, flag="straggler")
+    print_table(console, table, RANK_DROP_FIRST)
     if crossrank.mismatches.height:
         console.print(
             _table(f"Mismatches ({crossrank.mismatches.height})", crossrank.mismatches, MISMATCH_COLUMNS)

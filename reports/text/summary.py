@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from traceview.reports.text.dimensions import print_dimensions
+from traceview.reports.text.fit import print_table
 
 from traceview.core.sanitize import listed, printable
 from traceview.reduce.analysis import RunAnalysis
@@ -46,7 +47,7 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     for warning in header.warnings:
         console.print(f"[yellow]warning[/yellow] {text(warning)}", markup=True, highlight=False)
     _print_inspector(analysis, console)
-    console.print(_budget_table(analysis))
+    print_table(console, _budget_table(analysis), BUDGET_DROP_FIRST)
     print_dimensions(analysis, console)
 
 
@@ -104,6 +105,11 @@ SPLIT_COLUMNS = (
     ("host wait", "host_comm_wait_us"),
 )
 """Where T_comm ran, and the device's wait inside host collectives: shown when some rank has any."""
+
+
+BUDGET_DROP_FIRST = ("overlap", "overlap ratio", "steps", "T_comm", "gamma", "idle")
+"""The time budget's columns hidden first on a narrow terminal (the step, compute, exposed communication
+and exposed gamma stay longest)."""
 
 
 def _budget_table(analysis: RunAnalysis) -> Table:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from traceview.options.run import RunOptions, RunSpec
-    from traceview.reduce.results import RunAnalysis
+    from traceview.reduce.results import RunAnalysis, RunHeader
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT, EXIT_INTERNAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -91,10 +91,18 @@ def command_names() -> list[str]:
     ]
 
 
-def stdout_console(width_when_piped: int = 160) -> Console:
-    """A console for tables on stdout: the terminal's width, or a fixed one when piped
-    (`traceview.cli.streams.console`: no emoji codes, `NO_COLOR` honoured)."""
-    return console(width_when_piped=width_when_piped)
+WIDE = 1_000
+"""The console width `--wide` gives: room for every column (the terminal wraps the lines)."""
+
+
+def stdout_console(width_when_piped: int = 160, wide: bool = False) -> Console:
+    """A console for tables on stdout: the terminal's width (`COLUMNS` when piped), or a fixed one when
+    piped; `wide`: room for every column (`traceview.cli.streams.console`: no emoji codes, `NO_COLOR`
+    honoured)."""
+    shown = console(width_when_piped=WIDE if wide else width_when_piped)
+    if wide:
+        shown.width = WIDE
+    return shown
 
 
 _JSON_UNSAFE = (
@@ -156,28 +164,60 @@ def run_inputs(spec: RunSpec, options: RunOptions) -> list[str | Path]:
     return [*files, *([options.manifest] if options.manifest else []), *specs]
 
 
-def gate(figures: Mapping[str, float | None], fail_on: Sequence[str] | None) -> None:
-    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`."""
-    from traceview.verdict.gates import crossings, parse_threshold
+def gate(
+    figures: Mapping[str, float | None],
+    fail_on: Sequence[str] | None,
+    withheld: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Raise `ThresholdCrossed` when a `--fail-on` threshold fires on `figures`; else the thresholds not
+    evaluated (`not evaluated: METRIC (why)`: a figure withheld or absent), for the caller to end on
+    (exit 4)."""
+    from traceview.verdict.gates import crossings, not_evaluated, parse_threshold
 
-    fired = crossings([parse_threshold(text) for text in fail_on or ()], figures)
+    thresholds = [parse_threshold(text) for text in fail_on or ()]
+    present = {name: value for name, value in figures.items() if value is not None}
+    fired = crossings([t for t in thresholds if t.metric in present], present)
     if fired:
         detail = "; ".join(f"{c.threshold} (measured {c.measured:.4g})" for c in fired)
         raise ThresholdCrossed(f"threshold crossed: {detail}")
+    return not_evaluated(thresholds, figures, withheld)
 
 
 def finish(analysis: RunAnalysis, fail_on: Sequence[str] | None) -> None:
     """After rendering: the threshold gate (exit 1), then a partial run (exit 4), each in one line."""
-    gate(analysis.gate_figures(), fail_on)
+    unevaluated = gate(analysis.gate_figures(), fail_on, analysis.withheld())
     nccl = analysis.nccl
     skipped = [*analysis.header.skipped, *(nccl.skipped if nccl else ()), *(nccl.foreign if nccl else ())]
     if skipped:
         raise PartialRun(f"analysed without {len(skipped)} input(s), each named above with the reason")
+    lacking = promised_ranks_lacking(analysis.header)
+    if lacking or unevaluated:
+        raise PartialRun("; ".join([*unevaluated, *([lacking] if lacking else [])]))
+
+
+def promised_ranks_lacking(header: RunHeader) -> str | None:
+    """`ranks 2-7 not read: ...` when a folder, a glob or a run.json promises ranks (its world size) it
+    lacks; None for a trace given alone (one rank of N: said beside the verdict, exit 0) or a whole run."""
+    from traceview.core.ranks import absent_ranks, rank_ranges
+
+    absent = absent_ranks(header.ranks, header.world_size)
+    alone = header.manifest is None and len(header.files) == 1 and Path(header.source).is_file()
+    if not absent or alone:
+        return None
+    return (
+        f"rank(s) {rank_ranges(absent)} not read: the run has {len(header.ranks)} of world size "
+        f"{header.world_size}"
+    )
 
 
 def report_skipped(analysis: RunAnalysis) -> None:
     """Name every input the run was analysed without, one line each, on stderr (NCCL logs that could not be
     read, and those of another job, included)."""
+    from traceview.load.non_traces import ignored_line
+
+    ignored = ignored_line(analysis.header.ignored)
+    if ignored:
+        say(f"traceview: note: {printable(ignored)}")
     for path, reason in analysis.header.skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
     for _, reason in analysis.nccl.skipped if analysis.nccl else ():

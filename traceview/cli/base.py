@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import Field, fields
+from dataclasses import Field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -168,8 +168,10 @@ class AnalysisCommand(Command):
                 refuse_inputs(own[name], run_inputs(spec, options))
         analysis = analyse(spec, options, quiet)
         report_skipped(analysis)
-        if self.prints_warnings:
+        if self.prints_warnings and not quiet:
             report_warnings(analysis)
+        if quiet and not own.get("json_output"):  # --quiet: no warnings on the terminal (the JSON keeps them)
+            analysis = replace(analysis, header=replace(analysis.header, warnings=()))
         self.render(analysis, **own)
         finish(analysis, fail_on)
 

@@ -26,6 +26,9 @@ class Collectives(AnalysisCommand):
         json_output: Annotated[
             bool, typer.Option("--json", help="Print the collectives as JSON instead.")
         ] = False,
+        wide: Annotated[
+            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
+        ] = False,
     ) -> None:
         """The collective tables, or their JSON object."""
         assert analysis.collectives is not None  # the reduce always builds the collective tables
@@ -36,4 +39,4 @@ class Collectives(AnalysisCommand):
         else:
             from traceview.reports.text.collectives import render_collectives
 
-            render_collectives(analysis.collectives, stdout_console(200))
+            render_collectives(analysis.collectives, stdout_console(200, wide=wide))

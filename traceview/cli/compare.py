@@ -148,7 +148,7 @@ class Compare(Command):
             typer.Option(
                 "--allow-different-jobs",
                 help="Compare runs of different jobs (parameters, world size, process groups or model shapes "
-                "differ: a scale-up post-mortem); without it they are refused (exit 2).",
+                "differ); without it they are refused (exit 2). One model at two sizes: `traceview scaleup`.",
             ),
         ] = False,
     ) -> None:
@@ -173,11 +173,12 @@ class Compare(Command):
             raise RunError(
                 f"{printable(baseline)} and {printable(candidate)} are different jobs: "
                 f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with "
-                f"--allow-different-jobs)"
+                f"--allow-different-jobs; one model at two sizes: traceview scaleup SMALL LARGE)"
             )
         _show_comparison(comparison, json_output, markdown, output)
+        unevaluated: list[str] = []
         if fail_on:
-            gate(comparison.gate_figures(), fail_on)
+            unevaluated = gate(comparison.gate_figures(), fail_on)
         elif comparison.failing:
             raise ThresholdCrossed(f"regression: {comparison.verdict}")
         skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
@@ -185,6 +186,10 @@ class Compare(Command):
             raise PartialRun(
                 f"compared without {skipped} input(s) that could not be read (named in the runs)"
             )
+        if any(f.partial for f in comparison.regressions):
+            unevaluated.append(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
+        if unevaluated:
+            raise PartialRun("; ".join(unevaluated))
 
 
 HistoryOpt = Annotated[
@@ -242,7 +247,12 @@ def _trend_runs(
     for path, reason in skipped:
         say(f"traceview: warning: skipped {printable(path)}: {printable(reason)}")
     if history is not None:
-        runs = update_history(history, runs, lock_timeout_s) if runs else runs_of(read_history(history))
+        if runs:
+            runs, replaced = update_history(history, runs, lock_timeout_s)
+            for line in replaced:
+                say(f"traceview: note: {printable(line)}")
+        else:
+            runs = runs_of(read_history(history))
     return runs, skipped
 
 
@@ -305,13 +315,13 @@ class Trend(Command):
 
         if not summaries and history is None:
             raise UsageError("give summaries (files, folders, globs, URLs) or --history FILE, or both")
-        _, settings = load_settings(thresholds, threshold)
+        compare_settings, settings = load_settings(thresholds, threshold)
         if output is not None:
             inputs = [str(p) for spec in summaries or () for p in summary_files(spec)]
             named = [*([history] if history else []), *([thresholds] if thresholds else [])]
             refuse_inputs(output, [*inputs, *named])
         runs, skipped = _trend_runs(list(summaries or ()), history, lock_timeout)
-        result = trend_of_runs(runs, settings)
+        result = trend_of_runs(runs, settings, compare_settings)
         _show_trend(result, json_output, output)
         if result.latest_regressions:
             raise ThresholdCrossed(f"regression: {result.verdict}")

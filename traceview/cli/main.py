@@ -44,6 +44,7 @@ from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record, RecordMerge
 from traceview.cli.replay import Replay
 from traceview.cli.report import Report
+from traceview.cli.scaleup import Scaleup
 from traceview.cli.stragglers import Stragglers
 from traceview.cli.streams import StdoutClosed, guard_streams, silence_stdout
 from traceview.cli.summary import Summary
@@ -64,6 +65,7 @@ COMMANDS: tuple[Command, ...] = (
     Export(),
     Compare(),
     Trend(),
+    Scaleup(),
     Record(),
     RecordMerge(),
 )

@@ -59,6 +59,8 @@ class Nccl(Command):
             from traceview.reports.text.nccl import render_nccl_jobs
 
             render_nccl_jobs(jobs, first, stdout_console(200))
-        gate(figures, fail_on)
+        unevaluated = gate(figures, fail_on)
         if skipped:
             raise PartialRun(f"read without {len(skipped)} log(s) that could not be read (listed above)")
+        if unevaluated:
+            raise PartialRun("; ".join(unevaluated))

@@ -27,6 +27,9 @@ class Stragglers(AnalysisCommand):
         json_output: Annotated[
             bool, typer.Option("--json", help="Print the across-ranks JSON object instead.")
         ] = False,
+        wide: Annotated[
+            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
+        ] = False,
     ) -> None:
         """The across-ranks tables, or their JSON object."""
         assert analysis.crossrank is not None  # the reduce always runs the cross-rank analysis
@@ -37,4 +40,4 @@ class Stragglers(AnalysisCommand):
         else:
             from traceview.reports.text.stragglers import render_crossrank
 
-            render_crossrank(analysis.crossrank, stdout_console(200))
+            render_crossrank(analysis.crossrank, stdout_console(200, wide=wide))

@@ -163,7 +163,9 @@ def console(*, stderr: bool = False, width_when_piped: int | None = None, **sett
     no emoji codes, no highlighting, no escape codes under `NO_COLOR` (see the module docstring)."""
     stream = sys.stderr if stderr else sys.stdout
     terminal = stream.isatty()
-    width = None if terminal else width_when_piped
+    columns = os.environ.get("COLUMNS", "")
+    stated = int(columns) if columns.isdigit() and int(columns) > 0 else None
+    width = None if terminal else (stated or width_when_piped)
     if not colour_wanted():
         settings.update(color_system=None, force_terminal=terminal)
     from rich.console import Console  # rich only when something is printed: `--help` never imports it

@@ -32,6 +32,9 @@ class Summary(AnalysisCommand):
                 help="With --json: list every collective instance (by default: those of largest skew).",
             ),
         ] = False,
+        wide: Annotated[
+            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
+        ] = False,
     ) -> None:
         """The terminal summary, or the JSON document."""
         if json_output:
@@ -41,4 +44,4 @@ class Summary(AnalysisCommand):
         else:
             from traceview.reports.text.summary import render_summary
 
-            render_summary(analysis, stdout_console())
+            render_summary(analysis, stdout_console(wide=wide))

@@ -179,13 +179,20 @@ def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
 
 def update_history(
     path: Path, runs: Sequence[RunSeries], lock_timeout_s: float = LOCK_TIMEOUT_S
-) -> list[RunSeries]:
+) -> tuple[list[RunSeries], list[str]]:
     """Add `runs` to the history at `path` (a run already there is replaced), rewrite it atomically under
-    the lock, and return every run it now holds. The file is made in memory and written whole: a full disk is
-    one `UsageError` naming `--history`, and the old history stays as it was."""
+    the lock; every run it now holds, and one line for each run replaced (`replaced the history's row of
+    ...`: a summary re-analysed, perhaps under a new label, is never replaced silently). The file is made in
+    memory and written whole: a full disk is one `UsageError` naming `--history`, and the old history stays
+    as it was."""
     new = history_frame(runs)
     with locked(path, lock_timeout_s):
         old = read_history(path)
+        again = old.filter(pl.col("run_key").is_in(new.get_column("run_key").unique().to_list()))
+        replaced = [
+            f"replaced the history's row of {row['name']} ({row['source']}, label {row['label'] or '-'})"
+            for row in again.unique("run_key", maintain_order=True).iter_rows(named=True)
+        ]
         kept = old.filter(~pl.col("run_key").is_in(new.get_column("run_key").unique().to_list()))
         merged = pl.concat([kept, new], how="vertical_relaxed").sort(
             "started_us", nulls_last=True, maintain_order=True
@@ -194,4 +201,4 @@ def update_history(
         merged.write_parquet(content)
         with atomic_output(path, "--history") as temporary:
             temporary.write_bytes(content.getvalue())
-    return runs_of(merged)
+    return runs_of(merged), replaced

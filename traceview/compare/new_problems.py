@@ -47,13 +47,13 @@ def new_stragglers(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) ->
                 worse="higher",
                 baseline=0.0,
                 candidate=cost,
-                change_pct=None if share is None else share * 100,
+                change_pct=None,  # no baseline to divide by: the change is its cost (its share in fields)
                 test=NOT_TESTED,
                 outcome="regression",
                 fields=fields,
                 likely_cause=None if row.get("cause") is None else f"new straggler: {row.get('cause')}",
             )
-        )  # the change is the share of the step its peers now spend waiting
+        )
     return found
 
 

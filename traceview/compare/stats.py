@@ -143,7 +143,9 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
 
 
 def relative_change(baseline: float | None, candidate: float | None) -> float | None:
-    """(candidate - baseline) / |baseline|; None when either is unknown or the baseline is 0."""
-    if baseline is None or candidate is None or baseline == 0:
+    """(candidate - baseline) / |baseline|; None when either is unknown or the baseline is 0 (or below a
+    millionth of the candidate: a rounding residue, not a baseline; the change is then said as new, with its
+    absolute size)."""
+    if baseline is None or candidate is None or baseline == 0 or abs(baseline) < 1e-6 * abs(candidate):
         return None
     return (candidate - baseline) / abs(baseline)

@@ -3,7 +3,8 @@ appeared or disappeared, NCCL's algorithm/protocol mix, and whether a run was re
 (docs/metrics.md, "Compare and trend").
 
 A partial run does not fail a comparison through the findings its gap can explain (`PARTIAL_RULES`): files
-skipped when parsing (every family), collective kernels not linked to a call (the `collective` and
+skipped when parsing and ranks of the world not read (every family that pools ranks, `RANK_COVERAGE`: the
+per-rank findings of the ranks read stand), collective kernels not linked to a call (the `collective` and
 `collective_calls` families: their bytes and size bucket are unknown), collective instances not matched
 across ranks (the `crossrank` family); and, between the two runs, ranks of one job that only one run read
 (`RANK_COVERAGE`: every figure that pools ranks or depends on the ranks absent).
@@ -18,15 +19,27 @@ from typing import Any
 import polars as pl
 
 from traceview.compare.samples import CAUSE_FAMILIES, Samples
+from traceview.core.ranks import absent_ranks, rank_ranges
 
 ALL_FAMILIES = ("*",)
 MIX_CHANGE = 0.10
 """An algorithm/protocol's share of its collective's kernels must move by more than this to be listed."""
 
 
+RANK_COVERAGE = ("step", "budget", "crossrank", "idle", "collective", "collective_calls", "kernel_class")
+"""The families a difference in the ranks read makes unreliable: all but the per-rank `rank` family."""
+
+
 def _skipped(document: Mapping[str, Any]) -> str | None:
     skipped = (document.get("run") or {}).get("skipped") or []
     return f"{len(skipped)} file(s) skipped when parsing" if skipped else None
+
+
+def _ranks_lacking(document: Mapping[str, Any]) -> str | None:
+    """`rank(s) 2-7 not read` when the run read fewer ranks than its world size."""
+    run = document.get("run") or {}
+    absent = absent_ranks(_ranks(document), run.get("world_size"))
+    return f"rank(s) {rank_ranges(absent)} not read" if absent else None
 
 
 def _unlinked(document: Mapping[str, Any]) -> str | None:
@@ -44,7 +57,8 @@ def _unmatched(document: Mapping[str, Any]) -> str | None:
 
 
 PARTIAL_RULES: tuple[tuple[Callable[[Mapping[str, Any]], str | None], tuple[str, ...]], ...] = (
-    (_skipped, ALL_FAMILIES),
+    (_skipped, RANK_COVERAGE),
+    (_ranks_lacking, RANK_COVERAGE),
     (_unlinked, ("collective", "collective_calls")),
     (_unmatched, ("crossrank",)),
 )
@@ -66,10 +80,6 @@ def rank_coverage(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
         f"ranks read differ at world size {sizes.pop()}: baseline {len(base)}, candidate {len(cand)}, "
         f"{len(base & cand)} in both"
     )
-
-
-RANK_COVERAGE = ("step", "budget", "crossrank", "idle", "collective", "collective_calls", "kernel_class")
-"""The families a difference in the ranks read makes unreliable: all but the per-rank `rank` family."""
 
 
 @dataclass(frozen=True)

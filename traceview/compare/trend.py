@@ -21,15 +21,18 @@ a regression is a significant change beyond the threshold the worse way (every t
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
 
-from traceview.compare.findings import TrendSettings
+from traceview.compare.findings import CompareSettings, TrendSettings
 from traceview.compare.kernel_pairs import kernel_means
+from traceview.compare.same_job import job_differences
 from traceview.compare.stats import holm, mann_whitney, relative_change
+from traceview.compare.two_runs import compare
 from traceview.model.time_base import recorded_start_us
 
 
@@ -49,6 +52,8 @@ class RunSeries:
     job: str | None = None
     label: str | None = None
     kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
+    document: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The summary itself when the run was read from one (not from a history file): what `compare` reads."""
 
     @property
     def date(self) -> str | None:
@@ -158,6 +163,7 @@ def run_series(name: str, document: Mapping[str, Any], file_time_us: float | Non
         _text(run.get("job")),
         _text(run.get("label")),
         kernel_means(document),
+        document,
     )
 
 
@@ -336,14 +342,28 @@ def trend(named_documents: Sequence[tuple[str, Mapping[str, Any]]], settings: Tr
     return trend_of_runs([run_series(name, doc) for name, doc in named_documents], settings)
 
 
-def trend_of_runs(series: Sequence[RunSeries], settings: TrendSettings) -> Trend:
-    """The trend of a series of runs (module docstring), ordered by their recorded start."""
+def trend_of_runs(
+    series: Sequence[RunSeries], settings: TrendSettings, compare_settings: CompareSettings | None = None
+) -> Trend:
+    """The trend of a series of runs (module docstring), ordered by their recorded start: split where the
+    job changes (`job_changes`), change points and the latest run's judgement within one job; with
+    `compare_settings`, the latest run is also compared with the run before it (`with_compared`)."""
     runs, ordered_by, warnings = _ordered(series)
     metrics = [*settings.metrics, *kernel_metrics(runs)]
+    jobs = job_changes(runs)
+    starts = [0, *(c.index for c in jobs), len(runs)]
     changes = sorted(
-        (c for metric in metrics for c in change_points(runs, metric, settings)),
+        (
+            replace(
+                c, index=c.index + start, run=runs[c.index + start].name, label=runs[c.index + start].shown
+            )
+            for start, end in itertools.pairwise(starts)
+            for metric in metrics
+            for c in change_points(runs[start:end], metric, settings)
+        ),
         key=lambda c: (c.index, c.metric),
     )
+    last_job = runs[starts[-2] :] if runs else []
     values = pl.DataFrame(
         [
             {"run": r.name, "index": i, "metric": m, "value": _run_value(r, m), "label": r.shown}
@@ -353,8 +373,70 @@ def trend_of_runs(series: Sequence[RunSeries], settings: TrendSettings) -> Trend
         ],
         schema=VALUE_SCHEMA,
     )
-    latest = _judge_latest(runs, changes, settings, metrics) if len(runs) > 1 else []
+    within = [replace(c, index=c.index - starts[-2]) for c in changes if c.index >= starts[-2]]
+    latest = _judge_latest(last_job, within, settings, metrics) if len(last_job) > 1 else []
+    latest = with_compared(latest, last_job, compare_settings)
+    changes = sorted([*changes, *jobs], key=lambda c: (c.index, c.metric))
     return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest), warnings)
+
+
+def _job_change(before: RunSeries, after: RunSeries) -> list[str]:
+    """What makes `after` another job than `before`: the facts `compare` refuses on (both summaries read),
+    else the jobs run.json names."""
+    if before.document is not None and after.document is not None:
+        return job_differences(before.document, after.document)
+    if before.job and after.job and before.job != after.job:
+        return [f"job {before.job} -> {after.job}"]
+    return []
+
+
+def job_changes(runs: Sequence[RunSeries]) -> list[ChangePoint]:
+    """A change point `job` (label `job changed: what differs`) before each run of another job than the one
+    before it: the series is judged within one job, as `compare` refuses two."""
+    found = []
+    for index in range(1, len(runs)):
+        differs = _job_change(runs[index - 1], runs[index])
+        if differs:
+            label = f"job changed: {'; '.join(differs)}"
+            found.append(ChangePoint("job", index, runs[index].name, None, None, None, 0.0, label))
+    return found
+
+
+def with_compared(
+    latest: list[LatestJudgement], runs: Sequence[RunSeries], settings: CompareSettings | None
+) -> list[LatestJudgement]:
+    """`latest` and, for each finding `compare` fails on between the run before the latest and the latest
+    (stragglers, their cost and skew, collectives, kernels: the same findings), a regression judged on that
+    pair: one gate, one answer. Needs both summaries (a run read back from a history file has none)."""
+    if settings is None or len(runs) < 2 or runs[-2].document is None or runs[-1].document is None:
+        return latest
+    comparison = compare(runs[-2].document, runs[-1].document, settings)
+    return [
+        *latest,
+        *(
+            LatestJudgement(
+                f"{f.metric} of {f.subject}",
+                1,
+                f.baseline,
+                f.candidate,
+                f.change_pct,
+                f.p_adjusted,
+                "regression",
+            )
+            for f in comparison.failing
+        ),
+    ]
+
+
+def _change_text(judgement: LatestJudgement) -> str:
+    """`+60%` where the history has a value to divide by; else `new (12.3 ms)`: no division by zero."""
+    if judgement.change_pct is not None:
+        return f"{judgement.change_pct:+.0f}%"
+    size = judgement.latest
+    shown = (
+        "" if size is None else f" ({size / 1e3:.3g} ms)" if "_us" in judgement.metric else f" ({size:.3g})"
+    )
+    return f"new{shown}"
 
 
 def _verdict(
@@ -362,9 +444,12 @@ def _verdict(
 ) -> str:
     worse = [j for j in latest if j.outcome == "regression"]
     if worse:
-        listed = "; ".join(f"{j.metric} {j.change_pct:+.0f}%" for j in worse)
+        listed = "; ".join(f"{j.metric} {_change_text(j)}" for j in worse)
         return f"The latest run ({runs[-1].shown}) is a regression against the history: {listed}."
     moved = f"; {len(changes)} change point(s) in the series" if changes else ""
     if not runs:
         return "No runs."
+    new_job = [c for c in changes if c.metric == "job" and c.index == len(runs) - 1]
+    if new_job:
+        return f"The latest run ({runs[-1].shown}) starts another job ({new_job[0].label}): not judged."
     return f"The latest run ({runs[-1].shown}) is within the history's spread{moved}."

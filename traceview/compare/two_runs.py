@@ -358,15 +358,19 @@ def _core_verdict(comparison: Comparison) -> str:
             verdict = f"{len(failing)} significant regression(s)" if failing else "no significant regression"
         return f"{comparison.scaling.sentence[:-1]}: {verdict}."
     partial = " (a run was read only in part)" if comparison.structure.partial else ""
+    uncertain = [f for f in comparison.regressions if f.partial]
+    doubt = (
+        f" Uncertain ({'; '.join(comparison.structure.partial_notes)}): {_describe(uncertain[0])}"
+        f"{f' and {len(uncertain) - 1} more' if len(uncertain) > 1 else ''}."
+        if uncertain
+        else ""
+    )
     if failing:
         top = "; ".join(_describe(f) for f in failing[:3])
         more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
-        return f"Regression: {top}{more}."
-    if comparison.regressions:
-        return (
-            f"No failing regression: changes found where a run was read only in part, e.g. "
-            f"{_describe(comparison.regressions[0])}."
-        )
+        return f"Regression: {top}{more}.{doubt}"
+    if uncertain:
+        return f"No failing regression.{doubt}"
     within_noise = comparison.not_significant
     if within_noise:
         return (

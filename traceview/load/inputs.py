@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from traceview.core.cores import usable_cores
-from traceview.core.errors import InputError, RunError, TraceviewError, reason_of
+from traceview.core.errors import InputError, NotKinetoError, RunError, TraceviewError, reason_of
 from traceview.core.location import Location, is_url, size_of, url_files
 from traceview.load.one_job import make_run
 from traceview.model.trace import RankTrace, Run, SkippedInput
@@ -62,7 +62,7 @@ def _parse_or_skip(path: Location, limits: ParseLimits = DEFAULT_LIMITS) -> Rank
     try:
         return kineto.parse(path, limits)
     except TraceviewError as exc:
-        return SkippedInput(str(path), reason_of(exc))
+        return SkippedInput(str(path), reason_of(exc), not_a_trace=isinstance(exc, NotKinetoError))
 
 
 def load_run(

@@ -45,7 +45,7 @@ from typing import Any
 from traceview.core.address_space import fitted_threads, limit_text
 from traceview.core.cores import usable_cores
 from traceview.core.engine import in_memory
-from traceview.core.errors import RunError, TraceviewError, UsageError, reason_of
+from traceview.core.errors import NotKinetoError, RunError, TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
 from traceview.core.sanitize import printable
 from traceview.map.batch import batches_of_sizes
@@ -162,7 +162,7 @@ def _checked_alone(trace: RankTrace) -> RankTrace | Exception:
 
 def _skipped(path: str, exc: Exception) -> SkippedInput:
     if isinstance(exc, TraceviewError):
-        return SkippedInput(path, reason_of(exc))
+        return SkippedInput(path, reason_of(exc), not_a_trace=isinstance(exc, NotKinetoError))
     # a defect met on one rank must not lose the others: skipped, and said so
     return SkippedInput(path, f"internal error while reading it ({type(exc).__name__}: {exc}); please report")
 

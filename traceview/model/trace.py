@@ -255,6 +255,10 @@ class SkippedInput:
 
     path: str
     reason: str
+    not_a_trace: bool = False
+    """Readable, and recognisably not a trace (a job's sidecar JSON, another tool's file): found beside the
+    traces by listing a folder, a glob or a prefix, it is no part of the run, ignored rather than skipped
+    (`traceview.load.non_traces`); named by a run.json or given alone, it is a skipped input."""
 
 
 @dataclass(frozen=True)

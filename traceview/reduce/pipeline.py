@@ -13,6 +13,7 @@ from __future__ import annotations
 from traceview.core.errors import InputError
 from traceview.events.kernel_names import user_patterns
 from traceview.load.inputs import resolve_trace_files
+from traceview.load.non_traces import named_by_manifest
 from traceview.load.one_job import make_run
 from traceview.map.executors import PARALLEL_MIN_BYTES, Progress, map_ranks
 from traceview.map.rank_summary import RankSummary
@@ -40,6 +41,8 @@ def analyze_files(
             held.add(result)  # folded as they arrive: the parent never holds the summaries one by one
         else:
             skipped.append(result)
+    if options.listed_traces is not None:  # a file a run.json lists is a rank, whatever it holds
+        skipped = named_by_manifest(skipped)
     if len(files) == 1 and skipped:
         raise InputError(skipped[0].path, skipped[0].reason.removeprefix(f"{skipped[0].path}: "))
     if not held:

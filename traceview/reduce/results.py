@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -14,12 +15,14 @@ from traceview.bubbles.gaps import CAUSE_COLUMNS, BubbleAnalysis
 from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
+from traceview.core.ranks import rank_ranges
 from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
 from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.links_measured.analysis import LinksMeasured
+from traceview.load.non_traces import IgnoredInputs, set_apart_non_traces
 from traceview.model.time_base import iso_time, recorded_start_us
 from traceview.model.trace import Run
 from traceview.moe.analysis import MoeBalance
@@ -68,6 +71,7 @@ class RunHeader:
     skipped: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
     step_sources: tuple[str, ...]
+    ignored: IgnoredInputs = field(default_factory=IgnoredInputs)  # not traces (traceview.load.non_traces)
     base_times_ns: tuple[int, ...] = ()  # each rank's baseTimeNanoseconds (0: unknown), in `ranks` order
     timelines: tuple[str, ...] = ()  # device | host: the timelines analysed (traceview.events.host_timeline)
     manifest: str | None = None  # the run.json read (docs/run-manifest.md), None without one
@@ -119,7 +123,28 @@ class RunAnalysis:
         figures.update(self.moe.gate_figures() if self.moe else {})
         figures.update({"roofline_efficiency": self.roofline.efficiency} if self.roofline else {})
         figures.update(nccl_gate_figures(self.nccl))
+        figures.update(dict.fromkeys(self.withheld(), None))
         return figures
+
+    def recommendation_rows(self) -> list[dict[str, Any]]:
+        """The recommendations, highest stake first: the stake (its share of the median step), the rule, the
+        sentence and the time per step at stake (the share times the median step)."""
+        step = self.budget.run_median.get("step_us")
+        items = self.recommendations.items if self.recommendations else ()
+        return [
+            {
+                "stake_share": item.score,
+                "rule": item.rule,
+                "sentence": item.sentence,
+                "time_per_step_us": None if step is None else item.score * step,
+            }
+            for item in items
+        ]
+
+    def withheld(self) -> dict[str, str]:
+        """Figure -> why, for the headline figures the verdict withholds (`Verdict.withheld`): None in
+        `gate_figures`, withheld on the tiles and the card, `not evaluated` for `--fail-on`."""
+        return dict(self.verdict.withheld)
 
 
 def with_identity(header: RunHeader, run: Run, budget: TimeBudget, facts: RunFacts) -> RunHeader:
@@ -175,11 +200,26 @@ def _distinct(values: list[str]) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}))
 
 
+def rank_warnings(run: Run) -> list[str]:
+    """Every parse warning of the run, one line each; a message several ranks share is one line naming
+    them (`ranks 0-7: no baseTimeNanoseconds ...`), in the order first seen; the run's own after."""
+    by_message: dict[str, list[tuple[int, str]]] = {}
+    for trace in run:
+        for warning in trace.warnings:
+            by_message.setdefault(warning.message, []).append((trace.rank, str(warning)))
+    lines = [
+        said[0][1] if len(said) == 1 else f"ranks {rank_ranges(r for r, _ in said)}: {message}"
+        for message, said in by_message.items()
+    ]
+    return [*lines, *(str(w) for w in run.extra_warnings)]
+
+
 def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[str] = ()) -> RunHeader:
     """The run's identity, gathered from every rank's metadata; the step sources are the ones chosen by
     evidence (`choices`, `traceview.steps.windows.StepChoice`, one per rank) and their warnings join
     `warnings`."""
     metas = [trace.meta for trace in run]
+    skipped, ignored = set_apart_non_traces(run.skipped)
     world_sizes = {m.world_size for m in metas if m.world_size}
     return RunHeader(
         source=run.source,
@@ -191,8 +231,9 @@ def run_header(run: Run, choices: Sequence[StepChoice] = (), warnings: Sequence[
         nccl_versions=_distinct([m.nccl_version for m in metas]),
         backends=_distinct([m.backend for m in metas]),
         files=tuple(trace.path for trace in run),
-        skipped=tuple((s.path, s.reason) for s in run.skipped),
-        warnings=(*(str(w) for w in run.warnings), *(c.warning for c in choices if c.warning), *warnings),
+        skipped=tuple((s.path, s.reason) for s in skipped),
+        ignored=ignored,
+        warnings=(*rank_warnings(run), *(c.warning for c in choices if c.warning), *warnings),
         step_sources=_distinct([choice.source for choice in choices]),
         base_times_ns=tuple(trace.meta.base_time_ns for trace in run),
         timelines=_distinct([trace.meta.timeline for trace in run]),

@@ -296,6 +296,8 @@ def shape_facts(measured: Measured) -> Found:
     shape = measured.shape
     numbers, words = _call_facts(shape.calls)
     numbers |= finite({"world_size": shape.world_size})
+    per_rank = measured.budget.per_rank
+    numbers |= {"ranks_read": float(per_rank.get_column("rank").n_unique())} if per_rank.height else {}
     numbers |= _capture_facts(measured.budget.per_step) | _extent_facts(shape, measured.budget.per_step)
     return numbers, words
 

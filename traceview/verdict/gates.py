@@ -66,6 +66,21 @@ def check_metric(threshold: Threshold, known: Collection[str]) -> None:
     )
 
 
+def not_evaluated(
+    thresholds: Sequence[Threshold],
+    figures: Mapping[str, float | None],
+    withheld: Mapping[str, str] | None = None,
+) -> list[str]:
+    """`not evaluated: METRIC (why)` for each threshold whose figure this run has no value for: withheld by
+    the verdict (its reason), or not measured (absent from the run). A gate never passes silently."""
+    reasons = withheld or {}
+    return [
+        f"not evaluated: {threshold} ({reasons.get(threshold.metric, 'the run has no value for it')})"
+        for threshold in thresholds
+        if figures.get(threshold.metric) is None
+    ]
+
+
 def crossings(thresholds: Sequence[Threshold], figures: Mapping[str, float | None]) -> list[Crossing]:
     """The thresholds whose metric crosses them. An unknown metric is a `UsageError` listing the known ones;
     a metric with no value (e.g. gamma when no compute was seen) never fires."""

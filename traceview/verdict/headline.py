@@ -35,6 +35,9 @@ class Verdict:
     gamma_ratio: float | None = None
     notes: tuple[str, ...] = ()
     run_shape: tuple[str, ...] = ()  # what the run is, said plainly (`SHAPE_RULES`)
+    withheld: tuple[tuple[str, str], ...] = ()
+    """(figure, why) for each headline figure the verdict withholds: every surface (tiles, card, `figures`,
+    `--fail-on`) reads this one decision; the figures stay in their own section and JSON keys."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +283,21 @@ def _no_steps(f: Facts) -> str:
     )
 
 
+def _some_ranks(f: Facts) -> bool:
+    """The run holds some ranks of a larger job (its traces say the world size)."""
+    return "ranks_read" in f and "world_size" in f and f["ranks_read"] < f["world_size"]
+
+
+def _peers_absent(f: Facts) -> str:
+    return (
+        f"This run holds {f['ranks_read']:.0f} of the job's {f['world_size']:.0f} ranks: waiting on the "
+        f"{f['world_size'] - f['ranks_read']:.0f} absent peers and transfer cannot be told apart, so claims "
+        "that need them (which factor the gap to the model is) are withheld."
+    )
+
+
 SHAPE_RULES: tuple[tuple[tuple[str, ...], Callable[[Facts], bool], Callable[[Facts], str]], ...] = (
+    (("ranks_read", "world_size"), _some_ranks, _peers_absent),
     (("world_size", "host_calls"), lambda f: f["world_size"] == 1, _world_one),
     (
         ("capture_steps", "windows", "capture_launches", "capture_launches_ran"),
@@ -311,7 +328,11 @@ def prediction_line(f: Facts) -> str:
                 f"in the "
                 "prediction section."
             )
-        gap = f"; the gap is mostly {f.word('dominant_factor')}" if "dominant_factor" in f else ""
+        gap = (
+            f"; the gap is mostly {f.word('dominant_factor')}"
+            if "dominant_factor" in f and not _some_ranks(f)
+            else ""
+        )
         measured = (
             " B was measured in this run (run.json hardware.links_measured), so this is no independent check."
             if "links_measured" in f
@@ -327,17 +348,36 @@ def prediction_line(f: Facts) -> str:
     return "Predicted gamma not computed: the run gives the model nothing to price."
 
 
+WITHHELD_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("prediction_doubt", ("gamma_pred", "gamma_ratio")),
+)
+"""(word fact that withholds, the headline figures it withholds): the reason is the fact's text."""
+
+
+def withheld_figures(facts: Facts) -> tuple[tuple[str, str], ...]:
+    """(figure, why) for each headline figure a `WITHHELD_RULES` row withholds."""
+    return tuple(
+        (name, f"withheld: {facts.word(fact)}")
+        for fact, names in WITHHELD_RULES
+        if fact in facts
+        for name in names
+    )
+
+
 def verdict(facts: Facts) -> Verdict:
     """The first rule of `RULES` that holds on `facts`, with the prediction's line and the NCCL
     logs' notes."""
     rule = next(r for r in RULES if all(n in facts for n in r.needs) and r.holds(facts))
+    withheld = withheld_figures(facts)
+    hidden = {name for name, _ in withheld}
     return Verdict(
         label=rule.label,
         sentence=rule.sentence(facts),
         prediction=prediction_line(facts),
         gamma=facts.numbers.get("gamma"),
-        gamma_pred=facts.numbers.get("gamma_pred"),
-        gamma_ratio=facts.numbers.get("gamma_ratio"),
+        gamma_pred=None if "gamma_pred" in hidden else facts.numbers.get("gamma_pred"),
+        gamma_ratio=None if "gamma_ratio" in hidden else facts.numbers.get("gamma_ratio"),
         notes=tuple(facts.word(note) for note in ("nccl_note", "links_note") if note in facts),
         run_shape=run_shape(facts),
+        withheld=withheld,
     )

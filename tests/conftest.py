@@ -10,6 +10,14 @@ import pytest
 
 from tests.shared_data import SHARED_MISSING_REASON
 
+# pytest imports readline at start-up (its capture plugin's workaround), and GNU readline exports the
+# terminal's COLUMNS and LINES into the C environment, which os.environ does not show but every program a test
+# starts inherits: a piped traceview would then take 80 columns for a terminal's width (docs/metrics.md, "The
+# terminal at any width"). The tests of the width state theirs.
+for _name in ("COLUMNS", "LINES"):
+    os.unsetenv(_name)
+    os.environ.pop(_name, None)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--regen-golden`: rewrite the golden files under tests/golden/ instead of comparing against them."""

@@ -31,6 +31,13 @@ PAYLOADS = (
     "https://evil.example/bare www.evil.example me@evil.example",
     "**bold** _em_ `code` ~~gone~~ | cell | # heading",
     "<script>alert(1)</script>\x1b[31m",
+    "1. list",
+    "- item ",
+    "# heading",
+    "> quote",
+    "    indented code",
+    "__dunder__ snake_case *x* a\\",
+    "fixes #123 for @someone $x^2$",
 )
 RENDER = MarkdownIt("commonmark").enable("table")
 ZERO_WIDTH = "\u200b"
@@ -55,6 +62,26 @@ def test_text_renders_as_itself(payload: str) -> None:
     shown = _visible_text(html.split("<td>")[1].split("</td>")[0])
     assert shown.replace(ZERO_WIDTH, "") == payload.replace("\x1b", "\\x1b")
     assert not BARE_LINK.search(shown)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("line", ["- {}\n", "**{}**\n", "x: {} y\n"], ids=["list item", "bold", "in a line"])
+def test_text_renders_as_itself_where_a_line_starts_or_bold(payload: str, line: str) -> None:
+    """In a list item (where a block could start: heading, list, quote, code), in bold, within a line: the
+    payload renders as its text, the surrounding markup intact, no tag of its own."""
+    html = RENDER.render(line.format(markdown_text(payload)))
+    inner = re.sub(r"^<(ul)>\n<li>|</li>\n</ul>\n$|^<p>(<strong>|x: )?|( y|</strong>)?</p>\n$", "", html)
+    assert not re.search(r"<(?!/?strong>)", inner), html
+    assert ("<strong>" in html) == line.startswith("**")
+    shown = _visible_text(inner)
+    assert shown.replace(ZERO_WIDTH, "") == payload.replace("\x1b", "\\x1b")
+    assert not BARE_LINK.search(shown)
+
+
+def test_plain_names_stay_plain() -> None:
+    """Punctuation that is no markup where it stands is left as it is: the raw comment reads as text too."""
+    for name in ("AllReduce pg=0 4 MiB - 64 MiB", "kernel_us of rank 1: +60%, p 0.01", "PyTorch: 2.3 -> 2.4"):
+        assert markdown_text(name) == name
 
 
 def _named(payload: str) -> Any:

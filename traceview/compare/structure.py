@@ -4,10 +4,11 @@ appeared or disappeared, NCCL's algorithm/protocol mix, and whether a run was re
 
 A partial run does not fail a comparison through the findings its gap can explain (`PARTIAL_RULES`): files
 skipped when parsing and ranks of the world not read (every family that pools ranks, `RANK_COVERAGE`: the
-per-rank findings of the ranks read stand), collective kernels not linked to a call (the `collective` and
-`collective_calls` families: their bytes and size bucket are unknown), collective instances not matched
-across ranks (the `crossrank` family); and, between the two runs, ranks of one job that only one run read
-(`RANK_COVERAGE`: every figure that pools ranks or depends on the ranks absent).
+per-rank findings of the ranks read stand; ranks neither run read, the same ranks read in both, mark none),
+collective kernels not linked to a call (the `collective` and `collective_calls` families: their bytes and
+size bucket are unknown), collective instances not matched across ranks (the `crossrank` family); and,
+between the two runs, ranks of one job that only one run read (`RANK_COVERAGE`: every figure that pools
+ranks or depends on the ranks absent).
 """
 
 from __future__ import annotations
@@ -56,17 +57,29 @@ def _unmatched(document: Mapping[str, Any]) -> str | None:
     return f"{len(mismatches)} collective instance(s) not matched across ranks" if mismatches else None
 
 
-PARTIAL_RULES: tuple[tuple[Callable[[Mapping[str, Any]], str | None], tuple[str, ...]], ...] = (
-    (_skipped, RANK_COVERAGE),
-    (_ranks_lacking, RANK_COVERAGE),
-    (_unlinked, ("collective", "collective_calls")),
-    (_unmatched, ("crossrank",)),
+PARTIAL_RULES: tuple[
+    tuple[Callable[[Mapping[str, Any]], str | None], tuple[str, ...], tuple[str, ...]], ...
+] = (
+    (_skipped, RANK_COVERAGE, RANK_COVERAGE),
+    (_ranks_lacking, RANK_COVERAGE, ()),
+    (_unlinked, ("collective", "collective_calls"), ("collective", "collective_calls")),
+    (_unmatched, ("crossrank",), ("crossrank",)),
 )
-"""(detector of a partial reading, the families of findings it makes unreliable)."""
+"""(detector of a partial reading, the families of findings it makes unreliable, those it makes unreliable
+when both runs read the same ranks of one world size). Ranks that neither run read leave the same ranks
+pooled on both sides: the paired figures of the ranks read compare like with like (a sampled job profiled on
+ranks 0 and 1 every night), so the gap is said but marks no family."""
 
 
 def _ranks(document: Mapping[str, Any]) -> set[int]:
     return {int(rank) for rank in (document.get("run") or {}).get("ranks") or ()}
+
+
+def _same_ranks_read(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> bool:
+    """Whether both runs read the same ranks (some) of one known world size."""
+    sizes = {(doc.get("run") or {}).get("world_size") for doc in (baseline, candidate)}
+    read = _ranks(baseline)
+    return len(sizes) == 1 and None not in sizes and bool(read) and read == _ranks(candidate)
 
 
 def rank_coverage(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> str | None:
@@ -274,12 +287,13 @@ def structure_changes(
     cand_subjects = _subjects(cand_samples, shared, candidate)
     notes: list[str] = []
     families: set[str] = set()
+    same_ranks = _same_ranks_read(baseline, candidate)
     for side, document in (("baseline", baseline), ("candidate", candidate)):
-        for detect, unreliable in PARTIAL_RULES:
+        for detect, unreliable, unreliable_on_same_ranks in PARTIAL_RULES:
             found = detect(document)
             if found:
                 notes.append(f"{side}: {found}")
-                families.update(unreliable)
+                families.update(unreliable_on_same_ranks if same_ranks else unreliable)
     coverage = rank_coverage(baseline, candidate)
     if coverage:
         notes.append(coverage)

@@ -15,6 +15,7 @@ HTML report escapes on its own; Markdown (`traceview compare --markdown`, a CI c
 from __future__ import annotations
 
 import codecs
+import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -76,20 +77,50 @@ def listed(values: Sequence[object], most: int = 16) -> str:
     return shown if len(values) <= most else f"{shown}, ... ({len(values)} in all)"
 
 
-_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-_MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()#+-.!|~=:$%^/,;?")
-_MARKDOWN_TABLE = {ord(c): f"\\{c}" for c in _MARKDOWN_PUNCTUATION}
-_MARKDOWN_TABLE.update({ord(c): entity for c, entity in _HTML_ENTITIES.items()})
-_AUTOLINKS = (("://", ":/\u200b/"), ("www.", "www\u200b."), ("@", "@\u200b"))
-"""What GitHub's Markdown turns into a link by itself (a URL, `www.`, an e-mail address), each broken by a
-zero-width space (shown the same, never a link)."""
+_MARKDOWN_INLINE = re.compile(r"[`*\[\]|~$&<]|\\(?=[!-/:-@\[-`{-~]| ?\Z)|_+")
+"""What Markdown reads as markup wherever it stands: a code span, emphasis, a link or image, a table cell,
+strikethrough, GitHub's math, an entity or a tag; a backslash that would escape what follows (or the entity
+of a last space); a run of underscores (escaped unless it stands between two letters or digits, where it
+cannot emphasise)."""
+_MARKDOWN_ENTITIES = {"&": "&amp;", "<": "&lt;"}
+_MARKDOWN_EDGES = (
+    (re.compile(r"^([#>+=-])"), r"\\\1"),
+    (re.compile(r"^(\d{1,9})([.)])"), r"\1\\\2"),
+    (re.compile(r"^ "), "&#32;"),
+    (re.compile(r" $"), "&#32;"),
+)
+"""What Markdown reads at the text's edges: when it opens a line (a list item's content), a heading, a
+quote, a list, a setext underline or a thematic break, an ordered list's number, an indented code block; a
+space at either end, which would keep the emphasis around the text from opening or closing (an entity)."""
+_GITHUB_AUTOLINKS = (
+    (re.compile("://"), ":/\u200b/"),
+    (re.compile(r"www\."), "www\u200b."),
+    (re.compile("@"), "@\u200b"),
+    (re.compile(r"#(?=\d)"), "#\u200b"),
+)
+"""What GitHub turns into a link by itself (a URL, `www.`, an e-mail address or a mention, an issue's
+number), each broken by a zero-width space (shown the same, never a link)."""
+
+
+def _markdown_escape(match: re.Match[str]) -> str:
+    found = match.group()
+    text, start, end = match.string, match.start(), match.end()
+    intraword = start > 0 and end < len(text) and text[start - 1].isalnum() and text[end].isalnum()
+    if found[0] == "_" and intraword:
+        return found  # between two letters or digits: no emphasis can open or close there
+    return _MARKDOWN_ENTITIES.get(found) or "".join(f"\\{char}" for char in found)
 
 
 def markdown_text(text: object, max_chars: int = MAX_PRINTED_CHARS) -> str:
-    """`text` (from an input) as Markdown that renders as exactly that text: made `printable`, every Markdown
-    punctuation mark backslash-escaped (no emphasis, link, code, table cell or heading), every HTML character
-    an entity (no tag), and what GitHub would link by itself broken (no link but those traceview writes)."""
+    """`text` (from an input) as Markdown that renders as exactly that text, wherever it lands on a line (a
+    paragraph, bold, a table cell, a list item): made `printable`, what Markdown would read as markup escaped
+    (no emphasis, link, image, code, table cell, heading, list, quote nor tag) and what GitHub would link by
+    itself broken (no link but those traceview writes). Punctuation that is no markup where it stands stays
+    as it is (`pg=0 4 MiB - 64 MiB`, `a -> b`, `kernel_us`), so the raw comment reads as plain text too."""
     value = printable(text, max_chars)
-    for found, broken in _AUTOLINKS:
-        value = value.replace(found, broken)
-    return value.translate(_MARKDOWN_TABLE)
+    for found, broken in _GITHUB_AUTOLINKS:
+        value = found.sub(broken, value)
+    value = _MARKDOWN_INLINE.sub(_markdown_escape, value)
+    for edge, escaped in _MARKDOWN_EDGES:
+        value = edge.sub(escaped, value, count=1)
+    return value

@@ -49,3 +49,18 @@ def test_one_rank_per_node_host_calls_and_other_collectives_stay_flat() -> None:
     assert all_to_all["model_algorithm"][0] == "ring"
     with pytest.raises(cm.UsageError):
         cm.hierarchical_time_s("AllToAll", 1.0, 8, 2, (0.0, 1.0), (0.0, 1.0), 8)
+
+
+def test_a_truncated_ranks_list_is_shaped_by_the_group_size() -> None:
+    """PyTorch lists the first 30 ranks of a larger group ("[0, ..., 29, ...]"): ranks 0-29 fall on 4 nodes of
+    8, yet the 64 ranks span 8 nodes of 8 (N = ceil(64 / 8)), not 4 of 16."""
+    size = 1e9
+    truncated = "[" + ", ".join(str(r) for r in range(30)) + ", ...]"
+    frame = price(calls([("AllReduce", int(size), 64, truncated, 1.0)]), inputs())
+    row = frame.row(0, named=True)
+    eight_by_eight = 2 * (7 * 1e-6 + 7 * 5e-6) + 2 * (7 / 8 * size / 100e9 + 7 / 8 * size / (8 * 10e9))
+    assert row["model_algorithm"] == "hierarchical"
+    assert row["t_pred_us"] == pytest.approx(eight_by_eight * 1e6)
+    on_one_node = "[" + ", ".join(str(r) for r in range(30)) + ", ...]"
+    spans = price(calls([("AllReduce", int(size), 64, on_one_node, 1.0)]), inputs(ranks_per_node=32))
+    assert spans["spans_nodes"][0]  # ranks 0-29 on one node of 32, but 64 ranks cannot be

@@ -8,12 +8,14 @@ mutable and private; everything it returns is a frozen ground-truth dataclass.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from tests.simulate.kineto_writer import CommCall, RankHeader, RankWriter
 from tests.simulate.scenario import (
+    HIERARCHICAL_PASSES,
     TRUE_ORIGIN_NS,
     CollectiveSpec,
     GroundTruth,
@@ -21,6 +23,7 @@ from tests.simulate.scenario import (
     MismatchTruth,
     Scenario,
     StepTruth,
+    hierarchical_transfer_s,
     message_nelems,
     transfer_s,
     validate_scenario,
@@ -73,8 +76,33 @@ def _transfer_ns(scenario: Scenario, spec: CollectiveSpec) -> int:
         alpha = scenario.intra_host_alpha_s
     if spec.link is not None:
         alpha, bandwidth = spec.link
-    seconds = transfer_s(spec.collective, spec.bytes, len(spec.members), alpha, bandwidth)
+    shape = _hierarchical_shape(scenario, spec)
+    if shape is not None:
+        intra = (
+            scenario.intra_host_alpha_s if scenario.intra_host_alpha_s is not None else alpha,
+            scenario.intra_host_bandwidth_Bps or bandwidth,
+        )
+        nics = scenario.nics_per_host or 1
+        seconds = hierarchical_transfer_s(spec.collective, spec.bytes, shape, intra, (alpha, bandwidth), nics)
+    else:
+        seconds = transfer_s(spec.collective, spec.bytes, len(spec.members), alpha, bandwidth)
     return max(1, round(seconds * 1e9))
+
+
+def _hierarchical_shape(scenario: Scenario, spec: CollectiveSpec) -> tuple[int, int] | None:
+    """(hosts, ranks per host) of a collective the scenario runs hierarchically (`nics_per_host` set, a
+    hierarchical collective on its own links across hosts, the same g > 1 ranks on each); else None."""
+    per_host = Counter(scenario.host_of(rank) for rank in spec.members)
+    counts = set(per_host.values())
+    hierarchical = (
+        scenario.nics_per_host is not None
+        and spec.link is None
+        and spec.collective in HIERARCHICAL_PASSES
+        and len(per_host) > 1
+        and len(counts) == 1
+    )
+    g = counts.pop() if hierarchical else 1
+    return (len(per_host), g) if g > 1 else None
 
 
 def _kernel_durations(

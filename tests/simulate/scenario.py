@@ -6,10 +6,12 @@ on rank r starts when it *arrives*: `arrive[r, i] = max(launch end, the compute 
 rank's previous collective)`. With `overlap` the k-th collective depends on backward chunk k (DDP buckets, on
 their own stream); without it, on the end of the step's compute. The collective ends on every member at `end_i
 = max_r arrive[r, i] + transfer_i`, `transfer_i = k(n) * alpha + f(n) * S / B` (docs/metrics.md, "Collectives"
-and "Predicted gamma"), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is `end_i - arrive[r, i] -
-transfer_i`, the instance's arrival skew is `max arrive - min arrive` and its last rank the latest arrival. A
-trace records true time plus its host's clock offset (ranks on one host share it). The optimizer (if any) runs
-after the step's collectives; then the host synchronises and starts the next `ProfilerStep`.
+and "Predicted gamma"; with `nics_per_host` an AllReduce, AllGather or ReduceScatter across hosts is
+hierarchical, `hierarchical_transfer_s`), so rank r's kernel spans `[arrive[r, i], end_i]`, its wait is
+`end_i - arrive[r, i] - transfer_i`, the instance's arrival skew is `max arrive - min arrive` and its last
+rank the latest arrival. A trace records true time plus its host's clock offset (ranks on one host share it).
+The optimizer (if any) runs after the step's collectives; then the host synchronises and starts the next
+`ProfilerStep`.
 
 `write_run(scenario, out_dir)` writes one trace per rank and returns the `GroundTruth`;
 `data_parallel_scenario` builds a run that satisfies the alpha-beta model's assumptions, so its measured
@@ -154,6 +156,9 @@ class Scenario:
     alpha_s: float = 10e-6
     intra_host_bandwidth_Bps: float | None = None  # noqa: N815 - B of the alpha-beta model, bytes per second
     intra_host_alpha_s: float | None = None
+    nics_per_host: int | None = (
+        None  # AllReduce/AllGather/ReduceScatter across hosts hierarchical; None: flat
+    )
     overlap: bool = True
     host_offsets_us: tuple[float, ...] = ()
     straggler: StragglerSpec | None = None
@@ -271,6 +276,30 @@ def transfer_s(
     """The planted transfer time k(n) * alpha + f(n) * S / B of one collective, in seconds."""
     hops, bus_factor = COST_TABLE[collective](group_size)
     return hops * alpha_s + bus_factor * size_bytes / bandwidth_Bps
+
+
+HIERARCHICAL_PASSES: Final = {"AllReduce": 2, "AllGather": 1, "ReduceScatter": 1}
+"""Ring passes of the collectives NCCL runs hierarchically across nodes (reduce-scatter + all-gather: 2)."""
+
+
+def hierarchical_transfer_s(
+    collective: str,
+    size_bytes: int,
+    shape: tuple[int, int],
+    intra: tuple[float, float],
+    inter: tuple[float, float],
+    nics_per_host: int,
+) -> float:
+    """The planted transfer of a collective over `shape` = (hosts N, ranks per host g), (alpha s, B bytes/s)
+    `intra` and `inter`: a ring of g inside each host, then N-host rings on min(nics, g) rails in parallel,
+    c [(g-1) alpha_in + (N-1) alpha_x] + c [(g-1)/g S / B_in + (N-1)/N S / (min(nics, g) B_x)]."""
+    passes = HIERARCHICAL_PASSES[collective]
+    hosts, per_host = shape
+    rails = min(nics_per_host, per_host)
+    latency = (per_host - 1) * intra[0] + (hosts - 1) * inter[0]
+    inside = (per_host - 1) / per_host * size_bytes / intra[1]
+    across = (hosts - 1) / hosts * size_bytes / (rails * inter[1])
+    return passes * (latency + inside + across)
 
 
 def message_nelems(spec: CollectiveSpec, rank: int | None = None) -> tuple[int, int]:

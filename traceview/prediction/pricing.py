@@ -18,7 +18,7 @@ from traceview.prediction.inputs import ModelInputs
 
 def spans_nodes(ranks_per_node: int) -> pl.Expr:
     """Whether a call's group spans nodes: its listed ranks fall on two nodes (rank // ranks per node), else
-    (ranks unknown) its size exceeds a node."""
+    (ranks unknown, or a truncated list on one node) its size exceeds a node."""
     nodes = (
         pl.col("pg_ranks")
         .cast(pl.Utf8)
@@ -26,21 +26,21 @@ def spans_nodes(ranks_per_node: int) -> pl.Expr:
         .list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
     )
     listed = nodes.list.len() > 0
-    return pl.when(listed).then(nodes.list.n_unique() > 1).otherwise(pl.col("group_size") > ranks_per_node)
+    complete = nodes.list.len() >= pl.col("group_size").fill_null(0)  # PyTorch truncates after 30 ranks
+    spans = nodes.list.n_unique() > 1
+    return pl.when(listed & (complete | spans)).then(spans).otherwise(pl.col("group_size") > ranks_per_node)
 
 
 def node_shape(ranks_per_node: int, n: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     """(N, g): the nodes a call's group spans and its ranks per node, from its listed ranks (rank // ranks per
-    node), else from its size (N = ceil(n / ranks per node)); g = n / N, null where the nodes are uneven."""
-    nodes_listed = (
-        pl.col("pg_ranks")
-        .cast(pl.Utf8)
-        .str.extract_all(r"-?\d+")
-        .list.eval(pl.element().cast(pl.Int64) // ranks_per_node)
-        .list.n_unique()
-    )
+    node) when all are listed, else (none listed, or a list PyTorch truncated) from its size (N = ceil(n /
+    ranks per node)); g = n / N, null where the nodes are uneven."""
+    listed = pl.col("pg_ranks").cast(pl.Utf8).str.extract_all(r"-?\d+")
+    nodes_listed = listed.list.eval(pl.element().cast(pl.Int64) // ranks_per_node).list.n_unique()
     by_size = (n.cast(pl.Float64) / ranks_per_node).ceil().cast(pl.Int64)
-    nodes = pl.when(nodes_listed > 0).then(nodes_listed).otherwise(by_size)
+    # a list shorter than the group is truncated (PyTorch writes 30 ranks then "..."): its nodes are not all
+    complete = listed.list.len() >= n
+    nodes = pl.when((nodes_listed > 0) & complete).then(nodes_listed).otherwise(by_size)
     per_node = pl.when(n % nodes == 0).then(n // nodes)
     return nodes, per_node
 

@@ -154,9 +154,12 @@ def test_small_ddp_buckets_are_latency_bound(tmp_path: Path) -> None:
     row = small.dimensions.volumes.row(0, named=True)  # type: ignore[union-attr]
     assert row["calls_per_step"] == 64  # 64 MiB of gradients in 1 MiB buckets
     assert row["ratio"] == 1.0
-    # the model's latency share of one call on the planted links: 2 (8 - 1) x 10 us against 2 x 7/8 x 1 MiB
-    # / 25 GB/s
-    share = 14 * 10e-6 / (14 * 10e-6 + 1.75 * MiB / 25e9)
+    # the latency share of one call on the planted links (8 ranks on 2 hosts of 4, both links 10 us and
+    # 25 GB/s, one NIC per GPU), priced hierarchically (docs/metrics.md, "Links"): a ring inside each host,
+    # 2 (4 - 1) x 10 us + 2 x 3/4 x 1 MiB / 25 GB/s, then rail rings across the 2 hosts over 4 NICs,
+    # 2 (2 - 1) x 10 us + 2 x 1/2 x 1 MiB / (4 x 25 GB/s)
+    latency = 2 * 3 * 10e-6 + 2 * 1 * 10e-6
+    share = latency / (latency + 2 * 3 / 4 * MiB / 25e9 + 2 * 1 / 2 * MiB / (4 * 25e9))
     assert (
         f"DP makes 64 calls of 1 MiB per step: latency-bound ({share:.0%} of their model time" in row["cause"]
     )

@@ -37,12 +37,12 @@ def idle_path_bars(bubbles: BubbleAnalysis) -> go.Figure:
     held = [c for c in columns if per_rank.get_column(c).abs().max() or 0.0]
     palette = (
         "#CC79A7",
-        "#AA4499",
-        "#882255",
-        "#DDA0DD",
+        "#000000",
+        "#555555",
+        "#7F7F7F",
         "#F0E442",
         "#D55E00",
-        "#999933",
+        "#999999",
         "#0072B2",
         "#888888",
     )

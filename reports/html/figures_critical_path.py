@@ -14,14 +14,16 @@ from traceview.critical_path.categories import DEVICE_CATEGORIES
 from traceview.reduce.analysis import RunAnalysis
 
 GROUP_COLOURS = (
-    ("compute_", ("#0072B2", "#56B4E9", "#009E73", "#6BAED6", "#2171B5", "#74C476", "#31A354", "#9ECAE1")),
+    ("compute_", ("#0072B2", "#56B4E9", "#009E73", "#80CFB9", "#2B7A9E")),
     ("comm_", ("#E69F00",)),
     ("peer_", ("#D55E00",)),
-    ("blocking_", ("#CC79A7", "#AA4499", "#882255", "#DDA0DD")),
-    ("", ("#F0E442", "#999933", "#888888", "#BBBBBB", "#666666", "#DDDDDD", "#c7c7c7")),
+    ("blocking_", ("#CC79A7", "#000000", "#555555", "#7F7F7F")),
+    ("", ("#F0E442", "#999999", "#888888", "#BBBBBB", "#666666", "#DDDDDD", "#C7C7C7")),
 )
-"""Colours by the category's prefix (compute blues and greens, communication orange, peer waits red, blocking
-calls purple, the host's yellow and greys), taken in turn within a group."""
+"""Colours by the category's prefix, from the report's colour-blind-safe palette (`OKABE_ITO`, `TINTS`) and
+greys: compute blues and greens, communication orange, peer waits vermillion, blocking calls reddish purple,
+black and dark greys, the host's yellow and light greys; taken in turn within a group (the legend and the
+hover name each category)."""
 
 
 def _colours(categories: tuple[str, ...]) -> dict[str, str]:

@@ -37,6 +37,11 @@ def _decoded(path: Path) -> pl.DataFrame:
     return expected.join(decoded, on="name", how="left")
 
 
+def test_the_name_lists_stay_small() -> None:
+    """Names only, one row each: the lists of every library and release together stay within 512 KiB."""
+    assert sum(p.stat().st_size for p in FIXTURES.iterdir() if p.is_file()) < 512 * 1024
+
+
 def test_every_library_has_a_fixture() -> None:
     assert {path.stem for path in FILES} >= {"nccl", "nccl_ep", "rccl", "deepep", "mscclpp", "custom_ar"}
 

@@ -121,10 +121,11 @@ def test_compute_x2_against_the_job_with_half_its_hidden_size(
 
 def test_ranks_4_from_the_two_rank_recording(runs: dict[str, list[dict[str, object]]]) -> None:
     predicted = _lever(runs["healthy"], "ranks:4")
+    recorded = _lever(runs["healthy"], "as_recorded")
     four = _steps(runs["healthy4"])
     assert all(p is not None for p in predicted)
-    # 4 ranks on 2 cores: the measured steps carry the oversubscription, the replay does not
-    assert abs(statistics.median(predicted) - statistics.median(four)) <= max(  # type: ignore[type-var, arg-type]
-        _tolerance(four, predicted),
-        0.5 * statistics.median(four),  # type: ignore[arg-type]
-    )
+    # the same local work on twice the ranks moves more bytes per rank: never a shorter step than recorded
+    assert all(p >= r for p, r in zip(predicted, recorded, strict=True))  # type: ignore[operator]
+    # 4 ranks on 2 cores: the measured steps carry the oversubscription and the replay does not, so the
+    # measured 4-rank step bounds the prediction from above only (two-sided on a machine of 4 cores or more)
+    assert statistics.median(predicted) <= statistics.median(four) + _tolerance(four, predicted)  # type: ignore[type-var, arg-type]

@@ -33,7 +33,7 @@ from traceview.core.engine import in_memory
 from traceview.core.errors import ParseWarning
 from traceview.critical_path.analysis import CriticalPath, critical_path
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
-from traceview.distributions.samples import distributions_from_parts
+from traceview.distributions.samples import Distributions, distributions_from_parts
 from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import kernels_from_parts
 from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured, measure_links
@@ -328,6 +328,13 @@ def reduce_summaries(
     return reduce_held(HeldSummaries(summaries), order, options, skipped, source, extra_warnings)
 
 
+def _distributions(frames: Stacked, collectives: CollectiveAnalysis, crossrank: CrossRank) -> Distributions:
+    """The samples compare and trend read, from the stacked kernel parts and the matched instances."""
+    return distributions_from_parts(
+        frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances
+    )
+
+
 @in_memory
 def reduce_held(
     held: HeldSummaries,
@@ -363,12 +370,8 @@ def reduce_held(
     )
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
-    analyses = (budget, crossrank, collectives, prediction, nccl)
-    facts = facts_of(
-        Measured(
-            *analyses, header.timelines, shape, kernels, dimensions, moe, links, bubbles=bubbles, path=path
-        )
-    )
+    measured = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels)
+    facts = facts_of(Measured(*measured, dimensions, moe, links, bubbles=bubbles, path=path))
     return RunAnalysis(
         header=header,
         budget=budget,
@@ -383,9 +386,7 @@ def reduce_held(
         nccl=nccl,
         inspector=_inspector(options, collectives, header.world_size),
         prediction=prediction,
-        distributions=distributions_from_parts(
-            frames.kernel_classes, frames.class_sketches, collectives.kernels, crossrank.instances
-        ),
+        distributions=_distributions(frames, collectives, crossrank),
         kernels=kernels,
         dimensions=dimensions,
         moe=moe,

@@ -1,7 +1,8 @@
-"""The headline's predicted gamma (docs/metrics.md, "Predicted gamma", The headline's gamma_pred): the replay's
-comm_model gamma where it exists (source `replay`), else the closed form's (source `closed form`), one decision
-read by the verdict, the JSON summary, the tiles, the card and `--fail-on`; on the simulated straggler run and
-on the real gloo run of ../shared, each checked by a plain pass over the JSON."""
+"""The headline's predicted gamma (docs/metrics.md, "Predicted gamma", The headline's gamma_pred): the
+replay's comm_model gamma where it exists (source `replay`), else the closed form's (source `closed form`),
+one decision read by the verdict, the JSON summary, the tiles, the card and `--fail-on`; on the simulated
+straggler run and on the real gloo run of ../shared, each checked by a plain pass over the JSON; compare and
+trend say "method changed" across the two."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from traceview.reports.html.card import verdict_card
+from traceview.reports.html.page import verdict_figures
 
 from tests.shared_data import REAL_KINETO, requires_shared
 from traceview.api import analyze
@@ -20,8 +23,6 @@ from traceview.compare.settings import load_settings
 from traceview.compare.trend import trend
 from traceview.compare.two_runs import compare
 from traceview.replay.predicted import CLOSED_FORM, REPLAY, predicted_gamma
-from traceview.reports.html.card import verdict_card
-from traceview.reports.html.page import verdict_figures
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -58,7 +59,8 @@ def test_the_headline_takes_the_replays_comm_model_gamma(straggler: Any) -> None
     assert raw.prediction.run["gamma_pred"] != raw.verdict.gamma_pred
     # every surface reads the one decision
     figures = raw.gate_figures()
-    assert (figures["gamma_pred"], figures["gamma_ratio"]) == (raw.verdict.gamma_pred, raw.verdict.gamma_ratio)
+    assert figures["gamma_pred"] == raw.verdict.gamma_pred
+    assert figures["gamma_ratio"] == raw.verdict.gamma_ratio
     assert raw.recommendations.facts["gamma_pred"] == raw.verdict.gamma_pred
     tiles = {label: (value, note) for label, value, note, _ in verdict_figures(raw, ())}
     assert "replayed on the run's own graph" in tiles["predicted gamma"][1]
@@ -95,7 +97,7 @@ def straggler_summary() -> dict[str, Any]:
 
 
 def _closed_form(document: dict[str, Any]) -> dict[str, Any]:
-    """The same summary as one written before `gamma_pred_source`: its headline gamma_pred the closed form's."""
+    """The same summary as one written before `gamma_pred_source`: its headline the closed form's."""
     older = json.loads(json.dumps(document))
     del older["verdict"]["gamma_pred_source"]
     older["verdict"]["gamma_pred"] = document["prediction"]["gamma_pred"]
@@ -133,7 +135,8 @@ def test_the_real_gloo_run_predicts_from_its_own_graph() -> None:
     # keeps the run's own compute, so its prediction needs no FLOPs and reaches the headline
     document = _summary(REAL_KINETO / "h200_pt211_gloo_dp2")
     verdict, prediction = document["verdict"], document["prediction"]
-    assert prediction["headline_doubt"] is not None and "peak" in prediction["headline_doubt"]
+    assert prediction["headline_doubt"] is not None
+    assert "peak" in prediction["headline_doubt"]
     recorded, modelled = _lever(document, "as_recorded"), _lever(document, "comm_model")
     assert verdict["gamma_pred_source"] == "replay"
     assert verdict["withheld"] == []

@@ -28,8 +28,9 @@ from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
 from traceview.prediction.inputs import ModelInputs, ModelOptions, resolve_inputs
 from traceview.prediction.pricing import price
+from traceview.prediction.step_calls import step_calls
 from traceview.prediction.topology import resolve_topology, run_facts
-from traceview.prediction.trace_facts import step_calls, with_group_sizes
+from traceview.prediction.trace_facts import with_group_sizes
 from traceview.prediction.trust import Trust, trust
 from traceview.prediction.whatif import WhatIf, what_if
 

@@ -64,7 +64,8 @@ def verdict_card(analysis: RunAnalysis) -> str:
     figures, withheld = analysis.gate_figures(), analysis.withheld()
     steps = analysis.budget.per_step.get_column("step").n_unique() if analysis.budget.per_step.height else 0
     colour = LABEL_COLOURS.get(verdict.label, "#56B4E9")
-    source = {"gamma_pred": f" ({verdict.gamma_pred_source})"} if verdict.gamma_pred_source else {}
+    shown = verdict.gamma_pred_source and "gamma_pred" not in withheld
+    source = {"gamma_pred": f" ({verdict.gamma_pred_source})"} if shown else {}
     rows = "".join(
         f"<tr><td style='padding:1px 12px 1px 0'>{name}{_text(source.get(key, ''))}</td>"
         f"<td style='text-align:right'>"

@@ -30,6 +30,7 @@ import polars as pl
 
 from traceview.compare.findings import CompareSettings, TrendSettings
 from traceview.compare.kernel_pairs import kernel_means
+from traceview.compare.prediction_method import method_changes
 from traceview.compare.same_job import job_differences
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.two_runs import compare
@@ -376,7 +377,11 @@ def trend_of_runs(
     within = [replace(c, index=c.index - starts[-2]) for c in changes if c.index >= starts[-2]]
     latest = _judge_latest(last_job, within, settings, metrics) if len(last_job) > 1 else []
     latest = with_compared(latest, last_job, compare_settings)
-    changes = sorted([*changes, *jobs], key=lambda c: (c.index, c.metric))
+    methods = [
+        ChangePoint("gamma_ratio", i, runs[i].name, None, None, None, 0.0, label)
+        for i, label in method_changes([r.document for r in runs])
+    ]
+    changes = sorted([*changes, *jobs, *methods], key=lambda c: (c.index, c.metric))
     return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest), warnings)
 
 

@@ -84,7 +84,8 @@ def gammas_at(
     """`gamma_at` of each (workers_factor, batch_factor) of `scenarios`, the calls priced once per distinct
     workers factor (the local batch changes T_comp only; the table's "now" and "2x local batch" are the
     curve's K = workers, its "2x workers" the curve's K = 2 workers when that is a power of two)."""
-    comm = {factor: _comm_us(calls, inputs, factor) for factor in dict.fromkeys(w for w, _ in scenarios)}
+    spanned = calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("_spans"))
+    comm = {factor: _comm_us(spanned, inputs, factor) for factor in dict.fromkeys(w for w, _ in scenarios)}
     gammas: list[float | None] = []
     for workers_factor, batch_factor in scenarios:
         comp = comp_pred_us * batch_factor / workers_factor
@@ -93,14 +94,15 @@ def gammas_at(
 
 
 def _comm_us(calls: pl.DataFrame, inputs: ModelInputs, factor: float) -> float:
-    """Sum of T_pred of `calls` with the data-parallel group (`ModelInputs.grad_group`) `factor` times
-    larger: n = round(n * factor), spanning nodes past a node's ranks. Priced on a frame of its own: the
-    scenarios stacked in one frame would differ in the last bit (polars divides a column of one value by
-    its reciprocal, a mixed column exactly), so each distinct factor is one query."""
+    """Sum of T_pred of `calls` (with `_spans`, whether each spans nodes as traced) with the data-parallel
+    group (`ModelInputs.grad_group`) `factor` times larger: n = round(n * factor), spanning nodes past a
+    node's ranks. Priced on a frame of its own: the scenarios stacked in one frame would differ in the last
+    bit (polars divides a column of one value by its reciprocal, a mixed column exactly), so each distinct
+    factor is one query."""
     data_parallel = pl.col("pg_key") == (inputs.grad_group or "")
     size = (pl.col("group_size") * factor).round(0).cast(pl.Int64)
     changed = data_parallel & pl.lit(factor != 1.0)
-    frame = calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("_spans")).with_columns(
+    frame = calls.with_columns(
         pl.when(changed).then(size > inputs.ranks_per_node).otherwise(pl.col("_spans")).alias("spans_nodes"),
         pl.when(changed).then(size).otherwise(pl.col("group_size")).alias("group_size"),
     )

@@ -22,7 +22,7 @@ from traceview.prediction.inputs import Link, LinkOverride, ModelInputs, ModelOp
 from traceview.prediction.pricing import price
 from traceview.prediction.step_calls import step_calls
 from traceview.prediction.trace_facts import gradient_allreduce
-from traceview.prediction.whatif import gamma_at
+from traceview.prediction.whatif import gamma_at, gammas_at
 from traceview.reduce.analysis import RunOptions, analyze
 
 INTRA = Link("intra", "test NVLink", 100e9, 1e-6, "command line", "command line")
@@ -275,6 +275,18 @@ def test_what_if_doubling_workers_and_batch_by_hand() -> None:
         now * (2 * 7 / 8) / (2 * 3 / 4) * 2
     )
     assert gamma_at(four, model, 1000.0, batch_factor=2.0) == pytest.approx(now / 2)
+
+
+def test_what_if_scenarios_priced_once_per_workers_factor_by_hand() -> None:
+    four = calls([("AllReduce", 10**8, 4, "[0, 1, 2, 3]", 1.0)])
+    model = inputs(intra=replace(INTRA, alpha_s=0.0))
+    comm_us = {n: 2 * (n - 1) / n * 1e8 / 100e9 * 1e6 for n in (4, 8)}  # f(n) S / B, alpha = 0
+    scenarios = [(1.0, 1.0), (2.0, 1.0), (1.0, 2.0), (2.0, 1.0)]  # repeated factors priced once
+    found = gammas_at(four, model, 1000.0, scenarios)
+    expected = [comm_us[4] / 1000, comm_us[8] / (1000 / 2), comm_us[4] / 2000, comm_us[8] / (1000 / 2)]
+    assert found == pytest.approx(expected)
+    assert found == [gamma_at(four, model, 1000.0, w, b) for w, b in scenarios]
+    assert gammas_at(four, model, 0.0, scenarios[:1]) == [None]  # no compute: no gamma
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ the worker factor; a larger local batch multiplies it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import polars as pl
@@ -71,17 +72,41 @@ def gamma_at(
 ) -> float | None:
     """gamma_pred of `calls` (one step) with the data-parallel group `workers_factor` times larger at a
     fixed global batch, the local batch `batch_factor` times larger, on `inputs`' links."""
+    return gammas_at(calls, inputs, comp_pred_us, [(workers_factor, batch_factor)])[0]
 
+
+def gammas_at(
+    calls: pl.DataFrame,
+    inputs: ModelInputs,
+    comp_pred_us: float,
+    scenarios: Sequence[tuple[float, float]],
+) -> list[float | None]:
+    """`gamma_at` of each (workers_factor, batch_factor) of `scenarios`, the calls priced once per distinct
+    workers factor (the local batch changes T_comp only; the table's "now" and "2x local batch" are the
+    curve's K = workers)."""
+    spanned = calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("_spans"))
+    comm = {factor: _comm_us(spanned, inputs, factor) for factor in dict.fromkeys(w for w, _ in scenarios)}
+    gammas: list[float | None] = []
+    for workers_factor, batch_factor in scenarios:
+        comp = comp_pred_us * batch_factor / workers_factor
+        gammas.append(float(comm[workers_factor] / comp) if comp > 0 else None)
+    return gammas
+
+
+def _comm_us(calls: pl.DataFrame, inputs: ModelInputs, factor: float) -> float:
+    """Sum of T_pred of `calls` (with `_spans`, whether each spans nodes as traced) with the data-parallel
+    group (`ModelInputs.grad_group`) `factor` times larger: n = round(n * factor), spanning nodes past a
+    node's ranks. Priced on a frame of its own: the scenarios stacked in one frame would differ in the last
+    bit (polars divides a column of one value by its reciprocal, a mixed column exactly), so each distinct
+    factor is one query."""
     data_parallel = pl.col("pg_key") == (inputs.grad_group or "")
-    size = (pl.col("group_size") * workers_factor).round(0).cast(pl.Int64)
-    changed = data_parallel & pl.lit(workers_factor != 1.0)
-    frame = calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("_spans")).with_columns(
+    size = (pl.col("group_size") * factor).round(0).cast(pl.Int64)
+    changed = data_parallel & pl.lit(factor != 1.0)
+    frame = calls.with_columns(
         pl.when(changed).then(size > inputs.ranks_per_node).otherwise(pl.col("_spans")).alias("spans_nodes"),
         pl.when(changed).then(size).otherwise(pl.col("group_size")).alias("group_size"),
     )
-    comm = float(price(frame.drop("_spans"), inputs)["t_pred_us"].sum())
-    comp = comp_pred_us * batch_factor / workers_factor
-    return float(comm / comp) if comp > 0 else None
+    return float(price(frame.drop("_spans"), inputs)["t_pred_us"].sum())
 
 
 def _next_scale_up(gpu: GpuSpec | None, current: Link) -> Link | None:
@@ -140,29 +165,32 @@ def _busiest_scope(priced: pl.DataFrame) -> str:
     return "inter" if inter > intra else "intra"
 
 
+TABLE_SCENARIOS = (
+    ("now", "the run as traced", 1.0, 1.0),
+    ("2x local batch", "twice the local batch (T_comp doubles, the gradient bytes do not change)", 1.0, 2.0),
+)
+"""The table's scenarios on the run's own links: name, detail, workers factor, local batch factor (twice the
+workers is the replay's ranks:2K lever, and `curve`)."""
+
+
 def _rows(
-    calls: pl.DataFrame, priced: pl.DataFrame, inputs: ModelInputs, comp: float
+    gammas: Sequence[float | None],
+    priced: pl.DataFrame,
+    calls: pl.DataFrame,
+    inputs: ModelInputs,
+    comp: float,
 ) -> list[dict[str, object]]:
-    now = gamma_at(calls, inputs, comp)
+    """The table's rows: `gammas` of `TABLE_SCENARIOS`, then the next interconnect of the busiest scope."""
     rows = [
-        ("now", "the run as traced", now),  # twice the workers: the replay's ranks:2K lever, and `curve`
-        (
-            "2x local batch",
-            "twice the local batch (T_comp doubles, the gradient bytes do not change)",
-            gamma_at(calls, inputs, comp, 1.0, 2.0),
-        ),
+        (name, detail, gamma) for (name, detail, _, _), gamma in zip(TABLE_SCENARIOS, gammas, strict=True)
     ]
     scope = _busiest_scope(priced)
     upgrade = next_link(inputs, scope)
     if upgrade is not None:
         faster = replace(inputs, intra=upgrade) if scope == "intra" else replace(inputs, inter=upgrade)
-        rows.append(
-            (
-                "next interconnect",
-                f"{upgrade.name} ({upgrade.bandwidth_Bps / 1e9:.4g} GB/s per GPU)",
-                gamma_at(calls, faster, comp),
-            )
-        )
+        detail = f"{upgrade.name} ({upgrade.bandwidth_Bps / 1e9:.4g} GB/s per GPU)"
+        rows.append(("next interconnect", detail, gamma_at(calls, faster, comp)))
+    now = gammas[0]
     return [
         {"scenario": s, "detail": d, "gamma_pred": g, "vs_now": (g / now if g is not None and now else None)}
         for s, d, g in rows
@@ -170,22 +198,24 @@ def _rows(
 
 
 def what_if(priced: pl.DataFrame, per_step: pl.DataFrame, inputs: ModelInputs) -> WhatIf | None:
-    """The what-if table and the strong-scaling curve, None when no step has a predicted gamma."""
+    """The what-if table and the strong-scaling curve, None when no step has a predicted gamma. The table's
+    scenarios on the run's links and the curve are priced in one query (`gammas_at`)."""
     chosen = representative_step(per_step)
     if chosen is None:
         return None
     rank, step = chosen
-    calls = priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)).drop("spans_nodes")
+    chosen_calls = priced.filter((pl.col("rank") == rank) & (pl.col("step") == step))
+    calls = chosen_calls.drop("spans_nodes")
     comp = float(per_step.filter((pl.col("rank") == rank) & (pl.col("step") == step))["comp_pred_us"][0])
     workers = inputs.workers or 1
     counts = sorted({*WORKER_COUNTS, workers})
+    table_scenarios = [(w, b) for _, _, w, b in TABLE_SCENARIOS]
+    gammas = gammas_at(calls, inputs, comp, [*table_scenarios, *((k / workers, 1.0) for k in counts)])
     curve = pl.DataFrame(
-        {"K": counts, "gamma_pred": [gamma_at(calls, inputs, comp, k / workers) for k in counts]},
+        {"K": counts, "gamma_pred": gammas[len(table_scenarios) :]},
         schema={"K": pl.Int64, "gamma_pred": pl.Float64},
     ).with_columns((pl.col("K") > inputs.ranks_per_node).alias("spans_nodes"))
-    table_rows = pl.DataFrame(
-        _rows(calls, priced.filter((pl.col("rank") == rank) & (pl.col("step") == step)), inputs, comp)
-    )
+    table_rows = pl.DataFrame(_rows(gammas[: len(table_scenarios)], chosen_calls, calls, inputs, comp))
     return WhatIf(rank, step, workers, table_rows, curve, *closed_form(inputs))
 
 

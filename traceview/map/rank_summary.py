@@ -132,7 +132,7 @@ def _summarized(
     ranks = [trace.rank for trace in traces]
     events = classified_events(batch, comm_patterns)
     offsets = row_offsets(traces)
-    cpu, steps = stacked_rows(traces, lambda t: t.cpu), stacked_rows(traces, lambda t: t.steps)
+    cpu, steps = stacked_rows(traces, lambda t: t.cpu), stacked_rows(traces, lambda t: t.steps)  # once
     chosen = chosen_windows_of(traces, [compact_inputs(cpu), *([] for _ in traces[1:])])
     windows = stacked([c[1] for c in chosen], WINDOW_SCHEMA)
     launch_rows = launches(batch)
@@ -144,12 +144,17 @@ def _summarized(
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     classed, names = classed_events(events)
     path_steps, path_holders, unlinked = pl.collect_all(critical_path_plans(classed, cpu, windows))
-    kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows)
+    kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows, (cpu, steps))
     calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
-    del batch, traces, cpu  # the parsed traces freed here (their caller keeps none): the rest reads events
+    del (
+        batch,
+        traces,
+        cpu,
+        steps,
+    )  # the parsed traces freed here (their caller keeps none): the rest reads events
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
@@ -172,21 +177,12 @@ def _summarized(
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
     unlinked_ranks = set(unlinked.get_column("rank").to_list())
-    suspects = _suspects(events, events_of)
+    per_rank = {"kernel_classes": [c[0] for c in class_parts], "class_sketches": [c[1] for c in class_parts]}
+    per_rank |= {"suspects": _suspects(events, events_of), "step_choice": [c[0] for c in chosen]}
+    per_rank |= {"extent": extents, "kernel_parts": kernel_parts, "splits": splits}
+    per_rank |= {"path_unlinked": [rank in unlinked_ranks for rank in ranks], **split}
     return [
-        RankSummary(
-            trace=compact[i],
-            kernel_classes=class_parts[i][0],
-            class_sketches=class_parts[i][1],
-            suspects=suspects[i],
-            step_choice=chosen[i][0],
-            extent=extents[i],
-            kernel_parts=kernel_parts[i],
-            splits=splits[i],
-            path_unlinked=ranks[i] in unlinked_ranks,
-            **{name: frames[i] for name, frames in split.items()},
-        )
-        for i in range(len(compact))
+        RankSummary(trace=compact[i], **{k: v[i] for k, v in per_rank.items()}) for i in range(len(compact))
     ]
 
 
@@ -228,10 +224,15 @@ def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _kernel_parts(
-    traces: Sequence[RankTrace], classed: pl.DataFrame, names: pl.DataFrame, windows: pl.DataFrame
+    traces: Sequence[RankTrace],
+    classed: pl.DataFrame,
+    names: pl.DataFrame,
+    windows: pl.DataFrame,
+    stacked_host: tuple[pl.DataFrame, pl.DataFrame],
 ) -> tuple[list[KernelParts], list[tuple[pl.DataFrame, pl.DataFrame]]]:
     """Per trace, its kernels-analysis parts and its kernel-class samples (`batch_class_parts`), from the
-    batch's stacked events (`classed_events`) and step windows."""
+    batch's stacked events (`classed_events`), step windows and host rows and steps (`stacked_host`)."""
     clipped = clipped_events(classed, windows)  # the kernel classes of each step
     ranks = [trace.rank for trace in traces]
-    return batch_kernel_parts(traces, classed, names, clipped, windows), batch_class_parts(clipped, ranks)
+    parts = batch_kernel_parts(traces, classed, names, clipped, windows, stacked_host)
+    return parts, batch_class_parts(clipped, ranks)

@@ -55,6 +55,8 @@ HELD_MIN_US = 0.001
 """A holder of less time over the rank's steps is float rounding of `ts + dur` (ns timestamps): not listed
 (its time still counts in the per-step rows)."""
 _INTERVAL = ["rank", "start_us", "end_us", "name", "priority"]
+PATH_HOST_COLUMNS = ("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
+"""The host rows' columns the path reads."""
 _NAMELESS = pl.lit("(no event recorded)")
 
 
@@ -195,11 +197,13 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, category, name) the time it held over the rank's steps (`HOLDER_SCHEMA`); `names` gives
     each interval's (`iid`) name, made step-free (`ProfilerStep#7` -> `ProfilerStep`) and cut to
     `MAX_NAME_CHARS` (names are read only for the intervals that held time, once)."""
-    name = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
-    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(name)
+    cleaned = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
+    distinct = names.select("name").unique().with_columns(cleaned.alias("_name"))  # each name cleaned once
+    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(pl.col("_name"))
     per_interval = named.group_by("rank", "priority", "iid", "step").agg(pl.col("seg_us").sum())
     per_step = (
         per_interval.join(names, on="iid", how="left")
+        .join(distinct, on="name", how="left", nulls_equal=True)
         .with_columns(name.alias("name"), _category())
         .group_by("rank", "category", "name", "step")
         .agg(pl.col("seg_us").sum().alias("held_us"), pl.len().cast(pl.Int64).alias("calls"))
@@ -233,7 +237,7 @@ def critical_path_plans(
     named segments are collected here, one query each (three plans sharing cached parts cost more to plan
     and run than the parts collected in turn: a fifth of the path's CPU on a tiny rank)."""
     device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
-    host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
+    host = cpu.lazy().select(PATH_HOST_COLUMNS)
     threads = launching_threads(host, device).cache()
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
     intervals, unlinked_ranks = pl.collect_all(
@@ -243,9 +247,10 @@ def critical_path_plans(
         ]
     )
     extending = _extending(intervals.lazy()).collect()  # nested rows of a priority: same union, names
+    names = intervals.select("iid", "name").lazy()
+    del intervals  # its times and priorities read: only the names kept, for the holders
     named = named_segments(path_segments(extending.lazy(), windows.lazy()), extending.lazy()).collect()
     del extending
-    names = intervals.lazy().select("iid", "name")
     return (
         per_step_plan(named.lazy(), windows.lazy()),
         bounded_holders(holders_plan(named.lazy(), names)),

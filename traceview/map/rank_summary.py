@@ -24,7 +24,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
-from traceview.critical_path.sweep import critical_path_plans
+from traceview.critical_path.sweep import PATH_HOST_COLUMNS, critical_path_plans
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
 from traceview.events.host_timeline import on_host_timeline
@@ -143,18 +143,14 @@ def _summarized(
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     classed, names = classed_events(events)
-    path_steps, path_holders, unlinked = pl.collect_all(critical_path_plans(classed, cpu, windows))
     kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows, (cpu, steps))
     calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
-    del (
-        batch,
-        traces,
-        cpu,
-        steps,
-    )  # the parsed traces freed here (their caller keeps none): the rest reads events
+    path_host = cpu.select(PATH_HOST_COLUMNS)  # what the path reads of the host rows: the rest freed below
+    del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
+    path_steps, path_holders, unlinked_ranks = _critical_path(classed, path_host, windows)
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
@@ -176,7 +172,6 @@ def _summarized(
         "path_holders": path_holders,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
-    unlinked_ranks = set(unlinked.get_column("rank").to_list())
     per_rank = {"kernel_classes": [c[0] for c in class_parts], "class_sketches": [c[1] for c in class_parts]}
     per_rank |= {"suspects": _suspects(events, events_of), "step_choice": [c[0] for c in chosen]}
     per_rank |= {"extent": extents, "kernel_parts": kernel_parts, "splits": splits}
@@ -184,6 +179,14 @@ def _summarized(
     return [
         RankSummary(trace=compact[i], **{k: v[i] for k, v in per_rank.items()}) for i in range(len(compact))
     ]
+
+
+def _critical_path(
+    classed: pl.DataFrame, host: pl.DataFrame, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, set[int]]:
+    """The batch's critical path (`critical_path_plans`): per-step rows, holders, the ranks not linked."""
+    steps, holders, unlinked = pl.collect_all(critical_path_plans(classed, host, windows))
+    return steps, holders, set(unlinked.get_column("rank").to_list())
 
 
 def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:

@@ -19,9 +19,9 @@ costs its queries, not its rows, and stacked, a batch of small ranks costs the q
   asks for one CPU and its worker runs one polars thread; Ray starts the workers once and reuses them across
   tasks.
 
-Either way a worker holds one batch's parsed traces at a time (a rank past `BATCH_BYTES`, or ranks of at most
-that many bytes together) and returns their `RankSummary`s (small: they grow with collectives and steps, not
-events), so peak memory is one batch's parse per worker plus the summaries.
+Either way a worker holds one batch's parsed traces at a time (a rank past `BATCH_TEXT_BYTES` of JSON text,
+or ranks of at most that much text together) and returns their `RankSummary`s (small: they grow with
+collectives and steps, not events), so peak memory is one batch's parse per worker plus the summaries.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from traceview.core.cores import usable_cores
 from traceview.core.engine import in_memory
 from traceview.core.errors import NotKinetoError, RunError, TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
-from traceview.map.batch import batches_of_sizes
+from traceview.map.batch import batches_of_sizes, text_size
 from traceview.map.ray_executor import RAY_BATCH_SHARE, ray_results
 from traceview.model.trace import RankTrace, SkippedInput, checked
 from traceview.options.run import RunOptions
@@ -188,7 +188,8 @@ def _summaries(traces: Sequence[RankTrace], task: MapTask) -> list[Any]:
 def batches(
     tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None = None
 ) -> list[list[MapTask]]:
-    """`tasks` (files of `sizes` bytes) cut into the map's batches (`batches_of_sizes`)."""
+    """`tasks` (files holding `sizes` bytes of text, `text_size`) cut into the map's batches
+    (`batches_of_sizes`)."""
     return [[tasks[i] for i in batch] for batch in batches_of_sizes(sizes, workers)]
 
 
@@ -206,13 +207,12 @@ def map_ranks(
         raise UsageError(f"--executor {execution.executor!r}: expected one of {', '.join(EXECUTORS)}")
     tasks = [MapTask(str(f), options, len(files)) for f in files]
     sizes = [size_of(f) for f in files]
-    results = (
-        ray_results(
-            summarize_files, batches(tasks, sizes, RAY_BATCH_SHARE), execution.ray_address, THREADS_VARIABLE
-        )
-        if execution.executor == "ray"
-        else _local(tasks, sizes, execution.workers, parallel_min_bytes)
-    )
+    texts = [text_size(f, size) for f, size in zip(files, sizes, strict=True)]  # what a batch holds
+    if execution.executor == "ray":
+        ray_batches = batches(tasks, texts, RAY_BATCH_SHARE)
+        results = ray_results(summarize_files, ray_batches, execution.ray_address, THREADS_VARIABLE)
+    else:
+        results = _local(tasks, (sizes, texts), execution.workers, parallel_min_bytes)
     return _reported(results, sizes, progress)
 
 
@@ -226,12 +226,18 @@ def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress |
 
 
 def _local(
-    tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None, parallel_min_bytes: int
+    tasks: Sequence[MapTask],
+    sizes: tuple[Sequence[int], Sequence[int]],
+    workers: int | None,
+    parallel_min_bytes: int,
 ) -> Iterable[Any]:
+    """The local executor; `sizes`: each file's bytes on disk (whether a pool is worth it) and of text
+    (`text_size`: the batches)."""
+    on_disk, texts = sizes
     count = min(len(tasks), workers or usable_cores())
-    if len(tasks) == 1 or not _worth_a_pool(sizes, count, parallel_min_bytes):
-        return chain.from_iterable(map(summarize_files, batches(tasks, sizes)))
-    return _pooled(batches(tasks, sizes, count), count)
+    if len(tasks) == 1 or not _worth_a_pool(on_disk, count, parallel_min_bytes):
+        return chain.from_iterable(map(summarize_files, batches(tasks, texts)))
+    return _pooled(batches(tasks, texts, count), count)
 
 
 def _worth_a_pool(sizes: Sequence[int], count: int, parallel_min_bytes: int) -> bool:

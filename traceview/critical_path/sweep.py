@@ -233,9 +233,9 @@ def critical_path_plans(
 ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
     """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
     host rows could not be tied to their launches (every thread read). `events` are classified with
-    `kernel_class`; `cpu` the batch's host rows with `rank`. The intervals, their extending parts and the
+    `kernel_class`; `cpu` the batch's host rows with `rank` (`PATH_HOST_COLUMNS`). The intervals and the
     named segments are collected here, one query each (three plans sharing cached parts cost more to plan
-    and run than the parts collected in turn: a fifth of the path's CPU on a tiny rank)."""
+    and run than the parts collected in turn: a third of the path's CPU on a tiny rank)."""
     device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
     host = cpu.lazy().select(PATH_HOST_COLUMNS)
     threads = launching_threads(host, device).cache()
@@ -246,11 +246,10 @@ def critical_path_plans(
             unlinked.sort("rank"),
         ]
     )
-    extending = _extending(intervals.lazy()).collect()  # nested rows of a priority: same union, names
-    names = intervals.select("iid", "name").lazy()
-    del intervals  # its times and priorities read: only the names kept, for the holders
-    named = named_segments(path_segments(extending.lazy(), windows.lazy()), extending.lazy()).collect()
-    del extending
+    extending = _extending(intervals.lazy()).cache()  # nested rows of a priority: same union, names
+    named = named_segments(path_segments(extending, windows.lazy()), extending).collect()
+    names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
+    del intervals, extending  # their times and priorities read: only the names kept, for the holders
     return (
         per_step_plan(named.lazy(), windows.lazy()),
         bounded_holders(holders_plan(named.lazy(), names)),

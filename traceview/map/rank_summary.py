@@ -148,7 +148,7 @@ def _summarized(
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
-    path_host = cpu.select(PATH_HOST_COLUMNS)  # what the path reads of the host rows: the rest freed below
+    path_host = pl.DataFrame([cpu.get_column(c) for c in PATH_HOST_COLUMNS])  # no query; the rest freed
     del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
     path_steps, path_holders, unlinked_ranks = _critical_path(classed, path_host, windows)
     gaps = idle_gaps(events, windows, launch_rows)

@@ -50,8 +50,8 @@ def write_rank(path: Path, events: int) -> None:
                 correlation = step * OPS_PER_STEP + op + 1
                 kernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL" if op % 32 == 31 else f"gemm_{op % 7}"
                 out.write(
-                    f'{{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": {start:.3f}, '
-                    f'"dur": 6.0, "args": {{"External id": {correlation}}}}},\n'
+                    f'{{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, '
+                    f'"ts": {start:.3f}, "dur": 6.0, "args": {{"External id": {correlation}}}}},\n'
                     f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, '
                     f'"ts": {start + 1:.3f}, "dur": 4.0, "args": {{"correlation": {correlation}}}}},\n'
                     f'{{"ph": "X", "cat": "kernel", "name": "{kernel}", "pid": 0, "tid": 7, '

@@ -22,7 +22,7 @@ BATCH_RANKS = 64
 """At most this many ranks are summarised together: a batch's queries cost about 10 ms whatever its ranks, so
 64 tiny ranks pay 0.2 ms each for them where 16 paid 0.6 (1,024 tiny ranks in one process on one core: 6.3
 against 7.8 ms of CPU per rank, docs/scaling.md); the text bound below keeps a batch's parses small."""
-BATCH_TEXT_BYTES = 32 << 20
+BATCH_TEXT_BYTES = 16 << 20
 """A batch's files hold at most this much JSON text together (a file with more is a batch of its own): a
 worker holds a batch's parses at once (its decoded events, about half its text in memory on small ranks,
 README), and past this a rank's rows cost more than its share of the batch's queries."""

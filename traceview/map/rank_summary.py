@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -172,7 +173,8 @@ def _summarized(
         "path_holders": path_holders,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
-    per_rank = {"kernel_classes": [c[0] for c in class_parts], "class_sketches": [c[1] for c in class_parts]}
+    per_rank: dict[str, Sequence[Any]] = {"kernel_classes": [c[0] for c in class_parts]}
+    per_rank |= {"class_sketches": [c[1] for c in class_parts]}
     per_rank |= {"suspects": _suspects(events, events_of), "step_choice": [c[0] for c in chosen]}
     per_rank |= {"extent": extents, "kernel_parts": kernel_parts, "splits": splits}
     per_rank |= {"path_unlinked": [rank in unlinked_ranks for rank in ranks], **split}

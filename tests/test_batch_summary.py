@@ -17,8 +17,9 @@ from traceview.parsers import kineto
 
 from tests.shared_data import REAL_KINETO, requires_shared
 from tests.test_map_queries import counted_queries
+from traceview.core.location import Url
 from traceview.events.kernel_names import user_patterns
-from traceview.map.batch import BATCH_BYTES, BATCH_RANKS, batches_of_sizes
+from traceview.map.batch import BATCH_RANKS, BATCH_TEXT_BYTES, TEXT_PER_GZIP_BYTE, batches_of_sizes, text_size
 from traceview.map.executors import MapTask, batches, summarize_files
 from traceview.map.rank_summary import RankSummary, summarize, summarize_many
 from traceview.model.stacking import distinct_rank_rounds
@@ -129,13 +130,13 @@ def test_a_file_that_cannot_be_read_costs_its_own_rank_only(tmp_path: Path) -> N
         ([10] * 40, 1, [40 // 4] * 4),
         ([10] * 3, 4, [1, 1, 1]),
         (
-            [BATCH_BYTES // 2] * 2 + [1, BATCH_BYTES + 1] + [1] * (BATCH_RANKS + 8),
+            [BATCH_TEXT_BYTES // 2] * 2 + [1, BATCH_TEXT_BYTES + 1] + [1] * (BATCH_RANKS + 8),
             None,
             [2, 1, 1, BATCH_RANKS, 8],
-        ),  # bytes
+        ),  # bytes of text
     ],
 )
-def test_batches_cut_by_count_bytes_and_workers(
+def test_batches_cut_by_count_text_and_workers(
     sizes: list[int], workers: int | None, expected: list[int]
 ) -> None:
     assert [len(b) for b in batches_of_sizes(sizes, workers)] == expected
@@ -143,3 +144,17 @@ def test_batches_cut_by_count_bytes_and_workers(
     cut = batches(tasks, sizes, workers)
     assert [len(b) for b in cut] == expected
     assert [task for batch in cut for task in batch] == tasks  # in order, none lost
+
+
+def test_text_size_is_the_inflated_text_of_a_gzip_file(tmp_path: Path) -> None:
+    text = b'{"traceEvents": [' + b",".join([b'{"ph": "X", "name": "k", "ts": 1, "dur": 2}'] * 5_000) + b"]}"
+    packed = gzipped(tmp_path / "rank.json.gz", text)
+    plain = tmp_path / "rank.json"
+    plain.write_bytes(text)
+    on_disk = packed.stat().st_size
+    assert on_disk * 10 < len(text)  # the case the bound is for: the text ten times the file or more
+    assert text_size(packed, on_disk) == len(text)
+    assert text_size(plain, len(text)) == len(text)
+    assert text_size(tmp_path / "absent.json.gz", 7) == 7  # unreadable: its size (the parse says why)
+    url = Url("s3://bucket/run/rank0.json.gz")
+    assert text_size(url, 1_000) == 1_000 * TEXT_PER_GZIP_BYTE  # no trailer read: estimated

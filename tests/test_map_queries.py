@@ -55,4 +55,7 @@ def test_queries_bounded_and_not_per_step(tmp_path: Path) -> None:
     few = queries_of_rank(tmp_path / "few", 3)
     many = queries_of_rank(tmp_path / "many", 30)
     assert few == many  # ten times the steps: not one query more
-    assert few <= 60  # 848 on this rank before the map's queries were fused, 79 after, 43 after the third cut
+    # 848 on this rank before the map's queries were fused, 79 after, 43 after the third cut; 46 with the
+    # critical path (one plan of three sinks), 48 with it collected in turn (fewer queries are not cheaper
+    # there: the shared plan cost a third more CPU on a tiny rank)
+    assert few <= 52

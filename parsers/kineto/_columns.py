@@ -220,16 +220,26 @@ def _text(value: object) -> str | None:
 
 
 def _texts(values: list[object]) -> Column:
-    """`str` of each value (None kept); integers alone are written by polars, which is faster."""
+    """`str` of each value (None kept); integers alone are written by polars, which is faster; without None,
+    `str` is mapped in C."""
     if set(map(type, values)) == {int}:
         try:
             return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8)
         except (TypeError, OverflowError):  # beyond 64 bits
             pass
-    return list(map(_text, values))
+    return list(map(str, values)) if None not in values else list(map(_text, values))
 
 
 def _raw_texts(raws: list[msgspec.Raw]) -> Column:
+    """The raw JSON values as text (None for an absent one), decoded once per distinct value: the values
+    (shapes, types) repeat, so each row costs a `bytes` copy and a dictionary look-up, both in C, and the
+    column is interned (`_interned`)."""
     if not any(raws):
         return [None] * len(raws)
-    return _interned([str(raw, "utf-8", "replace") if raw else None for raw in raws])
+    keys = list(map(bytes, raws))
+    distinct = dict.fromkeys(keys)
+    texts = [str(key, "utf-8", "replace") if key else None for key in distinct]
+    if len(keys) < INTERN_FROM:
+        return pl.Series(list(map(dict(zip(distinct, texts, strict=True)).__getitem__, keys)), dtype=pl.Utf8)
+    codes = {key: code for code, key in enumerate(distinct)}
+    return pl.Series(texts, dtype=pl.Utf8).gather(list(map(codes.__getitem__, keys)))

@@ -55,6 +55,8 @@ HELD_MIN_US = 0.001
 """A holder of less time over the rank's steps is float rounding of `ts + dur` (ns timestamps): not listed
 (its time still counts in the per-step rows)."""
 _INTERVAL = ["rank", "start_us", "end_us", "name", "priority"]
+PATH_HOST_COLUMNS = ("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
+"""The host rows' columns the path reads."""
 _NAMELESS = pl.lit("(no event recorded)")
 
 
@@ -116,7 +118,8 @@ def path_segments(intervals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFram
     """The path of every window: rank, step, t (segment start), priority (null: nothing recorded), seg_us."""
     cut = clipped(intervals.select("rank", "start_us", "end_us", "priority"), windows, ["rank"])
     points = _points(cut, windows)
-    length = (pl.col("t").shift(-1).over(KEYS) - pl.col("t")).fill_null(0.0)
+    same_window = (pl.col("rank") == pl.col("rank").shift(-1)) & (pl.col("step") == pl.col("step").shift(-1))
+    length = pl.when(same_window).then(pl.col("t").shift(-1) - pl.col("t")).otherwise(0.0)  # points sorted
     return (
         points.with_columns(_HOLDING, length.alias("seg_us"))
         .filter(pl.col("seg_us") > 0)
@@ -149,36 +152,37 @@ def _extending(intervals: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def named_segments(segments: pl.LazyFrame, extending: pl.LazyFrame) -> pl.LazyFrame:
-    """`segments` with the event that held each (`iid`, of the `extending` intervals) and its category."""
+    """`segments` with the event that held each (`iid`, of the `extending` intervals); its category is read
+    from its priority once the segments are summed (`_category`)."""
     named = extending.select("rank", "priority", "start_us", "iid")
-    return (
-        segments.sort("t")
-        .join_asof(
-            named.sort("start_us"),
-            left_on="t",
-            right_on="start_us",
-            by=["rank", "priority"],
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .with_columns(
-            _category().alias("category"),
-        )
+    return segments.sort("t").join_asof(
+        named.sort("start_us"),
+        left_on="t",
+        right_on="start_us",
+        by=["rank", "priority"],
+        strategy="backward",
+        check_sortedness=False,
     )
 
 
 def _category() -> pl.Expr:
-    return pl.col("priority").replace_strict(dict(enumerate(PATH_ORDER)), default=OTHER, return_dtype=pl.Utf8)
+    """A segment's category, from its priority (`PATH_ORDER`; null: `other`)."""
+    by_priority = dict(enumerate(PATH_ORDER))
+    return (
+        pl.col("priority").replace_strict(by_priority, default=OTHER, return_dtype=pl.Utf8).alias("category")
+    )
 
 
 def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per window, its length and the time of each category (`CATEGORY_COLUMNS`; peer waits 0 until the
-    reduce resolves them)."""
+    reduce resolves them). The segments are summed per (window, priority) first: a category is one priority
+    (`other` none), so each column then reads one row per window."""
+    held = named.group_by(*KEYS, "priority").agg(pl.col("seg_us").sum()).with_columns(_category())
     sums = [
         pl.col("seg_us").filter(pl.col("category") == column.removesuffix("_us")).sum().alias(column)
         for column in CATEGORY_COLUMNS
     ]
-    table = named.group_by(KEYS).agg(sums)
+    table = held.group_by(KEYS).agg(sums)
     step = (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us")
     return (
         windows.select(*KEYS, step)
@@ -193,12 +197,14 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, category, name) the time it held over the rank's steps (`HOLDER_SCHEMA`); `names` gives
     each interval's (`iid`) name, made step-free (`ProfilerStep#7` -> `ProfilerStep`) and cut to
     `MAX_NAME_CHARS` (names are read only for the intervals that held time, once)."""
-    name = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
-    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(name)
-    per_interval = named.group_by("rank", "category", "iid", "step").agg(pl.col("seg_us").sum())
+    cleaned = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
+    distinct = names.select("name").unique().with_columns(cleaned.alias("_name"))  # each name cleaned once
+    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(pl.col("_name"))
+    per_interval = named.group_by("rank", "priority", "iid", "step").agg(pl.col("seg_us").sum())
     per_step = (
         per_interval.join(names, on="iid", how="left")
-        .with_columns(name.alias("name"))
+        .join(distinct, on="name", how="left", nulls_equal=True)
+        .with_columns(name.alias("name"), _category())
         .group_by("rank", "category", "name", "step")
         .agg(pl.col("seg_us").sum().alias("held_us"), pl.len().cast(pl.Int64).alias("calls"))
     )
@@ -227,21 +233,27 @@ def critical_path_plans(
 ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
     """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
     host rows could not be tied to their launches (every thread read). `events` are classified with
-    `kernel_class`; `cpu` the batch's host rows with `rank`."""
+    `kernel_class`; `cpu` the batch's host rows with `rank` (`PATH_HOST_COLUMNS`). The intervals and the
+    named segments are collected here, one query each (three plans sharing cached parts cost more to plan
+    and run than the parts collected in turn: a third of the path's CPU on a tiny rank)."""
     device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
-    host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
+    host = cpu.lazy().select(PATH_HOST_COLUMNS)
     threads = launching_threads(host, device).cache()
-    intervals = (
-        pl.concat([device_intervals(device), host_intervals(host, threads)]).with_row_index("iid").cache()
-    )
-    extending = _extending(intervals).cache()  # nested rows of one priority change neither union nor name
-    named = named_segments(path_segments(extending, windows.lazy()), extending).cache()
-    names = intervals.select("iid", "name")
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
+    intervals, unlinked_ranks = pl.collect_all(
+        [
+            pl.concat([device_intervals(device), host_intervals(host, threads)]).with_row_index("iid"),
+            unlinked.sort("rank"),
+        ]
+    )
+    extending = _extending(intervals.lazy()).cache()  # nested rows of a priority: same union, names
+    named = named_segments(path_segments(extending, windows.lazy()), extending).collect()
+    names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
+    del intervals, extending  # their times and priorities read: only the names kept, for the holders
     return (
-        per_step_plan(named, windows.lazy()),
-        bounded_holders(holders_plan(named, names)),
-        unlinked.sort("rank"),
+        per_step_plan(named.lazy(), windows.lazy()),
+        bounded_holders(holders_plan(named.lazy(), names)),
+        unlinked_ranks.lazy(),
     )
 
 

@@ -189,6 +189,7 @@ def batch_kernel_parts(
     names: pl.DataFrame,
     clipped: pl.DataFrame,
     windows: pl.DataFrame,
+    stacked_host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> list[KernelParts]:
     """The kernels analysis of a batch of ranks (distinct rank numbers), in the order of `traces`: `classed`
     and `names` their device events stacked (each row with its `rank`, a rank's rows in its own order) and
@@ -197,11 +198,15 @@ def batch_kernel_parts(
     the queries of one rank: computed together (`pl.collect_all`) once the links, the operators' shapes and
     the host spans cut into the host windows are known (the items the links read, the host rows a phase may
     name and the runtime names computed together first, then the links, the host spans and the graph
-    calls). A rank without device events has no rows."""
+    calls). A rank without device events has no rows. `stacked_host`: the batch's host rows and steps already
+    stacked (`traceview.model.stacking.stacked_rows`), stacked here when None."""
     if classed.height == 0:
         return [KernelParts.empty() for _ in traces]
-    cpu = stacked_rows(traces, lambda t: t.cpu)
-    hosted = host_windows(stacked_rows(traces, lambda t: t.steps), windows)
+    cpu, steps = stacked_host or (
+        stacked_rows(traces, lambda t: t.cpu),
+        stacked_rows(traces, lambda t: t.steps),
+    )
+    hosted = host_windows(steps, windows)
     items, candidates, runtime = pl.collect_all(
         [link_items(classed.lazy(), cpu), host_candidates(cpu), runtime_names(cpu)]
     )

@@ -13,25 +13,23 @@ costs its queries, not its rows, and stacked, a batch of small ranks costs the q
   costs more than it saves there. A summary made in this process keeps views into its rank's buffers (polars
   strings share them); one that crossed a process boundary does not, which is what keeps the parent's memory
   to the summaries alone.
-- `ray`: one Ray task per batch on a cluster (`ray_address`, else `RAY_ADDRESS`, else a local Ray). Each task
-  reads its rank from a path every node can see, or from a URL (`s3://...`, `traceview.core.location`). Ray is
-  an optional extra (`pip install 'traceview[ray]'`). A task asks for one CPU and its worker runs one polars
-  thread; Ray starts the workers once and reuses them across tasks.
+- `ray` (`traceview.map.ray_executor`): one Ray task per batch on a cluster (`ray_address`, else
+  `RAY_ADDRESS`, else a local Ray). Each task reads its rank from a path every node can see, or from a URL
+  (`s3://...`, `traceview.core.location`). Ray is an optional extra (`pip install 'traceview[ray]'`). A task
+  asks for one CPU and its worker runs one polars thread; Ray starts the workers once and reuses them across
+  tasks.
 
-Either way a worker holds one batch's parsed traces at a time (a rank past `BATCH_BYTES`, or ranks of at most
-that many bytes together) and returns their `RankSummary`s (small: they grow with collectives and steps, not
-events), so peak memory is one batch's parse per worker plus the summaries.
+Either way a worker holds one batch's parsed traces at a time (a rank past `BATCH_TEXT_BYTES` of JSON text,
+or ranks of at most that much text together) and returns their `RankSummary`s (small: they grow with
+collectives and steps, not events), so peak memory is one batch's parse per worker plus the summaries.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import logging
 import multiprocessing
 import os
 import signal
-import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -47,8 +45,8 @@ from traceview.core.cores import usable_cores
 from traceview.core.engine import in_memory
 from traceview.core.errors import NotKinetoError, RunError, TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
-from traceview.core.sanitize import printable
-from traceview.map.batch import batches_of_sizes
+from traceview.map.batch import batches_of_sizes, text_size
+from traceview.map.ray_executor import RAY_BATCH_SHARE, ray_results
 from traceview.model.trace import RankTrace, SkippedInput, checked
 from traceview.options.run import RunOptions
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS, ParseLimits
@@ -190,7 +188,8 @@ def _summaries(traces: Sequence[RankTrace], task: MapTask) -> list[Any]:
 def batches(
     tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None = None
 ) -> list[list[MapTask]]:
-    """`tasks` (files of `sizes` bytes) cut into the map's batches (`batches_of_sizes`)."""
+    """`tasks` (files holding `sizes` bytes of text, `text_size`) cut into the map's batches
+    (`batches_of_sizes`)."""
     return [[tasks[i] for i in batch] for batch in batches_of_sizes(sizes, workers)]
 
 
@@ -208,11 +207,12 @@ def map_ranks(
         raise UsageError(f"--executor {execution.executor!r}: expected one of {', '.join(EXECUTORS)}")
     tasks = [MapTask(str(f), options, len(files)) for f in files]
     sizes = [size_of(f) for f in files]
-    results = (
-        _ray(batches(tasks, sizes, RAY_BATCH_SHARE), execution.ray_address)
-        if execution.executor == "ray"
-        else _local(tasks, sizes, execution.workers, parallel_min_bytes)
-    )
+    texts = [text_size(f, size) for f, size in zip(files, sizes, strict=True)]  # what a batch holds
+    if execution.executor == "ray":
+        ray_batches = batches(tasks, texts, RAY_BATCH_SHARE)
+        results = ray_results(summarize_files, ray_batches, execution.ray_address, THREADS_VARIABLE)
+    else:
+        results = _local(tasks, (sizes, texts), execution.workers, parallel_min_bytes)
     return _reported(results, sizes, progress)
 
 
@@ -226,12 +226,18 @@ def _reported(results: Iterable[Any], sizes: Sequence[int], progress: Progress |
 
 
 def _local(
-    tasks: Sequence[MapTask], sizes: Sequence[int], workers: int | None, parallel_min_bytes: int
+    tasks: Sequence[MapTask],
+    sizes: tuple[Sequence[int], Sequence[int]],
+    workers: int | None,
+    parallel_min_bytes: int,
 ) -> Iterable[Any]:
+    """The local executor; `sizes`: each file's bytes on disk (whether a pool is worth it) and of text
+    (`text_size`: the batches)."""
+    on_disk, texts = sizes
     count = min(len(tasks), workers or usable_cores())
-    if len(tasks) == 1 or not _worth_a_pool(sizes, count, parallel_min_bytes):
-        return chain.from_iterable(map(summarize_files, batches(tasks, sizes)))
-    return _pooled(batches(tasks, sizes, count), count)
+    if len(tasks) == 1 or not _worth_a_pool(on_disk, count, parallel_min_bytes):
+        return chain.from_iterable(map(summarize_files, batches(tasks, texts)))
+    return _pooled(batches(tasks, texts, count), count)
 
 
 def _worth_a_pool(sizes: Sequence[int], count: int, parallel_min_bytes: int) -> bool:
@@ -333,95 +339,3 @@ def _worker_death(pool: ProcessPoolExecutor) -> str:
     limit = limit_text()
     memory = f"out of memory under {limit}?" if limit else "out of memory?"
     return f"a worker process {how} ({memory}): try fewer --workers, or more memory"
-
-
-RAY_CONNECT_TIMEOUT_S = 10.0
-"""How long `--ray-address HOST:PORT` may take to accept a connection before the run is refused."""
-
-
-def _check_reachable(address: str | None) -> None:
-    """Refuse, within `RAY_CONNECT_TIMEOUT_S`, a Ray address whose host cannot be reached (Ray itself retries
-    for minutes); `auto`, `local` and addresses without a port are left to Ray."""
-    host, _, port = (address or "").removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
-    except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise UsageError(
-            f"--ray-address {printable(address)}: cannot connect within {RAY_CONNECT_TIMEOUT_S:g} s "
-            f"({reason})"
-        ) from None
-
-
-@contextlib.contextmanager
-def _connect_within(address: str, seconds: float) -> Iterator[None]:
-    """Bound a connection to a Ray cluster: Ray's own messages (its retries print a line a second) are held
-    back, and when it has not connected after `seconds` the command ends with one line and exit 2 (Ray retries
-    inside its C++ client, where no Python exception can reach it, so the process ends from a timer)."""
-    done = threading.Event()
-    saved = os.dup(2)
-
-    def give_up() -> None:
-        if done.is_set():
-            return
-        os.dup2(saved, 2)
-        line = (
-            f"traceview: error: --ray-address {printable(address)}: no Ray cluster answered within "
-            f"{seconds:g} s\n"
-        )
-        os.write(2, line.encode("utf-8", "backslashreplace"))
-        os._exit(2)
-
-    timer = threading.Timer(seconds, give_up)
-    timer.daemon = True
-    with open(os.devnull, "wb") as devnull:
-        os.dup2(devnull.fileno(), 2)
-    timer.start()
-    try:
-        yield
-    finally:
-        done.set()
-        timer.cancel()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _ray_init(ray: Any, address: str | None) -> None:
-    """Start or join Ray: a given address within `RAY_CONNECT_TIMEOUT_S` (one line when it cannot)."""
-    settings = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
-    if not address or address in ("auto", "local"):
-        ray.init(address=address, **settings)
-        return
-    _check_reachable(address)
-    try:
-        with _connect_within(address, RAY_CONNECT_TIMEOUT_S):
-            ray.init(address=address, **settings)
-    except ConnectionError as exc:
-        raise UsageError(f"--ray-address {printable(address)}: {printable(exc)}") from None
-
-
-RAY_BATCH_SHARE = 16
-"""Ray's batches are cut as for this many workers (a cluster's size is not known before it starts)."""
-
-
-def _ray(tasks: Sequence[Sequence[MapTask]], address: str | None) -> Iterable[Any]:
-    try:
-        ray: Any = importlib.import_module("ray")
-    except ImportError as exc:
-        raise UsageError("--executor ray needs Ray: pip install 'traceview[ray]'") from exc
-    if not ray.is_initialized():
-        _ray_init(ray, address or os.environ.get("RAY_ADDRESS"))
-    threads = {"env_vars": {THREADS_VARIABLE: "1"}}
-    remote = ray.remote(num_cpus=1, runtime_env=threads)(summarize_files)
-    pending = deque(remote.remote(batch) for batch in tasks)
-    try:
-        while pending:  # in order: finished tasks' summaries wait in Ray's object store, let go once read
-            yield from ray.get(pending[0])
-            pending.popleft()
-    except BaseException:  # an interrupt: the tasks still running are cancelled
-        for reference in pending:
-            with contextlib.suppress(Exception):
-                ray.cancel(reference, force=True)
-        raise

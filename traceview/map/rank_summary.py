@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -24,7 +25,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
-from traceview.critical_path.sweep import critical_path_plans
+from traceview.critical_path.sweep import PATH_HOST_COLUMNS, critical_path_plans
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
 from traceview.events.host_timeline import on_host_timeline
@@ -132,7 +133,7 @@ def _summarized(
     ranks = [trace.rank for trace in traces]
     events = classified_events(batch, comm_patterns)
     offsets = row_offsets(traces)
-    cpu, steps = stacked_rows(traces, lambda t: t.cpu), stacked_rows(traces, lambda t: t.steps)
+    cpu, steps = stacked_rows(traces, lambda t: t.cpu), stacked_rows(traces, lambda t: t.steps)  # once
     chosen = chosen_windows_of(traces, [compact_inputs(cpu), *([] for _ in traces[1:])])
     windows = stacked([c[1] for c in chosen], WINDOW_SCHEMA)
     launch_rows = launches(batch)
@@ -143,13 +144,14 @@ def _summarized(
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     classed, names = classed_events(events)
-    path_steps, path_holders, unlinked = pl.collect_all(critical_path_plans(classed, cpu, windows))
-    kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows)
+    kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows, (cpu, steps))
     calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
-    del batch, traces, cpu  # the parsed traces freed here (their caller keeps none): the rest reads events
+    path_host = pl.DataFrame([cpu.get_column(c) for c in PATH_HOST_COLUMNS])  # no query; the rest freed
+    del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
+    path_steps, path_holders, unlinked_ranks = _critical_path(classed, path_host, windows)
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
@@ -171,23 +173,22 @@ def _summarized(
         "path_holders": path_holders,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
-    unlinked_ranks = set(unlinked.get_column("rank").to_list())
-    suspects = _suspects(events, events_of)
+    per_rank: dict[str, Sequence[Any]] = {"kernel_classes": [c[0] for c in class_parts]}
+    per_rank |= {"class_sketches": [c[1] for c in class_parts]}
+    per_rank |= {"suspects": _suspects(events, events_of), "step_choice": [c[0] for c in chosen]}
+    per_rank |= {"extent": extents, "kernel_parts": kernel_parts, "splits": splits}
+    per_rank |= {"path_unlinked": [rank in unlinked_ranks for rank in ranks], **split}
     return [
-        RankSummary(
-            trace=compact[i],
-            kernel_classes=class_parts[i][0],
-            class_sketches=class_parts[i][1],
-            suspects=suspects[i],
-            step_choice=chosen[i][0],
-            extent=extents[i],
-            kernel_parts=kernel_parts[i],
-            splits=splits[i],
-            path_unlinked=ranks[i] in unlinked_ranks,
-            **{name: frames[i] for name, frames in split.items()},
-        )
-        for i in range(len(compact))
+        RankSummary(trace=compact[i], **{k: v[i] for k, v in per_rank.items()}) for i in range(len(compact))
     ]
+
+
+def _critical_path(
+    classed: pl.DataFrame, host: pl.DataFrame, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, set[int]]:
+    """The batch's critical path (`critical_path_plans`): per-step rows, holders, the ranks not linked."""
+    steps, holders, unlinked = pl.collect_all(critical_path_plans(classed, host, windows))
+    return steps, holders, set(unlinked.get_column("rank").to_list())
 
 
 def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:
@@ -228,10 +229,15 @@ def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _kernel_parts(
-    traces: Sequence[RankTrace], classed: pl.DataFrame, names: pl.DataFrame, windows: pl.DataFrame
+    traces: Sequence[RankTrace],
+    classed: pl.DataFrame,
+    names: pl.DataFrame,
+    windows: pl.DataFrame,
+    stacked_host: tuple[pl.DataFrame, pl.DataFrame],
 ) -> tuple[list[KernelParts], list[tuple[pl.DataFrame, pl.DataFrame]]]:
     """Per trace, its kernels-analysis parts and its kernel-class samples (`batch_class_parts`), from the
-    batch's stacked events (`classed_events`) and step windows."""
+    batch's stacked events (`classed_events`), step windows and host rows and steps (`stacked_host`)."""
     clipped = clipped_events(classed, windows)  # the kernel classes of each step
     ranks = [trace.rank for trace in traces]
-    return batch_kernel_parts(traces, classed, names, clipped, windows), batch_class_parts(clipped, ranks)
+    parts = batch_kernel_parts(traces, classed, names, clipped, windows, stacked_host)
+    return parts, batch_class_parts(clipped, ranks)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.core.intervals import clipped
+from traceview.critical_path._syncs import replaced_calls, sync_counts, sync_intervals
 from traceview.critical_path.categories import (
     CATEGORY_COLUMNS,
     LONG_LAUNCH_US,
@@ -30,6 +31,7 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
+from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
 KEYS = ["rank", "step"]
 PER_STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -65,12 +67,16 @@ def launching_threads(cpu: pl.LazyFrame, device: pl.LazyFrame) -> pl.LazyFrame:
     return runtime.join(launched, on=["rank", "correlation"], how="semi").select("rank", "tid").unique()
 
 
-def host_intervals(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
+def read_rows(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
     """The host rows the path may pass through: those of the launching threads; every thread's on a rank
     whose launches the trace does not link to device work (an inferred edge, said in the notes)."""
     linked = cpu.join(threads, on=["rank", "tid"], how="semi")
     unlinked = cpu.join(threads.select("rank").unique(), on="rank", how="anti")
-    rows = pl.concat([linked, unlinked])
+    return pl.concat([linked, unlinked])
+
+
+def host_intervals(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """The host rows the path reads (`read_rows`) as path intervals, by `HOST_RULES`."""
     names = rows.select("kind", "name").unique().with_columns(host_priorities())
     long = (pl.col("end_us") - pl.col("start_us")) >= LONG_LAUNCH_US
     priority = pl.when(long).then(pl.col("_long")).otherwise(pl.col("_short")).alias("priority")
@@ -222,18 +228,30 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
 _CLASSES = ("event_class", "kernel_class")
 
 
-def critical_path_plans(
-    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame
-) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
-    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
-    host rows could not be tied to their launches (every thread read). `events` are classified with
-    `kernel_class`; `cpu` the batch's host rows with `rank`."""
-    device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
+def path_intervals(events: pl.DataFrame, cpu: pl.DataFrame, syncs: pl.DataFrame) -> tuple[pl.LazyFrame, ...]:
+    """Every interval the path may pass through, numbered (`iid`): device events, the host rows of the
+    launching threads and the recorded host waits (`traceview.critical_path._syncs`); and those threads."""
+    device = events.lazy().select(
+        "rank", "kind", "name", "start_us", "end_us", "correlation", "stream", *_CLASSES
+    )
     host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
     threads = launching_threads(host, device).cache()
-    intervals = (
-        pl.concat([device_intervals(device), host_intervals(host, threads)]).with_row_index("iid").cache()
-    )
+    rows = read_rows(host, threads)
+    unread = host.filter(pl.col("kind") == "runtime").join(rows, on=["rank", "tid"], how="anti")
+    waits = sync_intervals(syncs.lazy(), device.select("rank", "stream", "end_us", "name"), unread)
+    parts = [device_intervals(device), host_intervals(replaced_calls(rows, syncs.lazy())), waits]
+    return pl.concat(parts).with_row_index("iid").cache(), threads, host
+
+
+def critical_path_plans(
+    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, syncs: pl.DataFrame | None = None
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), the ranks whose
+    host rows could not be tied to their launches (every thread read), and the recorded sync events per
+    rank (`sync_counts`). `events` are classified with `kernel_class`; `cpu` the batch's host rows and
+    `syncs` its CUDA sync events (`SYNC_SCHEMA`), each with `rank`."""
+    syncs = empty_frame({"rank": pl.Int64(), **SYNC_SCHEMA}) if syncs is None else syncs
+    intervals, threads, host = path_intervals(events, cpu, syncs)
     extending = _extending(intervals).cache()  # nested rows of one priority change neither union nor name
     named = named_segments(path_segments(extending, windows.lazy()), extending).cache()
     names = intervals.select("iid", "name")
@@ -242,6 +260,7 @@ def critical_path_plans(
         per_step_plan(named, windows.lazy()),
         bounded_holders(holders_plan(named, names)),
         unlinked.sort("rank"),
+        sync_counts(syncs.lazy()),
     )
 
 

@@ -82,6 +82,7 @@ class RankSummary:
     path_steps: pl.DataFrame = field(default_factory=pl.DataFrame)  # per step: the critical path's categories
     path_holders: pl.DataFrame = field(default_factory=pl.DataFrame)  # its bounded holders (critical_path)
     path_unlinked: bool = False  # whether no launch tied its host rows to device work (every thread read)
+    path_syncs: tuple[int, int] = (0, 0)  # its recorded CUDA sync events: host waits, cross-stream waits
     kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
     @property
@@ -143,7 +144,10 @@ def _summarized(
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     classed, names = classed_events(events)
-    path_steps, path_holders, unlinked = pl.collect_all(critical_path_plans(classed, cpu, windows))
+    syncs = stacked_rows(traces, lambda t: t.syncs)
+    path_steps, path_holders, unlinked, sync_counts = pl.collect_all(
+        critical_path_plans(classed, cpu, windows, syncs)
+    )
     kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows)
     calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
@@ -172,6 +176,7 @@ def _summarized(
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
     unlinked_ranks = set(unlinked.get_column("rank").to_list())
+    synced = {row[0]: (row[1], row[2]) for row in sync_counts.iter_rows()}
     suspects = _suspects(events, events_of)
     return [
         RankSummary(
@@ -184,6 +189,7 @@ def _summarized(
             kernel_parts=kernel_parts[i],
             splits=splits[i],
             path_unlinked=ranks[i] in unlinked_ranks,
+            path_syncs=synced.get(ranks[i], (0, 0)),
             **{name: frames[i] for name, frames in split.items()},
         )
         for i in range(len(compact))

@@ -40,6 +40,7 @@ class RunShape:
     calls: pl.DataFrame | None = None
     step_sources: tuple[str, ...] = ()
     extent: pl.DataFrame | None = None
+    grad_off_ranks: int = 0  # ranks whose trace metadata says autograd was off (inference_mode, no_grad)
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def shape_facts(measured: Measured) -> Found:
     """The run's shape: world size, its collective calls, graph capture steps, missing step annotations."""
     shape = measured.shape
     numbers, words = _call_facts(shape.calls)
-    numbers |= finite({"world_size": shape.world_size})
+    numbers |= finite({"world_size": shape.world_size, "grad_off_ranks": shape.grad_off_ranks})
     per_rank = measured.budget.per_rank
     numbers |= {"ranks_read": float(per_rank.get_column("rank").n_unique())} if per_rank.height else {}
     numbers |= _capture_facts(measured.budget.per_step) | _extent_facts(shape, measured.budget.per_step)

@@ -62,3 +62,44 @@ def test_a_traced_exposed_all_reduce(tmp_path: Path) -> None:
     assert exposed.saved_us == 900 - 300
     assert exposed.score == (900 - 300) / 1000
     assert f"1 `{all_reduce[:80]}` event(s) hold 600.0 us of the 1.00 ms step" in exposed.sentence
+
+
+def _straggler_and_idle(path_idle_us: float) -> Facts:
+    """A 100 ms step: rank 7 late by 20 ms at each collective (its peers' cost, 20% of the step), the
+    device idle 52 ms on the path (budget and path agree)."""
+    return Facts(
+        {
+            "step_us": 100_000.0,
+            "idle_us": path_idle_us,
+            "idle_share": path_idle_us / 100_000,
+            "comp_us": 30_000.0,
+            "exposed_comm_us": 18_000.0,
+            "exposed_comm_share": 0.18,
+            "exposed_gamma": 0.6,
+            "gamma": 0.7,
+            "path_step_us": 100_000.0,
+            "path_idle_us": path_idle_us,
+            "straggler_rank": 7.0,
+            "straggler_cost_us": 20_000.0,
+            "straggler_cost_share": 0.2,
+            "straggler_times_last": 6.0,
+            "straggler_instances": 6.0,
+            "straggler_group_size": 8.0,
+            "straggler_median_lateness_us": 20_000.0,
+        },
+        {"worker": "GPU"},
+    )
+
+
+def test_the_verdict_and_the_first_advice_rank_by_the_same_stake() -> None:
+    """52 ms of idle on the path outweighs the straggler's 20 ms: idle first in both; with 10 ms of idle
+    (under the straggler's 20 ms and under the 15% idle advice threshold), the straggler leads both."""
+    from traceview.verdict.headline import verdict
+
+    idle = _straggler_and_idle(52_000.0)
+    assert verdict(idle).label == "idle-bound"
+    assert recommendations(idle)[0].rule == "idle-gpu"
+    assert recommendations(idle)[0].score == 52_000 / 100_000
+    straggler = _straggler_and_idle(10_000.0)
+    assert verdict(straggler).label == "straggler-bound"
+    assert recommendations(straggler)[0].rule == "straggler"

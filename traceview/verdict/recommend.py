@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from traceview.critical_path.categories import COMM_TRANSFER, IDLE_CATEGORIES
+from traceview.critical_path.categories import COMM_TRANSFER
 from traceview.verdict._idle_advice import idle_sentence
 from traceview.verdict._path_stake import stake
 from traceview.verdict._rank_advice import (
@@ -73,8 +73,8 @@ class Rule:
     score: Callable[[Facts], float]
     saved: Callable[[Facts], float] | None = None
     path: tuple[str, ...] = ()
-    """The critical path's categories that hold this rule's cause: its score and saved_us when the path was
-    computed (`traceview.verdict._path_stake`)."""
+    """The critical path's categories that hold this rule's cause (`idle`: the idle's, summed per (rank,
+    step)): its score and saved_us when the path was computed (`traceview.verdict._path_stake`)."""
 
 
 _ms = duration_text
@@ -181,7 +181,7 @@ RULES: tuple[Rule, ...] = (
         idle_sentence,
         lambda f: f["idle_share"],
         lambda f: f.numbers.get("path_idle_us", f["idle_us"]),
-        path=IDLE_CATEGORIES,
+        path=("idle",),  # path_idle_us: the median of the idle's categories summed per (rank, step)
     ),
     Rule(
         "communication-bound",

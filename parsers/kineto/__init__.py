@@ -58,6 +58,7 @@ from traceview.core.location import Location, Url, location
 from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
+    NO_SYNCS,
     RankTrace,
 )
 
@@ -170,7 +171,7 @@ def opened(path: Location, limits: ParseLimits) -> Opened:
         raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
     frames = read.frames
     gpu, cpu = concat(frames.gpu, GPU_SCHEMA), concat(frames.cpu, CPU_SCHEMA)
-    syncs = sync_rows(frames.syncs)
+    syncs = sync_rows(frames.syncs) if frames.syncs else NO_SYNCS
     frames.syncs = []
     return Opened(path, read, gpu, cpu, annotation_rows(frames.gpu_annotations), syncs)
 

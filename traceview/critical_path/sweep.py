@@ -226,6 +226,8 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
 
 
 _CLASSES = ("event_class", "kernel_class")
+_NO_SYNCS = empty_frame({"rank": pl.Int64(), **SYNC_SCHEMA})
+_NO_SYNC_COUNTS = empty_frame({"rank": pl.Int64(), "host_waits": pl.Int64(), "stream_waits": pl.Int64()})
 
 
 def path_intervals(events: pl.DataFrame, cpu: pl.DataFrame, syncs: pl.DataFrame) -> tuple[pl.LazyFrame, ...]:
@@ -237,9 +239,14 @@ def path_intervals(events: pl.DataFrame, cpu: pl.DataFrame, syncs: pl.DataFrame)
     host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
     threads = launching_threads(host, device).cache()
     rows = read_rows(host, threads)
-    unread = host.filter(pl.col("kind") == "runtime").join(rows, on=["rank", "tid"], how="anti")
-    waits = sync_intervals(syncs.lazy(), device.select("rank", "stream", "end_us", "name"), unread)
-    parts = [device_intervals(device), host_intervals(replaced_calls(rows, syncs.lazy())), waits]
+    parts = [device_intervals(device), host_intervals(rows)]
+    if syncs.height:  # recorded sync edges: their queries only where a trace has them
+        unread = host.filter(pl.col("kind") == "runtime").join(rows, on=["rank", "tid"], how="anti")
+        work = device.filter(pl.col("kind") != "host").select("rank", "stream", "end_us", "name")
+        waits = sync_intervals(
+            syncs.lazy(), work, unread
+        )  # what a wait names: device work, no host collective
+        parts = [device_intervals(device), host_intervals(replaced_calls(rows, syncs.lazy())), waits]
     return pl.concat(parts).with_row_index("iid").cache(), threads, host
 
 
@@ -250,7 +257,7 @@ def critical_path_plans(
     host rows could not be tied to their launches (every thread read), and the recorded sync events per
     rank (`sync_counts`). `events` are classified with `kernel_class`; `cpu` the batch's host rows and
     `syncs` its CUDA sync events (`SYNC_SCHEMA`), each with `rank`."""
-    syncs = empty_frame({"rank": pl.Int64(), **SYNC_SCHEMA}) if syncs is None else syncs
+    syncs = _NO_SYNCS if syncs is None else syncs
     intervals, threads, host = path_intervals(events, cpu, syncs)
     extending = _extending(intervals).cache()  # nested rows of one priority change neither union nor name
     named = named_segments(path_segments(extending, windows.lazy()), extending).cache()
@@ -260,7 +267,7 @@ def critical_path_plans(
         per_step_plan(named, windows.lazy()),
         bounded_holders(holders_plan(named, names)),
         unlinked.sort("rank"),
-        sync_counts(syncs.lazy()),
+        sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
     )
 
 

@@ -213,6 +213,10 @@ def checked(traces: Sequence[RankTrace]) -> list[RankTrace | TraceviewError]:
     return results
 
 
+NO_SYNCS = empty_frame(SYNC_SCHEMA)
+"""A trace without CUDA sync events (one frame shared: polars frames are not changed in place)."""
+
+
 @dataclass(frozen=True)
 class RankTrace:
     """Everything one rank's trace holds that the analyses use."""
@@ -226,7 +230,7 @@ class RankTrace:
     warnings: tuple[ParseWarning, ...] = ()
     truncated_at_byte: int | None = None
     compact: bool = False  # the map's compact trace (traceview.map.rank_summary): few host rows, no device
-    syncs: pl.DataFrame = field(default_factory=lambda: empty_frame(SYNC_SCHEMA))
+    syncs: pl.DataFrame = field(default_factory=lambda: NO_SYNCS)  # shared: never changed in place
 
     @property
     def rank(self) -> int:
@@ -260,7 +264,7 @@ class RankTrace:
             gpu=self.gpu.with_columns(move),
             cpu=self.cpu.with_columns(move),
             steps=self.steps.with_columns(move),
-            syncs=self.syncs.with_columns(move),
+            syncs=self.syncs.with_columns(move) if self.syncs.height else self.syncs,
         )
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from traceview.parsers import kineto
+
 import traceview
 from tests.kineto_factory import cpu_op, cuda_sync, document, kernel, launch, step, write
 from traceview.critical_path.categories import CATEGORY_COLUMNS
-from traceview.parsers import kineto
 from traceview.reduce.analysis import RunAnalysis
 
 GEMM, ELEMENTWISE = "ampere_sgemm_128x64_nn", "vectorized_elementwise_kernel"
@@ -68,9 +69,12 @@ def test_parser_keeps_the_sync_events(tmp_path: Path) -> None:
     trace = kineto.parse(write(document(events), tmp_path / "rank0.json"))
     rows = trace.syncs.sort("start_us").to_dicts()
     assert [row["name"] for row in rows] == ["Stream Wait Event", "Stream Sync"]
-    assert rows[0]["stream"] == 8 and rows[0]["wait_on_stream"] == 7
+    assert rows[0]["stream"] == 8
+    assert rows[0]["wait_on_stream"] == 7
     assert rows[0]["wait_on_record_correlation"] == 49
-    assert rows[1]["start_us"] == 40 and rows[1]["end_us"] == 40 + 540 and rows[1]["correlation"] == 50
+    assert rows[1]["start_us"] == 40
+    assert rows[1]["end_us"] == 40 + 540
+    assert rows[1]["correlation"] == 50
     assert trace.gpu.height == 2  # the sync events are no device work
 
 

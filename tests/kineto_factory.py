@@ -37,6 +37,23 @@ def memcpy(ts: float, dur: float, correlation: int | None = None, stream: int = 
     return event
 
 
+def cuda_sync(name: str, ts: float, dur: float, correlation: int, stream: int = 7, **waits: int) -> Event:
+    """A CUDA sync event as the profiler writes it with `enable_cuda_sync_events` (`Stream Sync`, `Event
+    Sync`, `Context Sync` with stream -1, `Stream Wait Event`); `waits` are its `wait_on_stream`,
+    `wait_on_cuda_event_record_corr_id` and `wait_on_cuda_event_id` arguments."""
+    args = {"cuda_sync_kind": name, "stream": stream, "correlation": correlation, "device": 0, **waits}
+    return {
+        "ph": "X",
+        "cat": "cuda_sync",
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
+        "args": {**args, "context": 1},
+    }
+
+
 def launch(
     ts: float, correlation: int, dur: float = 2.0, tid: int = 1, name: str = "cudaLaunchKernel"
 ) -> Event:

@@ -115,3 +115,41 @@ def test_one_leading_gap_is_said_apart(tmp_path: Path) -> None:
         f"One gap at the start of rank 0's step 1 holds {gap / gap:.0%} of that window's idle "
         f"({gap / 1000:.2f} ms before its first device activity)" in _said(analysis)
     )
+
+
+def _kernel_only_step(number: int, start: float) -> list[kf.Event]:
+    """A 1 ms step of one launched GEMM and no operators (the trace says nothing of a backward pass)."""
+    correlation = 10 + number
+    return [
+        kf.step(number, start, 1_000),
+        kf.launch(start + 10, correlation),
+        kf.kernel("gemm", start + 20, 900, correlation=correlation),
+    ]
+
+
+def _with_metadata(tmp_path: Path, name: str, **top: object) -> RunAnalysis:
+    events = [e for n in range(3) for e in _kernel_only_step(n, 2_000.0 * n)]
+    folder = tmp_path / name
+    folder.mkdir()
+    kf.write(kf.document(events, rank=0, world_size=1, **top), folder / "rank0.json")
+    return analyze(load_run(str(folder)))
+
+
+def test_grad_mode_metadata_makes_a_forward_only_run(tmp_path: Path) -> None:
+    """The trace's metadata (`grad_mode: inference_mode`, or `inference_mode: true`) says what the operators
+    cannot (none recorded); without it, nothing is said."""
+    said = "the trace's metadata says autograd was off (inference_mode) on 1 rank(s)"
+    assert said in _said(_with_metadata(tmp_path, "grad", grad_mode="inference_mode"))
+    assert said in _said(_with_metadata(tmp_path, "inference", inference_mode=True))
+    assert "forward-only" not in _said(_with_metadata(tmp_path, "plain"))
+    assert "forward-only" not in _said(_with_metadata(tmp_path, "training", grad_mode="enabled"))
+
+
+def test_serving_engine_operators_make_a_forward_only_run(tmp_path: Path) -> None:
+    """A vLLM custom operator in each window is a serving engine's step."""
+    events = []
+    for n in range(3):
+        events += _kernel_only_step(n, 2_000.0 * n)
+        events.append(kf.cpu_op("vllm::unified_attention_with_output", 2_000.0 * n + 5, 4))
+    analysis = _analysed(tmp_path, events)
+    assert "serving-engine step annotations in 3 window(s)" in _said(analysis)

@@ -39,6 +39,7 @@ from traceview.parsers.kineto._meta import (
     local_device,
     rank_meta,
     step_candidates,
+    sync_rows,
 )
 from traceview.parsers.kineto._schema import Header
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
@@ -57,6 +58,7 @@ from traceview.core.location import Location, Url, location
 from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
+    NO_SYNCS,
     RankTrace,
 )
 
@@ -84,8 +86,13 @@ CPU_KINDS: Mapping[str, str] = {
 """Host categories kept: operators, annotations and the runtime calls that launch device work."""
 
 GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
+SYNC_CATEGORY = "cuda_sync"
+"""The profiler's CUDA sync events (`enable_cuda_sync_events`): kept in `RankTrace.syncs`."""
 KINETO_CATEGORIES = (
-    frozenset(GPU_KINDS) | frozenset(CPU_KINDS) | GPU_ANNOTATION_CATEGORIES | {"python_function"}
+    frozenset(GPU_KINDS)
+    | frozenset(CPU_KINDS)
+    | GPU_ANNOTATION_CATEGORIES
+    | {"python_function", SYNC_CATEGORY}
 )
 HEAD_KEPT = 1 << 20
 """Of a streamed file, the first bytes kept to say what it looks like, should it be refused."""
@@ -101,6 +108,7 @@ class _Frames:
     gpu: list[pl.DataFrame] = field(default_factory=list)
     cpu: list[pl.DataFrame] = field(default_factory=list)
     gpu_annotations: list[CompleteEvent] = field(default_factory=list)
+    syncs: list[CompleteEvent] = field(default_factory=list)
     any_kineto_category: bool = False
     notes: Counter[str] = field(default_factory=Counter)
 
@@ -134,6 +142,7 @@ class Opened:
     gpu: pl.DataFrame
     cpu: pl.DataFrame
     gpu_steps: pl.DataFrame | None
+    syncs: pl.DataFrame
 
     def plans(self) -> list[pl.LazyFrame]:
         """The frames' extremes (device, host), the step candidates and the local device."""
@@ -162,7 +171,9 @@ def opened(path: Location, limits: ParseLimits) -> Opened:
         raise InputError(path, "not enough memory to read this trace (see ParseLimits)") from None
     frames = read.frames
     gpu, cpu = concat(frames.gpu, GPU_SCHEMA), concat(frames.cpu, CPU_SCHEMA)
-    return Opened(path, read, gpu, cpu, annotation_rows(frames.gpu_annotations))
+    syncs = sync_rows(frames.syncs) if frames.syncs else NO_SYNCS
+    frames.syncs = []
+    return Opened(path, read, gpu, cpu, annotation_rows(frames.gpu_annotations), syncs)
 
 
 def finished(file: Opened, found: Sequence[pl.DataFrame], limits: ParseLimits) -> RankTrace:
@@ -189,6 +200,7 @@ def finished(file: Opened, found: Sequence[pl.DataFrame], limits: ParseLimits) -
         step_source=first_source(steps),
         warnings=(*read.warnings, *meta_warnings, *counted_warnings(str(file.path), notes)),
         truncated_at_byte=read.truncated_at_byte,
+        syncs=file.syncs,
     )
 
 
@@ -259,13 +271,16 @@ def _add_batch(frames: _Frames, complete: list[CompleteEvent]) -> None:
             )
             if events:
                 parts.append(frame_of(events, start, end, table, frames.limits, frames.notes))
-    if not present.isdisjoint(GPU_ANNOTATION_CATEGORIES):
-        annotations = compress(complete, map(GPU_ANNOTATION_CATEGORIES.__contains__, categories))
-        frames.gpu_annotations += [
-            e
-            for e in annotations
-            if e.ts is not None and e.dur is not None and is_sane_interval(e.ts, e.dur, frames.notes)
-        ]
+    for category, kept in (
+        (GPU_ANNOTATION_CATEGORIES, frames.gpu_annotations),
+        ({SYNC_CATEGORY}, frames.syncs),
+    ):
+        if not present.isdisjoint(category):
+            kept += [
+                e
+                for e in compress(complete, map(category.__contains__, categories))
+                if e.ts is not None and e.dur is not None and is_sane_interval(e.ts, e.dur, frames.notes)
+            ]
 
 
 def _intervals(events: list[CompleteEvent]) -> tuple[list[CompleteEvent], list[float], list[float]]:

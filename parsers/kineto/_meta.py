@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
-from traceview.parsers.kineto._schema import DistributedInfo, Header, PgConfig
+from traceview.parsers.kineto._schema import NO_ARGS, DistributedInfo, Header, PgConfig
 from traceview.parsers.kineto.limits import BASE_TIME_RANGE_NS, MAX_WORLD_SIZE, ParseLimits, cut_text
 
 from traceview.core.errors import ParseWarning
 from traceview.core.location import Location
-from traceview.model.trace import STEP_SCHEMA, ProcessGroupConfig, TraceMeta
+from traceview.model.trace import STEP_SCHEMA, SYNC_SCHEMA, ProcessGroupConfig, TraceMeta
 
 if TYPE_CHECKING:
     from traceview.parsers.kineto._io import CompleteEvent
@@ -148,6 +148,35 @@ def annotation_rows(gpu_annotations: list[CompleteEvent]) -> pl.DataFrame | None
     )
 
 
+def sync_rows(syncs: list[CompleteEvent]) -> pl.DataFrame:
+    """The CUDA sync events as rows of `SYNC_SCHEMA` (an argument that is not an integer is null)."""
+    args = [e.args or NO_ARGS for e in syncs]
+    return pl.DataFrame(
+        {
+            "name": [(e.name or "")[:SYNC_NAME_CHARS] for e in syncs],
+            "start_us": [e.ts for e in syncs],
+            "end_us": [(e.ts or 0.0) + (e.dur or 0.0) for e in syncs],
+            **{column: [_integer(getattr(a, field)) for a in args] for column, field in _SYNC_ARGS.items()},
+        },
+        schema=dict(SYNC_SCHEMA),
+    )
+
+
+SYNC_NAME_CHARS = 64
+"""A sync event's name is one of a few short words (`Stream Sync`, ...): a longer one is cut."""
+_SYNC_ARGS = {
+    "stream": "stream",
+    "correlation": "correlation",
+    "wait_on_stream": "wait_on_stream",
+    "wait_on_record_correlation": "wait_on_record_correlation",
+}
+
+
+def _integer(value: object) -> int | None:
+    """`value` as a 64-bit integer, or None."""
+    return value if isinstance(value, int) and -(2**63) <= value < 2**63 else None
+
+
 def first_source(candidates: pl.DataFrame) -> str:
     """The first source of step candidates present: gpu, cpu or none."""
     sources = candidates.get_column("source")
@@ -194,8 +223,25 @@ def rank_meta(
         process_groups=checks.process_groups(info.pg_config, world_size),
         events_total=events_total,
         device_count=len(devices),
+        grad_mode=grad_mode(header),
     )
     return meta, checks.warnings()
+
+
+GRAD_OFF = frozenset({"inference_mode", "inference", "no_grad", "false", "off", "disabled", "0"})
+"""Metadata values that say autograd was off while recording (docs/metrics.md, "Verdict", run kinds)."""
+GRAD_ON = frozenset({"enabled", "true", "on", "1", "grad", "training"})
+
+
+def grad_mode(header: Header) -> str:
+    """What the trace's metadata says of autograd: `off` (a top-level `grad_mode` of `inference_mode`,
+    `no_grad` or false, or `inference_mode` true), `on`, or "" when it says nothing."""
+    said = header.grad_mode
+    if said is None and header.inference_mode is not None:
+        inference = str(header.inference_mode).lower()
+        said = "inference_mode" if inference in GRAD_ON else "enabled" if inference in GRAD_OFF else None
+    value = str(said).lower() if said is not None else ""
+    return "off" if value in GRAD_OFF else "on" if value in GRAD_ON else ""
 
 
 def local_device(gpu: pl.DataFrame, keys: tuple[str, ...] = ()) -> pl.LazyFrame:

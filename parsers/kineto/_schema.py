@@ -28,6 +28,10 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     external_id_old: int | str | None = msgspec.field(default=None, name="external id")
     device: int | str | None = None
     stream: int | str | None = None
+    wait_on_stream: int | str | None = None  # a `cuda_sync` event's
+    wait_on_record_correlation: int | str | None = msgspec.field(
+        default=None, name="wait_on_cuda_event_record_corr_id"
+    )
     collective_name: str | None = msgspec.field(default=None, name="Collective name")
     in_nelems: int | str | None = msgspec.field(default=None, name="In msg nelems")
     out_nelems: int | str | None = msgspec.field(default=None, name="Out msg nelems")
@@ -144,6 +148,8 @@ class Header(msgspec.Struct, frozen=True, gc=False):
     host_name: str | None = None
     hostname: str | None = None
     torch_version: str | None = msgspec.field(default=None, name="pytorch_version")
+    grad_mode: str | bool | None = None  # metadata a recorder adds (`add_metadata`): "inference_mode", ...
+    inference_mode: str | bool | None = None
 
 
 class RawDocument(Header, frozen=True, gc=False):

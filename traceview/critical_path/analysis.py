@@ -10,7 +10,7 @@ the path).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -100,10 +100,12 @@ def critical_path(
     waits: pl.DataFrame,
     unlinked_ranks: Sequence[int] = (),
     counted: pl.DataFrame | None = None,
+    syncs: Mapping[int, tuple[int, int]] | None = None,
 ) -> CriticalPath:
     """The run's critical path from the map's rows (`per_step`, `holders`), the peers' waits per (rank,
     step) and the ranks whose launches the trace does not tie to device work. `counted`: the (rank, step)
-    the medians read (the budget's: graph capture steps left out), all when None."""
+    the medians read (the budget's: graph capture steps left out), all when None; `syncs`: per rank, its
+    recorded CUDA sync events (host waits, cross-stream waits), for the notes."""
     per_step = with_peer_waits(per_step.cast(PER_STEP_SCHEMA), waits)  # type: ignore[arg-type]
     read = per_step if counted is None else per_step.join(counted.select(KEYS), on=KEYS, how="semi")
     read = read if read.height else per_step
@@ -116,23 +118,60 @@ def critical_path(
         per_rank=per_rank,
         holders=_holders(holders.cast(HOLDER_SCHEMA), per_rank),  # type: ignore[arg-type]
         run_median=run_median,
-        notes=_notes(unlinked_ranks, waits.height > 0),
+        notes=_notes(unlinked_ranks, waits.height > 0, syncs or {}),
     )
 
 
-def _notes(unlinked_ranks: Sequence[int], waits_resolved: bool) -> tuple[str, ...]:
-    """The edges the path inferred, said once per run."""
-    notes = [
-        "Critical path: while the device idles, the path is on the thread that launched the next device "
-        "work (launch-to-kernel edges by correlation); a blocking runtime call is named by the call "
-        "(allocator, copy, synchronize, module load), not by a recorded sync event; a kernel launch "
-        "call of 1 ms or more is read as its module loading (lazy loading on the first call).",
-    ]
-    if unlinked_ranks:
-        listed = ", ".join(str(rank) for rank in unlinked_ranks[:8])
+_ALWAYS = (
+    "Critical path: launch-to-device edges by correlation and stream order; while the device idles, the path "
+    "is on the thread that launched the next device work (its innermost host row: runtime call, operator, "
+    "annotation); a kernel launch call of 1 ms or more is read as its module loading (lazy loading on the "
+    "first call: inferred from its length, the driver's module call is recorded only with driver tracing)."
+)
+_INFERRED = (
+    "no CUDA sync events recorded (the profiler's enable_cuda_sync_events off, or a PyTorch without it; "
+    "traceview record turns them on): the host's waits on the device are inferred from the runtime call's "
+    "name (cuda/hip/cu Stream, Event, Device or Ctx Synchronize or Query: blocking_sync; Memcpy: "
+    "blocking_copy; Malloc or Free: blocking_alloc), and cross-stream waits (cudaStreamWaitEvent) are no "
+    "edge (while any stream runs the device holds the moment)."
+)
+
+
+def _listed(ranks: Sequence[int]) -> str:
+    shown = ", ".join(str(rank) for rank in ranks[:8])
+    return shown + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
+def _sync_notes(syncs: Mapping[int, tuple[int, int]]) -> list[str]:
+    """Which ranks' host waits came from recorded sync events and which were inferred from call names."""
+    recorded = sorted(rank for rank, counts in syncs.items() if sum(counts) > 0)
+    inferred = sorted(rank for rank in syncs if rank not in recorded)
+    notes = []
+    if recorded:
+        host = sum(syncs[rank][0] for rank in recorded)
+        cross = sum(syncs[rank][1] for rank in recorded)
         notes.append(
-            f"Critical path: rank(s) {listed}: no launch is tied to device work by correlation; "
-            "every thread's host events stand in for the launching thread."
+            f"Critical path: rank(s) {_listed(recorded)}: {host} host wait(s) read from the recorded CUDA "
+            "sync events (Stream, Event or Context Sync): each an edge from the device work it waited for, "
+            'named in its holder ("Stream Sync (waits for <kernel>)"), in place of the runtime call it '
+            f"correlates with; {cross} cross-stream wait(s) (Stream Wait Event) read, holding no time "
+            "of their own (the producer stream runs then)."
+        )
+    if inferred or not syncs:
+        where = f"rank(s) {_listed(inferred)}" if recorded else "every rank"
+        notes.append(f"Critical path: {where}: {_INFERRED}")
+    return notes
+
+
+def _notes(
+    unlinked_ranks: Sequence[int], waits_resolved: bool, syncs: Mapping[int, tuple[int, int]]
+) -> tuple[str, ...]:
+    """The edges the path read and those it inferred, said once per run."""
+    notes = [_ALWAYS, *_sync_notes(syncs)]
+    if unlinked_ranks:
+        notes.append(
+            f"Critical path: rank(s) {_listed(list(unlinked_ranks))}: no launch is tied to device work by "
+            "correlation; every thread's host events stand in for the launching thread."
         )
     if not waits_resolved:
         notes.append("Critical path: no collective matched across ranks; peer waits stay in comm_transfer.")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.core.intervals import clipped
+from traceview.critical_path._syncs import replaced_calls, sync_counts, sync_intervals
 from traceview.critical_path.categories import (
     CATEGORY_COLUMNS,
     LONG_LAUNCH_US,
@@ -30,6 +31,7 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
+from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
 KEYS = ["rank", "step"]
 PER_STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -67,12 +69,16 @@ def launching_threads(cpu: pl.LazyFrame, device: pl.LazyFrame) -> pl.LazyFrame:
     return runtime.join(launched, on=["rank", "correlation"], how="semi").select("rank", "tid").unique()
 
 
-def host_intervals(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
+def read_rows(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
     """The host rows the path may pass through: those of the launching threads; every thread's on a rank
     whose launches the trace does not link to device work (an inferred edge, said in the notes)."""
     linked = cpu.join(threads, on=["rank", "tid"], how="semi")
     unlinked = cpu.join(threads.select("rank").unique(), on="rank", how="anti")
-    rows = pl.concat([linked, unlinked])
+    return pl.concat([linked, unlinked])
+
+
+def host_intervals(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """The host rows the path reads (`read_rows`) as path intervals, by `HOST_RULES`."""
     names = rows.select("kind", "name").unique().with_columns(host_priorities())
     long = (pl.col("end_us") - pl.col("start_us")) >= LONG_LAUNCH_US
     priority = pl.when(long).then(pl.col("_long")).otherwise(pl.col("_short")).alias("priority")
@@ -226,26 +232,44 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
 
 
 _CLASSES = ("event_class", "kernel_class")
+_NO_SYNCS = empty_frame({"rank": pl.Int64(), **SYNC_SCHEMA})
+_NO_SYNC_COUNTS = empty_frame({"rank": pl.Int64(), "host_waits": pl.Int64(), "stream_waits": pl.Int64()})
+
+
+def path_intervals(
+    events: pl.DataFrame, cpu: pl.DataFrame, syncs: pl.DataFrame
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """Every interval the path may pass through, numbered (`iid`): device events, the host rows of the
+    launching threads and the recorded host waits (`traceview.critical_path._syncs`); those threads; and the
+    host rows read (`PATH_HOST_COLUMNS`)."""
+    device = events.lazy().select(
+        "rank", "kind", "name", "start_us", "end_us", "correlation", "stream", *_CLASSES
+    )
+    host = cpu.lazy().select(PATH_HOST_COLUMNS)
+    threads = launching_threads(host, device).cache()
+    rows = read_rows(host, threads)
+    parts = [device_intervals(device), host_intervals(rows)]
+    if syncs.height:  # recorded sync edges: their queries only where a trace has them
+        unread = host.filter(pl.col("kind") == "runtime").join(rows, on=["rank", "tid"], how="anti")
+        work = device.filter(pl.col("kind") != "host").select("rank", "stream", "end_us", "name")
+        waits = sync_intervals(syncs.lazy(), work, unread)  # what a wait names: device work
+        parts = [device_intervals(device), host_intervals(replaced_calls(rows, syncs.lazy())), waits]
+    return pl.concat(parts).with_row_index("iid"), threads, host
 
 
 def critical_path_plans(
-    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame
-) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
-    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
-    host rows could not be tied to their launches (every thread read). `events` are classified with
-    `kernel_class`; `cpu` the batch's host rows with `rank` (`PATH_HOST_COLUMNS`). The intervals and the
-    named segments are collected here, one query each (three plans sharing cached parts cost more to plan
-    and run than the parts collected in turn: a third of the path's CPU on a tiny rank)."""
-    device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
-    host = cpu.lazy().select(PATH_HOST_COLUMNS)
-    threads = launching_threads(host, device).cache()
+    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, syncs: pl.DataFrame | None = None
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), the ranks whose
+    host rows could not be tied to their launches (every thread read), and the recorded sync events per
+    rank (`sync_counts`). `events` are classified with `kernel_class`; `cpu` the batch's host rows with
+    `rank` (`PATH_HOST_COLUMNS`) and `syncs` its CUDA sync events (`SYNC_SCHEMA`), each with `rank`. The
+    intervals and the named segments are collected here, one query each (three plans sharing cached parts
+    cost more to plan and run than the parts collected in turn: a third of the path's CPU on a tiny rank)."""
+    syncs = _NO_SYNCS if syncs is None else syncs
+    planned, threads, host = path_intervals(events, cpu, syncs)
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
-    intervals, unlinked_ranks = pl.collect_all(
-        [
-            pl.concat([device_intervals(device), host_intervals(host, threads)]).with_row_index("iid"),
-            unlinked.sort("rank"),
-        ]
-    )
+    intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")])
     extending = _extending(intervals.lazy()).cache()  # nested rows of a priority: same union, names
     named = named_segments(path_segments(extending, windows.lazy()), extending).collect()
     names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
@@ -254,6 +278,7 @@ def critical_path_plans(
         per_step_plan(named.lazy(), windows.lazy()),
         bounded_holders(holders_plan(named.lazy(), names)),
         unlinked_ranks.lazy(),
+        sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
     )
 
 

@@ -66,6 +66,12 @@ HOST_RULES: tuple[HostRule, ...] = (
         r"(?i)^step\[(?:decode|prefill|extend|mixed|idle)\b",
         "serving engine step annotations (`step[DECODE bs=32]`)",
     ),
+    HostRule(
+        "serving_step",
+        ("op",),
+        r"^(?:vllm|sglang)::",
+        "a serving engine's own operators (vLLM's and SGLang's custom ops: `vllm::unified_attention`)",
+    ),
     HostRule("warmup", ("annotation",), r"(?i)^(?:## ?)?warm[-_ ]?up\b", "a benchmark harness's annotation"),
 )
 """Host phases and where a trace records them; a phase with no matching row is not measured (absent)."""

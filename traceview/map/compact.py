@@ -18,7 +18,7 @@ from traceview.events.op_flops import (
     counted_ops,
     with_flops,
 )
-from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, RankTrace, empty_frame
+from traceview.model.trace import CPU_SCHEMA, GPU_SCHEMA, NO_SYNCS, RankTrace, empty_frame
 from traceview.prediction.batch_shapes import BATCH_SHAPE_RULES
 from traceview.steps.windows import STEP_MARK
 
@@ -143,7 +143,7 @@ def compact_cpu(cpu: pl.DataFrame, inputs: Sequence[pl.DataFrame]) -> pl.LazyFra
 def compacted(trace: RankTrace, cpu: pl.DataFrame) -> RankTrace:
     """The compact trace: `trace` without its device events, with the host rows `cpu` (`compact_cpu`) and
     marked `compact` (its shape FLOPs counted, so that the reduce never counts them again)."""
-    return replace(trace, gpu=_NO_DEVICE_EVENTS, cpu=cpu, compact=True)
+    return replace(trace, gpu=_NO_DEVICE_EVENTS, cpu=cpu, compact=True, syncs=NO_SYNCS)
 
 
 _NO_DEVICE_EVENTS = empty_frame(GPU_SCHEMA)  # shared: a frame is never changed in place

@@ -83,6 +83,7 @@ class RankSummary:
     path_steps: pl.DataFrame = field(default_factory=pl.DataFrame)  # per step: the critical path's categories
     path_holders: pl.DataFrame = field(default_factory=pl.DataFrame)  # its bounded holders (critical_path)
     path_unlinked: bool = False  # whether no launch tied its host rows to device work (every thread read)
+    path_syncs: tuple[int, int] = (0, 0)  # its recorded CUDA sync events: host waits, cross-stream waits
     kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
     @property
@@ -150,8 +151,9 @@ def _summarized(
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
     path_host = pl.DataFrame([cpu.get_column(c) for c in PATH_HOST_COLUMNS])  # no query; the rest freed
+    syncs = stacked_rows(traces, lambda t: t.syncs)
     del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
-    path_steps, path_holders, unlinked_ranks = _critical_path(classed, path_host, windows)
+    path_steps, path_holders, unlinked_ranks, synced = _critical_path(classed, path_host, windows, syncs)
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
@@ -178,17 +180,20 @@ def _summarized(
     per_rank |= {"suspects": _suspects(events, events_of), "step_choice": [c[0] for c in chosen]}
     per_rank |= {"extent": extents, "kernel_parts": kernel_parts, "splits": splits}
     per_rank |= {"path_unlinked": [rank in unlinked_ranks for rank in ranks], **split}
+    per_rank |= {"path_syncs": [synced.get(rank, (0, 0)) for rank in ranks]}
     return [
         RankSummary(trace=compact[i], **{k: v[i] for k, v in per_rank.items()}) for i in range(len(compact))
     ]
 
 
 def _critical_path(
-    classed: pl.DataFrame, host: pl.DataFrame, windows: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, set[int]]:
-    """The batch's critical path (`critical_path_plans`): per-step rows, holders, the ranks not linked."""
-    steps, holders, unlinked = pl.collect_all(critical_path_plans(classed, host, windows))
-    return steps, holders, set(unlinked.get_column("rank").to_list())
+    classed: pl.DataFrame, host: pl.DataFrame, windows: pl.DataFrame, syncs: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, set[int], dict[int, tuple[int, int]]]:
+    """The batch's critical path (`critical_path_plans`): per-step rows, holders, the ranks not linked, and
+    the recorded sync events per rank (host waits, cross-stream waits)."""
+    steps, holders, unlinked, syncs_read = pl.collect_all(critical_path_plans(classed, host, windows, syncs))
+    synced = {row[0]: (row[1], row[2]) for row in syncs_read.iter_rows()}
+    return steps, holders, set(unlinked.get_column("rank").to_list()), synced
 
 
 def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:

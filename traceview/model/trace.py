@@ -62,6 +62,18 @@ CPU_SCHEMA: Mapping[str, pl.DataType] = {
 }
 """Host events: operators, user annotations and runtime calls (launches carry `correlation`)."""
 
+SYNC_SCHEMA: Mapping[str, pl.DataType] = {
+    "name": pl.Utf8(),  # Stream Sync | Event Sync | Context Sync | Stream Wait Event
+    "start_us": pl.Float64(),
+    "end_us": pl.Float64(),
+    "stream": pl.Int64(),  # the stream synchronised or made to wait; -1 for a context sync
+    "correlation": pl.Int64(),  # the runtime call's (cudaStreamSynchronize, cudaStreamWaitEvent, ...)
+    "wait_on_stream": pl.Int64(),  # an event's: the stream it was recorded on
+    "wait_on_record_correlation": pl.Int64(),  # an event's: the cudaEventRecord call's correlation
+}
+"""CUDA sync events (`cuda_sync`, written with the profiler's `enable_cuda_sync_events`): the host's waits on
+the device and the streams' waits on events (docs/metrics.md, "Critical path"); empty without them."""
+
 STEP_SCHEMA: Mapping[str, pl.DataType] = {
     "step": pl.Int64(),
     "start_us": pl.Float64(),
@@ -102,6 +114,7 @@ class TraceMeta:
     timeline: str = "device"  # device | host: what the analysis reads as the rank's timeline (host_timeline)
     device_count: int = 0  # entries of deviceProperties: the GPUs the process saw on its node (0: unknown)
     local_device: int | None = None  # the device id most of the rank's device events ran on
+    grad_mode: str = ""  # off | on | "" (unknown): what the trace's metadata says of autograd (inference)
 
 
 def empty_frame(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
@@ -200,6 +213,10 @@ def checked(traces: Sequence[RankTrace]) -> list[RankTrace | TraceviewError]:
     return results
 
 
+NO_SYNCS = empty_frame(SYNC_SCHEMA)
+"""A trace without CUDA sync events (one frame shared: polars frames are not changed in place)."""
+
+
 @dataclass(frozen=True)
 class RankTrace:
     """Everything one rank's trace holds that the analyses use."""
@@ -213,6 +230,7 @@ class RankTrace:
     warnings: tuple[ParseWarning, ...] = ()
     truncated_at_byte: int | None = None
     compact: bool = False  # the map's compact trace (traceview.map.rank_summary): few host rows, no device
+    syncs: pl.DataFrame = field(default_factory=lambda: NO_SYNCS)  # shared: never changed in place
 
     @property
     def rank(self) -> int:
@@ -246,6 +264,7 @@ class RankTrace:
             gpu=self.gpu.with_columns(move),
             cpu=self.cpu.with_columns(move),
             steps=self.steps.with_columns(move),
+            syncs=self.syncs.with_columns(move) if self.syncs.height else self.syncs,
         )
 
 

@@ -40,6 +40,7 @@ from traceview.record.rank_facts import (
     MeasuredModel,
     RankRecording,
     profiler_activities,
+    profiler_options,
     rank_of,
     rank_part,
 )
@@ -143,6 +144,7 @@ class Recorder:
             on_trace_ready=self._save,
             record_shapes=settings.record_shapes,
             with_flops=settings.with_flops,
+            **profiler_options(self.torch),
         )
         self.state = "recording"
         with self._ours():

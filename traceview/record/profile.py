@@ -38,7 +38,14 @@ from traceview.record.parts import (
     settings_from_env,
     write_part,
 )
-from traceview.record.rank_facts import MeasuredModel, RankRecording, profiler_activities, rank_of, rank_part
+from traceview.record.rank_facts import (
+    MeasuredModel,
+    RankRecording,
+    profiler_activities,
+    profiler_options,
+    rank_of,
+    rank_part,
+)
 from traceview.record.trace_export import export_trace
 
 MERGE_WAIT_S = 30.0
@@ -166,6 +173,7 @@ def profile(
         on_trace_ready=recording._save,
         record_shapes=chosen.record_shapes,
         with_flops=chosen.with_flops,
+        **profiler_options(torch),
     ) as profiler:
         recording.profiler = profiler
         yield recording

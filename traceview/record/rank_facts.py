@@ -140,6 +140,19 @@ def profiler_activities(torch: Any, wanted: tuple[str, ...]) -> tuple[list[Any],
     return [usable[name] for name in names], names
 
 
+def profiler_options(torch: Any) -> dict[str, Any]:
+    """The profiler's optional keywords this PyTorch has: its CUDA-sync events (`_ExperimentalConfig(
+    enable_cuda_sync_events=True)`: the host's waits on the device and the streams' waits on each other,
+    read by the critical path, docs/metrics.md); none where the version lacks them (silently)."""
+    config = getattr(getattr(getattr(torch, "_C", None), "_profiler", None), "_ExperimentalConfig", None)
+    if config is None:
+        return {}
+    try:
+        return {"experimental_config": config(enable_cuda_sync_events=True)}
+    except (TypeError, RuntimeError):  # a version without the option
+        return {}
+
+
 def versions(torch: Any) -> ManifestVersions:
     """The versions of torch, CUDA, NCCL (where PyTorch has it), Python and traceview."""
     nccl = None

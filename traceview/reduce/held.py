@@ -71,6 +71,7 @@ class HeldRank:
     trace: RankTrace
     step_choice: StepChoice
     path_unlinked: bool = False
+    path_syncs: tuple[int, int] = (0, 0)
 
 
 def _frames_of(summary: RankSummary) -> list[pl.DataFrame]:
@@ -103,7 +104,9 @@ class HeldSummaries:
         """Hold `summary` (its arrival index is the number held before it)."""
         if self._blocks is None:
             raise TraceviewError("internal: summaries added after the held ones were released")
-        self.ranks.append(HeldRank(summary.trace, summary.step_choice, summary.path_unlinked))
+        self.ranks.append(
+            HeldRank(summary.trace, summary.step_choice, summary.path_unlinked, summary.path_syncs)
+        )
         self._pending.append(summary)
         if len(self._pending) >= FOLD_EVERY:
             self._fold()

@@ -47,7 +47,7 @@ from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
 from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
-from traceview.reduce.held import HeldSummaries, Stacked
+from traceview.reduce.held import HeldRank, HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
 from traceview.replay.analysis import replay_run
 from traceview.replay.predicted import predicted_gamma
@@ -75,7 +75,7 @@ def compact_run(
     )
 
 
-def _critical_path(frames: Stacked, budget: TimeBudget, unlinked: Sequence[int]) -> CriticalPath:
+def _critical_path(frames: Stacked, budget: TimeBudget, ranks: Sequence[HeldRank]) -> CriticalPath:
     """The critical path: the map's rows, the peers' waits from the matched instances (per (rank, step),
     T_comm - T_transfer where a transfer was measured), the medians over the budget's counted steps."""
     per_step = budget.per_step
@@ -84,7 +84,9 @@ def _critical_path(frames: Stacked, budget: TimeBudget, unlinked: Sequence[int])
         wait = (pl.col("comm_us") - pl.col("transfer_us")).clip(lower_bound=0.0).alias("wait_us")
         waits = per_step.filter(pl.col("transfer_us").is_not_null()).select("rank", "step", wait)
     counted = per_step.filter(~pl.col("graph_capture")) if "graph_capture" in per_step.columns else None
-    return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted)
+    unlinked = [r.trace.rank for r in ranks if r.path_unlinked]
+    syncs = {r.trace.rank: r.path_syncs for r in ranks}
+    return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted, syncs)
 
 
 def _bubbles(
@@ -360,7 +362,7 @@ def reduce_held(
     budget = budget_of(frames.per_step, crossrank.transfer)
     collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
-    path = _critical_path(frames, budget, [r.trace.rank for r in ordered if r.path_unlinked])
+    path = _critical_path(frames, budget, ordered)
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
@@ -370,7 +372,8 @@ def reduce_held(
         run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
-    shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
+    grad_off = sum(r.trace.meta.grad_mode == "off" for r in ordered)
+    shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent, grad_off)
     found = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels, dimensions)
     facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted_gamma(prediction, replay)))
     return RunAnalysis(

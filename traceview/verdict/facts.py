@@ -8,95 +8,28 @@ analysis; an analysis that did not run gives no facts, so a rule that needs them
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import polars as pl
 
-from traceview.across_ranks.analysis import CrossRank
 from traceview.across_ranks.sentences import cause_text
-from traceview.bubbles.gaps import BubbleAnalysis
-from traceview.budget.time_budget import TimeBudget
-from traceview.collectives.tables import CollectiveAnalysis
-from traceview.critical_path.analysis import CriticalPath
-from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES, Dimensions
-from traceview.kernels.analysis import KernelAnalysis
-from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured
-from traceview.moe.analysis import MoeBalance
-from traceview.nccl.join import NcclJoin
-from traceview.prediction.gamma import Prediction
-from traceview.replay.predicted import PredictedGamma, predicted_gamma
+from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES
+from traceview.links_measured.analysis import MEASURED_NOTE
+from traceview.replay.predicted import predicted_gamma
+from traceview.verdict._facts_base import Facts, Found, Measured, RunShape, duration_text, finite
 from traceview.verdict.kind_facts import kind_facts
 from traceview.verdict.path_advice import path_facts
 
-
-@dataclass(frozen=True)
-class RunShape:
-    """What the run is, beyond its figures: its world size, the host collective calls of its ranks (`rank`,
-    `name`, `family`, `calls`), the step sources used, and what each rank's trace spans (`rank`,
-    `trace_start_us`, `trace_end_us`)."""
-
-    world_size: int | None = None
-    calls: pl.DataFrame | None = None
-    step_sources: tuple[str, ...] = ()
-    extent: pl.DataFrame | None = None
-
-
-@dataclass(frozen=True)
-class Measured:
-    """The results the facts are read from: the time budget, and each other analysis when it ran."""
-
-    budget: TimeBudget
-    crossrank: CrossRank | None = None
-    collectives: CollectiveAnalysis | None = None
-    prediction: Prediction | None = None
-    nccl: NcclJoin | None = None
-    timelines: tuple[str, ...] = ("device",)  # device | host: the timelines the budget was measured on
-    shape: RunShape = field(default_factory=RunShape)
-    kernels: KernelAnalysis | None = None
-    dimensions: Dimensions | None = None
-    moe: MoeBalance | None = None
-    links: LinksMeasured | None = None
-    bubbles: BubbleAnalysis | None = None
-    path: CriticalPath | None = None
-    predicted: PredictedGamma | None = None  # the headline's gamma_pred (`traceview.replay.predicted`)
-
-
-@dataclass(frozen=True)
-class Facts:
-    """Named numbers and named words about one run; `facts[name]` reads a number."""
-
-    numbers: Mapping[str, float] = field(default_factory=dict)
-    words: Mapping[str, str] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> float:
-        return self.numbers[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.numbers or name in self.words
-
-    def word(self, name: str) -> str:
-        """The named word (KeyError when no analysis said it)."""
-        return self.words[name]
-
-
-Found = tuple[dict[str, float], dict[str, str]]
-
-
-def duration_text(facts: Facts, name: str) -> str:
-    """The named duration (us) for a sentence: milliseconds from 1 ms up, else microseconds."""
-    value = facts[name]
-    return f"{value / 1000:.2f} ms" if abs(value) >= 1000 or value == 0 else f"{value:.1f} us"
-
-
-def finite(values: Mapping[str, object]) -> dict[str, float]:
-    """The entries of `values` that are finite numbers, as floats (bools are not numbers here)."""
-    return {
-        k: float(v)
-        for k, v in values.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    }
+__all__ = [
+    "FACT_SOURCES",
+    "Facts",
+    "Found",
+    "Measured",
+    "RunShape",
+    "duration_text",
+    "facts_of",
+    "finite",
+]
 
 
 def budget_facts(measured: Measured) -> Found:
@@ -297,7 +230,7 @@ def shape_facts(measured: Measured) -> Found:
     """The run's shape: world size, its collective calls, graph capture steps, missing step annotations."""
     shape = measured.shape
     numbers, words = _call_facts(shape.calls)
-    numbers |= finite({"world_size": shape.world_size})
+    numbers |= finite({"world_size": shape.world_size, "grad_off_ranks": shape.grad_off_ranks})
     per_rank = measured.budget.per_rank
     numbers |= {"ranks_read": float(per_rank.get_column("rank").n_unique())} if per_rank.height else {}
     numbers |= _capture_facts(measured.budget.per_step) | _extent_facts(shape, measured.budget.per_step)

@@ -112,12 +112,26 @@ def _dimension_leads(f: Facts) -> bool:
     return f["dimensions_named"] >= 2 and share >= DIMENSION_SHARE_MIN and share > straggler
 
 
+def _costly_straggler(f: Facts) -> bool:
+    return (
+        f.numbers.get("straggler_rank", -1.0) >= 0
+        and f.numbers.get("straggler_cost_share", 0.0) >= STRAGGLER_COST_MIN
+    )
+
+
+def _idle_outweighs_straggler(f: Facts) -> bool:
+    """The device's idle on the critical path holds more of the step than a costly straggler costs: the
+    advice ranks the idle first (one measure, the stake on the path), and so does the verdict."""
+    step = f.numbers.get("path_step_us", 0.0)
+    idle = f.numbers.get("path_idle_us", 0.0) / step if step > 0 else 0.0
+    return _costly_straggler(f) and idle > f.numbers.get("straggler_cost_share", 0.0)
+
+
 def _straggler_leads(f: Facts) -> bool:
     """A straggler costing its peers `STRAGGLER_COST_MIN` of the step or more, unless a parallelism dimension
-    leads by exposing more (`_dimension_leads`)."""
-    costly = f["straggler_rank"] >= 0 and f["straggler_cost_share"] >= STRAGGLER_COST_MIN
+    leads by exposing more (`_dimension_leads`) or the path's idle holds more of the step."""
     dimension = "dimension_exposed_share" in f and "dimensions_named" in f and _dimension_leads(f)
-    return costly and not dimension
+    return _costly_straggler(f) and not dimension and not _idle_outweighs_straggler(f)
 
 
 def _dimension_sentence(f: Facts) -> str:
@@ -208,7 +222,7 @@ RULES: tuple[HeadlineRule, ...] = (
     HeadlineRule(
         "idle-bound",
         ("idle_us", "comp_us", "exposed_comm_us", "idle_share"),
-        lambda f: f["idle_us"] > f["comp_us"] + f["exposed_comm_us"],
+        lambda f: f["idle_us"] > f["comp_us"] + f["exposed_comm_us"] or _idle_outweighs_straggler(f),
         _idle_sentence,
     ),
     HeadlineRule(

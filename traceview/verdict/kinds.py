@@ -50,17 +50,39 @@ def _all_capture(f: Facts) -> bool:
     return f["capture_steps"] == f["windows"] > 0
 
 
+INFERENCE_EVIDENCE: tuple[tuple[str, Callable[[Facts], bool], Callable[[Facts], str]], ...] = (
+    (
+        "grad_off_ranks",
+        lambda f: f["grad_off_ranks"] > 0 and f.numbers.get("training_phases", 0.0) == 0,
+        lambda f: (
+            f"the trace's metadata says autograd was off (inference_mode) on {f['grad_off_ranks']:.0f} "
+            "rank(s)"
+        ),
+    ),
+    (
+        "serving_steps",
+        lambda f: f["serving_steps"] > 0,
+        lambda f: f"serving-engine step annotations in {f['serving_steps']:.0f} window(s)",
+    ),
+    (
+        "training_phases",
+        lambda f: f.numbers.get("host_side_recorded", 0.0) > 0 and f["training_phases"] == 0,
+        lambda f: "no backward pass and no optimizer step in any window",
+    ),
+)
+"""What says a run is forward-only, first found first said: (fact, holds, clause) rows."""
+
+
+def _inference_reasons(f: Facts) -> list[str]:
+    return [clause(f) for fact, holds, clause in INFERENCE_EVIDENCE if fact in f and holds(f)]
+
+
 def _inference(f: Facts) -> bool:
-    trained = f["host_side_recorded"] > 0 and f["training_phases"] == 0
-    return trained or f["serving_steps"] > 0
+    return bool(_inference_reasons(f))
 
 
 def _inference_sentence(f: Facts) -> str:
-    why = (
-        f"serving-engine step annotations in {f['serving_steps']:.0f} window(s)"
-        if f["serving_steps"] > 0
-        else "no backward pass and no optimizer step in any window"
-    )
+    why = "; ".join(_inference_reasons(f))
     return (
         f"A forward-only run: inference, serving or a benchmark ({why}): advice for training "
         f"(DataLoader workers, gradient buckets under the backward pass) does not apply."
@@ -116,7 +138,7 @@ KIND_RULES: tuple[KindRule, ...] = (
     ),
     KindRule(
         "inference",
-        ("host_side_recorded", "training_phases", "serving_steps"),
+        (),
         _inference,
         _inference_sentence,
         ("exposed-communication",),
@@ -214,14 +236,7 @@ KIND_ADVICE: tuple[
     (
         "exposed-communication-inference",
         "time-budget",
-        (
-            "exposed_comm_share",
-            "exposed_comm_us",
-            "step_us",
-            "host_side_recorded",
-            "training_phases",
-            "serving_steps",
-        ),
+        ("exposed_comm_share", "exposed_comm_us", "step_us"),
         lambda f: _inference(f) and f["exposed_comm_share"] >= 0.10,
         _exposed_inference_advice,
         lambda f: f["exposed_comm_share"],

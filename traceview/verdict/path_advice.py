@@ -16,6 +16,7 @@ import polars as pl
 from traceview.core.sanitize import printable
 from traceview.critical_path.analysis import CriticalPath
 from traceview.critical_path.categories import CATEGORIES, IDLE_CATEGORIES
+from traceview.critical_path.sweep import REST
 
 CITED_SHARE = 0.03
 """A holder under this share of the median step is not cited as a cause (docs/metrics.md section 5)."""
@@ -83,9 +84,34 @@ def _idle_holders(path: CriticalPath) -> pl.DataFrame:
     )
 
 
+def _top_holders(path: CriticalPath) -> pl.DataFrame:
+    """Per category, the holder of the most time over the run (the mean over ranks of its time per step)."""
+    ranks = max(path.per_rank.height, 1)
+    return (
+        path.holders.filter(pl.col("category") != REST)
+        .group_by("category", "name")
+        .agg((pl.col("us_per_step").sum() / ranks).alias("us"), (pl.col("calls_per_step").sum() / ranks))
+        .sort(["us", "category", "name"], descending=[True, False, False])
+        .group_by("category", maintain_order=True)
+        .first()
+    )
+
+
+def _top_facts(path: CriticalPath) -> tuple[dict[str, float], dict[str, str]]:
+    """`path_top_<category>_us`, `_calls` and the word `_name`: each category's top holder."""
+    numbers: dict[str, float] = {}
+    words: dict[str, str] = {}
+    for row in _top_holders(path).iter_rows(named=True):
+        numbers[f"path_top_{row['category']}_us"] = float(row["us"])
+        numbers[f"path_top_{row['category']}_calls"] = float(row["calls_per_step"])
+        words[f"path_top_{row['category']}_name"] = printable(row["name"], NAME_CHARS)
+    return numbers, words
+
+
 def path_facts(measured: HasPath) -> tuple[dict[str, float], dict[str, str]]:
     """The path's facts: `path_step_us`, `path_idle_us`, `path_<category>_us` (run medians) and the idle
-    holders `path_idle_holder_<i>_us`, `_calls` (per step) with words `_name`, `_category`."""
+    holders `path_idle_holder_<i>_us`, `_calls` (per step) with words `_name`, `_category`; each category's
+    top holder (`_top_facts`)."""
     path = measured.path
     if path is None or path.per_step.height == 0:
         return {}, {}
@@ -94,7 +120,8 @@ def path_facts(measured: HasPath) -> tuple[dict[str, float], dict[str, str]]:
         "path_step_us": float(path.run_median.get("step_us") or 0.0),
         "path_idle_us": _median_idle(path),
     }
-    words: dict[str, str] = {}
+    top_numbers, words = _top_facts(path)
+    numbers |= top_numbers
     for index, row in enumerate(_idle_holders(path).iter_rows(named=True)):
         numbers[f"path_idle_holder_{index}_us"] = float(row["us"])
         numbers[f"path_idle_holder_{index}_calls"] = float(row["calls_per_step"])

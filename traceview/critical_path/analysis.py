@@ -1,11 +1,12 @@
 """The critical path of a run (docs/metrics.md, "Critical path"): the map's per-(rank, step) rows joined with
 the peers' waits the reduce resolves, the medians per rank and over the run, and the holders per rank.
 
-A collective is an open node in the map: its time on the path is `comm_transfer`. The reduce knows, from the
-instances matched across ranks, how long each rank's collectives waited for the last peer to arrive (per
-(rank, step): T_comm - T_transfer of docs/metrics.md section 4); that wait moves from `comm_transfer` to
-`peer_wait`, up to the communication time the path holds in that step (a wait hidden under compute is not on
-the path).
+A collective is an open node in the map (`traceview.critical_path.nodes`): its time on the path is
+`comm_transfer`. The reduce resolves it from the instance matched across ranks: the member waited from its
+entry until the last member arrived (the latest aligned entry of the instance less its own), and that wait,
+up to the communication the path holds between the member's entry and exit, moves from `comm_transfer` to
+`peer_wait` (a wait hidden under compute is not on the path); per (rank, step) at most the step's
+`comm_transfer`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from traceview.critical_path.categories import (
     IDLE_CATEGORIES,
     PEER_WAIT,
 )
+from traceview.critical_path.nodes import at_calls
 from traceview.critical_path.sweep import HOLDER_SCHEMA, PER_STEP_SCHEMA, REST
 
 KEYS = ["rank", "step"]
@@ -61,6 +63,24 @@ class CriticalPath:
         found = self.holders.filter(pl.col("category").is_in(list(IDLE_CATEGORIES)))
         found = found if rank is None else found.filter(pl.col("rank") == rank)
         return found.sort("us_per_step", descending=True)
+
+
+def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): its matched collectives' wait for the last member on the path (`wait_us`), and per
+    call (`per_call`: instance, rank, step, peer_wait_us, comm_on_path_us). `calls`: the matched members
+    (instance, rank, step, start_us and end_us on the rank's clock, aligned_start_us); `nodes`: the map's
+    (`traceview.critical_path.nodes`). A call without a node (the map recorded none) moves nothing."""
+    last = pl.col("aligned_start_us").max().over("instance")
+    on_path = (pl.col("exit_comm_us") - pl.col("entry_comm_us")).clip(lower_bound=0.0)
+    waited = (last - pl.col("aligned_start_us")).clip(lower_bound=0.0)
+    per_call = at_calls(calls.filter(pl.col("step").is_not_null()), nodes).select(
+        "instance",
+        "rank",
+        "step",
+        pl.min_horizontal(waited, on_path).fill_null(0.0).alias("peer_wait_us"),
+        on_path.alias("comm_on_path_us"),
+    )
+    return per_call.group_by(KEYS).agg(pl.col("peer_wait_us").sum().alias("wait_us")).sort(KEYS)
 
 
 def with_peer_waits(per_step: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:

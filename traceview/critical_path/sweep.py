@@ -30,6 +30,7 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
+from traceview.critical_path.nodes import nodes_plan
 
 KEYS = ["rank", "step"]
 PER_STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -223,11 +224,12 @@ _CLASSES = ("event_class", "kernel_class")
 
 
 def critical_path_plans(
-    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame
-) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
-    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), and the ranks whose
-    host rows could not be tied to their launches (every thread read). `events` are classified with
-    `kernel_class`; `cpu` the batch's host rows with `rank`."""
+    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, kernels: pl.DataFrame
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), the ranks whose
+    host rows could not be tied to their launches (every thread read), and the collectives' open nodes
+    (`traceview.critical_path.nodes`). `events` are classified with `kernel_class`; `cpu` the batch's host
+    rows with `rank`; `kernels` its communication rows (`comm_kernels`)."""
     device = events.lazy().select("rank", "kind", "name", "start_us", "end_us", "correlation", *_CLASSES)
     host = cpu.lazy().select("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
     threads = launching_threads(host, device).cache()
@@ -242,7 +244,14 @@ def critical_path_plans(
         per_step_plan(named, windows.lazy()),
         bounded_holders(holders_plan(named, names)),
         unlinked.sort("rank"),
+        nodes_plan(named, _node_rows(kernels), windows.lazy()),
     )
+
+
+def _node_rows(kernels: pl.DataFrame) -> pl.LazyFrame:
+    """The communication rows the nodes are made of (`staging_copy` false where the frame lacks it)."""
+    staging = pl.col("staging_copy") if "staging_copy" in kernels.columns else pl.lit(False)
+    return kernels.lazy().select("rank", "start_us", "end_us", staging.alias("staging_copy"))
 
 
 HOLDERS_PER_RANK = 8

@@ -24,6 +24,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
+from traceview.critical_path.nodes import empty_nodes
 from traceview.critical_path.sweep import critical_path_plans
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
@@ -49,6 +50,7 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "first_launches": ("host_start_us", "first_launch_us"),
     "extent": ("trace_start_us", "trace_end_us"),
     "splits": ("start_us",),
+    "path_nodes": ("entry_us", "exit_us"),
 }
 """The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded).
 """
@@ -81,6 +83,7 @@ class RankSummary:
     splits: pl.DataFrame  # its all-to-all calls with their split sizes (traceview.moe.splits)
     path_steps: pl.DataFrame = field(default_factory=pl.DataFrame)  # per step: the critical path's categories
     path_holders: pl.DataFrame = field(default_factory=pl.DataFrame)  # its bounded holders (critical_path)
+    path_nodes: pl.DataFrame = field(default_factory=empty_nodes)  # per collective: its open node on the path
     path_unlinked: bool = False  # whether no launch tied its host rows to device work (every thread read)
     kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
 
@@ -143,7 +146,8 @@ def _summarized(
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     classed, names = classed_events(events)
-    path_steps, path_holders, unlinked = pl.collect_all(critical_path_plans(classed, cpu, windows))
+    plans = critical_path_plans(classed, cpu, windows, kernels)
+    path_steps, path_holders, unlinked, path_nodes = pl.collect_all(plans)
     kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows)
     calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
     splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
@@ -169,6 +173,7 @@ def _summarized(
         "group_phase": group_phases(events, kernels, windows),
         "path_steps": path_steps,
         "path_holders": path_holders,
+        "path_nodes": path_nodes,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
     unlinked_ranks = set(unlinked.get_column("rank").to_list())

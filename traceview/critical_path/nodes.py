@@ -17,6 +17,7 @@ import polars as pl
 from traceview.critical_path.categories import (
     COMM_TRANSFER,
     DEVICE_CATEGORIES,
+    IDLE_CATEGORIES,
     PRIORITY,
 )
 
@@ -122,6 +123,19 @@ def at_calls(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
     return keyed.join(
         entries.unique([*KEYS, "start_us"]), on=[*KEYS, "start_us"], how="left", maintain_order="left"
     ).join(exits.unique([*KEYS, "end_us"]), on=[*KEYS, "end_us"], how="left", maintain_order="left")
+
+
+def kind_totals(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step) of the path's `per_step`: its compute (`path_compute_us`: the device categories) and
+    host time (`path_host_us`: the host categories and `other`), the kinds the nodes count."""
+    compute = pl.sum_horizontal(f"{category}_us" for category in DEVICE_CATEGORIES)
+    host = pl.sum_horizontal(f"{category}_us" for category in IDLE_CATEGORIES)
+    return per_step.select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        compute.alias("path_compute_us"),
+        host.alias("path_host_us"),
+    )
 
 
 def empty_nodes() -> pl.DataFrame:

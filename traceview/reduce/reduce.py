@@ -365,7 +365,15 @@ def reduce_held(
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
-    replay = replay_run(crossrank, collectives.kernels, budget, prediction, _world(run), options.levers)
+    replay = replay_run(
+        crossrank,
+        collectives.kernels,
+        budget,
+        prediction,
+        _world(run),
+        options.levers,
+        (frames.path_nodes, path.per_step),
+    )
     header = _header(
         run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )

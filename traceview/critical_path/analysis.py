@@ -35,7 +35,8 @@ _COMM, _WAIT = f"{COMM_TRANSFER}_us", f"{PEER_WAIT}_us"
 @dataclass(frozen=True)
 class CriticalPath:
     """What held each step: `per_step` (rank, step, step_us and a `<category>_us` column per category,
-    summing to step_us), `per_rank` (rank, steps and the medians of those columns), `holders` (rank,
+    summing to step_us), `per_rank` (rank, steps, the medians of those columns and `median_step`, its step
+    nearest the median: the drill-down's link), `holders` (rank,
     category, name, us_per_step, share of the rank's median step, calls_per_step, steps, longest_step:
     at most `HOLDERS_PER_RANK` per rank by name plus one `rest` row), `run_median` (each column's median over
     every (rank, step)) and `notes` (the edges inferred, said once per run)."""
@@ -77,7 +78,10 @@ def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
         "instance",
         "rank",
         "step",
-        pl.min_horizontal(waited, on_path).fill_null(0.0).alias("peer_wait_us"),
+        pl.when(on_path.is_not_null())
+        .then(pl.min_horizontal(waited, on_path))
+        .otherwise(0.0)
+        .alias("peer_wait_us"),
         on_path.alias("comm_on_path_us"),
     )
     return per_call.group_by(KEYS).agg(pl.col("peer_wait_us").sum().alias("wait_us")).sort(KEYS)
@@ -128,7 +132,12 @@ def critical_path(
     read = per_step if counted is None else per_step.join(counted.select(KEYS), on=KEYS, how="semi")
     read = read if read.height else per_step
     columns = ["step_us", *CATEGORY_COLUMNS]
-    per_rank = read.group_by("rank").agg(pl.len().alias("steps"), pl.col(columns).median()).sort("rank")
+    per_rank = (
+        read.group_by("rank")
+        .agg(pl.len().alias("steps"), pl.col(columns).median())
+        .join(_median_steps(read), on="rank", how="left")
+        .sort("rank")
+    )
     medians = read.select(pl.col(columns).median())
     run_median = {c: (medians.item(0, c) if read.height else None) for c in columns}
     return CriticalPath(
@@ -137,6 +146,18 @@ def critical_path(
         holders=_holders(holders.cast(HOLDER_SCHEMA), per_rank),  # type: ignore[arg-type]
         run_median=run_median,
         notes=_notes(unlinked_ranks, waits.height > 0),
+    )
+
+
+def _median_steps(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, `median_step`: its step whose `step_us` lies nearest its median (of equals, the first): where
+    the report links a rank's median bar in the step drill-down."""
+    distance = (pl.col("step_us") - pl.col("step_us").median().over("rank")).abs()
+    return (
+        per_step.with_columns(distance.alias("_distance"))
+        .sort("rank", "_distance", "step")
+        .group_by("rank", maintain_order=True)
+        .agg(pl.col("step").first().alias("median_step"))
     )
 
 

@@ -151,10 +151,11 @@ def _anchored(usable: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 def _parts(length: pl.Expr, compute: pl.Expr, host: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     """The compute and host parts of a positive `length` from the path's `compute` and `host` time in it
     (each clipped to what is left, compute first); the share c's where the path's are null."""
+    known = compute.is_not_null() & host.is_not_null()  # (min_horizontal passes over a null)
     found = pl.min_horizontal(compute.clip(lower_bound=0.0), length)
-    compute_us = pl.coalesce(found, length * pl.col("share"))
     held = pl.min_horizontal(host.clip(lower_bound=0.0), length - found)
-    return compute_us, pl.coalesce(held, length * (1 - pl.col("share")))
+    compute_us = pl.when(known).then(found).otherwise(length * pl.col("share"))
+    return compute_us, pl.when(known).then(held).otherwise(length * (1 - pl.col("share")))
 
 
 def _split(anchored: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:

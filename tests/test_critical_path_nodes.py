@@ -14,7 +14,9 @@ import pytest
 from traceview.parsers import kineto
 
 import traceview
+from tests.collective_waits_plain import waits as plain_waits
 from tests.kineto_factory import document, kernel, launch, step, write
+from tests.shared_data import REAL_KINETO, requires_shared
 from traceview.critical_path.analysis import collective_waits
 from traceview.critical_path.categories import CATEGORY_COLUMNS
 from traceview.critical_path.nodes import NODE_SCHEMA
@@ -142,3 +144,23 @@ def test_without_nodes_the_skeleton_splits_by_the_share(analysis: RunAnalysis) -
     share = (budget["comp_us"] - budget["overlap_us"]) / (budget["step_us"] - budget["comm_us"])
     assert row["compute_us"] == pytest.approx(100 * share)
     assert row["compute_us"] + row["host_us"] == pytest.approx(100)
+
+
+@requires_shared
+def test_peer_waits_against_a_plain_pass_on_the_gloo_run() -> None:
+    """On the real 2-rank gloo run, every (rank, step)'s peer wait equals the plain-Python pass over the raw
+    trace events (`tests/collective_waits_plain.py`), given the clock offset the tool aligned rank 1 by."""
+    folder = REAL_KINETO / "h200_pt211_gloo_dp2"
+    analysis = traceview.analyze(folder).raw
+    path, crossrank = analysis.critical_path, analysis.crossrank
+    assert path is not None
+    assert crossrank is not None
+    offsets = crossrank.clocks.offsets.explode("ranks").select("ranks", "offset_us").rows()
+    files = sorted(folder.glob("gloo_rank*.json.gz"))
+    shifts = {int(rank): float(us) for rank, us in offsets}
+    steps = path.per_step.get_column("step").unique().to_list()
+    plain = {step: plain_waits(step, files, shifts) for step in steps}
+    for row in path.per_step.iter_rows(named=True):
+        mine = sum(call["peer_wait_us"] for call in plain[row["step"]] if call["rank"] == row["rank"])
+        assert row["peer_wait_us"] == pytest.approx(mine, abs=0.01)
+    assert path.per_step.get_column("peer_wait_us").max() > 1000  # rank 1 waits ms in two steps

@@ -66,24 +66,31 @@ class CriticalPath:
         return found.sort("us_per_step", descending=True)
 
 
-def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, step): its matched collectives' wait for the last member on the path (`wait_us`), and per
-    call (`per_call`: instance, rank, step, peer_wait_us, comm_on_path_us). `calls`: the matched members
-    (instance, rank, step, start_us and end_us on the rank's clock, aligned_start_us); `nodes`: the map's
-    (`traceview.critical_path.nodes`). A call without a node (the map recorded none) moves nothing."""
+def call_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Per matched call (instance, rank, step): `waited_us`, from its entry to the last member's arrival (the
+    latest aligned entry of its instance less its own), `comm_on_path_us`, the communication the path holds
+    between its entry and exit (its node's, `traceview.critical_path.nodes`; null without one), and
+    `peer_wait_us`, the former up to the latter (0 without a node). `calls`: the matched members (instance,
+    rank, step, start_us and end_us on the rank's clock, aligned_start_us)."""
     last = pl.col("aligned_start_us").max().over("instance")
     on_path = (pl.col("exit_comm_us") - pl.col("entry_comm_us")).clip(lower_bound=0.0)
     waited = (last - pl.col("aligned_start_us")).clip(lower_bound=0.0)
-    per_call = at_calls(calls.filter(pl.col("step").is_not_null()), nodes).select(
+    moved = pl.when(on_path.is_not_null()).then(pl.min_horizontal(waited, on_path)).otherwise(0.0)
+    return at_calls(calls.filter(pl.col("step").is_not_null()), nodes).select(
         "instance",
         "rank",
         "step",
-        pl.when(on_path.is_not_null())
-        .then(pl.min_horizontal(waited, on_path))
-        .otherwise(0.0)
-        .alias("peer_wait_us"),
+        "start_us",
+        waited.alias("waited_us"),
         on_path.alias("comm_on_path_us"),
+        moved.alias("peer_wait_us"),
     )
+
+
+def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): its matched collectives' wait for their last member on the path (`wait_us`: the sum
+    of `call_waits`' `peer_wait_us`)."""
+    per_call = call_waits(calls, nodes)
     return per_call.group_by(KEYS).agg(pl.col("peer_wait_us").sum().alias("wait_us")).sort(KEYS)
 
 

@@ -12,12 +12,13 @@ from typing import Any
 import polars as pl
 import pytest
 from traceview.parsers import kineto
+from traceview.reports.html.page import render_html
 
 import traceview
 from tests.collective_waits_plain import waits as plain_waits
 from tests.kineto_factory import document, kernel, launch, step, write
 from tests.shared_data import REAL_KINETO, requires_shared
-from traceview.critical_path.analysis import collective_waits
+from traceview.critical_path.analysis import collective_waits, median_steps
 from traceview.critical_path.categories import CATEGORY_COLUMNS
 from traceview.critical_path.nodes import NODE_SCHEMA
 from traceview.map.rank_summary import summarize
@@ -164,3 +165,26 @@ def test_peer_waits_against_a_plain_pass_on_the_gloo_run() -> None:
         mine = sum(call["peer_wait_us"] for call in plain[row["step"]] if call["rank"] == row["rank"])
         assert row["peer_wait_us"] == pytest.approx(mine, abs=0.01)
     assert path.per_step.get_column("peer_wait_us").max() > 1000  # rank 1 waits ms in two steps
+
+
+def test_holders_and_bars_link_to_the_step_drill_down(analysis: RunAnalysis) -> None:
+    path = analysis.critical_path
+    assert path is not None
+    # one step per rank: each rank's median step is that step
+    assert path.per_rank.select("rank", "median_step").rows() == [(0, 1), (1, 1)]
+    page = render_html(analysis, plotlyjs="cdn")
+    assert '<a href="#cell=0-1">rank 0, step 1</a>' in page
+    assert '<a href="#cell=1-1">rank 1, step 1</a>' in page
+    for rank, longest in path.holders.select("rank", "longest_step").rows():
+        assert f'<a href="#cell={rank}-{longest}">{longest}</a>' in page
+    assert '"customdata":["#cell=0-1","#cell=1-1"]' in page  # the bars the page's script follows
+    assert 'id="drilldown-cells"' in page  # the drill-down the links open
+
+
+def test_median_step_is_the_step_nearest_the_median() -> None:
+    per_step = pl.DataFrame(
+        {"rank": [0, 0, 0, 1, 1], "step": [4, 5, 6, 4, 5], "step_us": [100.0, 300.0, 190.0, 50.0, 70.0]}
+    )
+    steps = median_steps(per_step)
+    # rank 0: median 190 (step 6 itself); rank 1: median 60, steps 4 and 5 equally near: the first
+    assert steps.sort("rank").rows() == [(0, 6), (1, 4)]

@@ -142,7 +142,7 @@ def critical_path(
     per_rank = (
         read.group_by("rank")
         .agg(pl.len().alias("steps"), pl.col(columns).median())
-        .join(_median_steps(read), on="rank", how="left")
+        .join(median_steps(read), on="rank", how="left")
         .sort("rank")
     )
     medians = read.select(pl.col(columns).median())
@@ -156,7 +156,7 @@ def critical_path(
     )
 
 
-def _median_steps(per_step: pl.DataFrame) -> pl.DataFrame:
+def median_steps(per_step: pl.DataFrame) -> pl.DataFrame:
     """Per rank, `median_step`: its step whose `step_us` lies nearest its median (of equals, the first): where
     the report links a rank's median bar in the step drill-down."""
     distance = (pl.col("step_us") - pl.col("step_us").median().over("rank")).abs()

@@ -6,9 +6,9 @@ calls, the step windows, one launch mark per communication kernel (the end of th
 launch gaps), the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration
 sketch of each kernel class (for comparisons), the kernels analysis's bounded frames
 (`traceview.kernels.parts`), the critical path's per-step rows, bounded holders and one open node per
-collective row (`traceview.critical_path`), and a compact host-side trace (step marks, the FLOPs of each step, the first
-shape-bearing operator of each step) on which the model's inputs are read. Times are on the rank's own time
-base; `shifted` moves a summary onto the run's.
+collective row (`traceview.critical_path`), and a compact host-side trace (step marks, the FLOPs of each
+step, the first shape-bearing operator of each step) on which the model's inputs are read. Times are on the
+rank's own time base; `shifted` moves a summary onto the run's.
 """
 
 from __future__ import annotations

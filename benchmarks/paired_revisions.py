@@ -91,8 +91,11 @@ def check_imported_from(packages: Path) -> None:
         raise SystemExit(f"a run would import {found}, not the copy in {packages}")
 
 
-def measure(packages: Path, command: list[str]) -> tuple[float, float]:
-    """CPU seconds of the tree (the child and every process it reaped) and the tree's peak RSS in MiB."""
+def measure(
+    packages: Path, command: list[str], accepted: frozenset[int] = frozenset({0})
+) -> tuple[float, float]:
+    """CPU seconds of the tree (the child and every process it reaped) and the tree's peak RSS in MiB; a
+    run that exits with a code outside `accepted` stops the benchmark."""
     environment = {**os.environ, "PYTHONPATH": str(packages)}
     child = subprocess.Popen([sys.executable, "-P", *command], env=environment, stdout=subprocess.DEVNULL)
     peak = [0.0]
@@ -103,7 +106,7 @@ def measure(packages: Path, command: list[str]) -> tuple[float, float]:
     child.returncode = os.waitstatus_to_exitcode(status)
     stop.set()
     sampler.join()
-    if child.returncode != 0:
+    if child.returncode not in accepted:
         raise SystemExit(f"{command} exited with {child.returncode}")
     if REDUCE_OUT.exists():  # `--reduce`: the reduce's own CPU seconds in place of the process's
         spent = float(REDUCE_OUT.read_text())
@@ -161,6 +164,13 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--import", dest="module", default=None, help="only import this module")
     parser.add_argument("--reduce", type=Path, default=None, help="time the reduce of this run's ranks")
+    parser.add_argument(
+        "--exit-ok",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="exit codes a run may end with (4: a rank of a larger job, some inputs not read)",
+    )
     parser.add_argument("args", nargs="*", help="traceview's arguments (after --)")
     options = parser.parse_args()
     if options.module:
@@ -183,7 +193,8 @@ def main() -> None:
         for pair in range(options.pairs):
             order = ("before", "after") if pair % 2 == 0 else ("after", "before")
             for side in order:
-                sides[side].append(measure(before if side == "before" else after, command))
+                packages = before if side == "before" else after
+                sides[side].append(measure(packages, command, frozenset(options.exit_ok)))
             print(
                 f"pair {pair}: "
                 + "  ".join(

@@ -1,13 +1,14 @@
 """Figures of the critical path section: the median step of each rank, stacked by what held it.
 
-No computation beyond unit conversion: the medians come from `traceview.critical_path.analysis`.
+No computation beyond unit conversion: the medians come from `traceview.critical_path.analysis`; each rank's
+bar carries the drill-down address of its `median_step` (the page's script follows it on a click).
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
-from traceview.reports.html.figures import NOISE_FLOOR_MS, rank_bars
+from traceview.reports.html.figures import MAX_RANK_BARS, NOISE_FLOOR_MS, rank_bars
 
 from traceview.critical_path.analysis import CriticalPath
 from traceview.critical_path.categories import DEVICE_CATEGORIES
@@ -47,8 +48,18 @@ def path_bars(path: CriticalPath) -> go.Figure:
     bars = [
         (c.removeprefix("compute_") if c in DEVICE_CATEGORIES else c, f"{c}_us", colours[c]) for c in held
     ]
-    title = "Critical path of the median step per rank, by what held it"
-    return rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS)
+    title = "Critical path of the median step per rank, by what held it (click a bar: that step in detail)"
+    figure = rank_bars(per_rank, bars, title, yaxis_title="ms", floor=NOISE_FLOOR_MS)
+    if per_rank.height <= MAX_RANK_BARS:  # one bar per rank: each links to its median step's drill-down cell
+        links = [drill_link(rank, step) for rank, step in per_rank.select("rank", "median_step").iter_rows()]
+        figure.update_traces(customdata=links, selector={"type": "bar"})
+    return figure
+
+
+def drill_link(rank: int, step: int | None) -> str | None:
+    """The step drill-down's address of a (rank, step) cell (`#cell=RANK-STEP`, docs/metrics.md, "Report");
+    None without a step."""
+    return None if step is None else f"#cell={rank}-{step}"
 
 
 def critical_path_figures(analysis: RunAnalysis) -> dict[str, go.Figure]:

@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from traceview.across_ranks._mismatches import MISMATCH_SCHEMA
 from traceview.across_ranks.clocks import ClockOffsets, align, clock_offsets, rank_hosts
-from traceview.across_ranks.matching import MISMATCH_SCHEMA, Matching, match_instances
+from traceview.across_ranks.matching import Matching, match_instances
 from traceview.across_ranks.overlap import disjoint_instances, disjoint_mismatches
 from traceview.across_ranks.sentences import straggler_sentence, warnings
 from traceview.across_ranks.stragglers import (

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.across_ranks._mismatches import KEY_KINDS, mismatches_of
 from traceview.across_ranks.alignment import (
     CELL,
     CELL_RANK,
@@ -79,18 +80,6 @@ KERNEL_COLUMNS: tuple[str, ...] = (
 
 UNKNOWN_GROUP = "unknown"
 """The `pg_key` that `comm_kernels` writes when a kernel's process group is not known."""
-KEY_KINDS = frozenset({"different", "missing"})
-"""Mismatch kinds that make the instance at their key inconsistent (an extra or unmatched call sits between
-keys, and is paired with none)."""
-MISMATCH_SCHEMA = {
-    "group": pl.Utf8,
-    "step": pl.Int64,
-    "position": pl.Int64,
-    "seq": pl.Int64,
-    "rank": pl.Int64,
-    "kind": pl.Utf8,
-    "detail": pl.Utf8,
-}
 
 
 @dataclass(frozen=True)
@@ -129,7 +118,7 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
     members = _members(kernels, ranks_present)
     expected = _expected(members, calls, windows, reference)
     seqs = _key_seqs(reference, placed)
-    mismatches = _mismatches(placed_all, expected, placed, seqs, ambiguous)
+    mismatches = mismatches_of(placed_all, expected, placed, seqs, ambiguous)
     at_key = mismatches.filter(pl.col("kind").is_in(list(KEY_KINDS))).select(KEY)
     instances = _instances(expected, signatures, placed, pl.concat([at_key, ambiguous.select(KEY)]), seqs)
     ids = instances.select(*KEY, "instance", "seq")
@@ -344,82 +333,6 @@ def _key_seqs(reference: pl.DataFrame, placed: pl.DataFrame) -> pl.DataFrame:
     return keys.join(trace_seq, on=KEY, how="left").select(
         *KEY, "ordinal", pl.coalesce("seq", "ordinal").alias("seq")
     )
-
-
-def _ambiguity_note(ambiguous: pl.DataFrame, seqs: pl.DataFrame) -> pl.DataFrame:
-    """Per (group, step, rank) with ambiguous keys: a note naming the seq range the mismatch may sit in."""
-    ranges = ambiguous.group_by(CELL_RANK).agg(
-        pl.col("position").min().alias("low"), (pl.col("position").max() + 1).alias("high")
-    )
-    seq_of = seqs.select(*CELL, "position", "seq")
-    return (
-        ranges.join(seq_of.rename({"position": "low", "seq": "seq_low"}), on=[*CELL, "low"], how="left")
-        .join(seq_of.rename({"position": "high", "seq": "seq_high"}), on=[*CELL, "high"], how="left")
-        .select(
-            *CELL_RANK,
-            pl.format(
-                "; its neighbours look the same: it may sit anywhere in seq {}..{}", "seq_low", "seq_high"
-            ).alias("note"),
-        )
-    )
-
-
-def _signature_text(collective: str, size: str, dtype: str) -> pl.Expr:
-    """`AllReduce 1024 B bfloat16`; `?` for an unknown size, nothing for an unknown dtype."""
-    bytes_text = pl.col(size).cast(pl.Utf8).fill_null("?")
-    return pl.format("{} {} B{}", pl.col(collective), bytes_text, (pl.lit(" ") + pl.col(dtype)).fill_null(""))
-
-
-def _mismatches(
-    placed_all: pl.DataFrame,
-    expected: pl.DataFrame,
-    placed: pl.DataFrame,
-    seqs: pl.DataFrame,
-    ambiguous: pl.DataFrame,
-) -> pl.DataFrame:
-    """Every mismatch with its rank and key: extra/unmatched, different and missing calls."""
-    sig = _signature_text("collective", "size_bytes", "dtype")
-    unplaced = (
-        placed_all.filter(~pl.col("placed"))
-        .join(_ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left")
-        .select(
-            *CELL,
-            pl.col("next_position").alias("position"),
-            "rank",
-            pl.when(pl.col("count") > pl.col("ref_count"))
-            .then(pl.lit("extra"))
-            .otherwise(pl.lit("unmatched"))
-            .alias("kind"),
-            pl.format(
-                "call {} ({} calls here, peers {}){}",
-                sig,
-                pl.col("count"),
-                pl.col("ref_count"),
-                pl.col("note").fill_null(""),
-            ).alias("detail"),
-        )
-    )
-    ref_sig = _signature_text(*REFERENCE)
-    different = placed_all.filter(pl.col("placed") & ~agrees(SIGNATURE, REFERENCE)).select(
-        *KEY,
-        "rank",
-        pl.lit("different").alias("kind"),
-        pl.format("{} where peers have {}", sig, ref_sig).alias("detail"),
-    )
-    missing = (
-        expected.join(placed.select(*KEY, "rank"), on=[*KEY, "rank"], how="anti")
-        .join(_ambiguity_note(ambiguous, seqs), on=CELL_RANK, how="left")
-        .select(
-            *KEY,
-            "rank",
-            pl.lit("missing").alias("kind"),
-            pl.format(
-                "no call ({} expected here){}", pl.col("ref_count"), pl.col("note").fill_null("")
-            ).alias("detail"),
-        )
-    )
-    found = pl.concat([unplaced, different, missing], how="vertical_relaxed").join(seqs, on=KEY, how="left")
-    return found.select(list(MISMATCH_SCHEMA)).cast(MISMATCH_SCHEMA).sort("group", "step", "position", "rank")  # type: ignore[arg-type]
 
 
 def _instances(

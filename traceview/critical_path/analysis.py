@@ -1,11 +1,12 @@
 """The critical path of a run (docs/metrics.md, "Critical path"): the map's per-(rank, step) rows joined with
 the peers' waits the reduce resolves, the medians per rank and over the run, and the holders per rank.
 
-A collective is an open node in the map: its time on the path is `comm_transfer`. The reduce knows, from the
-instances matched across ranks, how long each rank's collectives waited for the last peer to arrive (per
-(rank, step): T_comm - T_transfer of docs/metrics.md section 4); that wait moves from `comm_transfer` to
-`peer_wait`, up to the communication time the path holds in that step (a wait hidden under compute is not on
-the path).
+A collective is an open node in the map (`traceview.critical_path.nodes`): its time on the path is
+`comm_transfer`. The reduce resolves it from the instance matched across ranks: the member waited from its
+entry until the last member arrived (the latest aligned entry of the instance less its own), and that wait,
+up to the communication the path holds between the member's entry and exit, moves from `comm_transfer` to
+`peer_wait` (a wait hidden under compute is not on the path); per (rank, step) at most the step's
+`comm_transfer`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from traceview.critical_path.categories import (
     IDLE_CATEGORIES,
     PEER_WAIT,
 )
+from traceview.critical_path.nodes import at_calls
 from traceview.critical_path.sweep import HOLDER_SCHEMA, PER_STEP_SCHEMA, REST
 
 KEYS = ["rank", "step"]
@@ -33,7 +35,8 @@ _COMM, _WAIT = f"{COMM_TRANSFER}_us", f"{PEER_WAIT}_us"
 @dataclass(frozen=True)
 class CriticalPath:
     """What held each step: `per_step` (rank, step, step_us and a `<category>_us` column per category,
-    summing to step_us), `per_rank` (rank, steps and the medians of those columns), `holders` (rank,
+    summing to step_us), `per_rank` (rank, steps, the medians of those columns and `median_step`, its step
+    nearest the median: the drill-down's link), `holders` (rank,
     category, name, us_per_step, share of the rank's median step, calls_per_step, steps, longest_step:
     at most `HOLDERS_PER_RANK` per rank by name plus one `rest` row), `run_median` (each column's median over
     every (rank, step)) and `notes` (the edges inferred, said once per run)."""
@@ -61,6 +64,34 @@ class CriticalPath:
         found = self.holders.filter(pl.col("category").is_in(list(IDLE_CATEGORIES)))
         found = found if rank is None else found.filter(pl.col("rank") == rank)
         return found.sort("us_per_step", descending=True)
+
+
+def call_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Per matched call (instance, rank, step): `waited_us`, from its entry to the last member's arrival (the
+    latest aligned entry of its instance less its own), `comm_on_path_us`, the communication the path holds
+    between its entry and exit (its node's, `traceview.critical_path.nodes`; null without one), and
+    `peer_wait_us`, the former up to the latter (0 without a node). `calls`: the matched members (instance,
+    rank, step, start_us and end_us on the rank's clock, aligned_start_us)."""
+    last = pl.col("aligned_start_us").max().over("instance")
+    on_path = (pl.col("exit_comm_us") - pl.col("entry_comm_us")).clip(lower_bound=0.0)
+    waited = (last - pl.col("aligned_start_us")).clip(lower_bound=0.0)
+    moved = pl.when(on_path.is_not_null()).then(pl.min_horizontal(waited, on_path)).otherwise(0.0)
+    return at_calls(calls.filter(pl.col("step").is_not_null()), nodes).select(
+        "instance",
+        "rank",
+        "step",
+        "start_us",
+        waited.alias("waited_us"),
+        on_path.alias("comm_on_path_us"),
+        moved.alias("peer_wait_us"),
+    )
+
+
+def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): its matched collectives' wait for their last member on the path (`wait_us`: the sum
+    of `call_waits`' `peer_wait_us`)."""
+    per_call = call_waits(calls, nodes)
+    return per_call.group_by(KEYS).agg(pl.col("peer_wait_us").sum().alias("wait_us")).sort(KEYS)
 
 
 def with_peer_waits(per_step: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
@@ -110,7 +141,12 @@ def critical_path(
     read = per_step if counted is None else per_step.join(counted.select(KEYS), on=KEYS, how="semi")
     read = read if read.height else per_step
     columns = ["step_us", *CATEGORY_COLUMNS]
-    per_rank = read.group_by("rank").agg(pl.len().alias("steps"), pl.col(columns).median()).sort("rank")
+    per_rank = (
+        read.group_by("rank")
+        .agg(pl.len().alias("steps"), pl.col(columns).median())
+        .join(median_steps(read), on="rank", how="left")
+        .sort("rank")
+    )
     medians = read.select(pl.col(columns).median())
     run_median = {c: (medians.item(0, c) if read.height else None) for c in columns}
     return CriticalPath(
@@ -119,6 +155,18 @@ def critical_path(
         holders=_holders(holders.cast(HOLDER_SCHEMA), per_rank),  # type: ignore[arg-type]
         run_median=run_median,
         notes=_notes(unlinked_ranks, waits.height > 0, syncs or {}),
+    )
+
+
+def median_steps(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, `median_step`: its step whose `step_us` lies nearest its median (of equals, the first): where
+    the report links a rank's median bar in the step drill-down."""
+    distance = (pl.col("step_us") - pl.col("step_us").median().over("rank")).abs()
+    return (
+        per_step.with_columns(distance.alias("_distance"))
+        .sort("rank", "_distance", "step")
+        .group_by("rank", maintain_order=True)
+        .agg(pl.col("step").first().alias("median_step"))
     )
 
 

@@ -31,6 +31,7 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
+from traceview.critical_path.nodes import nodes_plan
 from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
 KEYS = ["rank", "step"]
@@ -258,14 +259,20 @@ def path_intervals(
 
 
 def critical_path_plans(
-    events: pl.DataFrame, cpu: pl.DataFrame, windows: pl.DataFrame, syncs: pl.DataFrame | None = None
-) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    events: pl.DataFrame,
+    cpu: pl.DataFrame,
+    windows: pl.DataFrame,
+    kernels: pl.DataFrame,
+    syncs: pl.DataFrame | None = None,
+) -> tuple[pl.LazyFrame, ...]:
     """The queries of a batch's path: per (rank, step) rows, holders (`bounded_holders`), the ranks whose
-    host rows could not be tied to their launches (every thread read), and the recorded sync events per
-    rank (`sync_counts`). `events` are classified with `kernel_class`; `cpu` the batch's host rows with
-    `rank` (`PATH_HOST_COLUMNS`) and `syncs` its CUDA sync events (`SYNC_SCHEMA`), each with `rank`. The
-    intervals and the named segments are collected here, one query each (three plans sharing cached parts
-    cost more to plan and run than the parts collected in turn: a third of the path's CPU on a tiny rank)."""
+    host rows could not be tied to their launches (every thread read), the collectives' open nodes
+    (`traceview.critical_path.nodes`) and the recorded sync events per rank (`sync_counts`). `events` are
+    classified with `kernel_class`; `cpu` the batch's host rows with `rank` (`PATH_HOST_COLUMNS`);
+    `kernels` its communication rows (`comm_kernels`); `syncs` its CUDA sync events (`SYNC_SCHEMA`), each
+    with `rank`. The intervals and the named segments are collected here, one query each (three plans
+    sharing cached parts cost more to plan and run than the parts collected in turn: a third of the path's
+    CPU on a tiny rank)."""
     syncs = _NO_SYNCS if syncs is None else syncs
     planned, threads, host = path_intervals(events, cpu, syncs)
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
@@ -278,8 +285,15 @@ def critical_path_plans(
         per_step_plan(named.lazy(), windows.lazy()),
         bounded_holders(holders_plan(named.lazy(), names)),
         unlinked_ranks.lazy(),
+        nodes_plan(named.lazy(), _node_rows(kernels), windows.lazy()),
         sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
     )
+
+
+def _node_rows(kernels: pl.DataFrame) -> pl.LazyFrame:
+    """The communication rows the nodes are made of (`staging_copy` false where the frame lacks it)."""
+    staging = pl.col("staging_copy") if "staging_copy" in kernels.columns else pl.lit(False)
+    return kernels.lazy().select("rank", "start_us", "end_us", staging.alias("staging_copy"))
 
 
 HOLDERS_PER_RANK = 8

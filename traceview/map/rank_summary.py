@@ -5,9 +5,10 @@ whose size grows with the trace's events: the per-step time budget, the communic
 calls, the step windows, one launch mark per communication kernel (the end of the compute before it, for
 launch gaps), the idle-gap totals with the longest gaps, a bounded timeline, the compute time and duration
 sketch of each kernel class (for comparisons), the kernels analysis's bounded frames
-(`traceview.kernels.parts`), and a compact host-side trace (step marks, the FLOPs of each step, the first
-shape-bearing operator of each step) on which the model's inputs are read. Times are on the rank's own time
-base; `shifted` moves a summary onto the run's.
+(`traceview.kernels.parts`), the critical path's per-step rows, bounded holders and one open node per
+collective row (`traceview.critical_path`), and a compact host-side trace (step marks, the FLOPs of each
+step, the first shape-bearing operator of each step) on which the model's inputs are read. Times are on the
+rank's own time base; `shifted` moves a summary onto the run's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
+from traceview.critical_path.nodes import empty_nodes
 from traceview.critical_path.sweep import PATH_HOST_COLUMNS, critical_path_plans
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
@@ -50,6 +52,7 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "first_launches": ("host_start_us", "first_launch_us"),
     "extent": ("trace_start_us", "trace_end_us"),
     "splits": ("start_us",),
+    "path_nodes": ("entry_us", "exit_us"),
 }
 """The frames of a summary that hold times on the rank's clock, and their time columns (durations excluded).
 """
@@ -82,6 +85,7 @@ class RankSummary:
     splits: pl.DataFrame  # its all-to-all calls with their split sizes (traceview.moe.splits)
     path_steps: pl.DataFrame = field(default_factory=pl.DataFrame)  # per step: the critical path's categories
     path_holders: pl.DataFrame = field(default_factory=pl.DataFrame)  # its bounded holders (critical_path)
+    path_nodes: pl.DataFrame = field(default_factory=empty_nodes)  # per collective: its open node on the path
     path_unlinked: bool = False  # whether no launch tied its host rows to device work (every thread read)
     path_syncs: tuple[int, int] = (0, 0)  # its recorded CUDA sync events: host waits, cross-stream waits
     kernel_parts: KernelParts = field(default_factory=KernelParts.empty)  # no times on the rank's clock
@@ -153,7 +157,8 @@ def _summarized(
     path_host = pl.DataFrame([cpu.get_column(c) for c in PATH_HOST_COLUMNS])  # no query; the rest freed
     syncs = stacked_rows(traces, lambda t: t.syncs)
     del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
-    path_steps, path_holders, unlinked_ranks, synced = _critical_path(classed, path_host, windows, syncs)
+    path = _critical_path(classed, path_host, windows, kernels, syncs)
+    path_steps, path_holders, path_nodes, unlinked_ranks, synced = path
     gaps = idle_gaps(events, windows, launch_rows)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
@@ -173,6 +178,7 @@ def _summarized(
         "group_phase": group_phases(events, kernels, windows),
         "path_steps": path_steps,
         "path_holders": path_holders,
+        "path_nodes": path_nodes,
     }
     split = {name: by_rank(frame, ranks) for name, frame in keyed.items()}
     per_rank: dict[str, Sequence[Any]] = {"kernel_classes": [c[0] for c in class_parts]}
@@ -187,13 +193,18 @@ def _summarized(
 
 
 def _critical_path(
-    classed: pl.DataFrame, host: pl.DataFrame, windows: pl.DataFrame, syncs: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, set[int], dict[int, tuple[int, int]]]:
-    """The batch's critical path (`critical_path_plans`): per-step rows, holders, the ranks not linked, and
-    the recorded sync events per rank (host waits, cross-stream waits)."""
-    steps, holders, unlinked, syncs_read = pl.collect_all(critical_path_plans(classed, host, windows, syncs))
+    classed: pl.DataFrame,
+    host: pl.DataFrame,
+    windows: pl.DataFrame,
+    kernels: pl.DataFrame,
+    syncs: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, set[int], dict[int, tuple[int, int]]]:
+    """The batch's critical path (`critical_path_plans`): per-step rows, holders, the collectives' open
+    nodes, the ranks not linked, and the recorded sync events per rank (host waits, cross-stream waits)."""
+    plans = critical_path_plans(classed, host, windows, kernels, syncs)
+    steps, holders, unlinked, nodes, syncs_read = pl.collect_all(plans)
     synced = {row[0]: (row[1], row[2]) for row in syncs_read.iter_rows()}
-    return steps, holders, set(unlinked.get_column("rank").to_list()), synced
+    return steps, holders, nodes, set(unlinked.get_column("rank").to_list()), synced
 
 
 def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:

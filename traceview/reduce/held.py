@@ -56,6 +56,7 @@ class Stacked:
     splits: pl.DataFrame
     path_steps: pl.DataFrame
     path_holders: pl.DataFrame
+    path_nodes: pl.DataFrame
     kernel_parts: KernelParts
 
 

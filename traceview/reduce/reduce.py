@@ -31,7 +31,7 @@ from traceview.collectives.tables import (
 )
 from traceview.core.engine import in_memory
 from traceview.core.errors import ParseWarning
-from traceview.critical_path.analysis import CriticalPath, critical_path
+from traceview.critical_path.analysis import CriticalPath, collective_waits, critical_path
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import Distributions, distributions_from_parts
 from traceview.flight_recorder.analysis import HangAnalysis
@@ -75,14 +75,15 @@ def compact_run(
     )
 
 
-def _critical_path(frames: Stacked, budget: TimeBudget, ranks: Sequence[HeldRank]) -> CriticalPath:
-    """The critical path: the map's rows, the peers' waits from the matched instances (per (rank, step),
-    T_comm - T_transfer where a transfer was measured), the medians over the budget's counted steps."""
+def _critical_path(
+    frames: Stacked, budget: TimeBudget, crossrank: CrossRank, ranks: Sequence[HeldRank]
+) -> CriticalPath:
+    """The critical path: the map's rows, the peers' waits resolved per matched call from the map's open
+    nodes (`collective_waits`), the medians over the budget's counted steps."""
     per_step = budget.per_step
     waits = pl.DataFrame()
-    if "transfer_us" in per_step.columns and per_step.height:
-        wait = (pl.col("comm_us") - pl.col("transfer_us")).clip(lower_bound=0.0).alias("wait_us")
-        waits = per_step.filter(pl.col("transfer_us").is_not_null()).select("rank", "step", wait)
+    if crossrank.calls.height:
+        waits = collective_waits(crossrank.calls, frames.path_nodes)
     counted = per_step.filter(~pl.col("graph_capture")) if "graph_capture" in per_step.columns else None
     unlinked = [r.trace.rank for r in ranks if r.path_unlinked]
     syncs = {r.trace.rank: r.path_syncs for r in ranks}
@@ -362,12 +363,20 @@ def reduce_held(
     budget = budget_of(frames.per_step, crossrank.transfer)
     collectives = with_transfer_busbw(collectives, crossrank.calls)
     prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
-    path = _critical_path(frames, budget, ordered)
+    path = _critical_path(frames, budget, crossrank, ordered)
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
     roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
-    replay = replay_run(crossrank, collectives.kernels, budget, prediction, _world(run), options.levers)
+    replay = replay_run(
+        crossrank,
+        collectives.kernels,
+        budget,
+        prediction,
+        _world(run),
+        options.levers,
+        (frames.path_nodes, path.per_step),
+    )
     header = _header(
         run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )

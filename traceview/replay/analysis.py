@@ -51,17 +51,20 @@ class Replay:
         return rows.row(0, named=True) if rows.height else None
 
 
+def _changed(length: str, compute: str, host: str, change: Variant) -> pl.Expr:
+    """A segment (or tail) `length` under `change`: its compute part divided by the compute factor, its host
+    part times the host factor, the rest (communication of collectives outside the skeleton on the path)
+    kept; a negative one (concurrent collectives) as it is."""
+    rest = pl.col(length) - pl.col(compute) - pl.col(host)
+    positive = pl.col(compute) / change.compute_factor + pl.col(host) * change.host_factor + rest
+    return pl.when(pl.col(length) < 0).then(pl.col(length)).otherwise(positive).alias(length)
+
+
 def _replayed(found: Recorded, change: Variant, order: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step): the replayed step and the time inside collectives under `change`."""
     body = change.frame if change.frame is not None else found.body
-    positive = pl.col("compute_us") / change.compute_factor + pl.col("host_us") * change.host_factor
-    segment = pl.when(pl.col("segment_us") < 0).then(pl.col("segment_us")).otherwise(positive)
-    tail_positive = (
-        pl.col("tail_compute_us") / change.compute_factor + pl.col("tail_host_us") * change.host_factor
-    )
-    tails = found.tails.with_columns(
-        pl.when(pl.col("tail_us") < 0).then(pl.col("tail_us")).otherwise(tail_positive).alias("tail_us")
-    )
+    segment = _changed("segment_us", "compute_us", "host_us", change)
+    tails = found.tails.with_columns(_changed("tail_us", "tail_compute_us", "tail_host_us", change))
     chain = Chain(
         body.with_columns(segment.alias("segment_us"), change.transfer.alias("transfer_us")),
         tails,
@@ -115,11 +118,15 @@ def replay_run(
     prediction: Prediction | None,
     world: int,
     levers: tuple[str, ...] = (),
+    path: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> Replay | None:
-    """The replay of the run (module docstring); None when no collective was matched on two ranks or more."""
+    """The replay of the run (module docstring); None when no collective was matched on two ranks or more.
+    `path`: the map's open nodes and the critical path's `per_step`, which split the segments (the
+    skeleton's share c without them)."""
     if crossrank is None or crossrank.usable_instances == 0:
         return None
-    body, tails = skeleton(crossrank.calls, budget.per_step, kernels)
+    nodes, path_steps = path if path is not None else (None, None)
+    body, tails = skeleton(crossrank.calls, budget.per_step, kernels, nodes, path_steps)
     if body.height == 0:
         return None
     found = Recorded(body, tails, crossrank.stragglers, prediction, world)

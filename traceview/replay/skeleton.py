@@ -14,17 +14,24 @@ the rank issued it after a blocking one. `segment_us` is its launch offset, its 
 (less the window start); collectives entered while others ran keep the anchor that ended before them, so
 concurrent collectives stay concurrent. `lane` (the host thread of a host collective, else its stream) is
 kept for the reader. The tail runs from the rank's latest exit to the window's end (negative where a
-collective ends past the window). A segment (and a
-positive tail) is split into `compute_us` and `host_us` by the step's share of compute in the time outside
-communication, c = clip((comp_us - overlap_us) / (step_us - comm_us), 0, 1): the device compute not hidden
-under communication over the time the step spends outside it. The critical path of each (rank,
-step), once the map computes one, replaces that share by the segment's own compute and host holders; nothing
-else of the skeleton changes.
+collective ends past the window).
+
+A segment (and a positive tail) is split into `compute_us` and `host_us` by the rank's own critical path: the
+map's open nodes (`traceview.critical_path.nodes`) give the path's compute and host time from the window start
+to each collective's entry and exit, so the segment's are those at its entry less those at its anchor's exit
+(the window start without one), and the tail's the step's totals (the critical path's `per_step`) less those
+at the latest exit; each clipped to the segment, compute first. The rest of a segment (communication on the
+path of collectives outside the skeleton) stays as it is under every lever. Only where the map recorded no
+node for a call does the step's share of compute in the time outside communication,
+c = clip((comp_us - overlap_us) / (step_us - comm_us), 0, 1), split it.
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+from traceview.critical_path.nodes import at_calls, empty_nodes, kind_totals
+from traceview.critical_path.sweep import PER_STEP_SCHEMA
 
 SKELETON_COLUMNS = (
     "rank",
@@ -95,12 +102,26 @@ def lanes(calls: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def skeleton(
-    calls: pl.DataFrame, per_step: pl.DataFrame, kernels: pl.DataFrame
+    calls: pl.DataFrame,
+    per_step: pl.DataFrame,
+    kernels: pl.DataFrame,
+    nodes: pl.DataFrame | None = None,
+    path_steps: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(collectives, tails) of every (rank, step) with a matched collective (`calls`: `CrossRank.calls`;
-    `per_step`: the time budget's; `kernels`: the communication rows, for the lanes)."""
+    `per_step`: the time budget's; `kernels`: the communication rows, for the lanes; `nodes`: the map's open
+    nodes and `path_steps` the critical path's `per_step`, for the split: the share c without them)."""
     usable = lanes(calls, kernels).filter(pl.col("transfer_us").is_not_null() & pl.col("step").is_not_null())
     windows = _windows(per_step, usable)
+    body = _split(_anchored(usable, windows), nodes if nodes is not None else empty_nodes())
+    totals = kind_totals(path_steps if path_steps is not None else pl.DataFrame(schema=PER_STEP_SCHEMA))
+    tails = _tails(body, windows, totals)
+    return body.select(SKELETON_COLUMNS).sort("step", "rank", "order"), tails.sort("step", "rank")
+
+
+def _anchored(usable: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The calls in each rank's order with their anchor (the latest of the step's calls to end before their
+    entry) and segment (their entry less the anchor's exit, or the window start)."""
     ordered = (
         usable.join(windows, on=["rank", "step"], how="inner")
         .sort("rank", "step", "aligned_start_us", "instance")
@@ -109,7 +130,7 @@ def skeleton(
     exits = ordered.select(
         "rank", "step", pl.col("aligned_end_us").alias("_anchor_exit"), pl.col("instance").alias("anchor")
     ).sort("_anchor_exit")
-    anchored = (
+    return (
         ordered.sort("aligned_start_us")
         .join_asof(
             exits,
@@ -120,24 +141,68 @@ def skeleton(
             check_sortedness=False,  # both sides sorted on their keys above
         )
         .with_columns(
-            (pl.col("aligned_start_us") - pl.coalesce("_anchor_exit", "window_us")).alias("segment_us")
+            (pl.col("aligned_start_us") - pl.coalesce("_anchor_exit", "window_us")).alias("segment_us"),
+            pl.col("aligned_start_us").alias("entry_us"),
+            pl.col("aligned_end_us").alias("exit_us"),
         )
     )
-    body = anchored.with_columns(
-        (pl.col("segment_us").clip(lower_bound=0.0) * pl.col("share")).alias("compute_us"),
-        (pl.col("segment_us").clip(lower_bound=0.0) * (1 - pl.col("share"))).alias("host_us"),
-        pl.col("aligned_start_us").alias("entry_us"),
-        pl.col("aligned_end_us").alias("exit_us"),
-    )
-    last = body.group_by("rank", "step").agg(pl.col("exit_us").max().alias("_last"))
-    tail = pl.col("end_us") - pl.col("_last")
-    tails = windows.join(last, on=["rank", "step"], how="inner").select(
+
+
+def _parts(length: pl.Expr, compute: pl.Expr, host: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """The compute and host parts of a positive `length` from the path's `compute` and `host` time in it
+    (each clipped to what is left, compute first); the share c's where the path's are null."""
+    known = compute.is_not_null() & host.is_not_null()  # (min_horizontal passes over a null)
+    found = pl.min_horizontal(compute.clip(lower_bound=0.0), length)
+    held = pl.min_horizontal(host.clip(lower_bound=0.0), length - found)
+    compute_us = pl.when(known).then(found).otherwise(length * pl.col("share"))
+    return compute_us, pl.when(known).then(held).otherwise(length * (1 - pl.col("share")))
+
+
+def _split(anchored: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """`anchored` with `compute_us` and `host_us`: the path's between its anchor's exit and its entry."""
+    found = at_calls(anchored, nodes)
+    anchor_exit = found.select(
         "rank",
         "step",
-        pl.col("window_us").alias("start_us"),
-        tail.alias("tail_us"),
-        (tail.clip(lower_bound=0.0) * pl.col("share")).alias("tail_compute_us"),
-        (tail.clip(lower_bound=0.0) * (1 - pl.col("share"))).alias("tail_host_us"),
-        "step_us",
+        pl.col("instance").alias("anchor"),
+        pl.col("exit_compute_us").alias("_anchor_compute"),
+        pl.col("exit_host_us").alias("_anchor_host"),
     )
-    return body.select(SKELETON_COLUMNS).sort("step", "rank", "order"), tails.sort("step", "rank")
+    since = {  # the path's time of a kind at the entry less at the anchor's exit (0 at the window start)
+        kind: pl.col(f"entry_{kind}_us")
+        - pl.when(pl.col("anchor").is_null()).then(0.0).otherwise(pl.col(f"_anchor_{kind}"))
+        for kind in ("compute", "host")
+    }
+    compute_us, host_us = _parts(pl.col("segment_us").clip(lower_bound=0.0), since["compute"], since["host"])
+    return found.join(anchor_exit, on=["rank", "step", "anchor"], how="left").with_columns(
+        compute_us.alias("compute_us"), host_us.alias("host_us")
+    )
+
+
+def _tails(body: pl.DataFrame, windows: pl.DataFrame, totals: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): the tail from the latest exit to the window's end, split by the path's time after
+    that exit (the step's totals less those at the exit)."""
+    last = body.group_by("rank", "step").agg(
+        pl.col("exit_us").max().alias("_last"),
+        pl.col("exit_compute_us").sort_by("exit_us").last().alias("_last_compute"),
+        pl.col("exit_host_us").sort_by("exit_us").last().alias("_last_host"),
+    )
+    tail = pl.col("end_us") - pl.col("_last")
+    compute_us, host_us = _parts(
+        tail.clip(lower_bound=0.0),
+        pl.col("path_compute_us") - pl.col("_last_compute"),
+        pl.col("path_host_us") - pl.col("_last_host"),
+    )
+    return (
+        windows.join(last, on=["rank", "step"], how="inner")
+        .join(totals, on=["rank", "step"], how="left")
+        .select(
+            "rank",
+            "step",
+            pl.col("window_us").alias("start_us"),
+            tail.alias("tail_us"),
+            compute_us.alias("tail_compute_us"),
+            host_us.alias("tail_host_us"),
+            "step_us",
+        )
+    )

@@ -5,7 +5,13 @@
     var target = document.getElementById(island.id.slice(0, -5));
     if (!target) { console.error("traceview: no element for " + island.id); return; }
     var figure = JSON.parse(island.textContent);
-    drawing.push(Plotly.newPlot(target, figure.data, figure.layout, config));
+    drawing.push(Plotly.newPlot(target, figure.data, figure.layout, config).then(function () {
+      // a point that carries a drill-down address (`#cell=RANK-STEP`) opens that cell on a click
+      target.on("plotly_click", function (event) {
+        var link = event.points[0].customdata;
+        if (typeof link === "string" && link.indexOf("#cell=") === 0) { window.location.hash = link.slice(1); }
+      });
+    }));
   });
   // every figure drawn and painted: the mark a reader (or a test) takes the page's load time from
   Promise.all(drawing).then(function () {

@@ -120,6 +120,24 @@ def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output:
         render_comparison(comparison, stdout_console(200))
 
 
+def raise_exit_status(comparison: Any, sides: tuple[dict[str, Any], ...], fail_on: list[str] | None) -> None:
+    """The comparison's exit, in the README's order: a regression (or a `--fail-on` crossed) is 1; then
+    inputs a run could not read, a regression uncertain for the ranks not read, or a `--fail-on` figure not
+    evaluated, are 4 (`PartialRun`)."""
+    unevaluated: list[str] = []
+    if fail_on:
+        unevaluated = gate(comparison.gate_figures(), fail_on)
+    elif comparison.failing:
+        raise ThresholdCrossed(f"regression: {comparison.verdict}")
+    skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
+    if skipped:
+        raise PartialRun(f"compared without {skipped} input(s) that could not be read (named in the runs)")
+    if any(f.partial for f in comparison.regressions):
+        unevaluated.append(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
+    if unevaluated:
+        raise PartialRun("; ".join(unevaluated))
+
+
 class Compare(Command):
     """Compare two runs: significant regressions and improvements, with their cause; exit 1 on a
     regression."""
@@ -176,20 +194,7 @@ class Compare(Command):
                 f"--allow-different-jobs; one model at two sizes: traceview scaleup SMALL LARGE)"
             )
         _show_comparison(comparison, json_output, markdown, output)
-        unevaluated: list[str] = []
-        if fail_on:
-            unevaluated = gate(comparison.gate_figures(), fail_on)
-        elif comparison.failing:
-            raise ThresholdCrossed(f"regression: {comparison.verdict}")
-        skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
-        if skipped:
-            raise PartialRun(
-                f"compared without {skipped} input(s) that could not be read (named in the runs)"
-            )
-        if any(f.partial for f in comparison.regressions):
-            unevaluated.append(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
-        if unevaluated:
-            raise PartialRun("; ".join(unevaluated))
+        raise_exit_status(comparison, sides, fail_on)
 
 
 HistoryOpt = Annotated[
@@ -210,8 +215,9 @@ def _file_time_us(path: Location) -> float | None:
 
 
 def _series(path: Location) -> Any:
-    """The run a saved summary at `path` is (`traceview.compare.trend.run_series`); `InputError` naming it."""
-    from traceview.compare.trend import run_series
+    """The run a saved summary at `path` is (`traceview.compare.series.run_series`); `InputError` names
+    it."""
+    from traceview.compare.series import run_series
 
     document = read_summary(path, TREND_NEEDS)
     file_time = _file_time_us(path)

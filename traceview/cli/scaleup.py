@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from traceview.cli.app import print_json, stdout_console
-from traceview.cli.base import Command, user_option
+from traceview.cli.base import Command, WideOpt, user_option
 from traceview.cli.compare import summary_of
 from traceview.core.errors import RunError
 from traceview.core.sanitize import printable
@@ -26,9 +26,7 @@ class Scaleup(Command):
         json_output: Annotated[
             bool, typer.Option("--json", help="Print the post-mortem as versioned JSON.")
         ] = False,
-        wide: Annotated[
-            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
-        ] = False,
+        wide: WideOpt = False,
     ) -> None:
         """Measured scaling efficiency against the alpha-beta model's, the loss split by factor in absolute
         times; refused (exit 2) only on evidence of two different models."""

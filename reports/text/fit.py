@@ -55,7 +55,7 @@ def _rebuilt(table: Table, kept: Sequence[int], flexible: Sequence[str]) -> Tabl
         smaller.add_column(
             column.header,
             justify=column.justify,
-            no_wrap=column.no_wrap and not flex,
+            no_wrap=not flex,  # only a flexible column gives room: the others keep their widest cell
             overflow="fold" if flex else column.overflow,
             min_width=None if flex else _natural(column),
         )

@@ -152,3 +152,18 @@ def test_compare_trend_and_scaleup_tables_fit(nights: Path) -> None:
     _check_widths(trend, hides_at_80=True)
     assert "lateness_cost_us of rank 5" in trend["80"]
     _check_widths(_at_every_width("scaleup", "night-1.json", "night-6.json", cwd=nights), hides_at_80=False)
+
+
+def test_hang_group_tables_fit(tmp_path: Path) -> None:
+    """Four ranks' Flight Recorder dumps (rank 2 three all-reduces behind): the group table fits 80 columns,
+    its sizes and dtypes hidden first, the sequence numbers and the op kept."""
+    from tests.flight_recorder_factory import RankDump, steady, write_dumps
+
+    ops = steady(range(4), 5)
+    ops[2] = ops[2][:3]
+    write_dumps(tmp_path / "dumps", [RankDump(rank, ops[rank]) for rank in range(4)])
+    outputs = _at_every_width("hang", str(tmp_path / "dumps"))
+    _check_widths(outputs, hides_at_80=True)
+    assert "completed" in outputs["80"]
+    assert "dtypes" in outputs["wide"]
+    assert "dtypes" not in outputs["80"]

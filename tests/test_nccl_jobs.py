@@ -187,3 +187,19 @@ def test_the_real_logs_each_their_own_job() -> None:
     paths = sorted(REAL_NCCL_LOGS.glob("*.log"))
     groups = group_logs([nccl_log.parse(path) for path in paths])
     assert sorted(len(group) for group in groups) == [1] * len(paths)
+
+
+def test_a_communicator_seen_only_in_coll_lines_counts_no_rank_seen(tmp_path: Path) -> None:
+    """A process that prints a communicator's COLL lines but not its init line (a pasted excerpt) shows the
+    communicator without saying its rank in it: no rank is identified, so every rank of its size is named
+    missing and the two counts add up to the size (0 + 8 == 8), never one rank seen beside all 8 missing."""
+    writer = nf.Writer("gpu-a", 10, 11, 2)
+    nranks = 8
+    coll = writer.info(
+        nf.COLL_FORMAT, "AllReduce", 0x13, "0x7f00", "0x7f00", 1024, 7, 0, 0, "0x7e00", nranks, "0x1"
+    )
+    (tmp_path / "excerpt.log").write_text(writer.info("NCCL version 2.18.1+cuda12.1") + "\n" + coll + "\n")
+    (job,) = nccl_jobs([nccl_log.parse(tmp_path / "excerpt.log")])
+    (row,) = job.communicators.iter_rows(named=True)
+    assert (row["nranks"], row["ranks_seen"], row["missing_ranks"]) == (nranks, 0, list(range(nranks)))
+    assert row["ranks_seen"] + len(row["missing_ranks"]) == row["nranks"]

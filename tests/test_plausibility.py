@@ -19,6 +19,8 @@ from traceview.prediction.trace_facts import Assumption
 from traceview.prediction.trust import plausibility
 from traceview.reduce.pipeline import analyze_files
 from traceview.reduce.results import RunAnalysis
+from traceview.verdict.facts import Measured, facts_of
+from traceview.verdict.headline import verdict
 
 IDEAL = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_ideal"
 
@@ -38,12 +40,21 @@ def test_stated_inputs_within_ten_x_lead_the_headline() -> None:
 
 def test_an_impossible_peak_is_withheld_and_named() -> None:
     analysis = _analysed(IDEAL, peak_flops="1e19")  # the run computes at 150e12: 1.5e-5 of that peak
-    line = analysis.verdict.prediction
+    assert analysis.prediction is not None
+    assert analysis.prediction.run["gamma_pred"] is not None
+    # the closed form, whose T_comp_pred rests on the peak, stays out of a headline that reads it
+    closed_form = verdict(
+        facts_of(Measured(analysis.budget, analysis.crossrank, prediction=analysis.prediction))
+    )
+    line = closed_form.prediction
     assert line.startswith("Predicted gamma withheld from the headline: achieved FLOP/s would be 1.5e-05x")
     assert "--peak-flops" in line
     assert "Its figures stay in the prediction section" in line
-    assert analysis.prediction is not None
-    assert analysis.prediction.run["gamma_pred"] is not None
+    assert closed_form.gamma_pred is None
+    # the headline's own gamma_pred is the replay's: the run's own compute, no peak in it, so it leads
+    assert analysis.verdict.gamma_pred_source == "replay"
+    assert analysis.verdict.withheld == ()
+    assert analysis.verdict.prediction.startswith("Measured gamma 0.21 against 0.21 predicted")
 
 
 def test_far_off_with_a_guessed_input_is_withheld_naming_the_guess() -> None:

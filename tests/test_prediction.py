@@ -20,7 +20,8 @@ from traceview.options.model import parse_pair, parse_quantity
 from traceview.prediction.gamma import dominant_factor, per_step_table, pooled, sentence
 from traceview.prediction.inputs import Link, LinkOverride, ModelInputs, ModelOptions
 from traceview.prediction.pricing import price
-from traceview.prediction.trace_facts import gradient_allreduce, step_calls
+from traceview.prediction.step_calls import step_calls
+from traceview.prediction.trace_facts import gradient_allreduce
 from traceview.prediction.whatif import gamma_at
 from traceview.reduce.analysis import RunOptions, analyze
 

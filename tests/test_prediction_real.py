@@ -123,11 +123,8 @@ def test_json_has_the_prediction(analysis: RunAnalysis) -> None:
         "command line",
         "default",
     }
-    assert [row["scenario"] for row in document["what_if"]["table"]][:3] == [
-        "now",
-        "2x workers",
-        "2x local batch",
-    ]
+    # twice the workers left the table for the replay's ranks:2K lever (docs/json-schema.md, `prediction`)
+    assert [row["scenario"] for row in document["what_if"]["table"]][:2] == ["now", "2x local batch"]
 
 
 def _traceview(*args: str) -> subprocess.CompletedProcess[str]:

@@ -343,6 +343,7 @@ def analyze(
     alpha: str | float | None = None,
     nic: str | None = None,
     gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
     dtype: str | None = None,
     dims: str | None = None,
     shape: str | None = None,
@@ -357,16 +358,16 @@ def analyze(
     line's options (`traceview summary --help`; one definition, `traceview.options.user.UserOptions`):
     `nccl_logs` NCCL_DEBUG logs to join (logs inside the run folder are found too); `inspector` NCCL Inspector
     JSON output (files, folders, globs) joined to the calls (`summary()["nccl"]["inspector"]`);
-    `flight_recorder` the job's Flight Recorder dumps (`.flight_recorder`, as `traceview.hang` reads
-    them); the alpha-beta model's inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12),
-    `efficiency`, `bandwidth` ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo,
-    MPI), `alpha` ("1,5", microseconds), `nic`, `gpus_per_node`, `dtype`; the parallelism layout `dims`
-    ("tp=8,pp=4,dp=*"), the model's `shape` ("hidden=4096,seq=2048,layers=32") and `links` ("table" or
-    "measured": B and alpha fitted on this run); `levers` the replay's levers ("no_straggler", "comm:x2",
-    "ranks:16": docs/metrics.md, "Replay"; default all of them); `run_label` a label kept in the summary
-    (`run.label`, as `--label`); `run_root` a folder a `run.json`'s entries may lie below besides its own (as
-    `--run-root`, docs/run-manifest.md). Raises a `TraceviewError` subclass for bad input or options, naming
-    the argument as this function spells it.
+    `flight_recorder` the job's Flight Recorder dumps (`.flight_recorder`, as `traceview.hang` reads them);
+    the alpha-beta model's inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`,
+    `bandwidth` ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha`
+    ("1,5", microseconds), `nic`, `gpus_per_node`, `nics_per_node` (NICs per node of the rings across nodes),
+    `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`
+    ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run);
+    `levers` the replay's levers ("no_straggler", "comm:x2", "ranks:16": docs/metrics.md, "Replay"; default
+    all of them); `run_label` a label kept in the summary (`run.label`, as `--label`); `run_root` a folder a
+    `run.json`'s entries may lie below besides its own (as `--run-root`, docs/run-manifest.md). Raises a
+    `TraceviewError` subclass for bad input or options, naming the argument as this function spells it.
     """
     from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files

@@ -64,8 +64,11 @@ def verdict_card(analysis: RunAnalysis) -> str:
     figures, withheld = analysis.gate_figures(), analysis.withheld()
     steps = analysis.budget.per_step.get_column("step").n_unique() if analysis.budget.per_step.height else 0
     colour = LABEL_COLOURS.get(verdict.label, "#56B4E9")
+    shown = verdict.gamma_pred_source and "gamma_pred" not in withheld
+    source = {"gamma_pred": f" ({verdict.gamma_pred_source})"} if shown else {}
     rows = "".join(
-        f"<tr><td style='padding:1px 12px 1px 0'>{name}</td><td style='text-align:right'>"
+        f"<tr><td style='padding:1px 12px 1px 0'>{name}{_text(source.get(key, ''))}</td>"
+        f"<td style='text-align:right'>"
         f"{'withheld' if key in withheld else _value(figures.get(key), scale, unit)}</td></tr>"
         for key, name, scale, unit in HEADLINE_FIGURES
     )

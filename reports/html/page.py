@@ -102,6 +102,17 @@ VERDICT_FIGURES: tuple[tuple[str, str, Format, str], ...] = (
 )
 """The verdict panel's figures: (label, fact name in `RunAnalysis.recommendations.facts`, format, note).
 A fact no analysis produced is shown as not measured."""
+SOURCE_NOTES: dict[str, dict[str, str]] = {
+    "replay": {
+        "gamma_pred": "alpha-beta model replayed on the run's own graph (replay section, comm_model)",
+        "gamma_ratio": "as_recorded / comm_model gamma, medians over steps and ranks (replay section)",
+    },
+    "closed form": {
+        "gamma_pred": "alpha-beta model, closed form (gamma model section)",
+        "gamma_ratio": "pooled over the run, closed form (gamma model section)",
+    },
+}
+"""The notes of the predicted figures by the verdict's `gamma_pred_source`."""
 
 
 def script_safe_json(data: Any) -> str:
@@ -140,11 +151,12 @@ def verdict_figures(
     `VERDICT_FIGURES`."""
     withheld = analysis.withheld()  # the verdict's one decision: "withheld", with why, on the tile
     facts = analysis.recommendations.facts if analysis.recommendations else {}
+    notes = SOURCE_NOTES.get(analysis.verdict.gamma_pred_source or "", {})
     return [
         (
             label,
             "withheld" if name in withheld else fmt(facts[name]) if name in facts else None,
-            withheld.get(name, note),
+            withheld.get(name, notes.get(name, note)),
             fact_figure(name, drawn) if name in facts and name not in withheld else None,
         )
         for label, name, fmt, note in VERDICT_FIGURES

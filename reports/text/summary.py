@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -37,7 +39,7 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     console.print(
         f"run [bold]{text(header.source)}[/bold]: {len(header.ranks)} rank(s) of world size "
         f"{header.world_size or '?'}; devices: {text(listed(header.devices)) or 'unknown'}; "
-        f"steps from {', '.join(header.step_sources) or 'none'} annotations; "
+        f"{_step_sources(header.step_sources)}; "
         f"{analysis.budget.steps_analysed} (rank, step) windows analysed{_host_note(header.timelines)}",
         highlight=False,
         markup=True,
@@ -49,6 +51,16 @@ def render_summary(analysis: RunAnalysis, console: Console) -> None:
     _print_inspector(analysis, console)
     print_table(console, _budget_table(analysis), BUDGET_DROP_FIRST)
     print_dimensions(analysis, console)
+
+
+def _step_sources(sources: Sequence[str]) -> str:
+    """Where the steps came from: `steps from gpu annotations`, or, where no rank has any (step source
+    `none`), each rank one window."""
+    named = [source for source in sources if source != "none"]
+    if not named:
+        return "no step annotations (one window a rank)"
+    unnamed = " (a rank without any: one window)" if len(named) < len(sources) else ""
+    return f"steps from {', '.join(named)} annotations{unnamed}"
 
 
 def _print_inspector(analysis: RunAnalysis, console: Console) -> None:

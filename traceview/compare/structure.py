@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from traceview.compare.prediction_method import method_change
 from traceview.compare.samples import CAUSE_FAMILIES, Samples
 from traceview.core.ranks import absent_ranks, rank_ranges
 
@@ -274,6 +275,11 @@ def stragglers(document: Mapping[str, Any]) -> list[int]:
     return sorted(int(rank) for rank in (document.get("across_ranks") or {}).get("stragglers") or ())
 
 
+def _method(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    found = method_change(baseline, candidate)
+    return [found] if found else []
+
+
 def structure_changes(
     baseline: Mapping[str, Any],
     candidate: Mapping[str, Any],
@@ -307,7 +313,7 @@ def structure_changes(
         algorithm_mix_note=algorithm_mix_note(baseline, candidate),
         partial_notes=notes,
         partial_families=frozenset(families),
-        setup_changes=setup_changes(baseline, candidate),
+        setup_changes=[*setup_changes(baseline, candidate), *_method(baseline, candidate)],
         baseline_stragglers=stragglers(baseline),
         candidate_stragglers=stragglers(candidate),
     )

@@ -33,6 +33,7 @@ import polars as pl
 
 from traceview.compare.findings import CompareSettings, TrendSettings
 from traceview.compare.new_problems import straggler_findings
+from traceview.compare.prediction_method import method_changes
 from traceview.compare.same_job import job_differences
 from traceview.compare.series import RunSeries, kernel_metrics, metric_samples, run_series, run_value
 from traceview.compare.stats import holm, mann_whitney, relative_change
@@ -261,7 +262,11 @@ def trend_of_runs(
     latest = _judge_latest(last_job, within, settings, metrics) if len(last_job) > 1 else []
     latest += new_stragglers(last_job)
     latest = with_compared(latest, last_job, compare_settings)
-    changes = sorted([*changes, *jobs], key=lambda c: (c.index, c.metric))
+    methods = [
+        ChangePoint("gamma_ratio", i, runs[i].name, None, None, None, 0.0, label)
+        for i, label in method_changes([r.document for r in runs])
+    ]
+    changes = sorted([*changes, *jobs, *methods], key=lambda c: (c.index, c.metric))
     return Trend(runs, ordered_by, values, changes, latest, _verdict(runs, changes, latest), warnings)
 
 

@@ -51,7 +51,8 @@ from traceview.core.vocab import (
     canonical_protocol_expr,
     canonical_reduce_op_expr,
 )
-from traceview.events.kernel_table import DEFAULT_PATTERNS, KernelPattern
+from traceview.events._kernel_grammar import KernelPattern
+from traceview.events.kernel_table import DEFAULT_PATTERNS
 
 FIELDS: tuple[str, ...] = ("collective", "algorithm", "protocol", "reduce_op", "dtype", "specialization")
 """Named groups a pattern may capture."""

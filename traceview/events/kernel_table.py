@@ -2,10 +2,12 @@
 library.
 
 `traceview.events.kernel_names` applies the rows (first match wins) and documents the fields; this module only
-holds them. A row is a regex (Rust/polars syntax) searched in the kernel name, the library it marks, and
-optionally the collective the name implies when it carries no `collective` group (DeepEP's dispatch is an
-all-to-all). A row with `is_comm=False` says a name is compute although a later row would take it for
-communication.
+holds them (the row type and the regex fragments the rows share are in `traceview.events._kernel_grammar`, the
+rows of the expert-parallel libraries, MSCCL++ and the inference engines in
+`traceview.events._kernel_rows_engines`). A row is a regex (Rust/polars syntax) searched in the kernel name,
+the library it marks, and optionally the collective the name implies when it carries no `collective` group
+(DeepEP's dispatch is an all-to-all). A row with `is_comm=False` says a name is compute although a later row
+would take it for communication.
 
 Order: definite rows of every library, then the catch-all rows of NCCL/RCCL/MSCCL (communication, fields
 unknown), then the `suspected` rows: names that look like communication (`allreduce`, `all_gather`,
@@ -22,113 +24,78 @@ all-reduce, and Transformer Engine's userbuffers.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from traceview.events._kernel_grammar import END, NS, START, TEMPLATE_OR_ARGS, KernelPattern
+from traceview.events._kernel_rows_engines import EP_PATTERNS, INFERENCE_ENGINE_PATTERNS, MSCCLPP_PATTERNS
 
-_GROUP_NAME = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
-
-
-@dataclass(frozen=True)
-class KernelPattern:
-    """One row of the kernel-name grammar: a regex (Rust/polars syntax) and the library it marks.
-
-    `regex` is searched in the kernel name (anchor it with `^` to match from the start); its named groups, any
-    of `traceview.events.kernel_names.FIELDS`, capture the fields the name carries. `collective` (a canonical
-    collective) is the collective of a name whose regex captures none. `is_comm=False` marks compute.
-    """
-
-    library: str
-    generation: str
-    regex: str
-    collective: str | None = None
-    is_comm: bool = True
-
-    @property
-    def groups(self) -> tuple[str, ...]:
-        """Named groups of `regex`, in order."""
-        return tuple(_GROUP_NAME.findall(self.regex))
-
-    @property
-    def bare_regex(self) -> str:
-        """`regex` with its named groups made non-capturing, so several patterns can be joined by `|`."""
-        return _GROUP_NAME.sub("(?:", self.regex)
-
-
-_START = r"^(?:void\s+)?"
-_END = r"(?:\(|$)"  # the argument list, or the end of a name written without one
 _ALGOS = "NVLS_TREE|NVLS|RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|PAT"
 _PROTOS = "LL128|LL|SIMPLE"
-_NS = r"(?:\(anonymous namespace\)::|<unnamed>::|[A-Za-z_][A-Za-z0-9_]*::)*"  # C++ namespaces, any depth
-_TEMPLATE_OR_ARGS = r"(?:<|\(|$)"
 
 _RCCL_COLLS = (
     "AlltoAllGda|AlltoAllvGda|AllToAllGda|AllToAllvGda|AlltoAllPivot|AllToAllPivot|AllReduceWithBias"
 )
 
 NCCL_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern("nccl", "NCCL >= 2.19 generic", _START + r"ncclDevKernel_Generic" + _END),
+    KernelPattern("nccl", "NCCL >= 2.19 generic", START + r"ncclDevKernel_Generic" + END),
     KernelPattern(
         "rccl",
         "RCCL specialized (algorithm and protocol before the reduction and type)",
-        _START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
+        START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
         rf"_(?P<algorithm>{_ALGOS})_(?P<protocol>{_PROTOS})"
-        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?\w*_Specialized" + _END,
+        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?\w*_Specialized" + END,
     ),
     KernelPattern(
         "rccl",
         "RCCL-only collectives (GDA and pivot all-to-all, all-reduce with bias)",
-        _START + rf"ncclDevKernel_(?P<collective>{_RCCL_COLLS})\w*" + _END,
+        START + rf"ncclDevKernel_(?P<collective>{_RCCL_COLLS})\w*" + END,
     ),
-    KernelPattern("rccl", "RCCL generic (unroll)", _START + r"ncclDevKernel_Generic_[0-9]+" + _END),
-    KernelPattern(
-        "rccl", "RCCL colltrace generic", _START + r"ncclDevKernelDebug_Generic(?:_[0-9]+)?" + _END
-    ),
+    KernelPattern("rccl", "RCCL generic (unroll)", START + r"ncclDevKernel_Generic_[0-9]+" + END),
+    KernelPattern("rccl", "RCCL colltrace generic", START + r"ncclDevKernelDebug_Generic(?:_[0-9]+)?" + END),
     KernelPattern(
         "nccl",
         "NCCL >= 2.19",
-        _START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
+        START + r"ncclDevKernel_(?P<collective>[A-Za-z]+)"
         r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>[a-z][a-z0-9]*))?"
-        rf"(?:_(?P<specialization>(?:{_ALGOS})_(?:{_PROTOS})))?" + _END,
+        rf"(?:_(?P<specialization>(?:{_ALGOS})_(?:{_PROTOS})))?" + END,
     ),  # since 2.19 the (algorithm, protocol) of a name is the kernel it was compiled for, not what ran
     KernelPattern(
         "nccl",
         "NCCL >= 2.27 symmetric",
-        _START + r"ncclSymk?DevKernel_(?P<collective>[A-Za-z]+)(?:_[A-Za-z0-9]+)*?"
+        START + r"ncclSymk?DevKernel_(?P<collective>[A-Za-z]+)(?:_[A-Za-z0-9]+)*?"
         r"(?:_(?P<reduce_op>sum|prod|minmax|min|max|avg|premulsum|sumpostdiv)_(?P<dtype>[a-z][a-z0-9]*))?"
-        + _END,
+        + END,
     ),
     KernelPattern(
         "nccl",
         "NCCL 2.8-2.18",
-        _START + r"ncclKernel_(?P<collective>[A-Za-z]+)"
+        START + r"ncclKernel_(?P<collective>[A-Za-z]+)"
         rf"(?:_(?P<algorithm>{_ALGOS}))?(?:_(?P<protocol>{_PROTOS}))?"
-        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+))?" + _END,
+        r"(?:_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+))?" + END,
     ),
     KernelPattern(
         "nccl",
         "NCCL <= 2.7",
-        _START + r"nccl(?P<collective>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll)"
+        START + r"nccl(?P<collective>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll)"
         r"(?P<algorithm>Ring|Tree|CollNet)?(?P<protocol>LL128|LL)?"
-        r"Kernel_(?P<reduce_op>[a-z]+)_(?P<dtype>[a-z][a-z0-9]*)" + _END,
+        r"Kernel_(?P<reduce_op>[a-z]+)_(?P<dtype>[a-z][a-z0-9]*)" + END,
     ),
     KernelPattern(
         "nccl",
         "NCCLX ctran",
-        _START + r"ncclKernel(?:Device)?(?P<collective>AllReduce|AllGather|ReduceScatter|AllToAllv|AllToAll"
-        r"|Broadcast|SendRecv|Send|Recv)\w*" + _TEMPLATE_OR_ARGS,
+        START + r"ncclKernel(?:Device)?(?P<collective>AllReduce|AllGather|ReduceScatter|AllToAllv|AllToAll"
+        r"|Broadcast|SendRecv|Send|Recv)\w*" + TEMPLATE_OR_ARGS,
     ),
     KernelPattern(
         "msccl",
         "MSCCL",
-        _START + r"mscclKernel_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+?)_(?P<protocol>LL128|LL|Simple|SIMPLE)"
-        r"(?:_\w+)?" + _END,
+        START + r"mscclKernel_(?P<reduce_op>[A-Za-z]+)_(?P<dtype>\w+?)_(?P<protocol>LL128|LL|Simple|SIMPLE)"
+        r"(?:_\w+)?" + END,
     ),
 )
 """NCCL, RCCL and MSCCL naming generations (see `traceview.events.kernel_names` for the conventions)."""
 
 _SYMM_MEM = (
-    _START + _NS + r"_?(?:multimem_(?:one_shot_)?|one_shot_|two_shot_)"
-    r"(?P<collective>all_reduce|all_gather|reduce_scatter)_kernel(?:_inplace)?" + _TEMPLATE_OR_ARGS
+    START + NS + r"_?(?:multimem_(?:one_shot_)?|one_shot_|two_shot_)"
+    r"(?P<collective>all_reduce|all_gather|reduce_scatter)_kernel(?:_inplace)?" + TEMPLATE_OR_ARGS
 )  # CUDA kernels of torch.ops.symm_mem, and the Triton ones of its examples (`_multimem_all_gather_kernel`)
 _DEEPEP_NS = (
     r"(?i:deep_ep|dpsk::ep)::(?:\w+::)?(?i:intranode|internode|internode_ll\w*|low_latency|elastic)::"
@@ -136,185 +103,16 @@ _DEEPEP_NS = (
 """DeepEP's kernel namespaces (`deep_ep::` upstream, `dpsk::ep::` in DeepSeek's own builds; intranode,
 internode, internode_ll and its versions, elastic), any case."""
 _DEEPEP_A2A = (
-    _START
+    START
     + _DEEPEP_NS
     + r"(?i:(?:cached_)?notify(?:_dispatch|_combine)?|dispatch|combine)(?i:_ll|_pcie)?"
-    + _TEMPLATE_OR_ARGS
+    + TEMPLATE_OR_ARGS
 )  # dispatch, combine and their notify / cached_notify rounds (token counts exchanged all-to-all)
-_DEEPEP_SYNC = _START + _DEEPEP_NS + r"(?i:barrier|clean_low_latency_buffer|clean\w*)" + _TEMPLATE_OR_ARGS
+_DEEPEP_SYNC = START + _DEEPEP_NS + r"(?i:barrier|clean_low_latency_buffer|clean\w*)" + TEMPLATE_OR_ARGS
 _NVSHMEM = r"(?:nvshmemi?_|nvshmemx_|rocshmem_)?"
 
 _SYMM_EXT = r"c10d::(?:nvshmem|rocshmem|nccl)_extension::"
 """PyTorch symmetric memory's device-library extensions (`c10d/symm_mem/*_extension.cu`)."""
-_DEEPEP_ELASTIC = _START + r"(?i:deep_ep|dpsk::ep)::elastic::"
-"""DeepEP's JIT-compiled ("elastic", 2026) kernels: `deep_ep::elastic::<name>_impl<...>`."""
-_NCCL_EP = _START + r"nccl_ep::"
-_MSCCLPP_SUFFIX = r"(?:AllPairs?|Fullmesh\d*|Nvls\w*|Packet|RsAg\w*|Pipeline\w*|ZeroCopy)"
-"""The algorithm words MSCCL++'s native collective kernels append to their collective (`allreduceNvls`,
-`allgatherFullmesh2`, `allreduceRsAgZeroCopy`)."""
-
-EP_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern(
-        "nccl_ep",
-        "NCCL EP low-latency dispatch/combine",
-        _NCCL_EP + r"internode_ll::(?:dispatch|combine)" + _TEMPLATE_OR_ARGS,
-        collective="AllToAll",
-    ),
-    KernelPattern(
-        "nccl_ep",
-        "NCCL EP low-latency buffer clean (all ranks synchronise)",
-        _NCCL_EP + r"internode_ll::clean\w*" + _TEMPLATE_OR_ARGS,
-        collective="Barrier",
-    ),
-    KernelPattern(
-        "nccl_ep",
-        "NCCL EP high-throughput JIT dispatch/combine",
-        _START + r"nccl_ep_jit_ht_(?:dispatch|combine)_kernel" + _TEMPLATE_OR_ARGS,
-        collective="AllToAll",
-    ),
-    KernelPattern(
-        "nccl_ep",
-        "NCCL EP local preparation (routing maps, scans: compute)",
-        _START + r"(?:nccl_ep::hybridep::\w+|nccl_ep_jit_ht_scan_kernel)" + _TEMPLATE_OR_ARGS,
-        is_comm=False,
-    ),
-    KernelPattern(
-        "deepep",
-        "DeepEP elastic dispatch/combine",
-        _DEEPEP_ELASTIC + r"(?:hybrid_)?(?:dispatch|combine)_impl" + _TEMPLATE_OR_ARGS,
-        collective="AllToAll",
-    ),
-    KernelPattern(
-        "deepep", "DeepEP elastic barrier", _DEEPEP_ELASTIC + r"barrier_impl" + _TEMPLATE_OR_ARGS, "Barrier"
-    ),
-    KernelPattern(
-        "deepep",
-        "DeepEP elastic pipeline send",
-        _DEEPEP_ELASTIC + r"pp_send_impl" + _TEMPLATE_OR_ARGS,
-        "Send",
-    ),
-    KernelPattern(
-        "deepep",
-        "DeepEP elastic pipeline recv",
-        _DEEPEP_ELASTIC + r"pp_recv_impl" + _TEMPLATE_OR_ARGS,
-        "Recv",
-    ),
-    KernelPattern(
-        "deepep",
-        "DeepEP elastic local epilogues (copy, reduce: compute)",
-        _DEEPEP_ELASTIC + r"(?:dispatch_copy|combine_reduce)_epilogue_impl" + _TEMPLATE_OR_ARGS,
-        is_comm=False,
-    ),
-    KernelPattern(
-        "deepep", "DeepEP elastic engram fetch (one-sided reads)", _DEEPEP_ELASTIC + r"engram_\w+_impl"
-    ),
-    KernelPattern(
-        "deepep",
-        "DeepEP low-latency mask buffer (local: compute)",
-        _START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)*(?:query|update|clean)_mask_buffer" + _TEMPLATE_OR_ARGS,
-        is_comm=False,
-    ),
-)
-"""Expert-parallel libraries: NCCL EP (NCCL's contributed library) and DeepEP's generations."""
-
-MSCCLPP_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern(
-        "mscclpp",
-        "MSCCL++ native collectives",
-        _START
-        + _NS
-        + r"(?P<collective>allreduce|allgather|reducescatter|alltoall)"
-        + rf"(?:{_MSCCLPP_SUFFIX}|[0-9]+)"
-        + _TEMPLATE_OR_ARGS,
-    ),
-    KernelPattern(
-        "mscclpp",
-        "MSCCL++ capability probe (compute)",
-        _START + _NS + r"fp8NvlsSupportProbeKernel" + _TEMPLATE_OR_ARGS,
-        is_comm=False,
-    ),
-    KernelPattern(
-        "mscclpp", "MSCCL++ executor", _START + r"mscclpp::(?:\w+::)*executionKernel" + _TEMPLATE_OR_ARGS
-    ),
-)
-"""MSCCL++ (microsoft/mscclpp): native collectives (`mscclpp::collective::allreduceNvls`), the kernels of its
-NCCL-API shim (`allreduce7`, `allgather6`) and the executor of its JSON plans (collective unknown)."""
-
-_ENGINE_NS = r"(?:flashinfer|tensorrt_llm|vllm|sglang|aiter)::(?:\w+::)*"
-_AITER = _START + r"aiter::(?:\w+::)*"
-INFERENCE_ENGINE_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern(
-        "custom_ar",
-        "aiter local kernels beside its collectives (rmsnorm loads: compute)",
-        _AITER + r"local_device_load_\w+" + _TEMPLATE_OR_ARGS,
-        is_comm=False,
-    ),
-    KernelPattern(
-        "custom_ar",
-        "aiter custom all-reduce (fused, quick reduce, gfx1250)",
-        _AITER + r"(?:\w*allreduce\w*|ar_gfx\w+|ar_ll_gfx\w+|cross_device_reduce_\w*)" + _TEMPLATE_OR_ARGS,
-        collective="AllReduce",
-    ),
-    KernelPattern(
-        "custom_ar",
-        "aiter custom all-gather",
-        _AITER + r"(?:allgather_\w+|ag_gfx\w+)" + _TEMPLATE_OR_ARGS,
-        collective="AllGather",
-    ),
-    KernelPattern(
-        "custom_ar",
-        "aiter custom reduce-scatter",
-        _AITER + r"(?:reduce_scatter_\w+|rs_gfx\w+)" + _TEMPLATE_OR_ARGS,
-        collective="ReduceScatter",
-    ),
-    KernelPattern(
-        "custom_ar",
-        "aiter peer benchmarks and synchronisation (collective unknown)",
-        _AITER + r"(?:p2p_bandwidth_test_kernel|\w+_sync_latency)" + _TEMPLATE_OR_ARGS,
-    ),
-    KernelPattern(
-        "custom_ar",
-        "TensorRT-LLM/FlashInfer local kernels in communication namespaces (norms, indices: compute)",
-        _START
-        + _ENGINE_NS
-        + r"(?:computeSendRecv\w*|inplaceSendRecv\w*|lamport_initialize_kernel|rms_norm_kernel"
-        r"|rms_pre_post_norm_kernel|rmsNormLamport|moeLocalGatherDevice|moeA2ASanitizeExpertIdsKernel"
-        r"|computeCountAndIndiceDevice|computeCumsumDevice|memsetExpertIdsDevice|moveIndiceDevice)"
-        + _TEMPLATE_OR_ARGS,
-        is_comm=False,
-    ),
-    KernelPattern(
-        "custom_ar",
-        "TensorRT-LLM/FlashInfer fused all-reduce (+norm), MNNVL, MoE finalize, PCIe IPC all-reduce",
-        _START
-        + _NS
-        + r"(?:(?:lamport_style_)?one_shot_(?:prenorm_)?all_reduce_norm_kernel|oneshotAllreduceFusionKernel"
-        r"|twoshotAllreduceKernel|moe(?:finalize|reduce)_allreduce_fusion_kernel\w*"
-        r"|ipc_\w*rsag\w*_kernel|push_oneshot_param_kernel|ipc_tp2_remote_push_kernel)" + _TEMPLATE_OR_ARGS,
-        collective="AllReduce",
-    ),
-    KernelPattern(
-        "custom_ar",
-        "FlashInfer mixed communication (allreduce, allgather, reducescatter kernels)",
-        _START
-        + r"flashinfer::mixed_comm::(?P<collective>allreduce|allgather|reducescatter)_kernel"
-        + _TEMPLATE_OR_ARGS,
-    ),
-    KernelPattern(
-        "custom_ar",
-        "FlashInfer mixed communication (fused: collective unknown)",
-        _START + r"flashinfer::mixed_comm::fused_\w+_kernel" + _TEMPLATE_OR_ARGS,
-    ),
-    KernelPattern(
-        "custom_ar",
-        "TensorRT-LLM/FlashInfer all-to-all (MoE, Ulysses, Helix)",
-        _START + _NS + r"(?:moeAllToAllKernel|ulysses_a2a_kernel|moeA2A(?:Prepare)?(?:Combine|Dispatch)Kernel"
-        r"|helixAllToAllKernel|allToAllMetadataDevice)" + _TEMPLATE_OR_ARGS,
-        collective="AllToAll",
-    ),
-)
-"""Inference engines' own collectives (TensorRT-LLM, FlashInfer; vLLM/SGLang/aiter below): `custom_ar`, the id
-of every custom collective of an inference engine (its all-to-alls included)."""
 
 OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     *EP_PATTERNS,
@@ -323,20 +121,20 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "symm_mem",
         "PyTorch symmetric memory all-to-all-v (NVSHMEM/rocSHMEM extension: splits exchange, data exchange)",
-        _START + _SYMM_EXT + r"(?:allToAllV|exchangeSplitAndOffset)\w*" + _TEMPLATE_OR_ARGS,
+        START + _SYMM_EXT + r"(?:allToAllV|exchangeSplitAndOffset)\w*" + TEMPLATE_OR_ARGS,
         collective="AllToAll",
     ),
-    KernelPattern("symm_mem", "PyTorch symmetric memory extension (other)", _START + _SYMM_EXT + r"\w+"),
+    KernelPattern("symm_mem", "PyTorch symmetric memory extension (other)", START + _SYMM_EXT + r"\w+"),
     KernelPattern(
         "symm_mem",
         "PyTorch IntraNodeComm",
-        _START + r"c10d::intra_node_comm::(?:oneShot|twoShot|hybridCube)AllReduceKernel" + _TEMPLATE_OR_ARGS,
+        START + r"c10d::intra_node_comm::(?:oneShot|twoShot|hybridCube)AllReduceKernel" + TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
     KernelPattern(
         "deepep",
         "DeepEP layout (local counting, no communication)",
-        _START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)*(?i:get_dispatch_layout)" + _TEMPLATE_OR_ARGS,
+        START + r"(?i:deep_ep|dpsk::ep)::(?:\w+::)*(?i:get_dispatch_layout)" + TEMPLATE_OR_ARGS,
         is_comm=False,
     ),
     KernelPattern(
@@ -348,92 +146,92 @@ OTHER_LIBRARY_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(
         "custom_ar",
         "vLLM/SGLang/aiter custom all-reduce",
-        _START + _NS + r"cross_device_reduce_\w*" + _TEMPLATE_OR_ARGS,
+        START + NS + r"cross_device_reduce_\w*" + TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
     KernelPattern(
         "custom_ar",
         "TensorRT-LLM/FlashInfer custom all-reduce",
-        _START
-        + _NS
+        START
+        + NS
         + r"(?:(?:one|two)[Ss]hotAll[Rr]educeKernel|allreduce_fusion_kernel_(?:one|two)shot\w*)"
-        + _TEMPLATE_OR_ARGS,
+        + TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
     *INFERENCE_ENGINE_PATTERNS,
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers all-gather",
-        _START + _NS + r"userbuffers_\w*_ag(?:_\w*)?" + _TEMPLATE_OR_ARGS,
+        START + NS + r"userbuffers_\w*_ag(?:_\w*)?" + TEMPLATE_OR_ARGS,
         collective="AllGather",
     ),
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers reduce-scatter",
-        _START + _NS + r"userbuffers_\w*_rs(?:_\w*)?" + _TEMPLATE_OR_ARGS,
+        START + NS + r"userbuffers_\w*_rs(?:_\w*)?" + TEMPLATE_OR_ARGS,
         collective="ReduceScatter",
     ),
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers send/recv",
-        _START + _NS + r"kuserbuffers_(?:push|pull)(?:send|recv)\w*" + _TEMPLATE_OR_ARGS,
+        START + NS + r"kuserbuffers_(?:push|pull)(?:send|recv)\w*" + TEMPLATE_OR_ARGS,
         collective="SendRecv",
     ),
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers all-reduce (sum in place, no _ag/_rs)",
-        _START + _NS + r"userbuffers_\w*_sum_inplace_gpu_(?:mc|rr|rw)" + _TEMPLATE_OR_ARGS,
+        START + NS + r"userbuffers_\w*_sum_inplace_gpu_(?:mc|rr|rw)" + TEMPLATE_OR_ARGS,
         collective="AllReduce",
     ),
     KernelPattern(
         "userbuffers",
         "Transformer Engine userbuffers (other)",
-        _START + _NS + r"k?userbuffers_\w+" + _TEMPLATE_OR_ARGS,
+        START + NS + r"k?userbuffers_\w+" + TEMPLATE_OR_ARGS,
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream all-to-all",
-        r"(?i)" + _START + _NVSHMEM + r"alltoall\w*_on_stream_kernel",
+        r"(?i)" + START + _NVSHMEM + r"alltoall\w*_on_stream_kernel",
         collective="AllToAll",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream barrier",
-        r"(?i)" + _START + _NVSHMEM + r"(?:barrier|sync)(?:_all)?_on_stream_kernel",
+        r"(?i)" + START + _NVSHMEM + r"(?:barrier|sync)(?:_all)?_on_stream_kernel",
         collective="Barrier",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream broadcast",
-        r"(?i)" + _START + _NVSHMEM + r"(?:broadcast|bcast)\w*_on_stream_kernel",
+        r"(?i)" + START + _NVSHMEM + r"(?:broadcast|bcast)\w*_on_stream_kernel",
         collective="Broadcast",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream fcollect",
-        r"(?i)" + _START + _NVSHMEM + r"fcollect\w*_on_stream_kernel",
+        r"(?i)" + START + _NVSHMEM + r"fcollect\w*_on_stream_kernel",
         collective="AllGather",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream reduce-scatter",
-        r"(?i)" + _START + _NVSHMEM + r"reducescatter\w*_on_stream_kernel",
+        r"(?i)" + START + _NVSHMEM + r"reducescatter\w*_on_stream_kernel",
         collective="ReduceScatter",
     ),
     KernelPattern(
         "nvshmem",
         "NVSHMEM on-stream reduction (to all PEs)",
-        r"(?i)" + _START + _NVSHMEM + r"(?:\w*reduce\w*|rdxn)_on_stream_kernel",
+        r"(?i)" + START + _NVSHMEM + r"(?:\w*reduce\w*|rdxn)_on_stream_kernel",
         collective="AllReduce",
     ),
-    KernelPattern("nvshmem", "NVSHMEM other", r"(?i)" + _START + _NS + r"(?:nvshmem|rocshmem)\w*"),
+    KernelPattern("nvshmem", "NVSHMEM other", r"(?i)" + START + NS + r"(?:nvshmem|rocshmem)\w*"),
 )
 """Libraries other than NCCL whose kernels do communication (fields: the collective the name says)."""
 
 CATCH_ALL_PATTERNS: tuple[KernelPattern, ...] = (
-    KernelPattern("nccl", "unrecognised NCCL", r"(?i)" + _START + r"nccl\w*kernel"),
-    KernelPattern("rccl", "unrecognised RCCL", r"(?i)" + _START + r"rccl"),
-    KernelPattern("msccl", "unrecognised MSCCL", r"(?i)" + _START + r"msccl\w*kernel"),
+    KernelPattern("nccl", "unrecognised NCCL", r"(?i)" + START + r"nccl\w*kernel"),
+    KernelPattern("rccl", "unrecognised RCCL", r"(?i)" + START + r"rccl"),
+    KernelPattern("msccl", "unrecognised MSCCL", r"(?i)" + START + r"msccl\w*kernel"),
 )
 """Names of a known library that no generation row decodes: communication, every field null."""
 

@@ -96,6 +96,39 @@ def samples(kernels: pl.DataFrame, crossrank: CrossRank, priced: pl.DataFrame) -
     ).drop_nulls(["k", "x"])
 
 
+CLASS_COLUMNS = (
+    "k",
+    "calls",
+    "min_bytes",
+    "max_bytes",
+    "size_spread",
+    "fitted",
+    "reason",
+    "alpha_us",
+    "alpha_lo_us",
+    "alpha_hi_us",
+    "alpha_fit_us",
+    "alpha_determined",
+    "alpha_note",
+    "constrained",
+    "bandwidth_Bps",
+    "bandwidth_lo_Bps",
+    "bandwidth_hi_Bps",
+    "r2",
+    "table_alpha_us",
+    "table_bandwidth_Bps",
+)
+"""The columns of `class_table` after the class keys, in order."""
+ALPHA_UNDETERMINED = pl.format(
+    "alpha undetermined at these sizes ({} to {} MB: the smallest call's transfer term "
+    "outweighs the latency's bound); alpha <= {} us",
+    (pl.col("min_bytes") / 1e6).round(3),
+    (pl.col("max_bytes") / 1e6).round(3),
+    (pl.col("intercept_hi") / pl.col("k") * 1e6).round(1),
+)
+"""`alpha_note` of a fitted class whose alpha no call is small enough to see: the sizes and alpha's bound."""
+
+
 def class_table(found: pl.DataFrame) -> pl.DataFrame:
     """Per class: B with its 95% bounds where they lie within +-25% (else why not), alpha with its bounds
     where some call is small enough to see it (else null and its bound in `alpha_note`), R^2; the table's."""
@@ -119,45 +152,13 @@ def class_table(found: pl.DataFrame) -> pl.DataFrame:
             pl.when(fitted).then(pl.col("intercept") / pl.col("k") * 1e6).alias("alpha_fit_us"),
             pl.when(fitted).then(pl.col("intercept_lo") / pl.col("k") * 1e6).alias("alpha_lo_us"),
             pl.when(fitted).then(pl.col("intercept_hi") / pl.col("k") * 1e6).alias("alpha_hi_us"),
-            pl.when(fitted & ~pl.col("alpha_determined"))
-            .then(
-                pl.format(
-                    "alpha undetermined at these sizes ({} to {} MB: the smallest call's transfer term "
-                    "outweighs the latency's bound); alpha <= {} us",
-                    (pl.col("min_bytes") / 1e6).round(3),
-                    (pl.col("max_bytes") / 1e6).round(3),
-                    (pl.col("intercept_hi") / pl.col("k") * 1e6).round(1),
-                )
-            )
-            .alias("alpha_note"),
+            pl.when(fitted & ~pl.col("alpha_determined")).then(ALPHA_UNDETERMINED).alias("alpha_note"),
             pl.when(fitted).then(1 / pl.col("slope")).alias("bandwidth_Bps"),
             pl.when(fitted).then(1 / (pl.col("slope") + pl.col("slope_half"))).alias("bandwidth_lo_Bps"),
             pl.when(fitted & (low_slope > 0)).then(1 / low_slope).alias("bandwidth_hi_Bps"),
             (pl.col("table_alpha_s") * 1e6).alias("table_alpha_us"),
         )
-        .select(
-            *CLASS_KEYS,
-            "k",
-            "calls",
-            "min_bytes",
-            "max_bytes",
-            "size_spread",
-            "fitted",
-            "reason",
-            "alpha_us",
-            "alpha_lo_us",
-            "alpha_hi_us",
-            "alpha_fit_us",
-            "alpha_determined",
-            "alpha_note",
-            "constrained",
-            "bandwidth_Bps",
-            "bandwidth_lo_Bps",
-            "bandwidth_hi_Bps",
-            "r2",
-            "table_alpha_us",
-            "table_bandwidth_Bps",
-        )
+        .select(*CLASS_KEYS, *CLASS_COLUMNS)
         .sort("scope", "collective", "group_size", "protocol")
     )
 

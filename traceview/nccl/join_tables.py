@@ -121,7 +121,7 @@ def communicator_table(logs: Sequence[NcclLog], members: pl.DataFrame) -> pl.Dat
         pl.col("comm_id").drop_nulls().first(),
         pl.col("nranks").max(),
         pointers=pl.col("comm").unique().sort(),
-        ranks_seen=pl.col("comm_rank").n_unique().cast(pl.Int64),
+        ranks_seen=pl.col("comm_rank").drop_nulls().n_unique().cast(pl.Int64),  # ranks identified
         ambiguous=pl.col("ambiguous").any(),
         global_ranks=pl.col("global_rank").filter(~pl.col("ambiguous").any()).drop_nulls().unique().sort(),
         hosts=pl.col("host").drop_nulls().unique().sort(),

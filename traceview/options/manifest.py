@@ -82,6 +82,7 @@ class ManifestHardware(msgspec.Struct, frozen=True, omit_defaults=True):
 
     device: str | None = None
     gpus_per_node: int | None = None
+    nics_per_node: int | None = None  # NICs per node of rail-aligned rings across nodes
     nic: str | None = None
     intra_bandwidth_Bps: float | None = None  # noqa: N815 - B inside a node
     inter_bandwidth_Bps: float | None = None  # noqa: N815 - B across nodes
@@ -218,7 +219,8 @@ def _check_numbers(path: Path, manifest: RunManifest) -> None:
     if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
         raise InputError(path, f"hardware.efficiency = {efficiency!r} is not in (0, 1]")
     counts = [(name, getattr(manifest, name)) for name in ("world_size", "ranks_per_host")]
-    for name, value in [*counts, ("hardware.gpus_per_node", manifest.hardware.gpus_per_node)]:
+    counts += [("hardware.gpus_per_node", manifest.hardware.gpus_per_node)]
+    for name, value in [*counts, ("hardware.nics_per_node", manifest.hardware.nics_per_node)]:
         if value is not None and not 1 <= value <= 1 << 24:
             raise InputError(path, f"{name} = {value} is outside 1 .. 16,777,216")
 
@@ -324,6 +326,7 @@ MODEL_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     ("dtype", "model", "dtype", 1.0),
     ("device", "hardware", "device", 1.0),
     ("gpus_per_node", "hardware", "gpus_per_node", 1.0),
+    ("nics_per_node", "hardware", "nics_per_node", 1.0),
     ("nic", "hardware", "nic", 1.0),
     ("peak_flops", "hardware", "peak_flops", 1.0),
     ("efficiency", "hardware", "efficiency", 1.0),

@@ -54,9 +54,13 @@ class ModelOptions:
     nic: str | None = None
     dtype: str | None = None
     link_overrides: tuple[LinkOverride, ...] = ()
+    logged_algorithms: tuple[
+        tuple[str, int, str], ...
+    ] = ()  # (collective, size bucket, algorithm): NCCL logs
     flops_per_sample: float | None = None  # model FLOPs per sample, forward + backward
     device: str | None = None  # the device name, before the traces'
     gpus_per_node: int | None = None
+    nics_per_node: int | None = None  # NICs per node of rail-aligned rings across nodes; None: one per GPU
     rank_hosts: tuple[tuple[int, str], ...] = ()  # rank -> host as stated (a manifest)
     sources: tuple[tuple[str, str], ...] = ()  # (field, source) of the values not from the command line
 
@@ -148,4 +152,5 @@ def model_options(stated: UserOptions) -> ModelOptions:
         nic=_named(stated.nic, "--nic"),
         dtype=_named(stated.dtype, "--dtype"),
         gpus_per_node=stated.gpus_per_node,
+        nics_per_node=stated.nics_per_node,
     )

@@ -155,6 +155,13 @@ class UserOptions:
         low=1,
         high=MAX_RANKS_PER_HOST,
     )
+    nics_per_node: int | None = _option(
+        "--nics-per-node",
+        "NICs per node carrying a collective across nodes in rail-aligned rings (default: one per GPU).",
+        "count",
+        low=1,
+        high=MAX_RANKS_PER_HOST,
+    )
     dtype: str | None = _option(
         "--dtype",
         "Compute dtype for the peak FLOP/s: fp32, tf32, bf16, fp16, fp8 (default: the gradients').",

@@ -28,8 +28,9 @@ from traceview.budget.time_budget import TimeBudget
 from traceview.model.trace import Run
 from traceview.prediction.inputs import ModelInputs, ModelOptions, resolve_inputs
 from traceview.prediction.pricing import price
+from traceview.prediction.step_calls import step_calls
 from traceview.prediction.topology import resolve_topology, run_facts
-from traceview.prediction.trace_facts import step_calls, with_group_sizes
+from traceview.prediction.trace_facts import with_group_sizes
 from traceview.prediction.trust import Trust, trust
 from traceview.prediction.whatif import WhatIf, what_if
 
@@ -214,9 +215,15 @@ def per_collective_table(priced: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def dominant_factor(run: dict[str, float | None]) -> str | None:
-    """The factor whose effect on gamma / gamma_pred is largest in either direction (|log effect|)."""
-    effects = {c: run.get(c) for c, _, _ in FACTORS}
+NETWORK_FACTORS = ("waiting", "latency", "bandwidth_eff")
+"""The factors a prediction replayed on the run's own graph still has (it keeps the run's compute and its own
+T_comm outside collectives, so compute_eff and residual do not enter; docs/metrics.md, "Predicted gamma")."""
+
+
+def dominant_factor(run: dict[str, float | None], among: tuple[str, ...] | None = None) -> str | None:
+    """The factor (of `among`, every one by default) whose effect on gamma / gamma_pred is largest in either
+    direction (|log effect|)."""
+    effects = {c: run.get(c) for c, _, _ in FACTORS if among is None or c in among}
     sized = {c: abs(math.log(v)) for c, v in effects.items() if v is not None and v > 0}
     return max(sized, key=lambda c: sized[c]) if sized else None
 

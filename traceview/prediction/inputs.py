@@ -27,6 +27,7 @@ from traceview.core.hardware import (
 )
 from traceview.model.trace import Run
 from traceview.options.model import LinkOverride, ModelOptions
+from traceview.prediction.algorithms import logged_algorithms
 from traceview.prediction.links import (
     KNOWN_LINK_SOURCES,
     Link,
@@ -79,6 +80,7 @@ class ModelInputs:
     host_link: Link | None = None  # host collectives (gloo, MPI) inside a host; across hosts: `inter`
     links_measured: bool = False  # a stated B was measured in this run (run.json hardware.links_measured)
     nics_per_node: int | None = None  # NICs per node for rail-aligned rings; None: one per GPU
+    logged_algorithms: tuple[tuple[str, int, str], ...] = ()  # what the NCCL logs say ran (`algorithms`)
 
     @property
     def sustained_flops(self) -> float | None:
@@ -187,6 +189,7 @@ def resolve_inputs(
         efficiency_a,
         Assumption("R (sustained FLOP/s)", sustained, "FLOP/s", peak_a.source, "peak x efficiency"),
         Assumption("GPUs per node", rpn, "", nodes.source, nodes.detail),
+        *_nics(options),
         *link_assumptions(intra, "intra"),
         *link_assumptions(inter, "inter"),
         *(link_assumptions(host, "host") if has_host else ()),
@@ -216,7 +219,19 @@ def resolve_inputs(
         notes=tuple(n for n in (peak_note, intra_note, inter_note, host_note, work.note) if n),
         host_link=host,
         links_measured=_stated_measured(options, (intra, inter, host)),
+        nics_per_node=options.nics_per_node,
+        logged_algorithms=options.logged_algorithms,
     )
+
+
+def _nics(options: ModelOptions) -> tuple[Assumption, ...]:
+    """The NICs per node that carry a hierarchical collective's rings across nodes, when stated (else one per
+    GPU, docs/metrics.md, "Predicted gamma", Links)."""
+    if options.nics_per_node is None:
+        return ()
+    source = options.source_of("nics_per_node")
+    detail = "--nics-per-node" if source == "command line" else "run.json hardware.nics_per_node"
+    return (Assumption("NICs per node", options.nics_per_node, "", source, detail),)
 
 
 def _stated_measured(options: ModelOptions, links: tuple[Link | None, ...]) -> bool:
@@ -234,7 +249,8 @@ def _has_host_calls(calls: pl.DataFrame) -> bool:
 def with_nccl_overrides(options: ModelOptions, nccl: NcclJoin | None) -> ModelOptions:
     """`options` plus one per-group `LinkOverride` for every link override of the NCCL-log join (a socket
     fallback): the group's B becomes that link's, with provenance "nccl log"; and when the logs say NCCL
-    crosses nodes over sockets, the link across nodes itself (`SOCKET_LINK`), with the same provenance."""
+    crosses nodes over sockets, the link across nodes itself (`SOCKET_LINK`), with the same provenance; and
+    the algorithms the logs' TUNING lines name per collective and size (`logged_algorithms`)."""
     if nccl is None:
         return options
     found = tuple(
@@ -245,4 +261,6 @@ def with_nccl_overrides(options: ModelOptions, nccl: NcclJoin | None) -> ModelOp
         socket = link(SOCKET_LINK)
         reason = f"the NCCL log says NCCL crosses nodes over TCP sockets ({nccl.inter_network_evidence})"
         found += (LinkOverride("inter", socket.name, socket.bandwidth_bytes_per_s, socket.alpha_s, reason),)
-    return replace(options, link_overrides=(*options.link_overrides, *found)) if found else options
+    options = replace(options, link_overrides=(*options.link_overrides, *found)) if found else options
+    algorithms = logged_algorithms(nccl.algorithms)
+    return replace(options, logged_algorithms=algorithms) if algorithms else options

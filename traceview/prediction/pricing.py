@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceview.core.algorithms import algorithm_exprs
 from traceview.core.costmodel import (
     bandwidth_exprs,
     bus_factor_expr,
     hierarchical_exprs,
     latency_steps_expr,
 )
+from traceview.prediction.algorithms import logged_algorithm
 from traceview.prediction.inputs import ModelInputs
 
 
@@ -62,9 +64,11 @@ def _link_value(inputs: ModelInputs, field: str) -> pl.Expr:
 
 
 def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) -> pl.DataFrame:
-    """`calls` with spans_nodes (unless present), link, link_source, bandwidth_Bps, alpha_s, t_pred_us,
-    t_bw_us, t_lat_us, bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`).
-    `n` overrides the group size."""
+    """`calls` with spans_nodes (unless present), link, link_source, bandwidth_Bps, alpha_s, model_algorithm
+    (the algorithm an NCCL log names for the call's collective and size where the model prices it: `tree`,
+    `halving_doubling`; else `hierarchical` across nodes where it applies, else `ring`), t_pred_us, t_bw_us,
+    t_lat_us, bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n`
+    overrides the group size."""
     size = n if n is not None else pl.col("group_size")
     frame = (
         calls
@@ -79,27 +83,47 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
         _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
         _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
     )
-    frame = _group_overrides(frame, inputs)
+    device = (pl.col("comm_kind") != "host").fill_null(True)  # NCCL's logs say nothing of gloo's calls
+    frame = _group_overrides(frame, inputs).with_columns(
+        logged_algorithm(frame, inputs.logged_algorithms, size).alias("_logged")
+    )
+    frame = frame.with_columns(pl.when(device).then(pl.col("_logged")).alias("_logged"))
     collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
     flat_lat = latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6
     flat_bw = bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6
     hier_lat, hier_bw = _hierarchical(inputs, size)
+    named_lat, named_bw = algorithm_exprs(
+        collective, pl.col("_logged"), size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")
+    )
+    named = named_bw.is_not_null() & named_lat.is_not_null()
     hierarchical = hier_bw.is_not_null() & hier_lat.is_not_null()
     return (
         frame.with_columns(
-            pl.when(hierarchical)
+            pl.when(named)
+            .then(pl.col("_logged"))
+            .when(hierarchical)
             .then(pl.lit("hierarchical"))
             .otherwise(pl.lit("ring"))
             .alias("model_algorithm"),
-            pl.when(hierarchical).then(hier_bw * 1e6).otherwise(flat_bw).alias("t_bw_us"),
-            pl.when(hierarchical).then(hier_lat * 1e6).otherwise(flat_lat).alias("t_lat_us"),
+            pl.when(named)
+            .then(named_bw * 1e6)
+            .when(hierarchical)
+            .then(hier_bw * 1e6)
+            .otherwise(flat_bw)
+            .alias("t_bw_us"),
+            pl.when(named)
+            .then(named_lat * 1e6)
+            .when(hierarchical)
+            .then(hier_lat * 1e6)
+            .otherwise(flat_lat)
+            .alias("t_lat_us"),
             bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),
         )
         .with_columns(
             (pl.col("t_bw_us") + pl.col("t_lat_us")).alias("t_pred_us"),
             (pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"),
         )
-        .drop("_nodes", "_per_node", strict=False)
+        .drop("_nodes", "_per_node", "_logged", strict=False)
     )
 
 

@@ -219,41 +219,48 @@ RATIO_LIMIT = 10.0
 """Measured over predicted gamma beyond this factor (either way) while an input is a default or a guess: the
 guess, not the run, may be what differs."""
 
-GUESS_RULES: tuple[tuple[Callable[[Assumption], bool], str], ...] = (
+GUESS_RULES: tuple[tuple[Callable[[Assumption], bool], str, str], ...] = (
     (
         lambda a: a.name == "FLOPs per step" and a.value == "6 P b" and a.source == "trace",
         "the FLOPs per step (6 P b of a P and b the trace suggests): give model.flops_per_sample or "
         "model.local_batch in run.json (--local-batch)",
+        "compute",
     ),
     (
         lambda a: a.name == "efficiency" and a.source == "default",
         "the efficiency (default 0.5): give --efficiency or hardware.efficiency",
+        "compute",
     ),
     (
         lambda a: (
             a.name.startswith("B ") and a.value is not None and a.source in ("hardware table", "default")
         ),
         "B ({name}, {source}): give --bandwidth or hardware.intra/inter_bandwidth_Bps",
+        "network",
     ),
     (
         lambda a: a.name == "GPUs per node" and a.source == "default",
         "the GPUs per node (default 8): give --gpus-per-node or hardware.gpus_per_node",
+        "network",
     ),
     (
         lambda a: a.name == "compute dtype" and a.source == "default",
         "the compute dtype (default fp32, which sets the peak): give --dtype",
+        "compute",
     ),
 )
-"""(is the input a default or a guess, how to give it): the inputs a headline prediction may not rest on."""
+"""(is the input a default or a guess, how to give it, the side of the model it sets: `compute` (T_comp_pred)
+or `network` (T_comm_pred)): the inputs a headline prediction may not rest on."""
 
 
-def guessed_inputs(inputs: ModelInputs) -> tuple[str, ...]:
-    """The inputs of `GUESS_RULES` the prediction took from a default or a guess, each with how to give it."""
+def guessed_inputs(inputs: ModelInputs, sides: tuple[str, ...] = ("compute", "network")) -> tuple[str, ...]:
+    """The inputs of `GUESS_RULES` of `sides` the prediction took from a default or a guess, each with how to
+    give it."""
     return tuple(
         text.format(name=a.name, source=a.source)
         for a in inputs.assumptions
-        for holds, text in GUESS_RULES
-        if holds(a)
+        for holds, text, side in GUESS_RULES
+        if side in sides and holds(a)
     )
 
 
@@ -296,15 +303,19 @@ def plausibility(
     guesses = guessed_inputs(inputs)
     if achieved is not None and not ACHIEVED_RANGE[0] <= achieved <= ACHIEVED_RANGE[1]:
         return achieved, _flops_doubt(inputs, achieved), guesses
-    ratio = run.get("gamma_ratio")
+    return achieved, far_off_doubt(run.get("gamma_ratio"), guesses), guesses
+
+
+def far_off_doubt(ratio: float | None, guesses: tuple[str, ...]) -> str | None:
+    """Why a measured / predicted `ratio` beyond `RATIO_LIMIT` either way stays out of the headline while
+    `guesses` (inputs from a default or a guess) are not empty; None otherwise."""
     far = ratio is not None and ratio > 0 and max(ratio, 1 / ratio) > RATIO_LIMIT
-    if far and guesses:
-        doubt = (
-            f"measured gamma is {ratio:.3g}x the predicted, more than {RATIO_LIMIT:.0f}x off, while "
-            f"{len(guesses)} input(s) are a default or a guess: " + "; ".join(guesses)
-        )
-        return achieved, doubt, guesses
-    return achieved, None, guesses
+    if not far or not guesses:
+        return None
+    return (
+        f"measured gamma is {ratio:.3g}x the predicted, more than {RATIO_LIMIT:.0f}x off, while "
+        f"{len(guesses)} input(s) are a default or a guess: " + "; ".join(guesses)
+    )
 
 
 def trust(

@@ -1,5 +1,5 @@
 """What-ifs from the same alpha-beta model (docs/metrics.md, "Predicted gamma"; docs/metrics.md, "Predicted
-gamma"): gamma at twice the workers, at twice the local batch, on the next interconnect, and the
+gamma"): gamma at twice the local batch, on the next interconnect, and the
 strong-scaling curve of gamma against the worker count K at the run's global batch (the gamma model's
 figure, section 4.1).
 
@@ -145,12 +145,7 @@ def _rows(
 ) -> list[dict[str, object]]:
     now = gamma_at(calls, inputs, comp)
     rows = [
-        ("now", "the run as traced", now),
-        (
-            "2x workers",
-            "twice the data-parallel workers at the same global batch (b halves)",
-            gamma_at(calls, inputs, comp, 2.0),
-        ),
+        ("now", "the run as traced", now),  # twice the workers: the replay's ranks:2K lever, and `curve`
         (
             "2x local batch",
             "twice the local batch (T_comp doubles, the gradient bytes do not change)",

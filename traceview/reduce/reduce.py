@@ -50,6 +50,7 @@ from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.held import HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
 from traceview.replay.analysis import replay_run
+from traceview.replay.predicted import predicted_gamma
 from traceview.roofline.analysis import communication_roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import drilldown
@@ -370,8 +371,8 @@ def reduce_held(
     )
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent)
-    measured = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels)
-    facts = facts_of(Measured(*measured, dimensions, moe, links, bubbles=bubbles, path=path))
+    found = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels, dimensions)
+    facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted_gamma(prediction, replay)))
     return RunAnalysis(
         header=header,
         budget=budget,

@@ -118,13 +118,20 @@ class RunAnalysis:
         figures.update(self.crossrank.gate_figures() if self.crossrank else {})
         figures.update(collective_gate_figures(self.collectives))
         figures.update(self.bubbles.gate_figures() if self.bubbles else {})
-        figures.update(self.prediction.gate_figures() if self.prediction else {})
+        figures.update(self._predicted_figures())
         figures.update(self.dimensions.gate_figures() if self.dimensions else {})
         figures.update(self.moe.gate_figures() if self.moe else {})
         figures.update({"roofline_efficiency": self.roofline.efficiency} if self.roofline else {})
         figures.update(nccl_gate_figures(self.nccl))
         figures.update(dict.fromkeys(self.withheld(), None))
         return figures
+
+    def _predicted_figures(self) -> dict[str, float | None]:
+        """`gamma_pred` and `gamma_ratio` as the headline decided them (`Verdict`, its source
+        `gamma_pred_source`: the replay's comm_model lever or the closed form)."""
+        if self.prediction is None:
+            return {}
+        return {"gamma_pred": self.verdict.gamma_pred, "gamma_ratio": self.verdict.gamma_ratio}
 
     def recommendation_rows(self) -> list[dict[str, Any]]:
         """The recommendations, highest stake first: the stake (its share of the median step), the rule, the

@@ -26,6 +26,7 @@ from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured
 from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
+from traceview.replay.predicted import PredictedGamma, predicted_gamma
 from traceview.verdict.kind_facts import kind_facts
 from traceview.verdict.path_advice import path_facts
 
@@ -59,6 +60,7 @@ class Measured:
     links: LinksMeasured | None = None
     bubbles: BubbleAnalysis | None = None
     path: CriticalPath | None = None
+    predicted: PredictedGamma | None = None  # the headline's gamma_pred (`traceview.replay.predicted`)
 
 
 @dataclass(frozen=True)
@@ -215,20 +217,20 @@ def prediction_facts(measured: Measured) -> Found:
     prediction = measured.prediction
     if prediction is None:
         return {}, {}
-    numbers = finite({name: prediction.run.get(name) for name in ("gamma_pred", "gamma_ratio")})
+    headline = measured.predicted or predicted_gamma(prediction, None)
+    if headline is None:
+        return {}, {}
+    numbers = finite({"gamma_pred": headline.gamma_pred, "gamma_ratio": headline.gamma_ratio})
     names = {column: name for column, name, _, _ in prediction.factors}
-    words = (
-        {"dominant_factor": names.get(prediction.dominant, prediction.dominant)}
-        if prediction.dominant
-        else {}
-    )
+    words = {"gamma_pred_source": headline.source} if "gamma_pred" in numbers else {}
+    words |= {"dominant_factor": names.get(headline.dominant, headline.dominant)} if headline.dominant else {}
     missing = getattr(prediction, "missing_input", None)
     if missing:
         words["prediction_missing"] = str(missing)
+    words |= {"prediction_doubt": headline.doubt} if headline.doubt else {}
     trust = prediction.trust
     if trust is not None:
         numbers |= finite({"achieved_over_peak": trust.achieved_over_peak})
-        words |= {"prediction_doubt": trust.doubt} if trust.doubt else {}
         words |= {"links_measured": "yes"} if trust.links_measured else {}
     return numbers, words
 

@@ -33,6 +33,7 @@ class Verdict:
     gamma: float | None = None
     gamma_pred: float | None = None
     gamma_ratio: float | None = None
+    gamma_pred_source: str | None = None  # `replay` or `closed form` (`traceview.replay.predicted`)
     notes: tuple[str, ...] = ()
     run_shape: tuple[str, ...] = ()  # what the run is, said plainly (`SHAPE_RULES`)
     withheld: tuple[tuple[str, str], ...] = ()
@@ -316,6 +317,13 @@ def run_shape(f: Facts) -> tuple[str, ...]:
     return shapes + kind_shapes(f)
 
 
+SOURCE_WORDS = {
+    "replay": " replayed on the run's own graph (its compute, overlap and waits kept)",
+    "closed form": " in closed form",
+}
+"""How the headline says where its gamma_pred came from (`gamma_pred_source`)."""
+
+
 def prediction_line(f: Facts) -> str:
     """Measured gamma against the alpha-beta prediction; or why the prediction stays out of the headline (an
     implausible input, named with how to give it); or which input the prediction misses."""
@@ -338,10 +346,10 @@ def prediction_line(f: Facts) -> str:
             if "links_measured" in f
             else ""
         )
+        how = SOURCE_WORDS.get(f.word("gamma_pred_source") if "gamma_pred_source" in f else "", "")
         return (
             f"Measured gamma {f['gamma']:.2f} against {f['gamma_pred']:.2f} predicted by the alpha-beta "
-            f"model "
-            f"(measured / predicted {f['gamma_ratio']:.2f}x{gap}).{measured}"
+            f"model{how} (measured / predicted {f['gamma_ratio']:.2f}x{gap}).{measured}"
         )
     if "prediction_missing" in f:
         return f"Predicted gamma not computed: {f.word('prediction_missing')}."
@@ -377,6 +385,7 @@ def verdict(facts: Facts) -> Verdict:
         gamma=facts.numbers.get("gamma"),
         gamma_pred=None if "gamma_pred" in hidden else facts.numbers.get("gamma_pred"),
         gamma_ratio=None if "gamma_ratio" in hidden else facts.numbers.get("gamma_ratio"),
+        gamma_pred_source=facts.words.get("gamma_pred_source"),
         notes=tuple(facts.word(note) for note in ("nccl_note", "links_note") if note in facts),
         run_shape=run_shape(facts),
         withheld=withheld,

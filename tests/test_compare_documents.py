@@ -184,7 +184,8 @@ def test_trend_page_and_bad_input(saved: tuple[Path, Path], tmp_path: Path) -> N
     assert result.returncode == 1  # the latest run's steps are 50% longer than the three before
     page = (tmp_path / "trend.html").read_text(encoding="utf-8")
     assert "Content-Security-Policy" in page
-    assert page.count('class="figure" id="fig-trend-') == 6
+    followed = load_settings()[1].metrics  # one figure per metric followed (the step's six, the skew)
+    assert page.count('class="figure" id="fig-trend-') == len(followed) == 7
     not_summary = tmp_path / "trace.json"
     not_summary.write_text('{"traceEvents": []}', encoding="utf-8")
     refused = traceview("trend", str(not_summary))

@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from traceview.reports.json.summary import summary_document
 
+from traceview.compare.series import run_series
 from traceview.compare.settings import load_settings
 from traceview.compare.stats import relative_change
-from traceview.compare.trend import run_series, trend_of_runs
+from traceview.compare.trend import trend_of_runs
 from traceview.compare.two_runs import compare
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import analyze
@@ -97,3 +98,57 @@ def test_no_percentage_of_a_zero_baseline(
     baseline: float | None, candidate: float, expected: float | None
 ) -> None:
     assert relative_change(baseline, candidate) == expected
+
+
+def _without_stragglers(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` as if the across-ranks analysis had named no straggler."""
+    document["across_ranks"]["stragglers"] = []
+    for row in document["across_ranks"]["per_rank"]:
+        row["straggler"] = False
+    return document
+
+
+def _judged_from_history(nights: list[dict[str, Any]], tmp_path: Path) -> list[Any]:
+    """The latest run's regressions when the series is read back from a `--history` file alone (no summary
+    documents: `compare` cannot run on the pair, so what trend finds it read itself)."""
+    from traceview.compare.history import read_history, runs_of, update_history
+
+    compare_settings, trend_settings = load_settings()
+    tmp_path.mkdir(exist_ok=True)
+    history = tmp_path / "history.parquet"
+    update_history(history, [run_series(f"night{i}.json", doc) for i, doc in enumerate(nights)])
+    runs = runs_of(read_history(history))
+    assert all(run.document is None for run in runs)
+    return trend_of_runs(runs, trend_settings, compare_settings).latest_regressions
+
+
+def test_trend_reads_a_new_straggler_and_its_cost_itself(tmp_path: Path) -> None:
+    """Five nights naming no straggler, then the sample as it is (rank 5 a straggler): trend names rank 5 with
+    the cost per step the summary states, from the summaries and from a history alone, once."""
+    stable = [_without_stragglers(_night(day, 1.0)) for day in range(1, 6)]
+    candidate = _night(6, 1.0)
+    cost = next(r for r in candidate["across_ranks"]["per_rank"] if r["rank"] == 5)["lateness_cost_us"]
+    compare_settings, trend_settings = load_settings()
+    series = [run_series(f"night{i}.json", doc) for i, doc in enumerate([*stable, candidate])]
+    judged = trend_of_runs(series, trend_settings, compare_settings).latest_regressions
+    named = [j for j in judged if j.metric == "lateness_cost_us of rank 5"]
+    assert len(named) == 1  # read directly, not again through the compare pass
+    assert (named[0].history, named[0].latest, named[0].change_pct) == (0.0, cost, None)  # new: no percent
+    alone = [
+        j for j in _judged_from_history([*stable, candidate], tmp_path) if j.metric.startswith("lateness")
+    ]
+    assert [(j.metric, j.latest) for j in alone] == [("lateness_cost_us of rank 5", cost)]
+    calm = _judged_from_history([*stable, _without_stragglers(_night(6, 1.0))], tmp_path / "calm")
+    assert calm == []
+
+
+def test_trend_follows_the_arrival_skew(tmp_path: Path) -> None:
+    """The candidate's arrival skew 1.5x every instance's (beyond compare's 20% for skew_us): trend judges
+    `skew_us` a regression from a history alone, at (1.5 - 1) = +50%."""
+    stable = [_night(day, 1.0) for day in range(1, 6)]
+    candidate = _night(6, 1.0)
+    for row in candidate["across_ranks"]["instances"]:
+        row["skew_us"] *= 1.5
+    judged = {j.metric: j for j in _judged_from_history([*stable, candidate], tmp_path)}
+    assert judged["skew_us"].change_pct == pytest.approx((1.5 - 1) * 100)
+    assert "skew_us" in {f.metric for f in compare(stable[-1], candidate, load_settings()[0]).failing}

@@ -359,3 +359,31 @@ def test_sub_microsecond_noise_is_drawn_as_zero() -> None:
         per_rank, [("idle", "idle_ms", "#999999")], "t", yaxis_title="ms", floor=NOISE_FLOOR_MS
     )
     assert list(figure.data[0].y) == [0.0, 2.5]
+
+
+def test_the_timeline_draws_ms_from_the_runs_start(small: RunAnalysis) -> None:
+    """Step 2 drawn at its own time: the run starts with rank 0's step 1 at 0, so rank 0's gemm of step 2 sits
+    at (1000 + 100) us = 1.1 ms, rank 1's 20 us later (its clock); the notebook's plot is the same figure."""
+    from traceview.reports.html.plots import Plots
+
+    figure = _islands(render_html(small, plotlyjs="cdn"))["fig-timeline"]
+    assert figure["layout"]["xaxis"]["title"]["text"].startswith("ms from the run's start")
+    per_step = len(figure["data"]) // 3  # one trace per label, step after step (steps 1, 2, 3)
+    compute = next(t for t in figure["data"][per_step : 2 * per_step] if t["name"] == "compute")
+    start, offset = rf.STEP_STARTS[1], rf.RANK1_OFFSET_US
+    expected = [
+        ("rank 0", (start + 100) / 1000, rf.GEMM_US[0] / 1000),
+        ("rank 0", (start + 600) / 1000, 100 / 1000),
+        ("rank 1", (start + 100 + offset) / 1000, rf.GEMM_US[1] / 1000),
+        ("rank 1", (start + 600 + offset) / 1000, 100 / 1000),
+    ]
+    drawn = sorted(zip(compute["y"], compute["base"], compute["x"], strict=True))
+    assert [row[0] for row in drawn] == [row[0] for row in sorted(expected)]
+    flat = [value for row in drawn for value in row[1:]]
+    assert flat == pytest.approx([value for row in sorted(expected) for value in row[1:]], abs=1e-6)
+    notebook = Plots(small).timeline()
+    assert notebook.layout.xaxis.title.text == figure["layout"]["xaxis"]["title"]["text"]
+    assert (
+        list(notebook.data[per_step + [t.name for t in notebook.data[per_step:]].index("compute")].base)
+        == (compute["base"])
+    )

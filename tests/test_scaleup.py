@@ -90,3 +90,23 @@ def test_compare_points_to_scaleup(lab: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=lab, check=False)
     assert done.returncode == 2
     assert "traceview scaleup SMALL LARGE" in done.stderr
+
+
+def test_json_states_the_same_post_mortem(lab: Path) -> None:
+    """`scaleup --json`: versioned, the efficiency by hand, the factors' points summing to the loss 1 - E."""
+    done = _cli(lab, "8x1.json", "16x1.json", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    summary_version = json.loads((lab / "8x1.json").read_text())["schema_version"]
+    assert document["schema_version"] == summary_version
+    assert (document["small"], document["large"]) == ("8x1.json", "16x1.json")
+    step_8 = COMPUTE_US + BUCKETS * allreduce_us(8, 1e-6, 300e9)
+    step_16 = COMPUTE_US + BUCKETS * allreduce_us(16, 5e-6, 25e9)
+    scaling = document["scaling"]
+    assert (scaling["baseline_world_size"], scaling["candidate_world_size"]) == (8, 16)
+    assert scaling["measured_efficiency"] == pytest.approx(step_8 / step_16, rel=1e-3)
+    points = sum(row["efficiency_points"] for row in scaling["factors"])
+    assert points == pytest.approx(1 - step_8 / step_16, abs=1e-3)
+    assert document["same_model"].startswith("same model: not verifiable")
+    terminal = " ".join(_cli(lab, "8x1.json", "16x1.json").stdout.split())
+    assert terminal.startswith(document["headline"])  # the terminal's first line, said once

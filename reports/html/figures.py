@@ -299,7 +299,15 @@ def _step_title(step: int, length_us: float, median: bool) -> str:
 
 def timeline_figure(timeline: Timeline) -> go.Figure:
     """One step of every rank on one aligned time axis; a menu picks another offered step."""
-    segments = timeline.segments.with_columns((pl.col("end_us") - pl.col("start_us")).alias("length_us"))
+    offsets = timeline.steps.select("step", "since_run_start_us")
+    segments = (  # drawn in ms from the run's start: each step's segments moved by its origin's time
+        timeline.segments.join(offsets, on="step", how="left")
+        .with_columns(
+            pl.col("start_us") + pl.col("since_run_start_us").fill_null(0.0),
+            pl.col("end_us") + pl.col("since_run_start_us").fill_null(0.0),
+        )
+        .with_columns((pl.col("end_us") - pl.col("start_us")).alias("length_us"))
+    )
     segments = segments.with_columns(
         _hover_text().alias("hover"),
         (pl.col("covered_us") / pl.col("length_us"))
@@ -327,7 +335,7 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
             timeline.median_step or 0, steps[median_row]["median_step_us"] if steps else 0.0, True
         ),
         barmode="overlay",
-        xaxis={"title": {"text": "ms since the step began on the earliest rank (aligned clocks)"}},
+        xaxis={"title": {"text": "ms from the run's start (aligned clocks)"}},
         yaxis={
             "type": "category",
             "categoryorder": "array",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceview.reports.json.records import clean, records
+from traceview.reports.json.scaleup import scaling_object
 from traceview.reports.json.summary import SCHEMA_VERSION
 
 from traceview.compare.findings import Finding
@@ -43,20 +44,7 @@ def finding_object(finding: Finding) -> dict[str, Any]:
 
 
 def _scaling(comparison: Comparison) -> dict[str, Any] | None:
-    scaling = comparison.scaling
-    if scaling is None:
-        return None
-    return {
-        "sentence": scaling.sentence,
-        "baseline_world_size": scaling.baseline_world_size,
-        "candidate_world_size": scaling.candidate_world_size,
-        "measured_efficiency": clean(scaling.measured_efficiency),
-        "predicted_efficiency": clean(scaling.predicted_efficiency),
-        "factors": records(scaling.factors),
-        "new_stragglers": scaling.new_stragglers,
-        "busbw": records(scaling.busbw),
-        "notes": scaling.notes,
-    }
+    return None if comparison.scaling is None else scaling_object(comparison.scaling)
 
 
 def compare_document(comparison: Comparison) -> dict[str, Any]:

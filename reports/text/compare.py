@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.fit import print_table
 from traceview.reports.text.safe import safe
 
 from traceview.compare.findings import Finding
@@ -16,6 +17,15 @@ from traceview.compare.trend import Trend
 from traceview.compare.two_runs import Comparison
 
 MAX_ROWS = 15
+TEXT_COLUMNS = ("subject", "note", "metric", "run", "file", "first run after", "collective", "factor")
+"""Columns of names and sentences: they wrap within the room the figures leave (`reports/text/fit.py`)."""
+DROP_FIRST = ("n", "p (Holm)", "p", "history runs", "from", "file", "recorded at (UTC)", "share", "baseline")
+"""The columns hidden first on a narrow terminal, in this order (then from the right): the subject, the
+metric, the candidate's value, the change, the outcome and the note stay longest."""
+
+
+def _print(console: Console, table: Table) -> None:
+    print_table(console, table, DROP_FIRST, TEXT_COLUMNS)
 
 
 def value_text(metric: str, value: float | None) -> str:
@@ -61,11 +71,19 @@ def _note(finding: Finding) -> str:
 def finding_change(finding: Finding) -> str:
     """The change as a percentage where the baseline has a value to divide by; else the absolute change
     (`new +12.770 ms`: a new straggler's cost, a problem the baseline did not have)."""
-    if finding.change_pct is not None:
-        return change_text(finding.change_pct)
-    if finding.baseline is None or finding.candidate is None:
+    return judged_change(finding.metric, finding.change_pct, finding.baseline, finding.candidate)
+
+
+def judged_change(metric: str, change_pct: float | None, before: float | None, after: float | None) -> str:
+    """The change in percent where there is a baseline to divide by; else the absolute change, `new` (a
+    new straggler's cost per step over none); `-` when a side is unknown."""
+    if change_pct is not None:
+        return change_text(change_pct)
+    if before is None or after is None:
         return "-"
-    delta = value_text(finding.metric, finding.candidate - finding.baseline)
+    if after == before:
+        return "no change"
+    delta = value_text(metric, after - before)
     return f"new {'' if delta.startswith('-') else '+'}{delta}"
 
 
@@ -114,13 +132,13 @@ def _scaling(comparison: Comparison, console: Console) -> None:
         table.add_column(header)
     for row in scaling.factors.iter_rows(named=True):
         table.add_row(row["factor"], f"{row['delta_us'] / 1000:+.3f} ms", f"{row['efficiency_points']:+.1%}")
-    console.print(table)
+    _print(console, table)
     if scaling.busbw.height == 0:
         console.print(
             "Bus bandwidth per collective and group: unknown in both runs (no group sizes or bytes)"
         )
     else:
-        console.print(_busbw_table(scaling))
+        _print(console, _busbw_table(scaling))
     if scaling.new_stragglers:
         console.print(f"New stragglers: {', '.join(f'rank {r}' for r in scaling.new_stragglers)}")
     for note in scaling.notes:
@@ -176,14 +194,14 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
         ("Improvements", comparison.improvements),
     ):
         if findings:
-            console.print(_findings_table(title, findings))
+            _print(console, _findings_table(title, findings))
     noise = comparison.not_significant
     if noise:
-        console.print(_findings_table("Beyond the threshold but within the runs' spread", noise))
+        _print(console, _findings_table("Beyond the threshold but within the runs' spread", noise))
     if comparison.explained:
-        console.print(_findings_table("Explained by the ranks that moved", comparison.explained))
+        _print(console, _findings_table("Explained by the ranks that moved", comparison.explained))
     _structure(comparison, console)
-    console.print(_budgets(comparison))
+    _print(console, _budgets(comparison))
     _scaling(comparison, console)
 
 
@@ -196,7 +214,7 @@ def render_trend(found: Trend, console: Console) -> None:
         runs.add_column(header)
     for index, run in enumerate(found.runs):
         runs.add_row(str(index), safe(run.shown), run.date or "-", run.time_source or "-", safe(run.name))
-    console.print(runs)
+    _print(console, runs)
     changes = Table(title="Change points", title_justify="left")
     for header in ("metric", "first run after", "before", "after", "change", "p"):
         changes.add_column(header)
@@ -209,18 +227,18 @@ def render_trend(found: Trend, console: Console) -> None:
             change_text(c.change_pct),
             p_text(c.p_value),
         )
-    console.print(changes)
+    _print(console, changes)
     latest = Table(title="Latest run against the history", title_justify="left")
-    for header in ("metric", "history runs", "history", "latest", "change", "p (Holm)", "outcome"):
+    for header in ("metric", "outcome", "change", "latest", "history", "history runs", "p (Holm)"):
         latest.add_column(header)
     for j in found.latest:
         latest.add_row(
-            j.metric,
-            str(j.history_runs),
-            value_text(j.metric, j.history),
-            value_text(j.metric, j.latest),
-            change_text(j.change_pct),
-            p_text(j.p_adjusted),
+            safe(j.metric),
             j.outcome,
+            judged_change(j.metric, j.change_pct, j.history, j.latest),
+            value_text(j.metric, j.latest),
+            value_text(j.metric, j.history),
+            str(j.history_runs),
+            p_text(j.p_adjusted),
         )
-    console.print(latest)
+    _print(console, latest)

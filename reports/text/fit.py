@@ -1,6 +1,8 @@
 """Tables at any terminal width: a table wider than the console drops its least important columns first
 (`drop_first`, then from the right, the first column always kept) and says `N columns hidden (--wide,
---json)`; `--wide` gives the console room for every column. Renders only."""
+--json)`; `--wide` gives the console room for every column. A `flexible` column (a kernel or operator name)
+counts at `FLEX_CELLS` when the fit is measured and wraps within the room left, whole: no other cell is ever
+cut to `8…`. Renders only."""
 
 from __future__ import annotations
 
@@ -8,18 +10,26 @@ from collections.abc import Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 EDGE = 3
 """Cells a column adds beyond its text: its padding (2) and its border (1)."""
+FLEX_CELLS = 24
+"""The width a flexible column is measured at: a name wraps over lines within it rather than hide a column."""
 
 
-def _width(table: Table, kept: Sequence[int]) -> int:
+def _natural(column: Column) -> int:
+    """The widest cell of `column`, its header included (each line of a header that spans lines)."""
+    texts = [str(column.header), *(str(cell) for cell in column._cells)]
+    return max(cell_len(line) for text in texts for line in (text.splitlines() or [""]))
+
+
+def _width(table: Table, kept: Sequence[int], flexible: Sequence[str] = ()) -> int:
     total = 1  # the table's closing border
     for index in kept:
         column = table.columns[index]
-        cells = [cell_len(str(column.header)), *(cell_len(str(cell)) for cell in column._cells)]
-        total += max(cells) + EDGE
+        natural = _natural(column)
+        total += (min(natural, FLEX_CELLS) if str(column.header) in flexible else natural) + EDGE
     return total
 
 
@@ -31,27 +41,48 @@ def _hidden_order(table: Table, drop_first: Sequence[str]) -> list[int]:
     return [*named, *rest]
 
 
-def fitted(table: Table, width: int, drop_first: Sequence[str] = ()) -> tuple[Table, int]:
+def _rebuilt(table: Table, kept: Sequence[int], flexible: Sequence[str]) -> Table:
+    """`table` with only the `kept` columns, each but the flexible ones as wide as its widest cell."""
+    smaller = Table(
+        title=table.title,
+        caption=table.caption,
+        show_lines=table.show_lines,
+        title_justify=table.title_justify,
+    )
+    for index in kept:
+        column = table.columns[index]
+        flex = str(column.header) in flexible
+        smaller.add_column(
+            column.header,
+            justify=column.justify,
+            no_wrap=not flex,  # only a flexible column gives room: the others keep their widest cell
+            overflow="fold" if flex else column.overflow,
+            min_width=None if flex else _natural(column),
+        )
+    for row in range(table.row_count):
+        smaller.add_row(*(table.columns[index]._cells[row] for index in kept))
+    return smaller
+
+
+def fitted(
+    table: Table, width: int, drop_first: Sequence[str] = (), flexible: Sequence[str] = ()
+) -> tuple[Table, int]:
     """`table` with as few columns hidden as make it fit `width`, and how many were hidden."""
     kept = list(range(len(table.columns)))
     for index in _hidden_order(table, drop_first):
-        if _width(table, kept) <= width or len(kept) <= 1:
+        if _width(table, kept, flexible) <= width or len(kept) <= 1:
             break
         kept.remove(index)
-    if len(kept) == len(table.columns):
+    if len(kept) == len(table.columns) and _width(table, kept) <= width:
         return table, 0
-    smaller = Table(title=table.title, show_lines=table.show_lines)
-    for index in kept:
-        column = table.columns[index]
-        smaller.add_column(column.header, justify=column.justify, no_wrap=column.no_wrap)
-    for row in range(table.row_count):
-        smaller.add_row(*(table.columns[index]._cells[row] for index in kept))
-    return smaller, len(table.columns) - len(kept)
+    return _rebuilt(table, kept, flexible), len(table.columns) - len(kept)
 
 
-def print_table(console: Console, table: Table, drop_first: Sequence[str] = ()) -> None:
+def print_table(
+    console: Console, table: Table, drop_first: Sequence[str] = (), flexible: Sequence[str] = ()
+) -> None:
     """Print `table` within the console's width, saying how many columns were hidden."""
-    shown, hidden = fitted(table, console.width, drop_first)
+    shown, hidden = fitted(table, console.width, drop_first, flexible)
     console.print(shown)
     if hidden:
         console.print(f"{hidden} column(s) hidden (--wide, --json)", highlight=False, markup=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from traceview.reports.text.fit import print_table
 from traceview.reports.text.safe import safe
 
 from traceview.core.sanitize import printable
@@ -26,6 +27,11 @@ _COLUMNS = {
     "input_dtypes": "dtypes",
     "waited_s": "waited (s)",
 }
+DROP_FIRST = ("dtypes", "sizes", "dump", "started")
+"""The columns hidden first on a narrow terminal: the sequence numbers enqueued and completed, the op and the
+wait stay longest."""
+TEXT_COLUMNS = ("op of the last", "sizes", "dtypes")
+"""Columns of text from the dumps: they wrap within the room the figures leave (`reports/text/fit.py`)."""
 _STATUS_STYLE = {"divergence": "bold red", "unsure": "yellow"}
 
 
@@ -99,6 +105,6 @@ def render_hang(analysis: HangAnalysis, console: Console) -> None:
     console.print(limits)
     _findings(analysis, console)
     for (group,), rows in analysis.positions.group_by("group", maintain_order=True):
-        console.print(_group_table(str(group), rows))
+        print_table(console, _group_table(str(group), rows), DROP_FIRST, TEXT_COLUMNS)
     _inputs(analysis, console)
     _nccl(analysis, console)

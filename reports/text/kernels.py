@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from traceview.reports.text.collectives import Cell, gbps, ms, plain
+from traceview.reports.text.fit import print_table
 
 from traceview.core.sanitize import printable
 from traceview.events.kernel_classes import COMPUTE_CLASSES, OVERLAP
@@ -18,6 +19,36 @@ from traceview.kernels.slow_rank import SlowRank
 
 MAX_RANKS = 32
 NAME_CHARS = 70
+NAMES = ("kernel", "operator")
+"""The name columns: they wrap within the room the others leave (`traceview.reports.text.fit`)."""
+DROP_FIRST = (
+    "p99 ms",
+    "median ms",
+    "ranks",
+    "median rank n",
+    "n",
+    "slower ms",
+    "more work ms",
+    "duration x",
+    "calls",
+    "dtype",
+    "count",
+    "peak TFLOP/s",
+    "of roof",
+    "FLOP/byte",
+    "GB/s",
+    "kernels",
+    "short kernels",
+    "shorter than launch",
+    "queue median ms",
+    "graph kernels",
+)
+"""The columns hidden first on a narrow terminal, in this order (then from the right): the time, the class,
+the cause and the straggler's extra time per step stay longest."""
+
+
+def _print(console: Console, table: Table) -> None:
+    print_table(console, table, DROP_FIRST, NAMES)
 
 
 def _name(value: object) -> str:
@@ -40,7 +71,7 @@ def _count(value: object) -> str:
 def _table(title: str, frame: pl.DataFrame, columns: Mapping[str, tuple[str, Cell]], rows: int) -> Table:
     table = Table(title=escape(printable(title)), title_justify="left")
     for header, _ in columns.values():
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="left" if header in NAMES else "right")
     for row in frame.head(rows).iter_rows(named=True):
         table.add_row(*(cell(row.get(name)) for name, (_, cell) in columns.items()))
     if frame.height > rows:
@@ -123,7 +154,7 @@ LINK_COLUMNS = {
 def _slow_rank(found: SlowRank, console: Console, top: int) -> None:
     console.print(escape(printable(found.sentence)), highlight=False)
     title = f"Rank {found.rank} against rank {found.reference_rank}, kernel by kernel (per step)"
-    console.print(_table(title, found.by_kernel, SLOW_COLUMNS, top))
+    _print(console, _table(title, found.by_kernel, SLOW_COLUMNS, top))
 
 
 def _host_table(host: pl.DataFrame) -> Table | None:
@@ -162,12 +193,14 @@ def render_kernels(
     if rank is not None:
         classes = classes.filter(pl.col("rank") == rank)
     if classes.height:
-        console.print(_class_table(classes, title))
+        _print(console, _class_table(classes, title))
     for found in [explained] if explained is not None else kernels.slow_ranks:
         _slow_rank(found, console, top)
     _kernel_tables(kernels, console, rank, step, top)
     if kernels.roofline.height:
-        console.print(_table("Operators on the roofline (all ranks)", kernels.roofline, ROOFLINE_COLUMNS, 40))
+        _print(
+            console, _table("Operators on the roofline (all ranks)", kernels.roofline, ROOFLINE_COLUMNS, 40)
+        )
     _per_rank_tables(kernels, console, rank)
 
 
@@ -185,21 +218,24 @@ def _kernel_tables(
             "kernels": ("count", _count),
             "kernel_sum_us": ("total ms", ms),
         }
-        console.print(
-            _table(f"Top kernels in step {step}", rows, columns, top * max(1, rows.n_unique("rank")))
+        _print(
+            console, _table(f"Top kernels in step {step}", rows, columns, top * max(1, rows.n_unique("rank")))
         )
     elif rank is not None:
         rows = parts.top_kernels.filter(pl.col("rank") == rank)
-        console.print(_table(f"Top kernels of rank {rank} (whole trace)", rows, KERNEL_COLUMNS, top))
+        _print(console, _table(f"Top kernels of rank {rank} (whole trace)", rows, KERNEL_COLUMNS, top))
         ops = parts.operators.filter(pl.col("rank") == rank)
-        console.print(
-            _table(f"Top operators of rank {rank} (innermost, by their kernels)", ops, OPERATOR_COLUMNS, top)
+        _print(
+            console,
+            _table(f"Top operators of rank {rank} (innermost, by their kernels)", ops, OPERATOR_COLUMNS, top),
         )
     else:
         columns = {**KERNEL_COLUMNS, "ranks": ("ranks", _count), "per_rank_us": ("ms per rank", ms)}
-        console.print(_table("Top kernels over the ranks (whole traces)", kernels.run_kernels, columns, top))
+        _print(
+            console, _table("Top kernels over the ranks (whole traces)", kernels.run_kernels, columns, top)
+        )
         op_columns = {**OPERATOR_COLUMNS, "per_rank_us": ("ms per rank", ms)}
-        console.print(_table("Top operators over the ranks", kernels.run_operators, op_columns, top))
+        _print(console, _table("Top operators over the ranks", kernels.run_operators, op_columns, top))
 
 
 def _per_rank_tables(kernels: KernelAnalysis, console: Console, rank: int | None) -> None:
@@ -208,8 +244,8 @@ def _per_rank_tables(kernels: KernelAnalysis, console: Console, rank: int | None
         launches, links = launches.filter(pl.col("rank") == rank), links.filter(pl.col("rank") == rank)
         host = host.filter(pl.col("rank") == rank) if host.height else host
     if launches.height:
-        console.print(_table("Launches, median step per rank", launches, LAUNCH_COLUMNS, MAX_RANKS))
+        _print(console, _table("Launches, median step per rank", launches, LAUNCH_COLUMNS, MAX_RANKS))
     table = _host_table(host)
     if table is not None:
-        console.print(table)
-    console.print(_table("Kernels linked to operators, per rank", links, LINK_COLUMNS, MAX_RANKS))
+        _print(console, table)
+    _print(console, _table("Kernels linked to operators, per rank", links, LINK_COLUMNS, MAX_RANKS))

@@ -12,6 +12,7 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from traceview.reports.text.fit import print_table
 from traceview.reports.text.safe import safe
 
 from traceview.model.nccl_log import NcclLog
@@ -19,6 +20,24 @@ from traceview.nccl.jobs import NcclJob
 from traceview.nccl.log_views import collective_summary, communicator_summary, warning_counts
 
 _MAX_ROWS = 20
+TEXT_COLUMNS = (
+    "communicator",
+    "comm_key",
+    "hosts",
+    "transports",
+    "degraded",
+    "example",
+    "first",
+    "algo/proto",
+)
+"""Columns of text from the logs: they wrap within the room the figures leave (`reports/text/fit.py`)."""
+DROP_FIRST = ("processes", "comms", "nodes", "channels", "algo/proto", "hosts", "choices", "dtype")
+"""The columns hidden first on a narrow terminal, in this order (then from the right): the communicator, its
+ranks, its init and its failures stay longest."""
+
+
+def _print(console: Console, table: Table) -> None:
+    print_table(console, table, DROP_FIRST, TEXT_COLUMNS)
 
 
 def _safe(value: object) -> str:
@@ -101,9 +120,9 @@ def render_nccl(log: NcclLog, console: Console) -> None:
             "transports": "transports",
             "channels": "channels",
         }
-        console.print(_table("Communicators", comms, columns))
+        _print(console, _table("Communicators", comms, columns))
     if not log.transports.is_empty():
-        console.print(_transport_table(log))
+        _print(console, _transport_table(log))
     colls = collective_summary(log)
     if not colls.is_empty():
         columns = {
@@ -114,11 +133,12 @@ def render_nccl(log: NcclLog, console: Console) -> None:
             "comms": "comms",
             "processes": "processes",
         }
-        console.print(_table(f"Collectives ({log.collective_calls_seen} COLL lines)", colls, columns))
+        _print(console, _table(f"Collectives ({log.collective_calls_seen} COLL lines)", colls, columns))
     warns = warning_counts(log)
     if not warns.is_empty():
-        console.print(
-            _table("Warnings and errors", warns, {"kind": "kind", "count": "count", "example": "example"})
+        _print(
+            console,
+            _table("Warnings and errors", warns, {"kind": "kind", "count": "count", "example": "example"}),
         )
 
 
@@ -184,10 +204,11 @@ def render_nccl_jobs(jobs: list[NcclJob], first_line: str, console: Console) -> 
         )
         console.print(f"  logs: {safe(', '.join(job.logs), 1000)}")
         if job.communicators.height:
-            console.print(_job_communicators(job))
+            _print(console, _job_communicators(job))
         if job.problems.height:
-            console.print(
-                _table("Failures", job.problems, {"kind": "kind", "count": "count", "example": "first"})
+            _print(
+                console,
+                _table("Failures", job.problems, {"kind": "kind", "count": "count", "example": "first"}),
             )
         if job.algorithms.height:
             columns = {
@@ -197,8 +218,9 @@ def render_nccl_jobs(jobs: list[NcclJob], first_line: str, console: Console) -> 
                 "proto": "proto",
                 "choices": "choices",
             }
-            console.print(
-                _table("NCCL's algorithm and protocol choices (TUNING lines)", job.join.algorithms, columns)
+            _print(
+                console,
+                _table("NCCL's algorithm and protocol choices (TUNING lines)", job.join.algorithms, columns),
             )
         if job.join.calls.height:
             columns = {
@@ -206,4 +228,4 @@ def render_nccl_jobs(jobs: list[NcclJob], first_line: str, console: Console) -> 
                 for name in job.join.calls.columns
                 if name in ("comm_key", "op", "dtype", "calls", "bytes")
             }
-            console.print(_table("Collectives (COLL lines)", job.join.calls, columns))
+            _print(console, _table("Collectives (COLL lines)", job.join.calls, columns))

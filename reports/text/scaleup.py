@@ -11,20 +11,10 @@ from traceview.compare.scaleup import Scaleup
 from traceview.core.sanitize import printable
 
 
-def _pct(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.0%}"
-
-
 def render_scaleup(found: Scaleup, console: Console) -> None:
     """Print the post-mortem."""
     scaling = found.scaling
-    console.print(
-        f"Scaling {scaling.baseline_world_size} -> {scaling.candidate_world_size} GPUs: measured scaling "
-        f"efficiency {_pct(scaling.measured_efficiency)} against the alpha-beta model's "
-        f"{_pct(scaling.predicted_efficiency)} (today's predicted efficiency); {found.same_model}.",
-        highlight=False,
-        markup=False,
-    )
+    console.print(found.headline, highlight=False, markup=False)
     table = Table(title="Where the step time went between the two sizes (median step)")
     for header in ("factor", "change per step", "efficiency points"):
         table.add_column(header, justify="left" if header == "factor" else "right")

@@ -73,6 +73,7 @@ def _typer_parameter(spec: Field[Any]) -> inspect.Parameter:
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")]
 FailOnOpt = Annotated[
     list[str] | None,
     typer.Option("--fail-on", help="Exit 1 when a figure crosses it, e.g. 'exposed_gamma>0.5'; repeatable."),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from traceview.cli.app import print_json, stdout_console
-from traceview.cli.base import AnalysisCommand
+from traceview.cli.base import AnalysisCommand, WideOpt
 
 if TYPE_CHECKING:
     from traceview.reduce.results import RunAnalysis
@@ -26,9 +26,7 @@ class Collectives(AnalysisCommand):
         json_output: Annotated[
             bool, typer.Option("--json", help="Print the collectives as JSON instead.")
         ] = False,
-        wide: Annotated[
-            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
-        ] = False,
+        wide: WideOpt = False,
     ) -> None:
         """The collective tables, or their JSON object."""
         assert analysis.collectives is not None  # the reduce always builds the collective tables

@@ -24,7 +24,7 @@ from traceview.cli.app import (
     stdout_console,
     write_text,
 )
-from traceview.cli.base import Command, FailOnOpt, user_option
+from traceview.cli.base import Command, FailOnOpt, WideOpt, user_option
 from traceview.compare.saved_summary import (
     COMPARE_NEEDS,
     TREND_NEEDS,
@@ -99,7 +99,9 @@ def _local_files(*specs: str) -> list[str | Path]:
     return found
 
 
-def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output: Path | None) -> None:
+def _show_comparison(
+    comparison: Any, json_output: bool, markdown: bool, output: Path | None, wide: bool = False
+) -> None:
     """The comparison on stdout (tables, `--json` or `--markdown`) and, with `-o`, as its page."""
     if output is not None:  # the page first: a page that cannot be written is refused before anything is said
         from traceview.reports.html.compare import render_compare_html
@@ -117,7 +119,25 @@ def _show_comparison(comparison: Any, json_output: bool, markdown: bool, output:
     else:
         from traceview.reports.text.compare import render_comparison
 
-        render_comparison(comparison, stdout_console(200))
+        render_comparison(comparison, stdout_console(200, wide=wide))
+
+
+def raise_exit_status(comparison: Any, sides: tuple[dict[str, Any], ...], fail_on: list[str] | None) -> None:
+    """The comparison's exit, in the README's order: a regression (or a `--fail-on` crossed) is 1; then
+    inputs a run could not read, a regression uncertain for the ranks not read, or a `--fail-on` figure not
+    evaluated, are 4 (`PartialRun`)."""
+    unevaluated: list[str] = []
+    if fail_on:
+        unevaluated = gate(comparison.gate_figures(), fail_on)
+    elif comparison.failing:
+        raise ThresholdCrossed(f"regression: {comparison.verdict}")
+    skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
+    if skipped:
+        raise PartialRun(f"compared without {skipped} input(s) that could not be read (named in the runs)")
+    if any(f.partial for f in comparison.regressions):
+        unevaluated.append(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
+    if unevaluated:
+        raise PartialRun("; ".join(unevaluated))
 
 
 class Compare(Command):
@@ -142,6 +162,7 @@ class Compare(Command):
         threshold: ThresholdOpt = None,
         thresholds: ThresholdsFileOpt = None,
         fail_on: FailOnOpt = None,
+        wide: WideOpt = False,
         workers: Annotated[int | None, user_option("workers")] = None,
         allow_different_jobs: Annotated[
             bool,
@@ -175,21 +196,8 @@ class Compare(Command):
                 f"{printable('; '.join(comparison.different_jobs))} (compare them anyway with "
                 f"--allow-different-jobs; one model at two sizes: traceview scaleup SMALL LARGE)"
             )
-        _show_comparison(comparison, json_output, markdown, output)
-        unevaluated: list[str] = []
-        if fail_on:
-            unevaluated = gate(comparison.gate_figures(), fail_on)
-        elif comparison.failing:
-            raise ThresholdCrossed(f"regression: {comparison.verdict}")
-        skipped = sum(len(side.get("run", {}).get("skipped") or ()) for side in sides)
-        if skipped:
-            raise PartialRun(
-                f"compared without {skipped} input(s) that could not be read (named in the runs)"
-            )
-        if any(f.partial for f in comparison.regressions):
-            unevaluated.append(f"uncertain: {'; '.join(comparison.structure.partial_notes)}")
-        if unevaluated:
-            raise PartialRun("; ".join(unevaluated))
+        _show_comparison(comparison, json_output, markdown, output, wide)
+        raise_exit_status(comparison, sides, fail_on)
 
 
 HistoryOpt = Annotated[
@@ -210,8 +218,9 @@ def _file_time_us(path: Location) -> float | None:
 
 
 def _series(path: Location) -> Any:
-    """The run a saved summary at `path` is (`traceview.compare.trend.run_series`); `InputError` naming it."""
-    from traceview.compare.trend import run_series
+    """The run a saved summary at `path` is (`traceview.compare.series.run_series`); `InputError` names
+    it."""
+    from traceview.compare.series import run_series
 
     document = read_summary(path, TREND_NEEDS)
     file_time = _file_time_us(path)
@@ -256,7 +265,7 @@ def _trend_runs(
     return runs, skipped
 
 
-def _show_trend(result: Any, json_output: bool, output: Path | None) -> None:
+def _show_trend(result: Any, json_output: bool, output: Path | None, wide: bool = False) -> None:
     """The trend's warnings on stderr, the trend on stdout (tables or `--json`) and, with `-o`, its page."""
     if output is not None:  # the page first: a page that cannot be written is refused before anything is said
         from traceview.reports.html.compare import render_trend_html
@@ -272,7 +281,7 @@ def _show_trend(result: Any, json_output: bool, output: Path | None) -> None:
     else:
         from traceview.reports.text.compare import render_trend
 
-        render_trend(result, stdout_console(200))
+        render_trend(result, stdout_console(200, wide=wide))
 
 
 class Trend(Command):
@@ -306,6 +315,7 @@ class Trend(Command):
                 help="Seconds to wait for the --history lock another writer holds; then exit 2 naming it.",
             ),
         ] = 60.0,
+        wide: WideOpt = False,
     ) -> None:
         """Metrics over a series of nightly summaries, ordered by run time: change points, the latest run
         against the history; exit 1 on a regression of the latest run."""
@@ -322,7 +332,7 @@ class Trend(Command):
             refuse_inputs(output, [*inputs, *named])
         runs, skipped = _trend_runs(list(summaries or ()), history, lock_timeout)
         result = trend_of_runs(runs, settings, compare_settings)
-        _show_trend(result, json_output, output)
+        _show_trend(result, json_output, output, wide)
         if result.latest_regressions:
             raise ThresholdCrossed(f"regression: {result.verdict}")
         if skipped:

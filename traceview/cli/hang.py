@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from traceview.cli.app import print_json, say, stdout_console
-from traceview.cli.base import Command
+from traceview.cli.base import Command, WideOpt
 from traceview.core.errors import PartialRun, ThresholdCrossed
 from traceview.core.sanitize import printable
 
@@ -42,6 +42,7 @@ class Hang(Command):
                 "--nccl-log", help="An NCCL_DEBUG log (or a folder of logs) of the same job; repeatable."
             ),
         ] = None,
+        wide: WideOpt = False,
     ) -> None:
         """Read Flight Recorder dumps and name where the ranks stopped agreeing."""
         from traceview.flight_recorder.job import hang_job
@@ -56,7 +57,7 @@ class Hang(Command):
         else:
             from traceview.reports.text.hang import render_hang
 
-            render_hang(analysis, stdout_console(200))
+            render_hang(analysis, stdout_console(200, wide=wide))
         if analysis.verdict == "divergence":
             raise ThresholdCrossed(f"divergence: {analysis.findings[0].sentence}")
         if analysis.partial:

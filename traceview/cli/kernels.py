@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from traceview.cli.app import print_json, stdout_console
-from traceview.cli.base import AnalysisCommand
+from traceview.cli.base import AnalysisCommand, WideOpt
 from traceview.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class Kernels(AnalysisCommand):
         top: Annotated[
             int, typer.Option("--top", help="Kernels and operators listed per rank (the summary keeps 24).")
         ] = TOP_DEFAULT,
+        wide: WideOpt = False,
     ) -> None:
         """The kernels tables, or their JSON object."""
         kernels = analysis.kernels
@@ -67,4 +68,6 @@ class Kernels(AnalysisCommand):
             from traceview.reports.text.kernels import render_kernels
 
             explained = kernels.explain(rank) if rank is not None else None
-            render_kernels(kernels, stdout_console(200), rank=rank, step=step, top=top, explained=explained)
+            render_kernels(
+                kernels, stdout_console(200, wide=wide), rank=rank, step=step, top=top, explained=explained
+            )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from traceview.cli.app import check_thresholds, gate, print_json, say, stdout_console
-from traceview.cli.base import Command, FailOnOpt
+from traceview.cli.base import Command, FailOnOpt, WideOpt
 from traceview.core.errors import PartialRun, TraceviewError
 from traceview.core.sanitize import printable
 
@@ -29,6 +29,7 @@ class Nccl(Command):
             bool, typer.Option("--json", help="Print the logs' summary as JSON instead.")
         ] = False,
         fail_on: FailOnOpt = None,
+        wide: WideOpt = False,
     ) -> None:
         """Summarise NCCL_DEBUG logs as jobs: failures first, then each communicator merged over its ranks."""
         from traceview.nccl.jobs import headline, jobs_gate_figures, nccl_jobs
@@ -58,7 +59,7 @@ class Nccl(Command):
         else:
             from traceview.reports.text.nccl import render_nccl_jobs
 
-            render_nccl_jobs(jobs, first, stdout_console(200))
+            render_nccl_jobs(jobs, first, stdout_console(200, wide=wide))
         unevaluated = gate(figures, fail_on)
         if skipped:
             raise PartialRun(f"read without {len(skipped)} log(s) that could not be read (listed above)")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from traceview.cli.app import print_json, stdout_console
-from traceview.cli.base import AnalysisCommand
+from traceview.cli.base import AnalysisCommand, WideOpt
 
 if TYPE_CHECKING:
     from traceview.reduce.results import RunAnalysis
@@ -27,9 +27,7 @@ class Stragglers(AnalysisCommand):
         json_output: Annotated[
             bool, typer.Option("--json", help="Print the across-ranks JSON object instead.")
         ] = False,
-        wide: Annotated[
-            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
-        ] = False,
+        wide: WideOpt = False,
     ) -> None:
         """The across-ranks tables, or their JSON object."""
         assert analysis.crossrank is not None  # the reduce always runs the cross-rank analysis

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from traceview.cli.app import stdout_console, write_json_text
-from traceview.cli.base import AnalysisCommand
+from traceview.cli.base import AnalysisCommand, WideOpt
 
 if TYPE_CHECKING:
     from traceview.reduce.results import RunAnalysis
@@ -32,9 +32,7 @@ class Summary(AnalysisCommand):
                 help="With --json: list every collective instance (by default: those of largest skew).",
             ),
         ] = False,
-        wide: Annotated[
-            bool, typer.Option("--wide", help="Show every table column, however wide the terminal.")
-        ] = False,
+        wide: WideOpt = False,
     ) -> None:
         """The terminal summary, or the JSON document."""
         if json_output:

@@ -28,7 +28,9 @@ class CompareSettings:
 
 
 TREND_METRICS: tuple[str, ...] = (*MEDIAN_COLUMNS, *TRANSFER_COLUMNS)
-"""The figures a trend may follow: the time budget's per-step figures (docs/metrics.md, section 4)."""
+"""The per-step figures a trend may follow: the time budget's (docs/metrics.md, section 4)."""
+TREND_FOLLOWED: tuple[str, ...] = (*TREND_METRICS, "skew_us")
+"""Every figure a trend may follow: the per-step figures and the arrival skew per matched instance."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,23 @@ class TrendSettings:
 
     threshold_pct: float = 5.0
     alpha: float = 0.05
-    metrics: tuple[str, ...] = ("step_us", "comp_us", "exposed_comm_us", "idle_us", "gamma", "exposed_gamma")
+    metrics: tuple[str, ...] = (
+        "step_us",
+        "comp_us",
+        "exposed_comm_us",
+        "idle_us",
+        "gamma",
+        "exposed_gamma",
+        "skew_us",
+    )
     min_segment: int = 1
     min_step_share: float = 0.01
+    metric_threshold_pct: tuple[tuple[str, float], ...] = ()
+    """A metric's own threshold (percent), as `compare`'s table sets it (`skew_us` 20)."""
+
+    def threshold_for(self, metric: str) -> float:
+        """The relative threshold (percent) that applies to `metric`."""
+        return dict(self.metric_threshold_pct).get(metric, self.threshold_pct)
 
 
 @dataclass(frozen=True)

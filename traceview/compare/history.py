@@ -24,8 +24,9 @@ from pathlib import Path
 
 import polars as pl
 
+from traceview.compare.crossrank_findings import Straggler
 from traceview.compare.findings import TREND_METRICS
-from traceview.compare.trend import RunSeries
+from traceview.compare.series import RunSeries
 from traceview.core.errors import InputError, RunError
 from traceview.core.output import atomic_output
 from traceview.core.reading import check_kind
@@ -47,7 +48,17 @@ STEP_COLUMNS: dict[str, pl.DataType] = {
     "step": pl.Int64(),
     **{metric: pl.Float64() for metric in TREND_METRICS},
 }
-HISTORY_SCHEMA: dict[str, pl.DataType] = {**RUN_COLUMNS, **STEP_COLUMNS}
+CROSSRANK_COLUMNS: dict[str, pl.DataType] = {
+    "straggler": pl.Boolean(),
+    "lateness_cost_us": pl.Float64(),
+    "lateness_cost_share": pl.Float64(),
+    "straggler_cause": pl.Utf8(),
+    "skew_us": pl.List(pl.Float64()),
+}
+"""The cross-rank findings trend and compare share (`traceview.compare.crossrank_findings`): on each row of
+a rank, whether the run named it a straggler (null: the run has no across-ranks analysis), with its cost and
+cause; on the run's first row only, the arrival skew of every matched collective instance."""
+HISTORY_SCHEMA: dict[str, pl.DataType] = {**RUN_COLUMNS, **STEP_COLUMNS, **CROSSRANK_COLUMNS}
 """The history's columns (a run's figure a summary lacks is null)."""
 
 
@@ -71,8 +82,54 @@ def _rows(run: RunSeries) -> pl.DataFrame:
         "job": run.job,
         "commit": run.commit,
     }
-    return steps.with_columns(pl.lit(v, RUN_COLUMNS[k]).alias(k) for k, v in identity.items()).select(
-        list(HISTORY_SCHEMA)
+    return (
+        steps.with_columns(pl.lit(v, RUN_COLUMNS[k]).alias(k) for k, v in identity.items())
+        .with_columns(_straggler_columns(run))
+        .with_columns(
+            pl.when(pl.int_range(pl.len()) == 0)
+            .then(pl.lit(pl.Series([list(run.skew_us)], dtype=CROSSRANK_COLUMNS["skew_us"])))
+            .otherwise(None)
+            .alias("skew_us")
+        )
+        .select(list(HISTORY_SCHEMA))
+    )
+
+
+def _straggler_columns(run: RunSeries) -> list[pl.Expr]:
+    """`straggler` (true where the run names the row's rank; null on every row when the run cannot say) and
+    the named ranks' cost, share and cause (null elsewhere)."""
+    named = {s.rank: s for s in run.stragglers or ()}
+    found = [
+        (
+            pl.lit(None, pl.Boolean())
+            if run.stragglers is None
+            else pl.col("rank").is_in(list(named)).fill_null(False)
+        ).alias("straggler")
+    ]
+    for column, attribute in (
+        ("lateness_cost_us", "cost_us"),
+        ("lateness_cost_share", "cost_share"),
+        ("straggler_cause", "cause"),
+    ):
+        values = {rank: getattr(s, attribute) for rank, s in named.items()}
+        found.append(
+            pl.col("rank")
+            .replace_strict(values, default=None, return_dtype=CROSSRANK_COLUMNS[column])
+            .alias(column)
+        )
+    return found
+
+
+def _crossrank(rows: pl.DataFrame) -> tuple[tuple[float, ...], tuple[Straggler, ...] | None]:
+    """A run's skews and named stragglers, as its rows keep them (none known: an older history)."""
+    skews = rows.get_column("skew_us").drop_nulls()
+    skew = tuple(skews[0]) if len(skews) else ()
+    if rows.get_column("straggler").null_count() == rows.height:
+        return skew, None
+    named = rows.filter(pl.col("straggler")).unique("rank", maintain_order=True).sort("rank")
+    return skew, tuple(
+        Straggler(r["rank"], r["lateness_cost_us"], r["lateness_cost_share"], r["straggler_cause"])
+        for r in named.iter_rows(named=True)
     )
 
 
@@ -86,6 +143,7 @@ def runs_of(frame: pl.DataFrame) -> list[RunSeries]:
     runs = []
     for _, rows in frame.group_by("run_key", maintain_order=True):
         first = rows.row(0, named=True)
+        skew, stragglers = _crossrank(rows)
         runs.append(
             RunSeries(
                 first["name"],
@@ -96,6 +154,8 @@ def runs_of(frame: pl.DataFrame) -> list[RunSeries]:
                 first["commit"],
                 first["job"],
                 first["label"],
+                skew_us=skew,
+                stragglers=stragglers,
             )
         )
     return runs

@@ -11,50 +11,48 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from traceview.compare.crossrank_findings import Straggler, named_stragglers
 from traceview.compare.findings import Finding
 from traceview.compare.stats import TestResult
 
 NOT_TESTED = TestResult(0, 0, None, None, None, None, name="named by the across-ranks analysis")
 
 
-def _per_rank(document: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
-    rows = (document.get("across_ranks") or {}).get("per_rank") or ()
-    return {int(row["rank"]): row for row in rows if isinstance(row.get("rank"), int)}
-
-
-def _stragglers(document: Mapping[str, Any]) -> set[int]:
-    return {int(rank) for rank in (document.get("across_ranks") or {}).get("stragglers") or ()}
-
-
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def straggler_findings(before: Sequence[Straggler], after: Sequence[Straggler]) -> list[Finding]:
+    """One regression per straggler of `after` that `before` does not name, with its cost: the rule compare
+    and trend share (`traceview.compare.crossrank_findings` reads both sides)."""
+    known = {s.rank for s in before}
+    return [
+        Finding(
+            family="rank",
+            metric="lateness_cost_us",
+            subject=f"rank {straggler.rank}",
+            statistic="per step",
+            worse="higher",
+            baseline=0.0,
+            candidate=straggler.cost_us,
+            change_pct=None,  # no baseline to divide by: the change is its cost (its share in fields)
+            test=NOT_TESTED,
+            outcome="regression",
+            fields=(
+                ("rank", straggler.rank),
+                ("lateness_cost_share", straggler.cost_share),
+                ("cause", straggler.cause),
+            ),
+            likely_cause=None if straggler.cause is None else f"new straggler: {straggler.cause}",
+        )
+        for straggler in after
+        if straggler.rank not in known
+    ]
+
+
 def new_stragglers(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[Finding]:
     """One regression per rank the candidate names a straggler and the baseline does not, with its cost."""
-    rows = _per_rank(candidate)
-    found = []
-    for rank in sorted(_stragglers(candidate) - _stragglers(baseline)):
-        row = rows.get(rank, {})
-        cost, share = _number(row.get("lateness_cost_us")), _number(row.get("lateness_cost_share"))
-        fields = (("rank", rank), ("lateness_cost_share", share), ("cause", row.get("cause")))
-        found.append(
-            Finding(
-                family="rank",
-                metric="lateness_cost_us",
-                subject=f"rank {rank}",
-                statistic="per step",
-                worse="higher",
-                baseline=0.0,
-                candidate=cost,
-                change_pct=None,  # no baseline to divide by: the change is its cost (its share in fields)
-                test=NOT_TESTED,
-                outcome="regression",
-                fields=fields,
-                likely_cause=None if row.get("cause") is None else f"new straggler: {row.get('cause')}",
-            )
-        )
-    return found
+    return straggler_findings(named_stragglers(baseline) or (), named_stragglers(candidate) or ())
 
 
 def new_mismatches(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[Finding]:

@@ -19,6 +19,8 @@ from typing import Any
 
 import polars as pl
 
+from traceview.compare.crossrank_findings import skew_values
+
 CAUSE_FAMILIES = ("collective", "collective_calls", "kernel_class", "kernel", "rank")
 
 
@@ -114,15 +116,9 @@ def step_samples(document: Mapping[str, Any]) -> list[Samples]:
 
 
 def crossrank_samples(document: Mapping[str, Any]) -> list[Samples]:
-    """Arrival skew, one sample per matched collective instance (`across_ranks.instances`); from the sketch
-    of every instance's skew (`distributions.crossrank_skew`) when a compact summary lists only some."""
-    across = document.get("across_ranks") or {}
-    listed = across.get("instances") or []
-    sketched = (document.get("distributions") or {}).get("crossrank_skew")
-    if sketched and across.get("instances_total", len(listed)) > len(listed):
-        values = tuple(float(v) for v in sketched.get("skew_us") or () if v is not None)
-        return [Samples("crossrank", "skew_us", "run", "median", "higher", values)]
-    return [Samples("crossrank", "skew_us", "run", "median", "higher", _column(_frame(listed), "skew_us"))]
+    """Arrival skew, one sample per matched collective instance (`traceview.compare.crossrank_findings`: the
+    one reader compare and trend share)."""
+    return [Samples("crossrank", "skew_us", "run", "median", "higher", skew_values(document))]
 
 
 def idle_samples(document: Mapping[str, Any]) -> list[Samples]:

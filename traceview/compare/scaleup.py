@@ -35,6 +35,24 @@ class Scaleup:
     same_model: str  # "same model: stated parameters agree" | "same model: not verifiable"
     kernel_overlap: float | None  # shared compute kernel signatures / their union
 
+    @property
+    def headline(self) -> str:
+        """The first line: measured scaling efficiency against the model's, whether the model is the same."""
+        scaling = self.scaling
+        return (
+            f"Scaling {scaling.baseline_world_size} -> {scaling.candidate_world_size} GPUs: measured scaling "
+            f"efficiency {_pct(scaling.measured_efficiency)} against the alpha-beta model's "
+            f"{_pct(scaling.predicted_efficiency)} ({EXPECTED_FROM}); {self.same_model}."
+        )
+
+
+EXPECTED_FROM = "today's predicted efficiency"
+"""What the model's efficiency in the headline is: the alpha-beta prediction of each size."""
+
+
+def _pct(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0%}"
+
 
 def _stated_params(document: Document) -> float | None:
     rows = (document.get("prediction") or {}).get("assumptions") or ()

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from traceview.compare.findings import TREND_METRICS, CompareSettings, TrendSettings
+from traceview.compare.findings import TREND_FOLLOWED, CompareSettings, TrendSettings
 from traceview.core.errors import InputError, UsageError
 from traceview.core.reading import check_kind
 from traceview.core.sanitize import printable
@@ -80,9 +80,9 @@ def check_thresholds_file(table: Mapping[str, Any], source: str) -> None:
                 bad = next((k for k, v in value.items() if _kind_problem("number", v)), None)
                 problem = None if bad is None else f"{printable(bad)} {_kind_problem('number', value[bad])}"
             if problem is None and kinds[key] == "metrics":
-                unknown = [m for m in value if m not in TREND_METRICS]
+                unknown = [m for m in value if m not in TREND_FOLLOWED]
                 problem = (
-                    f"names unknown metric(s) {printable(unknown)} (known: {', '.join(TREND_METRICS)})"
+                    f"names unknown metric(s) {printable(unknown)} (known: {', '.join(TREND_FOLLOWED)})"
                     if unknown
                     else None
                 )
@@ -120,6 +120,7 @@ def load_settings(
         metrics=tuple(str(m) for m in trend["metrics"]),
         min_segment=int(trend["min_segment"]),
         min_step_share=float(trend["min_step_share"]),
+        metric_threshold_pct=compare_settings.metric_threshold_pct,  # one table of per-metric thresholds
     )
     for settings in (compare_settings, trend_settings):
         _check_bounds(settings, str(path or "thresholds"))

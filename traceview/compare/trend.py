@@ -6,7 +6,7 @@ run.json's `created`; in older summaries the time base, `run.base_times_ns`, plu
 `traceview.model.time_base.recorded_start_us`); a summary without one is placed by its file's modification
 time, with a warning; equal times keep the order given. Each run is labelled by its date and its commit, else
 its job, else its file name (`run.label`, from `--label`, replaces the commit). Values: each run's median over
-its (rank, step) samples.
+its (rank, step) samples; `skew_us`, over its matched collective instances (the samples `compare` tests).
 
 Change points, by binary segmentation: in a segment of runs, the split (leaving at least `min_segment` runs
 on each side) that minimises the summed squared deviations of the run values from each side's mean is a
@@ -15,59 +15,29 @@ splits scanned (Bonferroni), is below alpha and the median of the run values aft
 before by more than the threshold (a time: also by `min_step_share` of the median step); both sides are then
 searched again. The latest run is judged against the history since the last change point
 before it: Mann-Whitney of its samples against the history's pooled samples, Holm-adjusted over the metrics;
-a regression is a significant change beyond the threshold the worse way (every trend metric is worse higher).
+a regression is a significant change beyond the threshold the worse way (every trend metric is worse higher;
+a metric's own threshold, `compare.metric_threshold_pct`, where one is set: `skew_us` 20%). A rank the latest
+run names a straggler and the run before it did not is a regression with its cost per step, whatever the
+threshold: the stragglers and the rule are `compare`'s (`traceview.compare.crossrank_findings`,
+`traceview.compare.new_problems.straggler_findings`), read from the runs themselves (a history keeps them).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
 
 from traceview.compare.findings import CompareSettings, TrendSettings
-from traceview.compare.kernel_pairs import kernel_means
+from traceview.compare.new_problems import straggler_findings
 from traceview.compare.prediction_method import method_changes
 from traceview.compare.same_job import job_differences
+from traceview.compare.series import RunSeries, kernel_metrics, metric_samples, run_series, run_value
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.two_runs import compare
-from traceview.model.time_base import recorded_start_us
-
-
-@dataclass(frozen=True)
-class RunSeries:
-    """One run of the series: its file name, recorded start (us since the epoch, None if unknown) and step
-    samples; where the start came from (`trace base time`, `run.json created`, `file time`), who the run is
-    (source, commit, job, label), and its compute kernels' mean durations per (rank, key)
-    (`traceview.compare.kernel_pairs`)."""
-
-    name: str
-    started_us: float | None
-    per_step: pl.DataFrame
-    time_source: str | None = None
-    source: str = ""
-    commit: str | None = None
-    job: str | None = None
-    label: str | None = None
-    kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
-    document: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
-    """The summary itself when the run was read from one (not from a history file): what `compare` reads."""
-
-    @property
-    def date(self) -> str | None:
-        """The recorded start as `2026-11-20 02:00` (UTC), None when unknown."""
-        if self.started_us is None:
-            return None
-        return dt.datetime.fromtimestamp(self.started_us / 1e6, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
-
-    @property
-    def shown(self) -> str:
-        """How the run is named in the tables and the plots: its date and its label, commit, job or name."""
-        who = self.label or (self.commit[:12] if self.commit else None) or self.job or self.name
-        return f"{self.date} {who}" if self.date else who
 
 
 @dataclass(frozen=True)
@@ -116,88 +86,6 @@ class Trend:
         return [j for j in self.latest if j.outcome == "regression"]
 
 
-def _stated_start(run: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """`run.recorded_at` (schema 1.6) as microseconds since the epoch, with its source."""
-    stated = run.get("recorded_at")
-    if not isinstance(stated, str):
-        return None, None
-    try:
-        moment = dt.datetime.fromisoformat(stated.replace("Z", "+00:00"))
-    except ValueError:
-        return None, None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp() * 1e6, str(run.get("recorded_at_source") or "run.json created")
-
-
-def recorded_start(document: Mapping[str, Any], per_step: pl.DataFrame) -> tuple[float | None, str | None]:
-    """The run's recorded start (us since the epoch) and where it came from (module docstring)."""
-    run = document.get("run") or {}
-    started, source = _stated_start(run)
-    if started is not None:
-        return started, source
-    if "window_start_us" not in per_step.columns or per_step.height == 0:
-        return None, None
-    first = per_step.get_column("window_start_us").min()
-    found = recorded_start_us(run.get("base_times_ns") or (), first)  # type: ignore[arg-type]
-    return found, None if found is None else "trace base time"
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def run_series(name: str, document: Mapping[str, Any], file_time_us: float | None = None) -> RunSeries:
-    """A summary document as one run of a series; `file_time_us` places a run without a recorded start."""
-    rows = (document.get("time_budget") or {}).get("per_step") or []
-    frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    started, source = recorded_start(document, frame)
-    if started is None and file_time_us is not None:
-        started, source = file_time_us, "file time"
-    run = document.get("run") or {}
-    return RunSeries(
-        name,
-        started,
-        frame,
-        source,
-        str(run.get("source") or name),
-        _text(run.get("commit")),
-        _text(run.get("job")),
-        _text(run.get("label")),
-        kernel_means(document),
-        document,
-    )
-
-
-KERNEL_METRIC = "kernel:"
-"""A trend metric `kernel:<key>`: the mean duration of that compute kernel, one sample per rank."""
-TREND_KERNELS = 5
-"""Kernels followed: the latest run's keys of largest total time that an earlier run also lists."""
-
-
-def kernel_metrics(runs: Sequence[RunSeries]) -> list[str]:
-    """The `kernel:<key>` metrics of the series (`TREND_KERNELS`)."""
-    if len(runs) < 2 or runs[-1].kernels.height == 0:
-        return []
-    earlier = {key for r in runs[:-1] if r.kernels.height for key in r.kernels.get_column("key").to_list()}
-    totals = (
-        runs[-1]
-        .kernels.group_by("key")
-        .agg(pl.col("total_us").sum())
-        .sort(["total_us", "key"], descending=[True, False])
-    )
-    keys = [key for key in totals.get_column("key").to_list() if key in earlier]
-    return [f"{KERNEL_METRIC}{key}" for key in keys[:TREND_KERNELS]]
-
-
-def _column(run: RunSeries, metric: str) -> pl.Series | None:
-    """A metric's samples in one run: a per-step column, or a kernel's mean duration per rank."""
-    if metric.startswith(KERNEL_METRIC):
-        if run.kernels.height == 0:
-            return None
-        return run.kernels.filter(pl.col("key") == metric.removeprefix(KERNEL_METRIC)).get_column("mean_us")
-    return run.per_step.get_column(metric) if metric in run.per_step.columns else None
-
-
 def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str, tuple[str, ...]]:
     """The runs by recorded start (stable: equal or unknown starts keep the order given), how they were
     ordered, and a warning for each run placed by its file's time."""
@@ -215,14 +103,8 @@ def _ordered(runs: Sequence[RunSeries]) -> tuple[list[RunSeries], str, tuple[str
 
 
 def _samples(runs: Sequence[RunSeries], metric: str) -> list[float]:
-    columns = [_column(r, metric) for r in runs]
+    columns = [metric_samples(r, metric) for r in runs]
     return [v for column in columns if column is not None for v in column.drop_nulls()]
-
-
-def _run_value(run: RunSeries, metric: str) -> float | None:
-    column = _column(run, metric)
-    found = None if column is None else column.median()
-    return None if found is None else float(found)  # type: ignore[arg-type]
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -241,7 +123,7 @@ def _material(
 
 
 def _step_reference(runs: Sequence[RunSeries]) -> float | None:
-    return _median([_run_value(r, "step_us") for r in runs])
+    return _median([run_value(r, "step_us") for r in runs])
 
 
 def _sse(values: Sequence[float | None]) -> float:
@@ -255,7 +137,7 @@ def _best_split(
     runs: Sequence[RunSeries], metric: str, lo: int, hi: int, settings: TrendSettings
 ) -> ChangePoint | None:
     """The least-squares split of the run values in [lo, hi), kept when significant and large enough."""
-    values = [_run_value(r, metric) for r in runs]
+    values = [run_value(r, metric) for r in runs]
     splits = list(range(lo + settings.min_segment, hi - settings.min_segment + 1))
     if not splits:
         return None
@@ -266,7 +148,7 @@ def _best_split(
     if test.p_value is None or change is None:
         return None
     p_value = min(1.0, test.p_value * len(splits))
-    if p_value >= settings.alpha or abs(change) * 100 <= settings.threshold_pct:
+    if p_value >= settings.alpha or abs(change) * 100 <= settings.threshold_for(metric):
         return None
     if not _material(metric, before, after, _step_reference(runs[lo:hi]), settings):
         return None
@@ -294,8 +176,8 @@ def _judge_latest(
         starts = [c.index for c in changes if c.metric == metric and c.index < last]
         history = runs[max(starts, default=0) : last]
         test = mann_whitney(_samples(history, metric), _samples(runs[last:], metric))
-        before = _median([_run_value(r, metric) for r in history])
-        latest = _run_value(runs[last], metric)
+        before = _median([run_value(r, metric) for r in history])
+        latest = run_value(runs[last], metric)
         change = relative_change(before, latest)
         if not _material(metric, before, latest, _step_reference(history), settings):
             change = 0.0 if change is not None else None  # too small a time to matter: unchanged
@@ -311,16 +193,18 @@ def _judge_latest(
             latest,
             None if change is None else change * 100,
             p,
-            _outcome(n, judged, p, settings),
+            _outcome(metric, n, judged, p, settings),
         )
         for (metric, n, before, latest, change, judged, _), p in zip(rows, adjusted, strict=True)
     ]
 
 
-def _outcome(history_runs: int, change: float | None, p: float | None, settings: TrendSettings) -> str:
+def _outcome(
+    metric: str, history_runs: int, change: float | None, p: float | None, settings: TrendSettings
+) -> str:
     if history_runs == 0 or change is None or p is None:
         return "not judged"
-    if abs(change) * 100 <= settings.threshold_pct:
+    if abs(change) * 100 <= settings.threshold_for(metric):
         return "unchanged"
     if p >= settings.alpha:
         return "not significant"
@@ -367,7 +251,7 @@ def trend_of_runs(
     last_job = runs[starts[-2] :] if runs else []
     values = pl.DataFrame(
         [
-            {"run": r.name, "index": i, "metric": m, "value": _run_value(r, m), "label": r.shown}
+            {"run": r.name, "index": i, "metric": m, "value": run_value(r, m), "label": r.shown}
             | {"started_us": r.started_us}
             for m in metrics
             for i, r in enumerate(runs)
@@ -376,6 +260,7 @@ def trend_of_runs(
     )
     within = [replace(c, index=c.index - starts[-2]) for c in changes if c.index >= starts[-2]]
     latest = _judge_latest(last_job, within, settings, metrics) if len(last_job) > 1 else []
+    latest += new_stragglers(last_job)
     latest = with_compared(latest, last_job, compare_settings)
     methods = [
         ChangePoint("gamma_ratio", i, runs[i].name, None, None, None, 0.0, label)
@@ -407,15 +292,31 @@ def job_changes(runs: Sequence[RunSeries]) -> list[ChangePoint]:
     return found
 
 
+def new_stragglers(runs: Sequence[RunSeries]) -> list[LatestJudgement]:
+    """A regression for each rank the latest run names a straggler and the run before it did not, with its
+    cost per step: `compare`'s rule on the same findings (`straggler_findings`), read from the runs (a run
+    read back from a history keeps them); none when either run cannot say who is late."""
+    if len(runs) < 2 or runs[-2].stragglers is None or runs[-1].stragglers is None:
+        return []
+    return [
+        LatestJudgement(
+            f"{f.metric} of {f.subject}", 1, f.baseline, f.candidate, f.change_pct, None, "regression"
+        )
+        for f in straggler_findings(runs[-2].stragglers, runs[-1].stragglers)
+    ]
+
+
 def with_compared(
     latest: list[LatestJudgement], runs: Sequence[RunSeries], settings: CompareSettings | None
 ) -> list[LatestJudgement]:
     """`latest` and, for each finding `compare` fails on between the run before the latest and the latest
-    (stragglers, their cost and skew, collectives, kernels: the same findings), a regression judged on that
-    pair: one gate, one answer. Needs both summaries (a run read back from a history file has none)."""
+    that `latest` does not already judge a regression (collectives, kernels, ranks, a skew beyond compare's
+    threshold), a regression judged on that pair: one gate, one answer. Needs both summaries (a run read
+    back from a history file has none)."""
     if settings is None or len(runs) < 2 or runs[-2].document is None or runs[-1].document is None:
         return latest
     comparison = compare(runs[-2].document, runs[-1].document, settings)
+    judged = {j.metric for j in latest if j.outcome == "regression"}
     return [
         *latest,
         *(
@@ -429,6 +330,7 @@ def with_compared(
                 "regression",
             )
             for f in comparison.failing
+            if f"{f.metric} of {f.subject}" not in judged and not (f.subject == "run" and f.metric in judged)
         ),
     ]
 

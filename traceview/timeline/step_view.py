@@ -57,8 +57,9 @@ class Timeline:
 
     `segments`: SEGMENT_SCHEMA, times in us since the step's origin; `covered_us` is the time inside the
     segment that really is of its label (less than its length where gaps were bridged). `steps`: columns
-    `step`, `origin_us` (aligned clock), `median_step_us` (median over ranks of the window length), `ranks`,
-    in step order.
+    `step`, `origin_us` (aligned clock), `since_run_start_us` (the origin's time since the run's start: the
+    earliest step window of any rank), `median_step_us` (median over ranks of the window length), `ranks`, in
+    step order.
     `median_step`: the step whose median length is the median over steps (the lower one of an even count).
     """
 
@@ -356,8 +357,12 @@ def timeline_from_segments(
         .select(list(SEGMENT_SCHEMA))
         .sort([*KEYS, "start_us"])
     )
+    run_start = pl.lit(windows.get_column("window_start_us").min(), pl.Float64)  # the run's start, aligned
     steps = (
-        origins.join(lengths, on="step").sort("step").select("step", "origin_us", "median_step_us", "ranks")
+        origins.join(lengths, on="step")
+        .sort("step")
+        .with_columns((pl.col("origin_us") - run_start).alias("since_run_start_us"))
+        .select("step", "origin_us", "since_run_start_us", "median_step_us", "ranks")
     )
     raw = int(offered_counts.get_column("raw_segments").sum())
     total = per_step.get_column("rank").n_unique()

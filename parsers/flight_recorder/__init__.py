@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -19,7 +20,7 @@ from traceview.parsers.flight_recorder._fields import DUMP_TIME_KEYS, STATUS_KEY
 from traceview.parsers.flight_recorder._pickle import RefusedPickle, load_data
 
 from traceview.core.errors import InputError
-from traceview.core.location import Location
+from traceview.core.location import Location, Url
 from traceview.core.reading import ReadLimits, open_bytes
 from traceview.model.flight_recorder import (
     ENTRY_SCHEMA,
@@ -32,6 +33,8 @@ KEEP_PER_GROUP = 128
 """Entries kept per process group of a rank: the newest (the analysis reads the last few of each)."""
 DUMP_LIMITS = ReadLimits(max_bytes=2 << 30, size_hint="a Flight Recorder dump is at most a few hundred MB")
 _DUMP_SUFFIXES = (".gz", ".zst", ".pickle", ".pkl", ".json", ".bin", ".txt")
+DUMP_NAME_ENDINGS = (*"0123456789", *_DUMP_SUFFIXES)
+"""How the name of a file that may be a dump ends (a rank number, or a dump suffix after one)."""
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 _PICKLE_START, _JSON_START = b"\x80", b"{"
 CONFIG_NAMES: dict[str, str] = {"": "0"}
@@ -173,14 +176,41 @@ def _entries(path: Location, dump: dict[str, Any], rank: int) -> tuple[pl.DataFr
     return frame, names, len(raw) - len(entries)
 
 
+URL_TIME_KEYS = ("LastModified", "last_modified", "mtime", "updated", "modified")
+"""Keys of an fsspec listing that state when an object at a URL was last written (S3, local, GCS, ...)."""
+
+
+def _url_time_ns(url: Url) -> int | None:
+    """When the object at `url` was last written, as its store's listing states it (ns since the epoch)."""
+    from traceview.core.location import filesystem
+
+    system, where = filesystem(url.url)
+    try:
+        info = system.info(where)
+    except (OSError, ValueError):
+        return None
+    stated = next((info[key] for key in URL_TIME_KEYS if info.get(key) is not None), None)
+    try:
+        if isinstance(stated, str):
+            stated = datetime.fromisoformat(stated)
+        if isinstance(stated, datetime):
+            return int(stated.timestamp() * 1e9)
+        return int(float(stated) * 1e9) if isinstance(stated, int | float) else None
+    except (ValueError, OverflowError):
+        return None
+
+
 def _dump_time(path: Location, dump: dict[str, Any]) -> tuple[int, str]:
+    """When the dump was taken: the time it states, else its file's modification time (the object's at a
+    URL), else none known."""
     stated = next((dump[key] for key in DUMP_TIME_KEYS if isinstance(dump.get(key), int)), None)
     if stated is not None:
         return int(stated), "dump"
     try:
-        return int(path.stat().st_mtime_ns), "file"  # type: ignore[union-attr]
-    except (AttributeError, OSError):
-        return 0, "none"
+        modified = _url_time_ns(path) if isinstance(path, Url) else path.stat().st_mtime_ns
+    except OSError:
+        modified = None
+    return (int(modified), "file") if modified else (0, "none")
 
 
 def parse(path: Location) -> FlightRecorderDump:

@@ -130,7 +130,7 @@ def test_cli_on_a_glob_names_the_missing_rank(bucket: dict[str, Any]) -> None:
     done = _hang(bucket["env"], f"s3://{BUCKET}/job/nccl_trace_rank_[0-2]", "--json")
     assert done.returncode == 1, done.stderr  # a divergence outranks the missing dump (4)
     first = json.loads(done.stdout)["findings"][0]
-    assert (first["kind"], first["seq"], first["ranks_apart"]) == ("missing_dump", 5, [CULPRIT])  # its rank has no dump
+    assert (first["kind"], first["seq"], first["ranks_apart"]) == ("missing_dump", 5, [CULPRIT])
 
 
 def test_a_prefix_without_dumps_is_a_usage_error(bucket: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ parses each, keeping those that read and naming those that did not.
 from __future__ import annotations
 
 import glob
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from traceview.parsers import flight_recorder
 
 DUMP_PROBE_BYTES = 4096
 """Bytes read from a folder's file to tell a dump (a pickle, or JSON naming `pg_config` or `entries`)."""
-_DUMP_HEADS = (b"\x80", b"{", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+_GZIP = b"\x1f\x8b"
+_DUMP_HEADS = (b"\x80", b"{", _GZIP, b"\x28\xb5\x2f\xfd")
 POOL_MIN_DUMPS, MAX_WORKERS = 64, 8
 """Dumps per worker process before a pool reads them (fewer: this process reads them); the most workers."""
 _JSON_KEYS = (b'"pg_config"', b'"entries"', b'"version"')
@@ -40,9 +42,18 @@ class UnreadDump:
 
 
 def _head_says_dump(head: bytes) -> bool:
-    """Whether a file's first bytes are a pickle's, compressed data, or JSON naming a dump's keys."""
+    """Whether a file's first bytes are a pickle's, or JSON naming a dump's keys and not a Kineto trace's; a
+    gzip file's are inflated first (a compressed trace named `rank0.json.gz` is not a dump), other
+    compressed data is taken as a dump."""
+    if head.startswith(_GZIP):
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, DUMP_PROBE_BYTES)
+        except zlib.error:
+            return True  # named as unreadable when it is read
+        if not head:
+            return True  # too little to tell: read, and named when it is not a dump
     if head[:1] == b"{":
-        return any(key in head for key in _JSON_KEYS)
+        return any(key in head for key in _JSON_KEYS) and not _says_kineto(head)
     return head.startswith(_DUMP_HEADS)
 
 

@@ -149,6 +149,11 @@ _CONVERTERS: dict[str, Callable[[list[Any]], list[Any]]] = {
 """Column -> how the entries' values become the column's (numbers by default)."""
 
 
+def _converted(column: str, values: list[Any]) -> list[Any]:
+    convert: Callable[[list[Any]], list[Any]] = _CONVERTERS.get(column, _as_ints)
+    return convert(values)
+
+
 def _raw(entries: list[dict[str, Any]], keys: tuple[str, ...]) -> list[Any]:
     """Each entry's value of the first of `keys` it holds (None when it holds none)."""
     if len(keys) == 1:
@@ -160,9 +165,7 @@ def entry_columns(entries: list[dict[str, Any]], rank: int) -> dict[str, list[An
     """The entries as the columns of `ENTRY_SCHEMA` (the group columns filled by the caller), built column
     by column: each value converted as `_CONVERTERS` says, then the op, whether it is p2p, its peer, the
     sequence numbers of a p2p op and the stack."""
-    columns = {
-        column: _CONVERTERS.get(column, _as_ints)(_raw(entries, keys)) for column, keys in ENTRY_KEYS.items()
-    }
+    columns = {column: _converted(column, _raw(entries, keys)) for column, keys in ENTRY_KEYS.items()}
     names = [name or "" for name in columns["profiling_name"]]
     ops_of = {name: op_of(name) for name in set(names)}
     columns["op"] = [ops_of[name] for name in names]

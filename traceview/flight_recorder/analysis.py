@@ -169,7 +169,7 @@ def _joined_traces(
     last, unread = traced
     if last.is_empty() and unread:
         return {"kineto_unread": unread}
-    at_first = ()
+    at_first: tuple[TracedSide, ...] = ()
     if findings:
         members = table.filter(pl.col("group") == findings[0].group)["rank"].to_list()
         at_first = traced_at(findings[0], members, last)

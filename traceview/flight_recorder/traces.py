@@ -56,7 +56,7 @@ def read_traces(files: Sequence[str]) -> tuple[pl.DataFrame, tuple[tuple[str, st
         schema={"rank": pl.Int64, "path": pl.String},
     )
     traced = paths.join(last_calls(run), on="rank", how="left")  # a rank without a call: one row of nulls
-    return traced.select(list(TRACED_SCHEMA)).cast(TRACED_SCHEMA), unread
+    return traced.select(pl.col(name).cast(dtype) for name, dtype in TRACED_SCHEMA.items()), unread
 
 
 def last_calls(run: Run) -> pl.DataFrame:

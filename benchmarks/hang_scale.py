@@ -2,8 +2,8 @@
 entries each, over three groups (the world, tensor-parallel groups of 8, data-parallel groups of RANKS / 8),
 one stack frame per entry; rank `CULPRIT` never enters the world's last collective, which the others have
 waited in for 600 s. Writes them into a temporary folder, runs `traceview hang FOLDER --json` as a process,
-and prints its wall time, the peak RSS of its largest process (the parent or a worker) and whether it named
-the culprit.
+and prints its wall time, its CPU time (the parent and its workers), the peak RSS of its largest process
+(the parent or a worker) and whether it named the culprit.
 
     python benchmarks/hang_scale.py [RANKS] [ENTRIES]      # defaults: 1024 ranks, 2000 entries (the usual
                                                            # TORCH_FR_BUFFER_SIZE)
@@ -109,11 +109,13 @@ def main() -> None:
             check=False,
         )
         wall = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
     document = json.loads(done.stdout) if done.stdout else {}
     first = (document.get("findings") or [{}])[0]
     named = first.get("kind") == "missing_rank" and first.get("ranks_apart") == [CULPRIT]
-    print(f"traceview hang: {wall:.1f} s wall, peak RSS {peak:.0f} MiB (largest process)", end="")
+    print(f"traceview hang: {wall:.1f} s wall, {cpu:.1f} CPU-s (its processes; on shared cores", end="")
+    print(f" the wall time is not the program's), peak RSS {peak:.0f} MiB (largest process)", end="")
     print(f", exit {done.returncode}")
     print(f"named the culprit: {named} ({document.get('headline', done.stderr.strip())[:160]})")
 

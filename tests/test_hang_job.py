@@ -1,7 +1,8 @@
 """`traceview hang` on real Flight Recorder dumps of 3-rank gloo jobs (tests/jobs/flight_recorder_job.py),
 each class gloo can show planted by the job: a rank that skips a collective, one stuck before its first, one
-that broadcasts where the others all-reduce, one that all-reduces twice the elements; and a healthy job
-dumped on demand mid-run three times. Every expected value comes from what the job says it called (its
+that broadcasts where the others all-reduce, one that all-reduces twice the elements; a healthy job
+dumped on demand mid-run three times; and a skip whose ranks flushed a profiled window (Kineto traces) before
+the hang, all but one. Every expected value comes from what the job says it called (its
 facts files) and its constants, never from traceview.
 
 Also: a real dump read in a process where torch cannot be imported. CI installs torch (.ci/run); elsewhere
@@ -28,8 +29,8 @@ if importlib.util.find_spec("torch") is None:
 from tests.job_runs import run_job
 
 JOB = Path(__file__).parent / "jobs" / "flight_recorder_job.py"
-SCENARIOS = ("healthy", "skip", "first", "op", "size")
-CULPRIT, WORLD = 2, 3  # the job's own constants (CULPRIT, WORLD in flight_recorder_job.py)
+SCENARIOS = ("healthy", "skip", "first", "op", "size", "traced")
+CULPRIT, WORLD, TRACELESS = 2, 3, 0  # the job's own constants (as named in flight_recorder_job.py)
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,26 @@ def test_mismatch_at_one_sequence_number(jobs: dict[str, Path], scenario: str, k
         op, elements = calls[ranks[0]][planted - 1]
         assert side["op"] == op
         assert side["input_sizes"] == f"[[{elements}]]"
+
+
+def test_traces_flushed_before_the_hang_joined(jobs: dict[str, Path]) -> None:
+    """Every rank profiled the all-reduces before the plant; all but TRACELESS flushed the trace. gloo's
+    traces name no group and no sequence number: the last call's order in the trace is the count of the
+    all-reduces the job says it made before the plant."""
+    folder = jobs["traced"]
+    calls = _facts(folder)
+    planted = len(_collectives(calls[CULPRIT])) + 1
+    code, document = _hang_json(folder)
+    assert code == 1
+    first = document["findings"][0]
+    assert (first["kind"], first["seq"], first["ranks_apart"]) == ("missing_rank", planted, [CULPRIT])
+    assert len(document["kineto_traces"]) == WORLD - 1
+    sides = {tuple(side["ranks"]): side for side in document["kineto_at_first_finding"]}
+    assert sides[(TRACELESS,)]["state"] == "no_trace"
+    flushed = sides[tuple(rank for rank in range(WORLD) if rank != TRACELESS)]
+    assert (flushed["state"], flushed["collective"]) == ("order_any_group", "AllReduce")
+    assert flushed["order"] == planted - 1
+    assert flushed["seq"] is None
 
 
 def test_real_dump_read_without_torch(jobs: dict[str, Path]) -> None:

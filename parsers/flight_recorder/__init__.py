@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 import polars as pl
-from traceview.parsers.flight_recorder._fields import DUMP_TIME_KEYS, STATUS_KEYS, entry_row
+from traceview.parsers.flight_recorder._fields import DUMP_TIME_KEYS, STATUS_KEYS, entry_columns
 from traceview.parsers.flight_recorder._pickle import RefusedPickle, load_data
 
 from traceview.core.errors import InputError
-from traceview.core.location import Location
+from traceview.core.location import Location, Url
 from traceview.core.reading import ReadLimits, open_bytes
 from traceview.model.flight_recorder import (
     ENTRY_SCHEMA,
@@ -32,6 +33,8 @@ KEEP_PER_GROUP = 128
 """Entries kept per process group of a rank: the newest (the analysis reads the last few of each)."""
 DUMP_LIMITS = ReadLimits(max_bytes=2 << 30, size_hint="a Flight Recorder dump is at most a few hundred MB")
 _DUMP_SUFFIXES = (".gz", ".zst", ".pickle", ".pkl", ".json", ".bin", ".txt")
+DUMP_NAME_ENDINGS = (*"0123456789", *_DUMP_SUFFIXES)
+"""How the name of a file that may be a dump ends (a rank number, or a dump suffix after one)."""
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 _PICKLE_START, _JSON_START = b"\x80", b"{"
 CONFIG_NAMES: dict[str, str] = {"": "0"}
@@ -133,48 +136,81 @@ def _group_of(entry: dict[str, Any]) -> tuple[str, str]:
     return (str(group[0]), str(group[1])) if len(group) >= 2 else (str(group), "")
 
 
-def _newest(raw: list[Any]) -> tuple[list[tuple[dict[str, Any], tuple[str, str]]], dict[str, str]]:
-    """The newest `KEEP_PER_GROUP` entries of each group, in record order, each with its group; and each
-    group id's name (the entries' `pg_id`)."""
-    kept: dict[str, list[tuple[int, dict[str, Any], tuple[str, str]]]] = {}
+def _newest(raw: list[Any]) -> tuple[list[int], dict[str, str]]:
+    """The indexes of the newest `KEEP_PER_GROUP` entries of each group, in record order, and each group
+    id's name (the entries' `pg_id`)."""
+    counts: dict[str, int] = {}
     names: dict[str, str] = {}
+    kept: list[int] = []
     for index in range(len(raw) - 1, -1, -1):
         entry = raw[index]
-        group = _group_of(entry)
-        names.setdefault(str(entry.get("pg_id", group[0])), group[0])
-        found = kept.setdefault(group[0], [])
-        if len(found) < KEEP_PER_GROUP:
-            found.append((index, entry, group))
-    ordered = sorted(item for items in kept.values() for item in items)
-    return [(entry, group) for _, entry, group in ordered], names
+        group = _group_of(entry)[0]
+        names.setdefault(str(entry.get("pg_id", group)), group)
+        count = counts.get(group, 0)
+        if count < KEEP_PER_GROUP:
+            counts[group] = count + 1
+            kept.append(index)
+    kept.reverse()
+    return kept, names
 
 
 def _entries(path: Location, dump: dict[str, Any], rank: int) -> tuple[pl.DataFrame, dict[str, str], int]:
-    """The newest `KEEP_PER_GROUP` entries of each group as `ENTRY_SCHEMA` rows, each group id's name (from
-    the entries' `pg_id`), and how many older entries were left out."""
+    """The newest `KEEP_PER_GROUP` entries of each group as an `ENTRY_SCHEMA` frame, each group id's name
+    (from the entries' `pg_id`), and how many older entries were left out."""
     raw = dump.get("entries") or []
-    if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
+    if not isinstance(raw, list) or not all(type(entry) is dict for entry in raw):
         raise InputError(path, "entries is not a list of mappings")
-    newest, names = _newest(raw)
-    rows = [
-        {"rank": rank, "group": name, "group_desc": desc, **entry_row(entry, rank)}
-        for entry, (name, desc) in newest
-    ]
     try:
-        frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA)
-    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+        kept, names = _newest(raw)
+        entries = [raw[index] for index in kept]
+        groups = [_group_of(entry) for entry in entries]
+        columns = {
+            "rank": [rank] * len(entries),
+            "group": [name for name, _ in groups],
+            "group_desc": [desc for _, desc in groups],
+            **entry_columns(entries, rank),
+        }
+        frame = pl.DataFrame({column: columns[column] for column in ENTRY_SCHEMA}, schema=ENTRY_SCHEMA)
+    except (TypeError, ValueError, OverflowError, RecursionError, pl.exceptions.PolarsError):
         raise InputError(path, "entries with fields of the wrong kind") from None
-    return frame, names, len(raw) - len(rows)
+    return frame, names, len(raw) - len(entries)
+
+
+URL_TIME_KEYS = ("LastModified", "last_modified", "mtime", "updated", "modified")
+"""Keys of an fsspec listing that state when an object at a URL was last written (S3, local, GCS, ...)."""
+
+
+def _url_time_ns(url: Url) -> int | None:
+    """When the object at `url` was last written, as its store's listing states it (ns since the epoch)."""
+    from traceview.core.location import filesystem
+
+    system, where = filesystem(url.url)
+    try:
+        info = system.info(where)
+    except (OSError, ValueError):
+        return None
+    stated = next((info[key] for key in URL_TIME_KEYS if info.get(key) is not None), None)
+    try:
+        if isinstance(stated, str):
+            stated = datetime.fromisoformat(stated)
+        if isinstance(stated, datetime):
+            return int(stated.timestamp() * 1e9)
+        return int(float(stated) * 1e9) if isinstance(stated, int | float) else None
+    except (ValueError, OverflowError):
+        return None
 
 
 def _dump_time(path: Location, dump: dict[str, Any]) -> tuple[int, str]:
+    """When the dump was taken: the time it states, else its file's modification time (the object's at a
+    URL), else none known."""
     stated = next((dump[key] for key in DUMP_TIME_KEYS if isinstance(dump.get(key), int)), None)
     if stated is not None:
         return int(stated), "dump"
     try:
-        return int(path.stat().st_mtime_ns), "file"  # type: ignore[union-attr]
-    except (AttributeError, OSError):
-        return 0, "none"
+        modified = _url_time_ns(path) if isinstance(path, Url) else path.stat().st_mtime_ns
+    except OSError:
+        modified = None
+    return (int(modified), "file") if modified else (0, "none")
 
 
 def parse(path: Location) -> FlightRecorderDump:

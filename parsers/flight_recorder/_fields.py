@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 ENTRY_KEYS: dict[str, tuple[str, ...]] = {
@@ -55,11 +56,9 @@ _TIMES = frozenset({"started_ns", "completed_ns"})
 _TEXTS = frozenset({"input_sizes", "input_dtypes", "output_sizes", "output_dtypes"})
 
 
-def _first(entry: dict[str, Any], keys: tuple[str, ...]) -> Any:
-    return next((entry[key] for key in keys if key in entry), None)
-
-
 def _as_int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -90,39 +89,97 @@ def stack_text(frames: Any) -> str | None:
     """The innermost `STACK_FRAMES` frames outside torch, `name (file:line)`, joined by ` < `."""
     if not isinstance(frames, list):
         return None
-    shown = [
-        f"{frame.get('name', '?')} ({str(frame.get('filename', '?')).rsplit('/', 1)[-1]}:{frame.get('line')})"
-        for frame in frames
-        if isinstance(frame, dict) and "/torch/" not in str(frame.get("filename", ""))
+    shown: list[str] = []
+    for frame in frames:
+        if isinstance(frame, dict) and "/torch/" not in str(frame.get("filename", "")):
+            file = str(frame.get("filename", "?")).rsplit("/", 1)[-1]
+            shown.append(f"{frame.get('name', '?')} ({file}:{frame.get('line')})")
+            if len(shown) == STACK_FRAMES:
+                break
+    return " < ".join(shown) or None
+
+
+_AS_TEXT = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _as_json(values: list[Any]) -> list[str | None]:
+    """Sizes and dtypes as JSON text; a value's text computed once per distinct value (its `repr`: the
+    loader builds only lists, tuples, dicts, strings and numbers, whose reprs tell them apart)."""
+    texts: dict[str, str] = {}
+    out: list[str | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        key = repr(value)
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = _AS_TEXT(value)
+        out.append(text)
+    return out
+
+
+def _as_ints(values: list[Any]) -> list[int | None]:
+    return [value if type(value) is int else _as_int(value) for value in values]
+
+
+def _as_times(values: list[Any]) -> list[int | None]:
+    return [(value if type(value) is int else _as_int(value)) or None for value in values]
+
+
+def _as_floats(values: list[Any]) -> list[float | None]:
+    return [_as_float(value) for value in values]
+
+
+def _as_strs(values: list[Any]) -> list[str | None]:
+    return [str(value) if value is not None else None for value in values]
+
+
+def _as_bools(values: list[Any]) -> list[bool | None]:
+    return [bool(value) if value is not None else None for value in values]
+
+
+_CONVERTERS: dict[str, Callable[[list[Any]], list[Any]]] = {
+    **dict.fromkeys(_TEXTS, _as_json),
+    **dict.fromkeys(_TIMES, _as_times),
+    "duration_ms": _as_floats,
+    **dict.fromkeys(("profiling_name", "state"), _as_strs),
+    **dict.fromkeys(("is_p2p", "retired"), _as_bools),
+}
+"""Column -> how the entries' values become the column's (numbers by default)."""
+
+
+def _converted(column: str, values: list[Any]) -> list[Any]:
+    convert: Callable[[list[Any]], list[Any]] = _CONVERTERS.get(column, _as_ints)
+    return convert(values)
+
+
+def _raw(entries: list[dict[str, Any]], keys: tuple[str, ...]) -> list[Any]:
+    """Each entry's value of the first of `keys` it holds (None when it holds none)."""
+    if len(keys) == 1:
+        return [entry.get(keys[0]) for entry in entries]
+    return [next((entry[key] for key in keys if key in entry), None) for entry in entries]
+
+
+def entry_columns(entries: list[dict[str, Any]], rank: int) -> dict[str, list[Any]]:
+    """The entries as the columns of `ENTRY_SCHEMA` (the group columns filled by the caller), built column
+    by column: each value converted as `_CONVERTERS` says, then the op, whether it is p2p, its peer, the
+    sequence numbers of a p2p op and the stack."""
+    columns = {column: _converted(column, _raw(entries, keys)) for column, keys in ENTRY_KEYS.items()}
+    names = [name or "" for name in columns["profiling_name"]]
+    ops_of = {name: op_of(name) for name in set(names)}
+    columns["op"] = [ops_of[name] for name in names]
+    columns["is_p2p"] = [
+        stated if stated is not None else op in P2P_OPS
+        for stated, op in zip(columns["is_p2p"], columns["op"], strict=True)
     ]
-    return " < ".join(shown[:STACK_FRAMES]) or None
-
-
-def _column_value(column: str, raw: Any) -> Any:
-    if column in _TEXTS:
-        return json.dumps(raw, separators=(",", ":")) if raw is not None else None
-    if column in _TIMES:
-        value = _as_int(raw)
-        return value if value else None
-    if column == "duration_ms":
-        return _as_float(raw)
-    if column in ("profiling_name", "state"):
-        return str(raw) if raw is not None else None
-    if column in ("is_p2p", "retired"):
-        return bool(raw) if raw is not None else None
-    return _as_int(raw)
-
-
-def entry_row(entry: dict[str, Any], rank: int) -> dict[str, Any]:
-    """One entry as a row of `ENTRY_SCHEMA` (the group columns filled by the caller)."""
-    row = {column: _column_value(column, _first(entry, keys)) for column, keys in ENTRY_KEYS.items()}
-    name = row["profiling_name"] or ""
-    op = op_of(name)
-    is_p2p = row["is_p2p"] if row["is_p2p"] is not None else op in P2P_OPS
-    row.update(op=op, is_p2p=is_p2p, peer=peer_of(name, rank) if is_p2p else None)
-    if is_p2p and "collective_seq_id" not in entry:  # one shared counter before 2.3: its p2p number
-        row["p2p_seq"], row["collective_seq"] = row["p2p_seq"] or row["collective_seq"], None
-    elif is_p2p:
-        row["collective_seq"] = None
-    row["stack"] = stack_text(entry.get("frames"))
-    return row
+    columns["peer"] = [
+        peer_of(name, rank) if p2p else None for name, p2p in zip(names, columns["is_p2p"], strict=True)
+    ]
+    for index in (i for i, p2p in enumerate(columns["is_p2p"]) if p2p):
+        collective, p2p_seq = columns["collective_seq"], columns["p2p_seq"]
+        if "collective_seq_id" not in entries[index]:  # one shared counter before 2.3: its p2p number
+            p2p_seq[index] = p2p_seq[index] or collective[index]
+        collective[index] = None
+    columns["stack"] = [stack_text(entry.get("frames")) for entry in entries]
+    return columns

@@ -1,13 +1,17 @@
 """A pickle read as data: the opcodes a Flight Recorder dump is made of, and nothing that runs code.
 
 The standard unpickler looks up any global a pickle names and calls it; a dump is untrusted data, so it is
-never used. Here each opcode is decoded by hand and run on a small stack machine that builds dicts, lists,
-tuples, strings, numbers, bytes, booleans and None (`_VALUES`, `_BUILDERS`, `_MEMO`). A global is accepted
-only when `ALLOWED_GLOBALS` names it (the TorchScript pickler's list builders, which older PyTorch versions
-wrote for typed lists), and it is applied as the plain Python function that table maps it to; torch is never
-imported. Any other opcode or global is refused (`RefusedPickle`) before anything is built from it, and so is
-a pickle cut short. The opcodes' codes and layouts are the pickle protocol's (0 to 5), named as
-`pickletools` names them.
+never used. Here each opcode is decoded by hand and run on a small stack machine (`_Machine`) that builds
+dicts, lists, tuples, strings, numbers, bytes, booleans and None. `OPCODES` is the table of what is run: each
+allowed opcode's byte and the machine's method that runs it; every other byte is refused before anything is
+built from it, and so is a pickle cut short. A global is accepted only when `ALLOWED_GLOBALS` names it (the
+TorchScript pickler's list builders, which older PyTorch versions wrote for typed lists), and it is applied
+as the plain Python function that table maps it to; torch is never imported. The opcodes' codes and layouts
+are the pickle protocol's (0 to 5), named as `pickletools` names them.
+
+Speed (the dumps of a thousand ranks are read in one run): the machine dispatches through a 256-slot list of
+bound methods, one call per opcode; the memo is a list (the picklers PyTorch uses number it 0, 1, 2, ...:
+an index out of that order is refused); numbers are read with `struct`.
 """
 
 from __future__ import annotations
@@ -16,9 +20,6 @@ import pickletools
 import struct
 from collections.abc import Callable
 from typing import Any
-
-MAX_OPCODES = 200_000_000
-"""Most opcodes one dump may hold (a dump of 20,000 entries with deep stacks is some millions)."""
 
 
 class RefusedPickle(ValueError):
@@ -44,39 +45,245 @@ ALLOWED_GLOBALS: dict[tuple[str, str], Callable[..., Any]] = {
 }
 """The named globals a Flight Recorder dump may hold, each mapped to what it means as plain data."""
 
-_U1, _U2, _U4, _U8 = (struct.Struct(f"<{code}").unpack_from for code in "BHIQ")
-_I4, _F8 = struct.Struct("<i").unpack_from, struct.Struct(">d").unpack_from
+OPCODES: dict[str, str] = {
+    # values
+    "BININT1": "binint1",
+    "BININT2": "binint2",
+    "BININT": "binint",
+    "LONG1": "long1",
+    "LONG4": "long4",
+    "INT": "text_int",
+    "LONG": "text_int",
+    "BINFLOAT": "binfloat",
+    "FLOAT": "text_float",
+    "BINUNICODE": "binunicode",
+    "SHORT_BINUNICODE": "short_binunicode",
+    "BINUNICODE8": "binunicode8",
+    "UNICODE": "text_unicode",
+    "BINBYTES": "binbytes",
+    "SHORT_BINBYTES": "short_binbytes",
+    "BINBYTES8": "binbytes8",
+    "NONE": "none",
+    "NEWTRUE": "true",
+    "NEWFALSE": "false",
+    "EMPTY_DICT": "empty_dict",
+    "EMPTY_LIST": "empty_list",
+    "EMPTY_TUPLE": "empty_tuple",
+    # collections
+    "MARK": "mark",
+    "TUPLE": "make_tuple",
+    "TUPLE1": "tuple1",
+    "TUPLE2": "tuple2",
+    "TUPLE3": "tuple3",
+    "LIST": "make_list",
+    "DICT": "make_dict",
+    "POP": "pop",
+    "APPEND": "append",
+    "APPENDS": "appends",
+    "SETITEM": "setitem",
+    "SETITEMS": "setitems",
+    # the memo
+    "BINGET": "binget",
+    "LONG_BINGET": "long_binget",
+    "GET": "text_get",
+    "BINPUT": "binput",
+    "LONG_BINPUT": "long_binput",
+    "PUT": "text_put",
+    "MEMOIZE": "memoize",
+    # globals, framing, the end
+    "GLOBAL": "text_global",
+    "STACK_GLOBAL": "stack_global",
+    "REDUCE": "reduce",
+    "PROTO": "skip1",
+    "FRAME": "skip8",
+    "STOP": "stop",
+}
+"""pickletools' name of each opcode a Flight Recorder dump may hold -> the `_Machine` method that runs it."""
+_CODES: tuple[tuple[int, str], ...] = tuple(
+    (ord(op.code), OPCODES[op.name]) for op in pickletools.opcodes if op.name in OPCODES
+)
+
+_U2, _I4, _U4, _U8 = (struct.Struct(f"<{code}").unpack_from for code in "HiIQ")
+_F8 = struct.Struct(">d").unpack_from
+_BINGET, _LONG_BINPUT, _EMPTY_LIST, _BININT1, _BININT2, _MARK, _APPEND = b"hr]KM(a"
+_CUT_SHORT = "not a whole pickle (cut short or damaged)"
 
 
 class _Allowed:
     """An allowed global, on the stack until REDUCE applies it."""
 
+    __slots__ = ("function", "name")
+
     def __init__(self, name: str, function: Callable[..., Any]) -> None:
         self.name, self.function = name, function
 
 
-class _State:
-    """The bytes, the stack, the memo and the mark positions of one pickle being read."""
+class _Machine:
+    """The bytes, the stack, the memo and the mark positions of one pickle being read; each opcode's method
+    takes the position after the opcode's byte and returns the position after its argument (-1: STOP)."""
+
+    __slots__ = ("data", "end", "marks", "memo", "push", "stack")
 
     def __init__(self, data: bytes) -> None:
-        self.data = data
+        self.data, self.end = data, len(data)
         self.stack: list[Any] = []
-        self.memo: dict[int, Any] = {}
+        self.memo: list[Any] = []
         self.marks: list[int] = []
+        self.push = self.stack.append
 
-    def take(self, pos: int, size: int) -> bytes:
-        end = pos + size
-        if end > len(self.data):
-            raise RefusedPickle("not a whole pickle (cut short)")
-        return self.data[pos:end]
+    def table(self) -> list[Callable[[int], int]]:
+        """The 256-slot dispatch table: each allowed opcode's method, `refuse` elsewhere."""
+        slots: list[Callable[[int], int]] = [self.refuse] * 256
+        for code, method in _CODES:
+            slots[code] = getattr(self, method)
+        return slots
 
-    def line(self, pos: int) -> tuple[str, int]:
+    def run(self) -> None:
+        """Every opcode up to STOP. The commonest (the memo's, small numbers, lists, MARK) are run in the loop
+        itself, as their methods run them; the others through the table."""
+        data, table, pos = self.data, self.table(), 0
+        stack, memo, marks, push = self.stack, self.memo, self.marks, self.push
+        while pos >= 0:
+            code = data[pos]
+            if code == _BINGET:
+                push(memo[data[pos + 1]])
+                pos += 2
+            elif code == _LONG_BINPUT and _U4(data, pos + 1)[0] == len(memo):
+                memo.append(stack[-1])
+                pos += 5
+            elif code == _EMPTY_LIST:
+                push([])
+                pos += 1
+            elif code == _BININT1:
+                push(data[pos + 1])
+                pos += 2
+            elif code == _BININT2:
+                push(_U2(data, pos + 1)[0])
+                pos += 3
+            elif code == _MARK:
+                marks.append(len(stack))
+                pos += 1
+            elif code == _APPEND and type(stack[-2]) is list:
+                stack[-2].append(stack.pop())
+                pos += 1
+            else:
+                pos = table[code](pos + 1)
+
+    # values -------------------------------------------------------------------------------------------
+    def binint1(self, pos: int) -> int:
+        self.push(self.data[pos])
+        return pos + 1
+
+    def binint2(self, pos: int) -> int:
+        self.push(_U2(self.data, pos)[0])
+        return pos + 2
+
+    def binint(self, pos: int) -> int:
+        self.push(_I4(self.data, pos)[0])
+        return pos + 4
+
+    def long1(self, pos: int) -> int:
+        return self._long(pos + 1, self.data[pos])
+
+    def long4(self, pos: int) -> int:
+        return self._long(pos + 4, _U4(self.data, pos)[0])
+
+    def _long(self, start: int, length: int) -> int:
+        end = self._within(start + length)
+        self.push(int.from_bytes(self.data[start:end], "little", signed=True))
+        return end
+
+    def binfloat(self, pos: int) -> int:
+        self.push(_F8(self.data, pos)[0])
+        return pos + 8
+
+    def binunicode(self, pos: int) -> int:
+        return self._text(pos + 4, _U4(self.data, pos)[0])
+
+    def short_binunicode(self, pos: int) -> int:
+        return self._text(pos + 1, self.data[pos])
+
+    def binunicode8(self, pos: int) -> int:
+        return self._text(pos + 8, _U8(self.data, pos)[0])
+
+    def _text(self, start: int, length: int) -> int:
+        end = self._within(start + length)
+        self.push(self.data[start:end].decode("utf-8", "surrogatepass"))
+        return end
+
+    def binbytes(self, pos: int) -> int:
+        return self._bytes(pos + 4, _U4(self.data, pos)[0])
+
+    def short_binbytes(self, pos: int) -> int:
+        return self._bytes(pos + 1, self.data[pos])
+
+    def binbytes8(self, pos: int) -> int:
+        return self._bytes(pos + 8, _U8(self.data, pos)[0])
+
+    def _bytes(self, start: int, length: int) -> int:
+        end = self._within(start + length)
+        self.push(self.data[start:end])
+        return end
+
+    def _within(self, end: int) -> int:
+        if end > self.end:
+            raise RefusedPickle(_CUT_SHORT)
+        return end
+
+    def _line(self, pos: int) -> tuple[str, int]:
         end = self.data.find(b"\n", pos)
         if end < 0:
-            raise RefusedPickle("not a whole pickle (cut short)")
+            raise RefusedPickle(_CUT_SHORT)
         return self.data[pos:end].decode("latin-1"), end + 1
 
-    def pop_mark(self) -> list[Any]:
+    def text_int(self, pos: int) -> int:
+        text, pos = self._line(pos)
+        value = text.rstrip("L")
+        self.push({"00": False, "01": True}[value] if value in ("00", "01") else int(value))
+        return pos
+
+    def text_float(self, pos: int) -> int:
+        text, pos = self._line(pos)
+        self.push(float(text))
+        return pos
+
+    def text_unicode(self, pos: int) -> int:
+        end = self.data.find(b"\n", pos)
+        if end < 0:
+            raise RefusedPickle(_CUT_SHORT)
+        self.push(self.data[pos:end].decode("raw-unicode-escape"))
+        return end + 1
+
+    def none(self, pos: int) -> int:
+        self.push(None)
+        return pos
+
+    def true(self, pos: int) -> int:
+        self.push(True)
+        return pos
+
+    def false(self, pos: int) -> int:
+        self.push(False)
+        return pos
+
+    def empty_dict(self, pos: int) -> int:
+        self.push({})
+        return pos
+
+    def empty_list(self, pos: int) -> int:
+        self.push([])
+        return pos
+
+    def empty_tuple(self, pos: int) -> int:
+        self.push(())
+        return pos
+
+    # collections ---------------------------------------------------------------------------------------
+    def mark(self, pos: int) -> int:
+        self.marks.append(len(self.stack))
+        return pos
+
+    def _pop_mark(self) -> list[Any]:
         if not self.marks:
             raise RefusedPickle("an item list without its mark")
         start = self.marks.pop()
@@ -84,273 +291,178 @@ class _State:
         del self.stack[start:]
         return items
 
-
-def _sized(width: Callable[[bytes, int], tuple[int]], size: int, text: bool) -> Callable[[_State, int], int]:
-    """A value opcode whose argument is a length of `size` bytes, then that many bytes (text or bytes)."""
-
-    def run(state: _State, pos: int) -> int:
-        length: int = width(state.data, pos)[0]
-        raw = state.take(pos + size, length)
-        state.stack.append(raw.decode("utf-8", "surrogatepass") if text else raw)
-        return pos + size + length
-
-    return run
-
-
-def _fixed(read: Callable[[bytes, int], tuple[Any]], size: int) -> Callable[[_State, int], int]:
-    def run(state: _State, pos: int) -> int:
-        state.take(pos, size)
-        state.stack.append(read(state.data, pos)[0])
-        return pos + size
-
-    return run
-
-
-def _long(size: int) -> Callable[[_State, int], int]:
-    def run(state: _State, pos: int) -> int:
-        length: int = (_U1 if size == 1 else _U4)(state.data, pos)[0]
-        state.stack.append(int.from_bytes(state.take(pos + size, length), "little", signed=True))
-        return pos + size + length
-
-    return run
-
-
-def _text_number(state: _State, pos: int) -> int:
-    text, pos = state.line(pos)
-    value = text.rstrip("L")
-    state.stack.append({"00": False, "01": True}.get(value) if value in ("00", "01") else int(value))
-    return pos
-
-
-def _text_float(state: _State, pos: int) -> int:
-    text, pos = state.line(pos)
-    state.stack.append(float(text))
-    return pos
-
-
-def _text_unicode(state: _State, pos: int) -> int:
-    end = state.data.find(b"\n", pos)
-    if end < 0:
-        raise RefusedPickle("not a whole pickle (cut short)")
-    state.stack.append(state.data[pos:end].decode("raw-unicode-escape"))
-    return end + 1
-
-
-def _constant(value: Any) -> Callable[[_State, int], int]:
-    def run(state: _State, pos: int) -> int:
-        state.stack.append(value() if callable(value) else value)
+    def make_tuple(self, pos: int) -> int:
+        self.push(tuple(self._pop_mark()))
         return pos
 
-    return run
+    def tuple1(self, pos: int) -> int:
+        self.stack[-1] = (self.stack[-1],)
+        return pos
 
+    def tuple2(self, pos: int) -> int:
+        return self._tuple_of(pos, 2)
 
-_VALUES: dict[int, Callable[[_State, int], int]] = {
-    ord("K"): _fixed(_U1, 1),  # BININT1
-    ord("M"): _fixed(_U2, 2),  # BININT2
-    ord("J"): _fixed(_I4, 4),  # BININT
-    ord("G"): _fixed(_F8, 8),  # BINFLOAT
-    ord("I"): _text_number,  # INT
-    ord("L"): _text_number,  # LONG
-    ord("F"): _text_float,  # FLOAT
-    0x8A: _long(1),  # LONG1
-    0x8B: _long(4),  # LONG4
-    ord("X"): _sized(_U4, 4, True),  # BINUNICODE
-    0x8C: _sized(_U1, 1, True),  # SHORT_BINUNICODE
-    0x8D: _sized(_U8, 8, True),  # BINUNICODE8
-    ord("V"): _text_unicode,  # UNICODE
-    ord("B"): _sized(_U4, 4, False),  # BINBYTES
-    ord("C"): _sized(_U1, 1, False),  # SHORT_BINBYTES
-    0x8E: _sized(_U8, 8, False),  # BINBYTES8
-    ord("N"): _constant(None),  # NONE
-    0x88: _constant(True),  # NEWTRUE
-    0x89: _constant(False),  # NEWFALSE
-    ord("}"): _constant(dict),  # EMPTY_DICT
-    ord("]"): _constant(list),  # EMPTY_LIST
-    ord(")"): _constant(tuple),  # EMPTY_TUPLE
-}
-"""Opcodes that push one value."""
+    def tuple3(self, pos: int) -> int:
+        return self._tuple_of(pos, 3)
 
+    def _tuple_of(self, pos: int, count: int) -> int:
+        stack = self.stack
+        if len(stack) < count:
+            raise RefusedPickle(_CUT_SHORT)
+        items = tuple(stack[-count:])
+        del stack[-count:]
+        self.push(items)
+        return pos
 
-def _items(state: _State, pos: int, name: str) -> int:
-    stack = state.stack
-    if name in ("SETITEM", "SETITEMS"):
-        items = stack[-2:] if name == "SETITEM" else state.pop_mark()
-        if name == "SETITEM":
-            del stack[-2:]
-        target = stack[-1] if stack else None
-        if not isinstance(target, dict) or len(items) % 2:
-            raise RefusedPickle(f"{name} on a value it does not apply to")
-        for index in range(0, len(items), 2):
-            if isinstance(items[index], list | dict):
-                raise RefusedPickle("a dict key that is a list or a dict")
-            target[items[index]] = items[index + 1]
-    else:
-        items = [stack.pop()] if name == "APPEND" else state.pop_mark()
-        if not stack or not isinstance(stack[-1], list):
-            raise RefusedPickle(f"{name} on a value it does not apply to")
-        stack[-1].extend(items)
-    return pos
+    def make_list(self, pos: int) -> int:
+        self.push(self._pop_mark())
+        return pos
 
+    def make_dict(self, pos: int) -> int:
+        items = self._pop_mark()
+        self.push({})
+        return self._set(pos, items)
 
-def _collection(state: _State, pos: int, name: str) -> int:
-    if name == "MARK":
-        state.marks.append(len(state.stack))
-    elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-        count = int(name[-1])
-        items = state.stack[-count:]
-        if len(items) < count:
-            raise IndexError(name)
-        del state.stack[-count:]
-        state.stack.append(tuple(items))
-    elif name in ("TUPLE", "LIST"):
-        items = state.pop_mark()
-        state.stack.append(tuple(items) if name == "TUPLE" else items)
-    elif name == "DICT":
-        items = state.pop_mark()
-        state.stack.append(dict(zip(items[::2], items[1::2], strict=True)))
-    elif name == "POP":
-        state.stack.pop()
-    else:
-        return _items(state, pos, name)
-    return pos
+    def pop(self, pos: int) -> int:
+        self.stack.pop()
+        return pos
 
+    def append(self, pos: int) -> int:
+        value = self.stack.pop()
+        target = self.stack[-1]
+        if type(target) is not list:
+            raise RefusedPickle("APPEND on a value it does not apply to")
+        target.append(value)
+        return pos
 
-def _memo(state: _State, pos: int, name: str) -> int:
-    if name in ("PUT", "GET"):
-        text, pos = state.line(pos)
+    def appends(self, pos: int) -> int:
+        items = self._pop_mark()
+        target = self.stack[-1]
+        if type(target) is not list:
+            raise RefusedPickle("APPENDS on a value it does not apply to")
+        target.extend(items)
+        return pos
+
+    def setitem(self, pos: int) -> int:
+        items = self.stack[-2:]
+        del self.stack[-2:]
+        return self._set(pos, items)
+
+    def setitems(self, pos: int) -> int:
+        return self._set(pos, self._pop_mark())
+
+    def _set(self, pos: int, items: list[Any]) -> int:
+        target = self.stack[-1]
+        if type(target) is not dict or len(items) % 2:
+            raise RefusedPickle("SETITEMS on a value it does not apply to")
+        try:
+            target.update(zip(items[::2], items[1::2], strict=True))
+        except TypeError:
+            raise RefusedPickle("a dict key that is a list or a dict") from None
+        return pos
+
+    # the memo ------------------------------------------------------------------------------------------
+    def binget(self, pos: int) -> int:
+        self.push(self.memo[self.data[pos]])
+        return pos + 1
+
+    def long_binget(self, pos: int) -> int:
+        self.push(self.memo[_U4(self.data, pos)[0]])
+        return pos + 4
+
+    def text_get(self, pos: int) -> int:
+        text, pos = self._line(pos)
         index = int(text)
-    elif name in ("BINPUT", "BINGET"):
-        index, pos = state.take(pos, 1)[0], pos + 1
-    elif name in ("LONG_BINPUT", "LONG_BINGET"):
-        index, pos = _U4(state.take(pos, 4), 0)[0], pos + 4
-    else:  # MEMOIZE
-        index = len(state.memo)
-    if name.endswith("GET"):
-        if index not in state.memo:
+        if not 0 <= index < len(self.memo):
             raise RefusedPickle(f"memo {index} read before it was written")
-        state.stack.append(state.memo[index])
-    else:
-        state.memo[index] = state.stack[-1]
-    return pos
+        self.push(self.memo[index])
+        return pos
 
+    def binput(self, pos: int) -> int:
+        self._put(self.data[pos])
+        return pos + 1
 
-def _global(state: _State, pos: int, name: str) -> int:
-    if name == "GLOBAL":
-        module, pos = state.line(pos)
-        attribute, pos = state.line(pos)
-    else:  # STACK_GLOBAL
-        attribute, module = str(state.stack.pop()), str(state.stack.pop())
-    function = ALLOWED_GLOBALS.get((module, attribute))
-    if function is None:
-        shown = f"{module}.{attribute}"[:80]
-        raise RefusedPickle(f"global {shown!r} (not one a Flight Recorder dump writes; nothing was run)")
-    state.stack.append(_Allowed(f"{module}.{attribute}", function))
-    return pos
+    def long_binput(self, pos: int) -> int:
+        self._put(_U4(self.data, pos)[0])
+        return pos + 4
 
+    def text_put(self, pos: int) -> int:
+        text, pos = self._line(pos)
+        self._put(int(text))
+        return pos
 
-def _reduce(state: _State, pos: int, _name: str) -> int:
-    arguments, function = state.stack.pop(), state.stack.pop()
-    if not isinstance(function, _Allowed) or not isinstance(arguments, tuple):
-        raise RefusedPickle("REDUCE of something that is not an allowed global")
-    try:
-        state.stack.append(function.function(*arguments))
-    except TypeError:
-        raise RefusedPickle(f"{function.name} with arguments it never takes") from None
-    return pos
+    def memoize(self, pos: int) -> int:
+        self.memo.append(self.stack[-1])
+        return pos
 
-
-def _skip(size: int) -> Callable[[_State, int, str], int]:
-    def run(state: _State, pos: int, _name: str) -> int:
-        state.take(pos, size)
-        return pos + size
-
-    return run
-
-
-_HANDLERS: dict[str, Callable[[_State, int, str], int]] = {
-    **dict.fromkeys(("MARK", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST", "DICT", "POP"), _collection),
-    **dict.fromkeys(("SETITEM", "SETITEMS", "APPEND", "APPENDS"), _collection),
-    **dict.fromkeys(("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "GET", "BINGET", "LONG_BINGET"), _memo),
-    **dict.fromkeys(("GLOBAL", "STACK_GLOBAL"), _global),
-    "REDUCE": _reduce,
-    "PROTO": _skip(1),
-    "FRAME": _skip(8),
-}
-"""Opcodes that build, remember or look up (by pickletools' name)."""
-_BUILDERS: dict[int, tuple[str, Callable[[_State, int, str], int]]] = {
-    ord(op.code): (op.name, _HANDLERS[op.name]) for op in pickletools.opcodes if op.name in _HANDLERS
-}
-_STOP = ord(".")
-
-
-def _refused(code: int) -> RefusedPickle:
-    known = pickletools.code2op.get(chr(code))  # type: ignore[attr-defined]
-    if known is None:
-        return RefusedPickle(f"not a pickle opcode: byte 0x{code:02x} (damaged)")
-    return RefusedPickle(f"opcode {known.name} (builds objects; a Flight Recorder dump never holds it)")
-
-
-_BINGET, _BINPUT, _LONG_BINPUT, _APPEND = ord("h"), ord("q"), ord("r"), ord("a")
-_BINUNICODE, _BININT1, _MARK = ord("X"), ord("K"), ord("(")
-
-
-def _run(state: _State) -> int:
-    """Run the pickle's opcodes up to STOP on `state`; returns how many ran. The commonest opcodes (the
-    memo's, short strings and integers, MARK, APPEND) are run in the loop itself."""
-    data, stack, memo = state.data, state.stack, state.memo
-    values, builders, pos, size, count = _VALUES, _BUILDERS, 0, len(state.data), 0
-    while pos < size:
-        code = data[pos]
-        pos += 1
-        count += 1
-        if code == _BINGET:
-            stack.append(memo[data[pos]])
-            pos += 1
-        elif code == _BINUNICODE:
-            end = pos + 4 + _U4(data, pos)[0]
-            if end > size:
-                raise IndexError(pos)
-            stack.append(data[pos + 4 : end].decode("utf-8", "surrogatepass"))
-            pos = end
-        elif code == _BININT1:
-            stack.append(data[pos])
-            pos += 1
-        elif code == _MARK:
-            state.marks.append(len(stack))
-        elif code in (_BINPUT, _LONG_BINPUT):
-            width = 1 if code == _BINPUT else 4
-            memo[data[pos] if width == 1 else _U4(data, pos)[0]] = stack[-1]
-            pos += width
-        elif code in values:
-            pos = values[code](state, pos)
-        elif code == _APPEND and len(stack) > 1 and type(stack[-2]) is list:
-            stack[-2].append(stack.pop())
-        elif code in builders:
-            name, handler = builders[code]
-            pos = handler(state, pos, name)
-        elif code == _STOP:
-            return count
+    def _put(self, index: int) -> None:
+        memo = self.memo
+        if index == len(memo):
+            memo.append(self.stack[-1])
+        elif 0 <= index < len(memo):
+            memo[index] = self.stack[-1]
         else:
-            raise _refused(code)
-    raise RefusedPickle("not a whole pickle (cut short: no STOP)")
+            raise RefusedPickle(f"memo {index} written out of order (not a pickle PyTorch writes)")
+
+    # globals, framing, the end ---------------------------------------------------------------------------
+    def text_global(self, pos: int) -> int:
+        module, pos = self._line(pos)
+        attribute, pos = self._line(pos)
+        return self._global(pos, module, attribute)
+
+    def stack_global(self, pos: int) -> int:
+        attribute, module = str(self.stack.pop()), str(self.stack.pop())
+        return self._global(pos, module, attribute)
+
+    def _global(self, pos: int, module: str, attribute: str) -> int:
+        function = ALLOWED_GLOBALS.get((module, attribute))
+        if function is None:
+            shown = f"{module}.{attribute}"[:80]
+            raise RefusedPickle(f"global {shown!r} (not one a Flight Recorder dump writes; nothing was run)")
+        self.push(_Allowed(f"{module}.{attribute}", function))
+        return pos
+
+    def reduce(self, pos: int) -> int:
+        arguments, function = self.stack.pop(), self.stack.pop()
+        if type(function) is not _Allowed or type(arguments) is not tuple:
+            raise RefusedPickle("REDUCE of something that is not an allowed global")
+        try:
+            self.push(function.function(*arguments))
+        except TypeError:
+            raise RefusedPickle(f"{function.name} with arguments it never takes") from None
+        return pos
+
+    def skip1(self, pos: int) -> int:
+        return self._within(pos + 1)
+
+    def skip8(self, pos: int) -> int:
+        return self._within(pos + 8)
+
+    def stop(self, _pos: int) -> int:
+        return -1
+
+    def refuse(self, pos: int) -> int:
+        code = self.data[pos - 1]
+        known = pickletools.code2op.get(chr(code))  # type: ignore[attr-defined]
+        if known is None:
+            raise RefusedPickle(f"not a pickle opcode: byte 0x{code:02x} (damaged)")
+        raise RefusedPickle(f"opcode {known.name} (builds objects; a Flight Recorder dump never holds it)")
 
 
 def load_data(data: bytes) -> Any:
     """The value a pickle holds, read as data (module docstring); raises `RefusedPickle` for anything a
     Flight Recorder dump never holds, and for a pickle cut short."""
-    state = _State(data)
+    machine = _Machine(data)
     try:
-        count = _run(state)
-    except KeyError as missing:
-        raise RefusedPickle(f"memo {missing} read before it was written") from None
+        machine.run()
     except (IndexError, struct.error):
-        raise RefusedPickle("not a whole pickle (cut short or damaged)") from None
+        raise RefusedPickle(_CUT_SHORT) from None
     except UnicodeDecodeError:
         raise RefusedPickle("a string that is not UTF-8 (damaged)") from None
-    except ValueError as error:
+    except (ValueError, TypeError, AttributeError, RecursionError) as error:
         if isinstance(error, RefusedPickle):
             raise
         raise RefusedPickle(f"a malformed value ({str(error)[:60]})") from None
-    if len(state.stack) != 1 or state.marks or count > MAX_OPCODES:
+    if len(machine.stack) != 1 or machine.marks:
         raise RefusedPickle("not a whole pickle (cut short)")
-    return state.stack[0]
+    return machine.stack[0]

@@ -1,13 +1,15 @@
 """The `flight_recorder` object of the summary and of `traceview hang --json` (docs/json-schema.md,
 "`traceview hang --json`"): the verdict and first line, the in-flight limits, the dumps read and those that
-were not, the per-group positions, the findings earliest first, the chains of waits across groups, and the
-NCCL logs' failures."""
+were not, the per-group positions, the findings earliest first, the chains of waits across groups, the
+Kineto traces beside the dumps (each rank's last traced call per group, and where the first finding's group
+stood in them) and the NCCL logs' failures."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Any
 
+import polars as pl
 from traceview.reports.json.records import clean, records
 
 from traceview.flight_recorder.analysis import HangAnalysis
@@ -22,6 +24,10 @@ def finding_object(finding: HangFinding) -> dict[str, Any]:
     found["sides"] = [{**side, "ranks": list(side["ranks"])} for side in found["sides"]]
     found["waited_s"] = clean(finding.waited_s)
     return found
+
+
+def _maybe_records(frame: pl.DataFrame | None) -> list[dict[str, Any]] | None:
+    return None if frame is None else records(frame)
 
 
 def flight_recorder_object(analysis: HangAnalysis) -> dict[str, Any]:
@@ -42,6 +48,11 @@ def flight_recorder_object(analysis: HangAnalysis) -> dict[str, Any]:
         "findings": [finding_object(finding) for finding in analysis.findings],
         "chains": list(analysis.chains),
         "kineto_traces": None if analysis.kineto_traces is None else list(analysis.kineto_traces),
+        "kineto_last_calls": _maybe_records(analysis.kineto_last_calls),
+        "kineto_at_first_finding": [
+            {**asdict(side), "ranks": list(side.ranks)} for side in analysis.kineto_at_first
+        ],
+        "kineto_unreadable": [{"path": path, "reason": reason} for path, reason in analysis.kineto_unread],
         "nccl": {
             "problems": records(analysis.nccl_problems),
             "unreadable": [{"path": path, "reason": reason} for path, reason in analysis.nccl_logs_unread],

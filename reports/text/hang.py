@@ -86,6 +86,17 @@ def _inputs(analysis: HangAnalysis, console: Console) -> None:
             else "none written (a hung job rarely flushes its profiler)"
         )
         console.print(f"  Kineto traces: {said}")
+    _traced(analysis, console)
+
+
+def _traced(analysis: HangAnalysis, console: Console) -> None:
+    if analysis.kineto_at_first:
+        first = analysis.findings[0]
+        console.print(f"  where the traces stopped, group {safe(first.group)} (#{first.seq} above):")
+        for side in analysis.kineto_at_first:
+            console.print(f"    {safe(side.sentence, 600)}")
+    for path, reason in analysis.kineto_unread:
+        console.print(f"  [yellow]Kineto trace unreadable:[/yellow] {safe(path)}: {safe(reason)}")
 
 
 def _nccl(analysis: HangAnalysis, console: Console) -> None:

@@ -13,6 +13,9 @@ one class at collective `PLANTED` (1-based, the group's sequence number):
 - `op`: the culprit broadcasts where the others all-reduce;
 - `size`: the culprit all-reduces twice as many elements (gloo aborts a process on a size mismatch, so here
   each rank dumps just after it enqueued the call, the culprit 1.5 s after the others);
+- `traced`: `skip`, with every rank's collectives before the plant run under torch's profiler; each rank but
+  `TRACELESS` exports its Kineto trace (`trace.rank<N>.json`) before the plant (a profiler that flushed a
+  window of steps before the hang; `TRACELESS` never flushed), and the final dumps are pickles only;
 
 Gloo records no point-to-point op in the Flight Recorder (torch 2.13), so a send without its receive is not
 a class this job can plant.
@@ -34,19 +37,20 @@ import traceback
 from pathlib import Path
 
 WORLD, STEPS, ELEMENTS, PLANTED, CULPRIT, TIMEOUT_S = 3, 6, 64, 4, 2, 3.0
+TRACELESS = 0
 BUFFER_ENTRIES = 64
 HEALTHY_S, HEALTHY_DUMPS_S = 2.0, (0.4, 0.8, 1.2)
 JOB_LIMIT_S, HEALTHY_TIMEOUT_S = 90.0, 60.0
 STACK_SCENARIOS = frozenset({"skip", "op"})
 
 
-def _dump(out: Path, stem: str, rank: int, stacks: bool = False) -> None:
+def _dump(out: Path, stem: str, rank: int, stacks: bool = False, as_json: bool = True) -> None:
     """The rank's dump as pickle (and, for the final dump, JSON). The first dump with stacks symbolises them
     (seconds on a busy machine), so only the dumps taken after a timeout carry them."""
     import torch._C._distributed_c10d as c10d
 
     (out / f"{stem}.rank{rank}.pickle").write_bytes(c10d._dump_fr_trace(includeStackTraces=stacks))
-    if stem == "rank":
+    if stem == "rank" and as_json:
         (out / f"{stem}{rank}.json").write_bytes(c10d._dump_fr_trace_json())
 
 
@@ -54,7 +58,7 @@ def _planted_call(scenario: str, rank: int, out: Path, calls: list[list[object]]
     import torch
     import torch.distributed as dist
 
-    if rank == CULPRIT and scenario in ("skip", "first"):
+    if rank == CULPRIT and scenario in ("skip", "first", "traced"):
         calls.append(["skipped", 0])
         time.sleep(TIMEOUT_S + 2.0)
     elif rank == CULPRIT and scenario == "op":
@@ -73,7 +77,6 @@ def _planted_call(scenario: str, rank: int, out: Path, calls: list[list[object]]
 
 
 def _work(rank: int, scenario: str, out: Path, store: Path) -> None:
-    import torch
     import torch.distributed as dist
 
     os.environ["TORCH_FR_BUFFER_SIZE"] = str(BUFFER_ENTRIES)
@@ -89,16 +92,32 @@ def _work(rank: int, scenario: str, out: Path, store: Path) -> None:
         _healthy(rank, out, calls)
     else:
         planted = 1 if scenario == "first" else PLANTED
-        for _ in range(1, planted):
-            calls.append(["all_reduce", ELEMENTS])
-            dist.all_reduce(torch.ones(ELEMENTS))
+        _before_the_plant(scenario, rank, out, planted, calls)
         try:
             _planted_call(scenario, rank, out, calls)
         except Exception as error:  # the planted collective times out or fails: what the dump is for
             calls.append(["error", str(error).splitlines()[0][:200]])
         if scenario != "size":
-            _dump(out, "rank", rank, stacks=scenario in STACK_SCENARIOS)
+            _dump(out, "rank", rank, stacks=scenario in STACK_SCENARIOS, as_json=scenario != "traced")
     (out / f"facts.rank{rank}.json").write_text(json.dumps({"rank": rank, "calls": calls}))
+
+
+def _before_the_plant(scenario: str, rank: int, out: Path, planted: int, calls: list[list[object]]) -> None:
+    """The all-reduces before the planted collective; under the profiler for `traced`, whose trace every
+    rank but `TRACELESS` exports right after them."""
+    import contextlib
+
+    import torch
+    import torch.distributed as dist
+
+    traced = scenario == "traced"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities) if traced else contextlib.nullcontext() as profiler:
+        for _ in range(1, planted):
+            calls.append(["all_reduce", ELEMENTS])
+            dist.all_reduce(torch.ones(ELEMENTS))
+    if traced and rank != TRACELESS:
+        profiler.export_chrome_trace(str(out / f"trace.rank{rank}.json"))
 
 
 def _healthy(rank: int, out: Path, calls: list[list[object]]) -> None:
@@ -149,7 +168,9 @@ def main() -> None:
     import torch  # noqa: F401  # imported before the fork
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--scenario", choices=("healthy", "skip", "first", "op", "size"), required=True)
+    parser.add_argument(
+        "--scenario", choices=("healthy", "skip", "first", "op", "size", "traced"), required=True
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,8 @@ class Hang(Command):
             list[str],
             typer.Argument(
                 metavar="DUMPS...",
-                help="Flight Recorder dumps (pickle or JSON, plain or compressed): files, folders, globs.",
+                help="Flight Recorder dumps (pickle or JSON, plain or compressed): files, folders, globs, "
+                "URLs.",
             ),
         ],
         json_output: Annotated[

@@ -99,9 +99,10 @@ def filesystem(url: str) -> tuple[Any, str]:
         raise UsageError(f"{url}: {exc}") from None
 
 
-def url_files(spec: str, suffixes: tuple[str, ...]) -> list[Url]:
+def url_files(spec: str, suffixes: tuple[str, ...], kind: str = ".json or .json.gz traces") -> list[Url]:
     """The trace files a URL names: the object itself, the files ending in `suffixes` under a prefix (a
-    "folder"), or a glob's matches; sorted, with their sizes. Raises `RunError` when it names none."""
+    "folder"), or a glob's matches; sorted, with their sizes. Raises `RunError` when it names none (`kind`:
+    what the message says was looked for)."""
     system, path = filesystem(spec)
     scheme = spec[: URL_SCHEME.match(spec).end()]  # type: ignore[union-attr]  # `spec` is a URL
     try:
@@ -123,7 +124,7 @@ def url_files(spec: str, suffixes: tuple[str, ...]) -> list[Url]:
         if info.get("type") == "file"
     ]
     if not files:
-        raise RunError(f"{spec}: no .json or .json.gz traces at this URL")
+        raise RunError(f"{spec}: no {kind} at this URL")
     return files
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -18,6 +19,7 @@ from traceview.flight_recorder.findings import HangFinding, membership_findings,
 from traceview.flight_recorder.inputs import UnreadDump
 from traceview.flight_recorder.positions import NS_PER_S, all_entries, dump_times, group_members, positions
 from traceview.flight_recorder.rules import DIVERGED_FACTOR, RULE_BY_KIND, in_flight_limit_s
+from traceview.flight_recorder.traces import TracedSide, traced_at
 from traceview.flight_recorder.waits import p2p_findings, wait_findings
 from traceview.model.flight_recorder import FlightRecorderDump
 from traceview.model.nccl_log import NcclLog
@@ -44,6 +46,9 @@ class HangAnalysis:
     nccl_problems: pl.DataFrame  # kind, count, example (traceview.nccl.problems), over the logs given
     nccl_logs_unread: tuple[tuple[str, str], ...]
     kineto_traces: tuple[str, ...] | None = None  # traces in the folders named; None: no folder named
+    kineto_last_calls: pl.DataFrame | None = None  # traces.TRACED_SCHEMA; None: no trace read
+    kineto_at_first: tuple[TracedSide, ...] = ()  # where the first finding's group stood in the traces
+    kineto_unread: tuple[tuple[str, str], ...] = ()  # traces that could not be read (path, reason)
 
     @property
     def partial(self) -> bool:
@@ -114,8 +119,10 @@ def analyze_hang(
     nccl_logs: Sequence[NcclLog] = (),
     nccl_logs_unread: Sequence[tuple[str, str]] = (),
     kineto_traces: Sequence[str] | None = None,
+    traced: tuple[pl.DataFrame, tuple[tuple[str, str], ...]] | None = None,
 ) -> HangAnalysis:
-    """The job's dumps read together (module docstring)."""
+    """The job's dumps read together (module docstring); `traced`: the traces' last calls and the traces not
+    read (`traces.read_traces`), when traces were found."""
     entries = all_entries(dumps)
     table = positions(dumps, entries)
     longest = _longest_collective_s(entries)
@@ -146,7 +153,27 @@ def analyze_hang(
         nccl_problems=_nccl_problems(nccl_logs),
         nccl_logs_unread=tuple(nccl_logs_unread),
         kineto_traces=None if kineto_traces is None else tuple(kineto_traces),
+        **_joined_traces(traced, findings, table),
     )
+
+
+def _joined_traces(
+    traced: tuple[pl.DataFrame, tuple[tuple[str, str], ...]] | None,
+    findings: Sequence[HangFinding],
+    table: pl.DataFrame,
+) -> dict[str, Any]:
+    """The traces' fields of `HangAnalysis`: their last calls, where the first finding's group stood in them,
+    the traces not read."""
+    if traced is None:
+        return {}
+    last, unread = traced
+    if last.is_empty() and unread:
+        return {"kineto_unread": unread}
+    at_first: tuple[TracedSide, ...] = ()
+    if findings:
+        members = table.filter(pl.col("group") == findings[0].group)["rank"].to_list()
+        at_first = traced_at(findings[0], members, last)
+    return {"kineto_last_calls": last, "kineto_at_first": at_first, "kineto_unread": unread}
 
 
 def _nccl_problems(logs: Sequence[NcclLog]) -> pl.DataFrame:

@@ -42,12 +42,13 @@ class HangFinding:
     sentence: str
 
 
-def _ranks_text(ranks: tuple[int, ...]) -> str:
+def ranks_text(ranks: tuple[int, ...]) -> str:
+    """Ranks as text, the first 8 and how many more."""
     return ", ".join(map(str, ranks[:8])) + (f" (+{len(ranks) - 8} more)" if len(ranks) > 8 else "")
 
 
 def _side_text(side: Side) -> str:
-    return f"rank {_ranks_text(side.ranks)}: {side.op} {side.input_sizes} {side.input_dtypes}".rstrip()
+    return f"rank {ranks_text(side.ranks)}: {side.op} {side.input_sizes} {side.input_dtypes}".rstrip()
 
 
 def _waited_text(waited_s: float | None) -> str:
@@ -64,8 +65,8 @@ def finding(
         group=where["group"],
         seq=where["seq"],
         op=sides[0].op if sides else "",
-        apart=_ranks_text(rest["ranks_apart"]),
-        waiting=_ranks_text(rest["ranks_waiting"]),
+        apart=ranks_text(rest["ranks_apart"]),
+        waiting=ranks_text(rest["ranks_waiting"]),
         detail=detail,
         waited=_waited_text(rest.get("waited_s")),
     )

@@ -64,8 +64,10 @@ def group_members(dumps: Sequence[FlightRecorderDump]) -> dict[str, tuple[tuple[
             stated.setdefault(group.name, {})[dump.rank] = group.ranks
     members = {}
     for name, by_rank in stated.items():
-        common = Counter(by_rank.values()).most_common(1)[0][0]
-        members[name] = (common, {rank: str(list(ranks)) for rank, ranks in by_rank.items()})
+        counted = Counter(by_rank.values())
+        texts = {ranks: str(list(ranks)) for ranks in counted}  # each distinct list written once
+        stated_as = {rank: texts[ranks] for rank, ranks in by_rank.items()}
+        members[name] = (counted.most_common(1)[0][0], stated_as)
     return members
 
 

@@ -17,7 +17,7 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.prediction.gamma import Prediction
-from traceview.replay.engine import Chain, levels, run
+from traceview.replay.engine import LANE, Chain, levels, run
 from traceview.replay.levers import Recorded, Variant, default_levers, variant
 from traceview.replay.skeleton import skeleton
 
@@ -35,7 +35,8 @@ class Replay:
     """`levers`: one row per lever (lever, step_us, gamma, saved_us, notes; null figures and the reason in
     notes where it cannot be replayed). `errors`: per step, the recorded and the `as_recorded` median step
     and their relative error. `error_median`, `error_worst` (|relative error|) and `worst_step`.
-    `skeleton`: one row per (rank, step, collective). `sentence`: the finding in words."""
+    `skeleton`: one row per (rank, step, collective). `steps`: each replayed lever's step per (lever, rank,
+    step) (`step_us`). `sentence`: the finding in words."""
 
     levers: pl.DataFrame
     errors: pl.DataFrame
@@ -43,6 +44,7 @@ class Replay:
     error_worst: float | None
     worst_step: int | None
     skeleton: pl.DataFrame
+    steps: pl.DataFrame
     sentence: str
 
     def lever(self, name: str) -> dict[str, object] | None:
@@ -64,7 +66,10 @@ def _replayed(found: Recorded, change: Variant, order: pl.DataFrame) -> pl.DataF
     """Per (rank, step): the replayed step and the time inside collectives under `change`."""
     body = change.frame if change.frame is not None else found.body
     segment = _changed("segment_us", "compute_us", "host_us", change)
-    tails = found.tails.with_columns(_changed("tail_us", "tail_compute_us", "tail_host_us", change))
+    tails = found.tails.with_columns(
+        _changed("tail_us", "tail_compute_us", "tail_host_us", change),
+        *(pl.col(column) / change.compute_factor for column in LANE),
+    )
     chain = Chain(
         body.with_columns(segment.alias("segment_us"), change.transfer.alias("transfer_us")),
         tails,
@@ -135,6 +140,7 @@ def replay_run(
     order = levels(body)
     baseline = _replayed(found, baseline_change, order)
     rows: list[dict[str, object]] = []
+    steps: list[pl.DataFrame] = []
     for lever in levers or default_levers(world):
         change = variant(found, lever)
         if isinstance(change, str):
@@ -142,11 +148,18 @@ def replay_run(
             continue
         replayed = baseline if lever == "as_recorded" else _replayed(found, change, order)
         rows.append(_row(lever, replayed, baseline, budget.per_step, change))
+        steps.append(replayed.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us"))
     errors = _errors(baseline, tails)
-    return _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body)
+    return _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body, _steps(steps))
 
 
-def _result(levers: pl.DataFrame, errors: pl.DataFrame, body: pl.DataFrame) -> Replay:
+def _steps(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The replayed steps of every lever (none: an empty frame)."""
+    schema = {"lever": pl.Utf8, "rank": pl.Int64, "step": pl.Int64, "step_us": pl.Float64}
+    return pl.concat([frame.cast(schema) for frame in frames]) if frames else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
+
+
+def _result(levers: pl.DataFrame, errors: pl.DataFrame, body: pl.DataFrame, steps: pl.DataFrame) -> Replay:
     size = errors.with_columns(pl.col("error").abs().alias("_abs"))
     worst = size.sort("_abs", descending=True, nulls_last=True).head(1)
     median = size.get_column("_abs").median()
@@ -159,6 +172,7 @@ def _result(levers: pl.DataFrame, errors: pl.DataFrame, body: pl.DataFrame) -> R
         error_worst=worst_error,
         worst_step=worst_step,
         skeleton=body,
+        steps=steps,
         sentence=_sentence(levers, median, worst_error, worst_step),
     )
 

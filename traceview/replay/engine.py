@@ -5,10 +5,13 @@ end before it in the recording; the window start without one). A collective star
 entered and completes `transfer_us` later; each member leaves it then, so its wait is the edge from the last
 arrival, never a recorded gap. With `overlap` (perfect overlap) a rank enters a collective `segment_us` after
 its anchor's replayed entry (it did not wait for the anchor's transfer); its step then ends when its last
-segment and its last transfer are done. A rank's step ends its tail after its latest exit. Collectives run in
-an order every member agrees with (each rank's own order; an instance comes once it heads every member's
-queue): the loop runs over those levels, each level one polars query over every step's collective of that
-level and all its members.
+segment and its last transfer are done. A rank's step ends its tail after its latest exit. The rank's compute
+lane bounds both: its last entry comes no earlier than its compute before it (`lead_compute_us`, the
+compute that ran under its earlier collectives included) and its tail starts no earlier than its compute
+after that entry (`trail_compute_us`), so no replay keeping the compute ends a step before the rank's
+compute is done. Collectives run in an order every member agrees with (each rank's own order; an instance
+comes once it heads every member's queue): the loop runs over those levels, each level one polars query over
+every step's collective of that level and all its members.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class Chain:
     the latest of the other members' (`no_straggler`)."""
 
     body: pl.DataFrame  # step, instance, rank, order, segment_us, transfer_us
-    tails: pl.DataFrame  # step, rank, start_us, tail_us
+    tails: pl.DataFrame  # step, rank, start_us, tail_us (lead_compute_us, trail_compute_us: optional)
     late: frozenset[int] = frozenset()
     overlap: bool = False
 
@@ -77,6 +80,11 @@ def levels(body: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+LANE = ("lead_compute_us", "trail_compute_us")
+"""The tails' compute lane (`traceview.replay.skeleton`): the compute before a rank's last entry, which
+bounds that entry from below, and after it, which bounds the step's end (0 where a chain has no lane)."""
+
+KEY = ["rank", "step", "instance"]
 MARKS = {
     "rank": pl.Int64,
     "step": pl.Int64,
@@ -94,7 +102,9 @@ def _level(rows: pl.DataFrame, marks: pl.DataFrame, chain: Chain) -> pl.DataFram
         marks.select("rank", "step", pl.col("instance").alias("anchor"), pl.col(mark).alias("_mark")),
         on=["rank", "step", "anchor"],
         how="left",
-    ).with_columns((pl.coalesce("_mark", "_window") + pl.col("segment_us")).alias("entry_us"))
+    ).with_columns(
+        pl.max_horizontal(pl.coalesce("_mark", "_window") + pl.col("segment_us"), "_floor").alias("entry_us")
+    )
     on_time = ~pl.col("rank").is_in(list(chain.late)) if chain.late else pl.lit(True)
     latest = pl.col("entry_us").filter(on_time).max().over("step", "instance")
     start = pl.coalesce(latest, pl.col("entry_us").max().over("step", "instance"))
@@ -108,24 +118,39 @@ def run(chain: Chain, order: pl.DataFrame | None = None) -> pl.DataFrame:
     leaving its collectives: transfers and waits). The loop runs over the levels of `order` (`levels`), each
     one over every step's collective of that level and all its members at once."""
     order = order if order is not None else levels(chain.body)
-    rows = chain.body.join(order, on=["step", "instance"]).join(
-        chain.tails.select("step", "rank", pl.col("start_us").alias("_window")), on=["step", "rank"]
+    tails = chain.tails.with_columns(
+        pl.lit(0.0).alias(column) for column in LANE if column not in chain.tails.columns
+    )
+    last = pl.col("order") == pl.col("order").max().over("step", "rank")
+    rows = (
+        chain.body.join(order, on=["step", "instance"])
+        .join(tails.select("step", "rank", pl.col("start_us").alias("_window"), *LANE), on=["step", "rank"])
+        .with_columns(pl.when(last).then(pl.col("_window") + pl.col(LANE[0])).alias("_floor"))
     )
     marks = pl.DataFrame(schema=MARKS)
     for level in range(order.height and int(order.get_column("level").max()) + 1):  # type: ignore[arg-type]
         marks = pl.concat([marks, _level(rows.filter(pl.col("level") == level), marks, chain)])
+    return _ends(tails, marks.join(rows.select("rank", "step", "instance", "order"), on=KEY), chain.overlap)
+
+
+def _ends(tails: pl.DataFrame, marks: pl.DataFrame, overlap: bool) -> pl.DataFrame:
+    """Per (rank, step) from its replayed `marks` (with their `order`): the step's end (its tail after its
+    latest exit and after its compute lane: the entry of its last collective in its order plus the compute
+    after it; with `overlap`, after its latest entry) and its time inside collectives."""
     per_rank = marks.group_by("rank", "step").agg(
         pl.col("done_us").max().alias("_exit"),
         pl.col("entry_us").max().alias("_entry"),
+        pl.col("entry_us").sort_by("order").last().alias("_last_entry"),
         (pl.col("done_us") - pl.col("entry_us")).sum().alias("comm_chain_us"),
     )
-    ended = chain.tails.join(per_rank, on=["rank", "step"], how="left").with_columns(
-        pl.coalesce("_exit", "start_us").alias("_exit"), pl.coalesce("_entry", "start_us").alias("_entry")
+    ended = tails.join(per_rank, on=["rank", "step"], how="left").with_columns(
+        pl.coalesce(column, "start_us").alias(column) for column in ("_exit", "_entry", "_last_entry")
     )
+    computed = pl.col("_last_entry") + pl.col(LANE[1])  # the rank's compute done after its last entry
     end = (
-        pl.max_horizontal("_exit", pl.col("_entry") + pl.col("tail_us"))
-        if chain.overlap
-        else pl.col("_exit") + pl.col("tail_us")
+        pl.max_horizontal("_exit", pl.max_horizontal("_entry", computed) + pl.col("tail_us"))
+        if overlap
+        else pl.max_horizontal("_exit", computed) + pl.col("tail_us")
     )
     return ended.select(
         pl.col("rank").cast(pl.Int64),

@@ -48,7 +48,14 @@ class Variant:
 
 Change = Callable[[Recorded, float], Variant | str]
 RECORDED = "the recorded order of collectives on each rank, their recorded launch offsets"
-SHARE = "each segment's compute share from the step's budget (compute outside communication)"
+SPLIT = (
+    "each segment's compute and host time on the rank's critical path (the map's open nodes; the step's "
+    "budget share of compute outside communication only where the map recorded no node)"
+)
+LANE = (
+    "each rank's compute kept whole: its last collective entered no earlier than its compute before it (the "
+    "compute that ran under its collectives included), its step ended no earlier than all of it"
+)
 
 
 def _as_recorded(found: Recorded, _: float) -> Variant:
@@ -63,7 +70,7 @@ def _no_straggler(found: Recorded, rank: float) -> Variant | str:
     return Variant(
         pl.col("transfer_us"),
         f"rank(s) {names}: each arrival moves to the latest arrival of the other members; the rest replayed "
-        "(their compute and host time kept)",
+        f"(their compute and host time kept: {LANE})",
         late=frozenset(late),
     )
 
@@ -77,8 +84,8 @@ def _comm(found: Recorded, factor: float) -> Variant:
 def _compute(found: Recorded, factor: float) -> Variant:
     return Variant(
         pl.col("transfer_us"),
-        f"compute {factor:g}x faster: the compute part of every segment and T_comp divided by {factor:g} "
-        f"({SHARE})",
+        f"compute {factor:g}x faster: the compute part of every segment and tail, the compute under the "
+        f"collectives and T_comp divided by {factor:g} ({SPLIT})",
         compute_factor=factor,
     )
 
@@ -87,7 +94,7 @@ def _host_free(found: Recorded, _: float) -> Variant:
     return Variant(
         pl.col("transfer_us"),
         "the host part of every segment removed (launch overhead, blocking host calls and other host work "
-        f"between collectives: {SHARE}); compute and transfers kept",
+        f"between collectives: {SPLIT}); compute and transfers kept ({LANE})",
         host_factor=0.0,
     )
 
@@ -98,7 +105,7 @@ def _perfect_overlap(found: Recorded, _: float) -> Variant:
         "each rank goes on with its next segment as soon as it has entered a collective; a transfer starts "
         "once its members have entered it and ends before the step does; transfers may run concurrently: an "
         "optimistic bound (links shared by concurrent transfers are not modelled); only stream and launch "
-        "order are relaxed",
+        f"order are relaxed ({LANE})",
         overlap=True,
     )
 

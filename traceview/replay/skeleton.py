@@ -24,6 +24,12 @@ at the latest exit; each clipped to the segment, compute first. The rest of a se
 path of collectives outside the skeleton) stays as it is under every lever. Only where the map recorded no
 node for a call does the step's share of compute in the time outside communication,
 c = clip((comp_us - overlap_us) / (step_us - comm_us), 0, 1), split it.
+
+The compute lane keeps the rank's whole compute (`comp_us`) in its step: the compute off the chain (`comp_us`
+less the path's compute: what ran under its collectives, on the path as communication) goes before the last
+entry as far as the recording leaves room there, the rest after it (`lead_compute_us`, `trail_compute_us`
+on the tails; the engine bounds the last entry and the tail's start by them), so a lever that removes waiting
+cannot remove the compute that the waiting hid.
 """
 
 from __future__ import annotations
@@ -55,9 +61,20 @@ SKELETON_COLUMNS = (
 )
 """One row per (rank, step, collective), in the rank's order; `start_us` is the call's start on its rank's
 clock (the key of the prediction's priced calls), `entry_us` and `exit_us` on the aligned clock."""
-TAIL_COLUMNS = ("rank", "step", "start_us", "tail_us", "tail_compute_us", "tail_host_us", "step_us")
+TAIL_COLUMNS = (
+    "rank",
+    "step",
+    "start_us",
+    "tail_us",
+    "tail_compute_us",
+    "tail_host_us",
+    "lead_compute_us",
+    "trail_compute_us",
+    "step_us",
+)
 """One row per (rank, step) with collectives: the tail after the last one (signed: negative where the last
-collective ends past the window; its positive part split like a segment's), and the recorded step."""
+collective ends past the window; its positive part split like a segment's), the compute that must precede the
+rank's last entry (`lead_compute_us`) and follow it (`trail_compute_us`), and the recorded step."""
 
 
 def compute_share(per_step: pl.DataFrame) -> pl.DataFrame:
@@ -81,6 +98,7 @@ def _windows(per_step: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
             (pl.col("window_start_us") + pl.col("_off")).alias("window_us"),
             (pl.col("window_end_us") + pl.col("_off")).alias("end_us"),
             "step_us",
+            "comp_us",
             "share",
         )
     )
@@ -186,6 +204,9 @@ def _tails(body: pl.DataFrame, windows: pl.DataFrame, totals: pl.DataFrame) -> p
         pl.col("exit_us").max().alias("_last"),
         pl.col("exit_compute_us").sort_by("exit_us").last().alias("_last_compute"),
         pl.col("exit_host_us").sort_by("exit_us").last().alias("_last_host"),
+        pl.col("entry_us").max().alias("_last_entry"),
+        pl.col("entry_compute_us").sort_by("entry_us").last().alias("_entry_compute"),
+        pl.col("compute_us").sum().alias("_segments_compute"),
     )
     tail = pl.col("end_us") - pl.col("_last")
     compute_us, host_us = _parts(
@@ -193,16 +214,30 @@ def _tails(body: pl.DataFrame, windows: pl.DataFrame, totals: pl.DataFrame) -> p
         pl.col("path_compute_us") - pl.col("_last_compute"),
         pl.col("path_host_us") - pl.col("_last_host"),
     )
-    return (
+    split = (
         windows.join(last, on=["rank", "step"], how="inner")
         .join(totals, on=["rank", "step"], how="left")
-        .select(
-            "rank",
-            "step",
+        .with_columns(
             pl.col("window_us").alias("start_us"),
             tail.alias("tail_us"),
             compute_us.alias("tail_compute_us"),
             host_us.alias("tail_host_us"),
-            "step_us",
         )
     )
+    return split.with_columns(*_compute_lane()).select(TAIL_COLUMNS)
+
+
+def _compute_lane() -> tuple[pl.Expr, pl.Expr]:
+    """(lead_compute_us, trail_compute_us): the rank's compute of the step (the budget's T_comp) around its
+    last entry. The compute off the skeleton's chain (`hidden`: T_comp less the path's compute; the compute
+    that ran under its collectives) is put before the last entry as far as the recording leaves room for it
+    there (after the path's compute before that entry), the rest after it with the path's compute between
+    the last entry and the latest exit; the segments' and the tail's sums stand in where the map recorded no
+    node."""
+    on_path = pl.coalesce("path_compute_us", pl.col("_segments_compute") + pl.col("tail_compute_us"))
+    hidden = (pl.col("comp_us") - on_path).clip(lower_bound=0.0)
+    before = pl.coalesce("_entry_compute", "_segments_compute").clip(lower_bound=0.0)
+    inside = (pl.col("_last_compute") - pl.col("_entry_compute")).fill_null(0.0).clip(lower_bound=0.0)
+    room = (pl.col("_last_entry") - pl.col("window_us") - before).clip(lower_bound=0.0)
+    placed = pl.min_horizontal(hidden, room)
+    return (before + placed).alias("lead_compute_us"), (hidden - placed + inside).alias("trail_compute_us")

@@ -88,6 +88,14 @@ def test_a_dimension_whose_advice_is_not_overlap_is_not_bounded() -> None:
     assert _rules(_comm_heavy(0.0, 0.0), words)["dimension-cost"][0] == pytest.approx(13_000 / 15_000 * 0.95)
 
 
+def test_inference_overlap_advice_is_bounded_too() -> None:
+    """A forward-only run (autograd off, no training phase): its exposed-communication advice is overlap."""
+    inference = {"grad_off_ranks": 1.0, "training_phases": 0.0}
+    assert "exposed-communication-inference" not in _rules(_comm_heavy(0.0, 0.0) | inference)
+    fired = _rules(_comm_heavy(3_000.0, 1_000.0) | inference)
+    assert fired["exposed-communication-inference"][0] == pytest.approx((3_000 - 1_000) / 15_000)
+
+
 def _gamma_sentence(extra: dict[str, float]) -> str:
     fired = recommendations(Facts(_comm_heavy(440.0, 0.0) | {"comm_call_bytes": 5_264.0} | extra, DP_WORDS))
     return next(r.sentence for r in fired if r.rule == "communication-bound")

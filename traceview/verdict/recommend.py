@@ -96,6 +96,11 @@ def _hideable_share(f: Facts) -> float:
     return f["hideable_us"] / step if step > 0 else 0.0
 
 
+def _hideable_or_unbounded(f: Facts) -> float:
+    """`hideable_us` where the budget gave it, else no bound (a rule whose `needs` do not name it)."""
+    return f.numbers.get("hideable_us", float("inf"))
+
+
 OVERLAP_DIMENSIONS = frozenset({"dp", "fsdp", "ep", "cp"})
 """Dimensions whose advice (`DIMENSION_ADVICE`) is to run their calls under compute: bounded by
 `hideable_us`; the others' (TP's, PP's) is not overlap advice."""
@@ -104,7 +109,7 @@ OVERLAP_DIMENSIONS = frozenset({"dp", "fsdp", "ep", "cp"})
 def _dimension_bound(f: Facts) -> float:
     """What the costliest dimension's advice can save: `hideable_us` for overlap advice, else unbounded."""
     overlap = f.words.get("dimension") in OVERLAP_DIMENSIONS
-    return f.numbers.get("hideable_us", float("inf")) if overlap else float("inf")
+    return _hideable_or_unbounded(f) if overlap else float("inf")
 
 
 def _waiting_share(f: Facts) -> float:
@@ -229,6 +234,12 @@ TRANSFER = (COMM_TRANSFER,)
 """The path's category of communication nothing hides that is not waiting for a peer."""
 KIND_ADVICE_PATHS = {"exposed-communication-inference": TRANSFER}
 """The path's categories of the run kinds' advice rows that have one."""
+
+
+KIND_ADVICE_BOUNDS: dict[str, Callable[[Facts], float]] = {
+    "exposed-communication-inference": _hideable_or_unbounded
+}
+"""The bound of the run kinds' advice rows that advise overlap (`Rule.bound`)."""
 RULES: tuple[Rule, ...] = (
     Rule(
         "exposed-communication",
@@ -354,7 +365,10 @@ RULES: tuple[Rule, ...] = (
         suspected_sentence,
         lambda f: 0.01,
     ),
-    *(Rule(*row, path=KIND_ADVICE_PATHS.get(row[0], ())) for row in KIND_ADVICE),
+    *(
+        Rule(*row, path=KIND_ADVICE_PATHS.get(row[0], ()), bound=KIND_ADVICE_BOUNDS.get(row[0]))
+        for row in KIND_ADVICE
+    ),
 )
 """The rules, each a row; an analysis adds rows for its own facts (the run kinds theirs, `KIND_ADVICE`)."""
 

@@ -17,6 +17,7 @@ EXPOSED = {
     "exposed_comm_us": 300.0,
     "step_us": 1000.0,
     "exposed_gamma": 0.5,
+    "hideable_us": 600.0 - 0.0,  # T_comp 600 us, none of it under communication: overlap is not the limit
 }
 
 
@@ -46,7 +47,8 @@ def test_a_stake_under_three_percent_stays_out() -> None:
 
 def test_a_traced_exposed_all_reduce(tmp_path: Path) -> None:
     """One rank: a GEMM from 0 to 300 us, an all-reduce kernel from 300 to 900 us nothing hides, the device
-    idle from 900 to 1,000 us; the communication advice's stake is the all-reduce's 600 us on the path."""
+    idle from 900 to 1,000 us; the all-reduce holds 600 us of the path, but overlap can hide it only under
+    the GEMM's 300 us (none of it under communication): the stake is min(600, 300 - 0)."""
     all_reduce = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
     events = [
         step(1, 0, 1000, on_gpu=True),
@@ -59,8 +61,9 @@ def test_a_traced_exposed_all_reduce(tmp_path: Path) -> None:
     analysis = traceview.analyze(write(document(events), tmp_path / "rank0.json")).raw
     advice = {r.rule: r for r in analysis.recommendations.items}
     exposed = advice["exposed-communication"]
-    assert exposed.saved_us == 900 - 300
-    assert exposed.score == (900 - 300) / 1000
+    assert exposed.saved_us == min(900 - 300, 300 - 0)
+    assert exposed.score == min(900 - 300, 300 - 0) / 1000
+    assert "(300.0 us per step), so it would save up to 30% of the step" in exposed.sentence
     assert f"1 `{all_reduce[:80]}` event(s) hold 600.0 us of the 1.00 ms step" in exposed.sentence
 
 

@@ -189,6 +189,8 @@ def test_rules_fire_on_facts_and_cite_them() -> None:
         "overlap_ratio": 80.0 / 300.0,
         "gamma": 0.75,
         "comp_us": 400.0,
+        "overlap_us": 80.0,
+        "hideable_us": 400.0 - 80.0,  # compute not under communication: overlap is not the limit here
     }
     fired = recommendations(Facts(facts))
     assert [r.rule for r in fired] == [

@@ -27,6 +27,8 @@ BUDGET = {
     "overlap_ratio": 10_000 / 30_000,
     "gamma": 30_000 / 60_000,
     "exposed_gamma": 20_000 / 60_000,
+    "overlap_us": 10_000.0,
+    "hideable_us": 60_000.0 - 10_000.0,  # T_comp - overlap: the compute overlap could hide under
 }
 STRAGGLER = {
     "stragglers": 1.0,

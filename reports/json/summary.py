@@ -371,6 +371,7 @@ def _roofline(analysis: RunAnalysis) -> dict[str, Any] | None:
         "peak_flops": clean(found.peak_flops),
         "achieved_flops": clean(found.achieved_flops),
         "efficiency": clean(found.efficiency),
+        "measured_efficiency": clean(found.measured_efficiency),
         "flops_doubt": found.flops_doubt,
         "host_note": found.host_note,
         "levels": records(found.levels),

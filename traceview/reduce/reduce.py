@@ -367,7 +367,10 @@ def reduce_held(
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
-    roofline = communication_roofline(dimensions, prediction, budget.run_median.get("step_us"))
+    medians = budget.run_median
+    roofline = communication_roofline(
+        dimensions, prediction, medians.get("step_us"), medians.get("exposed_comm_us")
+    )
     replay = replay_run(
         crossrank,
         collectives.kernels,

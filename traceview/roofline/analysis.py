@@ -7,7 +7,10 @@ dimension sits on the level its calls ran on; its scaling efficiency (seeds 6.5)
 the ridge the link caps the throughput at CCR x B, above it the GPU's peak does; `gamma_at_peak` = CCR* / CCR
 is the T_comm / T_comp the point implies at peak FLOP/s. The run's: min(1, (FLOPs / peak) / max over levels of
 (bytes on that level / its B)), the levels working at once; it is also the `all` point's efficiency. `REGIMES`
-name where a point sits (the seeds' 6.6 bands).
+name where a point sits (the seeds' 6.6 bands). That efficiency is the roofline's bound (peak FLOP/s,
+communication hidden under compute, no peer late); the run's measured one is 1 - exposed communication / step
+(median step, waiting for late peers included: the share of the step the run would keep without
+communication), and the sentence gives both.
 
 The roofline inherits the prediction's facts: a dimension whose calls ran on the host (gloo, MPI) sits on the
 `host` level, the prediction's host link (`traceview.prediction.links.resolve_host_link`); when that link is
@@ -44,8 +47,9 @@ REGIMES: tuple[tuple[float, str], ...] = (
 class Roofline:
     """`levels`: per link level its name, B and ridge point. `points`: per dimension (and `all`) its bytes per
     step, CCR, level, ridge, CCR / ridge, regime, efficiency. `flops_per_step`, `peak_flops`, `achieved_flops`
-    (FLOPs per step / the median step). `efficiency`: the run's implied scaling efficiency. `missing`: what it
-    lacks when it cannot be drawn."""
+    (FLOPs per step / the median step). `efficiency`: the run's implied scaling efficiency (the roofline's
+    bound). `measured_efficiency`: 1 - exposed communication / step (median step). `missing`: what it lacks
+    when it cannot be drawn."""
 
     levels: pl.DataFrame
     points: pl.DataFrame
@@ -57,6 +61,7 @@ class Roofline:
     missing: str | None = None
     flops_doubt: str | None = None
     host_note: str | None = None
+    measured_efficiency: float | None = None
 
 
 def _regime(ratio: pl.Expr) -> pl.Expr:
@@ -147,12 +152,28 @@ def _missing(dimensions: Dimensions | None, prediction: Prediction | None) -> tu
     return None, float(flops.get_column("flops").median())  # type: ignore[arg-type]
 
 
-def _sentence(points: pl.DataFrame, efficiency: float | None) -> str:
+def _overall(efficiency: float | None, measured: float | None) -> str:
+    """The run's efficiencies: the roofline's bound and the measured one, each where known."""
+    bound = (
+        f"; at peak FLOP/s with communication hidden the roofline bounds the run's scaling efficiency at "
+        f"{efficiency:.0%}"
+        if efficiency is not None
+        else ""
+    )
+    said = (
+        f"; measured, {measured:.0%} (1 - exposed communication / step, waiting for late peers included)"
+        if measured is not None
+        else ""
+    )
+    return bound + said
+
+
+def _sentence(points: pl.DataFrame, efficiency: float | None, measured: float | None = None) -> str:
     named = points.filter((pl.col("dimension") != "all") & pl.col("ccr_over_ridge").is_not_null())
     if named.height == 0:
         return "No dimension's link level is known: the roofline has no ridge to compare with"
     worst = named.sort("ccr_over_ridge").row(0, named=True)
-    overall = f"; the run's implied scaling efficiency is {efficiency:.0%}" if efficiency is not None else ""
+    overall = _overall(efficiency, measured)
     return (
         f"{worst['dimension'].upper()} sits lowest on the communication roofline: CCR {worst['ccr']:.3g} "
         f"FLOP/B against the {worst['level']}-node ridge {worst['ridge']:.3g} ({worst['regime']}, efficiency "
@@ -177,17 +198,31 @@ def host_note(prediction: Prediction, points: pl.DataFrame) -> str | None:
     return next((n for n in prediction.inputs.notes if "host collectives" in n), "the host link is unknown")
 
 
-def _said(points: pl.DataFrame, efficiency: float | None, doubt: str | None, host: str | None) -> str:
-    """The roofline's sentence: the FLOPs' doubt first, the lowest point, the host level's missing link."""
+def _said(
+    points: pl.DataFrame, efficiencies: tuple[float | None, float | None], doubt: str | None, host: str | None
+) -> str:
+    """The roofline's sentence: the FLOPs' doubt first, the lowest point, the run's efficiencies (bound,
+    measured), the host level's missing link."""
     lead = f"FLOPs per step in doubt ({doubt}): the CCRs below rest on them. " if doubt else ""
     tail = f"; no host-level ridge: {host}" if host else ""
-    return f"{lead}{_sentence(points, efficiency)}{tail}."
+    return f"{lead}{_sentence(points, *efficiencies)}{tail}."
+
+
+def measured_efficiency(step_us: float | None, exposed_us: float | None) -> float | None:
+    """1 - exposed communication / step (the run's medians), None without both or a step."""
+    if not step_us or exposed_us is None:
+        return None
+    return max(0.0, 1.0 - exposed_us / step_us)
 
 
 def communication_roofline(
-    dimensions: Dimensions | None, prediction: Prediction | None, step_us: float | None
+    dimensions: Dimensions | None,
+    prediction: Prediction | None,
+    step_us: float | None,
+    exposed_us: float | None = None,
 ) -> Roofline:
-    """The roofline of the run (module docstring); `step_us` the run's median step (for achieved FLOP/s)."""
+    """The roofline of the run (module docstring); `step_us` the run's median step (for achieved FLOP/s),
+    `exposed_us` its median exposed communication (for the measured efficiency)."""
     missing, flops = _missing(dimensions, prediction)
     if missing is not None or flops is None or dimensions is None or prediction is None:
         return Roofline(
@@ -212,5 +247,6 @@ def communication_roofline(
     )
     achieved = flops / (step_us * 1e-6) if step_us else None
     doubt, host = flops_doubt(prediction), host_note(prediction, points)
-    sentence = _said(points, efficiency, doubt, host)
-    return Roofline(levels, points, flops, peak, achieved, efficiency, sentence, None, doubt, host)
+    measured = measured_efficiency(step_us, exposed_us)
+    sentence = _said(points, (efficiency, measured), doubt, host)
+    return Roofline(levels, points, flops, peak, achieved, efficiency, sentence, None, doubt, host, measured)

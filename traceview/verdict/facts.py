@@ -16,6 +16,7 @@ from traceview.across_ranks.sentences import cause_text
 from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES
 from traceview.links_measured.analysis import MEASURED_NOTE
 from traceview.replay.predicted import predicted_gamma
+from traceview.verdict._comm_terms import comm_term_facts
 from traceview.verdict._facts_base import Facts, Found, Measured, RunShape, duration_text, finite
 from traceview.verdict.kind_facts import kind_facts
 from traceview.verdict.path_advice import path_facts
@@ -33,13 +34,17 @@ __all__ = [
 
 
 def budget_facts(measured: Measured) -> Found:
-    """Run medians of the time budget, shares of the median step, and the slowest rank's compute."""
+    """Run medians of the time budget, shares of the median step, the compute not already under
+    communication (`hideable_us` = T_comp - overlap: the most overlapping communication could hide), and
+    the slowest rank's compute."""
     facts = finite(measured.budget.run_median)
     step = facts.get("step_us", 0.0)
     if step > 0:
         for name in ("exposed_comm_us", "idle_us", "comm_us", "comp_us"):
             if name in facts:
                 facts[name.replace("_us", "_share")] = facts[name] / step
+    if "comp_us" in facts and "overlap_us" in facts:  # compute not already under communication
+        facts["hideable_us"] = max(0.0, facts["comp_us"] - facts["overlap_us"])
     worker = "GPU" if "device" in measured.timelines or not measured.timelines else "host"
     return facts | _slow_rank_facts(measured.budget.per_rank), {"worker": worker}
 
@@ -319,6 +324,7 @@ FACT_SOURCES: tuple[Callable[[Measured], Found], ...] = (
     budget_facts,
     crossrank_facts,
     prediction_facts,
+    comm_term_facts,
     collectives_facts,
     nccl_facts,
     kernels_facts,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from traceview.critical_path.analysis import SMALL_SHARE
 from traceview.critical_path.categories import COMM_TRANSFER
 from traceview.verdict._idle_advice import idle_sentence
 from traceview.verdict._path_stake import stake
@@ -75,9 +76,40 @@ class Rule:
     path: tuple[str, ...] = ()
     """The critical path's categories that hold this rule's cause (`idle`: the idle's, summed per (rank,
     step)): its score and saved_us when the path was computed (`traceview.verdict._path_stake`)."""
+    bound: Callable[[Facts], float] | None = None
+    """The most fixing the cause can save per median step (us), whatever the path holds: overlap hides
+    communication only under compute that is not already under communication (`hideable_us`). A bounded
+    rule whose stake falls under `SMALL_SHARE` of the step stays out."""
 
 
 _ms = duration_text
+
+
+def _hideable(f: Facts) -> float:
+    """The `hideable_us` fact (`traceview.verdict.facts.budget_facts`): the most overlap can hide."""
+    return f["hideable_us"]
+
+
+def _hideable_share(f: Facts) -> float:
+    """`hideable_us` as a share of the median step (0 without a step)."""
+    step = f.numbers.get("step_us", 0.0)
+    return f["hideable_us"] / step if step > 0 else 0.0
+
+
+def _hideable_or_unbounded(f: Facts) -> float:
+    """`hideable_us` where the budget gave it, else no bound (a rule whose `needs` do not name it)."""
+    return f.numbers.get("hideable_us", float("inf"))
+
+
+OVERLAP_DIMENSIONS = frozenset({"dp", "fsdp", "ep", "cp"})
+"""Dimensions whose advice (`DIMENSION_ADVICE`) is to run their calls under compute: bounded by
+`hideable_us`; the others' (TP's, PP's) is not overlap advice."""
+
+
+def _dimension_bound(f: Facts) -> float:
+    """What the costliest dimension's advice can save: `hideable_us` for overlap advice, else unbounded."""
+    overlap = f.words.get("dimension") in OVERLAP_DIMENSIONS
+    return _hideable_or_unbounded(f) if overlap else float("inf")
 
 
 def _waiting_share(f: Facts) -> float:
@@ -98,8 +130,9 @@ def _exposed_sentence(f: Facts) -> str:
         f"({_ms(f, 'exposed_comm_us')} of {_ms(f, 'step_us')}; exposed gamma "
         f"{f['exposed_gamma']:.2f}{of_which}): "
         f"start collectives earlier under the backward pass (DDP bucket order, `bucket_cap_mb`) "
-        f"or raise the local batch so compute covers them; hiding it all would save up to "
-        f"{_exposed_transfer_share(f):.0%} of the step."
+        f"or raise the local batch so compute covers them; overlap can hide it only under the compute not "
+        f"already under communication ({_ms(f, 'hideable_us')} per step), so it would save up to "
+        f"{min(_exposed_transfer_share(f), _hideable_share(f)):.0%} of the step."
     )
 
 
@@ -121,14 +154,61 @@ def _moving_share(f: Facts) -> float:
     return max(0.0, f["comm_share"] - f.numbers.get("median_wait_share", 0.0))
 
 
+BANDWIDTH_TERM_MIN = 0.5
+"""The bandwidth term f S / B must hold at least this share of the calls' model time for advice to move
+fewer bytes; under it the latency term k alpha dominates and fewer, larger calls help instead."""
+
+
+def _kib(f: Facts) -> str:
+    return f"{f['comm_call_bytes'] / 1024:,.1f} KiB"
+
+
+GAMMA_ADVICE: tuple[tuple[Callable[[Facts], bool], Callable[[Facts], str]], ...] = (
+    (
+        lambda f: f.numbers.get("comm_bw_term_share", 0.0) >= BANDWIDTH_TERM_MIN,
+        lambda f: (
+            f"the bandwidth term holds {f['comm_bw_term_share']:.0%} of the calls' model time: move fewer "
+            f"bytes (bf16 gradients), raise the local batch, or use faster links."
+        ),
+    ),
+    (
+        lambda f: "comm_bw_term_share" in f,
+        lambda f: (
+            f"the calls are latency-bound (median call {_kib(f)}; the latency term k alpha holds "
+            f"{1 - f['comm_bw_term_share']:.0%} of their model time): make fewer, larger collectives "
+            f"(DDP's `bucket_cap_mb`, fused small calls) or raise the local batch; fewer bytes would not "
+            f"help."
+        ),
+    ),
+    (
+        lambda f: f.numbers.get("comm_bw_term_floor", 1.0) < BANDWIDTH_TERM_MIN,
+        lambda f: (
+            f"the calls are latency-bound (median call {_kib(f)}: even on the slowest link the tool knows, "
+            f"the latency term k alpha holds {1 - f['comm_bw_term_floor']:.0%} of their model time): make "
+            f"fewer, larger collectives (DDP's `bucket_cap_mb`, fused small calls) or raise the local batch; "
+            f"fewer bytes would not help."
+        ),
+    ),
+    (
+        lambda f: True,
+        lambda f: (
+            "raise the local batch; whether the bytes or the number of calls cost the time needs the link's "
+            "bandwidth (--bandwidth, --host-bandwidth)."
+        ),
+    ),
+)
+"""(condition, advice) of the communication-bound rule, first that holds: bytes only where the bandwidth term
+of the alpha-beta model dominates (`traceview.verdict._comm_terms`)."""
+
+
 def _gamma_sentence(f: Facts) -> str:
     waiting = f.numbers.get("median_wait_share", 0.0)
     of_which = f", of which {waiting:.0%} of the step is waiting for late peers" if waiting >= 0.005 else ""
+    advice = next(say(f) for holds, say in GAMMA_ADVICE if holds(f))
     return (
         f"Measured gamma is {f['gamma']:.2f} (T_comm {_ms(f, 'comm_us')} against "
         f"T_comp {_ms(f, 'comp_us')} per median step{of_which}): communication sets the pace even with "
-        f"perfect "
-        f"overlap; move fewer bytes (bf16 gradients), raise the local batch, or use faster links."
+        f"perfect overlap; {advice}"
     )
 
 
@@ -154,24 +234,32 @@ TRANSFER = (COMM_TRANSFER,)
 """The path's category of communication nothing hides that is not waiting for a peer."""
 KIND_ADVICE_PATHS = {"exposed-communication-inference": TRANSFER}
 """The path's categories of the run kinds' advice rows that have one."""
+
+
+KIND_ADVICE_BOUNDS: dict[str, Callable[[Facts], float]] = {
+    "exposed-communication-inference": _hideable_or_unbounded
+}
+"""The bound of the run kinds' advice rows that advise overlap (`Rule.bound`)."""
 RULES: tuple[Rule, ...] = (
     Rule(
         "exposed-communication",
         "time-budget",
-        ("exposed_comm_share", "exposed_comm_us", "step_us", "exposed_gamma"),
+        ("exposed_comm_share", "exposed_comm_us", "step_us", "exposed_gamma", "hideable_us"),
         lambda f: _exposed_transfer_share(f) >= EXPOSED_SHARE_MIN,
         _exposed_sentence,
         _exposed_transfer_share,
         path=TRANSFER,
+        bound=_hideable,
     ),
     Rule(
         "low-overlap",
         "time-budget",
-        ("overlap_ratio", "comm_us", "comm_share"),
+        ("overlap_ratio", "comm_us", "comm_share", "hideable_us"),
         lambda f: f["overlap_ratio"] < OVERLAP_RATIO_MAX and _unhidden_transfer_share(f) >= COMM_SHARE_MIN,
         _overlap_sentence,
         lambda f: _unhidden_transfer_share(f) * 0.9,
         path=TRANSFER,
+        bound=_hideable,
     ),
     Rule(
         "idle-gpu",
@@ -249,6 +337,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["dimension_exposed_share"] >= DIMENSION_SHARE_MIN and has_words(f, DIMENSION_WORDS),
         dimension_sentence,
         lambda f: max(0.0, f["dimension_exposed_share"] - dimension_wait_share(f)) * 0.95,
+        bound=_dimension_bound,
     ),
     Rule(
         "dimension-volume",
@@ -276,7 +365,10 @@ RULES: tuple[Rule, ...] = (
         suspected_sentence,
         lambda f: 0.01,
     ),
-    *(Rule(*row, path=KIND_ADVICE_PATHS.get(row[0], ())) for row in KIND_ADVICE),
+    *(
+        Rule(*row, path=KIND_ADVICE_PATHS.get(row[0], ()), bound=KIND_ADVICE_BOUNDS.get(row[0]))
+        for row in KIND_ADVICE
+    ),
 )
 """The rules, each a row; an analysis adds rows for its own facts (the run kinds theirs, `KIND_ADVICE`)."""
 
@@ -290,11 +382,25 @@ def _saved_us(rule: Rule, facts: Facts) -> float | None:
     return None if step is None else rule.score(facts) * step
 
 
+def _bounded(rule: Rule, facts: Facts, score: float, saved: float | None) -> tuple[float, float | None]:
+    """(score, saved_us) capped by the rule's `bound` (us per median step; its share of the step)."""
+    step = facts.numbers.get("path_step_us", facts.numbers.get("step_us", 0.0))
+    if rule.bound is None or step <= 0:
+        return score, saved
+    limit = rule.bound(facts)
+    return min(score, limit / step), (None if saved is None else min(saved, limit))
+
+
 def _fired(rule: Rule, facts: Facts) -> Recommendation | None:
-    """The rule's recommendation, its score and saved_us from the path where its categories are known (a
-    stake under 3% of the step: none), else from its own figures."""
+    """The rule's recommendation, its score and saved_us from the path where its categories are known, else
+    from its own figures, both capped by its `bound`; a path stake or a bounded one under `SMALL_SHARE` of
+    the step: none."""
     at_stake = stake(rule.path, facts)
-    if at_stake is not None and at_stake.small:
+    if at_stake is None:
+        score, saved = _bounded(rule, facts, rule.score(facts), _saved_us(rule, facts))
+    else:
+        score, saved = _bounded(rule, facts, at_stake.share, at_stake.held_us)
+    if (at_stake is not None or rule.bound is not None) and score < SMALL_SHARE:
         return None
     sentence = rule.sentence(facts)
     cited = at_stake is not None and "on the critical path" not in sentence.lower()
@@ -303,8 +409,8 @@ def _fired(rule: Rule, facts: Facts) -> Recommendation | None:
         rule.section,
         sentence + (at_stake.clause if cited and at_stake is not None else ""),
         tuple((n, facts[n]) for n in rule.needs),
-        rule.score(facts) if at_stake is None else at_stake.share,
-        _saved_us(rule, facts) if at_stake is None else at_stake.held_us,
+        score,
+        saved,
     )
 
 

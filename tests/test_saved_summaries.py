@@ -21,6 +21,7 @@ import pytest
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 
 ADDED: dict[str, list[str]] = {
+    "1.22": ["roofline.measured_efficiency"],
     "1.21": ["flight_recorder.kineto_last_calls"],
     "1.20": ["timeline.steps[].since_run_start_us"],
     "1.19": ["critical_path.per_rank[].median_step"],

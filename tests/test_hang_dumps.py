@@ -182,7 +182,8 @@ def test_healthy_job_without_one_dump_exits_4(tmp_path: Path) -> None:
     write_dumps(tmp_path, [RankDump(r, ops[r]) for r in (0, 1, 2)])
     done = _hang(tmp_path)
     assert done.returncode == 4, done.stderr
-    assert "ranks without a dump: 3" in done.stderr
+    assert "no dump for rank(s) 3" in done.stderr
+    assert "could not be read" not in done.stderr  # every dump given was read: only rank 3's is absent
 
 
 def test_malicious_pickle_refused_without_running(tmp_path: Path) -> None:
@@ -230,6 +231,7 @@ def test_truncated_dumps_named_among_the_others(tmp_path: Path) -> None:
     assert done.returncode == 4, done.stderr
     warnings = [line for line in done.stderr.splitlines() if "dump skipped" in line]
     assert len(warnings) == 2
+    assert "2 dump(s) could not be read" in done.stderr
     assert "nccl_trace_rank_1" in warnings[0]
     assert "cut short" in warnings[0]
     alone = _hang(paths[1])

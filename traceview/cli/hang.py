@@ -7,6 +7,7 @@ Exit codes: 0 the ranks agree (or only unsure findings); 1 a divergence; 2 bad i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -62,7 +63,11 @@ class Hang(Command):
         if analysis.verdict == "divergence":
             raise ThresholdCrossed(f"divergence: {analysis.findings[0].sentence}")
         if analysis.partial:
-            missing = ", ".join(map(str, analysis.missing_ranks)) or "none"
-            raise PartialRun(
-                f"read without {len(analysis.unread)} unreadable dump(s); ranks without a dump: {missing}"
-            )
+            raise PartialRun(_partial_line(len(analysis.unread), analysis.missing_ranks))
+
+
+def _partial_line(unread: int, missing: Sequence[int]) -> str:
+    """The one line of a partial read: the unreadable dumps and the ranks without one, each said when any."""
+    parts = [f"{unread} dump(s) could not be read"] if unread else []
+    parts += [f"no dump for rank(s) {', '.join(map(str, missing))}"] if missing else []
+    return "partial: " + ("; ".join(parts) or "some ranks' dumps are missing")

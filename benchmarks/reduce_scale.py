@@ -23,12 +23,18 @@ from traceview.reports.html.page import render_html
 from traceview.reports.json.summary import render_json
 
 from traceview.load.inputs import load_run
-from traceview.map.rank_summary import TIME_COLUMNS, RankSummary, summarize
+from traceview.map.rank_summary import RankSummary, summarize
 from traceview.model.trace import TraceMeta
 from traceview.reduce.reduce import reduce_summaries
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
-RANKED = (*TIME_COLUMNS, "gap_steps", "gap_causes", "segment_counts")
+
+
+def _ranked(summary: RankSummary) -> list[str]:
+    """The summary's frames keyed by rank (every frame with a `rank` column: the time-bearing ones of
+    `TIME_COLUMNS` and the others, the critical path's rows and holders among them)."""
+    frames = {name: getattr(summary, name) for name in summary.__dataclass_fields__}
+    return [n for n, f in frames.items() if isinstance(f, pl.DataFrame) and "rank" in f.columns]
 
 
 def renumbered(summary: RankSummary, rank: int, world: int, jitter_us: float) -> RankSummary:
@@ -36,7 +42,8 @@ def renumbered(summary: RankSummary, rank: int, world: int, jitter_us: float) ->
     ranks = "[" + ", ".join(str(r) for r in range(min(world, 30))) + (", ...]" if world > 30 else "]")
     moved = summary.shifted(jitter_us)
     frames = {
-        name: getattr(moved, name).with_columns(pl.lit(rank, pl.Int64).alias("rank")) for name in RANKED
+        name: getattr(moved, name).with_columns(pl.lit(rank, pl.Int64).alias("rank"))
+        for name in _ranked(moved)
     }
     frames["kernels"] = frames["kernels"].with_columns(
         pl.lit(world, pl.Int64).alias("group_size"), pl.lit(ranks).alias("pg_ranks")

@@ -99,9 +99,9 @@ def test_the_map_sizes_from_the_usable_cores(monkeypatch: pytest.MonkeyPatch) ->
     pools: list[int] = []
     monkeypatch.setattr(executors, "_pooled", lambda batches, count: pools.append(count) or [])
     tasks = [executors.MapTask(f"rank{i}") for i in range(10)]
-    list(executors._local(tasks, [1] * len(tasks), None, parallel_min_bytes=0))
-    list(executors._local(tasks[:3], [1] * 3, None, parallel_min_bytes=0))
-    list(executors._local(tasks, [1] * len(tasks), 6, parallel_min_bytes=0))  # asked for: as asked
+    list(executors._local(tasks, ([1] * len(tasks),) * 2, None, parallel_min_bytes=0))
+    list(executors._local(tasks[:3], ([1] * 3,) * 2, None, parallel_min_bytes=0))
+    list(executors._local(tasks, ([1] * len(tasks),) * 2, 6, parallel_min_bytes=0))  # asked for: as asked
     assert pools == [4, 3, 6]
 
 
@@ -119,7 +119,7 @@ def test_many_small_files_are_worth_a_pool(monkeypatch: pytest.MonkeyPatch) -> N
         monkeypatch.setattr(executors, "usable_cores", lambda: cores)
         tasks = [executors.MapTask(f"rank{i}") for i in range(files)]
         before = len(pools)
-        list(executors._local(tasks, [9_000] * files, None, parallel_min_bytes))
+        list(executors._local(tasks, ([9_000] * files,) * 2, None, parallel_min_bytes))
         return len(pools) > before
 
     assert not pooled(many - 1, cores=2)

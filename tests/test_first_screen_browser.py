@@ -3,8 +3,10 @@ the DevTools protocol, tests/browser.py): the verdict, the first recommendation 
 README's sample and of real multi-rank runs of `../shared`, each checked against `traceview summary --json`
 of the same run. Both come from the command line as a user runs it (`traceview report RUN -o page.html`,
 `traceview summary RUN --json`). The expected tiles are stated from the JSON's own sections, not from the
-figures the page reads: gamma, exposed gamma and the shares from `time_budget.run_median`, the pooled ratio
-as measured over predicted gamma of `prediction.run`, the straggler from `across_ranks.stragglers`; a
+figures the page reads: gamma, exposed gamma and the shares from `time_budget.run_median`, the predicted
+gamma and the ratio from the method `verdict.gamma_pred_source` names (`replay`: the `comm_model` lever's
+gamma of `replay.levers`, the ratio the `as_recorded` lever's gamma over it; `closed form`: measured over
+predicted gamma of `prediction.run`), the straggler from `across_ranks.stragglers`; a
 figure the verdict withholds (`verdict.withheld`) must read `withheld`, one no analysis produced `not
 measured`.
 
@@ -99,13 +101,16 @@ def expected_tiles(document: dict[str, Any]) -> dict[str, str]:
     pooled = (document.get("prediction") or {}).get("run") or {}
     withheld = {name for name, _ in document["verdict"]["withheld"]}
     stragglers = document["across_ranks"]["stragglers"] if document.get("across_ranks") else []
-    predicted = pooled.get("gamma_pred")
+    predicted, measured = pooled.get("gamma_pred"), pooled.get("gamma")
+    if document["verdict"].get("gamma_pred_source") == "replay":
+        levers = {row["lever"]: row["gamma"] for row in document["replay"]["levers"]}
+        predicted, measured = levers["comm_model"], levers["as_recorded"]
     stated: dict[str, tuple[str, str | None]] = {
         "measured gamma": ("gamma", f"{median['gamma']:.2f}"),
         "predicted gamma": ("gamma_pred", None if predicted is None else f"{predicted:.2f}"),
         "measured / predicted": (
             "gamma_ratio",
-            None if not predicted else f"{pooled['gamma'] / predicted:.2f}x",
+            None if not predicted else f"{measured / predicted:.2f}x",
         ),
         "exposed communication": (
             "exposed_comm_share",

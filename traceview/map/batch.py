@@ -13,6 +13,8 @@ ten to twenty times its size in text).
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,6 +44,8 @@ def text_size(file: Location, size: int) -> int:
     if isinstance(file, Url):
         return size * TEXT_PER_GZIP_BYTE if str(file).endswith(".gz") else size
     try:
+        if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO, socket or device: never opened here
+            return size
         with Path(file).open("rb") as handle:
             if handle.read(2) != GZIP_MAGIC or size < 6:
                 return size

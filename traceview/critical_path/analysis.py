@@ -27,6 +27,8 @@ from traceview.critical_path.nodes import at_calls
 from traceview.critical_path.sweep import HOLDER_SCHEMA, PER_STEP_SCHEMA, REST
 
 KEYS = ["rank", "step"]
+LISTED_RANKS = 64
+"""Ranks whose holders a page lists in its table (the JSON keeps every rank's)."""
 SMALL_SHARE = 0.03
 """A holder below this share of the median step is not a cause worth advice (docs/metrics.md)."""
 _COMM, _WAIT = f"{COMM_TRANSFER}_us", f"{PEER_WAIT}_us"
@@ -51,6 +53,13 @@ class CriticalPath:
     def categories(self) -> tuple[str, ...]:
         """The categories in display order."""
         return CATEGORIES
+
+    @property
+    def listed_holders(self) -> pl.DataFrame:
+        """The holders a page lists: those of the first `LISTED_RANKS` ranks (every rank of most runs; at
+        cluster scale the stacked bars and the JSON hold every rank)."""
+        ranks: list[int] = self.per_rank.get_column("rank").head(LISTED_RANKS).to_list()
+        return self.holders.filter(pl.col("rank").is_in(ranks))
 
     def run_share(self, category: str) -> float | None:
         """The run-median time of `category` over the run-median step (None without steps)."""

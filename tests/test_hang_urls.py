@@ -41,6 +41,17 @@ CREDENTIALS = {
 KINETO = {"schemaVersion": 1, "traceEvents": []}
 
 
+def _forget_filesystems() -> None:
+    """fsspec reads its `FSSPEC_*` variables once, at import, and caches a file system per process: both
+    follow the endpoint of this module's server (another test module may have run its own first)."""
+    import fsspec.config
+    import s3fs
+
+    fsspec.config.conf.pop("s3", None)
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -69,6 +80,7 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
+    _forget_filesystems()  # fsspec caches an S3 filesystem per process, bound to the endpoint it first saw
     local = tmp_path_factory.mktemp("hang_urls") / "job"
     try:
         import s3fs
@@ -90,6 +102,7 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             else:
                 os.environ[name] = value
         server.stop()
+        _forget_filesystems()
 
 
 def _hang(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

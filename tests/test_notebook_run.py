@@ -42,13 +42,22 @@ def test_a_notebook_shows_the_card_recommendations_and_plots(tmp_path: Path) -> 
     assert "traceview-card" in card["text/html"]
     assert "straggler-bound" in card["text/html"]
     assert "What to change:" in card["text/html"]
-    assert card["text/html"].count("<li>") == 2  # the sample fires two rules; the card shows up to three
+    fired = len(traceview_recommendations())
+    assert fired >= 1  # the sample's straggler
+    assert card["text/html"].count("<li>") == min(3, fired)  # the card shows up to three
     [frame] = _outputs(notebook.cells[2])
     assert "stake_share" in frame["text/html"]
     assert "straggler" in frame["text/html"]
     for index in (3, 4):
         shown = _outputs(notebook.cells[index])
         assert any(PLOTLY in data or "plotly" in str(data.get("text/html", "")) for data in shown), shown
+
+
+def traceview_recommendations() -> tuple[object, ...]:
+    """The sample's recommendations, read in this process (the notebook's kernel is another)."""
+    import traceview
+
+    return tuple(traceview.analyze(str(SAMPLE)).raw.recommendations.items)
 
 
 def test_recommendations_frame_states_the_time_at_stake() -> None:

@@ -59,7 +59,7 @@ def test_80_columns_hide_and_say_so_200_show_all(command: str) -> None:
     assert max(cell_len(line) for line in table_lines) <= 80
     assert "…" not in "".join(table_lines)  # columns hidden whole, never cells cut to `8…`
     wide = _run(command, "--wide", columns=80)
-    assert "hidden" not in wide
+    assert "column(s) hidden" not in wide
     if command == "summary":
         assert "column(s) hidden" not in _run(command, columns=200)
         assert "overlap ratio" in wide

@@ -39,6 +39,17 @@ CREDENTIALS = {
 }
 
 
+def _forget_filesystems() -> None:
+    """fsspec reads its `FSSPEC_*` variables once, at import, and caches a file system per process: both
+    follow the endpoint of this module's server (another test module may have run its own first)."""
+    import fsspec.config
+    import s3fs
+
+    fsspec.config.conf.pop("s3", None)
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -57,6 +68,7 @@ def s3_endpoint() -> Iterator[dict[str, str]]:
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
+    _forget_filesystems()  # fsspec caches an S3 filesystem per process, bound to the endpoint it first saw
     try:
         import s3fs
 
@@ -73,6 +85,7 @@ def s3_endpoint() -> Iterator[dict[str, str]]:
             else:
                 os.environ[name] = value
         server.stop()
+        _forget_filesystems()
 
 
 @pytest.fixture

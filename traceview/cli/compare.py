@@ -220,11 +220,18 @@ def _file_time_us(path: Location) -> float | None:
 def _series(path: Location) -> Any:
     """The run a saved summary at `path` is (`traceview.compare.series.run_series`); `InputError` names
     it."""
+    from traceview.compare.findings import CompareSettings
     from traceview.compare.series import run_series
+    from traceview.compare.two_runs import compare
 
     document = read_summary(path, TREND_NEEDS)
     file_time = _file_time_us(path)
-    return read_documents([(str(path), document)], lambda docs: run_series(path.name, docs[0], file_time))
+
+    def series(docs: list[Any]) -> Any:  # what trend's compare pass reads of it, read once here
+        compare(docs[0], docs[0], CompareSettings())
+        return run_series(path.name, docs[0], file_time)
+
+    return read_documents([(str(path), document)], series)
 
 
 def read_series(specs: list[str]) -> tuple[list[Any], list[tuple[str, str]]]:

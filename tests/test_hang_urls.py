@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.flight_recorder_factory import SECOND_NS, START_NS, Op, RankDump, steady, write_dumps
+from tests.s3_server import s3_server
 from traceview.flight_recorder.analysis import analyze_hang
 from traceview.flight_recorder.inputs import dump_paths, read_dumps, traces_beside
 
@@ -33,29 +33,7 @@ if any(importlib.util.find_spec(name) is None for name in NEEDED):
     pytest.skip("URL input needs pip install 'traceview[remote]' 'moto[server]'", allow_module_level=True)
 
 BUCKET, WORLD, CULPRIT = "hangs", (0, 1, 2, 3), 3
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 KINETO = {"schemaVersion": 1, "traceEvents": []}
-
-
-def _forget_filesystems() -> None:
-    """fsspec reads its `FSSPEC_*` variables once, at import, and caches a file system per process: both
-    follow the endpoint of this module's server (another test module may have run its own first)."""
-    import fsspec.config
-    import s3fs
-
-    fsspec.config.conf.pop("s3", None)
-    fsspec.config.set_conf_env(fsspec.config.conf)
-    s3fs.S3FileSystem.clear_instance_cache()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _job(folder: Path) -> list[Path]:
@@ -71,22 +49,8 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """A moto S3 server with bucket `hangs`: `job/` holds the four dumps, a note and a Kineto trace (JSON
     named like a rank's file), `empty/` a note only. Yields the environment, the local copy and the clock
     around the upload (ns)."""
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    _forget_filesystems()  # fsspec caches an S3 filesystem per process, bound to the endpoint it first saw
     local = tmp_path_factory.mktemp("hang_urls") / "job"
-    try:
-        import s3fs
-
-        storage = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing")
-        storage.mkdir(BUCKET)
+    with s3_server(BUCKET) as (env, storage):
         before = time.time_ns()
         for dump in _job(local):
             storage.put_file(str(dump), f"{BUCKET}/job/{dump.name}")
@@ -95,14 +59,6 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         storage.pipe_file(f"{BUCKET}/job/trace_rank_0.json", json.dumps(KINETO).encode())
         storage.pipe_file(f"{BUCKET}/empty/notes.txt", b"nothing here")
         yield {"env": env, "local": local, "uploaded": (before, after)}
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        server.stop()
-        _forget_filesystems()
 
 
 def _hang(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from traceview.parsers import kineto
 from traceview.parsers.kineto import _gzip as kineto_gzip
 from traceview.parsers.kineto.limits import DEFAULT_LIMITS
 
+from tests.s3_server import s3_server
 from traceview.core.location import Url, is_url, location
 
 NEEDED = ("fsspec", "s3fs", "moto", "flask")
@@ -32,60 +32,16 @@ if any(importlib.util.find_spec(name) is None for name in NEEDED):
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 BUCKET = "nightly"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-
-
-def _forget_filesystems() -> None:
-    """fsspec reads its `FSSPEC_*` variables once, at import, and caches a file system per process: both
-    follow the endpoint of this module's server (another test module may have run its own first)."""
-    import fsspec.config
-    import s3fs
-
-    fsspec.config.conf.pop("s3", None)
-    fsspec.config.set_conf_env(fsspec.config.conf)
-    s3fs.S3FileSystem.clear_instance_cache()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[dict[str, str]]:
     """A moto S3 server on the loopback with bucket `nightly` holding dp8_straggler's traces under `dp8/`."""
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    _forget_filesystems()  # fsspec caches an S3 filesystem per process, bound to the endpoint it first saw
-    try:
-        import s3fs
-
-        storage = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing")
-        storage.mkdir(BUCKET)
+    with s3_server(BUCKET) as (env, storage):
         for trace in sorted((SAMPLES / "dp8_straggler").glob("*.json.gz")):
             storage.put_file(str(trace), f"{BUCKET}/dp8/{trace.name}")
         storage.pipe_file(f"{BUCKET}/dp8/notes.txt", b"not a trace")
         yield env
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        server.stop()
-        _forget_filesystems()
 
 
 @pytest.fixture

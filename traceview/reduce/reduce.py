@@ -49,9 +49,9 @@ from traceview.prediction.gamma import Prediction, predict
 from traceview.prediction.inputs import with_nccl_overrides
 from traceview.reduce.held import HeldRank, HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
-from traceview.replay.analysis import replay_run
+from traceview.replay.analysis import Replay, replay_run
 from traceview.replay.predicted import predicted_gamma
-from traceview.roofline.analysis import communication_roofline
+from traceview.roofline.analysis import Roofline, communication_roofline
 from traceview.steps.windows import StepChoice
 from traceview.timeline.drilldown import drilldown
 from traceview.timeline.step_view import Timeline, timeline_from_segments
@@ -339,6 +339,32 @@ def _distributions(frames: Stacked, collectives: CollectiveAnalysis, crossrank: 
     )
 
 
+def _replay(
+    run: Run,
+    frames: Stacked,
+    found: tuple[CollectiveAnalysis, CrossRank, TimeBudget, Prediction | None, CriticalPath],
+    options: RunOptions,
+) -> Replay | None:
+    """The run's skeletons replayed, as recorded and under each lever (`traceview.replay`)."""
+    collectives, crossrank, budget, prediction, path = found
+    lanes = (frames.path_nodes, path.per_step)
+    return replay_run(crossrank, collectives.kernels, budget, prediction, _world(run), options.levers, lanes)
+
+
+def _roofline(dimensions: Dimensions | None, prediction: Prediction | None, budget: TimeBudget) -> Roofline:
+    """The communication roofline of the run's dimensions at its median step and exposed communication."""
+    medians = budget.run_median
+    return communication_roofline(
+        dimensions, prediction, medians.get("step_us"), medians.get("exposed_comm_us")
+    )
+
+
+def _shape(header: RunHeader, frames: Stacked, ordered: Sequence[HeldRank]) -> RunShape:
+    """What the run is beyond its figures (`RunShape`): its ranks read with gradients off among them."""
+    grad_off = sum(r.trace.meta.grad_mode == "off" for r in ordered)
+    return RunShape(header.world_size, frames.calls, header.step_sources, frames.extent, grad_off)
+
+
 @in_memory
 def reduce_held(
     held: HeldSummaries,
@@ -367,25 +393,13 @@ def reduce_held(
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)
     moe = moe_balance(frames.splits, crossrank)
-    medians = budget.run_median
-    roofline = communication_roofline(
-        dimensions, prediction, medians.get("step_us"), medians.get("exposed_comm_us")
-    )
-    replay = replay_run(
-        crossrank,
-        collectives.kernels,
-        budget,
-        prediction,
-        _world(run),
-        options.levers,
-        (frames.path_nodes, path.per_step),
-    )
+    roofline = _roofline(dimensions, prediction, budget)
+    replay = _replay(run, frames, (collectives, crossrank, budget, prediction, path), options)
     header = _header(
         run, [r.step_choice for r in ordered], base.shifts_us, (collectives, budget, crossrank), options
     )
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
-    grad_off = sum(r.trace.meta.grad_mode == "off" for r in ordered)
-    shape = RunShape(header.world_size, frames.calls, header.step_sources, frames.extent, grad_off)
+    shape = _shape(header, frames, ordered)
     found = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels, dimensions)
     facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted_gamma(prediction, replay)))
     return RunAnalysis(

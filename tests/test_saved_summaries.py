@@ -231,6 +231,18 @@ def test_a_summary_compare_cannot_read_is_refused_naming_file_and_field(
     assert re.search(says, lines[0]), lines[0]
 
 
+def test_a_summary_with_invalid_utf8_is_refused_in_one_line(current: dict[str, Any], tmp_path: Path) -> None:
+    """Invalid UTF-8 inside a string (msgspec raises one exception or another for it by release) is a summary
+    that is not JSON, said in one line naming the file, never a traceback."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(current), encoding="utf-8")
+    bad.write_bytes(json.dumps(current).encode().replace(b'"kind"', b'"ki\xffnd"', 1))
+    done = traceview("compare", str(good), str(bad))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.json" in lines[0] and "not JSON" in lines[0], done.stderr
+
+
 THRESHOLDS: list[tuple[str, str, str]] = [
     ("unknown key", "[compare]\nthreshhold_pct = 3\n", r"unknown key compare\.threshhold_pct"),
     ("unknown table", "[comparison]\nalpha = 0.1\n", r"unknown table \[comparison\]"),

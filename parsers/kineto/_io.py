@@ -49,7 +49,9 @@ MAX_RECOVERY_TRIES = 64
 BATCH_EVENTS = 10_000
 """Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the
 per-batch costs (a join, a decoder call, small polars frames) stay negligible."""
-BATCH_ERRORS = (msgspec.ValidationError, UnicodeDecodeError)
+BATCH_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+"""What decoding a batch of well-formed events can raise: a field of another type, or invalid UTF-8 in a string
+(msgspec before 0.23 raises `UnicodeDecodeError` for it, from 0.23 a `DecodeError`)."""
 WRONG_TYPE = "dropped {count} events of the wrong type (not an object, or a field of another type)"
 REPAIRED_UTF8 = "replaced invalid UTF-8 by U+FFFD in {count} events"
 CompleteEvent = Complete | Event
@@ -105,6 +107,14 @@ def decode(path: Location, data: bytes, origin: Origin = WHOLE_FILE) -> Decoded:
         return _decode_repaired(path, data, origin)
 
 
+def invalid_utf8(error: Exception) -> bool:
+    """Whether decoding failed on invalid UTF-8 in a string, in any msgspec release (a `UnicodeDecodeError`
+    before 0.23, a `DecodeError` naming UTF-8 from 0.23 on)."""
+    if isinstance(error, UnicodeDecodeError):
+        return True
+    return isinstance(error, msgspec.DecodeError) and "UTF-8" in str(error)
+
+
 def _decode_repaired(path: Location, data: bytes, origin: Origin) -> Decoded:
     try:
         data.decode("utf-8")
@@ -155,6 +165,8 @@ def _decode_malformed(
     """A truncated document's complete events (a cut inside a number reads as an invalid number at the end), a
     complete document followed by other bytes, the complete events before the first malformed byte, or a
     one-line refusal naming the byte."""
+    if invalid_utf8(error):
+        return _decode_repaired(path, data, origin)
     message = str(error)
     found = BYTE_IN_MESSAGE.search(message)
     at = int(found[1]) if found else None
@@ -235,7 +247,9 @@ def _decode_event(raw: msgspec.Raw | bytes, notes: Counter[str]) -> CompleteEven
     """One event, or None when it is not a complete event (counted when it is of the wrong type)."""
     try:
         return _complete_or_none(raw, notes)
-    except UnicodeDecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:
+        if not invalid_utf8(error):
+            raise
         notes[REPAIRED_UTF8] += 1
         return _complete_or_none(bytes(raw).decode("utf-8", "replace").encode(), notes)
 

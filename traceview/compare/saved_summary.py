@@ -178,7 +178,7 @@ def read_summary(path: Location, needs: Sequence[tuple[str, type]] = COMPARE_NEE
 
     try:
         document = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # invalid UTF-8: one or the other by release
         raise InputError(path, f"not a traceview summary: not JSON ({exc})") from None
     return check_summary(path, document, needs)
 

@@ -249,7 +249,7 @@ def load_manifest(path: str | Path) -> RunManifest:
         manifest = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise InputError(path, f"not a traceview run manifest: {exc}") from exc
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # invalid UTF-8: one or the other by release
         raise InputError(path, f"malformed JSON: {exc}") from exc
     if manifest.kind != KIND:
         raise InputError(path, f"kind {manifest.kind!r} is not {KIND!r}: not a traceview run manifest")

@@ -253,3 +253,32 @@ def test_alignment_by_longest_common_subsequence() -> None:
     pairs, ambiguous = align_one([a, a, a], [a, a], more_calls=True)  # which copy is extra is not known
     assert pairs == [(1, 0), (2, 1)]
     assert ambiguous == [0, 1]
+
+
+def test_calls_missing_at_the_end_of_a_ranks_recording_are_a_cut_not_a_mismatch() -> None:
+    """Three ranks, two steps of two calls; rank 1's trace lacks the second call of each step. In step 2, its
+    last recorded step, the call comes after its last placed call there: the end of its recording cut it (left
+    out of the mismatches, its instance still unusable). In step 1 the same absence is a mismatch."""
+    group = "[0, 1, 2]"
+    steps = windows([0, 1, 2], [(1, 0.0, 1000.0), (2, 1000.0, 2000.0)])
+    starts = [100.0, 500.0, 1100.0, 1500.0]
+    rows = [
+        comm(r, start, start + 10, ranks=group, size=100 * (i % 2 + 1))
+        for r in (0, 2)
+        for i, start in enumerate(starts)
+    ]
+    rows += [comm(1, start, start + 10, ranks=group, size=100) for start in starts[::2]]
+    result = match_instances(kernels(rows), steps, [0, 1, 2])
+    assert result.mismatches.select("step", "position", "rank", "kind").rows() == [(1, 1, 1, "missing")]
+    assert result.cut.select("step", "position", "rank", "kind").rows() == [(2, 1, 1, "missing")]
+    assert result.instances.get_column("consistent").to_list() == [True, False, True, False]
+
+
+def test_a_rank_that_holds_its_last_calls_out_of_order_is_not_cut() -> None:
+    """Rank 1 holds both calls of its last step, in swapped order: one is unplaced, so the missing position
+    is a disagreement, never a recording cut."""
+    rows = [comm(0, 0, 10, size=1024), comm(0, 20, 30, size=4096)]
+    rows += [comm(1, 0, 10, size=4096), comm(1, 20, 30, size=1024)]
+    result = match_instances(kernels(rows), ONE_STEP, [0, 1])
+    assert result.cut.height == 0
+    assert result.mismatches.get_column("kind").to_list() == ["unmatched", "missing"]

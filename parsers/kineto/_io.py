@@ -50,8 +50,8 @@ BATCH_EVENTS = 10_000
 """Events decoded at a time: small enough that one batch's objects are a few MiB, large enough that the
 per-batch costs (a join, a decoder call, small polars frames) stay negligible."""
 BATCH_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
-"""What decoding a batch of well-formed events can raise: a field of another type, or invalid UTF-8 in a string
-(msgspec before 0.23 raises `UnicodeDecodeError` for it, from 0.23 a `DecodeError`)."""
+"""What decoding a batch of well-formed events can raise: a field of another type, or invalid UTF-8 in a
+string (msgspec before 0.23 raises `UnicodeDecodeError` for it, from 0.23 a `DecodeError`)."""
 WRONG_TYPE = "dropped {count} events of the wrong type (not an object, or a field of another type)"
 REPAIRED_UTF8 = "replaced invalid UTF-8 by U+FFFD in {count} events"
 CompleteEvent = Complete | Event

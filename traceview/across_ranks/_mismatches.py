@@ -98,3 +98,33 @@ def mismatches_of(
     )
     found = pl.concat([unplaced, different, missing], how="vertical_relaxed").join(seqs, on=KEY, how="left")
     return found.select(list(MISMATCH_SCHEMA)).cast(MISMATCH_SCHEMA).sort("group", "step", "position", "rank")  # type: ignore[arg-type]
+
+
+def recording_cuts(
+    mismatches: pl.DataFrame, placed: pl.DataFrame, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`mismatches` split in two: those that stand, and the `missing` calls a rank's recording cut (the
+    trailing positions of its last recorded step, after its last placed call there: a call still in flight,
+    or whose record had not closed, when that rank's profiler stopped), where the rank holds no call there
+    that found no place (then its calls are out of order, not cut). Each part in MISMATCH_SCHEMA."""
+    if mismatches.height == 0 or windows.height == 0:
+        return mismatches, mismatches.clear()
+    last_step = windows.group_by(pl.col("rank").cast(pl.Int64)).agg(
+        pl.col("step").cast(pl.Int64).max().alias("last_step")
+    )
+    last_placed = placed.group_by(CELL_RANK).agg(pl.col("position").max().alias("last_placed"))
+    unplaced = mismatches.filter(pl.col("kind").is_in(["extra", "unmatched"])).select(CELL_RANK).unique()
+    located = (
+        mismatches.join(last_step, on="rank", how="left")
+        .join(last_placed, on=CELL_RANK, how="left")
+        .join(unplaced.with_columns(pl.lit(True).alias("unplaced")), on=CELL_RANK, how="left")
+    )
+    trailing = (
+        (pl.col("kind") == "missing")
+        & (pl.col("step") == pl.col("last_step"))
+        & (pl.col("position") > pl.col("last_placed").fill_null(-1))
+        & pl.col("unplaced").is_null()
+    )
+    marked = located.with_columns(trailing.fill_null(False).alias("cut"))
+    columns = list(MISMATCH_SCHEMA)
+    return marked.filter(~pl.col("cut")).select(columns), marked.filter(pl.col("cut")).select(columns)

@@ -15,7 +15,9 @@ own, numbered in creation order, so SPMD ranks agree).
    lowest rank's). Signatures and their alignment: `traceview.across_ranks.alignment`.
 3. Mismatches: `extra`/`unmatched` (an unplaced call on a rank with more / not more calls than c*; its
    location is the position of the next placed call), `different` (a placed call whose signature differs from
-   the reference) and `missing` (a member whose trace covers the step has no call at a position).
+   the reference) and `missing` (a member whose trace covers the step has no call at a position). A missing
+   call at the end of a rank's last recorded step, after its last placed call there, is a recording *cut*
+   (the profiler stopped while the call ran or before its record closed), reported apart, not a mismatch.
 4. The key reported is (group, seq): `seq` is the trace's own sequence number where the trace records one
    (the commonest among the members at that key), else the group's ordinal (0-based, counted over steps in
    order). An instance is `consistent` when every expected member is placed, none differs and its key is not
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceview.across_ranks._mismatches import KEY_KINDS, mismatches_of
+from traceview.across_ranks._mismatches import KEY_KINDS, mismatches_of, recording_cuts
 from traceview.across_ranks.alignment import (
     CELL,
     CELL_RANK,
@@ -91,6 +93,8 @@ class Matching:
     group, pg_name, step, position, seq, collective, size_bytes, dtype, expected, matched, consistent).
     `mismatches`: MISMATCH_SCHEMA rows. `groups`: group, pg_name, pg_desc, members, present, absent (list),
     instances. `outside`: per (rank, group) the calls outside every step window of the rank (not matched).
+    `cut`: the `missing` calls that the end of a rank's recording explains (MISMATCH_SCHEMA rows, left out of
+    `mismatches`; their instances stay incomplete).
     """
 
     calls: pl.DataFrame
@@ -98,6 +102,7 @@ class Matching:
     mismatches: pl.DataFrame
     groups: pl.DataFrame
     outside: pl.DataFrame
+    cut: pl.DataFrame
 
 
 def group_expr() -> pl.Expr:
@@ -118,8 +123,9 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
     members = _members(kernels, ranks_present)
     expected = _expected(members, calls, windows, reference)
     seqs = _key_seqs(reference, placed)
-    mismatches = mismatches_of(placed_all, expected, placed, seqs, ambiguous)
-    at_key = mismatches.filter(pl.col("kind").is_in(list(KEY_KINDS))).select(KEY)
+    found = mismatches_of(placed_all, expected, placed, seqs, ambiguous)
+    mismatches, cut = recording_cuts(found, placed, windows)
+    at_key = found.filter(pl.col("kind").is_in(list(KEY_KINDS))).select(KEY)
     instances = _instances(expected, signatures, placed, pl.concat([at_key, ambiguous.select(KEY)]), seqs)
     ids = instances.select(*KEY, "instance", "seq")
     out_calls = (
@@ -152,6 +158,7 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
         mismatches,
         _groups(kernels, members, instances),
         outside,
+        cut,
     )
 
 

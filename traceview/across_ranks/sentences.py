@@ -97,6 +97,13 @@ def warnings(matching: Matching, clocks: ClockOffsets) -> tuple[str, ...]:
         f"rank {row['rank']}: {row['calls']} collective calls outside every step window are not matched"
         for row in outside.iter_rows(named=True)
     ]
+    cut = matching.cut.group_by("rank").agg(pl.len().alias("calls"), pl.col("step").first()).sort("rank")
+    notes += [
+        f"rank {row['rank']}: {row['calls']} call(s) its peers made at the end of step {row['step']}, its "
+        "last recorded step, are not in its trace: its recording stopped before they were written (left out "
+        "of the matching, not counted as mismatches)"
+        for row in cut.iter_rows(named=True)
+    ]
     if matching.mismatches.height:
         first = matching.mismatches.row(0, named=True)
         notes.append(

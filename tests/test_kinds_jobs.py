@@ -151,7 +151,8 @@ def test_a_host_late_rank_is_named_and_advised_first(kinds_runs: Path, ranks: in
             continue  # the machine set a peer aside long enough to hide the sleep
         analysis = _analysed(folder)
         assert analysis.crossrank.stragglers == (late,), folder.name
-        assert analysis.verdict.label == "straggler-bound"
+        found = (folder.name, analysis.crossrank.mismatches.rows()[:3], analysis.crossrank.warnings)
+        assert analysis.verdict.label == "straggler-bound", found
         assert analysis.verdict.sentence.startswith(f"Rank {late} sets the pace")
         cost, transfer = _job_stakes(said, late)
         if cost > CLEAR_MARGIN * transfer:

@@ -240,7 +240,9 @@ def test_a_summary_with_invalid_utf8_is_refused_in_one_line(current: dict[str, A
     done = traceview("compare", str(good), str(bad))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "bad.json" in lines[0] and "not JSON" in lines[0], done.stderr
+    assert len(lines) == 1, done.stderr
+    assert "bad.json" in lines[0], done.stderr
+    assert "not JSON" in lines[0], done.stderr
 
 
 THRESHOLDS: list[tuple[str, str, str]] = [

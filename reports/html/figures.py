@@ -297,10 +297,11 @@ def _step_title(step: int, length_us: float, median: bool) -> str:
     return f"Step {step} on every rank ({which}; median length {length_us / 1000:.2f} ms)"
 
 
-def timeline_figure(timeline: Timeline) -> go.Figure:
-    """One step of every rank on one aligned time axis; a menu picks another offered step."""
+def _drawn_segments(timeline: Timeline) -> pl.DataFrame:
+    """The timeline's segments as drawn, in ms from the run's start: each step's segments moved by its
+    origin's time, with their length, hover text and occupancy (the bar's opacity)."""
     offsets = timeline.steps.select("step", "since_run_start_us")
-    segments = (  # drawn in ms from the run's start: each step's segments moved by its origin's time
+    segments = (
         timeline.segments.join(offsets, on="step", how="left")
         .with_columns(
             pl.col("start_us") + pl.col("since_run_start_us").fill_null(0.0),
@@ -308,7 +309,7 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         )
         .with_columns((pl.col("end_us") - pl.col("start_us")).alias("length_us"))
     )
-    segments = segments.with_columns(
+    return segments.with_columns(
         _hover_text().alias("hover"),
         (pl.col("covered_us") / pl.col("length_us"))
         .clip(0.25, 1.0)
@@ -316,6 +317,11 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         .round(2)
         .alias("occupancy"),
     )
+
+
+def timeline_figure(timeline: Timeline) -> go.Figure:
+    """One step of every rank on one aligned time axis; a menu picks another offered step."""
+    segments = _drawn_segments(timeline)
     labels = _label_order(segments.get_column("label").unique().to_list())
     ranks = sorted(set(segments.get_column("rank").to_list()))
     steps = timeline.steps.rows(named=True)

@@ -13,6 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
+from traceview.core.durations import duration_text
 from traceview.reduce.analysis import RunAnalysis
 from traceview.timeline.step_view import Timeline
 
@@ -294,7 +295,7 @@ def _step_traces(segments: pl.DataFrame, step: int, labels: list[str], visible: 
 
 def _step_title(step: int, length_us: float, median: bool) -> str:
     which = "the median step" if median else "a chosen step"
-    return f"Step {step} on every rank ({which}; median length {length_us / 1000:.2f} ms)"
+    return f"Step {step} on every rank ({which}; median length {duration_text(length_us)})"
 
 
 def _drawn_segments(timeline: Timeline) -> pl.DataFrame:
@@ -332,7 +333,8 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         figure.add_traces(_step_traces(segments, row["step"], labels, is_median))
         visible = [i == index for i in range(len(steps)) for _ in labels]
         title = _step_title(row["step"], row["median_step_us"], is_median)
-        label = f"step {row['step']} ({row['median_step_us'] / 1000:.1f} ms){' median' if is_median else ''}"
+        length = duration_text(row["median_step_us"], decimals=1)
+        label = f"step {row['step']} ({length}){' median' if is_median else ''}"
         layout = {"title.text": title, "updatemenus[0].active": index}
         buttons.append({"label": label, "method": "update", "args": [{"visible": visible}, layout]})
     median_row = next((i for i, r in enumerate(steps) if r["step"] == timeline.median_step), 0)

@@ -1,11 +1,14 @@
 """One bytes and busbw convention (nccl-tests', SPEC 3) computed in one place, for kernels and priced calls;
-`--alpha 0` accepted."""
+`--alpha 0` accepted; the size limits of the house style (DEVELOPERS.md, "Style"): no module of the installed
+package past `MODULE_LINES_MAX` lines, no function past `FUNCTION_LINES_MAX`."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -91,3 +94,56 @@ def test_cli_accepts_alpha_zero(simulated: Path) -> None:
         "alpha inside a node": (0.0, "command line"),
         "alpha across nodes": (0.0, "command line"),
     }
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_FOLDERS = ("traceview", "parsers", "reports")
+"""The installed package's source folders (pyproject's `package-dir`)."""
+MODULE_LINES_MAX = 400
+FUNCTION_LINES_MAX = 60
+"""From the `def` line to the function's last line, its docstring included (decorators not counted)."""
+
+
+def _package_modules() -> list[Path]:
+    return sorted(path for folder in PACKAGE_FOLDERS for path in (ROOT / folder).rglob("*.py"))
+
+
+def _long_functions(source: str, limit: int = FUNCTION_LINES_MAX) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method of `source` longer than `limit` lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > limit:
+                found.append((node.name, lines))
+    return found
+
+
+def test_the_function_measure_counts_from_def_to_the_last_line() -> None:
+    body = "    total = 0\n" * 58
+    fits = f'def fits():\n    """Doc."""\n{body}'  # 1 + 1 + 58 = 60 lines
+    too_long = f"@decorated\ndef too_long():\n    pass\n{body}    return total\n"  # 61, decorator not counted
+    assert _long_functions(fits) == []
+    assert _long_functions(too_long) == [("too_long", 1 + 1 + 58 + 1)]
+    method = "class C:\n" + textwrap.indent(fits, "    ")
+    assert _long_functions(method, limit=59) == [("fits", 60)]
+
+
+def test_package_modules_stay_under_the_line_limit() -> None:
+    modules = _package_modules()
+    assert len(modules) > 100  # the folders were found
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in modules
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES_MAX
+    }
+    assert long == {}, f"modules past {MODULE_LINES_MAX} lines: split them into cohesive private modules"
+
+
+def test_package_functions_stay_under_the_line_limit() -> None:
+    long = {
+        f"{path.relative_to(ROOT)}:{name}": lines
+        for path in _package_modules()
+        for name, lines in _long_functions(path.read_text(encoding="utf-8"))
+    }
+    assert long == {}, f"functions past {FUNCTION_LINES_MAX} lines: shorten them"

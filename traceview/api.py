@@ -362,12 +362,11 @@ def analyze(
     the alpha-beta model's inputs `params`, `local_batch`, `peak_flops` ("312T" or 312e12), `efficiency`,
     `bandwidth` ("300G,25G"), `host_bandwidth` (collectives run on the host inside a host: gloo, MPI), `alpha`
     ("1,5", microseconds), `nic`, `gpus_per_node`, `nics_per_node` (NICs per node of the rings across nodes),
-    `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape`
-    ("hidden=4096,seq=2048,layers=32") and `links` ("table" or "measured": B and alpha fitted on this run);
-    `levers` the replay's levers ("no_straggler", "comm:x2", "ranks:16": docs/metrics.md, "Replay"; default
-    all of them); `run_label` a label kept in the summary (`run.label`, as `--label`); `run_root` a folder a
-    `run.json`'s entries may lie below besides its own (as `--run-root`, docs/run-manifest.md). Raises a
-    `TraceviewError` subclass for bad input or options, naming the argument as this function spells it.
+    `dtype`; the parallelism layout `dims` ("tp=8,pp=4,dp=*"), the model's `shape` ("hidden=4096,seq=2048")
+    and `links` ("table", or "measured": fitted on this run); `levers` the replay's levers ("no_straggler",
+    "comm:x2", "ranks:16": docs/metrics.md, "Replay"; default all); `run_label` the summary's `run.label`
+    (`--label`); `run_root` a folder a `run.json`'s entries may lie below besides its own (`--run-root`,
+    docs/run-manifest.md). Raises a `TraceviewError` for bad input or options, naming the argument as here.
     """
     from traceview.options.run import build_options
     from traceview.reduce.pipeline import analyze_files

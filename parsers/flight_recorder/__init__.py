@@ -17,7 +17,8 @@ from typing import Any
 
 import polars as pl
 from traceview.parsers.flight_recorder._fields import DUMP_TIME_KEYS, STATUS_KEYS, entry_columns
-from traceview.parsers.flight_recorder._pickle import RefusedPickle, load_data
+from traceview.parsers.flight_recorder._pickle import load_data
+from traceview.parsers.flight_recorder._pickle_values import RefusedPickle
 
 from traceview.core.errors import InputError
 from traceview.core.location import Location, Url

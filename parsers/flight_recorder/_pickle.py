@@ -21,10 +21,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-
-class RefusedPickle(ValueError):
-    """The pickle holds something a Flight Recorder dump never does (a foreign global, an opcode that builds
-    objects), or is not a whole pickle; the message says what, in a few words."""
+from traceview.parsers.flight_recorder._pickle_values import CUT_SHORT, U2, U4, RefusedPickle, StackValues
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -103,10 +100,7 @@ _CODES: tuple[tuple[int, str], ...] = tuple(
     (ord(op.code), OPCODES[op.name]) for op in pickletools.opcodes if op.name in OPCODES
 )
 
-_U2, _I4, _U4, _U8 = (struct.Struct(f"<{code}").unpack_from for code in "HiIQ")
-_F8 = struct.Struct(">d").unpack_from
 _BINGET, _LONG_BINPUT, _EMPTY_LIST, _BININT1, _BININT2, _MARK, _APPEND = b"hr]KM(a"
-_CUT_SHORT = "not a whole pickle (cut short or damaged)"
 
 
 class _Allowed:
@@ -118,18 +112,12 @@ class _Allowed:
         self.name, self.function = name, function
 
 
-class _Machine:
-    """The bytes, the stack, the memo and the mark positions of one pickle being read; each opcode's method
-    takes the position after the opcode's byte and returns the position after its argument (-1: STOP)."""
+class _Machine(StackValues):
+    """One pickle being read (its state and value opcodes: `StackValues`), with the opcodes that build
+    collections, use the memo, apply an allowed global or stop; each opcode's method takes the position after
+    the opcode's byte and returns the position after its argument (-1: STOP)."""
 
-    __slots__ = ("data", "end", "marks", "memo", "push", "stack")
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.end = data, len(data)
-        self.stack: list[Any] = []
-        self.memo: list[Any] = []
-        self.marks: list[int] = []
-        self.push = self.stack.append
+    __slots__ = ()
 
     def table(self) -> list[Callable[[int], int]]:
         """The 256-slot dispatch table: each allowed opcode's method, `refuse` elsewhere."""
@@ -148,7 +136,7 @@ class _Machine:
             if code == _BINGET:
                 push(memo[data[pos + 1]])
                 pos += 2
-            elif code == _LONG_BINPUT and _U4(data, pos + 1)[0] == len(memo):
+            elif code == _LONG_BINPUT and U4(data, pos + 1)[0] == len(memo):
                 memo.append(stack[-1])
                 pos += 5
             elif code == _EMPTY_LIST:
@@ -158,7 +146,7 @@ class _Machine:
                 push(data[pos + 1])
                 pos += 2
             elif code == _BININT2:
-                push(_U2(data, pos + 1)[0])
+                push(U2(data, pos + 1)[0])
                 pos += 3
             elif code == _MARK:
                 marks.append(len(stack))
@@ -168,115 +156,6 @@ class _Machine:
                 pos += 1
             else:
                 pos = table[code](pos + 1)
-
-    # values -------------------------------------------------------------------------------------------
-    def binint1(self, pos: int) -> int:
-        self.push(self.data[pos])
-        return pos + 1
-
-    def binint2(self, pos: int) -> int:
-        self.push(_U2(self.data, pos)[0])
-        return pos + 2
-
-    def binint(self, pos: int) -> int:
-        self.push(_I4(self.data, pos)[0])
-        return pos + 4
-
-    def long1(self, pos: int) -> int:
-        return self._long(pos + 1, self.data[pos])
-
-    def long4(self, pos: int) -> int:
-        return self._long(pos + 4, _U4(self.data, pos)[0])
-
-    def _long(self, start: int, length: int) -> int:
-        end = self._within(start + length)
-        self.push(int.from_bytes(self.data[start:end], "little", signed=True))
-        return end
-
-    def binfloat(self, pos: int) -> int:
-        self.push(_F8(self.data, pos)[0])
-        return pos + 8
-
-    def binunicode(self, pos: int) -> int:
-        return self._text(pos + 4, _U4(self.data, pos)[0])
-
-    def short_binunicode(self, pos: int) -> int:
-        return self._text(pos + 1, self.data[pos])
-
-    def binunicode8(self, pos: int) -> int:
-        return self._text(pos + 8, _U8(self.data, pos)[0])
-
-    def _text(self, start: int, length: int) -> int:
-        end = self._within(start + length)
-        self.push(self.data[start:end].decode("utf-8", "surrogatepass"))
-        return end
-
-    def binbytes(self, pos: int) -> int:
-        return self._bytes(pos + 4, _U4(self.data, pos)[0])
-
-    def short_binbytes(self, pos: int) -> int:
-        return self._bytes(pos + 1, self.data[pos])
-
-    def binbytes8(self, pos: int) -> int:
-        return self._bytes(pos + 8, _U8(self.data, pos)[0])
-
-    def _bytes(self, start: int, length: int) -> int:
-        end = self._within(start + length)
-        self.push(self.data[start:end])
-        return end
-
-    def _within(self, end: int) -> int:
-        if end > self.end:
-            raise RefusedPickle(_CUT_SHORT)
-        return end
-
-    def _line(self, pos: int) -> tuple[str, int]:
-        end = self.data.find(b"\n", pos)
-        if end < 0:
-            raise RefusedPickle(_CUT_SHORT)
-        return self.data[pos:end].decode("latin-1"), end + 1
-
-    def text_int(self, pos: int) -> int:
-        text, pos = self._line(pos)
-        value = text.rstrip("L")
-        self.push({"00": False, "01": True}[value] if value in ("00", "01") else int(value))
-        return pos
-
-    def text_float(self, pos: int) -> int:
-        text, pos = self._line(pos)
-        self.push(float(text))
-        return pos
-
-    def text_unicode(self, pos: int) -> int:
-        end = self.data.find(b"\n", pos)
-        if end < 0:
-            raise RefusedPickle(_CUT_SHORT)
-        self.push(self.data[pos:end].decode("raw-unicode-escape"))
-        return end + 1
-
-    def none(self, pos: int) -> int:
-        self.push(None)
-        return pos
-
-    def true(self, pos: int) -> int:
-        self.push(True)
-        return pos
-
-    def false(self, pos: int) -> int:
-        self.push(False)
-        return pos
-
-    def empty_dict(self, pos: int) -> int:
-        self.push({})
-        return pos
-
-    def empty_list(self, pos: int) -> int:
-        self.push([])
-        return pos
-
-    def empty_tuple(self, pos: int) -> int:
-        self.push(())
-        return pos
 
     # collections ---------------------------------------------------------------------------------------
     def mark(self, pos: int) -> int:
@@ -308,7 +187,7 @@ class _Machine:
     def _tuple_of(self, pos: int, count: int) -> int:
         stack = self.stack
         if len(stack) < count:
-            raise RefusedPickle(_CUT_SHORT)
+            raise RefusedPickle(CUT_SHORT)
         items = tuple(stack[-count:])
         del stack[-count:]
         self.push(items)
@@ -367,7 +246,7 @@ class _Machine:
         return pos + 1
 
     def long_binget(self, pos: int) -> int:
-        self.push(self.memo[_U4(self.data, pos)[0]])
+        self.push(self.memo[U4(self.data, pos)[0]])
         return pos + 4
 
     def text_get(self, pos: int) -> int:
@@ -383,7 +262,7 @@ class _Machine:
         return pos + 1
 
     def long_binput(self, pos: int) -> int:
-        self._put(_U4(self.data, pos)[0])
+        self._put(U4(self.data, pos)[0])
         return pos + 4
 
     def text_put(self, pos: int) -> int:
@@ -456,7 +335,7 @@ def load_data(data: bytes) -> Any:
     try:
         machine.run()
     except (IndexError, struct.error):
-        raise RefusedPickle(_CUT_SHORT) from None
+        raise RefusedPickle(CUT_SHORT) from None
     except UnicodeDecodeError:
         raise RefusedPickle("a string that is not UTF-8 (damaged)") from None
     except (ValueError, TypeError, AttributeError, RecursionError) as error:

@@ -29,8 +29,6 @@ from traceview.parsers.kineto._io import (
     any_known_category,
     complete_event_batches,
     decode,
-    not_kineto,
-    refuse_unless_json,
     refuse_without_kineto_events,
 )
 from traceview.parsers.kineto._meta import (
@@ -41,6 +39,7 @@ from traceview.parsers.kineto._meta import (
     step_candidates,
     sync_rows,
 )
+from traceview.parsers.kineto._other_formats import not_kineto, refuse_unless_json
 from traceview.parsers.kineto._schema import Header
 from traceview.parsers.kineto._stream import StreamedEvents, head_events, stream_events
 from traceview.parsers.kineto.limits import (

@@ -9,17 +9,17 @@ UTF-8 inside an event is replaced, and the rest of the file is kept (docs/metric
 
 from __future__ import annotations
 
-import codecs
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 from traceview.parsers.kineto._header import decode_object
+from traceview.parsers.kineto._other_formats import describe_text, first_byte, not_kineto, refuse_other_json
 from traceview.parsers.kineto._schema import (
     CATEGORY_DECODER,
     EVENT_DECODER,
@@ -31,7 +31,6 @@ from traceview.parsers.kineto._schema import (
     Complete,
     Event,
     Header,
-    Probe,
     RawDocument,
 )
 
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     from traceview.core.location import Location
 
 UTF8_BOM = b"\xef\xbb\xbf"
-LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 BYTE_IN_MESSAGE = re.compile(r"\s*\(byte (\d+)\)")
 DEEP_NESTING = re.compile(rb'(?:[\[{]\s*(?:"[^"\\]{0,64}"\s*:\s*)?){128,}')
 """A run of openers (`[`, or `{` and a key) that no trace has: where a document too deeply nested starts."""
@@ -154,7 +152,7 @@ def _decoded(
     if not isinstance(document, RawDocument):
         return Decoded(Header(), document, tuple(notes), truncated_at_byte)
     if document.traceEvents is None:
-        _refuse_other_json(path, data)
+        refuse_other_json(path, data)
         raise NotKinetoError(path, "JSON object without a traceEvents array: not a Kineto trace")
     return Decoded(header_of(document), document.traceEvents, tuple(notes), truncated_at_byte)
 
@@ -276,26 +274,8 @@ def header_of(document: Header) -> Header:
 def _head(path: Location, data: bytes) -> bytes:
     head = first_byte(data)
     if head not in (b"{", b"["):
-        raise NotKinetoError(path, _describe_text(data))
+        raise NotKinetoError(path, describe_text(data))
     return head
-
-
-def refuse_unless_json(path: Location, head: bytes) -> None:
-    """Refuse a text whose first bytes `head` do not start a JSON object or array (only whitespace, NUL bytes,
-    other text): said before the rest of the file is read."""
-    start = first_byte(head)
-    if not start:
-        raise NotKinetoError(
-            path, f"no JSON in its first {len(head)} bytes (only whitespace): not a Kineto trace"
-        )
-    if start not in (b"{", b"["):
-        raise NotKinetoError(path, _describe_text(head))
-
-
-def first_byte(data: bytes) -> bytes:
-    """The first byte that is not ASCII whitespace (`bytes.lstrip` would copy the whole document)."""
-    start = LEADING_SPACE.match(data).end()  # type: ignore[union-attr]  # the pattern matches ""
-    return data[start : start + 1]
 
 
 def _recover(path: Location, data: bytes, head: bytes, origin: Origin) -> Decoded:
@@ -335,63 +315,6 @@ def _ends_an_event(data: bytes, end: int) -> bool:
     return follows[:1] in (b",", b"]") or (not follows and end + 257 >= len(data))
 
 
-def _describe_text(data: bytes) -> str:
-    sample = data[:65536].decode("utf-8", errors="replace")
-    if "NCCL INFO" in sample or "NCCL WARN" in sample:
-        return "looks like an NCCL_DEBUG log, not a Kineto trace (pass it with --nccl-log)"
-    if not sample.strip():
-        return "file is empty"
-    return f"not JSON ({_kind_of_text(data[:65536])}): not a Kineto trace"
-
-
-def _kind_of_text(head: bytes) -> str:
-    """What a file that is not JSON holds, in words, never quoting it (it may be anyone's file)."""
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return "binary data"
-    return "binary data" if "\x00" in text else "text"
-
-
-def _refuse_other_json(path: Location, data: bytes) -> None:
-    """Raise `NotKinetoError` saying what the JSON looks like, when it is recognisably another format."""
-    if first_byte(data) == b"[":
-        items = _decode_untyped(data[:1_000_000] if len(data) < 1_000_000 else data)
-        if items is not None:
-            raise NotKinetoError(path, _describe_array(items))
-        return
-    try:
-        probe = msgspec.json.decode(data, type=Probe)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return
-    if probe.nodes and probe.schema is not None:
-        raise NotKinetoError(
-            path, 'a PyTorch Execution Trace ("nodes" and "schema" keys), not a Kineto profiler trace'
-        )
-
-
-def _decode_untyped(data: bytes) -> Any:
-    """The JSON value, or None when it cannot be read (only used to say what a refused file looks like)."""
-    try:
-        return msgspec.json.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return None
-
-
-def _describe_array(items: Any) -> str:
-    if not isinstance(items, list):
-        return "a JSON array that is not a list of Kineto events"
-    if items and all(isinstance(item, list) for item in items[:100]):
-        return "a JSON array of arrays (looks like a torch memory timeline export), not a Kineto trace"
-    phases = {item.get("ph") for item in items[:5000] if isinstance(item, dict)}
-    if {"B", "E"} & phases:
-        return (
-            "a Chrome-trace event array with B/E events and no PyTorch profiler categories (a Horovod "
-            "timeline?)"
-        )
-    return "a JSON array that is not a list of Kineto events"
-
-
 def refuse_without_kineto_events(
     path: Location, data: bytes, events: Sequence[msgspec.Raw], known_categories: frozenset[str]
 ) -> None:
@@ -415,15 +338,3 @@ def any_known_category(events: Sequence[msgspec.Raw], known_categories: frozense
         if any(isinstance(probe, CategoryProbe) and bytes(probe.cat) in known for probe in probes):
             return True
     return False
-
-
-def not_kineto(path: Location, data: bytes) -> NotKinetoError:
-    """The refusal of a Chrome trace without PyTorch profiler events, saying what `data` (the document, or its
-    first bytes) looks like."""
-    if first_byte(data) == b"[":
-        return NotKinetoError(path, _describe_array(_decode_untyped(data)))
-    device_like = b'"/device:' in data[:1_000_000]
-    producer = " (process names like /device:GPU:0: a TensorFlow profiler trace?)" if device_like else ""
-    return NotKinetoError(
-        path, f"a Chrome trace with no PyTorch profiler events{producer}, not a Kineto trace"
-    )

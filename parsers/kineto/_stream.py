@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 from traceview.parsers.kineto._header import decode_object
-from traceview.parsers.kineto._io import UTF8_BOM, Decoded, Origin, decode, first_byte
+from traceview.parsers.kineto._io import UTF8_BOM, Decoded, Origin, decode
+from traceview.parsers.kineto._other_formats import first_byte
 from traceview.parsers.kineto._schema import RAW_EVENTS_DECODER, Header
 
 from traceview.core.errors import InputError, ParseWarning

@@ -13,6 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
+from traceview.core.durations import duration_text
 from traceview.reduce.analysis import RunAnalysis
 from traceview.timeline.step_view import Timeline
 
@@ -294,13 +295,14 @@ def _step_traces(segments: pl.DataFrame, step: int, labels: list[str], visible: 
 
 def _step_title(step: int, length_us: float, median: bool) -> str:
     which = "the median step" if median else "a chosen step"
-    return f"Step {step} on every rank ({which}; median length {length_us / 1000:.2f} ms)"
+    return f"Step {step} on every rank ({which}; median length {duration_text(length_us)})"
 
 
-def timeline_figure(timeline: Timeline) -> go.Figure:
-    """One step of every rank on one aligned time axis; a menu picks another offered step."""
+def _drawn_segments(timeline: Timeline) -> pl.DataFrame:
+    """The timeline's segments as drawn, in ms from the run's start: each step's segments moved by its
+    origin's time, with their length, hover text and occupancy (the bar's opacity)."""
     offsets = timeline.steps.select("step", "since_run_start_us")
-    segments = (  # drawn in ms from the run's start: each step's segments moved by its origin's time
+    segments = (
         timeline.segments.join(offsets, on="step", how="left")
         .with_columns(
             pl.col("start_us") + pl.col("since_run_start_us").fill_null(0.0),
@@ -308,7 +310,7 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         )
         .with_columns((pl.col("end_us") - pl.col("start_us")).alias("length_us"))
     )
-    segments = segments.with_columns(
+    return segments.with_columns(
         _hover_text().alias("hover"),
         (pl.col("covered_us") / pl.col("length_us"))
         .clip(0.25, 1.0)
@@ -316,6 +318,11 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         .round(2)
         .alias("occupancy"),
     )
+
+
+def timeline_figure(timeline: Timeline) -> go.Figure:
+    """One step of every rank on one aligned time axis; a menu picks another offered step."""
+    segments = _drawn_segments(timeline)
     labels = _label_order(segments.get_column("label").unique().to_list())
     ranks = sorted(set(segments.get_column("rank").to_list()))
     steps = timeline.steps.rows(named=True)
@@ -326,7 +333,8 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         figure.add_traces(_step_traces(segments, row["step"], labels, is_median))
         visible = [i == index for i in range(len(steps)) for _ in labels]
         title = _step_title(row["step"], row["median_step_us"], is_median)
-        label = f"step {row['step']} ({row['median_step_us'] / 1000:.1f} ms){' median' if is_median else ''}"
+        length = duration_text(row["median_step_us"], decimals=1)
+        label = f"step {row['step']} ({length}){' median' if is_median else ''}"
         layout = {"title.text": title, "updatemenus[0].active": index}
         buttons.append({"label": label, "method": "update", "args": [{"visible": visible}, layout]})
     median_row = next((i for i, r in enumerate(steps) if r["step"] == timeline.median_step), 0)

@@ -32,12 +32,13 @@ from traceview.reports.html._page_filters import rank_ranges
 from traceview.reports.html._plotly_styles import plotly_style_texts
 from traceview.reports.html._sections import SECTIONS
 
+from traceview.core.durations import duration_cell, duration_text
 from traceview.core.version import __version__
 from traceview.reduce.analysis import RunAnalysis
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1000:.3f}"
+    return duration_cell(value, decimals=3)
 
 
 def _ratio(value: float | None) -> str:
@@ -61,9 +62,10 @@ _ENVIRONMENT = Environment(
 
 
 def fact_text(name: str, value: float) -> str:
-    """A cited fact with its unit: `_us` figures in ms, `_share` figures in percent, counts as integers."""
+    """A cited fact with its unit: `_us` figures as durations (`traceview.core.durations`), `_share` figures
+    in percent, counts as integers."""
     if name.endswith("_us"):
-        return f"{value / 1000:.2f} ms"
+        return duration_text(value)
     if name.endswith("_share"):
         return f"{value:.1%}"
     if float(value).is_integer():

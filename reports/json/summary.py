@@ -17,12 +17,12 @@ from dataclasses import asdict
 from typing import Any
 
 from traceview.reports.json.critical_path import critical_path_document
-from traceview.reports.json.dimension_lines import dimension_lines
-from traceview.reports.json.dimension_zero import dimension_zero
+from traceview.reports.json.dimensions import dimensions_document
 from traceview.reports.json.encode import json_text
 from traceview.reports.json.flight_recorder import flight_recorder_object
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.nccl_inspector import inspector_document
+from traceview.reports.json.prediction import prediction_document
 from traceview.reports.json.records import clean, records
 from traceview.reports.json.replay import replay_document
 
@@ -213,57 +213,6 @@ def _across_ranks(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
     return None if analysis.crossrank is None else crossrank_document(analysis.crossrank, listed)
 
 
-def _prediction(analysis: RunAnalysis) -> dict[str, Any] | None:
-    """The `prediction` object: inputs with provenance, run figures, per step, per collective, what-ifs."""
-    found = analysis.prediction
-    if found is None:
-        return None
-    what_if = found.what_if
-    trust, topology = found.trust, found.inputs.topology
-    return {
-        "sentence": found.sentence,
-        "dominant_factor": found.dominant,
-        "waiting_measured": found.waiting_measured,
-        "gamma_pred": clean(found.run.get("gamma_pred")),
-        "gamma_ratio": clean(found.run.get("gamma_ratio")),
-        "missing_input": found.missing_input,
-        "link_known": found.link_known,
-        "assumed_links": list(trust.assumed_links) if trust else [],
-        "defaulted_inputs": list(trust.defaulted) if trust else [],
-        "caveats": list(trust.caveats) if trust else [],
-        "achieved_over_peak": clean(trust.achieved_over_peak) if trust else None,
-        "headline_doubt": trust.doubt if trust else None,
-        "guessed_inputs": list(trust.guesses) if trust else [],
-        "links_measured": trust.links_measured if trust else False,
-        "topology": None
-        if topology is None
-        else {
-            "gpus_per_node": topology.ranks_per_node,
-            "source": topology.source,
-            "detail": topology.detail,
-            "hosts": topology.hosts,
-            "conflicts": list(topology.conflicts),
-            "evidence": [{k: clean(v) for k, v in asdict(e).items()} for e in topology.evidence],
-        },
-        "assumptions": [{k: clean(v) for k, v in asdict(a).items()} for a in found.inputs.assumptions],
-        "notes": list(found.inputs.notes),
-        "run": {k: clean(v) for k, v in found.run.items()},
-        "per_step": records(found.per_step),
-        "per_collective": records(found.per_collective),
-        "what_if": None
-        if what_if is None
-        else {
-            "rank": what_if.rank,
-            "step": what_if.step,
-            "workers": what_if.workers,
-            "closed_form_gamma": clean(what_if.closed_form_gamma),
-            "break_even_workers": clean(what_if.break_even_workers),
-            "table": records(what_if.table),
-            "curve": records(what_if.curve),
-        },
-    }
-
-
 def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
     """The `distributions` object: the samples `traceview compare` and `trend` test (docs/json-schema.md)."""
     found = analysis.distributions
@@ -281,66 +230,6 @@ def _distributions(analysis: RunAnalysis) -> dict[str, Any] | None:
 
 def _kernels(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
     return None if analysis.kernels is None else kernels_document(analysis.kernels, full=full)
-
-
-def _dimensions(analysis: RunAnalysis) -> dict[str, Any] | None:
-    """The `dimensions` object: each group's dimension and evidence, the cost per dimension and step, the
-    volumes against the seeds' formulas (docs/json-schema.md, `dimensions`)."""
-    found = analysis.dimensions
-    if found is None:
-        return None
-    inputs = found.inputs
-    listed = (
-        [
-            inputs.params,
-            inputs.activation,
-            inputs.layers,
-            inputs.micro_batches,
-            inputs.top_k,
-            inputs.moe_layers,
-        ]
-        if inputs
-        else []
-    )
-    groups = found.groups.select(
-        "group",
-        "desc",
-        "pg_name",
-        "n",
-        "ranks",
-        "dimension",
-        "confidence",
-        "best",
-        "runner_up",
-        "evidence",
-        "calls",
-        "calls_per_step",
-        "ar_share",
-        "agrs_share",
-        "a2a_share",
-        "p2p_share",
-        "size_spread",
-        "median_bytes",
-        "early_share",
-        "contiguous",
-        "stride",
-        "nodes",
-        "world",
-    )
-    return {
-        "threshold": found.threshold,
-        "layout": found.layout,
-        "layout_note": found.layout_note,
-        "costliest": found.costliest["dimension"] if found.costliest else None,
-        "groups": records(groups),
-        "lines": dimension_lines(found),
-        "evidence": records(found.evidence),
-        "per_dimension": records(found.per_dimension),
-        "per_step": records(found.per_step),
-        "volumes": records(found.volumes),
-        "zero": dimension_zero(found),
-        "inputs": [{k: clean(v) for k, v in asdict(i).items()} for i in listed],
-    }
 
 
 def _moe(analysis: RunAnalysis) -> dict[str, Any] | None:
@@ -409,10 +298,10 @@ ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (
     ("bubbles", _bubbles),
     ("nccl", _nccl),
     ("across_ranks", lambda analysis: _across_ranks(analysis, full=False)),
-    ("prediction", _prediction),
+    ("prediction", prediction_document),
     ("distributions", _distributions),
     ("kernels", lambda analysis: _kernels(analysis, full=False)),
-    ("dimensions", _dimensions),
+    ("dimensions", dimensions_document),
     ("moe", _moe),
     ("roofline", _roofline),
     ("links_measured", _links_measured),

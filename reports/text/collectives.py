@@ -12,6 +12,7 @@ from traceview.reports.text.fit import print_table
 from traceview.reports.text.safe import safe
 
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.core.durations import duration_cell
 
 MAX_ROWS = 40
 _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
@@ -35,8 +36,9 @@ def gbps(value: object) -> str:
 
 
 def ms(value: object) -> str:
-    """Microseconds as milliseconds; `-` when unknown."""
-    return f"{value / 1000:.3f}" if isinstance(value, int | float) else "-"
+    """Microseconds in a column of milliseconds (`traceview.core.durations.duration_cell`: under 1 ms with
+    its unit, us); `-` when unknown."""
+    return duration_cell(value, decimals=3)
 
 
 def plain(value: object) -> str:

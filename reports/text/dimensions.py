@@ -10,12 +10,13 @@ from typing import Any
 
 from rich.markup import escape
 
+from traceview.core.durations import duration_text
 from traceview.core.sanitize import printable
 from traceview.reduce.analysis import RunAnalysis
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1000:.2f} ms"
+    return "-" if value is None else duration_text(value)
 
 
 def _size(value: float | None) -> str:

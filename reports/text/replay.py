@@ -7,11 +7,12 @@ from rich.console import Console
 from rich.table import Table
 from traceview.reports.text.safe import safe
 
+from traceview.core.durations import duration_cell
 from traceview.replay.analysis import Replay
 
 
 def _ms(value: object) -> str:
-    return "-" if not isinstance(value, int | float) else f"{value / 1000:.2f}"
+    return duration_cell(value)
 
 
 def _ratio(value: object) -> str:

@@ -11,12 +11,13 @@ from rich.table import Table
 from traceview.reports.text.dimensions import print_dimensions
 from traceview.reports.text.fit import print_table
 
+from traceview.core.durations import duration_cell
 from traceview.core.sanitize import listed, printable
 from traceview.reduce.analysis import RunAnalysis
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1000:.2f}"
+    return duration_cell(value)
 
 
 def _ratio(value: float | None) -> str:

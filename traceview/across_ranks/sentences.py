@@ -10,12 +10,13 @@ import polars as pl
 from traceview.across_ranks.clocks import ClockOffsets
 from traceview.across_ranks.matching import Matching
 from traceview.across_ranks.stragglers import CAUSES, FALLBACK_SENTENCES, NOT_RESOLVABLE
+from traceview.core.durations import duration_text
 
 RULE_SENTENCES = {rule.cause: (rule.sentence, rule.figure) for rule in CAUSES}
 
 
 def _ms(value: object) -> str:
-    return "?" if not isinstance(value, int | float) else f"{value / 1000:.3f} ms"
+    return "?" if not isinstance(value, int | float) else duration_text(value, decimals=3)
 
 
 def cause_text(row: Mapping[str, object]) -> str:

@@ -26,6 +26,7 @@ from traceview.compare.samples import DIMENSION_METRICS, RUN_METRICS, Samples, a
 from traceview.compare.scaling import Scaling, scaling_analysis
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
+from traceview.core.durations import duration_text
 from traceview.dimensions.analysis import DIMENSION_NAMES
 
 
@@ -329,7 +330,7 @@ def _describe(finding: Finding) -> str:
         share = dict(finding.fields).get("lateness_cost_share")
         of_step = f" ({share:.0%} of the step)" if isinstance(share, float) else ""
         return (
-            f"{finding.subject} a new straggler costing {finding.candidate / 1000:.2f} ms per step{of_step}"
+            f"{finding.subject} a new straggler costing {duration_text(finding.candidate)} per step{of_step}"
         )
     if finding.metric == "mismatches":
         return f"{finding.candidate:.0f} collective mismatch(es) across ranks, none in the baseline"

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.durations import duration_text
+
 SLOW_EXCESS_MIN = 0.05
 """A rank computing this fraction more per step than the reference rank is explained unasked."""
 MAX_EXPLAINED = 4
@@ -227,7 +229,7 @@ def explain(class_steps: pl.DataFrame, key_steps: pl.DataFrame, rank: int) -> Sl
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.1f} us"
+    return duration_text(us)
 
 
 NAME_WIDTH = 60

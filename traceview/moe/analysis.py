@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
+from traceview.core.durations import duration_text
 from traceview.moe.balance import call_loads, hot_ranks, loads, parsed, send_matrix, step_balance, waits
 
 
@@ -90,7 +91,7 @@ def _sentence(per_group: pl.DataFrame, unmeasured: tuple[str, ...]) -> str:
     )
     wait = top.get("wait_us")
     cost = (
-        f"; its peers wait a median {wait / 1000:.2f} ms per step at these all-to-alls"
+        f"; its peers wait a median {duration_text(wait)} per step at these all-to-alls"
         + (
             f", and a hot rank arrives last at {top['hot_last_share']:.0%} of them"
             if top.get("hot_last_share") is not None

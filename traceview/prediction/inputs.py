@@ -175,12 +175,10 @@ def resolve_inputs(
     peak, peak_a, peak_note = _peak(gpu, dtype, options, device)
     efficiency, efficiency_a = _efficiency(options)
     nodes = topology or _topology(run, options)
-    rpn = nodes.ranks_per_node
-    intra, intra_note = resolve_link(options, gpu, "intra", rpn)
-    inter, inter_note = resolve_link(options, gpu, "inter", rpn)
+    intra, intra_note = resolve_link(options, gpu, "intra", nodes.ranks_per_node)
+    inter, inter_note = resolve_link(options, gpu, "inter", nodes.ranks_per_node)
     groups = group_links(options, intra if intra else inter)
-    has_host = _has_host_calls(calls)
-    host, host_note = resolve_host_link(options) if has_host else (None, "")
+    host, host_note, host_assumed = _host_link(options, calls)
     sustained = None if peak is None else peak * efficiency
     assumptions = (
         device_a,
@@ -188,11 +186,11 @@ def resolve_inputs(
         peak_a,
         efficiency_a,
         Assumption("R (sustained FLOP/s)", sustained, "FLOP/s", peak_a.source, "peak x efficiency"),
-        Assumption("GPUs per node", rpn, "", nodes.source, nodes.detail),
+        Assumption("GPUs per node", nodes.ranks_per_node, "", nodes.source, nodes.detail),
         *_nics(options),
         *link_assumptions(intra, "intra"),
         *link_assumptions(inter, "inter"),
-        *(link_assumptions(host, "host") if has_host else ()),
+        *host_assumed,
         *work.assumptions,
         *group_assumptions(groups),
         *((group_sizes,) if group_sizes else ()),
@@ -203,7 +201,7 @@ def resolve_inputs(
         dtype=dtype,
         peak_flops=peak,
         efficiency=efficiency,
-        ranks_per_node=rpn,
+        ranks_per_node=nodes.ranks_per_node,
         intra=intra,
         inter=inter,
         params=work.params,
@@ -239,6 +237,15 @@ def _stated_measured(options: ModelOptions, links: tuple[Link | None, ...]) -> b
     return bool(options.links_measured) and any(
         found is not None and found.source == "manifest" for found in links
     )
+
+
+def _host_link(options: ModelOptions, calls: pl.DataFrame) -> tuple[Link | None, str, tuple[Assumption, ...]]:
+    """The link of host collectives inside a host, its note and its assumptions, when some call of the run ran
+    on the host (none otherwise)."""
+    if not _has_host_calls(calls):
+        return None, "", ()
+    host, note = resolve_host_link(options)
+    return host, note, tuple(link_assumptions(host, "host"))
 
 
 def _has_host_calls(calls: pl.DataFrame) -> bool:

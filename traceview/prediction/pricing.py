@@ -70,24 +70,7 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     t_lat_us, bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n`
     overrides the group size."""
     size = n if n is not None else pl.col("group_size")
-    frame = (
-        calls
-        if "spans_nodes" in calls.columns
-        else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
-    )
-    if "comm_kind" not in frame.columns:
-        frame = frame.with_columns(pl.lit("device").alias("comm_kind"))
-    frame = frame.with_columns(
-        _link_value(inputs, "name").alias("link"),
-        _link_value(inputs, "source").cast(pl.Utf8).alias("link_source"),
-        _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
-        _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
-    )
-    device = (pl.col("comm_kind") != "host").fill_null(True)  # NCCL's logs say nothing of gloo's calls
-    frame = _group_overrides(frame, inputs).with_columns(
-        logged_algorithm(frame, inputs.logged_algorithms, size).alias("_logged")
-    )
-    frame = frame.with_columns(pl.when(device).then(pl.col("_logged")).alias("_logged"))
+    frame = _with_links(calls, inputs, size)
     collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
     flat_lat = latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6
     flat_bw = bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6
@@ -125,6 +108,30 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
         )
         .drop("_nodes", "_per_node", "_logged", strict=False)
     )
+
+
+def _with_links(calls: pl.DataFrame, inputs: ModelInputs, size: pl.Expr) -> pl.DataFrame:
+    """`calls` with spans_nodes (unless present), comm_kind (unless present: device), the link of each call
+    (link, link_source, bandwidth_Bps, alpha_s; a group's override first) and `_logged`, the algorithm an NCCL
+    log names for a device call."""
+    frame = (
+        calls
+        if "spans_nodes" in calls.columns
+        else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
+    )
+    if "comm_kind" not in frame.columns:
+        frame = frame.with_columns(pl.lit("device").alias("comm_kind"))
+    frame = frame.with_columns(
+        _link_value(inputs, "name").alias("link"),
+        _link_value(inputs, "source").cast(pl.Utf8).alias("link_source"),
+        _link_value(inputs, "bandwidth_Bps").cast(pl.Float64).alias("bandwidth_Bps"),
+        _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
+    )
+    device = (pl.col("comm_kind") != "host").fill_null(True)  # NCCL's logs say nothing of gloo's calls
+    frame = _group_overrides(frame, inputs).with_columns(
+        logged_algorithm(frame, inputs.logged_algorithms, size).alias("_logged")
+    )
+    return frame.with_columns(pl.when(device).then(pl.col("_logged")).alias("_logged"))
 
 
 def _hierarchical(inputs: ModelInputs, n: pl.Expr) -> tuple[pl.Expr, pl.Expr]:

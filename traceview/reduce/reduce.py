@@ -9,9 +9,8 @@ steps), not with the traces.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import polars as pl
 
@@ -36,7 +35,6 @@ from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import Distributions, distributions_from_parts
 from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import kernels_from_parts
-from traceview.links_measured.analysis import MEASURED_NOTE, LinksMeasured, measure_links
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
 from traceview.model.trace import RankTrace, Run, SkippedInput
@@ -45,8 +43,8 @@ from traceview.nccl.inputs import read_logs
 from traceview.nccl.inspector import InspectorJoin, join_inspector, read_inspector_files
 from traceview.nccl.join import NcclJoin, join_nccl, log_hosts
 from traceview.options.run import RunOptions
-from traceview.prediction.gamma import Prediction, predict
-from traceview.prediction.inputs import with_nccl_overrides
+from traceview.prediction.gamma import Prediction
+from traceview.reduce._pricing import priced
 from traceview.reduce.held import HeldRank, HeldSummaries, Stacked
 from traceview.reduce.results import RunAnalysis, RunHeader, run_header, with_identity, with_stated_facts
 from traceview.replay.analysis import Replay, replay_run
@@ -195,27 +193,6 @@ def _cross_rank(
     )
 
 
-def _prediction(
-    run: Run,
-    frames: Stacked,
-    parts: tuple[CollectiveAnalysis, TimeBudget, CrossRank],
-    options: RunOptions,
-    nccl: NcclJoin | None,
-) -> Prediction:
-    """The alpha-beta prediction of the run, with the NCCL logs' links and hosts."""
-    collectives, budget, crossrank = parts
-    return predict(
-        run,
-        collectives.kernels,
-        frames.windows,
-        budget,
-        crossrank,
-        with_nccl_overrides(options.model, nccl),
-        options.ranks_per_host,
-        nccl.hosts_by_rank if nccl else None,
-    )
-
-
 def _dimensions(
     run: Run,
     frames: Stacked,
@@ -236,60 +213,6 @@ def _dimensions(
         max(worlds) if worlds else None,
         (options.layout, options.shape, options.virtual_stages),
         float(micro.median()) if micro is not None and micro.len() else None,  # type: ignore[arg-type]
-    )
-
-
-HOST_MEASURED_NOTE = (
-    "The link of host collectives inside a host, which no datasheet gives, is measured in this run: that "
-    "part of the prediction is not an independent check."
-)
-STATED_FIELDS: dict[str, dict[str, Any]] = {
-    "intra": {"bandwidth_Bps": None, "alpha_s": None},
-    "inter": {"inter_bandwidth_Bps": None, "inter_alpha_s": None},
-    "host": {"host_bandwidth_Bps": None},
-}
-"""The `ModelOptions` fields a measured link of each scope replaces."""
-
-
-def _measured_prediction(
-    prediction: Prediction,
-    links: LinksMeasured,
-    rerun: Callable[[RunOptions], Prediction],
-    options: RunOptions,
-) -> tuple[Prediction, LinksMeasured]:
-    """With `--links measured` and links fitted: the prediction again on them, in place of the links of the
-    scopes they cover, stated ones included (its sentence says so)."""
-    if options.links != "measured" or not links.overrides:
-        return prediction, links
-    model = replace(options.model, link_overrides=(*options.model.link_overrides, *links.overrides))
-    for scope in {o.scope for o in links.overrides}:  # the measured link replaces a stated one
-        model = replace(model, **STATED_FIELDS[scope])
-    again = rerun(replace(options, model=model))
-    return replace(again, sentence=f"{MEASURED_NOTE} {again.sentence}"), replace(links, used=True)
-
-
-def _priced(
-    run: Run,
-    frames: Stacked,
-    parts: tuple[CollectiveAnalysis, TimeBudget, CrossRank],
-    options: RunOptions,
-    nccl: NcclJoin | None,
-) -> tuple[Prediction, LinksMeasured]:
-    """The prediction and the links fitted on the run's transfer times (the prediction priced on them with
-    `--links measured`)."""
-    prediction = _prediction(run, frames, parts, options, nccl)
-    links = measure_links(parts[0].kernels, parts[2], prediction)
-    host = [o for o in links.overrides if o.scope == "host"]
-    if host and prediction.inputs.host_link is None and options.links != "measured":
-        # the host link no datasheet gives, measured from the run's own calls (docs/metrics.md, "Links")
-        model = replace(options.model, link_overrides=(*options.model.link_overrides, *host))
-        again = _prediction(run, frames, parts, replace(options, model=model), nccl)
-        prediction, links = (
-            replace(again, sentence=f"{HOST_MEASURED_NOTE} {again.sentence}"),
-            replace(links, used=True),
-        )
-    return _measured_prediction(
-        prediction, links, lambda o: _prediction(run, frames, parts, o, nccl), options
     )
 
 
@@ -388,7 +311,7 @@ def reduce_held(
     collectives = _sized_by_peers(collectives, crossrank)
     budget = budget_of(frames.per_step, crossrank.transfer)
     collectives = with_transfer_busbw(collectives, crossrank.calls)
-    prediction, links = _priced(run, frames, (collectives, budget, crossrank), options, nccl)
+    prediction, links = priced(run, frames, (collectives, budget, crossrank), options, nccl)
     path = _critical_path(frames, budget, crossrank, ordered)
     bubbles = _bubbles(frames, collectives.kernels, options.virtual_stages, path)
     dimensions = _dimensions(run, frames, (collectives, crossrank, prediction, bubbles), options)

@@ -10,7 +10,7 @@ the compute factor), median over (rank, step): `as_recorded` gives the measured 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -19,7 +19,7 @@ from traceview.budget.time_budget import TimeBudget
 from traceview.prediction.gamma import Prediction
 from traceview.replay.engine import LANE, Chain, levels, run
 from traceview.replay.levers import Recorded, Variant, default_levers, variant
-from traceview.replay.skeleton import skeleton
+from traceview.replay.skeleton import first_claims, repeated_ranks, skeleton
 
 LEVER_SCHEMA = {
     "lever": pl.Utf8,
@@ -131,7 +131,8 @@ def replay_run(
     if crossrank is None or crossrank.usable_instances == 0:
         return None
     nodes, path_steps = path if path is not None else (None, None)
-    body, tails = skeleton(crossrank.calls, budget.per_step, kernels, nodes, path_steps)
+    per_step = first_claims(budget.per_step, "rank", "step")
+    body, tails = skeleton(crossrank.calls, per_step, kernels, nodes, path_steps)
     if body.height == 0:
         return None
     found = Recorded(body, tails, crossrank.stragglers, prediction, world)
@@ -147,10 +148,25 @@ def replay_run(
             rows.append({"lever": lever, "step_us": None, "gamma": None, "saved_us": None, "notes": change})
             continue
         replayed = baseline if lever == "as_recorded" else _replayed(found, change, order)
-        rows.append(_row(lever, replayed, baseline, budget.per_step, change))
+        rows.append(_row(lever, replayed, baseline, per_step, change))
         steps.append(replayed.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us"))
     errors = _errors(baseline, tails)
-    return _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body, _steps(steps))
+    found_replay = _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body, _steps(steps))
+    return _with_repeats(found_replay, repeated_ranks(budget.per_step))
+
+
+def _with_repeats(found: Replay, ranks: list[int]) -> Replay:
+    """The replay saying which ranks the input names twice, whose first rows alone it replayed."""
+    if not ranks:
+        return found
+    named = ", ".join(str(rank) for rank in ranks[:8]) + (
+        f" and {len(ranks) - 8} more" if len(ranks) > 8 else ""
+    )
+    note = (
+        f"Rank(s) {named} appear twice in the input (two summaries of one rank): the replay keeps the first "
+        "one's steps and calls, as the loader keeps a rank's first file."
+    )
+    return replace(found, sentence=f"{found.sentence} {note}")
 
 
 def _steps(frames: list[pl.DataFrame]) -> pl.DataFrame:

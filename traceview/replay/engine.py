@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.replay.skeleton import first_claims
+
 
 @dataclass(frozen=True)
 class Chain:
@@ -117,13 +119,14 @@ def run(chain: Chain, order: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (rank, step): `end_us` (replayed end of the step) and `comm_chain_us` (time from entering to
     leaving its collectives: transfers and waits). The loop runs over the levels of `order` (`levels`), each
     one over every step's collective of that level and all its members at once."""
-    order = order if order is not None else levels(chain.body)
-    tails = chain.tails.with_columns(
+    body = first_claims(chain.body, "step", "rank", "instance")  # one chain a (rank, step): never multiplied
+    order = order if order is not None else levels(body)
+    tails = first_claims(chain.tails, "step", "rank").with_columns(
         pl.lit(0.0).alias(column) for column in LANE if column not in chain.tails.columns
     )
     last = pl.col("order") == pl.col("order").max().over("step", "rank")
     rows = (
-        chain.body.join(order, on=["step", "instance"])
+        body.join(order, on=["step", "instance"])
         .join(tails.select("step", "rank", pl.col("start_us").alias("_window"), *LANE), on=["step", "rank"])
         .with_columns(pl.when(last).then(pl.col("_window") + pl.col(LANE[0])).alias("_floor"))
     )

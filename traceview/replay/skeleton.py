@@ -77,6 +77,19 @@ collective ends past the window; its positive part split like a segment's), the 
 rank's last entry (`lead_compute_us`) and follow it (`trail_compute_us`), and the recorded step."""
 
 
+def first_claims(frame: pl.DataFrame, *key: str) -> pl.DataFrame:
+    """`frame` with one row per `key`, the first: a rank the input names twice (two summaries of one rank)
+    keeps its first rows, as the loader keeps a rank's first file (`traceview.load.one_job.make_run`), so
+    the skeleton's joins on (rank, step) never multiply rows."""
+    return frame.unique(list(key), keep="first", maintain_order=True)
+
+
+def repeated_ranks(per_step: pl.DataFrame) -> list[int]:
+    """The ranks with a (rank, step) named more than once in the time budget's `per_step`."""
+    repeated = per_step.filter(pl.struct("rank", "step").is_duplicated())
+    return sorted(repeated.get_column("rank").unique().to_list())
+
+
 def compute_share(per_step: pl.DataFrame) -> pl.DataFrame:
     """(rank, step, share): the share of compute in the time the step spends outside communication."""
     outside = pl.col("step_us") - pl.col("comm_us")
@@ -129,10 +142,13 @@ def skeleton(
     """(collectives, tails) of every (rank, step) with a matched collective (`calls`: `CrossRank.calls`;
     `per_step`: the time budget's; `kernels`: the communication rows, for the lanes; `nodes`: the map's open
     nodes and `path_steps` the critical path's `per_step`, for the split: the share c without them)."""
-    usable = lanes(calls, kernels).filter(pl.col("transfer_us").is_not_null() & pl.col("step").is_not_null())
-    windows = _windows(per_step, usable)
+    usable = lanes(first_claims(calls, "rank", "instance"), kernels).filter(
+        pl.col("transfer_us").is_not_null() & pl.col("step").is_not_null()
+    )
+    windows = _windows(first_claims(per_step, "rank", "step"), usable)
     body = _split(_anchored(usable, windows), nodes if nodes is not None else empty_nodes())
-    totals = kind_totals(path_steps if path_steps is not None else pl.DataFrame(schema=PER_STEP_SCHEMA))
+    steps = path_steps if path_steps is not None else pl.DataFrame(schema=PER_STEP_SCHEMA)
+    totals = first_claims(kind_totals(steps), "rank", "step")
     tails = _tails(body, windows, totals)
     return body.select(SKELETON_COLUMNS).sort("step", "rank", "order"), tails.sort("step", "rank")
 

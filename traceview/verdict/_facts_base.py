@@ -13,6 +13,7 @@ from traceview.across_ranks.analysis import CrossRank
 from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
+from traceview.core.durations import duration_text as format_duration
 from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.kernels.analysis import KernelAnalysis
@@ -79,8 +80,7 @@ Found = tuple[dict[str, float], dict[str, str]]
 
 def duration_text(facts: Facts, name: str) -> str:
     """The named duration (us) for a sentence: milliseconds from 1 ms up, else microseconds."""
-    value = facts[name]
-    return f"{value / 1000:.2f} ms" if abs(value) >= 1000 or value == 0 else f"{value:.1f} us"
+    return format_duration(facts[name])
 
 
 def finite(values: Mapping[str, object]) -> dict[str, float]:

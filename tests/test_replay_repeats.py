@@ -13,9 +13,13 @@ import pytest
 from tests.kineto_factory import document, kernel, launch, step, write
 from tests.simulate.engine import write_run
 from tests.simulate.scenario import data_parallel_scenario
+from traceview.core.errors import RunError
+from traceview.events.kernel_names import user_patterns
 from traceview.load.inputs import load_run
+from traceview.map.rank_summary import summarize
 from traceview.model.trace import Run
 from traceview.reduce.analysis import RunAnalysis, analyze
+from traceview.reduce.reduce import reduce_summaries
 from traceview.replay.engine import Chain, run
 
 GEMM = "ampere_sgemm_128x64_nn"
@@ -79,10 +83,18 @@ def _replayed(analysis: RunAnalysis) -> tuple[pl.DataFrame, pl.DataFrame]:
     return analysis.replay.skeleton, analysis.replay.levers
 
 
-def test_a_rank_named_twice_is_replayed_once(four_ranks: Run) -> None:
-    clean = analyze(four_ranks)
+def test_a_run_built_with_a_rank_twice_is_refused(four_ranks: Run) -> None:
     first = four_ranks.ranks[0]
-    repeated = analyze(Run(ranks=(first, *four_ranks.ranks), source=four_ranks.source))  # built unchecked
+    with pytest.raises(RunError, match=f"rank 0 is also claimed by {first.path}"):
+        analyze(Run(ranks=(first, *four_ranks.ranks), source=four_ranks.source))
+
+
+def test_a_rank_summarised_twice_is_replayed_once(four_ranks: Run) -> None:
+    """Summaries given to the reduce directly are not checked for repeats: the replay still keeps one."""
+    clean = analyze(four_ranks)
+    patterns = user_patterns((), ())
+    summaries = [summarize(trace, patterns, len(four_ranks)) for trace in four_ranks]
+    repeated = reduce_summaries([summaries[0], *summaries], source=four_ranks.source)
     body, levers = _replayed(repeated)
     assert body.height == 4 * 2 * 2  # ranks x steps x buckets, as in the run without the repeat
     clean_body, clean_levers = _replayed(clean)

@@ -18,6 +18,7 @@ from traceview.links_measured.analysis import MEASURED_NOTE
 from traceview.replay.predicted import predicted_gamma
 from traceview.verdict._comm_terms import comm_term_facts
 from traceview.verdict._facts_base import Facts, Found, Measured, RunShape, duration_text, finite
+from traceview.verdict._stake_facts import group_stake, names_stake, rank_stake
 from traceview.verdict.kind_facts import kind_facts
 from traceview.verdict.path_advice import path_facts
 
@@ -89,6 +90,10 @@ def crossrank_facts(measured: Measured) -> Found:
         return {}, {}
     numbers, words = _straggler_facts(cross.per_rank)
     numbers |= _slow_rank_evidence(_slowest(measured.budget.per_rank), cross.per_rank)
+    for prefix, rank in (("straggler", numbers.get("straggler_rank")), ("slow_rank", _slow_rank(measured))):
+        if rank is not None and rank >= 0:
+            stake = rank_stake(prefix, int(rank), measured.path, measured.replay, cross.stragglers)
+            numbers, words = numbers | stake[0], words | stake[1]
     numbers |= finite({"median_wait_share": cross.per_rank.get_column("wait_share").median()})
     if "resolvable" in cross.per_rank.columns:
         unresolved = cross.per_rank.filter(~pl.col("resolvable").fill_null(True))
@@ -104,6 +109,11 @@ SLOW_RANK_EVIDENCE = {
 }
 """Fact name -> `CrossRank.per_rank` column, for the rank with the most compute: whether its peers wait for
 it."""
+
+
+def _slow_rank(measured: Measured) -> float | None:
+    """The rank with the most compute per median step (None with fewer than two ranks)."""
+    return _slow_rank_facts(measured.budget.per_rank).get("slow_rank")
 
 
 def _slow_rank_evidence(slowest: pl.DataFrame, per_rank: pl.DataFrame) -> dict[str, float]:
@@ -181,7 +191,11 @@ def collectives_facts(measured: Measured) -> Found:
     suspects = collectives.suspected_comm_kernels
     if suspects.height == 0:
         return {"suspected_kernels": 0.0}, {}
-    return {"suspected_kernels": float(suspects.height)}, {"suspected_names": ", ".join(suspects["name"][:3])}
+    names: list[str] = suspects.get_column("name").to_list()
+    numbers = {"suspected_kernels": float(suspects.height)} | names_stake(
+        "suspected_saved_us", measured.path, names
+    )
+    return numbers, {"suspected_names": ", ".join(names[:3])}
 
 
 def nccl_facts(measured: Measured) -> Found:
@@ -276,6 +290,7 @@ def dimension_facts(measured: Measured) -> Found:
             "dimension_busbw_Bps": top["busbw_Bps"],
         }
     )
+    numbers |= group_stake("dimension_saved_us", measured.path, _groups(top.get("groups")), "transfer_us")
     step = measured.budget.run_median.get("step_us")
     if step:
         numbers["dimension_exposed_share"] = numbers["dimension_exposed_us"] / step
@@ -293,7 +308,15 @@ def dimension_facts(measured: Measured) -> Found:
         numbers["volume_gaps"] = float(gaps.height)
         words["volume_cause"] = str(gaps.item(0, "cause"))
         words["volume_of"] = f"{gaps.item(0, 'dimension')} {gaps.item(0, 'collectives')}"
+        of = found.named.filter(pl.col("dimension") == gaps.item(0, "dimension")).get_column("groups")
+        groups: list[str] = of.explode().drop_nulls().cast(pl.Utf8).to_list() if of.len() else []
+        numbers |= group_stake("volume_saved_us", measured.path, groups, "transfer_us")
     return numbers, words
+
+
+def _groups(value: object) -> list[str]:
+    """The process groups of a dimension row (`groups`: a list of keys; none when missing)."""
+    return [str(group) for group in value] if isinstance(value, list) else []
 
 
 def moe_facts(measured: Measured) -> Found:
@@ -303,6 +326,7 @@ def moe_facts(measured: Measured) -> Found:
         return {}, {}
     top = moe.per_group.row(0, named=True)
     numbers = finite({"moe_imbalance": top["imbalance"], "moe_wait_us": top.get("wait_us")})
+    numbers |= group_stake("moe_saved_us", measured.path, [str(top["group"])], "wait_us")
     hottest = top.get("hottest_ranks") or []
     if hottest:
         numbers["moe_hottest_rank"] = float(hottest[0])

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import polars as pl
 
+from traceview.across_ranks.analysis import ranked_stragglers
 from traceview.across_ranks.sentences import cause_text
 from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES
 from traceview.links_measured.analysis import MEASURED_NOTE
@@ -128,20 +129,18 @@ def _slow_rank_evidence(slowest: pl.DataFrame, per_rank: pl.DataFrame) -> dict[s
 
 
 def _straggler_facts(per_rank: pl.DataFrame) -> Found:
-    flagged = per_rank.filter(pl.col("straggler").fill_null(False))
-    if flagged.height == 0:
+    """The first of the stragglers across ranks names (`ranked_stragglers`: the most at stake first)."""
+    ranked = ranked_stragglers(per_rank)
+    if not ranked:
         return {"stragglers": 0.0, "straggler_rank": -1.0}, {}
-    order = [c for c in ("lateness_cost_us", "last_share") if c in flagged.columns]
-    top = flagged.sort([*order, "rank"], descending=[*(True for _ in order), False], nulls_last=True).row(
-        0, named=True
-    )
+    top = per_rank.filter(pl.col("rank") == ranked[0]).row(0, named=True)
     numbers = finite({fact: top.get(column) for fact, column in STRAGGLER_NUMBERS.items()})
     words = (
         {"straggler_cause": str(top["cause"]), "straggler_cause_text": cause_text(top)}
         if top.get("cause")
         else {}
     )
-    return {"stragglers": float(flagged.height)} | numbers, words
+    return {"stragglers": float(len(ranked))} | numbers, words
 
 
 def _mismatch_facts(mismatches: pl.DataFrame) -> Found:

@@ -34,19 +34,20 @@ def rank_stake(
     prefix: str, rank: int, path: CriticalPath | None, replay: Replay | None, named: tuple[int, ...]
 ) -> tuple[dict[str, float], dict[str, str]]:
     """`<prefix>_saved_us` and `<prefix>_saved_by` of `rank` (module docstring); none without either
-    source. `named`: the stragglers across ranks names."""
+    source (none of the rank's collectives matched across ranks). `named`: the stragglers across ranks
+    names."""
     replayed = _lever_saved(replay, rank, named)
     if replayed is not None:
         return {f"{prefix}_saved_us": max(0.0, replayed)}, {f"{prefix}_saved_by": REPLAY}
-    if path is None or path.per_step.height == 0:
-        return {}, {}
+    if path is None or path.calls.filter(pl.col("rank") == rank).height == 0:
+        return {}, {}  # none of its collectives matched across ranks: not measured
     return {f"{prefix}_saved_us": path.waits_for(rank)}, {f"{prefix}_saved_by": PATH}
 
 
 def group_stake(name: str, path: CriticalPath | None, groups: list[str], column: str) -> dict[str, float]:
     """`<name>`: the path's time per step in the calls of `groups` (`column`: `transfer_us` or `wait_us`);
-    none without the path or groups."""
-    if path is None or path.per_step.height == 0 or not groups:
+    none without the path or where no call of `groups` was matched across ranks (not measured)."""
+    if path is None or path.calls.filter(pl.col("group").is_in(groups)).height == 0:
         return {}
     return {name: path.held_by_groups(groups, column)}
 

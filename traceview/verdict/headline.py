@@ -408,8 +408,8 @@ def _leading(facts: Facts) -> HeadlineRule:
 
 
 def verdict(facts: Facts) -> Verdict:
-    """The first rule of `RULES` that holds on `facts`, with the prediction's line and the NCCL
-    logs' notes."""
+    """The rule of `RULES` that `_leading` picks on `facts` (the first that holds, or of those stating a
+    stake the one whose advice ranks first), with the prediction's line and the NCCL logs' notes."""
     rule = _leading(facts)
     withheld = withheld_figures(facts)
     hidden = {name for name, _ in withheld}

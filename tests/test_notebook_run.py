@@ -67,10 +67,12 @@ def test_recommendations_frame_states_the_time_at_stake() -> None:
     frame = result.recommendations
     assert frame.columns == ["stake_share", "rule", "sentence", "time_per_step_us"]
     assert frame.height == len(result.raw.recommendations.items)
-    step = result.figures["step_us"]
+    facts = result.raw.recommendations.facts
+    step = facts["path_step_us"]  # every stake is a share of the critical path's median step
     for row in frame.iter_rows(named=True):
         assert row["time_per_step_us"] == pytest.approx(row["stake_share"] * step)
+    saved = frame.get_column("time_per_step_us").to_list()
+    assert saved == sorted(saved, reverse=True)  # the frame keeps the advice's order: the most saved first
     straggler = frame.filter(frame["rule"] == "straggler").row(0, named=True)
-    # the straggler's cost per step is its lateness cost, which the verdict names
-    facts = result.raw.recommendations.facts
-    assert straggler["time_per_step_us"] == pytest.approx(facts["straggler_cost_us"], rel=1e-6)
+    # the straggler's time at stake is what removing its lateness saves, which the verdict names
+    assert straggler["time_per_step_us"] == pytest.approx(facts["straggler_saved_us"], rel=1e-6)

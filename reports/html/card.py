@@ -38,7 +38,8 @@ def _text(value: object) -> str:
 
 
 CARD_RECOMMENDATIONS = 3
-"""Recommendations the card lists (highest stake first; `result.recommendations` holds them all)."""
+"""Recommendations the card lists (in their ranked order, the most saved first; `result.recommendations` holds
+them all)."""
 
 
 def _recommendations(analysis: RunAnalysis) -> str:

@@ -133,10 +133,23 @@ def cross_rank(
         clocks=clocks,
         per_rank=per_rank,
         transfer=transfer_per_step(matching.calls),
-        stragglers=tuple(per_rank.filter(pl.col("straggler")).get_column("rank").to_list()),
+        stragglers=ranked_stragglers(per_rank),
         sentence=straggler_sentence(per_rank, instances),
         warnings=warnings(matching, clocks),
     )
+
+
+STRAGGLER_ORDER = ("lateness_cost_us", "last_share")
+"""The named stragglers' order: the most their lateness costs first, then the most often last, then rank."""
+
+
+def ranked_stragglers(per_rank: pl.DataFrame) -> tuple[int, ...]:
+    """The ranks named stragglers, in `STRAGGLER_ORDER` (the first is the one the verdict and the tiles
+    name)."""
+    order = [column for column in STRAGGLER_ORDER if column in per_rank.columns]
+    flagged = per_rank.filter(pl.col("straggler").fill_null(False))
+    ranked = flagged.sort([*order, "rank"], descending=[*(True for _ in order), False], nulls_last=True)
+    return tuple(ranked.get_column("rank").to_list())
 
 
 def _usable(matching: Matching) -> pl.DataFrame:

@@ -12,10 +12,11 @@ up to the communication the path holds between the member's entry and exit, move
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceview.critical_path.attribution import CALL_SCHEMA, attributed_calls, held_by_groups, waits_for
 from traceview.critical_path.categories import (
     CATEGORIES,
     CATEGORY_COLUMNS,
@@ -48,6 +49,18 @@ class CriticalPath:
     holders: pl.DataFrame
     run_median: dict[str, float | None]
     notes: tuple[str, ...]
+    calls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CALL_SCHEMA))
+    """Per matched call of the counted steps, the peer wait it moved and the transfer it held on its rank's
+    path (`traceview.critical_path.attribution`): what the advice reads per rank and per process group."""
+
+    def waits_for(self, rank: int) -> float:
+        """The time per step the peers' paths wait for `rank` (mean over their counted (rank, step))."""
+        return waits_for(self.calls, self.per_rank, rank)
+
+    def held_by_groups(self, groups: list[str], column: str = "transfer_us") -> float:
+        """The time per step the collectives of `groups` hold on the path (`transfer_us`: communication not
+        waiting for a peer; `wait_us`: peer waits), the mean over every counted (rank, step)."""
+        return held_by_groups(self.calls, self.per_rank, groups, column)
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -79,9 +92,12 @@ def call_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
     """Per matched call (instance, rank, step): `waited_us`, from its entry to the last member's arrival (the
     latest aligned entry of its instance less its own), `comm_on_path_us`, the communication the path holds
     between its entry and exit (its node's, `traceview.critical_path.nodes`; null without one), and
-    `peer_wait_us`, the former up to the latter (0 without a node). `calls`: the matched members (instance,
-    rank, step, start_us and end_us on the rank's clock, aligned_start_us)."""
+    `peer_wait_us`, the former up to the latter (0 without a node), and `last_rank`, the instance's last
+    arrival (of equal entries, the highest rank). `calls`: the matched members (instance, rank, step,
+    start_us and end_us on the rank's clock, aligned_start_us; `group` carried where given)."""
     last = pl.col("aligned_start_us").max().over("instance")
+    last_rank = pl.col("rank").sort_by("aligned_start_us", "rank").last().over("instance")
+    group = [pl.col("group").cast(pl.Utf8)] if "group" in calls.columns else []
     on_path = (pl.col("exit_comm_us") - pl.col("entry_comm_us")).clip(lower_bound=0.0)
     waited = (last - pl.col("aligned_start_us")).clip(lower_bound=0.0)
     moved = pl.when(on_path.is_not_null()).then(pl.min_horizontal(waited, on_path)).otherwise(0.0)
@@ -93,14 +109,20 @@ def call_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
         waited.alias("waited_us"),
         on_path.alias("comm_on_path_us"),
         moved.alias("peer_wait_us"),
+        last_rank.alias("last_rank"),
+        *group,
     )
 
 
-def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+def step_waits(per_call: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step): its matched collectives' wait for their last member on the path (`wait_us`: the sum
     of `call_waits`' `peer_wait_us`)."""
-    per_call = call_waits(calls, nodes)
     return per_call.group_by(KEYS).agg(pl.col("peer_wait_us").sum().alias("wait_us")).sort(KEYS)
+
+
+def collective_waits(calls: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """`step_waits` of the matched calls' `call_waits`."""
+    return step_waits(call_waits(calls, nodes))
 
 
 def with_peer_waits(per_step: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
@@ -141,11 +163,13 @@ def critical_path(
     unlinked_ranks: Sequence[int] = (),
     counted: pl.DataFrame | None = None,
     syncs: Mapping[int, tuple[int, int]] | None = None,
+    per_call: pl.DataFrame | None = None,
 ) -> CriticalPath:
     """The run's critical path from the map's rows (`per_step`, `holders`), the peers' waits per (rank,
     step) and the ranks whose launches the trace does not tie to device work. `counted`: the (rank, step)
     the medians read (the budget's: graph capture steps left out), all when None; `syncs`: per rank, its
-    recorded CUDA sync events (host waits, cross-stream waits), for the notes."""
+    recorded CUDA sync events (host waits, cross-stream waits), for the notes; `per_call`: the matched
+    calls' waits (`call_waits`), attributed to the counted rows (`CriticalPath.calls`)."""
     per_step = with_peer_waits(per_step.cast(PER_STEP_SCHEMA), waits)  # type: ignore[arg-type]
     read = per_step if counted is None else per_step.join(counted.select(KEYS), on=KEYS, how="semi")
     read = read if read.height else per_step
@@ -164,6 +188,7 @@ def critical_path(
         holders=_holders(holders.cast(HOLDER_SCHEMA), per_rank),  # type: ignore[arg-type]
         run_median=run_median,
         notes=_notes(unlinked_ranks, waits.height > 0, syncs or {}),
+        calls=attributed_calls(per_call if per_call is not None else pl.DataFrame(), read),
     )
 
 

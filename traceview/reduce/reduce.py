@@ -30,7 +30,7 @@ from traceview.collectives.tables import (
 )
 from traceview.core.engine import in_memory
 from traceview.core.errors import ParseWarning
-from traceview.critical_path.analysis import CriticalPath, collective_waits, critical_path
+from traceview.critical_path.analysis import CriticalPath, call_waits, critical_path, step_waits
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import Distributions, distributions_from_parts
 from traceview.flight_recorder.analysis import HangAnalysis
@@ -77,15 +77,16 @@ def _critical_path(
     frames: Stacked, budget: TimeBudget, crossrank: CrossRank, ranks: Sequence[HeldRank]
 ) -> CriticalPath:
     """The critical path: the map's rows, the peers' waits resolved per matched call from the map's open
-    nodes (`collective_waits`), the medians over the budget's counted steps."""
+    nodes (`call_waits`, `step_waits`), the medians over the budget's counted steps."""
     per_step = budget.per_step
-    waits = pl.DataFrame()
+    waits, per_call = pl.DataFrame(), pl.DataFrame()
     if crossrank.calls.height:
-        waits = collective_waits(crossrank.calls, frames.path_nodes)
+        per_call = call_waits(crossrank.calls, frames.path_nodes)
+        waits = step_waits(per_call)
     counted = per_step.filter(~pl.col("graph_capture")) if "graph_capture" in per_step.columns else None
     unlinked = [r.trace.rank for r in ranks if r.path_unlinked]
     syncs = {r.trace.rank: r.path_syncs for r in ranks}
-    return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted, syncs)
+    return critical_path(frames.path_steps, frames.path_holders, waits, unlinked, counted, syncs, per_call)
 
 
 def _bubbles(
@@ -324,7 +325,8 @@ def reduce_held(
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = _shape(header, frames, ordered)
     found = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels, dimensions)
-    facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted_gamma(prediction, replay)))
+    predicted = predicted_gamma(prediction, replay)
+    facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted, replay))
     return RunAnalysis(
         header=header,
         budget=budget,

@@ -134,16 +134,15 @@ class RunAnalysis:
         return {"gamma_pred": self.verdict.gamma_pred, "gamma_ratio": self.verdict.gamma_ratio}
 
     def recommendation_rows(self) -> list[dict[str, Any]]:
-        """The recommendations, highest stake first: the stake (its share of the median step), the rule, the
-        sentence and the time per step at stake (the share times the median step)."""
-        step = self.budget.run_median.get("step_us")
+        """The recommendations in their ranked order (the most saved first): the stake (its share of the
+        median step), the rule, the sentence and the time per step at stake (its `saved_us`)."""
         items = self.recommendations.items if self.recommendations else ()
         return [
             {
                 "stake_share": item.score,
                 "rule": item.rule,
                 "sentence": item.sentence,
-                "time_per_step_us": None if step is None else item.score * step,
+                "time_per_step_us": item.saved_us,
             }
             for item in items
         ]

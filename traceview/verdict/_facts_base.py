@@ -21,6 +21,7 @@ from traceview.links_measured.analysis import LinksMeasured
 from traceview.moe.analysis import MoeBalance
 from traceview.nccl.join import NcclJoin
 from traceview.prediction.gamma import Prediction
+from traceview.replay.analysis import Replay
 from traceview.replay.predicted import PredictedGamma
 
 
@@ -55,6 +56,7 @@ class Measured:
     bubbles: BubbleAnalysis | None = None
     path: CriticalPath | None = None
     predicted: PredictedGamma | None = None  # the headline's gamma_pred (`traceview.replay.predicted`)
+    replay: Replay | None = None  # its `no_straggler` levers give a straggler's stake
 
 
 @dataclass(frozen=True)

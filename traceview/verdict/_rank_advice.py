@@ -28,7 +28,38 @@ def _peers_wait_for(f: Facts) -> str:
     return "no rank is last beyond chance"
 
 
+STAKE_SOURCES: Mapping[str, str] = {
+    "replay": " Removing its lateness saves {saved} per median step (the replay's no_straggler lever).",
+    "critical path": " Its peers' critical paths wait for it {saved} per step (mean over their steps).",
+}
+"""How a rank's measured stake is said, by its source (`<prefix>_saved_by`: `_stake_facts`)."""
+
+
+def stake_clause(f: Facts, prefix: str) -> str:
+    """The sentence stating a rank's measured stake and where it was measured, or "" without one."""
+    source = f.words.get(f"{prefix}_saved_by", "")
+    if f"{prefix}_saved_us" not in f or source not in STAKE_SOURCES:
+        return ""
+    return STAKE_SOURCES[source].format(saved=_ms(f, f"{prefix}_saved_us"))
+
+
+def straggler_stake_share(f: Facts) -> float:
+    """The straggler's stake as a share of the median step: its measured saving (`straggler_saved_us`) over
+    the path's step where measured, else its lateness cost share; 0 without a straggler."""
+    if f.numbers.get("straggler_rank", -1.0) < 0:
+        return 0.0
+    step = f.numbers.get("path_step_us", f.numbers.get("step_us", 0.0))
+    if "straggler_saved_us" in f and step > 0:
+        return f["straggler_saved_us"] / step
+    return f.numbers.get("straggler_cost_share", 0.0)
+
+
 def slow_rank_sentence(f: Facts) -> str:
+    """A slow rank's compute, whether its peers wait for it, and how much its peers' paths wait for it."""
+    return _slow_rank_said(f) + stake_clause(f, "slow_rank")
+
+
+def _slow_rank_said(f: Facts) -> str:
     """A slow rank's compute, and whether its peers wait for it."""
     kernels = f" {f.word('slow_rank_kernels')}" if "slow_rank_kernels" in f else ""
     head = (
@@ -69,6 +100,7 @@ def straggler_sentence(f: Facts) -> str:
         f"{_ms(f, 'straggler_median_lateness_us')}); likely cause: {because}. "
         f"{CAUSE_ADVICE.get(cause, CAUSE_ADVICE['unexplained'])}"
         + (f" {f.word('straggler_kernels')}" if "straggler_kernels" in f else "")
+        + stake_clause(f, "straggler")
     )
 
 

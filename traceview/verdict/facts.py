@@ -12,12 +12,14 @@ from collections.abc import Callable
 
 import polars as pl
 
+from traceview.across_ranks.analysis import ranked_stragglers
 from traceview.across_ranks.sentences import cause_text
 from traceview.dimensions.analysis import DIMENSION_ADVICE, DIMENSION_NAMES
 from traceview.links_measured.analysis import MEASURED_NOTE
 from traceview.replay.predicted import predicted_gamma
 from traceview.verdict._comm_terms import comm_term_facts
 from traceview.verdict._facts_base import Facts, Found, Measured, RunShape, duration_text, finite
+from traceview.verdict._stake_facts import group_stake, names_stake, rank_stake
 from traceview.verdict.kind_facts import kind_facts
 from traceview.verdict.path_advice import path_facts
 
@@ -89,6 +91,10 @@ def crossrank_facts(measured: Measured) -> Found:
         return {}, {}
     numbers, words = _straggler_facts(cross.per_rank)
     numbers |= _slow_rank_evidence(_slowest(measured.budget.per_rank), cross.per_rank)
+    for prefix, rank in (("straggler", numbers.get("straggler_rank")), ("slow_rank", _slow_rank(measured))):
+        if rank is not None and rank >= 0:
+            stake = rank_stake(prefix, int(rank), measured.path, measured.replay, cross.stragglers)
+            numbers, words = numbers | stake[0], words | stake[1]
     numbers |= finite({"median_wait_share": cross.per_rank.get_column("wait_share").median()})
     if "resolvable" in cross.per_rank.columns:
         unresolved = cross.per_rank.filter(~pl.col("resolvable").fill_null(True))
@@ -106,6 +112,11 @@ SLOW_RANK_EVIDENCE = {
 it."""
 
 
+def _slow_rank(measured: Measured) -> float | None:
+    """The rank with the most compute per median step (None with fewer than two ranks)."""
+    return _slow_rank_facts(measured.budget.per_rank).get("slow_rank")
+
+
 def _slow_rank_evidence(slowest: pl.DataFrame, per_rank: pl.DataFrame) -> dict[str, float]:
     """How often the rank with the most compute arrives last (its peers wait for it only then)."""
     if slowest.height < 2:
@@ -118,20 +129,18 @@ def _slow_rank_evidence(slowest: pl.DataFrame, per_rank: pl.DataFrame) -> dict[s
 
 
 def _straggler_facts(per_rank: pl.DataFrame) -> Found:
-    flagged = per_rank.filter(pl.col("straggler").fill_null(False))
-    if flagged.height == 0:
+    """The first of the stragglers across ranks names (`ranked_stragglers`: the most at stake first)."""
+    ranked = ranked_stragglers(per_rank)
+    if not ranked:
         return {"stragglers": 0.0, "straggler_rank": -1.0}, {}
-    order = [c for c in ("lateness_cost_us", "last_share") if c in flagged.columns]
-    top = flagged.sort([*order, "rank"], descending=[*(True for _ in order), False], nulls_last=True).row(
-        0, named=True
-    )
+    top = per_rank.filter(pl.col("rank") == ranked[0]).row(0, named=True)
     numbers = finite({fact: top.get(column) for fact, column in STRAGGLER_NUMBERS.items()})
     words = (
         {"straggler_cause": str(top["cause"]), "straggler_cause_text": cause_text(top)}
         if top.get("cause")
         else {}
     )
-    return {"stragglers": float(flagged.height)} | numbers, words
+    return {"stragglers": float(len(ranked))} | numbers, words
 
 
 def _mismatch_facts(mismatches: pl.DataFrame) -> Found:
@@ -181,7 +190,11 @@ def collectives_facts(measured: Measured) -> Found:
     suspects = collectives.suspected_comm_kernels
     if suspects.height == 0:
         return {"suspected_kernels": 0.0}, {}
-    return {"suspected_kernels": float(suspects.height)}, {"suspected_names": ", ".join(suspects["name"][:3])}
+    names: list[str] = suspects.get_column("name").to_list()
+    numbers = {"suspected_kernels": float(suspects.height)} | names_stake(
+        "suspected_saved_us", measured.path, names
+    )
+    return numbers, {"suspected_names": ", ".join(names[:3])}
 
 
 def nccl_facts(measured: Measured) -> Found:
@@ -276,6 +289,7 @@ def dimension_facts(measured: Measured) -> Found:
             "dimension_busbw_Bps": top["busbw_Bps"],
         }
     )
+    numbers |= group_stake("dimension_saved_us", measured.path, _groups(top.get("groups")), "transfer_us")
     step = measured.budget.run_median.get("step_us")
     if step:
         numbers["dimension_exposed_share"] = numbers["dimension_exposed_us"] / step
@@ -293,7 +307,15 @@ def dimension_facts(measured: Measured) -> Found:
         numbers["volume_gaps"] = float(gaps.height)
         words["volume_cause"] = str(gaps.item(0, "cause"))
         words["volume_of"] = f"{gaps.item(0, 'dimension')} {gaps.item(0, 'collectives')}"
+        of = found.named.filter(pl.col("dimension") == gaps.item(0, "dimension")).get_column("groups")
+        groups: list[str] = of.explode().drop_nulls().cast(pl.Utf8).to_list() if of.len() else []
+        numbers |= group_stake("volume_saved_us", measured.path, groups, "transfer_us")
     return numbers, words
+
+
+def _groups(value: object) -> list[str]:
+    """The process groups of a dimension row (`groups`: a list of keys; none when missing)."""
+    return [str(group) for group in value] if isinstance(value, list) else []
 
 
 def moe_facts(measured: Measured) -> Found:
@@ -303,6 +325,7 @@ def moe_facts(measured: Measured) -> Found:
         return {}, {}
     top = moe.per_group.row(0, named=True)
     numbers = finite({"moe_imbalance": top["imbalance"], "moe_wait_us": top.get("wait_us")})
+    numbers |= group_stake("moe_saved_us", measured.path, [str(top["group"])], "wait_us")
     hottest = top.get("hottest_ranks") or []
     if hottest:
         numbers["moe_hottest_rank"] = float(hottest[0])

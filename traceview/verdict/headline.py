@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from traceview.verdict._rank_advice import stake_clause, straggler_stake_share
 from traceview.verdict._run_shape import run_shape, some_ranks
 from traceview.verdict.facts import Facts, duration_text
 from traceview.verdict.kinds import WARMUP_SHARE_MIN
+from traceview.verdict.recommend import recommendations
 
 STRAGGLER_COST_MIN = 0.05
-"""A straggler whose lateness costs at least this share of the median step sets the pace of the run."""
+"""A straggler whose stake (`straggler_stake_share`) is at least this share of the median step may set the
+pace of the run."""
 DIMENSION_SHARE_MIN = 0.10
-"""In a run of two or more named dimensions, the one exposing at least this share of the median step sets the
-pace, unless a straggler's lateness costs more of the step."""
+"""In a run of two or more named dimensions, the one exposing at least this share of the median step may set
+the pace."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class HeadlineRule:
     needs: tuple[str, ...]
     holds: Callable[[Facts], bool]
     sentence: Callable[[Facts], str]
+    advice: str = ""
+    """The recommendation rule that states this label's stake: of the rules that hold and have one, the
+    verdict is the one whose advice ranks first (`verdict`), so the label and the advice agree."""
 
 
 _ms = duration_text
@@ -99,40 +105,39 @@ def _straggler_sentence(f: Facts) -> str:
         f"chance), "
         f"and its lateness costs {_ms(f, 'straggler_cost_us')} per step ({f['straggler_cost_share']:.0%} of "
         f"the "
-        f"step) that its peers spend waiting; likely cause: {cause}. Otherwise {_bound_clause(f)}."
+        f"step) that its peers spend waiting; likely cause: {cause}.{stake_clause(f, 'straggler')} "
+        f"Otherwise {_bound_clause(f)}."
     )
 
 
 def _dimension_leads(f: Facts) -> bool:
-    """Two or more dimensions named, the costliest exposing `DIMENSION_SHARE_MIN` of the step or more, and
-    more than any straggler's lateness costs."""
-    straggler = (
-        f.numbers.get("straggler_cost_share", 0.0) if f.numbers.get("straggler_rank", -1) >= 0 else 0.0
-    )
+    """Two or more dimensions named, the costliest exposing `DIMENSION_SHARE_MIN` of the step or more; without
+    the critical path (where the advice's ranking cannot decide, `_leading`), more than the straggler's
+    stake."""
     share = f["dimension_exposed_share"]
-    return f["dimensions_named"] >= 2 and share >= DIMENSION_SHARE_MIN and share > straggler
+    ranked = "path_step_us" in f or share > straggler_stake_share(f)
+    return f["dimensions_named"] >= 2 and share >= DIMENSION_SHARE_MIN and ranked
 
 
 def _costly_straggler(f: Facts) -> bool:
-    return (
-        f.numbers.get("straggler_rank", -1.0) >= 0
-        and f.numbers.get("straggler_cost_share", 0.0) >= STRAGGLER_COST_MIN
-    )
-
-
-def _idle_outweighs_straggler(f: Facts) -> bool:
-    """The device's idle on the critical path holds more of the step than a costly straggler costs: the
-    advice ranks the idle first (one measure, the stake on the path), and so does the verdict."""
-    step = f.numbers.get("path_step_us", 0.0)
-    idle = f.numbers.get("path_idle_us", 0.0) / step if step > 0 else 0.0
-    return _costly_straggler(f) and idle > f.numbers.get("straggler_cost_share", 0.0)
+    """A straggler whose stake is `STRAGGLER_COST_MIN` of the step or more."""
+    return straggler_stake_share(f) >= STRAGGLER_COST_MIN
 
 
 def _straggler_leads(f: Facts) -> bool:
-    """A straggler costing its peers `STRAGGLER_COST_MIN` of the step or more, unless a parallelism dimension
-    leads by exposing more (`_dimension_leads`) or the path's idle holds more of the step."""
-    dimension = "dimension_exposed_share" in f and "dimensions_named" in f and _dimension_leads(f)
-    return _costly_straggler(f) and not dimension and not _idle_outweighs_straggler(f)
+    """A costly straggler; without the critical path, unless a dimension exposes more of the step."""
+    dimension = "path_step_us" not in f and all(n in f for n in DIMENSION_NEEDS) and _dimension_leads(f)
+    return _costly_straggler(f) and not dimension
+
+
+DIMENSION_NEEDS = ("dimensions_named", "dimension_exposed_share")
+
+
+def _idle_outweighs_straggler(f: Facts) -> bool:
+    """The device's idle on the critical path holds more of the step than a costly straggler's stake."""
+    step = f.numbers.get("path_step_us", 0.0)
+    idle = f.numbers.get("path_idle_us", 0.0) / step if step > 0 else 0.0
+    return _costly_straggler(f) and idle > straggler_stake_share(f)
 
 
 def _dimension_sentence(f: Facts) -> str:
@@ -219,12 +224,14 @@ RULES: tuple[HeadlineRule, ...] = (
         ),
         _straggler_leads,
         _straggler_sentence,
+        advice="straggler",
     ),
     HeadlineRule(
         "idle-bound",
         ("idle_us", "comp_us", "exposed_comm_us", "idle_share"),
         lambda f: f["idle_us"] > f["comp_us"] + f["exposed_comm_us"] or _idle_outweighs_straggler(f),
         _idle_sentence,
+        advice="idle-gpu",
     ),
     HeadlineRule(
         "dimension-bound",
@@ -239,6 +246,7 @@ RULES: tuple[HeadlineRule, ...] = (
         ),
         _dimension_leads,
         _dimension_sentence,
+        advice="dimension-cost",
     ),
     HeadlineRule(
         "no-communication",
@@ -319,10 +327,23 @@ def withheld_figures(facts: Facts) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _leading(facts: Facts) -> HeadlineRule:
+    """The first rule of `RULES` that holds; where it states a stake (`HeadlineRule.advice`), the rule of
+    those that hold and state one whose advice ranks first among the recommendations (of equals, or none
+    ranked, the first in `RULES`): the verdict and the first of that advice rank by one measure. Without
+    the critical path (facts that lack `path_step_us`), the first that holds."""
+    held = [r for r in RULES if all(n in facts for n in r.needs) and r.holds(facts)]
+    if not held[0].advice or "path_step_us" not in facts:
+        return held[0]
+    ranked = [item.rule for item in recommendations(facts)]
+    place = {rule: index for index, rule in reversed(list(enumerate(ranked)))}
+    return min((r for r in held if r.advice), key=lambda r: place.get(r.advice, len(ranked)))
+
+
 def verdict(facts: Facts) -> Verdict:
-    """The first rule of `RULES` that holds on `facts`, with the prediction's line and the NCCL
-    logs' notes."""
-    rule = next(r for r in RULES if all(n in facts for n in r.needs) and r.holds(facts))
+    """The rule of `RULES` that `_leading` picks on `facts` (the first that holds, or of those stating a
+    stake the one whose advice ranks first), with the prediction's line and the NCCL logs' notes."""
+    rule = _leading(facts)
     withheld = withheld_figures(facts)
     hidden = {name for name, _ in withheld}
     return Verdict(

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import polars as pl
 
+from traceview.across_ranks.analysis import CrossRank
 from traceview.core.sanitize import printable
 from traceview.critical_path.analysis import CriticalPath
 from traceview.critical_path.categories import CATEGORIES, IDLE_CATEGORIES
@@ -59,25 +60,33 @@ REPLAYED_LAUNCH = "launches outside the replayed graphs: capture the rest of the
 
 
 class HasPath(Protocol):
-    """What the facts read: the run's critical path, when it was computed."""
+    """What the facts read: the run's critical path, when it was computed, and the stragglers across ranks
+    names (their idle is their lateness: the straggler advice's stake, not the idle's)."""
 
     @property
     def path(self) -> CriticalPath | None: ...
 
+    @property
+    def crossrank(self) -> CrossRank | None: ...
 
-def _median_idle(path: CriticalPath) -> float:
-    """The median over the (rank, step) rows of the device's idle on the path (the host-side categories)."""
+
+def _median_idle(path: CriticalPath, stragglers: list[int]) -> float:
+    """The median over the (rank, step) rows of the ranks not named stragglers (every row where all are) of
+    the device's idle on the path (the host-side categories)."""
     idle = pl.sum_horizontal([f"{c}_us" for c in IDLE_CATEGORIES])
-    value = path.per_step.select(idle.median()).item()
+    rows = path.per_step.filter(~pl.col("rank").is_in(stragglers))
+    value = (rows if rows.height else path.per_step).select(idle.median()).item()
     return float(value) if value is not None else 0.0
 
 
-def _idle_holders(path: CriticalPath) -> pl.DataFrame:
-    """The idle holders over the run: per (category, name), the mean over ranks of the time per step."""
-    ranks = max(path.per_rank.height, 1)
+def _idle_holders(path: CriticalPath, stragglers: list[int]) -> pl.DataFrame:
+    """The idle holders over the ranks not named stragglers (every rank where all are): per (category,
+    name), the mean over those ranks of the time per step."""
+    ranks = path.per_rank.filter(~pl.col("rank").is_in(stragglers)).height
+    found = path.idle_holders().filter(~pl.col("rank").is_in(stragglers)) if ranks else path.idle_holders()
+    ranks = max(ranks or path.per_rank.height, 1)
     return (
-        path.idle_holders()
-        .group_by("category", "name")
+        found.group_by("category", "name")
         .agg((pl.col("us_per_step").sum() / ranks).alias("us"), (pl.col("calls_per_step").sum() / ranks))
         .sort(["us", "name"], descending=[True, False])
         .head(CITED_HOLDERS)
@@ -115,14 +124,15 @@ def path_facts(measured: HasPath) -> tuple[dict[str, float], dict[str, str]]:
     path = measured.path
     if path is None or path.per_step.height == 0:
         return {}, {}
+    stragglers = list(measured.crossrank.stragglers) if measured.crossrank is not None else []
     numbers = {f"path_{c}_us": float(path.run_median.get(f"{c}_us") or 0.0) for c in CATEGORIES}
     numbers |= {
         "path_step_us": float(path.run_median.get("step_us") or 0.0),
-        "path_idle_us": _median_idle(path),
+        "path_idle_us": _median_idle(path, stragglers),
     }
     top_numbers, words = _top_facts(path)
     numbers |= top_numbers
-    for index, row in enumerate(_idle_holders(path).iter_rows(named=True)):
+    for index, row in enumerate(_idle_holders(path, stragglers).iter_rows(named=True)):
         numbers[f"path_idle_holder_{index}_us"] = float(row["us"])
         numbers[f"path_idle_holder_{index}_calls"] = float(row["calls_per_step"])
         words[f"path_idle_holder_{index}_name"] = printable(row["name"], NAME_CHARS)

@@ -86,7 +86,10 @@ class Rule:
     holds: Callable[[Facts], bool]
     sentence: Callable[[Facts], str]
     score: Callable[[Facts], float]
-    saved: Callable[[Facts], float] | None = None
+    saved: Callable[[Facts], float | None] | None = None
+    """What fixing the cause saves per median step (us), measured without the path's categories (a rank's
+    stake from the replay or the peers' paths, a process group's time on the path: `_stake_facts`); None
+    where it was not measured (the score times the step stands in)."""
     path: tuple[str, ...] = ()
     """The critical path's categories that hold this rule's cause (`idle`: the idle's, summed per (rank,
     step)): its score and saved_us when the path was computed (`traceview.verdict._path_stake`)."""
@@ -94,6 +97,8 @@ class Rule:
     """The most fixing the cause can save per median step (us), whatever the path holds: overlap hides
     communication only under compute that is not already under communication (`hideable_us`). A bounded
     rule whose stake falls under `SMALL_SHARE` of the step stays out."""
+    keeps_small: bool = False
+    """Kept under `SMALL_SHARE` of the step: its sentence says how little its peers wait for it."""
 
 
 _ms = duration_text
@@ -173,6 +178,8 @@ RULES: tuple[Rule, ...] = (
         ),
         slow_rank_sentence,
         lambda f: slow_rank_excess(f) * (0.5 if "slow_rank_instances" not in f else SLOW_RANK_UNWAITED_SCORE),
+        lambda f: f.numbers.get("slow_rank_saved_us"),
+        keeps_small=True,  # its sentence says its peers' paths wait for it a sliver of the step
     ),
     Rule(
         "straggler",
@@ -189,7 +196,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["straggler_rank"] >= 0,
         straggler_sentence,
         lambda f: f["straggler_cost_share"],
-        lambda f: f["straggler_cost_us"],
+        lambda f: f.numbers.get("straggler_saved_us"),
     ),
     Rule(
         "call-mismatch",
@@ -198,6 +205,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["mismatches"] > 0,
         mismatch_sentence,
         lambda f: 1.0,
+        lambda f: f.numbers.get("path_step_us"),  # a job that mismatches hangs: the whole step at stake
     ),
     Rule(
         "dimension-cost",
@@ -206,6 +214,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["dimension_exposed_share"] >= DIMENSION_SHARE_MIN and has_words(f, DIMENSION_WORDS),
         dimension_sentence,
         lambda f: max(0.0, f["dimension_exposed_share"] - dimension_wait_share(f)) * 0.95,
+        lambda f: f.numbers.get("dimension_saved_us"),
         bound=dimension_bound,
     ),
     Rule(
@@ -215,6 +224,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["volume_gaps"] > 0 and "volume_cause" in f,
         volume_sentence,
         lambda f: 0.02,
+        lambda f: f.numbers.get("volume_saved_us"),
     ),
     Rule(
         "moe-imbalance",
@@ -225,6 +235,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: (
             f.numbers.get("moe_wait_us", 0.0) / f.numbers["step_us"] if f.numbers.get("step_us") else 0.05
         ),
+        lambda f: f.numbers.get("moe_saved_us"),
     ),
     Rule(
         "suspected-communication",
@@ -233,6 +244,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f["suspected_kernels"] > 0 and "suspected_names" in f,
         suspected_sentence,
         lambda f: 0.01,
+        lambda f: f.numbers.get("suspected_saved_us"),
     ),
     *(
         Rule(*row, path=KIND_ADVICE_PATHS.get(row[0], ()), bound=KIND_ADVICE_BOUNDS.get(row[0]))
@@ -242,18 +254,29 @@ RULES: tuple[Rule, ...] = (
 """The rules, each a row; an analysis adds rows for its own facts (the run kinds theirs, `KIND_ADVICE`)."""
 
 
-def _saved_us(rule: Rule, facts: Facts) -> float | None:
-    """What fixing the rule's cause would save per median step without the path: the rule's own figure,
-    else its score times the median step."""
-    if rule.saved is not None:
-        return rule.saved(facts)
-    step = facts.numbers.get("path_step_us", facts.numbers.get("step_us"))
-    return None if step is None else rule.score(facts) * step
+def _step_us(facts: Facts) -> float | None:
+    """The median step the stakes are shares of: the path's, else the budget's."""
+    return facts.numbers.get("path_step_us", facts.numbers.get("step_us"))
+
+
+def _stake(rule: Rule, facts: Facts) -> tuple[float, float | None, bool, str]:
+    """(score, saved_us, measured, clause): from the path's categories where the rule names some (the
+    clause cites their top holder), else from its measured saving (`Rule.saved`) over the step, else its
+    own score (saved_us: the score times the step; not measured)."""
+    at_stake = stake(rule.path, facts)
+    if at_stake is not None:
+        return at_stake.share, at_stake.held_us, True, at_stake.clause
+    step = _step_us(facts)
+    measured = rule.saved(facts) if rule.saved is not None else None
+    if measured is not None and step:
+        return measured / step, measured, True, ""
+    score = rule.score(facts)
+    return score, None if step is None else score * step, False, ""
 
 
 def _bounded(rule: Rule, facts: Facts, score: float, saved: float | None) -> tuple[float, float | None]:
     """(score, saved_us) capped by the rule's `bound` (us per median step; its share of the step)."""
-    step = facts.numbers.get("path_step_us", facts.numbers.get("step_us", 0.0))
+    step = _step_us(facts) or 0.0
     if rule.bound is None or step <= 0:
         return score, saved
     limit = rule.bound(facts)
@@ -261,35 +284,54 @@ def _bounded(rule: Rule, facts: Facts, score: float, saved: float | None) -> tup
 
 
 def _fired(rule: Rule, facts: Facts) -> Recommendation | None:
-    """The rule's recommendation, its score and saved_us from the path where its categories are known, else
-    from its own figures, both capped by its `bound`; a path stake or a bounded one under `SMALL_SHARE` of
-    the step: none."""
-    at_stake = stake(rule.path, facts)
-    if at_stake is None:
-        score, saved = _bounded(rule, facts, rule.score(facts), _saved_us(rule, facts))
-    else:
-        score, saved = _bounded(rule, facts, at_stake.share, at_stake.held_us)
-    if (at_stake is not None or rule.bound is not None) and score < SMALL_SHARE:
+    """The rule's recommendation, its score and saved_us measured (`_stake`), both capped by its `bound`; a
+    measured or bounded stake under `SMALL_SHARE` of the step: none (unless the rule `keeps_small`)."""
+    score, saved, measured, clause = _stake(rule, facts)
+    score, saved = _bounded(rule, facts, score, saved)
+    if (measured or rule.bound is not None) and score < SMALL_SHARE and not rule.keeps_small:
         return None
     sentence = rule.sentence(facts)
-    cited = at_stake is not None and "on the critical path" not in sentence.lower()
+    cited = clause and "on the critical path" not in sentence.lower()
     return Recommendation(
         rule.id,
         rule.section,
-        sentence + (at_stake.clause if cited and at_stake is not None else ""),
-        tuple((n, facts[n]) for n in rule.needs),
+        sentence + (clause if cited else ""),
+        tuple((n, facts[n]) for n in (*rule.needs, *_cited(rule, facts))),
         score,
         saved,
     )
 
 
+def _cited(rule: Rule, facts: Facts) -> tuple[str, ...]:
+    """The measured stakes a rule cites beside its needs (`<rule>_saved_us` facts its sentence states)."""
+    return tuple(n for n in CITED_STAKES.get(rule.id, ()) if n in facts.numbers and n not in rule.needs)
+
+
+CITED_STAKES: Mapping[str, tuple[str, ...]] = {
+    "straggler": ("straggler_saved_us",),
+    "slow-rank-compute": ("slow_rank_saved_us",),
+    "dimension-cost": ("dimension_saved_us",),
+    "dimension-volume": ("volume_saved_us",),
+    "moe-imbalance": ("moe_saved_us",),
+    "suspected-communication": ("suspected_saved_us",),
+}
+"""The measured stake each rule cites in its facts (`Recommendation.facts`), where known."""
+
+
+def _rank_key(item: Recommendation) -> tuple[float, float, str]:
+    """Most saved first (a recommendation without a step, by score after them), then the score, then the
+    rule id."""
+    saved = item.saved_us if item.saved_us is not None else float("-inf")
+    return (-saved, -item.score, item.rule)
+
+
 def recommendations(facts: Facts, rules: tuple[Rule, ...] = RULES) -> tuple[Recommendation, ...]:
-    """The rules that fire on `facts`, highest score first (ties by rule id); the run's kinds withhold the
-    advice that does not apply to them (`traceview.verdict.kinds`)."""
+    """The rules that fire on `facts`, the most saved per median step first (ties by score, then rule id);
+    the run's kinds withhold the advice that does not apply to them (`traceview.verdict.kinds`)."""
     held = withheld(facts)
     ready = (r for r in rules if all(n in facts for n in r.needs) and r.id not in held and r.holds(facts))
     fired = [found for found in (_fired(rule, facts) for rule in ready) if found is not None]
-    return tuple(sorted(fired, key=lambda r: (-r.score, r.rule)))
+    return tuple(sorted(fired, key=_rank_key))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ import pytest
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "dp8_straggler"
 
 ADDED: dict[str, list[str]] = {
+    "1.23": [
+        f"recommendations.{where}.{stake}_saved_us"
+        for where in ("facts", "items[].facts")
+        for stake in ("straggler", "slow_rank", "dimension", "volume", "moe", "suspected")
+    ],
     "1.22": ["roofline.measured_efficiency"],
     "1.21": ["flight_recorder.kineto_last_calls"],
     "1.20": ["timeline.steps[].since_run_start_us"],

@@ -325,8 +325,7 @@ def reduce_held(
     kernels = kernels_from_parts([frames.kernel_parts], crossrank.stragglers)
     shape = _shape(header, frames, ordered)
     found = (budget, crossrank, collectives, prediction, nccl, header.timelines, shape, kernels, dimensions)
-    predicted = predicted_gamma(prediction, replay)
-    facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted, replay))
+    facts = facts_of(Measured(*found, moe, links, bubbles, path, predicted_gamma(prediction, replay), replay))
     return RunAnalysis(
         header=header,
         budget=budget,

@@ -11,15 +11,18 @@ runs (factory traces and the real ones). Emptying the table forces the full path
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
 import polars as pl
 
 from traceview.across_ranks._mismatches import MISMATCH_SCHEMA
 from traceview.across_ranks.alignment import AMBIGUOUS_SCHEMA, PLACEMENT_SCHEMA
 from traceview.across_ranks.overlap import DISJOINT_SCHEMA
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,7 +36,7 @@ class LonePart:
     result: Callable[[], object]
 
 
-def _empty(schema: dict[str, pl.DataType] | dict[str, type[pl.DataType]]) -> pl.DataFrame:
+def _empty(schema: Mapping[str, PolarsDataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 

@@ -85,7 +85,7 @@ def test_factory_rank_alone_matches_the_full_path(tmp_path: Path, monkeypatch: p
     _check(_one_rank_run(tmp_path), monkeypatch)
 
 
-def test_two_ranks_take_the_full_path(tmp_path: Path) -> None:
+def test_two_ranks_take_the_full_path() -> None:
     """The table is for one rank only: with two, every part is the function itself."""
     for name, module in CALL_SITES.items():
         function = getattr(module, name)

@@ -23,6 +23,8 @@ CALL_SITES = {
     "aligned_positions": matching,
     "mismatches_of": matching,
     "disjoint_instances": analysis,
+    "lateness_cost": analysis,
+    "spans_hosts": analysis,
 }
 """Where each part of the table is called from (the module whose name the test replaces)."""
 REAL_ONE_RANK = (

@@ -117,8 +117,8 @@ def cross_rank(
     parts = [
         clock_uncertainty(per_call, hosts, clocks),
         host_entry(host_steps if host_steps is not None else _no_host_steps(), hosts, clocks),
-        lateness_cost(per_call, per_step),
-        spans_hosts(per_call, hosts),
+        lone(lateness_cost, len(ranks))(per_call, per_step),
+        lone(spans_hosts, len(ranks))(per_call, hosts),
         launch_delay(starts if starts is not None else pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)),
     ]
     figures_by_rank = rank_figures(per_call, launch_gaps(usable_calls, events), per_step, ranks)

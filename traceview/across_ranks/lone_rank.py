@@ -55,6 +55,14 @@ LONE_RANK_PARTS: dict[str, LonePart] = {
         "no instance has two members, so none is usable, and none can fail to overlap",
         lambda: _empty(DISJOINT_SCHEMA),
     ),
+    "lateness_cost": LonePart(
+        "no usable instance, so no call of the rank arrived last: no lateness to cost",
+        lambda: _empty({"rank": pl.Int64, "lateness_cost_us": pl.Float64}),
+    ),
+    "spans_hosts": LonePart(
+        "no usable instance, so none whose members sit on two hosts",
+        lambda: _empty({"rank": pl.Int64, "spans_hosts": pl.Boolean}),
+    ),
 }
 """Part (function name) -> why one rank fixes its result, and the result."""
 

@@ -30,7 +30,6 @@ import polars as pl
 
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.output import write_output
-from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.model.trace import RankTrace, Run
 from traceview.options.user import UserOptions
 from traceview.parsers import kineto
@@ -38,6 +37,7 @@ from traceview.reduce.analysis import RunAnalysis
 from traceview.reduce.analysis import analyze as analyze_run
 
 if TYPE_CHECKING:
+    from traceview.flight_recorder.analysis import HangAnalysis
     from traceview.reports.html.plots import Plots
 
 RunSpec = str | Path | Run | Sequence[str | Path]

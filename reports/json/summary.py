@@ -19,7 +19,6 @@ from typing import Any
 from traceview.reports.json.critical_path import critical_path_document
 from traceview.reports.json.dimensions import dimensions_document
 from traceview.reports.json.encode import json_text
-from traceview.reports.json.flight_recorder import flight_recorder_object
 from traceview.reports.json.kernels import kernels_document
 from traceview.reports.json.nccl_inspector import inspector_document
 from traceview.reports.json.prediction import prediction_document
@@ -289,7 +288,11 @@ def _critical_path(analysis: RunAnalysis, full: bool) -> dict[str, Any] | None:
 def _flight_recorder(analysis: RunAnalysis) -> dict[str, Any] | None:
     """The `flight_recorder` object: the job's Flight Recorder dumps read together (null without dumps)."""
     found = analysis.flight_recorder
-    return None if found is None else flight_recorder_object(found)
+    if found is None:
+        return None
+    from traceview.reports.json.flight_recorder import flight_recorder_object  # only with dumps (issue 42)
+
+    return flight_recorder_object(found)
 
 
 ANALYSIS_KEYS: tuple[tuple[str, Callable[[RunAnalysis], Any]], ...] = (

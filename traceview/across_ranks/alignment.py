@@ -179,6 +179,18 @@ def _signature_lists(
     return per_rank, per_cell
 
 
+PLACEMENT_SCHEMA = {
+    "group": pl.Utf8,
+    "step": pl.Int64,
+    "rank": pl.Int64,
+    "fwd": pl.Int64,
+    "position": pl.Int64,
+}
+"""A call placed by alignment: its cell and rank, its ordinal `fwd` and the position it takes."""
+AMBIGUOUS_SCHEMA = {"group": pl.Utf8, "step": pl.Int64, "position": pl.Int64, "rank": pl.Int64}
+"""A key a rank's alignment could not decide."""
+
+
 def aligned_positions(
     disagreeing: pl.DataFrame, signatures: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -193,14 +205,6 @@ def aligned_positions(
         pairs, unsure = align_one(calls, reference, row["count"] > row["ref_count"])
         placed.extend((row["group"], row["step"], row["rank"], row["fwd"][i], j) for i, j in pairs)
         ambiguous.extend((row["group"], row["step"], j, row["rank"]) for j in unsure)
-    placements = pl.DataFrame(
-        placed,
-        schema={"group": pl.Utf8, "step": pl.Int64, "rank": pl.Int64, "fwd": pl.Int64, "position": pl.Int64},
-        orient="row",
-    )
-    keys = pl.DataFrame(
-        ambiguous,
-        schema={"group": pl.Utf8, "step": pl.Int64, "position": pl.Int64, "rank": pl.Int64},
-        orient="row",
-    )
+    placements = pl.DataFrame(placed, schema=PLACEMENT_SCHEMA, orient="row")
+    keys = pl.DataFrame(ambiguous, schema=AMBIGUOUS_SCHEMA, orient="row")
     return placements, keys

@@ -15,6 +15,7 @@ turns the names the logs write (NCCL_DEBUG's TUNING lines) into the model's. Pur
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -69,7 +70,21 @@ def algorithm_time_s(
 
 
 def _coefficient(collective: pl.Expr, algorithm: pl.Expr, field: str) -> pl.Expr:
-    """One coefficient of `ALGORITHM_COSTS` per row (null where the table has no such row)."""
+    """One coefficient of `ALGORITHM_COSTS` per row (null where the table has no such row). Of plain
+    columns, the expression is a constant, built at its first use (`_column_coefficient`)."""
+    if collective.meta.is_column() and algorithm.meta.is_column():
+        columns = (collective.meta.output_name(), algorithm.meta.output_name())
+        return _column_coefficient(*columns, field)
+    return _coefficient_of(collective, algorithm, field)
+
+
+@functools.cache
+def _column_coefficient(collective: str, algorithm: str, field: str) -> pl.Expr:
+    """`_coefficient` of the columns so named (polars expressions are immutable: one serves every plan)."""
+    return _coefficient_of(pl.col(collective), pl.col(algorithm), field)
+
+
+def _coefficient_of(collective: pl.Expr, algorithm: pl.Expr, field: str) -> pl.Expr:
     name = collective.str.to_lowercase().str.replace_all("[^a-z]", "")
     key = pl.concat_str(name, pl.lit("/"), algorithm)
     table = {f"{collective_key(c)}/{a}": getattr(cost, field) for (c, a), cost in ALGORITHM_COSTS.items()}

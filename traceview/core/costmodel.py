@@ -15,6 +15,7 @@ Units: seconds, bytes, bytes per second, FLOP/s. Everything here is pure: no I/O
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -151,10 +152,24 @@ def collective_time_s(
     return steps * alpha_s + bus_factor(collective, n) * size_bytes / bandwidth_bytes_per_s
 
 
-def _coefficient(collective: pl.Expr, values: Mapping[str, float | None]) -> pl.Expr:
-    """Map a column of collective names to one coefficient of the table (null for unknown names)."""
+def _coefficient(collective: pl.Expr, table_field: str) -> pl.Expr:
+    """Map a column of collective names to one coefficient of the table (null for unknown names). Of a plain
+    column, the expression is a constant, built at its first use (`_column_coefficient`)."""
+    if collective.meta.is_column():
+        return _column_coefficient(collective.meta.output_name(), table_field)
+    return _coefficient_of(collective, table_field)
+
+
+@functools.cache
+def _column_coefficient(column: str, table_field: str) -> pl.Expr:
+    """`_coefficient` of the column named `column` (polars expressions are immutable: one serves every
+    plan)."""
+    return _coefficient_of(pl.col(column), table_field)
+
+
+def _coefficient_of(collective: pl.Expr, table_field: str) -> pl.Expr:
     key = collective.str.to_lowercase().str.replace_all("[^a-z]", "")
-    return key.replace_strict(dict(values), default=None, return_dtype=pl.Float64)
+    return key.replace_strict(_column(table_field), default=None, return_dtype=pl.Float64)
 
 
 def _column(table_field: str) -> dict[str, float | None]:
@@ -171,8 +186,8 @@ def bus_factor_expr(collective: pl.Expr, n: pl.Expr) -> pl.Expr:
     Null where the collective is unknown or n < 1.
     """
     size = n.cast(pl.Float64)
-    factor = _coefficient(collective, _column("bus_per_peer")) * (size - 1) / size + _coefficient(
-        collective, _column("bus_const")
+    factor = _coefficient(collective, "bus_per_peer") * (size - 1) / size + _coefficient(
+        collective, "bus_const"
     )
     return pl.when(size >= 1).then(factor).otherwise(None)
 
@@ -201,11 +216,11 @@ def bandwidth_exprs(
 def latency_steps_expr(collective: pl.Expr, n: pl.Expr, algorithm: Algorithm = "ring") -> pl.Expr:
     """`latency_steps` as a polars expression; null for unknown collectives, n < 1, or no tree algorithm."""
     size = n.cast(pl.Float64)
-    const = _coefficient(collective, _column("steps_const"))
+    const = _coefficient(collective, "steps_const")
     if algorithm == "ring":
-        steps = _coefficient(collective, _column("steps_per_peer")) * (size - 1) + const
+        steps = _coefficient(collective, "steps_per_peer") * (size - 1) + const
     else:
-        steps = _coefficient(collective, _column("tree_passes")) * size.log(2) + const
+        steps = _coefficient(collective, "tree_passes") * size.log(2) + const
     return pl.when(size >= 1).then(steps).otherwise(None)
 
 

@@ -70,56 +70,10 @@ def price(calls: pl.DataFrame, inputs: ModelInputs, n: pl.Expr | None = None) ->
     t_lat_us, bw_bound (f S / B >= k alpha) and busbw_Bps (achieved, `costmodel.bandwidth_exprs`). `n`
     overrides the group size."""
     size = n if n is not None else pl.col("group_size")
-    frame = _with_links(calls, inputs, size)
-    collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
-    flat_lat = latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6
-    flat_bw = bus_factor_expr(collective, size) * bytes_.cast(pl.Float64) / pl.col("bandwidth_Bps") * 1e6
-    hier_lat, hier_bw = _hierarchical(inputs, size)
-    named_lat, named_bw = algorithm_exprs(
-        collective, pl.col("_logged"), size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")
-    )
-    named = named_bw.is_not_null() & named_lat.is_not_null()
-    hierarchical = hier_bw.is_not_null() & hier_lat.is_not_null()
-    return (
-        frame.with_columns(
-            pl.when(named)
-            .then(pl.col("_logged"))
-            .when(hierarchical)
-            .then(pl.lit("hierarchical"))
-            .otherwise(pl.lit("ring"))
-            .alias("model_algorithm"),
-            pl.when(named)
-            .then(named_bw * 1e6)
-            .when(hierarchical)
-            .then(hier_bw * 1e6)
-            .otherwise(flat_bw)
-            .alias("t_bw_us"),
-            pl.when(named)
-            .then(named_lat * 1e6)
-            .when(hierarchical)
-            .then(hier_lat * 1e6)
-            .otherwise(flat_lat)
-            .alias("t_lat_us"),
-            bandwidth_exprs(collective, size, bytes_, pl.col("dur_us"))[1].alias("busbw_Bps"),
-        )
-        .with_columns(
-            (pl.col("t_bw_us") + pl.col("t_lat_us")).alias("t_pred_us"),
-            (pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"),
-        )
-        .drop("_nodes", "_per_node", "_logged", strict=False)
-    )
-
-
-def _with_links(calls: pl.DataFrame, inputs: ModelInputs, size: pl.Expr) -> pl.DataFrame:
-    """`calls` with spans_nodes (unless present), comm_kind (unless present: device), the link of each call
-    (link, link_source, bandwidth_Bps, alpha_s; a group's override first) and `_logged`, the algorithm an NCCL
-    log names for a device call."""
-    frame = (
-        calls
-        if "spans_nodes" in calls.columns
-        else calls.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
-    )
-    if "comm_kind" not in frame.columns:
+    frame = calls.lazy()
+    if "spans_nodes" not in calls.columns:
+        frame = frame.with_columns(spans_nodes(inputs.ranks_per_node).alias("spans_nodes"))
+    if "comm_kind" not in calls.columns:
         frame = frame.with_columns(pl.lit("device").alias("comm_kind"))
     frame = frame.with_columns(
         _link_value(inputs, "name").alias("link"),
@@ -128,20 +82,99 @@ def _with_links(calls: pl.DataFrame, inputs: ModelInputs, size: pl.Expr) -> pl.D
         _link_value(inputs, "alpha_s").cast(pl.Float64).alias("alpha_s"),
     )
     device = (pl.col("comm_kind") != "host").fill_null(True)  # NCCL's logs say nothing of gloo's calls
-    frame = _group_overrides(frame, inputs).with_columns(
-        logged_algorithm(frame, inputs.logged_algorithms, size).alias("_logged")
+    logged = logged_algorithm(calls, inputs.logged_algorithms, size)
+    branches = _branches(inputs, size)
+    return (
+        _group_overrides(frame, inputs)
+        .with_columns(logged.alias("_logged"))
+        .with_columns(pl.when(device).then(pl.col("_logged")).alias("_logged"))
+        .with_columns(**_node_columns(inputs, size))
+        .with_columns(**_choices(branches))
+        .with_columns(**_chosen(branches, size))
+        .with_columns(
+            (pl.col("t_bw_us") + pl.col("t_lat_us")).alias("t_pred_us"),
+            (pl.col("t_bw_us") >= pl.col("t_lat_us")).alias("bw_bound"),
+        )
+        .drop(*CHOICE_COLUMNS, "_nodes", "_per_node", "_logged", strict=False)
+        .collect()
     )
-    return frame.with_columns(pl.when(device).then(pl.col("_logged")).alias("_logged"))
 
 
-def _hierarchical(inputs: ModelInputs, n: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+def _branches(inputs: ModelInputs, size: pl.Expr) -> dict[str, pl.Expr]:
+    """Each algorithm's (latency, transfer) per call: the algorithm the logs name (s), the hierarchical one
+    (s) and the flat ring (us)."""
+    collective, bytes_ = pl.col("collective"), pl.col("size_bytes")
+    named_lat, named_bw = algorithm_exprs(
+        collective, pl.col("_logged"), size, bytes_, pl.col("alpha_s"), pl.col("bandwidth_Bps")
+    )
+    hier_lat, hier_bw = _hierarchical(inputs)
+    return {
+        "named_lat": named_lat,
+        "named_bw": named_bw,
+        "hier_lat": hier_lat,
+        "hier_bw": hier_bw,
+        "flat_lat": latency_steps_expr(collective, size) * pl.col("alpha_s") * 1e6,
+        "flat_bw": bus_factor_expr(collective, size)
+        * bytes_.cast(pl.Float64)
+        / pl.col("bandwidth_Bps")
+        * 1e6,
+    }
+
+
+def _node_columns(inputs: ModelInputs, size: pl.Expr) -> dict[str, pl.Expr]:
+    """`_nodes` and `_per_node` of each call (`node_shape`), which the hierarchical pricing reads: computed
+    once (its listed ranks parsed once), not once per expression that reads them."""
+    nodes, per_node = node_shape(inputs.ranks_per_node, size)
+    return {"_nodes": nodes, "_per_node": per_node}
+
+
+CHOICE_COLUMNS = ("_named", "_hierarchical")
+"""Whether the logged algorithm prices a call, and whether the hierarchical one does: computed once as a
+column, as each of the chosen columns reads them (an expression repeated in a plan is evaluated each time;
+the values stay inside the choice, where polars computes them as it always did, to the last bit)."""
+
+
+def _choices(branches: dict[str, pl.Expr]) -> dict[str, pl.Expr]:
+    """`CHOICE_COLUMNS` from the branches' values."""
+    return {
+        "_named": branches["named_bw"].is_not_null() & branches["named_lat"].is_not_null(),
+        "_hierarchical": branches["hier_bw"].is_not_null() & branches["hier_lat"].is_not_null(),
+    }
+
+
+def _chosen(branches: dict[str, pl.Expr], size: pl.Expr) -> dict[str, pl.Expr]:
+    """model_algorithm, t_bw_us, t_lat_us (the logged algorithm where priced, else the hierarchical one
+    where it applies, else the ring) and busbw_Bps."""
+    named, hierarchical = map(pl.col, CHOICE_COLUMNS)
+    bytes_, duration = pl.col("size_bytes"), pl.col("dur_us")
+    return {
+        "model_algorithm": pl.when(named)
+        .then(pl.col("_logged"))
+        .when(hierarchical)
+        .then(pl.lit("hierarchical"))
+        .otherwise(pl.lit("ring")),
+        "t_bw_us": pl.when(named)
+        .then(branches["named_bw"] * 1e6)
+        .when(hierarchical)
+        .then(branches["hier_bw"] * 1e6)
+        .otherwise(branches["flat_bw"]),
+        "t_lat_us": pl.when(named)
+        .then(branches["named_lat"] * 1e6)
+        .when(hierarchical)
+        .then(branches["hier_lat"] * 1e6)
+        .otherwise(branches["flat_lat"]),
+        "busbw_Bps": bandwidth_exprs(pl.col("collective"), size, bytes_, duration)[1],
+    }
+
+
+def _hierarchical(inputs: ModelInputs) -> tuple[pl.Expr, pl.Expr]:
     """(latency s, transfer s) of a device call across nodes priced hierarchically (docs/metrics.md,
     "Predicted gamma", Links): the scale-up link inside each node, then rail-aligned rings over the NICs;
     null for calls inside a node, on the host, of other collectives, of uneven nodes or of an NCCL-log group
-    link."""
+    link. Reads the call's nodes and ranks per node (`_nodes`, `_per_node`: `node_shape`)."""
     if inputs.intra is None or inputs.inter is None:
         return pl.lit(None, dtype=pl.Float64), pl.lit(None, dtype=pl.Float64)
-    nodes, per_node = node_shape(inputs.ranks_per_node, n)
+    nodes, per_node = pl.col("_nodes"), pl.col("_per_node")
     overridden = (
         pl.col("pg_key").is_in([g for g, _ in inputs.group_links]) if inputs.group_links else pl.lit(False)
     )
@@ -162,7 +195,7 @@ def _hierarchical(inputs: ModelInputs, n: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     return pl.when(usable).then(latency), pl.when(usable).then(transfer)
 
 
-def _group_overrides(frame: pl.DataFrame, inputs: ModelInputs) -> pl.DataFrame:
+def _group_overrides(frame: pl.LazyFrame, inputs: ModelInputs) -> pl.LazyFrame:
     """The link columns of calls of groups the NCCL log overrides (`ModelInputs.group_links`)."""
     if not inputs.group_links:
         return frame

@@ -98,7 +98,9 @@ def _comm_us(calls: pl.DataFrame, inputs: ModelInputs, factor: float) -> float:
     group (`ModelInputs.grad_group`) `factor` times larger: n = round(n * factor), spanning nodes past a
     node's ranks. Priced on a frame of its own: the scenarios stacked in one frame would differ in the last
     bit (polars divides a column of one value by its reciprocal, a mixed column exactly), so each distinct
-    factor is one query."""
+    factor is one query. No calls cost nothing: the sum of none, 0, without a query."""
+    if calls.height == 0:
+        return 0.0
     data_parallel = pl.col("pg_key") == (inputs.grad_group or "")
     size = (pl.col("group_size") * factor).round(0).cast(pl.Int64)
     changed = data_parallel & pl.lit(factor != 1.0)

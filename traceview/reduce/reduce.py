@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -33,7 +34,6 @@ from traceview.core.errors import ParseWarning
 from traceview.critical_path.analysis import CriticalPath, call_waits, critical_path, step_waits
 from traceview.dimensions.analysis import Dimensions, analyze_dimensions
 from traceview.distributions.samples import Distributions, distributions_from_parts
-from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import kernels_from_parts
 from traceview.map.rank_summary import RankSummary
 from traceview.model.time_base import trace_time_base
@@ -56,6 +56,9 @@ from traceview.timeline.step_view import Timeline, timeline_from_segments
 from traceview.verdict.facts import Measured, RunShape, facts_of
 from traceview.verdict.headline import verdict
 from traceview.verdict.recommend import recommend
+
+if TYPE_CHECKING:  # imported where a run names dumps (`_flight_recorder`)
+    from traceview.flight_recorder.analysis import HangAnalysis
 
 
 def compact_run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -19,7 +19,6 @@ from traceview.core.ranks import rank_ranges
 from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
-from traceview.flight_recorder.analysis import HangAnalysis
 from traceview.kernels.analysis import KernelAnalysis
 from traceview.links_measured.analysis import LinksMeasured
 from traceview.load.non_traces import IgnoredInputs, set_apart_non_traces
@@ -38,6 +37,9 @@ from traceview.timeline.drilldown import Drilldown
 from traceview.timeline.step_view import Timeline
 from traceview.verdict.headline import Verdict
 from traceview.verdict.recommend import Recommendations
+
+if TYPE_CHECKING:  # read only where a run names dumps: imported then (`reduce._flight_recorder`)
+    from traceview.flight_recorder.analysis import HangAnalysis
 
 GATE_FIGURES: frozenset[str] = frozenset(
     (

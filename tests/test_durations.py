@@ -29,6 +29,10 @@ def test_a_duration_takes_the_unit_that_keeps_its_digits() -> None:
     assert duration_text(LONG_US, decimals=3) == "2.500 ms"
     assert duration_text(-250.0) == "-250.0 us"  # a difference keeps its sign, its unit from its size
     assert duration_text(0.0) == "0.00 ms"  # nothing to keep
+    assert duration_text(0.06) == "0.1 us"  # a digit in us
+    assert duration_text(3e-12) == "0.00 ms"  # a difference's float residue: zero, not `0.0 us`
+    assert duration_text(-3e-12) == "0.00 ms"  # nor `-0.00 ms`
+    assert duration_text(float("nan")) == "nan ms"  # never shown as a number it is not
     # in a table whose title says ms: the bare number in ms, else the number with its own unit
     assert duration_cell(LONG_US) == "2.50"
     assert duration_cell(TINY_US) == "1.8 us"

@@ -1,8 +1,9 @@
 """Durations as text, each in the unit that keeps its digits (docs/metrics.md, "Durations as text").
 
 Every figure is kept in microseconds; a renderer or a sentence shows it through `duration_text` (with its
-unit) or `duration_cell` (in a table whose title names the unit). `DURATION_UNITS` is the rule: a nonzero
-duration under 1 ms is shown in microseconds (1.8 us, not 0.00 ms), anything else in milliseconds.
+unit) or `duration_cell` (in a table whose title names the unit). `DURATION_UNITS` is the rule: a duration
+under 1 ms that shows a digit in microseconds is shown in them (1.8 us, not 0.00 ms), anything else in
+milliseconds; one that rounds to zero is zero (`0.00 ms`, never `-0.00 ms` or `0.0 us` for a float's residue).
 """
 
 from __future__ import annotations
@@ -28,16 +29,19 @@ DURATION_UNITS: tuple[DurationUnit, ...] = (
 )
 """Smallest first: the first unit whose range holds the duration; zero and a non-finite value take the
 last."""
+ZERO_US = 0.05
+"""A duration smaller in magnitude shows no digit even in microseconds (one decimal): it is shown as zero."""
 
 
 def duration_unit(us: float) -> DurationUnit:
     """The row of `DURATION_UNITS` a duration (in microseconds) is shown in."""
-    return next((unit for unit in DURATION_UNITS if 0 < abs(us) < unit.below_us), DURATION_UNITS[-1])
+    return next((unit for unit in DURATION_UNITS if ZERO_US <= abs(us) < unit.below_us), DURATION_UNITS[-1])
 
 
 def _number(us: float, unit: DurationUnit, decimals: int) -> str:
     places = decimals if unit.decimals is None else unit.decimals
-    return f"{us / unit.us_per_unit:.{places}f}"
+    value = 0.0 if abs(us) < ZERO_US else us / unit.us_per_unit  # no `-0.00` from a float's residue
+    return f"{value:.{places}f}"
 
 
 def duration_text(us: float, decimals: int = 2) -> str:

@@ -247,10 +247,14 @@ def parse(path: Location) -> FlightRecorderDump:
     """One rank's dump (module docstring). Raises `InputError` naming the file for an empty, truncated,
     foreign or refused file, or one whose name states no rank."""
     data = _read(path)
-    with _collector_paused():
-        dump = _decoded(path, data)
-        rank = _rank(path, dump)
-        entries, names, dropped = _entries(path, dump, rank)
+    with _collector_paused():  # the decoded dump is freed before the collector is back
+        return _parsed(path, data)
+
+
+def _parsed(path: Location, data: bytes) -> FlightRecorderDump:
+    dump = _decoded(path, data)
+    rank = _rank(path, dump)
+    entries, names, dropped = _entries(path, dump, rank)
     groups = _groups(path, dump)
     names.update({group.name: group.name for group in groups})
     dumped_ns, dumped_from = _dump_time(path, dump)

@@ -1,21 +1,27 @@
 """Parse one rank's PyTorch Flight Recorder dump into a `traceview.model.flight_recorder.FlightRecorderDump`.
 
 A dump is a pickle (`_dump_fr_trace`, the watchdog's `TORCH_FR_DUMP_TEMP_FILE` / older
-`TORCH_NCCL_DEBUG_INFO_TEMP_FILE` files) or JSON (`_dump_fr_trace_json`), plain or compressed. The pickle is
-read as data only (`_pickle.load_data`: no standard unpickler, no torch). The dump names no rank: the rank is
-the dump's `rank` key when a version states one, else the number the file's name ends with (PyTorch writes
-`<prefix><rank>`). Entries of every version are brought to one frame (`_fields`); each group keeps its last
-`KEEP_PER_GROUP` entries.
+`TORCH_NCCL_DEBUG_INFO_TEMP_FILE` files) or JSON (`_dump_fr_trace_json`), plain or compressed. The pickle
+is read as data only (no torch, no global but the TorchScript list builders, nothing run): its opcodes are
+checked first and the data built in C (`_checked.checked_load`), or, for a pickle that does not check, by
+the stack machine (`_pickle.load_data`), which reads it or refuses it in one line. The dump names no rank:
+the rank is the dump's `rank` key when a version states one, else the number the file's name ends with
+(PyTorch writes `<prefix><rank>`). Entries of every version are brought to one frame (`_fields`); each
+group keeps its last `KEEP_PER_GROUP` entries.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import polars as pl
+from traceview.parsers.flight_recorder._checked import NOT_READ, checked_load
 from traceview.parsers.flight_recorder._fields import DUMP_TIME_KEYS, STATUS_KEYS, entry_columns
 from traceview.parsers.flight_recorder._pickle import load_data
 from traceview.parsers.flight_recorder._pickle_values import RefusedPickle
@@ -72,7 +78,8 @@ def _decoded(path: Location, data: bytes) -> dict[str, Any]:
         raise InputError(path, "empty file (not a Flight Recorder dump)")
     try:
         if data[:1] == _PICKLE_START:
-            value = load_data(data)
+            value = checked_load(data)
+            value = load_data(data) if value is NOT_READ else value
         elif head == _JSON_START:
             value = json.loads(data)
         else:
@@ -214,15 +221,40 @@ def _dump_time(path: Location, dump: dict[str, Any]) -> tuple[int, str]:
     return (int(modified), "file") if modified else (0, "none")
 
 
-def parse(path: Location) -> FlightRecorderDump:
-    """One rank's dump (module docstring). Raises `InputError` naming the file for an empty, truncated,
-    foreign or refused file, or one whose name states no rank."""
-    dump = _decoded(path, _read(path))
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while one dump is decoded and its entries turned into columns: it
+    would traverse the tens of thousands of dicts and lists a dump is made of again and again (a quarter of
+    the time), and none of them is in a cycle (reference counting frees them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _rank(path: Location, dump: dict[str, Any]) -> int:
     rank = _int_or(dump.get("rank"), -1)
     if rank < 0:
         rank = rank_of_name(path.name) if rank_of_name(path.name) is not None else -1  # type: ignore[assignment]
     if rank < 0:
         raise InputError(path, "the dump states no rank and its file name ends with no rank number")
+    return rank
+
+
+def parse(path: Location) -> FlightRecorderDump:
+    """One rank's dump (module docstring). Raises `InputError` naming the file for an empty, truncated,
+    foreign or refused file, or one whose name states no rank."""
+    data = _read(path)
+    with _collector_paused():  # the decoded dump is freed before the collector is back
+        return _parsed(path, data)
+
+
+def _parsed(path: Location, data: bytes) -> FlightRecorderDump:
+    dump = _decoded(path, data)
+    rank = _rank(path, dump)
     entries, names, dropped = _entries(path, dump, rank)
     groups = _groups(path, dump)
     names.update({group.name: group.name for group in groups})

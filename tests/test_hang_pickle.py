@@ -1,0 +1,121 @@
+"""The fast way a Flight Recorder pickle is read (parsers/flight_recorder/_checked.py): every opcode checked
+before Python's C unpickler builds anything, its globals resolved from the allowed table only; anything
+else left to the stack machine (`_pickle.load_data`).
+
+Expected values come from a second reader: the stack machine, and `pickle.loads` of data the test itself
+pickled (trusted here, never by traceview).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from traceview.parsers import flight_recorder
+from traceview.parsers.flight_recorder._checked import NOT_READ, checked_load, checked_opcodes
+from traceview.parsers.flight_recorder._pickle import load_data
+
+from tests.flight_recorder_factory import RankDump, dump_dict, steady, torch_pickle
+from traceview.core.errors import InputError
+
+WORLD = (0, 1, 2, 3)
+
+
+def _document(version: str = "2.10", typed: bool = False) -> dict[str, Any]:
+    return dump_dict(RankDump(1, steady(WORLD, 5)[1], version=version), typed_lists=typed)
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+@pytest.mark.parametrize("version", ["2.10", "2.4", "2.2"])
+def test_checked_reads_what_python_pickled(protocol: int, version: str) -> None:
+    document = _document(version)
+    data = pickle.dumps(document, protocol=protocol)
+    assert checked_opcodes(data)
+    assert checked_load(data) == pickle.loads(data) == document
+    assert checked_load(data) == load_data(data)
+
+
+def test_typed_lists_built_through_the_allowed_global() -> None:
+    """TorchScript's `build_intlist` global (protocol 2 GLOBAL + REDUCE) read as a plain list, as the stack
+    machine reads it."""
+    data = torch_pickle(_document(typed=True))
+    assert b"build_intlist" in data
+    value = checked_load(data)
+    assert value is not NOT_READ
+    assert value == load_data(data)
+    assert value["entries"][0]["input_sizes"] == [[1024]]  # the factory's default sizes, one tensor
+
+
+@pytest.mark.parametrize("protocol", [0, 1])
+def test_text_opcodes_left_to_the_stack_machine(protocol: int) -> None:
+    """Protocols 0 and 1 write booleans (and, 0, everything) as text opcodes: the stack machine reads them."""
+    data = pickle.dumps(_document(), protocol=protocol)
+    assert checked_load(data) is NOT_READ
+    assert load_data(data) == _document()
+
+
+def test_opcode_bytes_inside_strings_are_data() -> None:
+    """Strings and bytes holding what would be opcodes (a GLOBAL naming os.system, REDUCE, STOP) are stepped
+    over whole: read as the text they are (bytes from protocol 3: protocol 2 pickles bytes through a
+    global)."""
+    document: dict[str, Any] = {
+        "entries": ["cos\nsystem\n", "R.", "\x80\x02c", "." * 300],
+        "big": [2**64 + 5, -(2**70), 1 << 200],
+    }
+    assert checked_load(pickle.dumps(document, protocol=2)) == document
+    document["raw"] = b"cposix\nsystem\n(S'x'\ntR."
+    for protocol in (3, 4, 5):
+        assert checked_load(pickle.dumps(document, protocol=protocol)) == document
+
+
+class _Payload:
+    marker: Path
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_foreign_global_never_built(tmp_path: Path, protocol: int) -> None:
+    """os.system named by GLOBAL (protocol 2: refused by the walk) or STACK_GLOBAL (protocol 4: refused by
+    the table `find_class` reads): nothing run, and the stack machine names it."""
+    _Payload.marker = tmp_path / "ran"
+    data = pickle.dumps({"version": "2.10", "entries": [_Payload()]}, protocol=protocol)
+    assert checked_opcodes(data) is (protocol == 4)
+    assert checked_load(data) is NOT_READ
+    assert not _Payload.marker.exists()
+    dump = tmp_path / "nccl_trace_rank_0"
+    dump.write_bytes(data)
+    with pytest.raises(InputError, match="system"):
+        flight_recorder.parse(dump)
+    assert not _Payload.marker.exists()
+
+
+def test_object_building_opcode_never_built() -> None:
+    """BUILD (sets an object's state) is not an opcode a dump holds: the walk stops at it."""
+    data = b"\x80\x02}}b."  # PROTO 2, EMPTY_DICT, EMPTY_DICT, BUILD, STOP
+    assert not checked_opcodes(data)
+    assert checked_load(data) is NOT_READ
+
+
+def test_every_cut_left_to_the_stack_machine() -> None:
+    data = pickle.dumps(_document(), protocol=2)
+    for end in range(len(data)):
+        assert checked_load(data[:end]) is NOT_READ
+
+
+def test_collector_on_after_each_dump(tmp_path: Path) -> None:
+    """The cycle collector paused while a dump is read is on again after it, read or refused."""
+    good, bad = tmp_path / "dump_rank_0", tmp_path / "dump_rank_1"
+    good.write_bytes(pickle.dumps(_document(), protocol=2))
+    bad.write_bytes(pickle.dumps(_document(), protocol=2)[:-7])
+    assert gc.isenabled()
+    assert flight_recorder.parse(good).rank == 0
+    assert gc.isenabled()
+    with pytest.raises(InputError, match="cut short"):
+        flight_recorder.parse(bad)
+    assert gc.isenabled()

@@ -1,9 +1,10 @@
-"""The fast way a Flight Recorder pickle is read (parsers/flight_recorder/_checked.py): every opcode checked
-before Python's C unpickler builds anything, its globals resolved from the allowed table only; anything
-else left to the stack machine (`_pickle.load_data`).
+"""How a Flight Recorder pickle is read (parsers/flight_recorder/_pickle.py's stack machine, never Python's
+unpickler): what Python pickled at every protocol and format version read back alike, typed lists through the
+allowed global, opcode bytes inside strings read as data, foreign globals and object-building opcodes refused
+with nothing run, and the cycle collector back on after each dump.
 
-Expected values come from a second reader: the stack machine, and `pickle.loads` of data the test itself
-pickled (trusted here, never by traceview).
+Expected values come from a second reader: `pickle.loads` of data the test itself pickled (trusted here, never
+by traceview).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from typing import Any
 
 import pytest
 from traceview.parsers import flight_recorder
-from traceview.parsers.flight_recorder._checked import NOT_READ, checked_load, checked_opcodes
-from traceview.parsers.flight_recorder._pickle import load_data
+from traceview.parsers.flight_recorder._pickle import RefusedPickle, load_data
 
 from tests.flight_recorder_factory import RankDump, dump_dict, steady, torch_pickle
 from traceview.core.errors import InputError
@@ -29,14 +29,12 @@ def _document(version: str = "2.10", typed: bool = False) -> dict[str, Any]:
     return dump_dict(RankDump(1, steady(WORLD, 5)[1], version=version), typed_lists=typed)
 
 
-@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("version", ["2.10", "2.4", "2.2"])
-def test_checked_reads_what_python_pickled(protocol: int, version: str) -> None:
+def test_the_stack_machine_reads_what_python_pickled(protocol: int, version: str) -> None:
     document = _document(version)
     data = pickle.dumps(document, protocol=protocol)
-    assert checked_opcodes(data)
-    assert checked_load(data) == pickle.loads(data) == document
-    assert checked_load(data) == load_data(data)
+    assert load_data(data) == pickle.loads(data) == document
 
 
 def test_typed_lists_built_through_the_allowed_global() -> None:
@@ -44,32 +42,21 @@ def test_typed_lists_built_through_the_allowed_global() -> None:
     machine reads it."""
     data = torch_pickle(_document(typed=True))
     assert b"build_intlist" in data
-    value = checked_load(data)
-    assert value is not NOT_READ
-    assert value == load_data(data)
+    value = load_data(data)
     assert value["entries"][0]["input_sizes"] == [[1024]]  # the factory's default sizes, one tensor
 
 
-@pytest.mark.parametrize("protocol", [0, 1])
-def test_text_opcodes_left_to_the_stack_machine(protocol: int) -> None:
-    """Protocols 0 and 1 write booleans (and, 0, everything) as text opcodes: the stack machine reads them."""
-    data = pickle.dumps(_document(), protocol=protocol)
-    assert checked_load(data) is NOT_READ
-    assert load_data(data) == _document()
-
-
 def test_opcode_bytes_inside_strings_are_data() -> None:
-    """Strings and bytes holding what would be opcodes (a GLOBAL naming os.system, REDUCE, STOP) are stepped
-    over whole: read as the text they are (bytes from protocol 3: protocol 2 pickles bytes through a
-    global)."""
+    """Strings and bytes holding what would be opcodes (a GLOBAL naming os.system, REDUCE, STOP) are read as
+    the text they are (bytes from protocol 3: protocol 2 pickles bytes through a global)."""
     document: dict[str, Any] = {
         "entries": ["cos\nsystem\n", "R.", "\x80\x02c", "." * 300],
         "big": [2**64 + 5, -(2**70), 1 << 200],
     }
-    assert checked_load(pickle.dumps(document, protocol=2)) == document
+    assert load_data(pickle.dumps(document, protocol=2)) == document
     document["raw"] = b"cposix\nsystem\n(S'x'\ntR."
     for protocol in (3, 4, 5):
-        assert checked_load(pickle.dumps(document, protocol=protocol)) == document
+        assert load_data(pickle.dumps(document, protocol=protocol)) == document
 
 
 class _Payload:
@@ -81,12 +68,11 @@ class _Payload:
 
 @pytest.mark.parametrize("protocol", [2, 4])
 def test_foreign_global_never_built(tmp_path: Path, protocol: int) -> None:
-    """os.system named by GLOBAL (protocol 2: refused by the walk) or STACK_GLOBAL (protocol 4: refused by
-    the table `find_class` reads): nothing run, and the stack machine names it."""
+    """os.system named by GLOBAL (protocol 2) or STACK_GLOBAL (protocol 4): refused by name, nothing run."""
     _Payload.marker = tmp_path / "ran"
     data = pickle.dumps({"version": "2.10", "entries": [_Payload()]}, protocol=protocol)
-    assert checked_opcodes(data) is (protocol == 4)
-    assert checked_load(data) is NOT_READ
+    with pytest.raises(RefusedPickle, match="system"):
+        load_data(data)
     assert not _Payload.marker.exists()
     dump = tmp_path / "nccl_trace_rank_0"
     dump.write_bytes(data)
@@ -96,16 +82,17 @@ def test_foreign_global_never_built(tmp_path: Path, protocol: int) -> None:
 
 
 def test_object_building_opcode_never_built() -> None:
-    """BUILD (sets an object's state) is not an opcode a dump holds: the walk stops at it."""
+    """BUILD (sets an object's state) is not an opcode a dump holds: refused."""
     data = b"\x80\x02}}b."  # PROTO 2, EMPTY_DICT, EMPTY_DICT, BUILD, STOP
-    assert not checked_opcodes(data)
-    assert checked_load(data) is NOT_READ
+    with pytest.raises(RefusedPickle):
+        load_data(data)
 
 
-def test_every_cut_left_to_the_stack_machine() -> None:
+def test_every_cut_is_refused() -> None:
     data = pickle.dumps(_document(), protocol=2)
     for end in range(len(data)):
-        assert checked_load(data[:end]) is NOT_READ
+        with pytest.raises(RefusedPickle):
+            load_data(data[:end])
 
 
 def test_collector_on_after_each_dump(tmp_path: Path) -> None:

@@ -2,9 +2,8 @@
 
 A dump is a pickle (`_dump_fr_trace`, the watchdog's `TORCH_FR_DUMP_TEMP_FILE` / older
 `TORCH_NCCL_DEBUG_INFO_TEMP_FILE` files) or JSON (`_dump_fr_trace_json`), plain or compressed. The pickle
-is read as data only (no torch, no global but the TorchScript list builders, nothing run): its opcodes are
-checked first and the data built in C (`_checked.checked_load`), or, for a pickle that does not check, by
-the stack machine (`_pickle.load_data`), which reads it or refuses it in one line. The dump names no rank:
+is read as data only (`_pickle.load_data`: no standard unpickler, no torch, no global but the TorchScript
+list builders, nothing run), which reads it or refuses it in one line. The dump names no rank:
 the rank is the dump's `rank` key when a version states one, else the number the file's name ends with
 (PyTorch writes `<prefix><rank>`). Entries of every version are brought to one frame (`_fields`); each
 group keeps its last `KEEP_PER_GROUP` entries.
@@ -21,7 +20,6 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-from traceview.parsers.flight_recorder._checked import NOT_READ, checked_load
 from traceview.parsers.flight_recorder._fields import DUMP_TIME_KEYS, STATUS_KEYS, entry_columns
 from traceview.parsers.flight_recorder._pickle import load_data
 from traceview.parsers.flight_recorder._pickle_values import RefusedPickle
@@ -78,8 +76,7 @@ def _decoded(path: Location, data: bytes) -> dict[str, Any]:
         raise InputError(path, "empty file (not a Flight Recorder dump)")
     try:
         if data[:1] == _PICKLE_START:
-            value = checked_load(data)
-            value = load_data(data) if value is NOT_READ else value
+            value = load_data(data)
         elif head == _JSON_START:
             value = json.loads(data)
         else:

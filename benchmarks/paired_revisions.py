@@ -3,6 +3,8 @@ process tree and its peak RSS, the median ratio after / before with its range.
 
     python benchmarks/paired_revisions.py --before HEAD~1 --pairs 5 -- summary sample_traces/dp8_ideal --json
     python benchmarks/paired_revisions.py --before HEAD~1 --import traceview.map.rank_summary
+    python benchmarks/paired_revisions.py --before HEAD~1 --pairs 7 \
+        --map ../shared/data/real/kineto/hta_amd_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz
 
 Each revision is assembled as installed (`git archive`, the package folders put where `pyproject.toml`'s
 `package-dir` puts them, every module compiled to bytecode) in a temporary folder, and each run is a fresh
@@ -10,8 +12,10 @@ interpreter (`-P`) importing that copy first on `PYTHONPATH` (its pool workers i
 any git revision; the other side is `--after` (a revision) or else the working tree as it is. With
 `--import MODULE` a run imports that module and nothing else (the fixed cost of a process of that role);
 with `--reduce RUN` the figure is the reduce's own CPU seconds (every thread; the median of five in one
-process, after one unmeasured). Pairs alternate their order (before first, then after first), so a drift
-of the machine touches both sides; the machine's other load still moves each figure, which is why the
+process, after one unmeasured); with `--map TRACE` it is the map's CPU seconds per rank of that one
+trace (`summarize`, every thread: the median of five blocks of eight summaries in one process, after one
+unmeasured; the parse is not counted). Pairs alternate their order (before first, then after first), so a
+drift of the machine touches both sides; the machine's other load still moves each figure, which is why the
 ratios are the figures to read.
 """
 
@@ -78,6 +82,24 @@ Path(sys.argv[2]).write_text(str(statistics.median(spent)))
 """`--reduce RUN`: the run's ranks summarised in this process, then the median CPU seconds (every thread) of
 five reduces of them, written to the file named second."""
 
+MAP_RUNNER = """
+import statistics, sys, time
+from pathlib import Path
+from traceview.map.rank_summary import summarize
+from traceview.parsers import kineto
+trace = kineto.parse(Path(sys.argv[1])).validate()
+summarize(trace)
+spent = []
+for _ in range(5):
+    start = time.process_time()
+    for _ in range(8):
+        summarize(trace)
+    spent.append((time.process_time() - start) / 8)
+Path(sys.argv[2]).write_text(str(statistics.median(spent)))
+"""
+"""`--map TRACE`: the trace parsed once and summarised once, then the median CPU seconds (every thread) of one
+summary over five blocks of eight, written to the file named second (the figure `measure` reads)."""
+
 
 def check_imported_from(packages: Path) -> None:
     """Stop unless a run imports traceview (and its parsers, mapped apart in the source tree) from
@@ -108,7 +130,7 @@ def measure(
     sampler.join()
     if child.returncode not in accepted:
         raise SystemExit(f"{command} exited with {child.returncode}")
-    if REDUCE_OUT.exists():  # `--reduce`: the reduce's own CPU seconds in place of the process's
+    if REDUCE_OUT.exists():  # `--reduce`, `--map`: the phase's own CPU seconds in place of the process's
         spent = float(REDUCE_OUT.read_text())
         REDUCE_OUT.unlink()
         return spent, max(peak[0], usage.ru_maxrss / 1024)
@@ -164,6 +186,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--import", dest="module", default=None, help="only import this module")
     parser.add_argument("--reduce", type=Path, default=None, help="time the reduce of this run's ranks")
+    parser.add_argument("--map", type=Path, default=None, help="time the map of this one rank's trace")
     parser.add_argument(
         "--exit-ok",
         type=int,
@@ -177,6 +200,8 @@ def main() -> None:
         command = ["-c", f"import {options.module}"]
     elif options.reduce:
         command = ["-c", REDUCE_RUNNER, str(options.reduce.resolve()), str(REDUCE_OUT)]
+    elif options.map:
+        command = ["-c", MAP_RUNNER, str(options.map.resolve()), str(REDUCE_OUT)]
     else:
         command = [
             "-c",

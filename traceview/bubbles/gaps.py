@@ -218,8 +218,13 @@ def _cause() -> pl.Expr:
 def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     """Every idle gap of every (rank, step) window with its cause (`GAP_SCHEMA`), from classified device
     events, step windows and launches (`rank`, `correlation`, `launch_us`): one query."""
+    return idle_gaps_plan(events, windows, launches).collect()
+
+
+def idle_gaps_plan(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFrame) -> pl.LazyFrame:
+    """`idle_gaps` as a lazy query, for a caller to collect with the queries that read it."""
     if windows.height == 0:
-        return pl.DataFrame(schema=GAP_SCHEMA)
+        return pl.LazyFrame(schema=GAP_SCHEMA)
     if events.height:
         device = events.lazy().select(_DEVICE)
         following = _next_events(events.lazy(), launches.lazy())
@@ -240,7 +245,6 @@ def idle_gaps(events: pl.DataFrame, windows: pl.DataFrame, launches: pl.DataFram
         .with_columns(_DURATION, _cause())
         .select(_GAP_COLUMNS)
         .sort(["rank", "step", "start_us"])
-        .collect()
     )
 
 
@@ -260,19 +264,24 @@ _NONE_IDLE = [pl.col("gaps").fill_null(0), pl.col("idle_us", *CAUSE_COLUMNS.valu
 
 def gap_totals(gap_rows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step, cause): `gaps` (count) and `idle_us` (their total length)."""
-    return gap_rows.lazy().group_by([*KEYS, "cause"]).agg(_TOTALS).sort([*KEYS, "cause"]).collect()
+    return gap_totals_plan(gap_rows.lazy()).collect()
+
+
+def gap_totals_plan(gap_rows: pl.LazyFrame) -> pl.LazyFrame:
+    """`gap_totals` as a lazy query."""
+    return gap_rows.group_by([*KEYS, "cause"]).agg(_TOTALS).sort([*KEYS, "cause"])
 
 
 def gap_steps(gap_rows: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step) window: step_us, idle_us, gaps and one `<cause>_us` column per cause (0 when none)."""
-    totals = gap_rows.lazy().group_by(KEYS).agg(*_TOTALS, *_CAUSE_SUMS)
+    return gap_steps_plan(gap_rows.lazy(), windows).collect()
+
+
+def gap_steps_plan(gap_rows: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """`gap_steps` as a lazy query."""
+    totals = gap_rows.group_by(KEYS).agg(*_TOTALS, *_CAUSE_SUMS)
     return (
-        windows.lazy()
-        .select(_STEP_US)
-        .join(totals, on=KEYS, how="left")
-        .with_columns(_NONE_IDLE)
-        .sort(KEYS)
-        .collect()
+        windows.lazy().select(_STEP_US).join(totals, on=KEYS, how="left").with_columns(_NONE_IDLE).sort(KEYS)
     )
 
 

@@ -128,7 +128,12 @@ def time_budget(events: pl.DataFrame, windows: pl.DataFrame) -> TimeBudget:
 def step_budget(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """`time_budget`'s per-(rank, step) rows (`BUDGET_COLUMNS`) alone, without the medians (two queries):
     what the map keeps of a rank."""
-    return _per_step(events, windows).collect()
+    return step_budget_plan(events, windows).collect()
+
+
+def step_budget_plan(events: pl.DataFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """`step_budget` as a lazy query (the events cut into the windows by one query first)."""
+    return _per_step(events, windows)
 
 
 GRAPH_COLUMNS = {"graph_capture": pl.Boolean, "launches": pl.Int64, "launches_ran": pl.Int64}
@@ -139,13 +144,16 @@ launches on the host and how many of them ran."""
 def with_graph_steps(per_step: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
     """`per_step` with `GRAPH_COLUMNS` from `graphs` (`traceview.steps.graphs.graph_steps`); a step it does
     not list captures nothing."""
+    return with_graph_steps_plan(per_step.lazy(), graphs).collect()
+
+
+def with_graph_steps_plan(per_step: pl.LazyFrame, graphs: pl.DataFrame) -> pl.LazyFrame:
+    """`with_graph_steps` as a lazy query (of `step_budget_plan`, say: the map's budget in one query)."""
     return (
-        per_step.lazy()
-        .drop(_GRAPH_NAMES, strict=False)
+        per_step.drop(_GRAPH_NAMES, strict=False)
         .join(graphs.lazy().select(*KEYS, *_GRAPH_NAMES), on=KEYS, how="left")
         .with_columns(_NO_GRAPH)
         .cast(GRAPH_COLUMNS)  # type: ignore[arg-type]
-        .collect()
     )
 
 

@@ -19,8 +19,14 @@ from typing import Any
 
 import polars as pl
 
-from traceview.bubbles.gaps import LARGEST_GAPS, LISTED_GAP_MIN_US, gap_steps, gap_totals, idle_gaps
-from traceview.budget.time_budget import classified_events, step_budget, with_graph_steps
+from traceview.bubbles.gaps import (
+    LARGEST_GAPS,
+    LISTED_GAP_MIN_US,
+    gap_steps_plan,
+    gap_totals_plan,
+    idle_gaps_plan,
+)
+from traceview.budget.time_budget import classified_events, step_budget_plan, with_graph_steps_plan
 from traceview.collectives.calls import call_counts, launches
 from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
@@ -159,18 +165,18 @@ def _summarized(
     del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
     path = _critical_path(classed, path_host, windows, kernels, syncs)
     path_steps, path_holders, path_nodes, unlinked_ranks, synced = path
-    gaps = idle_gaps(events, windows, launch_rows)
+    per_step, gap_steps, gap_causes, top_gaps = _budget_and_gaps(events, windows, launch_rows, own.graphs)
     del launch_rows
     segments, counts = rank_segments(events, windows, ranks_in_run)
     keyed = {
         "windows": windows,
-        "per_step": with_graph_steps(step_budget(events, windows), own.graphs),
+        "per_step": per_step,
         "kernels": _event_rows_per_rank(kernels, offsets),
         "launch_marks": own.launch_marks,
         "first_launches": own.first_launches,
-        "gap_steps": gap_steps(gaps, windows),
-        "gap_causes": gap_totals(gaps),
-        "top_gaps": _top_gaps(gaps),
+        "gap_steps": gap_steps,
+        "gap_causes": gap_causes,
+        "top_gaps": top_gaps,
         "segments": segments,
         "segment_counts": counts,
         "calls": calls,
@@ -232,15 +238,25 @@ def _suspects(events: pl.DataFrame, events_of: Sequence[pl.DataFrame]) -> list[p
     return [suspected_comm_kernels(rank_events) for rank_events in events_of]
 
 
-def _top_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
+def _budget_and_gaps(
+    events: pl.DataFrame, windows: pl.DataFrame, launch_rows: pl.DataFrame, graphs: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The batch's per-step budget with its graph steps, and of its idle gaps (`idle_gaps`, read once) the
+    per-step totals, the per-cause totals and the longest (`_top_gaps`): one query."""
+    gaps = idle_gaps_plan(events, windows, launch_rows).cache()
+    per_step = with_graph_steps_plan(step_budget_plan(events, windows), graphs)
+    plans = [per_step, gap_steps_plan(gaps, windows), gap_totals_plan(gaps), _top_gaps(gaps)]
+    budget, steps, causes, top = pl.collect_all(plans)
+    return budget, steps, causes, top
+
+
+def _top_gaps(gaps: pl.LazyFrame) -> pl.LazyFrame:
     """Per rank, its `LARGEST_GAPS` longest gaps of at least `LISTED_GAP_MIN_US` (then by start)."""
     order = ["rank", "dur_us", "start_us"]
     return (
-        gaps.lazy()
-        .filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
+        gaps.filter(pl.col("dur_us") >= LISTED_GAP_MIN_US)
         .sort(order, descending=[False, True, False], maintain_order=True)
         .filter(pl.int_range(pl.len()).over("rank") < LARGEST_GAPS)
-        .collect()
     )
 
 

@@ -265,17 +265,15 @@ _COUNTED = [
 ]
 
 
-def _counts(segments: pl.DataFrame) -> pl.DataFrame:
+def _counts(segments: pl.LazyFrame) -> pl.LazyFrame:
     """Per (rank, step): `COUNT_SCHEMA` with nothing bridged, and the segments of its largest group
     (`_largest`)."""
     return (
-        segments.lazy()
-        .group_by(KEYS)
+        segments.group_by(KEYS)
         .agg(pl.len().alias("_segments"))
         .group_by("rank", "step")
         .agg(_COUNTED)
         .sort("rank", "step")
-        .collect()
     )
 
 
@@ -285,16 +283,18 @@ def rank_segments(
     """One rank's merged segments of every step (absolute times, `SEGMENT_SCHEMA`), bounded so that the run's
     timeline (`timeline_from_segments`) can still draw its share, and per (rank, step) the count of merged
     segments before bounding and of (lane, label) groups (`COUNT_SCHEMA`). When no group needs bounding, each
-    keeps its segments as they are and the bounding's queries are skipped."""
+    keeps its segments as they are and the bounding's queries are skipped (then one query in all)."""
     if events.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), pl.DataFrame(schema=COUNT_SCHEMA)
     window_rows = windows.lazy()
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
-    segments = pl.concat([_merge(cut), _idle(cut, window_rows)]).collect()
-    counts = _counts(segments).with_columns(_per_group(ranks_in_run))
-    over = counts.filter(pl.col("_largest") > pl.col("_per_group")).get_column("rank").unique().to_list()
+    merged_rows = pl.concat([_merge(cut), _idle(cut, window_rows)]).cache()
+    counted = _counts(merged_rows).with_columns(_per_group(ranks_in_run))
+    segments, in_order, counts = pl.collect_all([merged_rows, merged_rows.sort([*KEYS, "start_us"]), counted])
+    largest, allowed = counts.get_column("_largest"), counts.get_column("_per_group")
+    over = counts.get_column("rank").filter(largest > allowed).unique().to_list()  # Series: no query
     if not over:  # every group keeps its segments
-        return segments.sort([*KEYS, "start_us"]), counts.drop("_largest", "_per_group")
+        return in_order, counts.drop("_largest", "_per_group")
     shares = counts.lazy().select("rank", "_per_group").unique("rank")
     bounding = segments.lazy().filter(pl.col("rank").is_in(over)).join(shares, on="rank")
     bounded, bridged = _bounded(bounding, pl.col("_per_group"))

@@ -19,18 +19,42 @@ from traceview.model.trace import RANK_FRAMES, RankTrace, Run, empty_frame
 def by_rank(frame: pl.DataFrame, ranks: Sequence[int]) -> list[pl.DataFrame]:
     """The rows of `frame` of each of `ranks`, in its order (an empty frame for a rank without rows): slices
     when each rank's rows are together (the batch's frames are built rank by rank or sorted by rank), else
-    partitions."""
+    partitions. Rows laid out rank by rank are found without a query (`_laid_out`, for batches of up to
+    `LAID_OUT_RANKS` ranks: a pass over the column per rank)."""
     if len(ranks) == 1:
         return [frame]
-    runs = frame.get_column("rank").rechunk().rle().struct.unnest()  # the runs' `len`, `value` (one chunk)
-    values = runs.get_column("value").to_list()
-    if len(set(values)) < len(values):  # a rank's rows apart
-        parts = frame.partition_by("rank", as_dict=True, maintain_order=True)
-        return [parts[(rank,)] if (rank,) in parts else frame.clear() for rank in ranks]
-    lengths = runs.get_column("len").to_list()
-    starts = dict(zip(values, accumulate([0, *lengths]), strict=False))
-    spans = dict(zip(values, lengths, strict=True))
-    return [frame.slice(starts[rank], spans[rank]) if rank in spans else frame.clear() for rank in ranks]
+    spans = _laid_out(frame.get_column("rank"), ranks) if len(ranks) <= LAID_OUT_RANKS else None
+    if spans is None:
+        runs = frame.get_column("rank").rechunk().rle().struct.unnest()  # runs' `len`, `value` (one chunk)
+        values = runs.get_column("value").to_list()
+        if len(set(values)) < len(values):  # a rank's rows apart
+            parts = frame.partition_by("rank", as_dict=True, maintain_order=True)
+            return [parts[(rank,)] if (rank,) in parts else frame.clear() for rank in ranks]
+        lengths = runs.get_column("len").to_list()
+        spans = dict(zip(values, zip(accumulate([0, *lengths]), lengths, strict=False), strict=True))
+    return [frame.slice(*spans[rank]) if rank in spans else frame.clear() for rank in ranks]
+
+
+LAID_OUT_RANKS = 16
+"""The most ranks `by_rank` finds by a pass over the rank column per rank rather than by one query."""
+
+
+def _laid_out(column: pl.Series, ranks: Sequence[int]) -> dict[int, tuple[int, int]] | None:
+    """Per rank with rows, its (first row, rows) when every row of `column` belongs to one of `ranks` and
+    each rank's rows follow one another (the runs read from their first rows, then checked); else None.
+    Series operations only (a pass over the column per rank), no query."""
+    counts = {rank: int((column == rank).sum()) for rank in dict.fromkeys(ranks)}
+    if sum(counts.values()) != column.len():
+        return None
+    spans: dict[int, tuple[int, int]] = {}
+    start = 0
+    while start < column.len():
+        rank = column[start]
+        if rank in spans or not bool((column.slice(start, counts[rank]) == rank).all()):
+            return None
+        spans[rank] = (start, counts[rank])
+        start += counts[rank]
+    return spans
 
 
 def stacked(

@@ -10,6 +10,7 @@ nothing recorded (`other`) when the launching threads record no event at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
 
@@ -104,9 +105,11 @@ IDLE_CATEGORIES: tuple[str, ...] = (*HOST_CATEGORIES, OTHER)
 PRIORITY = {category: index for index, category in enumerate(PATH_ORDER)}
 
 
+@cache
 def device_priority() -> pl.Expr:
     """The priority of a classified device event (`kernel_class`, `event_class`, `kind`): communication and
-    host collectives are `comm_transfer`; every other event its class's category."""
+    host collectives are `comm_transfer`; every other event its class's category (built once, at first
+    use: building it costs more than running it on a small rank)."""
     comm = PRIORITY[COMM_TRANSFER]
     found: pl.Expr = pl.lit(PRIORITY["compute_other"], pl.Int32)
     for category in reversed(DEVICE_CATEGORIES):
@@ -126,8 +129,10 @@ def _first_rule(rules: tuple[HostPathRule, ...]) -> pl.Expr:
     return found.cast(pl.Int32)
 
 
-def host_priorities() -> list[pl.Expr]:
+@cache
+def host_priorities() -> tuple[pl.Expr, pl.Expr]:
     """Of a distinct host row (`kind`, `name`): its priority by `HOST_RULES` when it lasts under
-    `LONG_LAUNCH_US` (`_short`) and when it lasts longer (`_long`); null for a row no rule reads."""
+    `LONG_LAUNCH_US` (`_short`) and when it lasts longer (`_long`); null for a row no rule reads (built
+    once, at first use)."""
     short = tuple(rule for rule in HOST_RULES if rule.min_us == 0)
-    return [_first_rule(short).alias("_short"), _first_rule(HOST_RULES).alias("_long")]
+    return _first_rule(short).alias("_short"), _first_rule(HOST_RULES).alias("_long")

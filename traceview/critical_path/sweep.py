@@ -19,6 +19,8 @@ sum needs no grouping.
 
 from __future__ import annotations
 
+from functools import cache
+
 import polars as pl
 
 from traceview.core.intervals import clipped
@@ -31,7 +33,7 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
-from traceview.critical_path.nodes import nodes_plan
+from traceview.critical_path.nodes import empty_nodes, nodes_plan
 from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
 KEYS = ["rank", "step"]
@@ -96,13 +98,18 @@ def device_intervals(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(device_priority().alias("priority")).select(_INTERVAL)
 
 
-_BITS = {index: 1 << index for index in range(len(PATH_ORDER))}
+@cache
+def _bit() -> pl.Expr:
+    """A priority's bit, 2^priority (the path's constant expressions are built once, at first use: building
+    them costs more than running them on a small rank)."""
+    bits = {index: 1 << index for index in range(len(PATH_ORDER))}
+    return pl.col("priority").replace_strict(bits, return_dtype=pl.Int64)
 
 
 def _points(cut: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Two points per disjoint interval (its priority's bit added at its start, taken away at its end) and
     one per window edge (nothing added), sorted by (rank, step, time)."""
-    bit = pl.col("priority").replace_strict(_BITS, return_dtype=pl.Int64)
+    bit = _bit()
     return pl.concat(
         [
             cut.select(*KEYS, pl.col("start_us").alias("t"), bit.alias("d")),
@@ -172,6 +179,7 @@ def named_segments(segments: pl.LazyFrame, extending: pl.LazyFrame) -> pl.LazyFr
     )
 
 
+@cache
 def _category() -> pl.Expr:
     """A segment's category, from its priority (`PATH_ORDER`; null: `other`)."""
     by_priority = dict(enumerate(PATH_ORDER))
@@ -180,16 +188,21 @@ def _category() -> pl.Expr:
     )
 
 
+@cache
+def _category_sums() -> tuple[pl.Expr, ...]:
+    """Per window, each category's time (`CATEGORY_COLUMNS`) from its rows of (priority, category, seg_us)."""
+    return tuple(
+        pl.col("seg_us").filter(pl.col("category") == column.removesuffix("_us")).sum().alias(column)
+        for column in CATEGORY_COLUMNS
+    )
+
+
 def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per window, its length and the time of each category (`CATEGORY_COLUMNS`; peer waits 0 until the
     reduce resolves them). The segments are summed per (window, priority) first: a category is one priority
     (`other` none), so each column then reads one row per window."""
     held = named.group_by(*KEYS, "priority").agg(pl.col("seg_us").sum()).with_columns(_category())
-    sums = [
-        pl.col("seg_us").filter(pl.col("category") == column.removesuffix("_us")).sum().alias(column)
-        for column in CATEGORY_COLUMNS
-    ]
-    table = held.group_by(KEYS).agg(sums)
+    table = held.group_by(KEYS).agg(_category_sums())
     step = (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us")
     return (
         windows.select(*KEYS, step)
@@ -234,6 +247,7 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
 
 _CLASSES = ("event_class", "kernel_class")
 _NO_SYNCS = empty_frame({"rank": pl.Int64(), **SYNC_SCHEMA})
+_NO_NODES = empty_nodes()  # a batch without communication rows: no node, and no query for them
 _NO_SYNC_COUNTS = empty_frame({"rank": pl.Int64(), "host_waits": pl.Int64(), "stream_waits": pl.Int64()})
 
 
@@ -285,7 +299,7 @@ def critical_path_plans(
         per_step_plan(named.lazy(), windows.lazy()),
         bounded_holders(holders_plan(named.lazy(), names)),
         unlinked_ranks.lazy(),
-        nodes_plan(named.lazy(), _node_rows(kernels), windows.lazy()),
+        nodes_plan(named.lazy(), _node_rows(kernels), windows.lazy()) if kernels.height else _NO_NODES.lazy(),
         sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
     )
 

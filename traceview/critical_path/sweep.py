@@ -272,6 +272,23 @@ def path_intervals(
     return pl.concat(parts).with_row_index("iid"), threads, host
 
 
+SMALL_BATCH_ROWS = 2000
+"""A batch of fewer device events and host rows than this runs the path's queries with only projection
+pushdown of polars' optimisations (`path_optimizations`)."""
+
+
+def path_optimizations(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.QueryOptFlags:
+    """The optimisations the path's queries run with: all of polars' on a large batch; on a small one
+    (`SMALL_BATCH_ROWS`) only projection pushdown, the other passes costing more than they save there
+    (about a sixth of the path's query time on a one-step rank of a hundred rows; neutral near 5,000 rows;
+    the passes save a quarter of it on a 54 MB rank). The results are the same either way."""
+    if events.height + cpu.height >= SMALL_BATCH_ROWS:
+        return pl.QueryOptFlags()
+    flags = pl.QueryOptFlags.none()
+    flags.projection_pushdown = True
+    return flags
+
+
 def critical_path_plans(
     events: pl.DataFrame,
     cpu: pl.DataFrame,
@@ -286,13 +303,16 @@ def critical_path_plans(
     `kernels` its communication rows (`comm_kernels`); `syncs` its CUDA sync events (`SYNC_SCHEMA`), each
     with `rank`. The intervals and the named segments are collected here, one query each (three plans
     sharing cached parts cost more to plan and run than the parts collected in turn: a third of the path's
-    CPU on a tiny rank)."""
+    CPU on a tiny rank), with `path_optimizations`, as the returned plans are to be."""
     syncs = _NO_SYNCS if syncs is None else syncs
+    optimizations = path_optimizations(events, cpu)
     planned, threads, host = path_intervals(events, cpu, syncs)
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
-    intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")])
+    intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")], optimizations=optimizations)
     extending = _extending(intervals.lazy()).cache()  # nested rows of a priority: same union, names
-    named = named_segments(path_segments(extending, windows.lazy()), extending).collect()
+    named = named_segments(path_segments(extending, windows.lazy()), extending).collect(
+        optimizations=optimizations
+    )
     names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
     del intervals, extending  # their times and priorities read: only the names kept, for the holders
     return (

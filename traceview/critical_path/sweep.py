@@ -26,6 +26,7 @@ import polars as pl
 from traceview.core.intervals import clipped
 from traceview.critical_path._syncs import replaced_calls, sync_counts, sync_intervals
 from traceview.critical_path.categories import (
+    CATEGORIES,
     CATEGORY_COLUMNS,
     LONG_LAUNCH_US,
     OTHER,
@@ -190,10 +191,16 @@ def _category() -> pl.Expr:
 
 @cache
 def _category_sums() -> tuple[pl.Expr, ...]:
-    """Per window, each category's time (`CATEGORY_COLUMNS`) from its rows of (priority, category, seg_us)."""
+    """Per window, each category's time (`CATEGORY_COLUMNS`) from its rows of (priority, seg_us): the row
+    of the category's priority (`other`: of none; `peer_wait` holds nothing here)."""
+    priority = pl.col("priority")
+    held = {category: priority == index for index, category in enumerate(PATH_ORDER)}
+    held[OTHER] = priority.is_null()
     return tuple(
-        pl.col("seg_us").filter(pl.col("category") == column.removesuffix("_us")).sum().alias(column)
-        for column in CATEGORY_COLUMNS
+        pl.col("seg_us").filter(held[category]).sum().alias(column)
+        if category in held
+        else pl.lit(0.0, pl.Float64).alias(column)
+        for category, column in zip(CATEGORIES, CATEGORY_COLUMNS, strict=True)
     )
 
 
@@ -201,7 +208,7 @@ def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per window, its length and the time of each category (`CATEGORY_COLUMNS`; peer waits 0 until the
     reduce resolves them). The segments are summed per (window, priority) first: a category is one priority
     (`other` none), so each column then reads one row per window."""
-    held = named.group_by(*KEYS, "priority").agg(pl.col("seg_us").sum()).with_columns(_category())
+    held = named.group_by(*KEYS, "priority").agg(pl.col("seg_us").sum())
     table = held.group_by(KEYS).agg(_category_sums())
     step = (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us")
     return (

@@ -121,18 +121,28 @@ def device_priority() -> pl.Expr:
     return pl.when(is_comm).then(pl.lit(comm, pl.Int32)).otherwise(found).cast(pl.Int32)
 
 
-def _first_rule(rules: tuple[HostPathRule, ...]) -> pl.Expr:
+def _first_rule(rules: list[tuple[int, HostPathRule]]) -> pl.Expr:
+    """The position in `HOST_RULES` of the first of `rules` (position, rule) a row matches (null: none)."""
     found: pl.Expr = pl.lit(None, pl.Int32)
-    for rule in reversed(rules):
+    for position, rule in reversed(rules):
         matches = pl.col("kind").is_in(list(rule.kinds)) & pl.col("name").str.contains(rule.regex)
-        found = pl.when(matches).then(pl.lit(PRIORITY[rule.category], pl.Int32)).otherwise(found)
+        found = pl.when(matches).then(pl.lit(position, pl.Int32)).otherwise(found)
     return found.cast(pl.Int32)
 
 
 @cache
-def host_priorities() -> tuple[pl.Expr, pl.Expr]:
-    """Of a distinct host row (`kind`, `name`): its priority by `HOST_RULES` when it lasts under
-    `LONG_LAUNCH_US` (`_short`) and when it lasts longer (`_long`); null for a row no rule reads (built
-    once, at first use)."""
-    short = tuple(rule for rule in HOST_RULES if rule.min_us == 0)
-    return _first_rule(short).alias("_short"), _first_rule(HOST_RULES).alias("_long")
+def host_priorities() -> tuple[tuple[pl.Expr, ...], tuple[pl.Expr, ...]]:
+    """Of a distinct host row (`kind`, `name`), in two steps: the first rule it matches of those that hold
+    any row (`_short_rule`) and of those that hold only a row of `LONG_LAUNCH_US` or more (`_long_rule`);
+    then its priority by `HOST_RULES` when it lasts under `LONG_LAUNCH_US` (`_short`: the first rule's) and
+    when it lasts longer (`_long`: the earlier rule's); null for a row no rule reads. Each rule's pattern is
+    searched once (built once, at first use)."""
+    short = [(position, rule) for position, rule in enumerate(HOST_RULES) if rule.min_us == 0]
+    long_only = [(position, rule) for position, rule in enumerate(HOST_RULES) if rule.min_us > 0]
+    first = (_first_rule(short).alias("_short_rule"), _first_rule(long_only).alias("_long_rule"))
+    of_rule = {position: PRIORITY[rule.category] for position, rule in enumerate(HOST_RULES)}
+    short_priority = pl.col("_short_rule").replace_strict(of_rule, return_dtype=pl.Int32)
+    long_priority = pl.min_horizontal("_short_rule", "_long_rule").replace_strict(
+        of_rule, return_dtype=pl.Int32
+    )
+    return first, (short_priority.alias("_short"), long_priority.alias("_long"))

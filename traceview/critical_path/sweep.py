@@ -83,7 +83,8 @@ def read_rows(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
 
 def host_intervals(rows: pl.LazyFrame) -> pl.LazyFrame:
     """The host rows the path reads (`read_rows`) as path intervals, by `HOST_RULES`."""
-    names = rows.select("kind", "name").unique().with_columns(host_priorities())
+    first_rules, priorities = host_priorities()
+    names = rows.select("kind", "name").unique().with_columns(first_rules).with_columns(priorities)
     long = (pl.col("end_us") - pl.col("start_us")) >= LONG_LAUNCH_US
     priority = pl.when(long).then(pl.col("_long")).otherwise(pl.col("_short")).alias("priority")
     return (

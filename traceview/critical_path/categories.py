@@ -10,6 +10,7 @@ nothing recorded (`other`) when the launching threads record no event at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
 
@@ -104,9 +105,11 @@ IDLE_CATEGORIES: tuple[str, ...] = (*HOST_CATEGORIES, OTHER)
 PRIORITY = {category: index for index, category in enumerate(PATH_ORDER)}
 
 
+@cache
 def device_priority() -> pl.Expr:
     """The priority of a classified device event (`kernel_class`, `event_class`, `kind`): communication and
-    host collectives are `comm_transfer`; every other event its class's category."""
+    host collectives are `comm_transfer`; every other event its class's category (built once, at first
+    use: building it costs more than running it on a small rank)."""
     comm = PRIORITY[COMM_TRANSFER]
     found: pl.Expr = pl.lit(PRIORITY["compute_other"], pl.Int32)
     for category in reversed(DEVICE_CATEGORIES):
@@ -118,16 +121,28 @@ def device_priority() -> pl.Expr:
     return pl.when(is_comm).then(pl.lit(comm, pl.Int32)).otherwise(found).cast(pl.Int32)
 
 
-def _first_rule(rules: tuple[HostPathRule, ...]) -> pl.Expr:
+def _first_rule(rules: list[tuple[int, HostPathRule]]) -> pl.Expr:
+    """The position in `HOST_RULES` of the first of `rules` (position, rule) a row matches (null: none)."""
     found: pl.Expr = pl.lit(None, pl.Int32)
-    for rule in reversed(rules):
+    for position, rule in reversed(rules):
         matches = pl.col("kind").is_in(list(rule.kinds)) & pl.col("name").str.contains(rule.regex)
-        found = pl.when(matches).then(pl.lit(PRIORITY[rule.category], pl.Int32)).otherwise(found)
+        found = pl.when(matches).then(pl.lit(position, pl.Int32)).otherwise(found)
     return found.cast(pl.Int32)
 
 
-def host_priorities() -> list[pl.Expr]:
-    """Of a distinct host row (`kind`, `name`): its priority by `HOST_RULES` when it lasts under
-    `LONG_LAUNCH_US` (`_short`) and when it lasts longer (`_long`); null for a row no rule reads."""
-    short = tuple(rule for rule in HOST_RULES if rule.min_us == 0)
-    return [_first_rule(short).alias("_short"), _first_rule(HOST_RULES).alias("_long")]
+@cache
+def host_priorities() -> tuple[tuple[pl.Expr, ...], tuple[pl.Expr, ...]]:
+    """Of a distinct host row (`kind`, `name`), in two steps: the first rule it matches of those that hold
+    any row (`_short_rule`) and of those that hold only a row of `LONG_LAUNCH_US` or more (`_long_rule`);
+    then its priority by `HOST_RULES` when it lasts under `LONG_LAUNCH_US` (`_short`: the first rule's) and
+    when it lasts longer (`_long`: the earlier rule's); null for a row no rule reads. Each rule's pattern is
+    searched once (built once, at first use)."""
+    short = [(position, rule) for position, rule in enumerate(HOST_RULES) if rule.min_us == 0]
+    long_only = [(position, rule) for position, rule in enumerate(HOST_RULES) if rule.min_us > 0]
+    first = (_first_rule(short).alias("_short_rule"), _first_rule(long_only).alias("_long_rule"))
+    of_rule = {position: PRIORITY[rule.category] for position, rule in enumerate(HOST_RULES)}
+    short_priority = pl.col("_short_rule").replace_strict(of_rule, return_dtype=pl.Int32)
+    long_priority = pl.min_horizontal("_short_rule", "_long_rule").replace_strict(
+        of_rule, return_dtype=pl.Int32
+    )
+    return first, (short_priority.alias("_short"), long_priority.alias("_long"))

@@ -12,6 +12,8 @@ the path's compute and host time between two collectives splits the replay's seg
 
 from __future__ import annotations
 
+from functools import cache
+
 import polars as pl
 
 from traceview.critical_path.categories import (
@@ -37,6 +39,7 @@ NODE_SCHEMA: dict[str, pl.DataType] = {
 start to its entry (`entry_<kind>_us`) and to its exit (`exit_<kind>_us`, the window's end at most)."""
 
 
+@cache
 def _kind() -> pl.Expr:
     priority = pl.col("priority")
     return (
@@ -52,15 +55,24 @@ def _running(segments: pl.LazyFrame) -> pl.LazyFrame:
     """Path segments (rank, step, t, priority, seg_us) with their kind and, per kind, the path's time of
     that kind from the window start to the segment's start (`_before_<kind>`)."""
     ordered = segments.select(*KEYS, "t", "seg_us", _kind().alias("_kind")).sort([*KEYS, "t"])
-    held = [
+    held, running = _running_columns()
+    return ordered.with_columns(held).with_columns(running).drop(f"_held_{k}" for k in KINDS)
+
+
+@cache
+def _running_columns() -> tuple[tuple[pl.Expr, ...], tuple[pl.Expr, ...]]:
+    """Per segment and kind, its time of that kind (`_held_<kind>`), then the window's time of that kind
+    before it (`_before_<kind>`): built once, at first use (building costs more than running on a small
+    rank)."""
+    held = tuple(
         pl.when(pl.col("_kind") == kind).then(pl.col("seg_us")).otherwise(0.0).alias(f"_held_{kind}")
         for kind in KINDS
-    ]
-    running = [
+    )
+    running = tuple(
         (pl.col(f"_held_{kind}").cum_sum().over(KEYS) - pl.col(f"_held_{kind}")).alias(f"_before_{kind}")
         for kind in KINDS
-    ]
-    return ordered.with_columns(held).with_columns(running).drop(f"_held_{k}" for k in KINDS)
+    )
+    return held, running
 
 
 def _path_time_at(times: pl.LazyFrame, running: pl.LazyFrame, prefix: str) -> pl.LazyFrame:

@@ -19,11 +19,14 @@ sum needs no grouping.
 
 from __future__ import annotations
 
+from functools import cache
+
 import polars as pl
 
 from traceview.core.intervals import clipped
 from traceview.critical_path._syncs import replaced_calls, sync_counts, sync_intervals
 from traceview.critical_path.categories import (
+    CATEGORIES,
     CATEGORY_COLUMNS,
     LONG_LAUNCH_US,
     OTHER,
@@ -31,7 +34,7 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
-from traceview.critical_path.nodes import nodes_plan
+from traceview.critical_path.nodes import empty_nodes, nodes_plan
 from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
 KEYS = ["rank", "step"]
@@ -80,7 +83,8 @@ def read_rows(cpu: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
 
 def host_intervals(rows: pl.LazyFrame) -> pl.LazyFrame:
     """The host rows the path reads (`read_rows`) as path intervals, by `HOST_RULES`."""
-    names = rows.select("kind", "name").unique().with_columns(host_priorities())
+    first_rules, priorities = host_priorities()
+    names = rows.select("kind", "name").unique().with_columns(first_rules).with_columns(priorities)
     long = (pl.col("end_us") - pl.col("start_us")) >= LONG_LAUNCH_US
     priority = pl.when(long).then(pl.col("_long")).otherwise(pl.col("_short")).alias("priority")
     return (
@@ -96,13 +100,18 @@ def device_intervals(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(device_priority().alias("priority")).select(_INTERVAL)
 
 
-_BITS = {index: 1 << index for index in range(len(PATH_ORDER))}
+@cache
+def _bit() -> pl.Expr:
+    """A priority's bit, 2^priority (the path's constant expressions are built once, at first use: building
+    them costs more than running them on a small rank)."""
+    bits = {index: 1 << index for index in range(len(PATH_ORDER))}
+    return pl.col("priority").replace_strict(bits, return_dtype=pl.Int64)
 
 
 def _points(cut: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Two points per disjoint interval (its priority's bit added at its start, taken away at its end) and
     one per window edge (nothing added), sorted by (rank, step, time)."""
-    bit = pl.col("priority").replace_strict(_BITS, return_dtype=pl.Int64)
+    bit = _bit()
     return pl.concat(
         [
             cut.select(*KEYS, pl.col("start_us").alias("t"), bit.alias("d")),
@@ -172,6 +181,7 @@ def named_segments(segments: pl.LazyFrame, extending: pl.LazyFrame) -> pl.LazyFr
     )
 
 
+@cache
 def _category() -> pl.Expr:
     """A segment's category, from its priority (`PATH_ORDER`; null: `other`)."""
     by_priority = dict(enumerate(PATH_ORDER))
@@ -180,16 +190,27 @@ def _category() -> pl.Expr:
     )
 
 
+@cache
+def _category_sums() -> tuple[pl.Expr, ...]:
+    """Per window, each category's time (`CATEGORY_COLUMNS`) from its rows of (priority, seg_us): the row
+    of the category's priority (`other`: of none; `peer_wait` holds nothing here)."""
+    priority = pl.col("priority")
+    held = {category: priority == index for index, category in enumerate(PATH_ORDER)}
+    held[OTHER] = priority.is_null()
+    return tuple(
+        pl.col("seg_us").filter(held[category]).sum().alias(column)
+        if category in held
+        else pl.lit(0.0, pl.Float64).alias(column)
+        for category, column in zip(CATEGORIES, CATEGORY_COLUMNS, strict=True)
+    )
+
+
 def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per window, its length and the time of each category (`CATEGORY_COLUMNS`; peer waits 0 until the
     reduce resolves them). The segments are summed per (window, priority) first: a category is one priority
     (`other` none), so each column then reads one row per window."""
-    held = named.group_by(*KEYS, "priority").agg(pl.col("seg_us").sum()).with_columns(_category())
-    sums = [
-        pl.col("seg_us").filter(pl.col("category") == column.removesuffix("_us")).sum().alias(column)
-        for column in CATEGORY_COLUMNS
-    ]
-    table = held.group_by(KEYS).agg(sums)
+    held = named.group_by(*KEYS, "priority").agg(pl.col("seg_us").sum())
+    table = held.group_by(KEYS).agg(_category_sums())
     step = (pl.col("window_end_us") - pl.col("window_start_us")).alias("step_us")
     return (
         windows.select(*KEYS, step)
@@ -234,6 +255,7 @@ def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
 
 _CLASSES = ("event_class", "kernel_class")
 _NO_SYNCS = empty_frame({"rank": pl.Int64(), **SYNC_SCHEMA})
+_NO_NODES = empty_nodes()  # a batch without communication rows: no node, and no query for them
 _NO_SYNC_COUNTS = empty_frame({"rank": pl.Int64(), "host_waits": pl.Int64(), "stream_waits": pl.Int64()})
 
 
@@ -258,6 +280,23 @@ def path_intervals(
     return pl.concat(parts).with_row_index("iid"), threads, host
 
 
+SMALL_BATCH_ROWS = 2000
+"""A batch of fewer device events and host rows than this runs the path's queries with only projection
+pushdown of polars' optimisations (`path_optimizations`)."""
+
+
+def path_optimizations(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.QueryOptFlags:
+    """The optimisations the path's queries run with: all of polars' on a large batch; on a small one
+    (`SMALL_BATCH_ROWS`) only projection pushdown, the other passes costing more than they save there
+    (about a sixth of the path's query time on a one-step rank of a hundred rows; neutral near 5,000 rows;
+    the passes save a quarter of it on a 54 MB rank). The results are the same either way."""
+    if events.height + cpu.height >= SMALL_BATCH_ROWS:
+        return pl.QueryOptFlags()
+    flags = pl.QueryOptFlags.none()
+    flags.projection_pushdown = True
+    return flags
+
+
 def critical_path_plans(
     events: pl.DataFrame,
     cpu: pl.DataFrame,
@@ -272,20 +311,23 @@ def critical_path_plans(
     `kernels` its communication rows (`comm_kernels`); `syncs` its CUDA sync events (`SYNC_SCHEMA`), each
     with `rank`. The intervals and the named segments are collected here, one query each (three plans
     sharing cached parts cost more to plan and run than the parts collected in turn: a third of the path's
-    CPU on a tiny rank)."""
+    CPU on a tiny rank), with `path_optimizations`, as the returned plans are to be."""
     syncs = _NO_SYNCS if syncs is None else syncs
+    optimizations = path_optimizations(events, cpu)
     planned, threads, host = path_intervals(events, cpu, syncs)
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
-    intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")])
+    intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")], optimizations=optimizations)
     extending = _extending(intervals.lazy()).cache()  # nested rows of a priority: same union, names
-    named = named_segments(path_segments(extending, windows.lazy()), extending).collect()
+    named = named_segments(path_segments(extending, windows.lazy()), extending).collect(
+        optimizations=optimizations
+    )
     names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
     del intervals, extending  # their times and priorities read: only the names kept, for the holders
     return (
         per_step_plan(named.lazy(), windows.lazy()),
         bounded_holders(holders_plan(named.lazy(), names)),
         unlinked_ranks.lazy(),
-        nodes_plan(named.lazy(), _node_rows(kernels), windows.lazy()),
+        nodes_plan(named.lazy(), _node_rows(kernels), windows.lazy()) if kernels.height else _NO_NODES.lazy(),
         sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
     )
 

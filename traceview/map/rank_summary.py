@@ -33,7 +33,7 @@ from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
 from traceview.critical_path.nodes import empty_nodes
-from traceview.critical_path.sweep import PATH_HOST_COLUMNS, critical_path_plans
+from traceview.critical_path.sweep import PATH_HOST_COLUMNS, critical_path_plans, path_optimizations
 from traceview.dimensions.group_time import group_phases, group_step_time
 from traceview.distributions.samples import batch_class_parts
 from traceview.events.host_timeline import on_host_timeline
@@ -208,7 +208,8 @@ def _critical_path(
     """The batch's critical path (`critical_path_plans`): per-step rows, holders, the collectives' open
     nodes, the ranks not linked, and the recorded sync events per rank (host waits, cross-stream waits)."""
     plans = critical_path_plans(classed, host, windows, kernels, syncs)
-    steps, holders, unlinked, nodes, syncs_read = pl.collect_all(plans)
+    optimizations = path_optimizations(classed, host)
+    steps, holders, unlinked, nodes, syncs_read = pl.collect_all(plans, optimizations=optimizations)
     synced = {row[0]: (row[1], row[2]) for row in syncs_read.iter_rows()}
     return steps, holders, nodes, set(unlinked.get_column("rank").to_list()), synced
 

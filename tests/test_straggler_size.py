@@ -66,7 +66,7 @@ def test_two_ranks_six_collectives_named_by_size() -> None:
     assert rank0["median_lead_us"] == -900.0
     assert (rank0["late_by_size"], rank0["straggler"]) == (False, False)
     assert result.stragglers == (1,)
-    assert "its peers wait a median 0.900 ms for it" in result.sentence
+    assert "its peers wait a median 900.0 us for it" in result.sentence  # 900 us: under 1 ms, in us
 
 
 def test_four_ranks_one_host_late() -> None:

@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -323,12 +324,21 @@ def _pooled(tasks: Sequence[Sequence[MapTask]], count: int) -> Iterable[Any]:
         pool.shutdown(wait=True)
 
 
+def _exit_codes_settled(processes: Sequence[Any], wait_s: float = 1.0) -> None:
+    """Wait (at most `wait_s`) until each joined worker's exit code is set: the pool's own thread reaps the
+    workers of a broken pool too, and a join that loses that race returns before the winner has set it."""
+    deadline = time.monotonic() + wait_s
+    while any(getattr(p, "exitcode", 0) is None for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _worker_death(pool: ProcessPoolExecutor) -> str:
     """One line on a worker that died: the signal that ended it and the memory limit in force, if any."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     for process in processes:  # a dead worker's exit status is known once it is joined
         with contextlib.suppress(Exception):
             process.join(timeout=1)
+    _exit_codes_settled(processes)
     codes = [p.exitcode for p in processes if getattr(p, "exitcode", None)]
     signals = sorted({-code for code in codes if code < 0})
     how = (

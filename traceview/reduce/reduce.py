@@ -332,10 +332,10 @@ def reduce_held(
     return RunAnalysis(
         header=header,
         budget=budget,
-        verdict=verdict(facts),
+        recommendations=(advice := recommend(facts)),
+        verdict=verdict(facts, advice.items),  # the verdict reads the advice's ranking, never ranks again
         options=options,
         timeline=_timeline(frames, rank_offsets(crossrank.hosts, crossrank.clocks), budget.per_step),
-        recommendations=recommend(facts),
         crossrank=crossrank,
         collectives=collectives,
         bubbles=bubbles,

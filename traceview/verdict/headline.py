@@ -7,14 +7,14 @@ carries measured gamma against the alpha-beta prediction, or the one input the p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from traceview.verdict._rank_advice import stake_clause, straggler_stake_share
 from traceview.verdict._run_shape import run_shape, some_ranks
 from traceview.verdict.facts import Facts, duration_text
 from traceview.verdict.kinds import WARMUP_SHARE_MIN
-from traceview.verdict.recommend import recommendations
+from traceview.verdict.recommend import Recommendation, recommendations
 
 STRAGGLER_COST_MIN = 0.05
 """A straggler whose stake (`straggler_stake_share`) is at least this share of the median step may set the
@@ -327,23 +327,25 @@ def withheld_figures(facts: Facts) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _leading(facts: Facts) -> HeadlineRule:
+def _leading(facts: Facts, advice: Sequence[Recommendation] | None) -> HeadlineRule:
     """The first rule of `RULES` that holds; where it states a stake (`HeadlineRule.advice`), the rule of
-    those that hold and state one whose advice ranks first among the recommendations (of equals, or none
-    ranked, the first in `RULES`): the verdict and the first of that advice rank by one measure. Without
-    the critical path (facts that lack `path_step_us`), the first that holds."""
+    those that hold and state one whose advice ranks first among the recommendations (`advice`, ranked;
+    None: ranked here) (of equals, or none ranked, the first in `RULES`): the verdict and the first of that
+    advice rank by one measure. Without the critical path (facts that lack `path_step_us`), the first that
+    holds."""
     held = [r for r in RULES if all(n in facts for n in r.needs) and r.holds(facts)]
     if not held[0].advice or "path_step_us" not in facts:
         return held[0]
-    ranked = [item.rule for item in recommendations(facts)]
+    ranked = [item.rule for item in (recommendations(facts) if advice is None else advice)]
     place = {rule: index for index, rule in reversed(list(enumerate(ranked)))}
     return min((r for r in held if r.advice), key=lambda r: place.get(r.advice, len(ranked)))
 
 
-def verdict(facts: Facts) -> Verdict:
+def verdict(facts: Facts, advice: Sequence[Recommendation] | None = None) -> Verdict:
     """The rule of `RULES` that `_leading` picks on `facts` (the first that holds, or of those stating a
-    stake the one whose advice ranks first), with the prediction's line and the NCCL logs' notes."""
-    rule = _leading(facts)
+    stake the one whose advice ranks first in `advice`, the recommendations `recommend` ranked on these
+    facts; None: ranked here), with the prediction's line and the NCCL logs' notes."""
+    rule = _leading(facts, advice)
     withheld = withheld_figures(facts)
     hidden = {name for name, _ in withheld}
     return Verdict(

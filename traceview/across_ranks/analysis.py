@@ -13,7 +13,6 @@ import polars as pl
 
 from traceview.across_ranks._mismatches import MISMATCH_SCHEMA
 from traceview.across_ranks.clocks import ClockOffsets, align, clock_offsets, rank_hosts
-from traceview.across_ranks.lone_rank import lone
 from traceview.across_ranks.matching import Matching, match_instances
 from traceview.across_ranks.overlap import disjoint_instances, disjoint_mismatches
 from traceview.across_ranks.sentences import straggler_sentence, warnings
@@ -117,8 +116,8 @@ def cross_rank(
     parts = [
         clock_uncertainty(per_call, hosts, clocks),
         host_entry(host_steps if host_steps is not None else _no_host_steps(), hosts, clocks),
-        lone(lateness_cost, len(ranks))(per_call, per_step),
-        lone(spans_hosts, len(ranks))(per_call, hosts),
+        lateness_cost(per_call, per_step),
+        spans_hosts(per_call, hosts),
         launch_delay(starts if starts is not None else pl.DataFrame(schema=FIRST_LAUNCH_SCHEMA)),
     ]
     figures_by_rank = rank_figures(per_call, launch_gaps(usable_calls, events), per_step, ranks)
@@ -168,7 +167,7 @@ def _checked(matching: Matching, hosts: pl.DataFrame) -> tuple[Matching, ClockOf
     """The matching without the instances whose members do not overlap on the aligned clock (each listed as a
     `disjoint` mismatch), and the clocks aligned again without them (`traceview.across_ranks.overlap`)."""
     clocks, aligned = _clocks(matching, hosts)
-    disjoint = lone(disjoint_instances, hosts.height)(aligned, _usable(matching), hosts, clocks)
+    disjoint = disjoint_instances(aligned, _usable(matching), hosts, clocks)
     if disjoint.height == 0:
         return matching, clocks, aligned
     dropped = pl.col("instance").is_in(disjoint.get_column("instance").implode())

@@ -28,7 +28,7 @@ Members absent from the run (a 128-rank job with 2 traces) are listed per group 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -44,7 +44,6 @@ from traceview.across_ranks.alignment import (
     aligned_positions,
     signature_columns,
 )
-from traceview.across_ranks.lone_rank import lone
 from traceview.steps.windows import WHOLE_TRACE
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -119,13 +118,12 @@ def match_instances(kernels: pl.DataFrame, windows: pl.DataFrame, ranks_present:
     calls = stepped.filter(pl.col("step").is_not_null())
     reference = _reference_count(calls)
     signatures = _reference_signatures(calls, reference)
-    ranks = len(ranks_present)
-    placed_all, ambiguous = _place(calls, reference, signatures, lone(aligned_positions, ranks))
+    placed_all, ambiguous = _place(calls, reference, signatures)
     placed = placed_all.filter(pl.col("placed"))
     members = _members(kernels, ranks_present)
     expected = _expected(members, calls, windows, reference)
     seqs = _key_seqs(reference, placed)
-    found = lone(mismatches_of, ranks)(placed_all, expected, placed, seqs, ambiguous)
+    found = mismatches_of(placed_all, expected, placed, seqs, ambiguous)
     mismatches, cut = recording_cuts(found, placed, windows)
     at_key = found.filter(pl.col("kind").is_in(list(KEY_KINDS))).select(KEY)
     instances = _instances(expected, signatures, placed, pl.concat([at_key, ambiguous.select(KEY)]), seqs)
@@ -261,10 +259,7 @@ def _reference_signatures(calls: pl.DataFrame, reference: pl.DataFrame) -> pl.Da
 
 
 def _place(
-    calls: pl.DataFrame,
-    reference: pl.DataFrame,
-    signatures: pl.DataFrame,
-    align: Callable[[pl.DataFrame, pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]] = aligned_positions,
+    calls: pl.DataFrame, reference: pl.DataFrame, signatures: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(every call with its `position` (null: unplaced), `placed`, `next_position` and the reference signature
     at its position; the ambiguous keys with their rank). Ranks agreeing with the reference everywhere keep
@@ -277,7 +272,7 @@ def _place(
         )
     ).drop(REFERENCE)
     easy = checked.filter(pl.col("_agrees")).select(*CELL_RANK, "fwd", pl.col("fwd").alias("position"))
-    placements, ambiguous = align(checked.filter(~pl.col("_agrees")), signatures)
+    placements, ambiguous = aligned_positions(checked.filter(~pl.col("_agrees")), signatures)
     placed = checked.drop("_agrees").join(pl.concat([easy, placements]), on=[*CELL_RANK, "fwd"], how="left")
     placed = placed.sort(*CELL_RANK, "fwd").with_columns(
         pl.col("position").is_not_null().alias("placed"),

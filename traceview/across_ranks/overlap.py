@@ -19,8 +19,6 @@ MUST_OVERLAP = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll",
 """Collectives whose members all finish after every member has started."""
 OVERLAP_SLACK_US = 50.0
 """Tolerance beyond the clock uncertainty (timestamps of two devices of one host may differ by a few us)."""
-DISJOINT_SCHEMA = {"instance": pl.Int64, "rank": pl.Int64, "early_rank": pl.Int64, "gap_us": pl.Float64}
-"""A disjoint instance: the latest rank to start, the first to end, and the gap between them."""
 
 
 def disjoint_instances(

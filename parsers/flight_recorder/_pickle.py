@@ -103,16 +103,13 @@ _CODES: tuple[tuple[int, str], ...] = tuple(
 _BINGET, _LONG_BINPUT, _EMPTY_LIST, _BININT1, _BININT2, _MARK, _APPEND = b"hr]KM(a"
 
 
-class Allowed:
-    """An allowed global, on the stack until REDUCE applies it (calling it applies its function)."""
+class _Allowed:
+    """An allowed global, on the stack until REDUCE applies it."""
 
     __slots__ = ("function", "name")
 
     def __init__(self, name: str, function: Callable[..., Any]) -> None:
         self.name, self.function = name, function
-
-    def __call__(self, *arguments: Any) -> Any:
-        return self.function(*arguments)
 
 
 class _Machine(StackValues):
@@ -301,12 +298,12 @@ class _Machine(StackValues):
         if function is None:
             shown = f"{module}.{attribute}"[:80]
             raise RefusedPickle(f"global {shown!r} (not one a Flight Recorder dump writes; nothing was run)")
-        self.push(Allowed(f"{module}.{attribute}", function))
+        self.push(_Allowed(f"{module}.{attribute}", function))
         return pos
 
     def reduce(self, pos: int) -> int:
         arguments, function = self.stack.pop(), self.stack.pop()
-        if type(function) is not Allowed or type(arguments) is not tuple:
+        if type(function) is not _Allowed or type(arguments) is not tuple:
             raise RefusedPickle("REDUCE of something that is not an allowed global")
         try:
             self.push(function.function(*arguments))

@@ -1,6 +1,8 @@
 """The replay's levers against real reruns of small CPU gloo jobs (tests/jobs/replay_job.py; torch on the CPU,
 OMP_NUM_THREADS=1), recorded once per session: 2 ranks, three reruns each of a job with a planted host delay
-on rank 1 (`straggle`), the same job without it (`healthy`) and with half its hidden size (`half`); and the
+on rank 1 after its compute, busy rather than asleep (`straggle`: a rank that slept is favoured by a
+loaded machine's scheduler, and its compute would run faster than the rerun's without the delay), the same
+job without it (`healthy`) and with half its hidden size (`half`); and the
 healthy job at 4 ranks, three reruns (4 ranks on a 2-core machine oversubscribe it: their steps say as much
 about the scheduler as about the job).
 
@@ -56,6 +58,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, o
         found.setdefault(plan, []).append(
             {
                 "step": raw.budget.run_median["step_us"],
+                "transfer": raw.budget.run_median["transfer_us"],
                 "levers": levers,
                 "error": raw.replay.error_median,
                 "worst": raw.replay.error_worst,
@@ -84,6 +87,10 @@ def _steps(rows: list[dict[str, object]]) -> list[float]:
     return [float(r["step"]) for r in rows]  # type: ignore[arg-type]
 
 
+def _transfers(rows: list[dict[str, object]]) -> list[float]:
+    return [float(r["transfer"]) for r in rows]  # type: ignore[arg-type]
+
+
 def _lever(rows: list[dict[str, object]], lever: str) -> list[float | None]:
     return [r["levers"][lever]["step_us"] for r in rows]  # type: ignore[index]
 
@@ -106,7 +113,13 @@ def test_no_straggler_against_the_rerun_without_it(runs: dict[str, list[dict[str
     assert all(p is not None and r is not None and p < r for p, r in zip(predicted, recorded, strict=True))
     healthy = _steps(runs["healthy"])
     assert statistics.median(_steps(runs["straggle"])) > statistics.median(healthy)  # the delay shows
-    assert abs(statistics.median(predicted) - statistics.median(healthy)) <= _tolerance(healthy, predicted)  # type: ignore[type-var, arg-type]
+    gap = statistics.median(predicted) - statistics.median(healthy)  # type: ignore[type-var, arg-type]
+    tolerance = _tolerance(healthy, predicted)  # type: ignore[arg-type]
+    # The replay keeps the recorded transfers: gloo over the loopback had the early rank's part sent while it
+    # waited, so the transfer after the late arrival is shorter than the on-time rerun's (docs/metrics.md,
+    # "Replay"): the prediction may fall short of the rerun by that difference, which the budget measures.
+    shorter = statistics.median(_transfers(runs["healthy"])) - statistics.median(_transfers(runs["straggle"]))
+    assert -tolerance - max(shorter, 0.0) <= gap <= tolerance
 
 
 def test_compute_x2_against_the_job_with_half_its_hidden_size(

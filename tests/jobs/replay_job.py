@@ -4,11 +4,11 @@
     python tests/jobs/replay_job.py --spawn 2 --out DIR --reruns 3 --plans straggle,healthy,half
     python tests/jobs/replay_job.py --spawn 4 --out DIR --reruns 3 --plans healthy
 
-A step: rank `SLEEPER` sleeps `SLEEP_S` on the host (plan `straggle` only), every rank runs a two-layer MLP
-(features -> hidden -> features: its FLOPs are linear in the hidden size; plan `half` halves it), then
-all-reduces a fixed buffer of `PAYLOAD` floats in chunks of the `SHARES` (sizes spread 4x: the host link's
-alpha and B can be fitted; the communication does not depend on the hidden size), then the optimiser's
-update. The runs land in DIR/<plan>-<rerun>/.
+A step: every rank runs a two-layer MLP (features -> hidden -> features: its FLOPs are linear in the hidden
+size; plan `half` halves it), rank `SLEEPER` then stays busy on the host for `SLEEP_S` (plan `straggle`
+only), and every rank all-reduces a fixed buffer of `PAYLOAD` floats in chunks of the `SHARES` (sizes spread
+4x: the host link's alpha and B can be fitted; the communication does not depend on the hidden size), then
+the optimiser's update. The runs land in DIR/<plan>-<rerun>/.
 """
 
 from __future__ import annotations
@@ -33,14 +33,22 @@ STEPS, ACTIVE = 7, 5
 HIDDEN_OF = {"straggle": HIDDEN, "healthy": HIDDEN, "half": HIDDEN // 2}
 
 
+def _spin(seconds: float) -> None:
+    """Busy on the host for `seconds`: a rank that slept would be favoured by a loaded machine's scheduler
+    after it wakes (its compute then runs faster than in a rerun without the delay)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
 def _step(
     model: torch.nn.Module, optimiser: torch.optim.Optimizer, payload: list[torch.Tensor], sleep: float
 ) -> None:
-    if sleep:
-        time.sleep(sleep)
     loss = model(torch.randn(BATCH, FEATURES)).pow(2).mean()
     optimiser.zero_grad()
     loss.backward()
+    if sleep:  # after the compute: the ranks compute side by side as in `healthy`, and share the cores alike
+        _spin(sleep)
     for chunk in payload:
         dist.all_reduce(chunk)
     optimiser.step()

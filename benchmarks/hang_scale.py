@@ -5,11 +5,12 @@ waited in for 600 s. Writes them into a temporary folder, runs `traceview hang F
 and prints its wall time, its CPU time (the parent and its workers), the peak RSS of its largest process
 (the parent or a worker) and whether it named the culprit.
 
-    python benchmarks/hang_scale.py [RANKS] [ENTRIES]      # defaults: 1024 ranks, 2000 entries (the usual
-                                                           # TORCH_FR_BUFFER_SIZE)
+    python benchmarks/hang_scale.py [RANKS] [ENTRIES] [--python-pickler]
+        # defaults: 1024 ranks, 2000 entries (the usual TORCH_FR_BUFFER_SIZE)
 
-Python's pickler memoizes every container, so these pickles hold more opcodes than PyTorch's for the same
-entries (PyTorch's memoizes strings only): the figures are an upper bound.
+The dumps are laid out as PyTorch's pickler writes them (`_torch_pickle.py`: strings and stack frames
+memoized, every other container written where it stands); `--python-pickler` writes them with Python's
+pickler instead (every container memoized: more opcodes for the same entries).
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _torch_pickle import dumps as torch_dumps
 
 TP = 8
 CULPRIT = 777
@@ -80,27 +84,34 @@ def _dump(rank: int, ranks: int, entries: int) -> dict[str, Any]:
     }
 
 
-def write_dumps(folder: Path, ranks: int, entries: int) -> int:
+def _python_dumps(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=2)
+
+
+def write_dumps(folder: Path, ranks: int, entries: int, pickler: Callable[[Any], bytes] = torch_dumps) -> int:
     """Write every rank's dump (`nccl_trace_rank_<N>`), dated WAITED_S after the world's last collective;
     returns the bytes written."""
     written = 0
     moment = (START_NS + entries * 5_000_000) / 1e9 + WAITED_S
     for rank in range(ranks):
         path = folder / f"nccl_trace_rank_{rank}"
-        written += path.write_bytes(pickle.dumps(_dump(rank, ranks, entries), protocol=2))
+        written += path.write_bytes(pickler(_dump(rank, ranks, entries)))
         os.utime(path, (moment, moment))
     return written
 
 
 def main() -> None:
     """Write, run, print the figures."""
-    ranks = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-    entries = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    numbers = [int(argument) for argument in sys.argv[1:] if not argument.startswith("--")]
+    ranks, entries = [*numbers, *(1024, 2000)[len(numbers) :]][:2]
+    python = "--python-pickler" in sys.argv
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
-        written = write_dumps(Path(folder), ranks, entries)
+        written = write_dumps(Path(folder), ranks, entries, _python_dumps if python else torch_dumps)
         took = time.perf_counter() - started
-        print(f"wrote {ranks} dumps x {entries} entries: {written / 2**20:.0f} MiB in {took:.1f} s")
+        layout = "Python's pickler" if python else "PyTorch's layout"
+        print(f"wrote {ranks} dumps x {entries} entries ({layout}): {written / 2**20:.0f} MiB", end="")
+        print(f" in {took:.1f} s")
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "traceview", "hang", folder, "--json"],

@@ -88,6 +88,31 @@ def test_object_building_opcode_never_built() -> None:
         load_data(data)
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x80\x02(K\x01e.",  # APPENDS with nothing below its mark
+        b"\x80\x02}(K\x01e.",  # APPENDS onto a dict
+        b"\x80\x02(K\x01K\x02u.",  # SETITEMS with nothing below its mark
+        b"\x80\x02](K\x01K\x02u.",  # SETITEMS onto a list
+        b"\x80\x02}(K\x01u.",  # SETITEMS with a key and no value
+        b"\x80\x02}(]K\x01u.",  # SETITEMS with a list as a key
+    ],
+)
+def test_items_onto_what_they_do_not_apply_to_are_refused(data: bytes) -> None:
+    """The loop runs APPENDS and SETITEMS itself only onto the list or dict below their mark, the items
+    paired; anything else goes to their methods, which refuse it (never a wrong value)."""
+    with pytest.raises(RefusedPickle):
+        load_data(data)
+    with pytest.raises((pickle.UnpicklingError, IndexError, TypeError, AttributeError)):
+        pickle.loads(data)  # Python's unpickler refuses them as well
+
+
+def test_items_onto_their_containers_read_as_python_reads_them() -> None:
+    data = b"\x80\x02}(K\x01](K\x02K\x03eK\x04}(K\x05NuX\x01\x00\x00\x00a(K\x06tu."
+    assert load_data(data) == pickle.loads(data) == {1: [2, 3], 4: {5: None}, "a": (6,)}
+
+
 def test_every_cut_is_refused() -> None:
     data = pickle.dumps(_document(), protocol=2)
     for end in range(len(data)):

@@ -100,7 +100,9 @@ _CODES: tuple[tuple[int, str], ...] = tuple(
     (ord(op.code), OPCODES[op.name]) for op in pickletools.opcodes if op.name in OPCODES
 )
 
-_BINGET, _LONG_BINPUT, _EMPTY_LIST, _BININT1, _BININT2, _MARK, _APPEND = b"hr]KM(a"
+_HOT = b"h(]eKuM}Nra"
+"""The codes the machine's loop runs itself: BINGET, MARK, EMPTY_LIST, APPENDS, BININT1, SETITEMS, BININT2,
+EMPTY_DICT, NONE, LONG_BINPUT, APPEND (the commonest in PyTorch's dumps first)."""
 
 
 class _Allowed:
@@ -127,35 +129,75 @@ class _Machine(StackValues):
         return slots
 
     def run(self) -> None:
-        """Every opcode up to STOP. The commonest (the memo's, small numbers, lists, MARK) are run in the loop
-        itself, as their methods run them; the others through the table."""
+        """Every opcode up to STOP. The commonest (the memo's, small numbers, empty containers, MARK, and
+        APPENDS and SETITEMS onto the container below their mark) are run in the loop itself, in the order of
+        their frequency in PyTorch's dumps, as their methods run them; the others, and any of these on
+        something they do not apply to (refused there), through the table."""
         data, table, pos = self.data, self.table(), 0
         stack, memo, marks, push = self.stack, self.memo, self.marks, self.push
-        while pos >= 0:
+        (
+            binget,
+            mark,
+            empty_list,
+            appends,
+            binint1,
+            setitems,
+            binint2,
+            empty_dict,
+            none,
+            long_binput,
+            append,
+        ) = _HOT
+        while pos >= 0:  # the opcodes' codes are locals: read faster than the module's names
             code = data[pos]
-            if code == _BINGET:
+            if code == binget:
                 push(memo[data[pos + 1]])
                 pos += 2
-            elif code == _LONG_BINPUT and U4(data, pos + 1)[0] == len(memo):
-                memo.append(stack[-1])
-                pos += 5
-            elif code == _EMPTY_LIST:
-                push([])
-                pos += 1
-            elif code == _BININT1:
-                push(data[pos + 1])
-                pos += 2
-            elif code == _BININT2:
-                push(U2(data, pos + 1)[0])
-                pos += 3
-            elif code == _MARK:
+            elif code == mark:
                 marks.append(len(stack))
                 pos += 1
-            elif code == _APPEND and type(stack[-2]) is list:
+            elif code == empty_list:
+                push([])
+                pos += 1
+            elif code == appends and marks and marks[-1] and type(stack[marks[-1] - 1]) is list:
+                start = marks.pop()
+                stack[start - 1].extend(stack[start:])
+                del stack[start:]
+                pos += 1
+            elif code == binint1:
+                push(data[pos + 1])
+                pos += 2
+            elif code == setitems and marks and self.items_onto_dict(marks[-1]):
+                pos += 1
+            elif code == binint2:
+                push(U2(data, pos + 1)[0])
+                pos += 3
+            elif code == empty_dict:
+                push({})
+                pos += 1
+            elif code == none:
+                push(None)
+                pos += 1
+            elif code == long_binput and U4(data, pos + 1)[0] == len(memo):
+                memo.append(stack[-1])
+                pos += 5
+            elif code == append and type(stack[-2]) is list:
                 stack[-2].append(stack.pop())
                 pos += 1
             else:
                 pos = table[code](pos + 1)
+
+    def items_onto_dict(self, start: int) -> bool:
+        """SETITEMS where the value below the mark at `start` is a dict and the items pair up: done (True);
+        else nothing done (False: the table's method refuses it)."""
+        stack = self.stack
+        if not start or type(stack[start - 1]) is not dict or (len(stack) - start) % 2:
+            return False
+        self.marks.pop()
+        items = stack[start:]
+        del stack[start:]
+        self._set(0, items)
+        return True
 
     # collections ---------------------------------------------------------------------------------------
     def mark(self, pos: int) -> int:

@@ -65,6 +65,9 @@ def test_missing_rank_in_every_version(tmp_path: Path, version: str, as_json: bo
     assert first.stack == "train_step (train.py:44)"  # the factory's frame of record 4 (40 + 4)
     table = analysis.positions.filter(analysis.positions["rank"] == 3).row(0, named=True)
     assert table["last_enqueued"] == 4
+    assert table["waited_s"] is None  # its last collective (#4) completed: it waits in none
+    waiting = analysis.positions.filter(analysis.positions["rank"] == 0).row(0, named=True)
+    assert waiting["waited_s"] == pytest.approx(100.0 - 5.0)  # in #5 since 5 s, dumped at 100 s
 
 
 def test_typed_lists_read_as_lists(tmp_path: Path) -> None:

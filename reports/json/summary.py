@@ -33,7 +33,7 @@ from traceview.nccl.join import LinkOverride, NcclJoin
 from traceview.nccl.problems import nccl_problems
 from traceview.reduce.analysis import RunAnalysis
 
-SCHEMA_VERSION = "1.23"
+SCHEMA_VERSION = "1.24"
 """Major: a key removed or its meaning changed; minor: keys added (docs/json-schema.md, "Versioning")."""
 LISTED_INSTANCES = 256
 """Collective instances a compact document lists (`across_ranks.instances`)."""

@@ -122,7 +122,9 @@ def positions(dumps: Sequence[FlightRecorderDump], entries: pl.DataFrame) -> pl.
         table.join(last, on=["group", "rank", "last_enqueued"], how="left")
         .with_columns(
             pl.coalesce("group_desc", "entry_desc", pl.lit("")).alias("group_desc"),
-            ((pl.col("dumped_ns") - pl.col("created_ns")) / NS_PER_S).alias("waited_s"),
+            pl.when(pl.col("last_completed") < pl.col("last_enqueued"))  # a completed one waited for nobody
+            .then((pl.col("dumped_ns") - pl.col("created_ns")) / NS_PER_S)
+            .alias("waited_s"),
         )
         .select(POSITION_COLUMNS)
         .sort("group", "rank")

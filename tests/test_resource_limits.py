@@ -169,6 +169,31 @@ def test_a_low_soft_open_files_limit_is_raised(run: Path) -> None:
     assert int(done.stdout) > 8
 
 
+def test_ctrl_c_that_a_library_swallows_still_ends_the_command_as_interrupted(run: Path) -> None:
+    """A library that catches the `KeyboardInterrupt` and goes on (as compiled extensions' callbacks may) left
+    the command to finish with exit 0, as if no Ctrl-C had come: it is still one line and exit 130."""
+    code = (
+        "import os, signal, sys, time; sys.argv = ['traceview', 'summary', "
+        f"{str(run)!r}, '--json', '--quiet']\n"
+        "import traceview.cli.entry as entry\n"
+        "import traceview.reports.json.summary as summary\n"
+        "rendered = summary.render_json\n"
+        "def swallowing(*args, **kwargs):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(0.2)\n"
+        "    except KeyboardInterrupt:\n"
+        "        pass\n"
+        "    return rendered(*args, **kwargs)\n"
+        "summary.render_json = swallowing\n"
+        "entry.main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (done.returncode, done.stderr) == (130, "traceview: interrupted\n")
+
+
 def test_ctrl_c_in_the_first_tenth_of_a_second_is_one_line(run: Path) -> None:
     """It printed a traceback when the signal came before the handler (installed first thing in the entry
     point now). Signals sent once the entry point is imported: the interpreter's own start is not ours."""

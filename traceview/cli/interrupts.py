@@ -6,6 +6,8 @@ One mechanism, installed first thing (`guard_interrupts`, before the command lin
 - the first signal raises `KeyboardInterrupt` in the main thread (later ones are ignored), which unwinds the
   command (workers stopped, Ray tasks cancelled, temporary outputs removed by their own `finally` blocks) and
   becomes exit 130 in `traceview.cli.main`;
+- a command that ends as if no signal came (a library caught the `KeyboardInterrupt` and went on) still
+  ends with the line and exit 130 (`interrupt_received`, read by `traceview.cli.main`);
 - the signal also arms a deadline (`HARD_EXIT_AFTER_S`), watched by a thread woken by the signal itself
   (`signal.set_wakeup_fd`, so it is woken even while the main thread is busy in compiled code): when the
   command has not ended by then (a library swallowed the interrupt, or the main thread is stuck in a long
@@ -33,6 +35,9 @@ EXIT_INTERRUPTED = 130
 
 _finished = threading.Event()
 """Set when the command has its exit code: the deadline no longer applies."""
+
+_received = threading.Event()
+"""Set by the first Ctrl-C, whatever becomes of the `KeyboardInterrupt` it raises."""
 
 _line_said = threading.Event()
 """Set when the command has said `traceview: interrupted` itself (the deadline, still armed, says nothing)."""
@@ -75,7 +80,13 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     """The first Ctrl-C stops the command; later ones are ignored (they would break the stopping in the
     middle), the deadline ending the command should the stopping take too long."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _received.set()
     raise KeyboardInterrupt
+
+
+def interrupt_received() -> bool:
+    """Whether Ctrl-C came during the command (even where a library swallowed its `KeyboardInterrupt`)."""
+    return _received.is_set()
 
 
 def guard_interrupts() -> None:

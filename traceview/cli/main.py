@@ -38,7 +38,12 @@ from traceview.cli.collectives import Collectives
 from traceview.cli.compare import Compare, Trend
 from traceview.cli.export import Export
 from traceview.cli.hang import Hang
-from traceview.cli.interrupts import finished, forget_escaped_interrupt, interruption_said
+from traceview.cli.interrupts import (
+    finished,
+    forget_escaped_interrupt,
+    interrupt_received,
+    interruption_said,
+)
 from traceview.cli.kernels import Kernels
 from traceview.cli.nccl import Nccl
 from traceview.cli.record import Record, RecordMerge
@@ -175,6 +180,8 @@ def main() -> None:
     except StdoutClosed:
         silence_stdout()
         code = EXIT_OK
+    if code != EXIT_INTERRUPTED and interrupt_received():  # a library swallowed it: still an interrupt
+        code = _exit_code(KeyboardInterrupt())
     if code != EXIT_INTERRUPTED:  # an interrupted command stays under the deadline until it has exited
         finished()
     forget_escaped_interrupt()

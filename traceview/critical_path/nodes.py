@@ -41,13 +41,15 @@ start to its entry (`entry_<kind>_us`) and to its exit (`exit_<kind>_us`, the wi
 
 @cache
 def _kind() -> pl.Expr:
+    """A segment's kind as its index in `KINDS` (a byte a segment, not a string: a rank of millions of
+    events has millions of segments)."""
     priority = pl.col("priority")
     return (
         pl.when(priority < len(DEVICE_CATEGORIES))
-        .then(pl.lit("compute"))
+        .then(pl.lit(KINDS.index("compute"), pl.Int8))
         .when(priority == PRIORITY[COMM_TRANSFER])
-        .then(pl.lit("comm"))
-        .otherwise(pl.lit("host"))
+        .then(pl.lit(KINDS.index("comm"), pl.Int8))
+        .otherwise(pl.lit(KINDS.index("host"), pl.Int8))
     )
 
 
@@ -55,24 +57,21 @@ def _running(segments: pl.LazyFrame) -> pl.LazyFrame:
     """Path segments (rank, step, t, priority, seg_us) with their kind and, per kind, the path's time of
     that kind from the window start to the segment's start (`_before_<kind>`)."""
     ordered = segments.select(*KEYS, "t", "seg_us", _kind().alias("_kind")).sort([*KEYS, "t"])
-    held, running = _running_columns()
-    return ordered.with_columns(held).with_columns(running).drop(f"_held_{k}" for k in KINDS)
+    return ordered.with_columns(_running_columns())
 
 
 @cache
-def _running_columns() -> tuple[tuple[pl.Expr, ...], tuple[pl.Expr, ...]]:
-    """Per segment and kind, its time of that kind (`_held_<kind>`), then the window's time of that kind
-    before it (`_before_<kind>`): built once, at first use (building costs more than running on a small
-    rank)."""
-    held = tuple(
-        pl.when(pl.col("_kind") == kind).then(pl.col("seg_us")).otherwise(0.0).alias(f"_held_{kind}")
-        for kind in KINDS
+def _running_columns() -> tuple[pl.Expr, ...]:
+    """Per kind, the window's time of that kind before each segment (its running sum less its own time),
+    with no column of each segment's own time kept beside it: built once, at first use (building costs
+    more than running on a small rank)."""
+    held = [
+        pl.when(pl.col("_kind") == code).then(pl.col("seg_us")).otherwise(0.0) for code in range(len(KINDS))
+    ]
+    return tuple(
+        (own.cum_sum().over(KEYS) - own).alias(f"_before_{kind}")
+        for own, kind in zip(held, KINDS, strict=True)
     )
-    running = tuple(
-        (pl.col(f"_held_{kind}").cum_sum().over(KEYS) - pl.col(f"_held_{kind}")).alias(f"_before_{kind}")
-        for kind in KINDS
-    )
-    return held, running
 
 
 def _path_time_at(times: pl.LazyFrame, running: pl.LazyFrame, prefix: str) -> pl.LazyFrame:
@@ -88,10 +87,10 @@ def _path_time_at(times: pl.LazyFrame, running: pl.LazyFrame, prefix: str) -> pl
         *KEYS,
         "x",
         *(
-            (pl.col(f"_before_{kind}") + pl.when(pl.col("_kind") == kind).then(partial).otherwise(0.0))
+            (pl.col(f"_before_{kind}") + pl.when(pl.col("_kind") == code).then(partial).otherwise(0.0))
             .fill_null(0.0)
             .alias(f"{prefix}_{kind}_us")
-            for kind in KINDS
+            for code, kind in enumerate(KINDS)
         ),
     )
 

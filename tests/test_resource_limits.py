@@ -169,6 +169,13 @@ def test_a_low_soft_open_files_limit_is_raised(run: Path) -> None:
     assert int(done.stdout) > 8
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """In the child: SIGINT at its default, as a program started from a terminal has it, whatever this test
+    process was left with (a background pytest, or an earlier test, leaves it ignored: the child would then
+    ignore the signal, and traceview leaves an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_that_a_library_swallows_still_ends_the_command_as_interrupted(run: Path) -> None:
     """A library that catches the `KeyboardInterrupt` and goes on (as compiled extensions' callbacks may) left
     the command to finish with exit 0, as if no Ctrl-C had come: it is still one line and exit 130."""
@@ -189,7 +196,12 @@ def test_ctrl_c_that_a_library_swallows_still_ends_the_command_as_interrupted(ru
         "entry.main()"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=_sigint_as_from_a_terminal,
     )
     assert (done.returncode, done.stderr) == (130, "traceview: interrupted\n")
 
@@ -203,7 +215,11 @@ def test_ctrl_c_in_the_first_tenth_of_a_second_is_one_line(run: Path) -> None:
     )
     for delay in (0.0, 0.02, 0.05, 0.1):
         process = subprocess.Popen(
-            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_sigint_as_from_a_terminal,  # noqa: PLW1509 - one signal reset before exec
         )
         assert process.stdout is not None
         assert process.stdout.readline() == "ready\n"

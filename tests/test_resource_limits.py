@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -153,19 +154,24 @@ def _soft_nofile(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
 
+def _python(code: str, timeout: int, before_exec: Callable[[], None]) -> subprocess.CompletedProcess[str]:
+    """`python -c code`, output captured; `before_exec` runs in the child before its interpreter starts."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        preexec_fn=before_exec,
+    )
+
+
 def test_a_low_soft_open_files_limit_is_raised(run: Path) -> None:
     code = (
         "import resource; from traceview.core.address_space import fit_open_files; fit_open_files(); "
         "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        preexec_fn=lambda: _soft_nofile(8),
-    )
+    done = _python(code, 60, lambda: _soft_nofile(8))
     assert int(done.stdout) > 8
 
 
@@ -195,14 +201,7 @@ def test_ctrl_c_that_a_library_swallows_still_ends_the_command_as_interrupted(ru
         "summary.render_json = swallowing\n"
         "entry.main()"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        preexec_fn=_sigint_as_from_a_terminal,
-    )
+    done = _python(code, 120, _sigint_as_from_a_terminal)
     assert (done.returncode, done.stderr) == (130, "traceview: interrupted\n")
 
 

@@ -9,9 +9,10 @@ TorchScript pickler's list builders, which older PyTorch versions wrote for type
 as the plain Python function that table maps it to; torch is never imported. The opcodes' codes and layouts
 are the pickle protocol's (0 to 5), named as `pickletools` names them.
 
-Speed (the dumps of a thousand ranks are read in one run): the machine dispatches through a 256-slot list of
-bound methods, one call per opcode; the memo is a list (the picklers PyTorch uses number it 0, 1, 2, ...:
-an index out of that order is refused); numbers are read with `struct`.
+Speed (the dumps of a thousand ranks are read in one run): the loop runs the commonest opcodes of PyTorch's
+dumps itself (`_HOT`) and dispatches the others through a 256-slot list of bound methods; the memo is a list
+(the picklers PyTorch uses number it 0, 1, 2, ...: an index out of that order is refused); numbers are read
+with `struct`.
 """
 
 from __future__ import annotations

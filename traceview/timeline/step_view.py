@@ -290,11 +290,11 @@ def rank_segments(
     cut = clipped(_labelled(events.lazy()), window_rows, ["rank"])
     merged_rows = pl.concat([_merge(cut), _idle(cut, window_rows)]).cache()
     counted = _counts(merged_rows).with_columns(_per_group(ranks_in_run))
-    segments, in_order, counts = pl.collect_all([merged_rows, merged_rows.sort([*KEYS, "start_us"]), counted])
+    segments, counts = pl.collect_all([merged_rows.sort([*KEYS, "start_us"]), counted])  # held once, in order
     largest, allowed = counts.get_column("_largest"), counts.get_column("_per_group")
     over = counts.get_column("rank").filter(largest > allowed).unique().to_list()  # Series: no query
     if not over:  # every group keeps its segments
-        return in_order, counts.drop("_largest", "_per_group")
+        return segments, counts.drop("_largest", "_per_group")
     shares = counts.lazy().select("rank", "_per_group").unique("rank")
     bounding = segments.lazy().filter(pl.col("rank").is_in(over)).join(shares, on="rank")
     bounded, bridged = _bounded(bounding, pl.col("_per_group"))

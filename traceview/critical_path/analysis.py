@@ -24,8 +24,9 @@ from traceview.critical_path.categories import (
     IDLE_CATEGORIES,
     PEER_WAIT,
 )
+from traceview.critical_path.holders import HOLDER_SCHEMA, REST
 from traceview.critical_path.nodes import at_calls
-from traceview.critical_path.sweep import HOLDER_SCHEMA, PER_STEP_SCHEMA, REST
+from traceview.critical_path.sweep import PER_STEP_SCHEMA
 
 KEYS = ["rank", "step"]
 LISTED_RANKS = 64

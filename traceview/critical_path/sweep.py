@@ -34,6 +34,8 @@ from traceview.critical_path.categories import (
     device_priority,
     host_priorities,
 )
+from traceview.critical_path.chunks import entries_in, intervals_in, part_bounds, window_parts
+from traceview.critical_path.holders import bounded_holders, holder_steps_plan, holders_of_steps
 from traceview.critical_path.nodes import empty_nodes, nodes_plan
 from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
@@ -44,26 +46,9 @@ PER_STEP_SCHEMA: dict[str, pl.DataType] = {
     "step_us": pl.Float64(),
     **{column: pl.Float64() for column in CATEGORY_COLUMNS},
 }
-HOLDER_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int64(),
-    "category": pl.Utf8(),
-    "name": pl.Utf8(),
-    "held_us": pl.Float64(),
-    "calls": pl.Int64(),
-    "steps": pl.Int64(),
-    "longest_step": pl.Int64(),
-    "longest_step_us": pl.Float64(),
-}
-"""A holder per (rank, category, name): the time it held over the rank's steps, how many distinct events,
-in how many steps, and the step where it held the most (the drill-down's link)."""
-MAX_NAME_CHARS = 200
-HELD_MIN_US = 0.001
-"""A holder of less time over the rank's steps is float rounding of `ts + dur` (ns timestamps): not listed
-(its time still counts in the per-step rows)."""
 _INTERVAL = ["rank", "start_us", "end_us", "name", "priority"]
 PATH_HOST_COLUMNS = ("rank", "kind", "name", "start_us", "end_us", "tid", "correlation")
 """The host rows' columns the path reads."""
-_NAMELESS = pl.lit("(no event recorded)")
 
 
 def launching_threads(cpu: pl.LazyFrame, device: pl.LazyFrame) -> pl.LazyFrame:
@@ -182,15 +167,6 @@ def named_segments(segments: pl.LazyFrame, extending: pl.LazyFrame) -> pl.LazyFr
 
 
 @cache
-def _category() -> pl.Expr:
-    """A segment's category, from its priority (`PATH_ORDER`; null: `other`)."""
-    by_priority = dict(enumerate(PATH_ORDER))
-    return (
-        pl.col("priority").replace_strict(by_priority, default=OTHER, return_dtype=pl.Utf8).alias("category")
-    )
-
-
-@cache
 def _category_sums() -> tuple[pl.Expr, ...]:
     """Per window, each category's time (`CATEGORY_COLUMNS`) from its rows of (priority, seg_us): the row
     of the category's priority (`other`: of none; `peer_wait` holds nothing here)."""
@@ -218,38 +194,6 @@ def per_step_plan(named: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(pl.col(CATEGORY_COLUMNS).fill_null(0.0))
         .select(list(PER_STEP_SCHEMA))
         .sort(KEYS)
-    )
-
-
-def holders_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
-    """Per (rank, category, name) the time it held over the rank's steps (`HOLDER_SCHEMA`); `names` gives
-    each interval's (`iid`) name, made step-free (`ProfilerStep#7` -> `ProfilerStep`) and cut to
-    `MAX_NAME_CHARS` (names are read only for the intervals that held time, once)."""
-    cleaned = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
-    distinct = names.select("name").unique().with_columns(cleaned.alias("_name"))  # each name cleaned once
-    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(pl.col("_name"))
-    per_interval = named.group_by("rank", "priority", "iid", "step").agg(pl.col("seg_us").sum())
-    per_step = (
-        per_interval.join(names, on="iid", how="left")
-        .join(distinct, on="name", how="left", nulls_equal=True)
-        .with_columns(name.alias("name"), _category())
-        .group_by("rank", "category", "name", "step")
-        .agg(pl.col("seg_us").sum().alias("held_us"), pl.len().cast(pl.Int64).alias("calls"))
-    )
-    longest = pl.col("held_us").arg_max()  # the first step of the most, the rows in step order
-    return (
-        per_step.sort("rank", "category", "name", "step")
-        .group_by("rank", "category", "name", maintain_order=True)
-        .agg(
-            pl.col("held_us").sum(),
-            pl.col("calls").sum(),
-            pl.len().cast(pl.Int64).alias("steps"),
-            pl.col("step").get(longest).alias("longest_step"),
-            pl.col("held_us").get(longest).alias("longest_step_us"),
-        )
-        .filter(pl.col("held_us") >= HELD_MIN_US)
-        .select(list(HOLDER_SCHEMA))
-        .sort(["rank", "held_us", "category", "name"], descending=[False, True, False, False])
     )
 
 
@@ -311,58 +255,73 @@ def critical_path_plans(
     `kernels` its communication rows (`comm_kernels`); `syncs` its CUDA sync events (`SYNC_SCHEMA`), each
     with `rank`. The intervals and the named segments are collected here, one query each (three plans
     sharing cached parts cost more to plan and run than the parts collected in turn: a third of the path's
-    CPU on a tiny rank), with `path_optimizations`, as the returned plans are to be."""
+    CPU on a tiny rank), with `path_optimizations`, as the returned plans are to be; a large batch's
+    windows are walked in parts (`traceview.critical_path.chunks`), each collected here."""
     syncs = _NO_SYNCS if syncs is None else syncs
     optimizations = path_optimizations(events, cpu)
     planned, threads, host = path_intervals(events, cpu, syncs)
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
     intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")], optimizations=optimizations)
-    extending = _extending(intervals.lazy()).cache()  # nested rows of a priority: same union, names
+    names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
+    parts = window_parts(windows, intervals.height)
+    extending = _extending(intervals.lazy())  # nested rows of a priority: same union, names
+    del intervals  # their times and priorities read: only the names kept, for the holders
+    rows = _node_rows(kernels) if kernels.height else None
+    if len(parts) == 1:
+        per_step, holder_steps, nodes = _path_of(extending.cache(), windows, rows, names, optimizations)
+    else:
+        per_step, holder_steps, nodes = _path_in_parts(extending, parts, rows, names, optimizations)
+    return (
+        per_step,
+        bounded_holders(holders_of_steps(holder_steps)),
+        unlinked_ranks.lazy(),
+        nodes,
+        sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
+    )
+
+
+Parts = tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]
+"""A part of a batch's path: its per-step rows, holders per step (`holder_steps_plan`) and open nodes."""
+
+
+def _path_of(
+    extending: pl.LazyFrame,
+    windows: pl.DataFrame,
+    rows: pl.LazyFrame | None,
+    names: pl.LazyFrame,
+    optimizations: pl.QueryOptFlags,
+) -> Parts:
+    """The path of `windows` from the disjoint intervals reaching into them (`extending`) and the
+    communication rows whose entries they own (`rows`; None: none): its named segments collected, the
+    rest planned."""
     named = named_segments(path_segments(extending, windows.lazy()), extending).collect(
         optimizations=optimizations
     )
-    names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
-    del intervals, extending  # their times and priorities read: only the names kept, for the holders
-    return (
-        per_step_plan(named.lazy(), windows.lazy()),
-        bounded_holders(holders_plan(named.lazy(), names)),
-        unlinked_ranks.lazy(),
-        nodes_plan(named.lazy(), _node_rows(kernels), windows.lazy()) if kernels.height else _NO_NODES.lazy(),
-        sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
-    )
+    nodes = _NO_NODES.lazy() if rows is None else nodes_plan(named.lazy(), rows, windows.lazy())
+    return per_step_plan(named.lazy(), windows.lazy()), holder_steps_plan(named.lazy(), names), nodes
+
+
+def _path_in_parts(
+    extending: pl.LazyFrame,
+    parts: list[pl.DataFrame],
+    rows: pl.LazyFrame | None,
+    names: pl.LazyFrame,
+    optimizations: pl.QueryOptFlags,
+) -> Parts:
+    """`_path_of` each part of the windows in turn (`traceview.critical_path.chunks`), collected; the
+    parts' rows stacked in the order one walk gives them."""
+    whole = extending.collect(optimizations=optimizations).lazy()
+    done = []
+    for part, bounds in zip(parts, part_bounds(parts), strict=True):
+        owned = None if rows is None else entries_in(rows, bounds)
+        plans = _path_of(intervals_in(whole, bounds).cache(), part, owned, names, optimizations)
+        done.append(pl.collect_all(plans, optimizations=optimizations))
+    per_step, holder_steps, nodes = (pl.concat(frames) for frames in zip(*done, strict=True))
+    node_order = [*KEYS, "entry_us", "exit_us"]
+    return per_step.sort(KEYS).lazy(), holder_steps.lazy(), nodes.sort(node_order).lazy()
 
 
 def _node_rows(kernels: pl.DataFrame) -> pl.LazyFrame:
     """The communication rows the nodes are made of (`staging_copy` false where the frame lacks it)."""
     staging = pl.col("staging_copy") if "staging_copy" in kernels.columns else pl.lit(False)
     return kernels.lazy().select("rank", "start_us", "end_us", staging.alias("staging_copy"))
-
-
-HOLDERS_PER_RANK = 8
-"""Holders a rank keeps by name; the rest are summed into one row (category `rest`)."""
-REST = "rest"
-
-
-def bounded_holders(holders: pl.LazyFrame) -> pl.LazyFrame:
-    """Per rank, its `HOLDERS_PER_RANK` holders of the most time (`holders` sorted by rank, then time, the
-    longest first) and one `rest` row summing the others."""
-    place = pl.int_range(pl.len()).over("rank")
-    ranked = holders.with_columns(place.alias("_place"))
-    kept = ranked.filter(pl.col("_place") < HOLDERS_PER_RANK).drop("_place")
-    rest = (
-        ranked.filter(pl.col("_place") >= HOLDERS_PER_RANK)
-        .group_by("rank")
-        .agg(
-            pl.lit(REST).alias("category"),
-            pl.format("{} more", pl.len()).alias("name"),
-            pl.col("held_us").sum(),
-            pl.col("calls").sum(),
-            pl.col("steps").max(),
-            pl.col("longest_step")
-            .sort_by("longest_step_us", "longest_step", descending=[True, False])
-            .first(),
-            pl.col("longest_step_us").max(),
-        )
-        .select(list(HOLDER_SCHEMA))
-    )
-    return pl.concat([kept, rest]).sort("rank", maintain_order=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.critical_path.analysis import CriticalPath
-from traceview.critical_path.sweep import MAX_NAME_CHARS
+from traceview.critical_path.holders import MAX_NAME_CHARS
 from traceview.replay.analysis import Replay
 
 REPLAY, PATH = "replay", "critical path"

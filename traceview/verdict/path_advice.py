@@ -17,7 +17,7 @@ from traceview.across_ranks.analysis import CrossRank
 from traceview.core.sanitize import printable
 from traceview.critical_path.analysis import CriticalPath
 from traceview.critical_path.categories import CATEGORIES, IDLE_CATEGORIES
-from traceview.critical_path.sweep import REST
+from traceview.critical_path.holders import REST
 
 CITED_SHARE = 0.03
 """A holder under this share of the median step is not cited as a cause (docs/metrics.md section 5)."""

@@ -51,7 +51,7 @@ def repeated_key(data: bytes) -> str | None:
     order, each value skipped by the length of the one kept for its key (`dict[str, Raw]`): a value that is
     not the one kept belongs to a key given again later."""
     members = FIELDS_DECODER.decode(data)
-    view, at, seen = memoryview(data), data.index(b"{") + 1, set()
+    at, seen = data.index(b"{") + 1, set()
     for _ in range(len(members) + 1):
         key = _KEY.match(data, at)
         if key is None:
@@ -59,7 +59,7 @@ def repeated_key(data: bytes) -> str | None:
         name = msgspec.json.decode(key.group(1), type=str)
         value = members.get(name)
         start = key.end()
-        if name in seen or value is None or view[start : start + len(value)] != memoryview(value):
+        if name in seen or value is None or not data.startswith(memoryview(value), start):  # one memcmp
             return name
         seen.add(name)
         after = _AFTER_VALUE.match(data, start + len(value))

@@ -2,9 +2,10 @@
 the events of that name held on the rank's path, summed over its steps; at most `HOLDERS_PER_RANK` a rank
 by name, the rest in one row.
 
-The path's named segments are first summed per (rank, category, name, step) (`holder_steps_plan`): each step
-belongs to one part of a batch's path however it is cut (`traceview.critical_path.chunks`), so the parts'
-rows are stacked and summed over steps once (`holders_of_steps`).
+The path's named segments are first summed per (rank, priority, name code, step) (`holder_steps_plan`):
+a priority is one category, a code one name (`name_code_plans`), and integers are cheaper to group by than
+names. Each step belongs to one part of a batch's path however it is cut (`traceview.critical_path.chunks`),
+so the parts' rows are stacked, named and summed over steps once (`holders_of_steps`).
 """
 
 from __future__ import annotations
@@ -46,30 +47,39 @@ def _category() -> pl.Expr:
     )
 
 
-def holder_steps_plan(named: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
-    """Per (rank, category, name, step) the time held (`held_us`) and the distinct events holding it
-    (`calls`); `names` gives each interval's (`iid`) name, made step-free (`ProfilerStep#7` ->
-    `ProfilerStep`) and cut to `MAX_NAME_CHARS` (names are read only for the intervals that held time,
-    once)."""
+def name_code_plans(intervals: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """`intervals` (with `name`) with `code`, the code of its name made step-free (`ProfilerStep#7` ->
+    `ProfilerStep`) and cut to `MAX_NAME_CHARS`; and those names by code (`_name`, a row a code). Each
+    distinct name is cleaned once; the path's segments are summed by code (integers), their names read for
+    the holders alone. Plans, collected with the intervals (no query of their own)."""
     cleaned = pl.col("name").fill_null("").str.replace(r"#\d+$", "").str.slice(0, MAX_NAME_CHARS)
-    distinct = names.select("name").unique().with_columns(cleaned.alias("_name"))  # each name cleaned once
-    name = pl.when(pl.col("iid").is_null()).then(_NAMELESS).otherwise(pl.col("_name"))
+    distinct = intervals.select("name").unique(maintain_order=True).with_columns(cleaned.alias("_name"))
+    table = distinct.select("_name").unique(maintain_order=True).with_row_index("code")
+    coded = distinct.join(table, on="_name", how="left").select("name", "code")
+    with_codes = intervals.join(coded, on="name", how="left", nulls_equal=True, maintain_order="left")
+    return with_codes, table.select("_name")
+
+
+def holder_steps_plan(named: pl.LazyFrame, codes: pl.Series) -> pl.LazyFrame:
+    """Per (rank, priority, name code, step) the time held (`held_us`) and the distinct events holding it
+    (`calls`); `codes` gives each interval's (`iid`, its row) name code (`name_code_plans`). A priority is one
+    category and a code one name, so these are the holders' rows per step (`holders_of_steps` names them)."""
     per_interval = named.group_by("rank", "priority", "iid", "step").agg(pl.col("seg_us").sum())
     return (
-        per_interval.join(names, on="iid", how="left")
-        .join(distinct, on="name", how="left", nulls_equal=True)
-        .with_columns(name.alias("name"), _category())
-        .group_by("rank", "category", "name", "step")
+        per_interval.with_columns(pl.lit(codes).gather(pl.col("iid")).alias("code"))
+        .group_by("rank", "priority", "code", "step")
         .agg(pl.col("seg_us").sum().alias("held_us"), pl.len().cast(pl.Int64).alias("calls"))
     )
 
 
-def holders_of_steps(per_step: pl.LazyFrame) -> pl.LazyFrame:
+def holders_of_steps(per_step: pl.LazyFrame, names: pl.Series) -> pl.LazyFrame:
     """Per (rank, category, name) of `holder_steps_plan`'s rows, the time it held over the rank's steps
-    (`HOLDER_SCHEMA`), the longest first."""
+    (`HOLDER_SCHEMA`), the longest first; `names` the names by code (`name_code_plans`)."""
+    name = pl.when(pl.col("code").is_null()).then(_NAMELESS).otherwise(pl.lit(names).gather(pl.col("code")))
     longest = pl.col("held_us").arg_max()  # the first step of the most, the rows in step order
     return (
-        per_step.sort("rank", "category", "name", "step")
+        per_step.with_columns(name.alias("name"), _category())
+        .sort("rank", "category", "name", "step")
         .group_by("rank", "category", "name", maintain_order=True)
         .agg(
             pl.col("held_us").sum(),

@@ -35,7 +35,12 @@ from traceview.critical_path.categories import (
     host_priorities,
 )
 from traceview.critical_path.chunks import entries_in, intervals_in, part_bounds, window_parts
-from traceview.critical_path.holders import bounded_holders, holder_steps_plan, holders_of_steps
+from traceview.critical_path.holders import (
+    bounded_holders,
+    holder_steps_plan,
+    holders_of_steps,
+    name_code_plans,
+)
 from traceview.critical_path.nodes import empty_nodes, nodes_plan
 from traceview.model.trace import SYNC_SCHEMA, empty_frame
 
@@ -261,19 +266,22 @@ def critical_path_plans(
     optimizations = path_optimizations(events, cpu)
     planned, threads, host = path_intervals(events, cpu, syncs)
     unlinked = host.select("rank").unique().join(threads.select("rank").unique(), on="rank", how="anti")
-    intervals, unlinked_ranks = pl.collect_all([planned, unlinked.sort("rank")], optimizations=optimizations)
-    names = pl.DataFrame([intervals.get_column("iid"), intervals.get_column("name")]).lazy()  # no query
+    coded, table = name_code_plans(planned.cache())  # each interval's name by code (its iid: its row)
+    intervals, unlinked_ranks, named_codes = pl.collect_all(
+        [coded, unlinked.sort("rank"), table], optimizations=optimizations
+    )
+    codes, names = intervals.get_column("code"), named_codes.get_column("_name")
     parts = window_parts(windows, intervals.height)
     extending = _extending(intervals.lazy())  # nested rows of a priority: same union, names
-    del intervals  # their times and priorities read: only the names kept, for the holders
+    del intervals  # their times and priorities read: only their names' codes kept, for the holders
     rows = _node_rows(kernels) if kernels.height else None
     if len(parts) == 1:
-        per_step, holder_steps, nodes = _path_of(extending.cache(), windows, rows, names, optimizations)
+        per_step, holder_steps, nodes = _path_of(extending.cache(), windows, rows, codes, optimizations)
     else:
-        per_step, holder_steps, nodes = _path_in_parts(extending, parts, rows, names, optimizations)
+        per_step, holder_steps, nodes = _path_in_parts(extending, parts, rows, codes, optimizations)
     return (
         per_step,
-        bounded_holders(holders_of_steps(holder_steps)),
+        bounded_holders(holders_of_steps(holder_steps, names)),
         unlinked_ranks.lazy(),
         nodes,
         sync_counts(syncs.lazy()) if syncs.height else _NO_SYNC_COUNTS.lazy(),
@@ -288,7 +296,7 @@ def _path_of(
     extending: pl.LazyFrame,
     windows: pl.DataFrame,
     rows: pl.LazyFrame | None,
-    names: pl.LazyFrame,
+    codes: pl.Series,
     optimizations: pl.QueryOptFlags,
 ) -> Parts:
     """The path of `windows` from the disjoint intervals reaching into them (`extending`) and the
@@ -298,14 +306,14 @@ def _path_of(
         optimizations=optimizations
     )
     nodes = _NO_NODES.lazy() if rows is None else nodes_plan(named.lazy(), rows, windows.lazy())
-    return per_step_plan(named.lazy(), windows.lazy()), holder_steps_plan(named.lazy(), names), nodes
+    return per_step_plan(named.lazy(), windows.lazy()), holder_steps_plan(named.lazy(), codes), nodes
 
 
 def _path_in_parts(
     extending: pl.LazyFrame,
     parts: list[pl.DataFrame],
     rows: pl.LazyFrame | None,
-    names: pl.LazyFrame,
+    codes: pl.Series,
     optimizations: pl.QueryOptFlags,
 ) -> Parts:
     """`_path_of` each part of the windows in turn (`traceview.critical_path.chunks`), collected; the
@@ -314,7 +322,7 @@ def _path_in_parts(
     done = []
     for part, bounds in zip(parts, part_bounds(parts), strict=True):
         owned = None if rows is None else entries_in(rows, bounds)
-        plans = _path_of(intervals_in(whole, bounds).cache(), part, owned, names, optimizations)
+        plans = _path_of(intervals_in(whole, bounds).cache(), part, owned, codes, optimizations)
         done.append(pl.collect_all(plans, optimizations=optimizations))
     per_step, holder_steps, nodes = (pl.concat(frames) for frames in zip(*done, strict=True))
     node_order = [*KEYS, "entry_us", "exit_us"]

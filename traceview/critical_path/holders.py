@@ -97,7 +97,7 @@ def holders_of_steps(per_step: pl.LazyFrame, names: pl.Series) -> pl.LazyFrame:
 def bounded_holders(holders: pl.LazyFrame) -> pl.LazyFrame:
     """Per rank, its `HOLDERS_PER_RANK` holders of the most time (`holders` sorted by rank, then time, the
     longest first) and one `rest` row summing the others."""
-    place = pl.int_range(pl.len()).over("rank")
+    place = pl.int_range(pl.len()) - pl.col("rank").search_sorted(pl.col("rank"))  # rows sorted by rank
     ranked = holders.with_columns(place.alias("_place"))
     kept = ranked.filter(pl.col("_place") < HOLDERS_PER_RANK).drop("_place")
     rest = (

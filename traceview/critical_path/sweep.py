@@ -138,7 +138,11 @@ def _extending(intervals: pl.LazyFrame) -> pl.LazyFrame:
     one covers: disjoint intervals whose union is the priority's, each naming the moments it covers
     (docs/metrics.md). Of intervals that start together, the longest comes first (the outer one names the
     moment), then the first given."""
-    reach = pl.col("end_us").cum_max().shift(1).over("rank", "priority")
+    first = pl.col("rank").ne_missing(pl.col("rank").shift(1)) | pl.col("priority").ne_missing(
+        pl.col("priority").shift(1)
+    )  # the rows sorted by (rank, priority): a group's first row
+    running = pl.col("end_us").cum_max().over("rank", "priority")
+    reach = pl.when(first).then(None).otherwise(running.shift(1))  # shifted outside the window: half the cost
     return (
         intervals.sort(
             ["rank", "priority", "start_us", "end_us"],

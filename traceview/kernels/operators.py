@@ -111,8 +111,12 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-_ENDED = pl.len().alias("_ended")
-_CLOSED_SO_FAR = pl.col("_ended").cum_sum().over("_thread").alias("_closed")
+_ROW = pl.int_range(pl.len())
+_THREAD_KEY, _END = pl.col("_thread"), pl.col("_end")
+_THREAD_START = pl.when(_THREAD_KEY.ne_missing(_THREAD_KEY.shift(1))).then(_ROW).forward_fill()
+_CLOSED_SO_FAR = (_ROW - _THREAD_START + 1).cast(pl.UInt32).alias("_closed")
+"""Per row of ends sorted by (thread, end): the items of its thread ended by its end, itself included."""
+_LAST_OF_END = _THREAD_KEY.ne_missing(_THREAD_KEY.shift(-1)) | _END.ne_missing(_END.shift(-1))
 _ZERO_LENGTH = pl.col("end_us") == pl.col("start_us")
 _ZERO = pl.len().alias("_zero")
 _DEPTH = (pl.col("position") - (pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0))).alias("depth")
@@ -120,22 +124,19 @@ _DEPTH = (pl.col("position") - (pl.col("_closed").fill_null(0) - pl.col("_zero")
 
 def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """`_sorted_items` with `depth`: the items open at each one's start (started before it, not ended by its
-    start)."""
+    start). The as-of join by thread needs each side sorted by its key within each thread only: the items
+    are (by start), and so are their ends, so neither is sorted again."""
     items = _sorted_items(cpu, launched).cache()
-    ends = (  # per thread and end time: how many items have ended by then
-        items.group_by("_thread", pl.col("end_us").alias("_end"))
-        .agg(_ENDED)
+    ends = (  # per thread and end time: how many items have ended by then (the last row of each end)
+        items.select("_thread", pl.col("end_us").alias("_end"))
         .sort("_thread", "_end")
         .with_columns(_CLOSED_SO_FAR)
-        .drop("_ended")
-        .sort("_end")
+        .filter(_LAST_OF_END)
     )
     zero = items.filter(_ZERO_LENGTH).group_by("_thread", "start_us").agg(_ZERO)  # open at their start
-    counted = (
-        items.sort("start_us")
-        .join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
-        .join(zero, on=["_thread", "start_us"], how="left")
-    )
+    counted = items.join_asof(
+        ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False
+    ).join(zero, on=["_thread", "start_us"], how="left")
     return counted.with_columns(_DEPTH).drop("_end", "_closed", "_zero")
 
 

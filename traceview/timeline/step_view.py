@@ -124,13 +124,24 @@ def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.select(_label_columns())
 
 
+def _group_starts(by: list[str]) -> pl.Expr:
+    """Per row of a frame sorted by `by`: whether it starts a group (its keys differ from the row before)."""
+    return pl.any_horizontal([pl.col(key).ne_missing(pl.col(key).shift(1)) for key in by])
+
+
 def _reach(by: list[str]) -> pl.Expr:
-    """Per row (sorted by start within each group of `by`): the largest end of the rows before it."""
-    return pl.col("end_us").cum_max().shift(1).over(by)
+    """Per row of a frame sorted by `by`, then start: the largest end of the rows before it in its group
+    (none for a group's first row); the groups numbered from their starts, the running maximum taken per
+    number and shifted outside the window."""
+    first = _group_starts(by)
+    return pl.when(~first).then(pl.col("end_us").cum_max().over(first.cum_sum()).shift(1))
 
 
-_NEW_SEGMENT = (pl.col("start_us") > _reach(KEYS)).fill_null(value=True).cast(pl.Int64).cum_sum().over(KEYS)
+_SEGMENT = (pl.col("start_us") > _reach(KEYS)).fill_null(value=True).cum_sum().alias("_segment")
+"""Per row of events sorted by `KEYS`, then start: its merged segment's number, over the whole frame (a
+group's first row starts one)."""
 _MERGED = [
+    *(pl.col(key).first() for key in KEYS),
     pl.col("start_us").min(),
     pl.col("end_us").max(),
     pl.len().cast(pl.Int64).alias("kernels"),
@@ -148,8 +159,8 @@ def _merge(clipped: pl.LazyFrame) -> pl.LazyFrame:
     merged and the name of the longest one: their union by sort and cumulative max."""
     return (
         clipped.sort([*KEYS, "start_us"])
-        .with_columns(_NEW_SEGMENT.alias("_segment"))
-        .group_by([*KEYS, "_segment"])
+        .with_columns(_SEGMENT)
+        .group_by("_segment")
         .agg(_MERGED)
         .with_columns(_COVERED)
         .select(list(SEGMENT_SCHEMA))
@@ -189,20 +200,25 @@ def _idle(activity: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _bounded(segments: pl.LazyFrame, per_group: int | pl.Expr) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """At most `per_group` segments per group (unsorted; a column: per row): the smallest gaps bridged (idle:
-    the shortest dropped); with the largest gap bridged per (rank, step), where any was (`rank`, `step`,
-    `bridged_gap_us`)."""
-    ordered = segments.sort([*KEYS, "start_us"]).with_columns(
-        (pl.col("start_us") - pl.col("end_us").shift(1).over(KEYS)).alias("_gap"),
+def _bounded(
+    segments: pl.LazyFrame, per_group: int | pl.Expr, presorted: bool = False
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """At most `per_group` segments per group (unsorted, or sorted by `KEYS` then start when `presorted`; a
+    column: per row): the smallest gaps bridged (idle: the shortest dropped); with the largest gap bridged per
+    (rank, step), where any was (`rank`, `step`, `bridged_gap_us`). The groups are numbered from their
+    starts in that order, and every window and grouping is by those numbers."""
+    first = _group_starts(KEYS)
+    ordered = (segments if presorted else segments.sort([*KEYS, "start_us"])).with_columns(
+        first.cum_sum().alias("_group"),
+        pl.when(~first).then(pl.col("start_us") - pl.col("end_us").shift(1)).alias("_gap"),
         (pl.col("end_us") - pl.col("start_us")).alias("_length"),
     )
     idle = ordered.filter(pl.col("lane") == "idle").filter(
-        pl.col("_length").rank("ordinal", descending=True).over(KEYS) <= per_group
+        pl.col("_length").rank("ordinal", descending=True).over("_group") <= per_group
     )
     busy = ordered.filter(pl.col("lane") != "idle")
     boundary = pl.col("_gap").is_null() | (
-        pl.col("_gap").rank("ordinal", descending=True).over(KEYS) < per_group
+        pl.col("_gap").rank("ordinal", descending=True).over("_group") < per_group
     )
     busy = busy.with_columns(boundary.alias("_boundary"))
     bridged = (
@@ -211,9 +227,10 @@ def _bounded(segments: pl.LazyFrame, per_group: int | pl.Expr) -> tuple[pl.LazyF
         .agg(pl.col("_gap").max().cast(pl.Float64).alias("bridged_gap_us"))
     )
     merged = (
-        busy.with_columns(pl.col("_boundary").cast(pl.Int64).cum_sum().over(KEYS).alias("_segment"))
-        .group_by([*KEYS, "_segment"])
+        busy.with_columns(pl.col("_boundary").cum_sum().alias("_segment"))  # a group's first row is one
+        .group_by("_segment")
         .agg(
+            *(pl.col(key).first() for key in KEYS),
             pl.col("start_us").min(),
             pl.col("end_us").max(),
             pl.col("covered_us").sum(),
@@ -295,9 +312,11 @@ def rank_segments(
     over = counts.get_column("rank").filter(largest > allowed).unique().to_list()  # Series: no query
     if not over:  # every group keeps its segments
         return segments, counts.drop("_largest", "_per_group")
-    shares = counts.lazy().select("rank", "_per_group").unique("rank")
-    bounding = segments.lazy().filter(pl.col("rank").is_in(over)).join(shares, on="rank")
-    bounded, bridged = _bounded(bounding, pl.col("_per_group"))
+    each = counts.get_column("rank").is_first_distinct()  # a row per rank (Series: no query)
+    ranks, shares = (counts.get_column(c).filter(each) for c in ("rank", "_per_group"))
+    share = pl.col("rank").replace_strict(ranks, shares)
+    bounding = segments.lazy().filter(pl.col("rank").is_in(over))  # still in order
+    bounded, bridged = _bounded(bounding.with_columns(share.alias("_per_group")), pl.col("_per_group"), True)
     kept = segments.lazy().filter(~pl.col("rank").is_in(over))
     with_bridged = (
         counts.lazy()

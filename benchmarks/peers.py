@@ -15,7 +15,8 @@ The runs:
   `worker<r>_step_12.*.pt.trace.json` of `et_replay/tests/inputs/dlrm_kineto.tar.gz` in
   facebookresearch/param, each gzipped (`gzip -9 -n`);
 - C: 32 copies of the 1.76 MB rank `hta_sampled_2rank/sampled_rank-0.json.gz`, each with its own rank and
-  timestamps (`rank_cost.replicate`), built into a temporary folder.
+  timestamps (`rank_cost.replicate`), built into a temporary folder and written with the profiler's spacing
+  (HTA reads a rank only from `"rank": N` with the space).
 
 The tools, each a fresh process whose stdout is discarded:
 
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import shlex
 import statistics
@@ -144,7 +146,17 @@ def prepare(name: str, scratch: Path, dlrm: Path | None) -> Run:
     folder = scratch / "c_ranks"
     folder.mkdir()
     replicate(RUN_C_RANK, RUN_C_RANKS, folder)
+    for copy in folder.iterdir():
+        _spaced(copy)
     return _traces(name, folder)
+
+
+def _spaced(copy: Path) -> None:
+    """`copy` (a gzip'd JSON trace written compactly) written again with a space after each colon and comma,
+    as the profiler writes it: HTA finds a trace's rank by `"rank":` followed by whitespace, and without it
+    reads every copy as rank 0 (one rank loaded)."""
+    document = json.loads(gzip.decompress(copy.read_bytes()))
+    copy.write_bytes(gzip.compress(json.dumps(document).encode(), 1))
 
 
 def _linked(run: Run, into: Path, names: list[str]) -> Path:

@@ -130,9 +130,8 @@ def _group_starts(by: list[str]) -> pl.Expr:
 
 
 def _reach(by: list[str]) -> pl.Expr:
-    """Per row of a frame sorted by `by`, then start: the largest end of the rows before it in its group
-    (none for a group's first row); the groups numbered from their starts, the running maximum taken per
-    number and shifted outside the window."""
+    """Per row of a frame sorted by `by`, then start: the largest end of the rows before it in its group (none
+    for a group's first row): the running maximum per group number, shifted outside the window."""
     first = _group_starts(by)
     return pl.when(~first).then(pl.col("end_us").cum_max().over(first.cum_sum()).shift(1))
 

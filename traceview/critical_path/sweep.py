@@ -98,20 +98,23 @@ def _bit() -> pl.Expr:
     return pl.col("priority").replace_strict(bits, return_dtype=pl.Int64)
 
 
-def _points(cut: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+def _points(cut: pl.LazyFrame, windows: pl.LazyFrame, one_rank: bool) -> pl.LazyFrame:
     """Two points per disjoint interval (its priority's bit added at its start, taken away at its end) and
-    one per window edge (nothing added), sorted by (rank, step, time)."""
-    bit = _bit()
+    one per window edge (nothing added), in (rank, time) order, a window's points together: a rank's windows
+    are disjoint, so its points sorted by time, then by their window's start (two windows touching at a
+    moment: the earlier's points first) and step, keep each window's points together and in time order. A
+    time is nearly unique, so the sort rarely compares further keys; `one_rank`: no rank key at all."""
+    bit, start = _bit(), pl.col("window_start_us").alias("_from")
     return pl.concat(
         [
-            cut.select(*KEYS, pl.col("start_us").alias("t"), bit.alias("d")),
-            cut.select(*KEYS, pl.col("end_us").alias("t"), (-bit).alias("d")),
+            cut.select(*KEYS, pl.col("start_us").alias("t"), bit.alias("d"), start),
+            cut.select(*KEYS, pl.col("end_us").alias("t"), (-bit).alias("d"), start),
             *(
-                windows.select(*KEYS, pl.col(bound).alias("t"), pl.lit(0, pl.Int64).alias("d"))
+                windows.select(*KEYS, pl.col(bound).alias("t"), pl.lit(0, pl.Int64).alias("d"), start)
                 for bound in ("window_start_us", "window_end_us")
             ),
         ]
-    ).sort([*KEYS, "t"])
+    ).sort([*(() if one_rank else ("rank",)), "t", "_from", "step"])
 
 
 _OPEN = pl.col("d").cum_sum()
@@ -120,10 +123,11 @@ _HOLDING = pl.when(_OPEN > 0).then(_OPEN.bitwise_trailing_zeros().cast(pl.Int32)
 sum of the points' bits (each priority's intervals disjoint, `_extending`, so its bit is 0 or 1)."""
 
 
-def path_segments(intervals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+def path_segments(intervals: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     """The path of every window: rank, step, t (segment start), priority (null: nothing recorded), seg_us."""
-    cut = clipped(intervals.select("rank", "start_us", "end_us", "priority"), windows, ["rank"])
-    points = _points(cut, windows)
+    chosen = windows.lazy()
+    cut = clipped(intervals.select("rank", "start_us", "end_us", "priority"), chosen, ["rank"], edges=True)
+    points = _points(cut, chosen, windows.get_column("rank").n_unique() == 1)
     same_window = (pl.col("rank") == pl.col("rank").shift(-1)) & (pl.col("step") == pl.col("step").shift(-1))
     length = pl.when(same_window).then(pl.col("t").shift(-1) - pl.col("t")).otherwise(0.0)  # points sorted
     return (
@@ -306,9 +310,7 @@ def _path_of(
     """The path of `windows` from the disjoint intervals reaching into them (`extending`) and the
     communication rows whose entries they own (`rows`; None: none): its named segments collected, the
     rest planned."""
-    named = named_segments(path_segments(extending, windows.lazy()), extending).collect(
-        optimizations=optimizations
-    )
+    named = named_segments(path_segments(extending, windows), extending).collect(optimizations=optimizations)
     nodes = _NO_NODES.lazy() if rows is None else nodes_plan(named.lazy(), rows, windows.lazy())
     return per_step_plan(named.lazy(), windows.lazy()), holder_steps_plan(named.lazy(), codes), nodes
 

@@ -19,8 +19,26 @@ def _within(expr: pl.Expr, by: Sequence[str]) -> pl.Expr:
     return expr.over(list(by)) if by else expr
 
 
+def group_starts(by: Sequence[str]) -> pl.Expr:
+    """Per row of a frame sorted by `by`: whether it starts a group (its keys differ from the row before; with
+    no keys, the first row)."""
+    if not by:
+        return pl.int_range(pl.len()) == 0
+    return pl.any_horizontal([pl.col(key).ne_missing(pl.col(key).shift(1)) for key in by])
+
+
+def sorted_reach(by: Sequence[str]) -> pl.Expr:
+    """Per row of a frame sorted by `by`, then start: the largest end of the rows before it in its group (none
+    for a group's first row): the running maximum per group number (one integer, not the keys), shifted
+    outside the window."""
+    first = group_starts(by)
+    return pl.when(~first).then(pl.col(END).cum_max().over(first.cum_sum()).shift(1))
+
+
 def _reach(by: Sequence[str]) -> pl.Expr:
-    """Per row (sorted by start within each group): the largest end of the rows before it."""
+    """Per row (sorted by start within each group): the largest end of the rows before it; a window over the
+    keys themselves, as `merged` nests it in one (`sorted_reach` numbers the groups with a window of its
+    own)."""
     return _within(pl.col(END).cum_max().shift(1), by)
 
 

@@ -23,7 +23,7 @@ from functools import cache
 
 import polars as pl
 
-from traceview.core.intervals import clipped
+from traceview.core.intervals import clipped, sorted_reach
 from traceview.critical_path._syncs import replaced_calls, sync_counts, sync_intervals
 from traceview.critical_path.categories import (
     CATEGORIES,
@@ -142,11 +142,7 @@ def _extending(intervals: pl.LazyFrame) -> pl.LazyFrame:
     one covers: disjoint intervals whose union is the priority's, each naming the moments it covers
     (docs/metrics.md). Of intervals that start together, the longest comes first (the outer one names the
     moment), then the first given."""
-    first = pl.col("rank").ne_missing(pl.col("rank").shift(1)) | pl.col("priority").ne_missing(
-        pl.col("priority").shift(1)
-    )  # the rows sorted by (rank, priority): a group's first row
-    running = pl.col("end_us").cum_max().over("rank", "priority")
-    reach = pl.when(first).then(None).otherwise(running.shift(1))  # shifted outside the window: half the cost
+    reach = sorted_reach(["rank", "priority"])  # the rows sorted by (rank, priority), then start
     return (
         intervals.sort(
             ["rank", "priority", "start_us", "end_us"],

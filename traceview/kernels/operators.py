@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import polars as pl
 
+from traceview.core.intervals import group_starts
 from traceview.events.cuda_graphs import is_graph_launch
 from traceview.events.shape_flops import shape_costs_query
 
@@ -113,7 +114,7 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
 
 _ROW = pl.int_range(pl.len())
 _THREAD_KEY, _END = pl.col("_thread"), pl.col("_end")
-_THREAD_START = pl.when(_THREAD_KEY.ne_missing(_THREAD_KEY.shift(1))).then(_ROW).forward_fill()
+_THREAD_START = pl.when(group_starts(["_thread"])).then(_ROW).forward_fill()
 _CLOSED_SO_FAR = (_ROW - _THREAD_START + 1).cast(pl.UInt32).alias("_closed")
 """Per row of ends sorted by (thread, end): the items of its thread ended by its end, itself included."""
 _LAST_OF_END = _THREAD_KEY.ne_missing(_THREAD_KEY.shift(-1)) | _END.ne_missing(_END.shift(-1))

@@ -20,7 +20,7 @@ from functools import cache
 
 import polars as pl
 
-from traceview.core.intervals import clipped
+from traceview.core.intervals import clipped, group_starts, sorted_reach
 from traceview.core.vocab import canonical_collective_expr
 
 MAX_SEGMENTS = 12_000
@@ -124,19 +124,7 @@ def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.select(_label_columns())
 
 
-def _group_starts(by: list[str]) -> pl.Expr:
-    """Per row of a frame sorted by `by`: whether it starts a group (its keys differ from the row before)."""
-    return pl.any_horizontal([pl.col(key).ne_missing(pl.col(key).shift(1)) for key in by])
-
-
-def _reach(by: list[str]) -> pl.Expr:
-    """Per row of a frame sorted by `by`, then start: the largest end of the rows before it in its group (none
-    for a group's first row): the running maximum per group number, shifted outside the window."""
-    first = _group_starts(by)
-    return pl.when(~first).then(pl.col("end_us").cum_max().over(first.cum_sum()).shift(1))
-
-
-_SEGMENT = (pl.col("start_us") > _reach(KEYS)).fill_null(value=True).cum_sum().alias("_segment")
+_SEGMENT = (pl.col("start_us") > sorted_reach(KEYS)).fill_null(value=True).cum_sum().alias("_segment")
 """Per row of events sorted by `KEYS`, then start: its merged segment's number, over the whole frame (a
 group's first row starts one)."""
 _MERGED = [
@@ -193,7 +181,7 @@ def _idle(activity: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     busy = pl.concat([activity.select(_BUSY), *edges], how="vertical_relaxed")
     return (
         busy.sort("rank", "step", "start_us")
-        .with_columns(_reach(["rank", "step"]).alias("_reach"))
+        .with_columns(sorted_reach(["rank", "step"]).alias("_reach"))
         .filter(_HOLE)
         .select(_IDLE_ROW)
     )
@@ -206,7 +194,7 @@ def _bounded(
     column: per row): the smallest gaps bridged (idle: the shortest dropped); with the largest gap bridged per
     (rank, step), where any was (`rank`, `step`, `bridged_gap_us`). The groups are numbered from their
     starts in that order, and every window and grouping is by those numbers."""
-    first = _group_starts(KEYS)
+    first = group_starts(KEYS)
     ordered = (segments if presorted else segments.sort([*KEYS, "start_us"])).with_columns(
         first.cum_sum().alias("_group"),
         pl.when(~first).then(pl.col("start_us") - pl.col("end_us").shift(1)).alias("_gap"),

@@ -191,3 +191,21 @@ def test_nesting_too_deep_inside_the_events(tmp_path: Path, small_slices: None) 
     data = dumps(document(many_events()))
     at = data.index(b"{", len(data) // 2)
     assert_same_reading(write(tmp_path, data[:at] + b"[" * 5000 + data[at:]))
+
+
+def test_a_streamed_trace_is_held_in_one_chunk(tmp_path: Path, small_slices: None) -> None:
+    """Cut in many chunks, the frames are put together once: one chunk a column, whatever the queries that
+    read them later; a column that only the last chunk carries keeps its value there and its nulls before,
+    and a column no event carries is null in every row."""
+    events = many_events()
+    events.append(
+        kf.kernel("ncclDevKernel_AllGather_RING_LL", 5000.0, 4.0, args={"Collective name": "allgather"})
+    )
+    path = write(tmp_path, dumps(document(events)))
+    trace = kineto.parse(path, streamed_limits(4 * SMALL_SLICE))
+    for frame in (trace.gpu, trace.cpu):
+        assert set(frame.n_chunks("all")) == {1}
+    assert trace.gpu.get_column("collective_name").to_list() == [None] * 400 + ["allgather"]
+    assert trace.gpu.get_column("pg_ranks").null_count() == trace.gpu.height == 401
+    assert trace.cpu.get_column("in_split").null_count() == trace.cpu.height
+    assert_same_reading(path)

@@ -6,7 +6,6 @@ collective-call columns only for the rows that carry such arguments; and the bat
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,32 +45,21 @@ class Table:
 
 
 def concat(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """The chunks' frames as one (not copied: a frame per chunk), in `schema`: a column no batch has is all
-    null, cut in the others' chunks (a query over columns chunked apart would first copy them together). No
-    polars query: the columns are put together as they are."""
-    if not frames:
+    """The chunks' frames as one frame of one chunk, in `schema`. A column null in every row (one no batch
+    has, or one none of whose rows carries a value) is a scalar null: it takes no memory per row, neither
+    here nor in a query that gathers, sorts or joins the rows, where a column of nulls would be written out
+    (16 bytes a row for text). The chunks are joined here, once, not by each query that reads the frame."""
+    joined = pl.concat(frames, how="diagonal", rechunk=False) if frames else None
+    if joined is None or joined.height == 0:
         return empty_frame(schema)
-    joined = pl.concat(frames, how="diagonal", rechunk=False)
-    lengths = joined.to_series(0).chunk_lengths() if joined.height else [0]
-    return pl.DataFrame(
-        [
-            joined.get_column(name) if name in joined.columns else _nulls(name, dtype, lengths)
-            for name, dtype in schema.items()
-        ]
+    held = [joined.get_column(name) for name in schema if name in joined.columns]  # `kind` in every batch
+    valued = pl.DataFrame([c for c in held if c.null_count() < joined.height] or held[:1]).rechunk()
+    if valued.width == len(schema):
+        return valued
+    return valued.select(
+        pl.col(name) if name in valued.columns else pl.lit(None, dtype).alias(name)
+        for name, dtype in schema.items()
     )
-
-
-def _nulls(name: str, dtype: pl.DataType, lengths: Sequence[int]) -> pl.Series:
-    """A column of nulls in chunks of `lengths` rows."""
-    null = _null(name, dtype)
-    parts = [null.new_from_index(0, length) for length in lengths]
-    return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=False)
-
-
-@functools.cache
-def _null(name: str, dtype: pl.DataType) -> pl.Series:
-    """One null of `dtype` named `name` (made once: building a Series from a list costs tens of us)."""
-    return pl.Series(name, [None], dtype)
 
 
 def frame_of(

@@ -5,6 +5,7 @@ timelines, NCCL, RCCL, gloo, all-to-all, CUDA graphs, no steps), each given a ra
 from __future__ import annotations
 
 import dataclasses
+import gc
 import gzip
 import random
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from traceview.core.location import Url
 from traceview.events.kernel_names import user_patterns
 from traceview.map.batch import BATCH_RANKS, BATCH_TEXT_BYTES, TEXT_PER_GZIP_BYTE, batches_of_sizes, text_size
 from traceview.map.executors import MapTask, batches, summarize_files
-from traceview.map.rank_summary import RankSummary, summarize, summarize_many
+from traceview.map.rank_summary import RankSummary, summarize, summarize_many, summarize_taken
 from traceview.model.stacking import distinct_rank_rounds
 from traceview.model.trace import RankTrace, SkippedInput
 
@@ -158,3 +159,44 @@ def test_text_size_is_the_inflated_text_of_a_gzip_file(tmp_path: Path) -> None:
     assert text_size(tmp_path / "absent.json.gz", 7) == 7  # unreadable: its size (the parse says why)
     url = Url("s3://bucket/run/rank0.json.gz")
     assert text_size(url, 1_000) == 1_000 * TEXT_PER_GZIP_BYTE  # no trailer read: estimated
+
+
+def _device_traces_alive(path: str) -> int:
+    """How many traces of `path` with their device events are still held (compact traces have none)."""
+    gc.collect()
+    return sum(isinstance(o, RankTrace) and o.path == path and o.gpu.height > 0 for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_map_frees_a_trace_before_its_last_analyses(
+    batched: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of one (a large rank) keeps no trace once its critical path is read: the analyses after it
+    (the budget, the timeline's segments) run on what they need alone. A batch of several keeps its traces
+    for a second try, each alone, should the batch meet a defect."""
+    from traceview.map import rank_summary
+
+    files = sorted(str(path) for path in (SAMPLES / "dp8_ideal").glob("rank*.json*"))[: 2 if batched else 1]
+    alive: list[int] = []
+    segments = rank_summary.rank_segments
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        alive.append(_device_traces_alive(files[0]))
+        return segments(*args, **kwargs)
+
+    monkeypatch.setattr(rank_summary, "rank_segments", counted)
+    results = summarize_files([MapTask(path) for path in files])
+    assert [type(result) for result in results] == [RankSummary] * len(files)
+    assert alive == [1 if batched else 0]
+
+
+def test_summarize_taken_empties_its_list_and_matches_summarize_many() -> None:
+    files = sorted((SAMPLES / "dp8_ideal").glob("rank*.json*"))[:2]
+    traces = [kineto.parse(path) for path in files]
+    together = summarize_many(traces)
+    taken_from = list(traces)
+    taken = summarize_taken(taken_from)
+    assert taken_from == []
+    assert len(traces) == 2  # summarize_many takes a copy
+    for one, other in zip(together, taken, strict=True):
+        assert differences(one, other, "taken") == []

@@ -228,14 +228,20 @@ def _unions() -> dict[str, pl.Expr]:
 
 
 UNIONS = _unions()
+_UNION_CODES = {name: code for code, name in enumerate(sorted(UNIONS))}
+"""Each union's rows tagged with a one-byte code, not its name (a text column costs 16 bytes a row); the
+codes follow the names' order, so the rows sort as they would by name."""
 _UNION_ROWS = [
-    (rows, [*KEYS, pl.col("start_us"), pl.col("end_us"), pl.lit(name).alias("_union")])
+    (
+        rows,
+        [*KEYS, pl.col("start_us"), pl.col("end_us"), pl.lit(_UNION_CODES[name], pl.UInt8).alias("_union")],
+    )
     for name, rows in UNIONS.items()
 ]
 _UNION_COLUMNS = [
-    *(pl.col("_us").filter(pl.col("_union") == name).first().alias(name) for name in UNIONS),
+    *(pl.col("_us").filter(pl.col("_union") == _UNION_CODES[name]).first().alias(name) for name in UNIONS),
     *(
-        pl.col("_n").filter(pl.col("_union") == union).first().cast(pl.Int64).alias(name)
+        pl.col("_n").filter(pl.col("_union") == _UNION_CODES[union]).first().cast(pl.Int64).alias(name)
         for union, name in (("comp_us", "compute_kernels"), ("comm_us", "comm_kernels"))
     ),
 ]

@@ -103,6 +103,7 @@ def summarize_files(tasks: Sequence[MapTask]) -> list[Any]:
         read = _checked(_parsed_together(tasks), tasks)
         release_free_heap()  # the parses' freed pages back to the system before the analyses
         traces = [trace for trace in read if not isinstance(trace, SkippedInput)]
+        read = [result if isinstance(result, SkippedInput) else None for result in read]  # held by `traces`
         summaries = iter(_summaries(traces, tasks[0]) if traces else [])
         return PackedResults(  # sent to the parent packed (traceview.map.packed)
             result if isinstance(result, SkippedInput) else next(summaries) for result in read
@@ -166,19 +167,22 @@ def _skipped(path: str, exc: Exception) -> SkippedInput:
     return SkippedInput(path, f"internal error while reading it ({type(exc).__name__}: {exc}); please report")
 
 
-def _summaries(traces: Sequence[RankTrace], task: MapTask) -> list[Any]:
-    """The summaries of `traces` (one batch); a trace's `SkippedInput` where it cannot be summarised."""
+def _summaries(traces: list[RankTrace], task: MapTask) -> list[Any]:
+    """The summaries of `traces` (one batch, taken out of the list: `summarize_taken`); a trace's
+    `SkippedInput` where it cannot be summarised. A batch of several keeps its traces for a second try, each
+    alone; a batch of one (a large rank) keeps none, so that its analyses free its columns as they go."""
     from traceview.events.kernel_names import user_patterns
-    from traceview.map.rank_summary import summarize, summarize_many
+    from traceview.map.rank_summary import summarize, summarize_taken
 
     patterns = user_patterns(task.options.comm_patterns, task.options.compute_patterns)
+    kept, path = (list(traces) if len(traces) > 1 else []), traces[0].path
     try:
-        return list(summarize_many(traces, patterns, task.ranks_in_run))
+        return list(summarize_taken(traces, patterns, task.ranks_in_run))
     except Exception as exc:
-        if len(traces) == 1:
-            return [_skipped(traces[0].path, exc)]
+        if not kept:
+            return [_skipped(path, exc)]
     results: list[Any] = []
-    for trace in traces:  # alone, so that a defect costs its own rank only
+    for trace in kept:  # alone, so that a defect costs its own rank only
         try:
             results.append(summarize(trace, patterns, task.ranks_in_run))
         except Exception as exc:

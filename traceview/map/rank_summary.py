@@ -129,11 +129,24 @@ def summarize_many(
     """`summarize` of each trace, in order, the ranks' frames stacked so that each analysis runs once for
     all of them (a query costs its call, not its rows: many small ranks cost about what one does). Each rank
     stays on its own clock; traces claiming a rank already in the batch are summarised in another round."""
+    return summarize_taken(list(traces), comm_patterns, ranks_in_run)
+
+
+@in_memory
+def summarize_taken(
+    traces: list[RankTrace], comm_patterns: Sequence[KernelPattern] = (), ranks_in_run: int = 1
+) -> list[RankSummary]:
+    """`summarize_many`, the traces taken out of `traces` (the list is left empty): where the caller keeps
+    no other reference, nothing holds a trace but its analyses, which free its columns as they finish with
+    them (the map's own batches: a large rank's host rows are gone before its budget is cut)."""
+    pending = dict(enumerate(traces))
+    rounds = distinct_rank_rounds(traces)
+    traces.clear()
     done: dict[int, RankSummary] = {}
-    for positions in distinct_rank_rounds(traces):
-        summaries = _summarized([traces[i] for i in positions], comm_patterns, ranks_in_run)
+    for positions in rounds:
+        summaries = _summarized([pending.pop(i) for i in positions], comm_patterns, ranks_in_run)
         done.update(zip(positions, summaries, strict=True))
-    return [done[i] for i in range(len(traces))]
+    return [done[i] for i in range(len(done))]
 
 
 def _summarized(
@@ -156,14 +169,14 @@ def _summarized(
     events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
     classed, names = classed_events(events)
     kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows, (cpu, steps))
-    calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
-    splits = [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
+    splits = _splits(own, traces, windows_of)
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
     path_host = pl.DataFrame([cpu.get_column(c) for c in PATH_HOST_COLUMNS])  # no query; the rest freed
     syncs = stacked_rows(traces, lambda t: t.syncs)
     del batch, traces, cpu, steps  # the parsed traces freed (their caller keeps none): the rest reads events
     path = _critical_path(classed, path_host, windows, kernels, syncs)
+    del classed, path_host, syncs  # the host rows' last reader
     path_steps, path_holders, path_nodes, unlinked_ranks, synced = path
     per_step, gap_steps, gap_causes, top_gaps = _budget_and_gaps(events, windows, launch_rows, own.graphs)
     del launch_rows
@@ -212,6 +225,13 @@ def _critical_path(
     steps, holders, unlinked, nodes, syncs_read = pl.collect_all(plans, optimizations=optimizations)
     synced = {row[0]: (row[1], row[2]) for row in syncs_read.iter_rows()}
     return steps, holders, nodes, set(unlinked.get_column("rank").to_list()), synced
+
+
+def _splits(own: OwnParts, traces: Sequence[RankTrace], windows_of: Sequence[pl.DataFrame]) -> list[Any]:
+    """Each trace's all-to-all calls with their split sizes (`traceview.moe.splits.splits_of`)."""
+    ranks = [trace.rank for trace in traces]
+    calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
+    return [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
 
 
 def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:

@@ -21,14 +21,7 @@ import pytest
 
 from tests import report_factory as rf
 from tests.shared_data import REAL, requires_shared
-from traceview.core.address_space import (
-    JEMALLOC_DECAY,
-    MIB,
-    MIN_ADDRESS_SPACE_BYTES,
-    MIN_OPEN_FILES,
-    return_freed_pages,
-    threads_that_fit,
-)
+from traceview.core.address_space import MIB, MIN_ADDRESS_SPACE_BYTES, MIN_OPEN_FILES, threads_that_fit
 from traceview.map.executors import _worker_death
 
 BIG_RANK = REAL / "kineto" / "hta_df_index_resolver" / "df_index_resolver.json.gz"  # 54 MB of JSON
@@ -234,29 +227,3 @@ def test_ctrl_c_in_the_first_tenth_of_a_second_is_one_line(run: Path) -> None:
         _, err = process.communicate(timeout=60)
         assert process.returncode == 130, err
         assert err == "traceview: interrupted\n"
-
-
-@pytest.mark.parametrize(
-    ("stated", "expected"),
-    [
-        (None, JEMALLOC_DECAY),
-        ("narenas:1", f"narenas:1,{JEMALLOC_DECAY}"),
-        ("dirty_decay_ms:10", "dirty_decay_ms:10"),  # the user's decay kept as stated
-        ("muzzy_decay_ms:5000", "muzzy_decay_ms:5000"),
-    ],
-)
-def test_freed_pages_go_back_sooner_unless_the_user_says(stated: str | None, expected: str) -> None:
-    environ = {} if stated is None else {"_RJEM_MALLOC_CONF": stated}
-    return_freed_pages(environ)
-    assert environ["_RJEM_MALLOC_CONF"] == expected
-
-
-def test_the_command_line_tells_polars_before_importing_it() -> None:
-    code = (
-        "import os; os.environ.pop('_RJEM_MALLOC_CONF', None)\n"
-        "from traceview.cli.entry import _fit_memory; _fit_memory()\n"
-        "import polars; print(os.environ['_RJEM_MALLOC_CONF'])"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith(JEMALLOC_DECAY)  # polars puts its own defaults first

@@ -41,16 +41,9 @@ def _say_and_exit(line: str, code: int) -> None:
 
 
 def _fit_memory() -> None:
-    """Before polars is imported: its allocator told to give freed pages back sooner; the address-space limit
-    read: too small, one line and exit 2."""
-    from traceview.core.address_space import (
-        AddressSpaceTooSmall,
-        fit_address_space,
-        fit_open_files,
-        return_freed_pages,
-    )
+    """Read the address-space limit before polars is imported: too small, one line and exit 2."""
+    from traceview.core.address_space import AddressSpaceTooSmall, fit_address_space, fit_open_files
 
-    return_freed_pages()
     try:
         fit_open_files()
         fit_address_space()

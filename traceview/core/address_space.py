@@ -3,9 +3,7 @@
 (exit 2); above it, the threads that reserve address space without using it are capped to fit: polars' thread
 pool (`POLARS_MAX_THREADS`, each thread's stack and allocator arena), the arenas of polars' allocator
 (jemalloc: one arena, no background thread) and of the C library (glibc: one arena, where each thread's
-would reserve 64 MiB). Without a limit the threads and arenas are left alone. Whatever the limit, polars'
-allocator gives freed pages back to the system sooner than polars asks it to (`return_freed_pages`). A
-setting the user made in the environment is kept.
+would reserve 64 MiB). Without a limit nothing changes. A setting the user made in the environment is kept.
 
 The open-files limit (`ulimit -n`, RLIMIT_NOFILE) is read at the same time: a soft limit below
 `WANTED_OPEN_FILES` is raised toward the hard one (any process may), and a hard limit below `MIN_OPEN_FILES`
@@ -32,10 +30,6 @@ BASE_BYTES = 256 * MIB
 JEMALLOC_CONF = "narenas:1,background_thread:false"
 """polars' jemalloc (prefixed `_rjem_`): one arena, no background purging thread."""
 GLIBC_ARENA_MAX = -8  # mallopt's M_ARENA_MAX
-JEMALLOC_DECAY = "dirty_decay_ms:200,muzzy_decay_ms:0"
-"""polars' jemalloc gives a freed page back to the system after 200 ms unused, at once (polars states 500 ms,
-then a second more in which the page is freed lazily and still counted in the process's memory). Measured on
-one rank of 5,000,000 tiny events (benchmarks/tiny_events.py): peak RSS 2,034 -> 1,890 MiB."""
 
 
 MIN_OPEN_FILES = 16
@@ -61,16 +55,6 @@ def fit_open_files() -> None:
     wanted = WANTED_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, WANTED_OPEN_FILES)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-
-
-def return_freed_pages(environ: dict[str, str] | None = None) -> None:
-    """Have polars' allocator give freed pages back sooner (`JEMALLOC_DECAY`), for this process and the
-    workers it starts; decay times the user stated in `_RJEM_MALLOC_CONF` are kept."""
-    environ = os.environ if environ is None else environ  # type: ignore[assignment]
-    assert environ is not None
-    stated = environ.get("_RJEM_MALLOC_CONF", "")
-    if "decay_ms" not in stated:
-        environ["_RJEM_MALLOC_CONF"] = f"{stated},{JEMALLOC_DECAY}" if stated else JEMALLOC_DECAY
 
 
 def address_space_limit() -> int | None:

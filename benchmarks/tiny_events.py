@@ -63,9 +63,12 @@ def write_rank(path: Path, events: int) -> None:
 
 
 def measure(path: Path) -> tuple[float, float, float]:
-    """CPU seconds of the tree, wall seconds and peak RSS of the tree (MiB, sampled every 20 ms)."""
+    """CPU seconds of the tree, wall seconds and peak RSS (MiB): the tree's, sampled every 20 ms, or the
+    largest process's own high-water mark (`ru_maxrss`, exact) where that is higher: a sample misses a peak
+    that lasts less than its period, and one rank runs in one process."""
     start = time.perf_counter()
-    command = [sys.executable, "-c", RUN, "summary", str(path), "--json", "--quiet"]
+    # -P: the copy on PYTHONPATH, never a `traceview` folder in the working directory
+    command = [sys.executable, "-P", "-c", RUN, "summary", str(path), "--json", "--quiet"]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = [0.0]
     stop = threading.Event()
@@ -88,7 +91,7 @@ def measure(path: Path) -> tuple[float, float, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"{' '.join(command)} exited with {os.waitstatus_to_exitcode(status)}")
-    return usage.ru_utime + usage.ru_stime, wall, peak[0]
+    return usage.ru_utime + usage.ru_stime, wall, max(peak[0], usage.ru_maxrss / 1024)
 
 
 def main() -> None:

@@ -115,6 +115,48 @@ def test_each_kernel_belongs_to_its_innermost_operator_once(tmp_path: Path) -> N
     assert kernels.linked_share == pytest.approx(2 / 3)
 
 
+def test_a_zero_length_operator_at_a_call_s_start_is_not_its_parent(tmp_path: Path) -> None:
+    """A zero-length operator starting where a call starts is open at that start but contains nothing: the
+    call's kernel belongs to the operator around both; one ended earlier on the thread is closed."""
+    events = [
+        kf.step(1, 0, 300),
+        kf.cpu_op("aten::linear", 0, 50),
+        kf.cpu_op("aten::empty", 5, 0),  # zero length, ended before the first call
+        kf.cpu_op("aten::view", 10, 0),  # zero length, at the first call's start
+        kf.cpu_op("aten::view", 10, 0),  # and a second one there
+        kf.launch(10, correlation=1),
+        kf.cpu_op("aten::addmm", 20, 20),
+        kf.cpu_op("aten::t", 25, 0),  # zero length, at the second call's start inside addmm
+        kf.launch(25, correlation=2),
+        kf.kernel(GEMM, 100, 20, correlation=1),
+        kf.kernel(FILL, 130, 5, correlation=2),
+    ]
+    kernels = kernels_of(tmp_path, {0: events})
+    ops = {row["operator"]: row for row in kernels.parts.operators.iter_rows(named=True)}
+    assert set(ops) == {"aten::linear", "aten::addmm"}
+    assert ops["aten::linear"]["kernel_us"] == pytest.approx(20)
+    assert ops["aten::addmm"]["kernel_us"] == pytest.approx(5)
+    assert kernels.linked_share == pytest.approx(2 / 2)
+
+
+def test_a_kernel_whose_id_two_calls_claim_belongs_to_the_first_call_s_operator(tmp_path: Path) -> None:
+    events = [
+        kf.step(1, 0, 300),
+        kf.cpu_op("aten::addmm", 0, 50),
+        kf.launch(10, correlation=1),
+        kf.cpu_op("aten::add", 100, 50),
+        kf.launch(110, correlation=1),  # the same id again, later: not the kernel's call
+        kf.launch(120, correlation=2),
+        kf.kernel(GEMM, 160, 20, correlation=1),
+        kf.kernel(FILL, 190, 5, correlation=2),
+    ]
+    operators = kernels_of(tmp_path, {0: events}).parts.operators
+    ops = {row["operator"]: row for row in operators.iter_rows(named=True)}
+    assert {name: row["kernels"] for name, row in ops.items()} == {"aten::addmm": 1, "aten::add": 1}
+    assert ops["aten::addmm"]["kernel_us"] == pytest.approx(20)
+    assert ops["aten::add"]["kernel_us"] == pytest.approx(5)
+
+
 def test_launch_statistics(tmp_path: Path) -> None:
     events = [
         kf.step(1, 0, 100),

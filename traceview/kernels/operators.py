@@ -49,6 +49,7 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 _THREAD = pl.struct("rank", *THREAD).hash(seed=7).alias("_thread")
 _IS_RUNTIME = pl.col("kind") == "runtime"
 _CALL_KEY = ["rank", "correlation"]
+_FIRST_OF_ID = pl.struct(_CALL_KEY).is_first_distinct()
 _IS_OP = pl.col("kind") == "op"
 _CALL_ITEM = (
     "rank",
@@ -79,11 +80,11 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """Operators and the calls that launched device work (`launched`: their distinct correlation ids) of the
     threads that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's
     row), `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
-    calls = (
+    calls = (  # the first call of each id (a flag, not a unique's hash table of rows), then the launched
         cpu.lazy()
         .filter(_IS_RUNTIME)
+        .filter(_FIRST_OF_ID)
         .join(launched, on=_CALL_KEY, how="semi", maintain_order="left")
-        .unique(_CALL_KEY, keep="first", maintain_order=True)
         .select(_CALL_ITEM)
     )
     call_starts = calls.select(_NEXT_CALL).sort("_next_call")
@@ -118,8 +119,13 @@ _THREAD_START = pl.when(group_starts(["_thread"])).then(_ROW).forward_fill()
 _CLOSED_SO_FAR = (_ROW - _THREAD_START + 1).cast(pl.UInt32).alias("_closed")
 """Per row of ends sorted by (thread, end): the items of its thread ended by its end, itself included."""
 _LAST_OF_END = _THREAD_KEY.ne_missing(_THREAD_KEY.shift(-1)) | _END.ne_missing(_END.shift(-1))
-_ZERO_LENGTH = pl.col("end_us") == pl.col("start_us")
-_ZERO = pl.len().alias("_zero")
+_ZERO_LENGTH = (pl.col("end_us") == pl.col("start_us")).fill_null(False).cast(pl.UInt32).alias("_zero_so_far")
+_ZERO_SO_FAR = pl.col("_zero_so_far").cum_sum()
+"""Per row of ends sorted by (thread, end): the zero-length items up to it, over the whole frame."""
+_ZERO_AT_END = (pl.col("_zero_so_far") - pl.col("_zero_so_far").shift(1).fill_null(0)).alias("_zero_at")
+"""Per last row of each (thread, end): the zero-length items ending (and starting) there."""
+_ZERO = pl.when(pl.col("_end") == pl.col("start_us")).then(pl.col("_zero_at")).cast(pl.UInt32).alias("_zero")
+"""Per item: the zero-length items of its thread at its start (open at it; null when none ends there)."""
 _DEPTH = (pl.col("position") - (pl.col("_closed").fill_null(0) - pl.col("_zero").fill_null(0))).alias("depth")
 
 
@@ -128,17 +134,16 @@ def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     start). The as-of join by thread needs each side sorted by its key within each thread only: the items
     are (by start), and so are their ends, so neither is sorted again."""
     items = _sorted_items(cpu, launched).cache()
-    ends = (  # per thread and end time: how many items have ended by then (the last row of each end)
-        items.select("_thread", pl.col("end_us").alias("_end"))
+    ends = (  # per thread and end time: how many items have ended by then, how many of them zero-length
+        items.select("_thread", pl.col("end_us").alias("_end"), _ZERO_LENGTH)
         .sort("_thread", "_end")
-        .with_columns(_CLOSED_SO_FAR)
+        .with_columns(_CLOSED_SO_FAR, _ZERO_SO_FAR)
         .filter(_LAST_OF_END)
+        .with_columns(_ZERO_AT_END)
+        .drop("_zero_so_far")
     )
-    zero = items.filter(_ZERO_LENGTH).group_by("_thread", "start_us").agg(_ZERO)  # open at their start
-    counted = items.join_asof(
-        ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False
-    ).join(zero, on=["_thread", "start_us"], how="left")
-    return counted.with_columns(_DEPTH).drop("_end", "_closed", "_zero")
+    counted = items.join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
+    return counted.with_columns(_ZERO).with_columns(_DEPTH).drop("_end", "_closed", "_zero_at", "_zero")
 
 
 def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:

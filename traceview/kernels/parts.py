@@ -211,6 +211,7 @@ def batch_kernel_parts(
         [link_items(classed.lazy(), cpu), host_candidates(cpu), runtime_names(cpu)]
     )
     linked, spans = pl.collect_all([linked_events(classed, items), host_spans(candidates, hosted)])
+    del items, candidates  # a large rank's items are its host rows' size: freed before the parts run
     costs = operator_costs_query(linked, cpu).cache()
     seen = first_seen(classed).cache()
     parts = (

@@ -29,10 +29,10 @@ def group_starts(by: Sequence[str]) -> pl.Expr:
 
 def sorted_reach(by: Sequence[str]) -> pl.Expr:
     """Per row of a frame sorted by `by`, then start: the largest end of the rows before it in its group (none
-    for a group's first row): the running maximum per group number (one integer, not the keys), shifted
-    outside the window."""
+    for a group's first row): the running maximum per group number (one integer, not the keys; flagged
+    sorted, so that the window slices the rows instead of hashing them), shifted outside the window."""
     first = group_starts(by)
-    return pl.when(~first).then(pl.col(END).cum_max().over(first.cum_sum()).shift(1))
+    return pl.when(~first).then(pl.col(END).cum_max().over(first.cum_sum().set_sorted()).shift(1))
 
 
 def _reach(by: Sequence[str]) -> pl.Expr:

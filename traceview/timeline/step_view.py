@@ -124,9 +124,11 @@ def _labelled(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.select(_label_columns())
 
 
-_SEGMENT = (pl.col("start_us") > sorted_reach(KEYS)).fill_null(value=True).cum_sum().alias("_segment")
+_NEW_SEGMENT = (pl.col("start_us") > sorted_reach(KEYS)).fill_null(value=True)
+_SEGMENT = _NEW_SEGMENT.cum_sum().set_sorted().alias("_segment")
 """Per row of events sorted by `KEYS`, then start: its merged segment's number, over the whole frame (a
-group's first row starts one)."""
+group's first row starts one). Flagged sorted, so that the merge's group-by slices the rows instead of
+hashing them (its aggregations are exact: first, least, largest, count)."""
 _MERGED = [
     *(pl.col(key).first() for key in KEYS),
     pl.col("start_us").min(),
@@ -196,7 +198,7 @@ def _bounded(
     starts in that order, and every window and grouping is by those numbers."""
     first = group_starts(KEYS)
     ordered = (segments if presorted else segments.sort([*KEYS, "start_us"])).with_columns(
-        first.cum_sum().alias("_group"),
+        first.cum_sum().set_sorted().alias("_group"),  # sorted: the windows over it slice the rows
         pl.when(~first).then(pl.col("start_us") - pl.col("end_us").shift(1)).alias("_gap"),
         (pl.col("end_us") - pl.col("start_us")).alias("_length"),
     )
@@ -302,7 +304,8 @@ def rank_segments(
     each = counts.get_column("rank").is_first_distinct()  # a row per rank (Series: no query)
     ranks, shares = (counts.get_column(c).filter(each) for c in ("rank", "_per_group"))
     share = pl.col("rank").replace_strict(ranks, shares)
-    bounding = segments.lazy().filter(pl.col("rank").is_in(over))  # still in order
+    every = len(over) == ranks.len()  # a batch of one large rank: no filter's copy of its segments
+    bounding = segments.lazy() if every else segments.lazy().filter(pl.col("rank").is_in(over))  # in order
     bounded, bridged = _bounded(bounding.with_columns(share.alias("_per_group")), pl.col("_per_group"), True)
     kept = segments.lazy().filter(~pl.col("rank").is_in(over))
     with_bridged = (

@@ -86,6 +86,7 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
         .filter(_FIRST_OF_ID)
         .join(launched, on=_CALL_KEY, how="semi", maintain_order="left")
         .select(_CALL_ITEM)
+        .cache()  # read twice (their starts, then the items): computed once
     )
     call_starts = calls.select(_NEXT_CALL).sort("_next_call")
     ops = (  # an operator no call starts inside is nobody's ancestor: left out (fewer rows to sort)
@@ -150,7 +151,7 @@ def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """The operators and calls of `cpu` that launched the device `events`, with their `depth` (`_items`), as
     a query: `links` reads them twice, so they are computed first (inside one query the optimizer would push
     each reader's filter into them and compute them twice)."""
-    return _items(cpu, events.select(_CALL_KEY).drop_nulls("correlation").unique())
+    return _items(cpu, events.select(_CALL_KEY).drop_nulls("correlation"))  # a semi join: no unique
 
 
 def links(items: pl.DataFrame) -> pl.LazyFrame:

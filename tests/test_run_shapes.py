@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests import kineto_factory as kf
 from tests.shared_data import REAL_KINETO, requires_shared
 from traceview.load.inputs import load_run
 from traceview.reduce.analysis import RunAnalysis, analyze
+from traceview.steps.graphs import graph_step_plan
 
 
 def _analysed(tmp_path: Path, events: list[kf.Event], world_size: int = 2) -> RunAnalysis:
@@ -75,6 +77,18 @@ def test_launches_that_never_ran_make_a_capture_step_without_a_capture_call(tmp_
     analysis = _analysed(tmp_path, [*events, *_replay_step(2, 2000.0)])
     flags = dict(analysis.budget.per_step.select("step", "graph_capture").rows())
     assert flags == {1: True, 2: False}  # 1 of 40 ran: at most 10% of at least 20 launches
+
+
+def test_a_step_none_of_whose_launches_ran_counts_none_and_is_a_capture_step(tmp_path: Path) -> None:
+    events = [e for e in _capture_step(1, 0.0, launches=25, ran=0) if "Capture" not in e["name"]]
+    kf.write(kf.document([*events, *_replay_step(2, 2000.0)], rank=0, world_size=2), tmp_path / "rank0.json")
+    trace = load_run(str(tmp_path)).ranks[0]
+    rank = pl.lit(0, pl.Int64).alias("rank")
+    device = trace.gpu.lazy().with_columns(rank)
+    plan = graph_step_plan(trace.cpu.with_columns(rank), trace.steps.with_columns(rank), device, [0])
+    rows = {r["step"]: r for r in plan.collect().iter_rows(named=True)}
+    assert (rows[1]["graph_capture"], rows[1]["launches"], rows[1]["launches_ran"]) == (True, 25, 0)
+    assert (rows[2]["graph_capture"], rows[2]["launches"], rows[2]["launches_ran"]) == (False, 0, 0)
 
 
 def test_without_step_annotations_the_window_and_the_recorded_span_are_said(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ _CPU_STEPS = (
 
 _CORRELATED = pl.col("correlation").is_not_null()
 _LAUNCH = ("rank", "correlation", "launch_us")
+_IDS = ["rank", "correlation"]
 _INSIDE = pl.col("step").is_not_null() & (pl.col("launch_us") < pl.col("_end"))
 _FIRST_LAUNCH = pl.col("launch_us").min().alias("first_launch_us")
 
@@ -38,11 +39,10 @@ def first_launch_plan(steps: pl.DataFrame, events: pl.LazyFrame, launches: pl.Da
     `FIRST_LAUNCH_SCHEMA`, by rank and step; a lazy query, for a caller to collect with others."""
     where, columns = _CPU_STEPS
     cpu = steps.lazy().filter(where).select(*columns).sort("host_start_us")
-    launched = (
-        events.filter(_CORRELATED)
-        .select("rank", "correlation")
-        .unique()
-        .join(launches.lazy().select(_LAUNCH), on=["rank", "correlation"])
+    launched = (  # the launches of device work: a semi join with the events' ids (no unique of them)
+        launches.lazy()
+        .select(_LAUNCH)
+        .join(events.filter(_CORRELATED).select(_IDS), on=_IDS, how="semi")
         .drop_nulls("launch_us")
         .sort("launch_us")
     )

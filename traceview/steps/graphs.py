@@ -66,15 +66,21 @@ def graph_step_plan(
     `rank`, of one or many ranks; `stepped`: the ranks with CPU steps), the launches, how many of them ran,
     the graph replays and whether it is a capture step (module docstring). Columns `GRAPH_SCHEMA`, by rank and
     step; a lazy query, for a caller to collect with others."""
-    ran = device.select("rank", "correlation").unique().with_columns(pl.lit(True).alias("ran"))
-    launch, capture, replay = _KINDS
-    marked = (
-        cpu.lazy()
-        .filter(_RUNTIME)
-        .join(ran, on=["rank", "correlation"], how="left")
-        .select("rank", "start_us", launch, pl.col("ran").fill_null(False), capture, replay)
+    marked = cpu.lazy().filter(_RUNTIME).select("rank", "start_us", "correlation", *_KINDS)
+    placed = _in_steps(marked, steps, stepped).cache()  # read twice: every call, then the launches that ran
+    ran = (  # a semi join with the device's ids: no unique of them, no join of every call
+        placed.filter(pl.col("launch"))
+        .join(device.select(_CALL_KEY), on=_CALL_KEY, how="semi")
+        .group_by("rank", "step")
+        .agg(pl.len().alias("launches_ran"))
     )
-    counts = _in_steps(marked, steps, stepped).group_by("rank", "step").agg(*_COUNTS).with_columns(_CAPTURE)
+    counts = (
+        placed.group_by("rank", "step")
+        .agg(*_COUNTS)
+        .join(ran, on=["rank", "step"], how="left")
+        .with_columns(pl.col("launches_ran").fill_null(0))
+        .with_columns(_CAPTURE)
+    )
     return counts.select(list(GRAPH_SCHEMA)).cast(GRAPH_SCHEMA).sort("rank", "step")  # type: ignore[arg-type]
 
 
@@ -84,9 +90,9 @@ _KINDS = (
     pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
     pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
 )
+_CALL_KEY = ["rank", "correlation"]
 _COUNTS = (
     pl.col("launch").sum().alias("launches"),
-    (pl.col("launch") & pl.col("ran")).sum().alias("launches_ran"),
     pl.col("replay").sum().alias("graph_replays"),
     pl.col("capture").any().alias("_capture"),
 )

@@ -58,7 +58,7 @@ PATH_HOST_COLUMNS = ("rank", "kind", "name", "start_us", "end_us", "tid", "corre
 
 def launching_threads(cpu: pl.LazyFrame, device: pl.LazyFrame) -> pl.LazyFrame:
     """(rank, tid) of every thread whose runtime calls launched a device event (by correlation)."""
-    launched = device.select("rank", "correlation").drop_nulls().unique()
+    launched = device.select("rank", "correlation").drop_nulls()  # a semi join: the ids need no unique
     runtime = cpu.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
     return runtime.join(launched, on=["rank", "correlation"], how="semi").select("rank", "tid").unique()
 

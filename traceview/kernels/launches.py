@@ -126,7 +126,7 @@ def _captures(
 ) -> pl.LazyFrame:
     """Per (rank, host step): `capture_calls` and `captured_launches` (null where none)."""
     calls, capturing = _graph_calls(cpu, names)
-    ran = linked.select(_CALL_KEY).unique()
+    ran = linked.select(_CALL_KEY)  # an anti join: the ids need no unique
     captured = calls.filter(_IS_KERNEL_LAUNCH).join(ran, on=_CALL_KEY, how="anti")
     launches = (
         _in_windows(captured.select("rank", "start_us"), "start_us", host_windows)

@@ -80,3 +80,26 @@ def test_an_interrupt_in_a_wait_ends_the_command() -> None:
     assert code == 130, err
     assert err == "traceview: interrupted\n"
     assert HARD_EXIT_AFTER_S <= seconds < HARD_EXIT_AFTER_S + 1.5  # slack for a loaded machine
+
+
+INTERRUPTED_WHILE_A_CLASS_IS_BUILT = """
+import sys
+from traceview.cli.main import _exit_code
+
+class Field:
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt  # as a Ctrl-C arriving while an import builds a dataclass
+
+try:
+    class Log:
+        settings = Field()
+except RuntimeError as error:  # Python wraps it: "Error calling __set_name__ on 'Field' instance ..."
+    sys.exit(_exit_code(error))
+"""
+
+
+def test_an_interrupt_that_python_wraps_while_building_a_class_is_said_as_an_interrupt() -> None:
+    command = [sys.executable, "-c", INTERRUPTED_WHILE_A_CLASS_IS_BUILT]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "traceview: interrupted\n"

@@ -141,13 +141,25 @@ def _exit_code(error: BaseException) -> int:
     if isinstance(error, ClickError):
         say(f"traceview: error: {printable(error.format_message())}")
         return EXIT_INPUT
-    if isinstance(error, typer.Abort | KeyboardInterrupt):
+    if _from_interrupt(error):
         interruption_said()  # the line is said here, not by the deadline's watcher
         say("traceview: interrupted")
         return EXIT_INTERRUPTED
     log = _crash_log(error)
     say(f"traceview: internal error: {type(error).__name__}: {printable(error, 300)} ({log})")
     return EXIT_INTERNAL
+
+
+def _from_interrupt(error: BaseException | None) -> bool:
+    """Whether `error` is a Ctrl-C: an interrupt, or an error raised while one unwound (Python wraps one that
+    comes while a class is built, during an import, in a `RuntimeError` whose cause it is)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, typer.Abort | KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _run() -> int:

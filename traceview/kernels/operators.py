@@ -77,7 +77,7 @@ _ITEM_ORDER = ["_thread", "start_us", "end_us", "is_call"]
 
 
 def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
-    """Operators and the calls that launched device work (`launched`: their distinct correlation ids) of the
+    """Operators and the calls that launched device work (`launched`: their correlation ids) of the
     threads that launched any, sorted (thread, start, longer first, calls last), with `op_id` (the operator's
     row), `is_call` and `position`. A thread is one integer (`_thread`), so sorting reads no strings."""
     calls = (  # the first call of each id (a flag, not a unique's hash table of rows), then the launched
@@ -120,8 +120,8 @@ _THREAD_START = pl.when(group_starts(["_thread"])).then(_ROW).forward_fill()
 _CLOSED_SO_FAR = (_ROW - _THREAD_START + 1).cast(pl.UInt32).alias("_closed")
 """Per row of ends sorted by (thread, end): the items of its thread ended by its end, itself included."""
 _LAST_OF_END = _THREAD_KEY.ne_missing(_THREAD_KEY.shift(-1)) | _END.ne_missing(_END.shift(-1))
-_ZERO_LENGTH = (pl.col("end_us") == pl.col("start_us")).fill_null(False).cast(pl.UInt32).alias("_zero_so_far")
-_ZERO_SO_FAR = pl.col("_zero_so_far").cum_sum()
+_ZERO_LENGTH = (pl.col("end_us") == pl.col("start_us")).fill_null(False).cast(pl.UInt32).alias("_zero_length")
+_ZERO_SO_FAR = pl.col("_zero_length").cum_sum().alias("_zero_so_far")
 """Per row of ends sorted by (thread, end): the zero-length items up to it, over the whole frame."""
 _ZERO_AT_END = (pl.col("_zero_so_far") - pl.col("_zero_so_far").shift(1).fill_null(0)).alias("_zero_at")
 """Per last row of each (thread, end): the zero-length items ending (and starting) there."""
@@ -141,7 +141,7 @@ def _items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(_CLOSED_SO_FAR, _ZERO_SO_FAR)
         .filter(_LAST_OF_END)
         .with_columns(_ZERO_AT_END)
-        .drop("_zero_so_far")
+        .drop("_zero_length", "_zero_so_far")
     )
     counted = items.join_asof(ends, left_on="start_us", right_on="_end", by="_thread", check_sortedness=False)
     return counted.with_columns(_ZERO).with_columns(_DEPTH).drop("_end", "_closed", "_zero_at", "_zero")

@@ -304,8 +304,7 @@ def rank_segments(
     each = counts.get_column("rank").is_first_distinct()  # a row per rank (Series: no query)
     ranks, shares = (counts.get_column(c).filter(each) for c in ("rank", "_per_group"))
     share = pl.col("rank").replace_strict(ranks, shares)
-    every = len(over) == ranks.len()  # a batch of one large rank: no filter's copy of its segments
-    bounding = segments.lazy() if every else segments.lazy().filter(pl.col("rank").is_in(over))  # in order
+    bounding = segments.lazy().filter(pl.col("rank").is_in(over))  # still in order
     bounded, bridged = _bounded(bounding.with_columns(share.alias("_per_group")), pl.col("_per_group"), True)
     kept = segments.lazy().filter(~pl.col("rank").is_in(over))
     with_bridged = (

@@ -19,6 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceview.events.cuda_graphs import graph_calls
+from traceview.model.trace import CALL_KEY
 
 LAUNCH_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -68,8 +69,7 @@ _DURATION = pl.col("end_us") - pl.col("start_us")
 _CALL = pl.col("launch_end_us") - pl.col("launch_start_us")
 _SINGLE = ~pl.col("graph") & (pl.col("kind") == "kernel")
 _HAS_LAUNCH = pl.col("launch_start_us").is_not_null()
-_CALL_KEY = ["rank", "correlation"]
-_FIRST = (pl.col("start_us") == pl.col("start_us").min().over(_CALL_KEY)).alias("_first")
+_FIRST = (pl.col("start_us") == pl.col("start_us").min().over(CALL_KEY)).alias("_first")
 _QUEUE = (pl.col("start_us") - pl.col("launch_end_us")).alias("_queue")
 _QUEUED = pl.col("_queue").filter(_SINGLE | (pl.col("graph") & pl.col("_first")))
 _DEVICE_FIGURES = (
@@ -89,9 +89,9 @@ def _device_side(linked: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """Per step: `DEVICE_COLUMNS` of the device events with a launch (at least one has)."""
     per_call = linked.filter(_HAS_LAUNCH).with_columns(_FIRST).with_columns(_QUEUE)
     stepped = _in_windows(
-        per_call.filter(pl.col("_first")).select(*_CALL_KEY, "start_us"), "start_us", windows
+        per_call.filter(pl.col("_first")).select(*CALL_KEY, "start_us"), "start_us", windows
     )
-    placed = per_call.join(stepped.select(*_CALL_KEY, "step"), on=_CALL_KEY)
+    placed = per_call.join(stepped.select(*CALL_KEY, "step"), on=CALL_KEY)
     return placed.group_by(_STEP).agg(_DEVICE_FIGURES)
 
 
@@ -126,8 +126,8 @@ def _captures(
 ) -> pl.LazyFrame:
     """Per (rank, host step): `capture_calls` and `captured_launches` (null where none)."""
     calls, capturing = _graph_calls(cpu, names)
-    ran = linked.select(_CALL_KEY)  # an anti join: the ids need no unique
-    captured = calls.filter(_IS_KERNEL_LAUNCH).join(ran, on=_CALL_KEY, how="anti")
+    ran = linked.select(CALL_KEY)  # an anti join: the ids need no unique
+    captured = calls.filter(_IS_KERNEL_LAUNCH).join(ran, on=CALL_KEY, how="anti")
     launches = (
         _in_windows(captured.select("rank", "start_us"), "start_us", host_windows)
         .group_by(_STEP)

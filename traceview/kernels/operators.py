@@ -23,6 +23,7 @@ import polars as pl
 from traceview.core.intervals import group_starts
 from traceview.events.cuda_graphs import is_graph_launch
 from traceview.events.shape_flops import shape_costs_query
+from traceview.model.trace import CALL_KEY
 
 TOP_OPERATORS = 24
 """Operators kept per rank (`top_operators`)."""
@@ -48,8 +49,7 @@ OPERATOR_SCHEMA: dict[str, pl.DataType] = {
 
 _THREAD = pl.struct("rank", *THREAD).hash(seed=7).alias("_thread")
 _IS_RUNTIME = pl.col("kind") == "runtime"
-_CALL_KEY = ["rank", "correlation"]
-_FIRST_OF_ID = pl.struct(_CALL_KEY).is_first_distinct()
+_FIRST_OF_ID = pl.struct(CALL_KEY).is_first_distinct()
 _IS_OP = pl.col("kind") == "op"
 _CALL_ITEM = (
     "rank",
@@ -84,7 +84,7 @@ def _sorted_items(cpu: pl.DataFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
         cpu.lazy()
         .filter(_IS_RUNTIME)
         .filter(_FIRST_OF_ID)
-        .join(launched, on=_CALL_KEY, how="semi", maintain_order="left")
+        .join(launched, on=CALL_KEY, how="semi", maintain_order="left")
         .select(_CALL_ITEM)
         .cache()  # read twice (their starts, then the items): computed once
     )
@@ -151,7 +151,7 @@ def link_items(events: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """The operators and calls of `cpu` that launched the device `events`, with their `depth` (`_items`), as
     a query: `links` reads them twice, so they are computed first (inside one query the optimizer would push
     each reader's filter into them and compute them twice)."""
-    return _items(cpu, events.select(_CALL_KEY).drop_nulls("correlation"))  # a semi join: no unique
+    return _items(cpu, events.select(CALL_KEY).drop_nulls("correlation"))  # a semi join: no unique
 
 
 def links(items: pl.DataFrame) -> pl.LazyFrame:
@@ -188,7 +188,7 @@ _CALL_COLUMNS = (
 )
 _INSIDE = (pl.col("_op_start") <= pl.col("start_us")) & (pl.col("_op_end") >= pl.col("end_us"))
 _LINK_COLUMNS: tuple[str | pl.Expr, ...] = (
-    *_CALL_KEY,
+    *CALL_KEY,
     pl.when(_INSIDE).then(pl.col("op_id")).alias("op_id"),
     pl.when(_INSIDE).then(pl.col("_op_name")).alias("op_name"),
     pl.col("name").alias("launch_name"),
@@ -201,7 +201,7 @@ _LINK_COLUMNS: tuple[str | pl.Expr, ...] = (
 def linked_events(events: pl.DataFrame, items: pl.DataFrame) -> pl.LazyFrame:
     """Device `events` with their launch and operator (`LINK_COLUMNS`; null when not linked), from the
     `link_items` computed (`items`), as a query."""
-    return events.lazy().join(links(items), on=_CALL_KEY, how="left", maintain_order="left")
+    return events.lazy().join(links(items), on=CALL_KEY, how="left", maintain_order="left")
 
 
 def with_links(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:

@@ -74,6 +74,9 @@ SYNC_SCHEMA: Mapping[str, pl.DataType] = {
 """CUDA sync events (`cuda_sync`, written with the profiler's `enable_cuda_sync_events`): the host's waits on
 the device and the streams' waits on events (docs/metrics.md, "Critical path"); empty without them."""
 
+CALL_KEY = ("rank", "correlation")
+"""What ties a device event to the runtime call that launched it, in frames of stacked ranks."""
+
 STEP_SCHEMA: Mapping[str, pl.DataType] = {
     "step": pl.Int64(),
     "start_us": pl.Float64(),

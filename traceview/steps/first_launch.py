@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceview.model.trace import CALL_KEY
+
 FIRST_LAUNCH_SCHEMA = {
     "rank": pl.Int64,
     "step": pl.Int64,
@@ -27,7 +29,6 @@ _CPU_STEPS = (
 
 _CORRELATED = pl.col("correlation").is_not_null()
 _LAUNCH = ("rank", "correlation", "launch_us")
-_IDS = ["rank", "correlation"]
 _INSIDE = pl.col("step").is_not_null() & (pl.col("launch_us") < pl.col("_end"))
 _FIRST_LAUNCH = pl.col("launch_us").min().alias("first_launch_us")
 
@@ -42,7 +43,7 @@ def first_launch_plan(steps: pl.DataFrame, events: pl.LazyFrame, launches: pl.Da
     launched = (  # the launches of device work: a semi join with the events' ids (no unique of them)
         launches.lazy()
         .select(_LAUNCH)
-        .join(events.filter(_CORRELATED).select(_IDS), on=_IDS, how="semi")
+        .join(events.filter(_CORRELATED).select(CALL_KEY), on=CALL_KEY, how="semi")
         .drop_nulls("launch_us")
         .sort("launch_us")
     )

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from traceview.model.trace import CALL_KEY
 from traceview.steps.windows import WHOLE_TRACE
 
 CAPTURE_CALLS = r"(?i)^(?:cuda|hip|cu)(?:StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
@@ -70,7 +71,7 @@ def graph_step_plan(
     placed = _in_steps(marked, steps, stepped).cache()  # read twice: every call, then the launches that ran
     ran = (  # a semi join with the device's ids: no unique of them, no join of every call
         placed.filter(pl.col("launch"))
-        .join(device.select(_CALL_KEY), on=_CALL_KEY, how="semi")
+        .join(device.select(CALL_KEY), on=CALL_KEY, how="semi")
         .group_by("rank", "step")
         .agg(pl.len().alias("launches_ran"))
     )
@@ -90,7 +91,6 @@ _KINDS = (
     pl.col("name").str.contains(CAPTURE_CALLS).alias("capture"),
     pl.col("name").str.contains(GRAPH_LAUNCH).alias("replay"),
 )
-_CALL_KEY = ["rank", "correlation"]
 _COUNTS = (
     pl.col("launch").sum().alias("launches"),
     pl.col("replay").sum().alias("graph_replays"),

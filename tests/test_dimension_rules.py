@@ -149,6 +149,24 @@ def test_gloo_worker_pools() -> None:
     assert pools == {"10": 0, "15": 0, "20": 1, "23": 1}
 
 
+def test_gloo_worker_pools_in_creation_order_when_thread_ids_wrap() -> None:
+    # an all-to-all group's two workers (its dispatch on one, its combine on the other) created after the
+    # all-reduce group's; the kernel's ids wrapped (pid_max) between the two: the second has a small id
+    def pools(second_worker: str) -> dict[str, int]:
+        rows = [
+            ("8617", "gloo:all_reduce", "[[1072]]"),
+            ("8618", "gloo:all_reduce", "[[1072]]"),
+            ("8631", "gloo:all_to_all", "[[8, 8]]"),
+            (second_worker, "gloo:all_to_all", "[[4, 8]]"),
+            ("8477", "c10d::alltoall_base_", "[[8, 8]]"),
+        ]
+        ops = _ops(rows).with_columns(pid=pl.lit("8477"))
+        return dict(pool_ordinals(ops.filter(pl.col("name").str.starts_with("gloo:")), ops).iter_rows())
+
+    assert pools("8632") == {"8617": 0, "8618": 0, "8631": 1, "8632": 1}
+    assert pools("300") == {"8617": 0, "8618": 0, "8631": 1, "300": 1}
+
+
 def _p2p(rank: int, collective: str, end_us: float) -> dict[str, object]:
     return {"rank": rank, "group": "stream 0", "pg_key": "unknown", "collective": collective} | {
         "size_bytes": 512,

@@ -3,7 +3,9 @@ timeline", process groups of gloo ops).
 
 A gloo collective runs on a worker thread of its process group (`pt_gloo_runloop`); each `ProcessGroupGloo`
 starts its `THREADS_PER_POOL` workers when it is created, one after the other, so their thread ids are
-consecutive unless another process took ids between them, and groups created later have larger ids. A rank's
+consecutive unless another process took ids between them, and groups created later have larger ids: ids
+count up from the process's own and wrap past the kernel's `pid_max` to small ones, so a thread's creation
+order is its id's distance past the process id, modulo the wrap (`_creation_order`). A rank's
 worker threads (the threads of its gloo ops that run no `c10d::*` op: a send or a receive runs on the calling
 thread) are therefore cut into *pools*: threads that ran an op of the same name and shapes are one pool (a
 group's calls land on either of its workers); a thread left alone is paired with the next lone thread in
@@ -26,6 +28,18 @@ CALLER_OPS = r"^c10d::|^ProfilerStep#"
 """Ops that run on a calling thread (the one that enqueues collectives), never on a gloo worker."""
 THREADS_PER_POOL = 2
 """Worker threads a `ProcessGroupGloo` starts (PyTorch's default `threads` option)."""
+PID_SPAN = 1 << 22
+"""Linux's largest `pid_max`: a thread id below its process's id was handed out after the ids wrapped."""
+
+
+def _creation_order(columns: list[str]) -> pl.Expr:
+    """The order in which a process started its threads: the thread id's distance past the process id (`pid`,
+    when `columns` hold it), ids below it (given out after the kernel's ids wrapped) after every other."""
+    tid = pl.col("tid").cast(pl.Int64, strict=False)
+    if "pid" not in columns:
+        return tid
+    past = tid - pl.col("pid").cast(pl.Int64, strict=False)
+    return pl.coalesce(pl.when(past >= 0).then(past).otherwise(past + PID_SPAN), tid)
 
 
 def pool_ordinals(ops: pl.DataFrame, threads: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -38,16 +52,16 @@ def pool_ordinals(ops: pl.DataFrame, threads: pl.DataFrame | None = None) -> pl.
     workers = (
         ops.filter(gloo)
         .join(callers.unique(), on="tid", how="anti")
-        .with_columns(pl.col("tid").cast(pl.Int64, strict=False).alias("_tid"))
-        .drop_nulls("_tid")
+        .with_columns(_creation_order(ops.columns).alias("_born"))
+        .drop_nulls("_born")
     )
-    tids = workers.select("_tid", "tid").unique("_tid").sort("_tid")
+    tids = workers.select("_born", "tid").unique("_born").sort("_born")
     alone = tids.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("_pool"))
     signatures = workers.select(
         "tid", pl.concat_str("name", pl.col("input_dims").fill_null("")).alias("_sig")
     )
     merged = _paired(_merged(alone, signatures.unique()))
-    first = merged.group_by("_pool").agg(pl.col("_tid").min().alias("_first"))
+    first = merged.group_by("_pool").agg(pl.col("_born").min().alias("_first"))
     return merged.join(first, on="_pool").select(
         "tid", (pl.col("_first").rank("dense") - 1).cast(pl.Int64).alias("pool")
     )
@@ -57,7 +71,7 @@ def _paired(merged: pl.DataFrame) -> pl.DataFrame:
     """Threads alone in their pool (no op shared with another) paired with the next such thread in thread
     order, `THREADS_PER_POOL` a pool, when no larger pool lies between them: a group whose two workers each
     ran a collective of its own (FSDP's gathers on one, its reduce-scatters on the other)."""
-    sizes = merged.group_by("_pool").agg(pl.len().alias("_size"), pl.col("_tid").min().alias("_first"))
+    sizes = merged.group_by("_pool").agg(pl.len().alias("_size"), pl.col("_born").min().alias("_first"))
     ordered = sizes.sort("_first").with_columns(
         (pl.col("_size") > 1).cum_sum().alias("_block"), (pl.col("_size") == 1).alias("_single")
     )

@@ -241,11 +241,13 @@ def _typed(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def rule_evidence(features: pl.DataFrame) -> pl.DataFrame:
-    """One row per (line, rule that holds, dimension it weighs): `EVIDENCE_SCHEMA`."""
+    """One row per (line, rule that holds, dimension it weighs): `EVIDENCE_SCHEMA` (every rule one branch of a
+    single query)."""
+    lines = features.lazy()
     frames = []
     for rule in RULES:
         holds = rule.holds() & (pl.col("listed") if rule.kind == "structure" else pl.lit(True))
-        found = features.filter(holds.fill_null(False)).select(*_LINE, rule.says().alias("says"))
+        found = lines.filter(holds.fill_null(False)).select(*_LINE, rule.says().alias("says"))
         frames += [
             found.select(
                 "group",
@@ -260,7 +262,7 @@ def rule_evidence(features: pl.DataFrame) -> pl.DataFrame:
         ]
     if not frames:
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
-    return _typed(pl.concat(frames))
+    return _typed(pl.concat(frames).collect())
 
 
 def library_rows(features: pl.DataFrame) -> pl.DataFrame:

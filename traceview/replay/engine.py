@@ -96,29 +96,41 @@ MARKS = {
 }
 
 
-def _level(rows: pl.DataFrame, marks: pl.DataFrame, chain: Chain) -> pl.DataFrame:
-    """The members of one level's instances (every step at once): entry after the anchor's replayed mark,
-    start at the last arrival (a late rank's moved to the latest of the others'), done after the transfer."""
+def _level(rows: pl.DataFrame, marks: list[pl.DataFrame], chain: Chain) -> pl.DataFrame:
+    """The members of one level's instances (every step at once): entry after the anchor's replayed mark
+    (`marks`: the earlier levels'), start at the last arrival (a late rank's moved to the latest of the
+    others'), done after the transfer; one query."""
     mark = "entry_us" if chain.overlap else "done_us"
-    anchored = rows.join(
-        marks.select("rank", "step", pl.col("instance").alias("anchor"), pl.col(mark).alias("_mark")),
-        on=["rank", "step", "anchor"],
-        how="left",
-    ).with_columns(
-        pl.max_horizontal(pl.coalesce("_mark", "_window") + pl.col("segment_us"), "_floor").alias("entry_us")
+    earlier = pl.concat([found.lazy() for found in marks]) if marks else pl.LazyFrame(schema=MARKS)
+    anchored = (
+        rows.lazy()
+        .join(
+            earlier.select("rank", "step", pl.col("instance").alias("anchor"), pl.col(mark).alias("_mark")),
+            on=["rank", "step", "anchor"],
+            how="left",
+        )
+        .with_columns(
+            pl.max_horizontal(pl.coalesce("_mark", "_window") + pl.col("segment_us"), "_floor").alias(
+                "entry_us"
+            )
+        )
     )
     on_time = ~pl.col("rank").is_in(list(chain.late)) if chain.late else pl.lit(True)
     latest = pl.col("entry_us").filter(on_time).max().over("step", "instance")
     start = pl.coalesce(latest, pl.col("entry_us").max().over("step", "instance"))
-    return anchored.select(
-        "rank", "step", "instance", "entry_us", (start + pl.col("transfer_us")).alias("done_us")
-    ).cast(MARKS)  # type: ignore[arg-type]
+    return (
+        anchored.select(
+            "rank", "step", "instance", "entry_us", (start + pl.col("transfer_us")).alias("done_us")
+        )
+        .cast(MARKS)  # type: ignore[arg-type]
+        .collect()
+    )
 
 
 def run(chain: Chain, order: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (rank, step): `end_us` (replayed end of the step) and `comm_chain_us` (time from entering to
     leaving its collectives: transfers and waits). The loop runs over the levels of `order` (`levels`), each
-    one over every step's collective of that level and all its members at once."""
+    one query over every step's collective of that level and all its members at once."""
     body = first_claims(chain.body, "step", "rank", "instance")  # one chain a (rank, step): never multiplied
     order = order if order is not None else levels(body)
     tails = first_claims(chain.tails, "step", "rank").with_columns(
@@ -126,14 +138,21 @@ def run(chain: Chain, order: pl.DataFrame | None = None) -> pl.DataFrame:
     )
     last = pl.col("order") == pl.col("order").max().over("step", "rank")
     rows = (
-        body.join(order, on=["step", "instance"])
-        .join(tails.select("step", "rank", pl.col("start_us").alias("_window"), *LANE), on=["step", "rank"])
+        body.lazy()
+        .join(order.lazy(), on=["step", "instance"])
+        .join(
+            tails.lazy().select("step", "rank", pl.col("start_us").alias("_window"), *LANE),
+            on=["step", "rank"],
+        )
         .with_columns(pl.when(last).then(pl.col("_window") + pl.col(LANE[0])).alias("_floor"))
+        .collect()
     )
-    marks = pl.DataFrame(schema=MARKS)
+    by_level = rows.partition_by("level", as_dict=True)
+    marks: list[pl.DataFrame] = []
     for level in range(order.height and int(order.get_column("level").max()) + 1):  # type: ignore[arg-type]
-        marks = pl.concat([marks, _level(rows.filter(pl.col("level") == level), marks, chain)])
-    return _ends(tails, marks.join(rows.select("rank", "step", "instance", "order"), on=KEY), chain.overlap)
+        marks.append(_level(by_level.get((level,), rows.clear()), marks, chain))
+    found = pl.concat(marks) if marks else pl.DataFrame(schema=MARKS)
+    return _ends(tails, found.join(rows.select("rank", "step", "instance", "order"), on=KEY), chain.overlap)
 
 
 def _ends(tails: pl.DataFrame, marks: pl.DataFrame, overlap: bool) -> pl.DataFrame:

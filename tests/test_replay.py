@@ -18,7 +18,7 @@ from tests.simulate.engine import write_run
 from tests.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, StragglerSpec
 from traceview.api import analyze
 from traceview.core.errors import UsageError
-from traceview.replay.engine import Chain, run
+from traceview.replay.engine import Chain, one_variant, run, stacked
 from traceview.replay.levers import parse_lever
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -39,11 +39,11 @@ def _chain(late: frozenset[int] = frozenset(), overlap: bool = False) -> Chain:
         }
     )
     tails = pl.DataFrame({"step": [1, 1], "rank": [0, 1], "start_us": [0.0, 0.0], "tail_us": [3.0, 3.0]})
-    return Chain(body, tails, late, overlap)
+    return one_variant(body, tails, late, overlap)
 
 
 def _ends(chain: Chain) -> dict[int, tuple[float, float]]:
-    return {r: (e, c) for r, _, e, c in run(chain).iter_rows()}
+    return {r: (e, c) for _, r, _, e, c in run(chain).iter_rows()}
 
 
 def test_the_engine_by_hand() -> None:
@@ -63,6 +63,22 @@ def test_perfect_overlap_does_not_wait_for_transfers() -> None:
     # A done 35 as before; B: entries 10 + 4 and 30 + 2, starts 32, done 38; end max(38, 32 + 3)
     ends = _ends(_chain(overlap=True))
     assert ends[0][0] == ends[1][0] == 38.0
+
+
+def test_variants_replayed_together_are_each_replayed_alone() -> None:
+    chains = [_chain(), _chain(late=frozenset({1})), _chain(overlap=True)]
+    together = stacked(
+        [
+            (
+                chain.body.lazy().with_columns(variant=pl.lit(n)),
+                chain.tails.lazy().with_columns(variant=pl.lit(n)),
+            )
+            for n, chain in enumerate(chains)
+        ]
+    )
+    found = {(v, r): (e, c) for v, r, _, e, c in run(together).iter_rows()}
+    for number, chain in enumerate(chains):
+        assert {r: found[number, r] for r in (0, 1)} == _ends(chain)
 
 
 def test_the_levers_grammar() -> None:

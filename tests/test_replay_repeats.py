@@ -20,7 +20,7 @@ from traceview.map.rank_summary import summarize
 from traceview.model.trace import Run
 from traceview.reduce.analysis import RunAnalysis, analyze
 from traceview.reduce.reduce import reduce_summaries
-from traceview.replay.engine import Chain, run
+from traceview.replay.engine import Chain, one_variant, run
 
 GEMM = "ampere_sgemm_128x64_nn"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -40,7 +40,7 @@ def _chain(tails: pl.DataFrame) -> Chain:
             "transfer_us": [5.0, 5.0, 6.0, 6.0],
         }
     )
-    return Chain(body, tails)
+    return one_variant(body, tails)
 
 
 def test_the_engine_keeps_one_tail_a_rank_and_step() -> None:

@@ -17,7 +17,7 @@ import polars as pl
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
 from traceview.prediction.gamma import Prediction
-from traceview.replay.engine import LANE, Chain, levels, run
+from traceview.replay.engine import LANE, VARIANT, levels, run, stacked, variant_columns
 from traceview.replay.levers import Recorded, Variant, default_levers, variant
 from traceview.replay.skeleton import first_claims, repeated_ranks, skeleton
 
@@ -62,24 +62,40 @@ def _changed(length: str, compute: str, host: str, change: Variant) -> pl.Expr:
     return pl.when(pl.col(length) < 0).then(pl.col(length)).otherwise(positive).alias(length)
 
 
-def _replayed(found: Recorded, change: Variant, order: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, step): the replayed step and the time inside collectives under `change`."""
-    body = change.frame if change.frame is not None else found.body
-    segment = _changed("segment_us", "compute_us", "host_us", change)
-    tails = found.tails.with_columns(
+BODY = ("step", "instance", "rank", "order", "anchor")
+"""The skeleton's columns the engine reads beside each variant's segments and transfers."""
+
+
+def _variant(found: Recorded, change: Variant, number: int) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The skeleton's (body, tails) under `change`, numbered `number` (`traceview.replay.engine.VARIANT`)."""
+    body = (change.frame if change.frame is not None else found.body).lazy()
+    segments = body.select(
+        *BODY,
+        _changed("segment_us", "compute_us", "host_us", change),
+        change.transfer.alias("transfer_us"),
+    )
+    tails = found.tails.lazy().select(
+        "step",
+        "rank",
+        "start_us",
         _changed("tail_us", "tail_compute_us", "tail_host_us", change),
         *(pl.col(column) / change.compute_factor for column in LANE),
     )
-    chain = Chain(
-        body.with_columns(segment.alias("segment_us"), change.transfer.alias("transfer_us")),
-        tails,
-        change.late,
-        change.overlap,
+    return variant_columns(segments, tails, change.late, change.overlap, number)
+
+
+def _replayed(found: Recorded, changes: list[Variant], order: pl.DataFrame) -> list[pl.DataFrame]:
+    """Per change, per (rank, step): the replayed step and the time inside collectives (every change
+    replayed at once)."""
+    chain = stacked([_variant(found, change, number) for number, change in enumerate(changes)])
+    ends = run(chain, order).join(found.tails.select("rank", "step", "start_us"), on=["rank", "step"])
+    steps = ends.select(
+        VARIANT, "rank", "step", (pl.col("end_us") - pl.col("start_us")).alias("step_us"), "comm_chain_us"
+    ).partition_by(VARIANT, as_dict=True, include_key=False)
+    empty = pl.DataFrame(
+        schema={"rank": pl.Int64, "step": pl.Int64, "step_us": pl.Float64, "comm_chain_us": pl.Float64}
     )
-    ends = run(chain, order)
-    return ends.join(tails.select("rank", "step", "start_us"), on=["rank", "step"]).select(
-        "rank", "step", (pl.col("end_us") - pl.col("start_us")).alias("step_us"), "comm_chain_us"
-    )
+    return [steps.get((number,), empty) for number in range(len(changes))]
 
 
 def _row(
@@ -138,18 +154,19 @@ def replay_run(
     found = Recorded(body, tails, crossrank.stragglers, prediction, world)
     baseline_change = variant(found, "as_recorded")
     assert isinstance(baseline_change, Variant)
-    order = levels(body)
-    baseline = _replayed(found, baseline_change, order)
+    pairs = [(lever, variant(found, lever)) for lever in levers or default_levers(world)]
+    others = [change for lever, change in pairs if isinstance(change, Variant) and lever != "as_recorded"]
+    baseline, *replayed = _replayed(found, [baseline_change, *others], levels(body))
+    later = iter(replayed)
     rows: list[dict[str, object]] = []
     steps: list[pl.DataFrame] = []
-    for lever in levers or default_levers(world):
-        change = variant(found, lever)
+    for lever, change in pairs:
         if isinstance(change, str):
             rows.append({"lever": lever, "step_us": None, "gamma": None, "saved_us": None, "notes": change})
             continue
-        replayed = baseline if lever == "as_recorded" else _replayed(found, change, order)
-        rows.append(_row(lever, replayed, baseline, per_step, change))
-        steps.append(replayed.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us"))
+        ends = baseline if lever == "as_recorded" else next(later)
+        rows.append(_row(lever, ends, baseline, per_step, change))
+        steps.append(ends.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us"))
     errors = _errors(baseline, tails)
     found_replay = _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body, _steps(steps))
     return _with_repeats(found_replay, repeated_ranks(budget.per_step))

@@ -274,7 +274,7 @@ CAUSE_RULES: tuple[CauseRule, ...] = (
 """Causes of a gap, first match wins; a ratio in no band within 10% of 1 is as expected."""
 
 
-def _measured(calls: pl.DataFrame, rule: VolumeRule) -> pl.DataFrame:
+def _measured(calls: pl.LazyFrame, rule: VolumeRule) -> pl.LazyFrame:
     """Per (rank, step) of the rule's dimension: bus bytes and calls of its collectives, n and e."""
     mine = calls.filter(
         (pl.col("dimension") == rule.dimension) & pl.col("collective").is_in(list(rule.collectives))
@@ -291,10 +291,12 @@ def _measured(calls: pl.DataFrame, rule: VolumeRule) -> pl.DataFrame:
     )
 
 
-def rule_row(calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dict[str, object] | None:
+def rule_row(
+    calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs, measured: pl.DataFrame | None = None
+) -> dict[str, object] | None:
     """The rule's row: medians of calls, call size, measured and expected volume, their ratio, what it
-    lacks."""
-    measured = _measured(calls, rule)
+    lacks (`measured`: the rule's `_measured` of `calls`, when already collected)."""
+    measured = measured if measured is not None else _measured(calls.lazy(), rule).collect()
     if measured.height == 0:
         return None
     missing = [getattr(inputs, name) for name in rule.needs if getattr(inputs, name).value is None]
@@ -381,7 +383,12 @@ def cause_of(row: dict[str, object], latency_share: float | None) -> str:
 def volume_table(calls: pl.DataFrame, inputs: VolumeInputs, latency: dict[str, float | None]) -> pl.DataFrame:
     """One row per rule whose dimension made such calls: figures, ratio and cause (`calls`: calls with their
     `dimension`, `collective`, `size_bytes`, `group_size`, `elem_size`, `rank`, `step`)."""
-    rows = [row for rule in VOLUME_RULES if (row := rule_row(calls, rule, inputs)) is not None]
+    measured = pl.collect_all([_measured(calls.lazy(), rule) for rule in VOLUME_RULES])  # one query
+    rows = [
+        row
+        for rule, found in zip(VOLUME_RULES, measured, strict=True)
+        if (row := rule_row(calls, rule, inputs, found)) is not None
+    ]
     for row in rows:
         row["cause"] = cause_of(row, latency.get(str(row["dimension"])))
     schema = {

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import traceview.replay.analysis as replay_analysis
 from tests.shared_data import REAL_KINETO, requires_shared
 from tests.simulate.engine import write_run
 from tests.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, StragglerSpec
@@ -132,6 +133,22 @@ def test_no_straggler_against_the_samples_ground_truth(straggler: object) -> Non
     row = straggler.raw.replay.lever("no_straggler")  # type: ignore[attr-defined]
     assert row is not None
     assert row["step_us"] == pytest.approx(comp + transfer, rel=0.01)
+
+
+def test_levers_replayed_one_at_a_time_give_the_same_figures(
+    straggler: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the sample's 8 default levers share one engine run; bounded to one member row a run, each lever
+    # runs alone: the same levers, steps and errors
+    together = straggler.raw.replay  # type: ignore[attr-defined]
+    monkeypatch.setattr(replay_analysis, "VARIANT_ROWS", 1)
+    alone = analyze(SAMPLES / "dp8_straggler", workers=1).raw.replay
+    assert together is not None
+    assert alone is not None
+    assert together.levers.height == 8
+    assert alone.levers.equals(together.levers)
+    assert alone.steps.equals(together.steps)
+    assert alone.errors.equals(together.errors)
 
 
 def _compute_factor(lever: str) -> float:

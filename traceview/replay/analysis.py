@@ -84,18 +84,30 @@ def _variant(found: Recorded, change: Variant, number: int) -> tuple[pl.LazyFram
     return variant_columns(segments, tails, change.late, change.overlap, number)
 
 
+VARIANT_ROWS = 1 << 20
+"""At most this many member rows are replayed in one engine run: the changes of a small run share its
+queries, those of a large one go a few at a time (the engine's frames grow with its rows)."""
+
+
 def _replayed(found: Recorded, changes: list[Variant], order: pl.DataFrame) -> list[pl.DataFrame]:
-    """Per change, per (rank, step): the replayed step and the time inside collectives (every change
-    replayed at once)."""
-    chain = stacked([_variant(found, change, number) for number, change in enumerate(changes)])
-    ends = run(chain, order).join(found.tails.select("rank", "step", "start_us"), on=["rank", "step"])
-    steps = ends.select(
-        VARIANT, "rank", "step", (pl.col("end_us") - pl.col("start_us")).alias("step_us"), "comm_chain_us"
-    ).partition_by(VARIANT, as_dict=True, include_key=False)
-    empty = pl.DataFrame(
-        schema={"rank": pl.Int64, "step": pl.Int64, "step_us": pl.Float64, "comm_chain_us": pl.Float64}
-    )
-    return [steps.get((number,), empty) for number in range(len(changes))]
+    """Per change, per (rank, step): the replayed step and the time inside collectives (as many changes
+    replayed at once as `VARIANT_ROWS` allows)."""
+    at_once = max(1, VARIANT_ROWS // max(1, found.body.height))
+    replayed: list[pl.DataFrame] = []
+    for first in range(0, len(changes), at_once):
+        numbered = list(enumerate(changes[first : first + at_once]))
+        chain = stacked([_variant(found, change, number) for number, change in numbered])
+        ends = run(chain, order).join(found.tails.select("rank", "step", "start_us"), on=["rank", "step"])
+        steps = ends.select(
+            VARIANT, "rank", "step", (pl.col("end_us") - pl.col("start_us")).alias("step_us"), "comm_chain_us"
+        ).partition_by(VARIANT, as_dict=True, include_key=False)
+        replayed += [steps.get((number,), _NO_STEPS) for number, _ in numbered]
+    return replayed
+
+
+_NO_STEPS = pl.DataFrame(
+    schema={"rank": pl.Int64, "step": pl.Int64, "step_us": pl.Float64, "comm_chain_us": pl.Float64}
+)
 
 
 def _row(

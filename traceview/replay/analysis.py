@@ -84,9 +84,11 @@ def _variant(found: Recorded, change: Variant, number: int) -> tuple[pl.LazyFram
     return variant_columns(segments, tails, change.late, change.overlap, number)
 
 
-VARIANT_ROWS = 1 << 20
+VARIANT_ROWS = 1 << 17
 """At most this many member rows are replayed in one engine run: the changes of a small run share its
-queries, those of a large one go a few at a time (the engine's frames grow with its rows)."""
+queries, those of a large one go a few at a time (the engine's frames grow with its rows: on 1,024 ranks of
+the 8-rank sample, 49,152 rows a lever, all 8 levers at once peaked 150 MiB above 2 at a time, for the same
+CPU; benchmarks/reduce_scale.py)."""
 
 
 def _replayed(found: Recorded, changes: list[Variant], order: pl.DataFrame) -> list[pl.DataFrame]:

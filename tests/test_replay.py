@@ -151,6 +151,18 @@ def test_levers_replayed_one_at_a_time_give_the_same_figures(
     assert alone.errors.equals(together.errors)
 
 
+def test_a_run_whose_levers_all_say_why_not_still_has_its_replay() -> None:
+    # dp8_ideal names no straggler: its only lever cannot be replayed, the as_recorded replay still is
+    replay = analyze(SAMPLES / "dp8_ideal", workers=1, levers=("no_straggler",)).raw.replay
+    assert replay is not None
+    assert replay.levers.select("lever", "step_us", "gamma", "saved_us").rows() == [
+        ("no_straggler", None, None, None)
+    ]
+    assert "no straggler is named" in replay.levers.item(0, "notes")
+    assert replay.steps.height == 0
+    assert replay.error_worst is not None
+
+
 def _compute_factor(lever: str) -> float:
     return float(lever.removeprefix("compute:x")) if lever.startswith("compute:x") else 1.0
 

@@ -112,25 +112,43 @@ _NO_STEPS = pl.DataFrame(
 )
 
 
-def _row(
-    lever: str, replayed: pl.DataFrame, baseline: pl.DataFrame, budget: pl.DataFrame, change: Variant
-) -> dict[str, object]:
-    joined = replayed.join(
-        baseline.select("rank", "step", pl.col("comm_chain_us").alias("_base")), on=["rank", "step"]
+def _lever_figures(
+    replayed: list[tuple[pl.DataFrame, Variant]], baseline: pl.DataFrame, budget: pl.DataFrame
+) -> list[tuple[float | None, float | None]]:
+    """Per replayed lever (its steps, its change): the median replayed step and the median gamma over (rank,
+    step), every lever in the same two queries."""
+    if not replayed:
+        return []
+    stacked = pl.concat(
+        [
+            ends.lazy().with_columns(
+                pl.lit(n).alias("_lever"), pl.lit(1 / change.compute_factor).alias("_per_factor")
+            )
+            for n, (ends, change) in enumerate(replayed)
+        ]
     )
-    joined = joined.join(budget.select("rank", "step", "comm_us", "comp_us"), on=["rank", "step"], how="left")
-    comp = pl.col("comp_us") / change.compute_factor
+    joined = stacked.join(
+        baseline.lazy().select("rank", "step", pl.col("comm_chain_us").alias("_base")), on=["rank", "step"]
+    ).join(budget.lazy().select("rank", "step", "comm_us", "comp_us"), on=["rank", "step"], how="left")
+    comp = pl.col("comp_us") * pl.col("_per_factor")  # T_comp / the factor, as polars divides by a constant
     scale = pl.when(pl.col("_base") > 0).then(pl.col("comm_chain_us") / pl.col("_base")).otherwise(1.0)
     gamma = pl.when(comp > 0).then(pl.col("comm_us") * scale / comp)
-    step = replayed.get_column("step_us").median()
-    base = baseline.get_column("step_us").median()
-    return {
-        "lever": lever,
-        "step_us": step,
-        "gamma": joined.select(gamma.median()).item(),
-        "saved_us": None if step is None or base is None else float(base) - float(step),  # type: ignore[arg-type]
-        "notes": change.notes,
-    }
+    steps, gammas = pl.collect_all(
+        [
+            stacked.group_by("_lever").agg(pl.col("step_us").median()),
+            joined.group_by("_lever").agg(gamma.median().alias("gamma")),
+        ]
+    )
+    step_of, gamma_of = dict(steps.iter_rows()), dict(gammas.iter_rows())
+    return [(step_of.get(n), gamma_of.get(n)) for n in range(len(replayed))]
+
+
+def _row(
+    lever: str, figures: tuple[float | None, float | None], base: float | None, notes: str
+) -> dict[str, object]:
+    step, gamma = figures
+    saved = None if step is None or base is None else base - step
+    return {"lever": lever, "step_us": step, "gamma": gamma, "saved_us": saved, "notes": notes}
 
 
 def _errors(baseline: pl.DataFrame, tails: pl.DataFrame) -> pl.DataFrame:
@@ -172,15 +190,20 @@ def replay_run(
     others = [change for lever, change in pairs if isinstance(change, Variant) and lever != "as_recorded"]
     baseline, *replayed = _replayed(found, [baseline_change, *others], levels(body))
     later = iter(replayed)
-    rows: list[dict[str, object]] = []
-    steps: list[pl.DataFrame] = []
-    for lever, change in pairs:
-        if isinstance(change, str):
-            rows.append({"lever": lever, "step_us": None, "gamma": None, "saved_us": None, "notes": change})
-            continue
-        ends = baseline if lever == "as_recorded" else next(later)
-        rows.append(_row(lever, ends, baseline, per_step, change))
-        steps.append(ends.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us"))
+    ran = [
+        (lever, baseline if lever == "as_recorded" else next(later), change)
+        for lever, change in pairs
+        if isinstance(change, Variant)
+    ]
+    figures = iter(_lever_figures([(ends, change) for _, ends, change in ran], baseline, per_step))
+    base = baseline.get_column("step_us").median()
+    rows = [
+        _row(lever, next(figures), base, change.notes)  # type: ignore[arg-type]
+        if isinstance(change, Variant)
+        else _row(lever, (None, None), None, change)
+        for lever, change in pairs
+    ]
+    steps = [ends.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us") for lever, ends, _ in ran]
     errors = _errors(baseline, tails)
     found_replay = _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body, _steps(steps))
     return _with_repeats(found_replay, repeated_ranks(budget.per_step))

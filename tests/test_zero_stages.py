@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from traceview import api
-from traceview.dimensions.volume import VOLUME_RULES, Input, VolumeInputs, rule_row
+from traceview.dimensions.volume import VOLUME_RULES, Input, VolumeInputs, measured_volumes, rule_row
 from traceview.dimensions.zero import run_zero, zero_table
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -94,7 +94,8 @@ def _cp_inputs() -> VolumeInputs:
 )
 def test_context_parallel_volumes_by_hand(collective: str, calls: int, size: int, expected: float) -> None:
     rule = next(r for r in VOLUME_RULES if r.dimension == "cp" and collective in r.collectives)
-    row = rule_row(_cp_calls(collective, calls, size), rule, _cp_inputs())
+    [measured] = measured_volumes(_cp_calls(collective, calls, size), [rule])
+    row = rule_row(measured, rule, _cp_inputs())
     assert row is not None
     assert row["expected_bus_bytes"] == pytest.approx(expected)
     assert row["ratio"] == pytest.approx(1.0)

@@ -32,7 +32,7 @@ called latency-bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -203,12 +203,14 @@ def _measured(calls: pl.LazyFrame, rule: VolumeRule) -> pl.LazyFrame:
     )
 
 
-def rule_row(
-    calls: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs, measured: pl.DataFrame | None = None
-) -> dict[str, object] | None:
-    """The rule's row: medians of calls, call size, measured and expected volume, their ratio, what it
-    lacks (`measured`: the rule's `_measured` of `calls`, when already collected)."""
-    measured = measured if measured is not None else _measured(calls.lazy(), rule).collect()
+def measured_volumes(calls: pl.DataFrame, rules: Sequence[VolumeRule]) -> list[pl.DataFrame]:
+    """Each rule's per-(rank, step) volume of `calls` (`_measured`), every rule in one query."""
+    return pl.collect_all([_measured(calls.lazy(), rule) for rule in rules])
+
+
+def rule_row(measured: pl.DataFrame, rule: VolumeRule, inputs: VolumeInputs) -> dict[str, object] | None:
+    """The rule's row from its `measured_volumes`: medians of calls, call size, measured and expected volume,
+    their ratio, what it lacks."""
     if measured.height == 0:
         return None
     missing = [getattr(inputs, name) for name in rule.needs if getattr(inputs, name).value is None]
@@ -254,11 +256,11 @@ def rule_row(
 def volume_table(calls: pl.DataFrame, inputs: VolumeInputs, latency: dict[str, float | None]) -> pl.DataFrame:
     """One row per rule whose dimension made such calls: figures, ratio and cause (`calls`: calls with their
     `dimension`, `collective`, `size_bytes`, `group_size`, `elem_size`, `rank`, `step`)."""
-    measured = pl.collect_all([_measured(calls.lazy(), rule) for rule in VOLUME_RULES])  # one query
+    measured = measured_volumes(calls, VOLUME_RULES)
     rows = [
         row
         for rule, found in zip(VOLUME_RULES, measured, strict=True)
-        if (row := rule_row(calls, rule, inputs, found)) is not None
+        if (row := rule_row(found, rule, inputs)) is not None
     ]
     for row in rows:
         row["cause"] = cause_of(row, latency.get(str(row["dimension"])))

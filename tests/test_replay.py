@@ -19,7 +19,7 @@ from tests.simulate.engine import write_run
 from tests.simulate.scenario import CollectiveSpec, ProcessGroupSpec, Scenario, StragglerSpec
 from traceview.api import analyze
 from traceview.core.errors import UsageError
-from traceview.replay.engine import Chain, one_variant, run, stacked
+from traceview.replay.engine import Chain, run, stacked, variant_columns
 from traceview.replay.levers import parse_lever
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -40,7 +40,7 @@ def _chain(late: frozenset[int] = frozenset(), overlap: bool = False) -> Chain:
         }
     )
     tails = pl.DataFrame({"step": [1, 1], "rank": [0, 1], "start_us": [0.0, 0.0], "tail_us": [3.0, 3.0]})
-    return one_variant(body, tails, late, overlap)
+    return Chain(*variant_columns(body, tails, late, overlap, 0))
 
 
 def _ends(chain: Chain) -> dict[int, tuple[float, float]]:

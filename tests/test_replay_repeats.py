@@ -20,7 +20,7 @@ from traceview.map.rank_summary import summarize
 from traceview.model.trace import Run
 from traceview.reduce.analysis import RunAnalysis, analyze
 from traceview.reduce.reduce import reduce_summaries
-from traceview.replay.engine import Chain, one_variant, run
+from traceview.replay.engine import Chain, run, variant_columns
 
 GEMM = "ampere_sgemm_128x64_nn"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -40,7 +40,7 @@ def _chain(tails: pl.DataFrame) -> Chain:
             "transfer_us": [5.0, 5.0, 6.0, 6.0],
         }
     )
-    return one_variant(body, tails)
+    return Chain(*variant_columns(body, tails, frozenset(), False, 0))
 
 
 def test_the_engine_keeps_one_tail_a_rank_and_step() -> None:

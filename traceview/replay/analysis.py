@@ -187,23 +187,23 @@ def replay_run(
     baseline_change = variant(found, "as_recorded")
     assert isinstance(baseline_change, Variant)
     pairs = [(lever, variant(found, lever)) for lever in levers or default_levers(world)]
-    others = [change for lever, change in pairs if isinstance(change, Variant) and lever != "as_recorded"]
+    ran = [(lever, change) for lever, change in pairs if isinstance(change, Variant)]
+    others = [change for lever, change in ran if lever != "as_recorded"]
     baseline, *replayed = _replayed(found, [baseline_change, *others], levels(body))
     later = iter(replayed)
-    ran = [
-        (lever, baseline if lever == "as_recorded" else next(later), change)
-        for lever, change in pairs
-        if isinstance(change, Variant)
-    ]
-    figures = iter(_lever_figures([(ends, change) for _, ends, change in ran], baseline, per_step))
-    base = baseline.get_column("step_us").median()
+    ends = [(baseline if lever == "as_recorded" else next(later), change) for lever, change in ran]
+    figures = iter(_lever_figures(ends, baseline, per_step))  # in the order of `ran`
+    base = baseline.select(pl.col("step_us").median()).item()
     rows = [
-        _row(lever, next(figures), base, change.notes)  # type: ignore[arg-type]
+        _row(lever, next(figures), base, change.notes)
         if isinstance(change, Variant)
         else _row(lever, (None, None), None, change)
         for lever, change in pairs
     ]
-    steps = [ends.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us") for lever, ends, _ in ran]
+    steps = [
+        frame.select(pl.lit(lever).alias("lever"), "rank", "step", "step_us")
+        for (lever, _), (frame, _) in zip(ran, ends, strict=True)
+    ]
     errors = _errors(baseline, tails)
     found_replay = _result(pl.DataFrame(rows, schema=LEVER_SCHEMA), errors, body, _steps(steps))
     return _with_repeats(found_replay, repeated_ranks(budget.per_step))

@@ -33,7 +33,7 @@ class Chain:
     """The steps to replay, every variant at once: per member row (variant, step, instance, rank) its
     segment, the instance's transfer and `late` (the rank's arrival moves to the latest of the other
     members': `no_straggler`), in each rank's order; per (variant, rank, step) its window start, tail and
-    `overlap` (perfect overlap). `one_variant` builds one."""
+    `overlap` (perfect overlap); `variant_columns` numbers one variant's frames."""
 
     body: pl.DataFrame  # variant, step, instance, rank, order, anchor, segment_us, transfer_us, late
     tails: pl.DataFrame  # variant, step, rank, start_us, tail_us, overlap (lead/trail_compute_us: optional)
@@ -53,13 +53,6 @@ def variant_columns(
         body.with_columns(numbered, moved.alias("late")),
         tails.with_columns(numbered, pl.lit(overlap).alias("overlap")),
     )
-
-
-def one_variant(
-    body: pl.DataFrame, tails: pl.DataFrame, late: frozenset[int] = frozenset(), overlap: bool = False
-) -> Chain:
-    """The chain of one variant (number 0)."""
-    return Chain(*variant_columns(body, tails, late, overlap, 0))
 
 
 def stacked(variants: list[tuple[pl.LazyFrame, pl.LazyFrame]]) -> Chain:

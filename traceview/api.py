@@ -22,7 +22,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -30,6 +30,7 @@ import polars as pl
 
 from traceview.core.errors import TraceviewError, UsageError
 from traceview.core.output import write_output
+from traceview.core.records import record
 from traceview.model.trace import RankTrace, Run
 from traceview.options.user import UserOptions
 from traceview.parsers import kineto
@@ -127,7 +128,7 @@ def to_ms(frame: pl.DataFrame) -> pl.DataFrame:
     ).select(name.removesuffix("_us") + "_ms" if name in micro else name for name in frame.columns)
 
 
-@dataclass(frozen=True, repr=False)
+@record
 class Analysis:
     """Every result of one run, with its tables as polars DataFrames (units in the column names: `_us`,
     `_Bps`; `traceview.to_ms` for milliseconds). `raw` is the full `RunAnalysis` the renderers read. A

@@ -54,6 +54,7 @@ from traceview.parsers.kineto.limits import (
 from traceview.core.engine import in_memory
 from traceview.core.errors import InputError, ParseWarning
 from traceview.core.location import Location, Url, location
+from traceview.core.records import record
 from traceview.model.trace import (
     CPU_SCHEMA,
     GPU_SCHEMA,
@@ -119,7 +120,7 @@ class _Frames:
                 parts[start:] = [pl.concat(parts[start:], how="diagonal", rechunk=True)]
 
 
-@dataclass(frozen=True)
+@record
 class _Read:
     """A file read: the header, the frames in batches, and what the reading noticed."""
 
@@ -130,7 +131,7 @@ class _Read:
     truncated_at_byte: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Opened:
     """A file read: its frames whole but not yet made sane, its GPU annotations' rows (`annotation_rows`),
     and what the reading noticed. `plans` are the queries `finished` reads; a batch's files answer them

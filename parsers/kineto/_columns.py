@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
 from typing import Any
@@ -20,6 +19,7 @@ from traceview.parsers.kineto._schema import COMM_ARG_FIELDS, NO_ARGS, Args
 from traceview.parsers.kineto._splits import ALLTOALL_BASE, alltoall_splits
 from traceview.parsers.kineto.limits import ParseLimits, cut_texts, int64_or_none
 
+from traceview.core.records import record
 from traceview.model.trace import empty_frame
 
 INTERN_FROM = 256
@@ -33,7 +33,7 @@ Column = list[Any] | pl.Series
 ColumnBuilder = Callable[[list[CompleteEvent], list[Args]], dict[str, Column]]
 
 
-@dataclass(frozen=True)
+@record
 class Table:
     """A frame the events become: the categories it takes (to its `kind`), its schema, its own columns, and
     whether its all-to-all calls carry split sizes (the host's)."""

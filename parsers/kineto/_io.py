@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -35,6 +34,7 @@ from traceview.parsers.kineto._schema import (
 )
 
 from traceview.core.errors import InputError, NotKinetoError, ParseWarning
+from traceview.core.records import record
 
 if TYPE_CHECKING:
     from traceview.core.location import Location
@@ -55,7 +55,7 @@ REPAIRED_UTF8 = "replaced invalid UTF-8 by U+FFFD in {count} events"
 CompleteEvent = Complete | Event
 
 
-@dataclass(frozen=True)
+@record
 class Origin:
     """Where a document decoded on its own sits in the file: what decoding says of its byte `n` is said of the
     file's byte `n + offset`, and `events_before` complete events came before it (a streamed trace's tail)."""
@@ -75,7 +75,7 @@ class Origin:
 WHOLE_FILE = Origin()
 
 
-@dataclass(frozen=True)
+@record
 class Decoded:
     """A document's header and its events' JSON texts, with what decoding noticed."""
 

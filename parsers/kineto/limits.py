@@ -12,18 +12,18 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from traceview.core.errors import ParseWarning
+from traceview.core.records import record
 
 GIB = 2**30
 MIB = 2**20
 
 
-@dataclass(frozen=True)
+@record
 class ParseLimits:
     """How much one trace file may cost; raise them for a trace known to be that large.
 
@@ -72,7 +72,7 @@ BASE_TIME_RANGE_NS = (946_684_800 * 10**9, 4_102_444_800 * 10**9)
 """baseTimeNanoseconds from 2000-01-01 to 2100-01-01 (UTC); anything else is not a wall clock."""
 
 
-@dataclass(frozen=True)
+@record
 class RangeRule:
     """Events whose `quantity` (`ts` or `dur`, microseconds) lies outside [low, high] are dropped, counted
     under `note` (a warning's text, `{count}` the number of events)."""

@@ -7,7 +7,6 @@ A new analysis adds one row here, one template `templates/section_<id>.html.j2` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from traceview.reports.html import (
@@ -23,10 +22,11 @@ from traceview.reports.html import (
     figures_prediction,
 )
 
+from traceview.core.records import record
 from traceview.reduce.analysis import RunAnalysis
 
 
-@dataclass(frozen=True)
+@record
 class Section:
     """One section of the report."""
 

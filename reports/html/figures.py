@@ -7,13 +7,13 @@ field: plotly draws a subset of HTML in hover labels, and `&lt;` there is shown 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
 
 from traceview.core.durations import duration_text
+from traceview.core.records import record
 from traceview.reduce.analysis import RunAnalysis
 from traceview.timeline.step_view import Timeline
 
@@ -125,7 +125,7 @@ def rank_bars(
     return figure
 
 
-@dataclass(frozen=True)
+@record
 class Outliers:
     """The named outliers an analysis published (`traceview.core.outliers`), in its unit; `scale` turns a
     value into the chart's (1e-3: us to ms)."""

@@ -7,7 +7,7 @@ gamma of the time budget. `cross_rank(...) -> CrossRank` is the pure core (frame
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import polars as pl
 
@@ -30,12 +30,13 @@ from traceview.across_ranks.stragglers import (
 )
 from traceview.budget.time_budget import TimeBudget
 from traceview.core.outliers import rank_outliers
+from traceview.core.records import record
 from traceview.model.stacking import ranked_frame
 from traceview.model.trace import Run
 from traceview.steps.first_launch import FIRST_LAUNCH_SCHEMA
 
 
-@dataclass(frozen=True)
+@record
 class CrossRank:
     """Every cross-rank result; renderers read it and never compute.
 

@@ -15,9 +15,10 @@ warning, because skews smaller than it cannot be trusted. Aligned time = time - 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import polars as pl
+
+from traceview.core.records import record
 
 SPREAD_WARN_US = 100.0
 """Interquartile range of a host's end-time differences above which its offset is flagged (docs/metrics.md).
@@ -42,7 +43,7 @@ OFFSET_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class ClockOffsets:
     """Per host: its ranks, offset against the reference host (us, null: not reachable), spread
     and samples."""

@@ -29,7 +29,6 @@ Members absent from the run (a 128-rank job with 2 traces) are listed per group 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
@@ -44,6 +43,7 @@ from traceview.across_ranks.alignment import (
     aligned_positions,
     signature_columns,
 )
+from traceview.core.records import record
 from traceview.steps.windows import WHOLE_TRACE
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -84,7 +84,7 @@ UNKNOWN_GROUP = "unknown"
 """The `pg_key` that `comm_kernels` writes when a kernel's process group is not known."""
 
 
-@dataclass(frozen=True)
+@record
 class Matching:
     """Instances matched across ranks.
 

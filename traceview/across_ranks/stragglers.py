@@ -22,7 +22,6 @@ differ, else `unexplained`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
@@ -36,12 +35,13 @@ from traceview.across_ranks.evidence import (
     lead_floor,
 )
 from traceview.core.intervals import union_length
+from traceview.core.records import record
 
 MIN_INSTANCES = 3
 CAUSE_SHARE = 0.5
 
 
-@dataclass(frozen=True)
+@record
 class CauseRule:
     """A straggler cause: its name, the per-rank figure (us) that supports it and the sentence that names it
     (`{value}`: the figure)."""

@@ -13,7 +13,7 @@ Pipeline bubble: see `traceview.bubbles.pipeline_bubble`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 
 import polars as pl
@@ -23,6 +23,7 @@ from traceview.collectives.calls import launches
 from traceview.core.errors import UsageError
 from traceview.core.intervals import clipped
 from traceview.core.outliers import rank_outliers
+from traceview.core.records import record
 from traceview.critical_path.analysis import CriticalPath
 from traceview.critical_path.categories import IDLE_CATEGORIES
 from traceview.model.trace import Run
@@ -30,7 +31,7 @@ from traceview.model.trace import Run
 KEYS = ["rank", "step"]
 
 
-@dataclass(frozen=True)
+@record
 class GapRule:
     """One attribution rule: a gap whose row satisfies `when` has cause `cause`."""
 
@@ -94,7 +95,7 @@ NEXT_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class BubbleAnalysis:
     """Idle gaps and the pipeline bubble of a run; renderers read it and never compute.
 

@@ -12,12 +12,12 @@ busy + host_comm_wait + idle.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.intervals import clipped, union_lengths
 from traceview.core.outliers import rank_outliers
+from traceview.core.records import record
 from traceview.events.classify import HOST_KIND, classify_gpus
 from traceview.events.kernel_names import KernelPattern
 from traceview.model.time_base import aligned_ranks
@@ -72,7 +72,7 @@ OUTLIER_FIGURES = ("step_us", "comp_us", "overlap_us", "exposed_comm_us", "idle_
 """The per-rank figures whose outliers the budget names (the report's per-rank charts)."""
 
 
-@dataclass(frozen=True)
+@record
 class TimeBudget:
     """Per (rank, step) figures, their medians per rank, and the run's medians over every step of
     every rank."""

@@ -13,13 +13,14 @@ that describes the group (`group_size`, `pg_desc`) is null unless all the group'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import polars as pl
 
 from traceview.collectives.kernels import comm_kernels
 from traceview.core.costmodel import bus_factor_expr
 from traceview.core.intervals import union_length
+from traceview.core.records import record
 from traceview.core.sanitize import printable
 from traceview.events.kernel_table import SUSPECTED_LIBRARY
 from traceview.model.trace import Run
@@ -49,7 +50,7 @@ SUSPECTS_NAMED = 5
 GROUP_KEYS = ("rank", "pg_key", "collective", "size_bucket")
 
 
-@dataclass(frozen=True)
+@record
 class CollectiveAnalysis:
     """The collectives of a run: every communication kernel linked to its call, and the tables built from it.
 

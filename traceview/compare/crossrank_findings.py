@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from traceview.core.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Straggler:
     """A rank the across-ranks analysis named a straggler: its lateness cost per step (us), that cost's share
     of the step, and its likely cause."""

@@ -4,15 +4,15 @@ per tested (family, metric, subject), whatever test produced it (`traceview.comp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS
 from traceview.compare.samples import CAUSE_FAMILIES
 from traceview.compare.stats import TestResult
+from traceview.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class CompareSettings:
     """The thresholds of `traceview compare` (defaults: `traceview/compare/thresholds.toml`)."""
 
@@ -33,7 +33,7 @@ TREND_FOLLOWED: tuple[str, ...] = (*TREND_METRICS, "skew_us")
 """Every figure a trend may follow: the per-step figures and the arrival skew per matched instance."""
 
 
-@dataclass(frozen=True)
+@record
 class TrendSettings:
     """The thresholds of `traceview trend`."""
 
@@ -58,7 +58,7 @@ class TrendSettings:
         return dict(self.metric_threshold_pct).get(metric, self.threshold_pct)
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One tested (family, metric, subject): medians (p90 for `statistic` p90), the change and the test."""
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from traceview.core.records import record
 
 PARAMS_TOLERANCE = 0.01
 """Two parameter counts within this share of each other are one model."""
@@ -75,7 +76,7 @@ def _shapes_text(base: Any, cand: Any) -> str:
     return f"{len(base)} and {len(cand)} message sizes, {len(base & cand)} shared"
 
 
-@dataclass(frozen=True)
+@record
 class JobFact:
     """One fact of a job: how it is read, when two values differ, how the difference is said."""
 

@@ -14,17 +14,17 @@ describe effects; `collective` and `kernel_class` name a cause, as do the paired
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from traceview.compare.crossrank_findings import skew_values
+from traceview.core.records import record
 
 CAUSE_FAMILIES = ("collective", "collective_calls", "kernel_class", "kernel", "rank")
 
 
-@dataclass(frozen=True)
+@record
 class MetricRow:
     """A metric read from a column of per-step rows: name, column, statistic shown, the worse direction."""
 
@@ -64,7 +64,7 @@ RUN_METRICS: tuple[str, ...] = (
 """Every run-level metric a comparison finds (subject `run`): their `<metric>_change_pct` are gate figures."""
 
 
-@dataclass(frozen=True)
+@record
 class Samples:
     """The samples of one (family, metric, subject) of one run."""
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from traceview.compare.kernel_pairs import kernel_means
 from traceview.compare.same_job import PARAMS_TOLERANCE
 from traceview.compare.scaling import Scaling, scaling_analysis
+from traceview.core.records import record
 
 KERNEL_SHARE = 0.5
 """Two runs whose compute-kernel signature sets share less than this share of their union are two models."""
@@ -27,7 +27,7 @@ GUESSED_SOURCES = ("default", "guess", "estimat", "shape", "trace")
 Document = Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@record
 class Scaleup:
     """The post-mortem: the scaling analysis, whether the model is the same (evidence, or not verifiable)."""
 

@@ -16,13 +16,14 @@ the candidate and the median bus bandwidth per (collective, process group) in bo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from traceview.core.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Scaling:
     """The scaling analysis of a comparison whose world sizes differ."""
 

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import polars as pl
 
 from traceview.compare.crossrank_findings import Straggler, named_stragglers, skew_values
 from traceview.compare.kernel_pairs import kernel_means
+from traceview.core.records import record
 from traceview.model.time_base import recorded_start_us
 
 
-@dataclass(frozen=True)
+@record
 class RunSeries:
     """One run of the series: its file name, recorded start (us since the epoch, None if unknown) and step
     samples; where the start came from (`trace base time`, `run.json created`, `file time`), who the run is

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 
 import polars as pl
+
+from traceview.core.records import record
 
 EXACT_MAX = 20
 """Samples up to this long (each side, no ties) get the exact Mann-Whitney p."""
@@ -28,7 +29,7 @@ EXACT_MAX_PAIRS = 50
 """Up to this many non-zero paired differences get the exact signed-rank p."""
 
 
-@dataclass(frozen=True)
+@record
 class TestResult:
     """A two-sample comparison: sizes, medians, the statistic (U of the candidate, or the positive rank sum
     W+ of a paired test) and the two-sided p-value."""

@@ -14,7 +14,7 @@ ranks or depends on the ranks absent).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import polars as pl
@@ -22,6 +22,7 @@ import polars as pl
 from traceview.compare.prediction_method import method_change
 from traceview.compare.samples import CAUSE_FAMILIES, Samples
 from traceview.core.ranks import absent_ranks, rank_ranges
+from traceview.core.records import record
 
 ALL_FAMILIES = ("*",)
 MIX_CHANGE = 0.10
@@ -96,7 +97,7 @@ def rank_coverage(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
     )
 
 
-@dataclass(frozen=True)
+@record
 class Structure:
     """Shape differences and partial readings of a comparison."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -38,9 +38,10 @@ from traceview.compare.same_job import job_differences
 from traceview.compare.series import RunSeries, kernel_metrics, metric_samples, run_series, run_value
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.two_runs import compare
+from traceview.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class ChangePoint:
     """A change in `metric` at run `index` (the first run after the change)."""
 
@@ -54,7 +55,7 @@ class ChangePoint:
     label: str = ""  # the run as shown (`RunSeries.shown`)
 
 
-@dataclass(frozen=True)
+@record
 class LatestJudgement:
     """The latest run's value of a metric against the history since the last change point."""
 
@@ -67,7 +68,7 @@ class LatestJudgement:
     outcome: str  # regression | improvement | not significant | unchanged | not judged
 
 
-@dataclass(frozen=True)
+@record
 class Trend:
     """The series, its change points and the judgement of the latest run; `warnings`: runs placed by their
     file's time."""

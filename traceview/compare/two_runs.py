@@ -13,7 +13,7 @@ run was read only in part (skipped files, unlinked kernels, mismatched collectiv
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import polars as pl
@@ -27,10 +27,11 @@ from traceview.compare.scaling import Scaling, scaling_analysis
 from traceview.compare.stats import holm, mann_whitney, relative_change
 from traceview.compare.structure import Structure, structure_changes
 from traceview.core.durations import duration_text
+from traceview.core.records import record
 from traceview.dimensions.analysis import DIMENSION_NAMES
 
 
-@dataclass(frozen=True)
+@record
 class Comparison:
     """The result of `compare`: every finding, structure changes, the scaling analysis when world sizes
     differ, and the one-sentence verdict."""

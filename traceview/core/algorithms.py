@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.costmodel import COLLECTIVE_NAMES, collective_key
+from traceview.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class AlgorithmCost:
     """The coefficients of one (collective, algorithm): latency steps l_log L(n); bus factor
     b_log L(n) + b_peer (n-1)/n."""

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from traceview.core.errors import InputError
+from traceview.core.records import record
 from traceview.core.sanitize import printable
 
 SYSTEM_TREES: tuple[str, ...] = ("/proc", "/sys", "/dev")
@@ -95,7 +95,7 @@ def _url_prefix(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{folder}/"
 
 
-@dataclass(frozen=True)
+@record
 class RunBoundary:
     """The folders (links resolved) and URL prefix whose files belong to a run described by a manifest."""
 

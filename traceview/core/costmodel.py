@@ -19,12 +19,12 @@ import functools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
 
 import polars as pl
 
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 
 Algorithm = Literal["ring", "tree"]
 
@@ -33,7 +33,7 @@ FLOPS_PER_PARAM_PER_EXAMPLE = 6.0
 "Predicted gamma")."""
 
 
-@dataclass(frozen=True)
+@record
 class CollectiveCost:
     """The cost coefficients of one collective (one row of the table).
 

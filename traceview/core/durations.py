@@ -9,10 +9,11 @@ milliseconds; one that rounds to zero is zero (`0.00 ms`, never `-0.00 ms` or `0
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from traceview.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class DurationUnit:
     """A unit a duration is shown in: its name, microseconds per unit, the durations it takes (nonzero and
     under `below_us` in magnitude) and its decimals (None: the caller's, as a table's column has them)."""

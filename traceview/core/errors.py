@@ -7,8 +7,9 @@ CLI turns them into exit codes (`traceview.cli.main`): `TraceviewError` 2 (bad i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from traceview.core.records import record
 
 
 class TraceviewError(Exception):
@@ -59,7 +60,7 @@ class PartialRun(TraceviewError):
     """The run was analysed, but some inputs were skipped, each named (exit code 4)."""
 
 
-@dataclass(frozen=True)
+@record
 class ParseWarning:
     """Something a parser recovered from: the result is still usable, and the report says what was lost."""
 

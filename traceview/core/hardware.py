@@ -14,11 +14,11 @@ import functools
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from traceview.core.errors import TraceviewError, UsageError
+from traceview.core.records import record
 
 TABLE_FILE = "hardware.toml"
 
@@ -60,7 +60,7 @@ class HardwareTableError(TraceviewError):
     """hardware.toml itself is malformed (a defect of the shipped table, caught by its tests)."""
 
 
-@dataclass(frozen=True)
+@record
 class LinkSpec:
     """One link kind. `bandwidth_bytes_per_s` is one direction per GPU / port: the model's B."""
 
@@ -74,7 +74,7 @@ class LinkSpec:
     alpha_source: str
 
 
-@dataclass(frozen=True)
+@record
 class GpuSpec:
     """One device as PyTorch sees it (one GCD of an MI250X): peaks, links and where the figures come from."""
 
@@ -97,7 +97,7 @@ class GpuSpec:
     memory_source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class MatchRule:
     """A device-name rule: every `all` token present, no `none` token, and `num_sms` equal when set."""
 
@@ -112,7 +112,7 @@ class MatchRule:
         return len(self.required) + len(self.forbidden) + (self.num_sms is not None)
 
 
-@dataclass(frozen=True)
+@record
 class HardwareTable:
     """The parsed table."""
 

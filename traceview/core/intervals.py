@@ -6,10 +6,11 @@ Every function takes a frame with `start_us`/`end_us` columns and group keys, an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 
 import polars as pl
+
+from traceview.core.records import record
 
 START, END = "start_us", "end_us"
 
@@ -110,7 +111,7 @@ def _window_at(frame: pl.LazyFrame, time: str, starts: pl.LazyFrame, by: list[st
     )
 
 
-@dataclass(frozen=True)
+@record
 class _Clipping:
     """The expressions `clipped` uses for one tuple of group keys, built once (`_clipping`)."""
 

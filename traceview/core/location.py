@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import urlsplit
 
 from traceview.core.errors import InputError, RunError, UsageError
+from traceview.core.records import record
 
 URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 REMOTE_EXTRA = "pip install 'traceview[remote]'"
 
 
-@dataclass(frozen=True)
+@record
 class Url:
     """A trace file at a URL fsspec can read; `size_bytes` when its listing said (else asked when needed)."""
 

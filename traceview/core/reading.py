@@ -24,13 +24,13 @@ import io
 import lzma
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from traceview.core.boundary import kind_of, system_tree
 from traceview.core.errors import InputError
 from traceview.core.location import Location, Url, size_of
+from traceview.core.records import record
 
 GIB, MIB = 2**30, 2**20
 SPARSE_MIN_BYTES = 64 * MIB
@@ -43,7 +43,7 @@ MAGIC_BYTES = 6
 """Bytes read to tell a compressed format (the longest magic number)."""
 
 
-@dataclass(frozen=True)
+@record
 class ReadLimits:
     """How much one input may inflate to (docs/metrics.md, "Input limits"); `size_hint` says how to raise
     `max_bytes` (named in the refusal)."""
@@ -133,7 +133,7 @@ def _zstd_reader(raw: BinaryIO) -> IO[bytes]:
     return reader
 
 
-@dataclass(frozen=True)
+@record
 class Compression:
     """A compressed format: its name, magic bytes, usual suffixes and how to read it (None: not read)."""
 

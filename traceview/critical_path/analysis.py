@@ -12,10 +12,11 @@ up to the communication the path holds between the member's entry and exit, move
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.critical_path.attribution import CALL_SCHEMA, attributed_calls, held_by_groups, waits_for
 from traceview.critical_path.categories import (
     CATEGORIES,
@@ -36,7 +37,7 @@ SMALL_SHARE = 0.03
 _COMM, _WAIT = f"{COMM_TRANSFER}_us", f"{PEER_WAIT}_us"
 
 
-@dataclass(frozen=True)
+@record
 class CriticalPath:
     """What held each step: `per_step` (rank, step, step_us and a `<category>_us` column per category,
     summing to step_us), `per_rank` (rank, steps, the medians of those columns and `median_step`, its step

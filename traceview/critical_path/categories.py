@@ -9,11 +9,11 @@ nothing recorded (`other`) when the launching threads record no event at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.events.kernel_classes import COMPUTE_CLASSES, MEMORY_CLASSES
 
 DEVICE_CATEGORIES: tuple[str, ...] = tuple(f"compute_{c}" for c in (*COMPUTE_CLASSES, *MEMORY_CLASSES))
@@ -21,7 +21,7 @@ DEVICE_CATEGORIES: tuple[str, ...] = tuple(f"compute_{c}" for c in (*COMPUTE_CLA
 COMM_TRANSFER, PEER_WAIT, OTHER = "comm_transfer", "peer_wait", "other"
 
 
-@dataclass(frozen=True)
+@record
 class HostPathRule:
     """One row: a host row of one of `kinds` (op | annotation | runtime) whose name matches `regex` (polars
     syntax, searched) holds an idle device's time as `category`; `meaning` says why."""

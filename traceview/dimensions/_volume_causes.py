@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from traceview.core.records import record
 
 LATENCY_BOUND = 0.25
 """A dimension whose model time is at least this share latency (k alpha) makes too many small calls."""
 LATENCY_CALLS_MIN = 16
 
 
-@dataclass(frozen=True)
+@record
 class CauseRule:
     """What a ratio in [low, high) of a dimension's collectives means."""
 

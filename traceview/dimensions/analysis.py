@@ -9,11 +9,12 @@ out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
+from traceview.core.records import record
 from traceview.dimensions.classify import THRESHOLD, UNKNOWN
 from traceview.dimensions.cost import (
     call_figures,
@@ -85,7 +86,7 @@ LINK_SCHEMA: Mapping[str, pl.DataType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Dimensions:
     """Every result of the dimensions analysis; renderers read it and never compute.
 

@@ -16,9 +16,10 @@ named by its framework scores at least 0.6, and an unnamed line whose mix, phase
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import polars as pl
+
+from traceview.core.records import record
 
 NAME_WEIGHT, STATED_WEIGHT, STATED_SIZE_WEIGHT, LIBRARY_WEIGHT = 0.6, 1.0, 0.3, 0.6
 LIBRARY_DIMENSIONS: Mapping[str, tuple[str, str]] = {
@@ -40,7 +41,7 @@ EARLY_MIN, LATE_MAX, SPREAD_ONE_SIZE = 0.2, 0.05, 1.5
 """Early: at least 20% of the calls start in the forward pass; late: under 5%; one size: S within 1.5x."""
 
 
-@dataclass(frozen=True)
+@record
 class EvidenceRule:
     """When `holds` on a group's features, add `weights` to its dimensions, saying `says`."""
 

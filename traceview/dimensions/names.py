@@ -12,12 +12,13 @@ flattenings listed there) says nothing, and so does PyTorch's `undefined` or a b
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.records import record
 
-@dataclass(frozen=True)
+
+@record
 class NameRule:
     """A name pattern (regex on the normalised description) and the dimension it names (None: no evidence)."""
 

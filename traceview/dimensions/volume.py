@@ -33,15 +33,16 @@ called latency-bound.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import polars as pl
 
 from traceview.core.costmodel import bus_factor_expr
+from traceview.core.records import record
 from traceview.dimensions._volume_causes import cause_of
 
 
-@dataclass(frozen=True)
+@record
 class Input:
     """One input of the expected volumes: its value (None: unknown), where it came from, how to give it."""
 
@@ -51,7 +52,7 @@ class Input:
     give: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class VolumeInputs:
     """The inputs of the formulas, and per rank its pipeline stage (`stages`: rank, stage, stages)."""
 
@@ -70,7 +71,7 @@ class VolumeInputs:
         return self.sizes.get(dimension, 1.0)
 
 
-@dataclass(frozen=True)
+@record
 class VolumeRule:
     """The expected bus bytes of one dimension's calls of some collectives, per rank per step."""
 

@@ -29,11 +29,11 @@ The per-step budget values (step, compute, communication, exposed, idle per rank
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
+from traceview.core.records import record
 from traceview.model.stacking import by_rank
 
 SKETCH_POINTS = 512
@@ -44,7 +44,7 @@ CALL_SIGNATURES = 256
 """
 
 
-@dataclass(frozen=True)
+@record
 class Distributions:
     """Samples of one run for comparisons (see the module docstring)."""
 

@@ -4,12 +4,13 @@ holds the rows; `traceview.events.kernel_names` applies them)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from traceview.core.records import record
 
 _GROUP_NAME = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
-@dataclass(frozen=True)
+@record
 class KernelPattern:
     """One row of the kernel-name grammar: a regex (Rust/polars syntax) and the library it marks.
 

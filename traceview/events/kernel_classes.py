@@ -20,12 +20,13 @@ A name is classed once per process (`kernel_classes_of`): a run's ranks share th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.records import record
 
-@dataclass(frozen=True)
+
+@record
 class KernelClassRule:
     """One row: the class a kernel name is in when `regex` (Rust/polars syntax) is found in it; `source` says
     whose kernels the row names."""

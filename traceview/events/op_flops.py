@@ -33,9 +33,10 @@ weight shapes (its gradient has the output's shape); else it is unknown (null FL
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import polars as pl
+
+from traceview.core.records import record
 
 SHAPE_FLOPS_MARK = "traceview::shape_flops"
 """Name of the synthetic host row that carries one step's FLOPs from shapes in a compact trace
@@ -146,7 +147,7 @@ def _attention(first: int) -> Formula:
     return formula
 
 
-@dataclass(frozen=True)
+@record
 class OpFlops:
     """A row of the table: operators whose name matches `regex` have `formula(dims, concrete) x factor` FLOPs;
     `family` says what they are (matmul, convolution, attention)."""

@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import msgspec
 import polars as pl
+
+from traceview.core.records import record
 
 TYPE_BYTES: Mapping[str, int] = {
     "double": 8,
@@ -86,7 +87,7 @@ Cost = tuple[float, float | None]
 """(FLOPs, bytes or None)."""
 
 
-@dataclass(frozen=True)
+@record
 class Args:
     """An operator's tensor arguments: the shape and the dtype of each (`()`, None for a non-tensor)."""
 
@@ -206,7 +207,7 @@ FORMULAS: Mapping[str, Formula] = {
 """Formula name -> the (FLOPs, bytes) of an operator's arguments (module docstring)."""
 
 
-@dataclass(frozen=True)
+@record
 class ShapeRule:
     """One operator family: its class, a regex on the operator name, the formula, and the convention's
     source."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 from traceview.core.sanitize import printable
 from traceview.reduce.results import RunAnalysis
 
@@ -17,7 +17,7 @@ DEFAULT_MAX_EVENTS = 5_000_000
 """Events written at most (about 1 GB of JSON): Perfetto's UI loads traces up to about 2 GB."""
 
 
-@dataclass(frozen=True)
+@record
 class ExportBounds:
     """What to export: ranks and steps (None: all), a window in ms on the aligned clock since the run's first
     step, and the most events to write."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.export._bounds import ExportBounds
 from traceview.parsers import kineto
 from traceview.reduce.results import RunAnalysis
@@ -17,7 +18,7 @@ from traceview.reduce.results import RunAnalysis
 MARK_TID = "traceview"
 
 
-@dataclass(frozen=True)
+@record
 class RankClock:
     """How one rank's times reach the aligned clock: `base_us` moves its own clock onto the run's time base,
     `offset_us` (its host's alignment offset) is then subtracted."""

@@ -9,11 +9,11 @@ cross groups as chains, and the first line: the earliest place across groups whe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.flight_recorder.chains import wait_chains
 from traceview.flight_recorder.findings import HangFinding, membership_findings, mismatch_findings
 from traceview.flight_recorder.inputs import UnreadDump
@@ -28,7 +28,7 @@ VERDICTS = ("agree", "unsure", "divergence")
 """What the dumps say, from best to worst."""
 
 
-@dataclass(frozen=True)
+@record
 class HangAnalysis:
     """The dumps of one job read together."""
 

@@ -6,15 +6,15 @@ and sizes, how long the waiting side had waited and its Python stack when the du
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.flight_recorder.rules import RULE_BY_KIND, SIZE_FREE_OPS
 
 
-@dataclass(frozen=True)
+@record
 class Side:
     """Ranks that did the same thing at a finding's collective: their op, input sizes and dtypes."""
 
@@ -24,7 +24,7 @@ class Side:
     input_dtypes: str
 
 
-@dataclass(frozen=True)
+@record
 class HangFinding:
     """One divergence (or an unsure one): its kind, "divergence" or "unsure", where, who on each side."""
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import glob
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from traceview.core.boundary import folder_files, special_kind
 from traceview.core.errors import InputError, RunError, UsageError
 from traceview.core.location import Location, Url, filesystem, is_url, url_files
+from traceview.core.records import record
 from traceview.core.sanitize import printable
 from traceview.model.flight_recorder import FlightRecorderDump
 from traceview.parsers import flight_recorder
@@ -32,7 +32,7 @@ _KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
 _COMPRESSED = (".gz", ".zst", ".bz2", ".xz")
 
 
-@dataclass(frozen=True)
+@record
 class UnreadDump:
     """A named file that could not be read as a dump, and why (one line)."""
 

@@ -10,7 +10,7 @@ collective's earliest creation on the waiting ranks). Young is under `in_flight_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from traceview.core.records import record
 
 IN_FLIGHT_FLOOR_S = 1.0
 """A wait younger than this is in flight whatever the job's own durations."""
@@ -20,7 +20,7 @@ DIVERGED_FACTOR = 3.0
 """A wait this many times the in-flight limit or older is a divergence; between the two, unsure."""
 
 
-@dataclass(frozen=True)
+@record
 class DivergenceRule:
     """One kind of disagreement: its name (the JSON `kind`), its precedence among findings of the same
     collective (lower first), whether the in-flight rule applies, and the sentence that names it

@@ -13,12 +13,12 @@ every group. Only the traces' host ops are queried; nothing else of them is anal
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from traceview.core.errors import TraceviewError, reason_of
+from traceview.core.records import record
 from traceview.flight_recorder.findings import HangFinding, ranks_text
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def last_calls(run: Run) -> pl.DataFrame:
     )
 
 
-@dataclass(frozen=True)
+@record
 class TracedSide:
     """Ranks whose traces stopped at the same place in a finding's group: the last traced collective, its
     sequence number (when the trace states one) or its order in the trace, and the sentence saying so."""

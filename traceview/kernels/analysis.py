@@ -8,10 +8,10 @@ rank's operators; the slow ranks explained against the median rank (`traceview.k
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.events.kernel_classes import CLASSES, OVERLAP
 from traceview.kernels.host import PHASES
 from traceview.kernels.operators import TOP_OPERATORS, with_achieved
@@ -24,7 +24,7 @@ CLASS_ORDER = {name: index for index, name in enumerate((*CLASSES, OVERLAP))}
 LAUNCH_MEDIANS = ("launches", "launch_us", "device_us", "kernels", "short_kernels", "queue_median_us")
 
 
-@dataclass(frozen=True)
+@record
 class KernelAnalysis:
     """Where the compute time went, per rank and step, and the slow ranks' kernels (module docstring)."""
 

@@ -15,11 +15,11 @@ exclusive time; where two or more compute classes run, the overlap. One query co
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.intervals import clipped
+from traceview.core.records import record
 from traceview.events.kernel_classes import CLASSES, COMPUTE_CLASSES, OVERLAP
 
 CLASS_STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -73,7 +73,7 @@ def _figures(kernel_class: str) -> pl.Expr:
     return pl.struct(pl.col("_len").filter(runs).sum().alias("time_us"), alone.alias("exclusive_us"))
 
 
-@dataclass(frozen=True)
+@record
 class _Sweep:
     """The expressions of one sweep over `classes` (those a rank's events have: a class no event has never
     runs, so its columns would only sum to 0), built once per set of classes (`_sweep_of`)."""

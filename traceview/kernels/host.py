@@ -10,14 +10,13 @@ operators inside it count once).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from traceview.core.intervals import clipped, union_length
+from traceview.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class HostRule:
     """One row: a phase of the step, the host row kinds it reads, a regex on their names, and whose names."""
 

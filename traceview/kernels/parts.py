@@ -14,11 +14,12 @@ and names its own), so a batch of small ranks costs the queries of one; a rank a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import polars as pl
 
 from traceview.core.frames import vstacked
+from traceview.core.records import record
 from traceview.events.kernel_classes import kernel_classes_of
 from traceview.events.kernel_keys import keys_of
 from traceview.kernels.classes import CLASS_STEP_SCHEMA, class_steps
@@ -62,7 +63,7 @@ ROOFLINE_PART_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class KernelParts:
     """One rank's (or, stacked, every rank's) kernels-analysis frames."""
 

@@ -16,11 +16,10 @@ neither peak (`device` says so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from traceview.core.hardware import GpuSpec, HardwareLookupError, match_device, peak_flops
+from traceview.core.records import record
 
 ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
     "op_class": pl.Utf8(),
@@ -43,7 +42,7 @@ ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Device:
     """The device the roofline is drawn for: the trace's name, the table's row (None: unknown), its source."""
 

@@ -18,11 +18,11 @@ stated.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.durations import duration_text
+from traceview.core.records import record
 
 SLOW_EXCESS_MIN = 0.05
 """A rank computing this fraction more per step than the reference rank is explained unasked."""
@@ -54,7 +54,7 @@ BY_KERNEL_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class SlowRank:
     """One rank against the reference rank, per step (means over each rank's steps)."""
 

@@ -11,13 +11,14 @@ that `--links measured` hands the prediction and its what-ifs as a `LinkOverride
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.core.costmodel import bus_factor_expr, latency_steps_expr
+from traceview.core.records import record
 from traceview.links_measured.fit import (
     MIN_CALLS,
     SMALL_CALL_RATIO,
@@ -37,7 +38,7 @@ MEASURED_NOTE = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class LinksMeasured:
     """`classes`: per class, the fit (alpha_us, bandwidth_Bps and their 95% bounds, R^2) or why not, beside
     the table's. `scopes`: the pooled fit per link scope. `overrides`: what `--links measured` feeds the

@@ -11,15 +11,16 @@ a skipped input (exit 4).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from traceview.core.records import record
 from traceview.model.trace import SkippedInput
 
 EXAMPLES = 3
 """Names the one line (and the JSON's `run.ignored.examples`) quotes; the count says the rest."""
 
 
-@dataclass(frozen=True)
+@record
 class IgnoredInputs:
     """The files found beside the traces that are not traces: how many, and the first few by path."""
 

@@ -10,9 +10,9 @@ process-group configuration) is kept by that rule. docs/metrics.md, "Inputs", de
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 
 from traceview.core.errors import ParseWarning, RunError
+from traceview.core.records import record
 from traceview.model.time_base import placement_warnings, trace_time_base
 from traceview.model.trace import RankTrace, Run, SkippedInput
 
@@ -22,7 +22,7 @@ DAY_NS = 86_400 * 10**9
 Groups = Callable[[Sequence[RankTrace]], list[Hashable | None]]
 
 
-@dataclass(frozen=True)
+@record
 class JobRule:
     """A property every trace of one job shares: `groups` labels each trace (None: says nothing)."""
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain
 from typing import Any
 
@@ -46,6 +46,7 @@ from traceview.core.cores import usable_cores
 from traceview.core.engine import in_memory
 from traceview.core.errors import NotKinetoError, RunError, TraceviewError, UsageError, reason_of
 from traceview.core.location import Location, size_of
+from traceview.core.records import record
 from traceview.map.batch import batches_of_sizes, text_size
 from traceview.map.ray_executor import RAY_BATCH_SHARE, ray_results
 from traceview.model.trace import RankTrace, SkippedInput, checked
@@ -68,7 +69,7 @@ Progress = Callable[[int, int, int], None]
 """progress(ranks done, ranks in all, bytes of the files done)."""
 
 
-@dataclass(frozen=True)
+@record
 class MapTask:
     """One rank file to summarise, with the run's options (the task never reads `run.json`)."""
 

@@ -14,7 +14,7 @@ rank's own time base; `shifted` moves a summary onto the run's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import polars as pl
@@ -32,6 +32,7 @@ from traceview.collectives.comm_events import comm_events
 from traceview.collectives.kernels import comm_kernels
 from traceview.collectives.tables import suspected_comm_kernels
 from traceview.core.engine import in_memory
+from traceview.core.records import record
 from traceview.critical_path.nodes import empty_nodes
 from traceview.critical_path.sweep import PATH_HOST_COLUMNS, critical_path_plans, path_optimizations
 from traceview.dimensions.group_time import group_phases, group_step_time
@@ -64,7 +65,7 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
 """
 
 
-@dataclass(frozen=True)
+@record
 class RankSummary:
     """What the reduce needs of one rank (module docstring). `trace` is the compact trace: metadata, steps and
     the few host rows the model's inputs read; no device events."""

@@ -8,9 +8,9 @@ the parser (`traceview.parsers.flight_recorder`), fields a version did not write
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
+
+from traceview.core.records import record
 
 ENTRY_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "rank": pl.Int64,
@@ -48,7 +48,7 @@ STATUS_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
 """Columns of `FlightRecorderDump.status`: pg_status as the dump states it (-1 for none)."""
 
 
-@dataclass(frozen=True)
+@record
 class ProcessGroupConfig:
     """A process group as one rank's dump describes it: its name, description and member ranks (global)."""
 
@@ -57,7 +57,7 @@ class ProcessGroupConfig:
     ranks: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class FlightRecorderDump:
     """One rank's dump: where it came from, its format version, when it was taken, its groups, their
     status and its last entries (`ENTRY_SCHEMA`)."""

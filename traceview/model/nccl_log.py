@@ -10,12 +10,13 @@ ranks (NCCL 2.16+).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import reduce
 
 import polars as pl
 
 from traceview.core.errors import InputError
+from traceview.core.records import record
 
 # ncclDataType_t code -> (name, bytes per element). 0-8 since NCCL 2.0, bfloat16 since 2.10, fp8 since 2.19.
 DTYPES: tuple[tuple[int, str, int], ...] = (
@@ -221,7 +222,7 @@ def empty_frame(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMAS[name])
 
 
-@dataclass(frozen=True)
+@record
 class NcclLog:
     """Everything one NCCL_DEBUG log says, one polars frame per record family (schemas in `SCHEMAS`).
 

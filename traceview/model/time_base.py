@@ -15,9 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from traceview.core.errors import ParseWarning
+from traceview.core.records import record
 from traceview.model.trace import RankTrace, Run
 
 MAX_BASE_GAP_US = 86_400e6
@@ -25,7 +25,7 @@ MAX_BASE_GAP_US = 86_400e6
 bases)."""
 
 
-@dataclass(frozen=True)
+@record
 class RankClockBase:
     """What places one rank's clock: its stated base (0 unknown) and its first step's start on its own clock
     (None: no step)."""
@@ -34,7 +34,7 @@ class RankClockBase:
     first_step_us: float | None
 
 
-@dataclass(frozen=True)
+@record
 class TimeBase:
     """Per rank (in the order given), the shift in microseconds onto the run's base, and a warning for each
     rank placed by its first step."""

@@ -9,12 +9,13 @@ document has `baseTimeNanoseconds`, `ts` is relative to it and `RankTrace.meta.b
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import polars as pl
 
 from traceview.core.errors import ParseWarning, RunError, TraceviewError
 from traceview.core.frames import labelled
+from traceview.core.records import record
 
 COMM_ARG_SCHEMA: Mapping[str, pl.DataType] = {
     "collective_name": pl.Utf8(),
@@ -88,7 +89,7 @@ and the host ones (`source` cpu). `traceview.steps.windows.choose_steps` picks o
 evidence."""
 
 
-@dataclass(frozen=True)
+@record
 class ProcessGroupConfig:
     """One entry of `distributedInfo.pg_config`: a process group as PyTorch created it."""
 
@@ -99,7 +100,7 @@ class ProcessGroupConfig:
     backend: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class TraceMeta:
     """What a trace says about itself: who wrote it, on what, and how its clock reads."""
 
@@ -220,7 +221,7 @@ NO_SYNCS = empty_frame(SYNC_SCHEMA)
 """A trace without CUDA sync events (one frame shared: polars frames are not changed in place)."""
 
 
-@dataclass(frozen=True)
+@record
 class RankTrace:
     """Everything one rank's trace holds that the analyses use."""
 
@@ -271,7 +272,7 @@ class RankTrace:
         )
 
 
-@dataclass(frozen=True)
+@record
 class SkippedInput:
     """An input file that could not be used, and why (the run goes on without it)."""
 
@@ -283,7 +284,7 @@ class SkippedInput:
     (`traceview.load.non_traces`); named by a run.json or given alone, it is a skipped input."""
 
 
-@dataclass(frozen=True)
+@record
 class Run:
     """The ranks of one job, in rank order, plus what was skipped on the way in."""
 

@@ -5,16 +5,15 @@ balance is not measurable. `moe_balance(...) -> MoeBalance` is pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.core.durations import duration_text
+from traceview.core.records import record
 from traceview.moe.balance import call_loads, hot_ranks, loads, parsed, send_matrix, step_balance, waits
 
 
-@dataclass(frozen=True)
+@record
 class MoeBalance:
     """`matrix`: per (group, src, dst) bytes sent per step (mean over steps). `per_rank`: per (group, rank)
     its median load (received bytes per step), load share and sent bytes. `per_group`: per group of

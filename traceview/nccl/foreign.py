@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
+from traceview.core.records import record
 from traceview.model.nccl_log import NcclLog
 from traceview.model.trace import Run
 
@@ -30,7 +30,7 @@ def _short_hosts(names: Iterable[str | None]) -> frozenset[str]:
     return frozenset(name.split(".")[0].lower() for name in names if name)
 
 
-@dataclass(frozen=True)
+@record
 class TraceFacts:
     """What the traces say of their job: process-group sizes, world size, hostnames, NCCL versions."""
 
@@ -52,7 +52,7 @@ class TraceFacts:
         )
 
 
-@dataclass(frozen=True)
+@record
 class LogFacts:
     """What one log says of its job: communicator sizes (init and COLL lines), hosts, NCCL versions."""
 

@@ -22,12 +22,12 @@ NCCL_DEBUG init lines are not used for the bridge yet.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from traceview.core.errors import TraceviewError
+from traceview.core.records import record
 
 AGREE_RATIO = 1.25
 """Inspector busbw / trace busbw (and time) within [1/AGREE_RATIO, AGREE_RATIO] agree."""
@@ -50,7 +50,7 @@ JOINED_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class InspectorJoin:
     """The Inspector files read and how their records met the trace.
 

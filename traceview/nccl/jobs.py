@@ -17,10 +17,10 @@ and the job's failures (`traceview.nccl.problems`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.model.nccl_log import NcclLog
 from traceview.nccl.join import NcclJoin, join_nccl
 from traceview.nccl.problems import nccl_gate_figures, nccl_problems
@@ -43,7 +43,7 @@ COMMUNICATOR_COLUMNS = (
 """The columns of a job's communicator table, in order."""
 
 
-@dataclass(frozen=True)
+@record
 class NcclJob:
     """One job's logs read together: its communicators merged across ranks, its failures and the join."""
 

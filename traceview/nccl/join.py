@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import polars as pl
 
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.core.hardware import LinkSpec, link
+from traceview.core.records import record
 from traceview.model.nccl_log import NcclLog
 from traceview.model.trace import Run
 from traceview.nccl._group_matching import (
@@ -58,7 +59,7 @@ so). `uses_socket`: a `via NET/Socket` connection, or the log's socket network a
 (`traceview.nccl.join_tables.with_socket_network`)."""
 
 
-@dataclass(frozen=True)
+@record
 class LinkOverride:
     """The link a process group's traffic really takes, read from the NCCL log: B for the prediction."""
 
@@ -74,7 +75,7 @@ class LinkOverride:
         return self.link.bandwidth_bytes_per_s
 
 
-@dataclass(frozen=True)
+@record
 class NcclJoin:
     """NCCL logs read together and joined to the traces; renderers read it and never compute.
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 from traceview.options.user import UserOptions
 
 COMMAND_LINE = "command line"
 MANIFEST = "manifest"
 
 
-@dataclass(frozen=True)
+@record
 class LinkOverride:
     """A link stated for the model (an NCCL log's socket fallback, provenance "nccl log"; the links measured
     in the run, "measured"): replaces the link of every call of process group `group` (its `pg_key`), or with
@@ -32,7 +32,7 @@ class LinkOverride:
     source: str = "nccl log"  # or "measured": fitted on this run's transfer times (traceview.links_measured)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ModelOptions:
     """Every constant of the prediction the user may set; None: from the trace, NCCL log, table or default.
 

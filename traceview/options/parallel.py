@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 
 DIMENSIONS: tuple[str, ...] = ("dp", "fsdp", "tp", "pp", "ep", "cp")
 """The parallelism dimensions traceview names (docs/metrics.md, "Parallelism dimensions")."""
@@ -48,7 +49,7 @@ SHAPE_KEYS: dict[str, str] = {
 SHAPE_BOUNDS = (1.0, 1e9)
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """A stated layout: (dimension, size or None for `*`) innermost first, and where it came from."""
 
@@ -80,7 +81,7 @@ MODEL_SHARDING = ("tp", "pp", "fsdp")
 """The dimensions that split the model's parameters among ranks (each rank holds P / their sizes' product)."""
 
 
-@dataclass(frozen=True)
+@record
 class ModelShape:
     """The model's shape as stated: hidden size h, sequence length s, layers L, micro-batches m per step,
     top-k experts per token, experts E, MoE layers; None where not stated. `sources`: (field, source)."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import glob
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from traceview.core.boundary import folder_files
 from traceview.core.errors import UsageError
 from traceview.core.reading import with_compressed
+from traceview.core.records import record
 from traceview.core.sanitize import printable
 from traceview.options.inspector_files import inspector_paths
 from traceview.options.manifest import (
@@ -45,7 +46,7 @@ LOG_SUFFIXES = with_compressed(NCCL_LOG_SUFFIXES)
 COMPRESSED_LOG_SUFFIXES = LOG_SUFFIXES[len(NCCL_LOG_SUFFIXES) :]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Execution:
     """Where and how ranks are read: worker processes, the executor, its address, the largest trace text."""
 
@@ -55,7 +56,7 @@ class Execution:
     max_trace_bytes: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class RunFacts:
     """Who the run is, for a history (`traceview trend`): run.json's job, commit and creation time, and the
     label the user gave (`--label`)."""
@@ -68,7 +69,7 @@ class RunFacts:
     world_size: int | None = None  # run.json's world_size
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class RunOptions:
     """What one run is analysed with; every field has the default a plain `traceview report RUN` uses."""
 

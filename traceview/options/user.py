@@ -10,11 +10,12 @@ analysis runs with.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 
 MAX_WORKERS, MAX_RANKS_PER_HOST = 4096, 2**16
 """Upper bounds of the integer options: past them a value is a typo, refused as a usage error (exit 2)."""
@@ -22,7 +23,7 @@ MAX_WORKERS, MAX_RANKS_PER_HOST = 4096, 2**16
 Kind = Literal["text", "texts", "paths", "count", "number", "quantity", "choice"]
 
 
-@dataclass(frozen=True)
+@record
 class Flag:
     """How a field is written on the command line and checked: its flag, help, kind and bounds."""
 
@@ -39,7 +40,7 @@ def _option(flag: str, help: str, kind: Kind, default: Any = None, **bounds: Any
     return field(default=default, metadata={"flag": Flag(flag, help, kind, **bounds)})
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class UserOptions:
     """Every option a user may state, each with the default a plain `traceview report RUN` uses."""
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
+from traceview.core.records import record
 from traceview.model.trace import Run
 from traceview.prediction.inputs import ModelInputs, ModelOptions, resolve_inputs
 from traceview.prediction.pricing import price
@@ -60,7 +60,7 @@ SUMS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Prediction:
     """The prediction of a run. `calls`: every priced call; `per_step`: per (rank, step) measured and
     predicted figures and factors; `per_collective`: per (collective, group, n, link); `run`: pooled

@@ -12,7 +12,7 @@ else 6 P b of what the trace suggests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -25,6 +25,7 @@ from traceview.core.hardware import (
     normalise_dtype,
     peak_flops,
 )
+from traceview.core.records import record
 from traceview.model.trace import Run
 from traceview.options.model import LinkOverride, ModelOptions
 from traceview.prediction.algorithms import logged_algorithms
@@ -53,7 +54,7 @@ SOCKET_LINK = "tcp_socket"
 """The hardware table's row of NCCL's socket transport (10 GbE): the link across nodes when a log says so."""
 
 
-@dataclass(frozen=True)
+@record
 class ModelInputs:
     """The resolved inputs; None where unknown. `flops` has columns rank, step, flops (`flops_source`: trace,
     6 P b, FLOPs per sample x b); `topology` says where the GPUs per node came from."""

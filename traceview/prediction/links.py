@@ -11,9 +11,10 @@ this run's nodes are wired.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from traceview.core.hardware import GpuSpec, HardwareLookupError, intra_node_link, link
+from traceview.core.records import record
 from traceview.options.model import LinkOverride, ModelOptions
 from traceview.prediction.trace_facts import Assumption
 
@@ -27,7 +28,7 @@ FIELDS = {"intra": ("bandwidth_Bps", "alpha_s"), "inter": ("inter_bandwidth_Bps"
 """The `ModelOptions` fields of B and alpha of each scope."""
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     """The links one kind of group spans: B (one direction per GPU, bytes/s) and alpha (s), with sources."""
 

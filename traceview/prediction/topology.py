@@ -18,12 +18,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
+from traceview.core.records import record
 from traceview.model.trace import Run
 
 DEFAULT_RANKS_PER_NODE = 8
@@ -42,7 +43,7 @@ FILE_HOST = re.compile(
 NOT_A_HOST = re.compile(r"(?i)^(?:rank|worker|trace)?[-_]?\d*$")
 
 
-@dataclass(frozen=True)
+@record
 class RunFacts:
     """What the run says about where its ranks run (every mapping keyed by global rank)."""
 
@@ -61,7 +62,7 @@ class RunFacts:
     clock_groups: tuple[tuple[int, ...], ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """What one kind of fact says: an exact ranks per node, or a lower bound, with a one-line description."""
 
@@ -71,7 +72,7 @@ class Evidence:
     at_least: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     """GPUs per node with its source and detail, every piece of evidence read, and the lines where the value
     used disagrees with evidence; `hosts` the number of nodes the traced ranks fill, when known."""

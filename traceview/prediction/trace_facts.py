@@ -8,11 +8,11 @@ log, the hardware table and the defaults.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.costmodel import FLOPS_PER_PARAM_PER_EXAMPLE
+from traceview.core.records import record
 from traceview.model.trace import Run
 from traceview.prediction.batch_shapes import batch_from_shapes
 from traceview.prediction.step_flops import convolutional, shape_flops, trace_flops
@@ -23,7 +23,7 @@ SOURCES = ("trace", "nccl log", "manifest", "hardware table", "command line", "d
 FLOATING_DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
-@dataclass(frozen=True)
+@record
 class Assumption:
     """One input of the prediction: its value, unit and where it came from (one of `SOURCES`)."""
 
@@ -34,7 +34,7 @@ class Assumption:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     """What the step computes and all-reduces: P, b, the gradient group (g, K, dtype), FLOPs per (rank, step)
     and the assumptions (P, b, g, K, FLOPs) with their provenance; `note` says what is missing."""
@@ -131,7 +131,7 @@ STATED = ("command line", "manifest")
 """Sources of an input the user stated (`ModelOptions.sources`): they win over what the trace suggests."""
 
 
-@dataclass(frozen=True)
+@record
 class Stated:
     """What the user stated of the workload, each with its source (`command line` or `manifest`)."""
 

@@ -9,10 +9,10 @@ gives. Pure functions of frames; no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.prediction.inputs import KNOWN_LINK_SOURCES, ModelInputs
 from traceview.prediction.trace_facts import Assumption
 
@@ -25,7 +25,7 @@ MIN_SIZE_SPREAD = 2.0
 MIN_SLOPE_CALLS = 4
 
 
-@dataclass(frozen=True)
+@record
 class Coverage:
     """What the run gave the model: calls in steps, with a size, priced; the inputs; the pooled figures."""
 
@@ -38,7 +38,7 @@ class Coverage:
     host_calls: int = 0  # calls that ran on the host inside a host (priced over the host link)
 
 
-@dataclass(frozen=True)
+@record
 class Trust:
     """`missing_input`: one line naming what gamma_pred lacks (None when it was computed); `link_known`: every
     priced call's B is stated (command line, manifest) or read from an NCCL log; `assumed_links`: the others,

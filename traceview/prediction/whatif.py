@@ -12,11 +12,12 @@ the worker factor; a larger local batch multiplies it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import polars as pl
 
 from traceview.core.hardware import GpuSpec, table
+from traceview.core.records import record
 from traceview.prediction.closed_form import break_even_workers, gamma_closed_form
 from traceview.prediction.inputs import Link, ModelInputs
 from traceview.prediction.pricing import price, spans_nodes
@@ -38,7 +39,7 @@ NEXT_LINK = {
 """The next generation of a table link; a scale-up link's next is the same vendor's next faster one."""
 
 
-@dataclass(frozen=True)
+@record
 class WhatIf:
     """`table`: scenario, detail, gamma_pred, vs_now (ratio to now). `curve`: K, local_batch_factor,
     spans_nodes, gamma_pred. `closed_form_gamma`: the gamma model's 2(K-1)/K g R / (6 b B) when b, R, B, g

@@ -15,9 +15,9 @@ import statistics
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from traceview.core.records import record
 from traceview.record.rank_facts import MeasuredModel, alive
 
 BATCH_KEYWORDS = (
@@ -48,7 +48,7 @@ GLOBAL_NUMEL_RULES: tuple[tuple[str, str, Callable[[Any], int]], ...] = (
 (`_fsdp_flattened` views into a flat parameter are left out: the flat parameter counts them)."""
 
 
-@dataclass(frozen=True)
+@record
 class StepBatch:
     """The batch one step fed the model: its size in `unit`, the forward calls it was summed over, and what
     the first call's input was."""

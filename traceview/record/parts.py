@@ -17,12 +17,13 @@ import re
 import socket
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 
 import msgspec
 
 from traceview.core.errors import InputError
+from traceview.core.records import record
 from traceview.options.manifest import (
     MANIFEST_NAME,
     ManifestLog,
@@ -43,7 +44,7 @@ NCCL_LOG_PATTERN = "nccl.%h.%p.log"
 NCCL_DEBUG_ENV: Mapping[str, str] = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,COLL,TUNING"}
 
 
-@dataclass(frozen=True)
+@record
 class RecordSettings:
     """How each rank records: the `torch.profiler.schedule` (wait, warmup, active steps), its options, what
     the user knows of the model and machine (each optional; see docs/run-manifest.md), and for the drop-in

@@ -13,12 +13,13 @@ import platform
 import socket
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from traceview.core.records import record
 from traceview.core.version import __version__
 from traceview.options.manifest import (
     ManifestGroup,
@@ -50,7 +51,7 @@ FIXED_SOURCES: dict[str, str] = {
 """The source `run.json` names for each field every part states the same way."""
 
 
-@dataclass(frozen=True)
+@record
 class MeasuredModel:
     """What a recorder measured of the workload (None: not measured), each value's source, and notes."""
 
@@ -61,7 +62,7 @@ class MeasuredModel:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class RankRecording:
     """One process's recording, for its part: where, which rank, with which settings and profiler window,
     whether its trace was written, how its steps were found, and what it measured."""

@@ -14,12 +14,13 @@ computed here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import polars as pl
 
 from traceview.core.errors import TraceviewError
 from traceview.core.frames import repeated, vstacked
+from traceview.core.records import record
 from traceview.kernels.parts import KernelParts
 from traceview.map.rank_summary import TIME_COLUMNS, RankSummary
 from traceview.model.trace import RankTrace
@@ -32,7 +33,7 @@ HELD = "_held"
 _POSITION, _ROW = "_position", "_row"
 
 
-@dataclass(frozen=True)
+@record
 class Stacked:
     """The frames of every summary, one above the other, on the run's time base."""
 
@@ -65,7 +66,7 @@ PART_FRAMES = tuple(f.name for f in fields(KernelParts))
 FRAMES = SUMMARY_FRAMES + PART_FRAMES
 
 
-@dataclass(frozen=True)
+@record
 class HeldRank:
     """What the reduce reads of one summary besides its frames."""
 

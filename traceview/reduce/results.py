@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -16,6 +16,7 @@ from traceview.budget.time_budget import MEDIAN_COLUMNS, TRANSFER_COLUMNS, TimeB
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.collectives.tables import gate_figures as collective_gate_figures
 from traceview.core.ranks import rank_ranges
+from traceview.core.records import record
 from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.distributions.samples import Distributions
@@ -57,7 +58,7 @@ GATE_FIGURES: frozenset[str] = frozenset(
 misspelled metric is refused at once (tests/test_gates.py checks it against the figures of real runs)."""
 
 
-@dataclass(frozen=True)
+@record
 class RunHeader:
     """Who and what the run is: the report's header and the JSON summary's `run` object."""
 
@@ -87,7 +88,7 @@ class RunHeader:
     sources: tuple[tuple[str, str], ...] = ()  # where hostnames, pytorch_versions, world_size came from
 
 
-@dataclass(frozen=True)
+@record
 class RunAnalysis:
     """Every result of one run; renderers read it and never compute."""
 

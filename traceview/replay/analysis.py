@@ -10,12 +10,13 @@ the compute factor), median over (rank, step): `as_recorded` gives the measured 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import polars as pl
 
 from traceview.across_ranks.analysis import CrossRank
 from traceview.budget.time_budget import TimeBudget
+from traceview.core.records import record
 from traceview.prediction.gamma import Prediction
 from traceview.replay.engine import LANE, VARIANT, levels, run, stacked, variant_columns
 from traceview.replay.levers import Recorded, Variant, default_levers, variant
@@ -30,7 +31,7 @@ LEVER_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Replay:
     """`levers`: one row per lever (lever, step_us, gamma, saved_us, notes; null figures and the reason in
     notes where it cannot be replayed). `errors`: per step, the recorded and the `as_recorded` median step

@@ -17,18 +17,18 @@ every variant's (every lever's) and every step's collective of that level and al
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TypeVar
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.replay.skeleton import first_claims
 
 VARIANT = "variant"
 """The column that tells the replayed variants of the same steps apart (one per lever)."""
 
 
-@dataclass(frozen=True)
+@record
 class Chain:
     """The steps to replay, every variant at once: per member row (variant, step, instance, rank) its
     segment, the instance's transfer and `late` (the rank's arrival moves to the latest of the other

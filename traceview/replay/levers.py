@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.costmodel import bus_factor_expr
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 from traceview.prediction.gamma import Prediction
 from traceview.prediction.pricing import price
 
 
-@dataclass(frozen=True)
+@record
 class Recorded:
     """What the levers read: the skeleton (`body`, `tails`), the named stragglers, the prediction and the
     world size."""
@@ -32,7 +32,7 @@ class Recorded:
     world: int
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """A skeleton with one change: `transfer_us` per member row, the compute and host factors on every
     segment, `late` ranks, `overlap` mode; `comp_factor` divides T_comp in gamma; `notes` what it rests on."""

@@ -12,8 +12,7 @@ form's pooled gamma_pred and gamma_ratio (source `closed form`), its gap among e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from traceview.core.records import record
 from traceview.prediction.gamma import AGREEMENT, NETWORK_FACTORS, Prediction, dominant_factor, gap_factor
 from traceview.prediction.trust import far_off_doubt, guessed_inputs
 from traceview.replay.analysis import Replay
@@ -22,7 +21,7 @@ REPLAY = "replay"
 CLOSED_FORM = "closed form"
 
 
-@dataclass(frozen=True)
+@record
 class PredictedGamma:
     """`gamma_pred` and `gamma_ratio` (measured / predicted) of the headline, their `source` (`replay` or
     `closed form`), `dominant` (the factor column the gap is mostly due to, None when they agree), `doubt`

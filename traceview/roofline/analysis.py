@@ -26,10 +26,9 @@ without b or a ridge. (For TP, PP, EP and CP the bytes grow with b too: b* holds
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
+from traceview.core.records import record
 from traceview.dimensions.analysis import Dimensions
 from traceview.prediction.gamma import Prediction
 from traceview.prediction.trust import ACHIEVED_RANGE
@@ -43,7 +42,7 @@ REGIMES: tuple[tuple[float, str], ...] = (
 """(upper bound of CCR / CCR*, regime), first that holds."""
 
 
-@dataclass(frozen=True)
+@record
 class Roofline:
     """`levels`: per link level its name, B and ridge point. `points`: per dimension (and `all`) its bytes per
     step, CCR, level, ridge, CCR / ridge, regime, efficiency. `flops_per_step`, `peak_flops`, `achieved_flops`

@@ -11,11 +11,11 @@ alone, to the last bit.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
 from traceview.core.intervals import clipped
+from traceview.core.records import record
 from traceview.model.stacking import by_rank, stacked_plan
 from traceview.model.trace import RankTrace
 
@@ -32,7 +32,7 @@ _RANK = pl.col("rank")
 _INTERVAL = ["rank", "start_us", "end_us"]
 
 
-@dataclass(frozen=True)
+@record
 class Stacked:
     """A batch's frames stacked with `rank`, as lazy plans: the step candidates (`RankTrace.steps`), the
     device events (`rank`, `correlation`, `start_us`, `end_us`) and the host events (`rank`, `kind`,

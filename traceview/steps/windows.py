@@ -20,10 +20,10 @@ annotations, `cpu` for host ones). `choose_steps` picks one set per rank by evid
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
+from traceview.core.records import record
 from traceview.model.stacking import distinct_rank_rounds
 from traceview.model.trace import RankTrace
 from traceview.steps._keyed import (
@@ -63,7 +63,7 @@ GPU_COVER_MIN_SHARE_OF_TRACE = 0.5
 step (warm-up, the profiler's stop): GPU step annotations holding less than this share of it are rejected."""
 
 
-@dataclass(frozen=True)
+@record
 class StepChoice:
     """The step source used for one rank (`gpu` | `cpu` | `none`) and, when GPU annotations were weighed,
     the device busy time (us) inside their windows and in the reference; `warning` says why they were
@@ -115,7 +115,7 @@ def chosen_windows_of(
     return [(*answered[i], [next(found) for _ in extra]) for i, extra in enumerate(also)]
 
 
-@dataclass(frozen=True)
+@record
 class _Flags:
     """What `chosen_windows` needs to know of one trace before its queries (no query)."""
 
@@ -157,7 +157,7 @@ class _Flags:
         return ("gpu", self.fallback) if self.weigh else ("gpu" if self.has_gpu else self.fallback,)
 
 
-@dataclass(frozen=True)
+@record
 class _Round:
     """The queries of traces of distinct ranks, keyed by rank (at most two: the evidence of the ranks that
     weigh their GPU annotations, and the windows of each source a rank may choose), and how each trace's

@@ -12,18 +12,17 @@ and the collective behind it, computed once here so that the page and the JSON s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from traceview.collectives.tables import size_bucket_exprs
+from traceview.core.records import record
 
 TOP_INSTANCES = 10
 """Instances kept behind each row of `by_cost`."""
 COST_KEYS = ["pg_key", "collective", "size_bucket"]
 
 
-@dataclass(frozen=True)
+@record
 class Drilldown:
     """The drill-down's figures (module docstring)."""
 

@@ -15,12 +15,12 @@ can say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import polars as pl
 
 from traceview.core.intervals import clipped, group_starts, sorted_reach
+from traceview.core.records import record
 from traceview.core.vocab import canonical_collective_expr
 
 MAX_SEGMENTS = 12_000
@@ -51,7 +51,7 @@ SEGMENT_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Timeline:
     """Merged activity segments of the offered steps.
 

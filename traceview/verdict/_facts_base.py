@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import polars as pl
 
@@ -14,6 +14,7 @@ from traceview.bubbles.gaps import BubbleAnalysis
 from traceview.budget.time_budget import TimeBudget
 from traceview.collectives.tables import CollectiveAnalysis
 from traceview.core.durations import duration_text as format_duration
+from traceview.core.records import record
 from traceview.critical_path.analysis import CriticalPath
 from traceview.dimensions.analysis import Dimensions
 from traceview.kernels.analysis import KernelAnalysis
@@ -25,7 +26,7 @@ from traceview.replay.analysis import Replay
 from traceview.replay.predicted import PredictedGamma
 
 
-@dataclass(frozen=True)
+@record
 class RunShape:
     """What the run is, beyond its figures: its world size, the host collective calls of its ranks (`rank`,
     `name`, `family`, `calls`), the step sources used, and what each rank's trace spans (`rank`,
@@ -38,7 +39,7 @@ class RunShape:
     grad_off_ranks: int = 0  # ranks whose trace metadata says autograd was off (inference_mode, no_grad)
 
 
-@dataclass(frozen=True)
+@record
 class Measured:
     """The results the facts are read from: the time budget, and each other analysis when it ran."""
 
@@ -59,7 +60,7 @@ class Measured:
     replay: Replay | None = None  # its `no_straggler` levers give a straggler's stake
 
 
-@dataclass(frozen=True)
+@record
 class Facts:
     """Named numbers and named words about one run; `facts[name]` reads a number."""
 

@@ -5,13 +5,12 @@ and whether the stake is too small to advise (under `SMALL_SHARE` of the step: t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from traceview.core.records import record
 from traceview.critical_path.analysis import SMALL_SHARE
 from traceview.verdict.facts import Facts, duration_text
 
 
-@dataclass(frozen=True)
+@record
 class Stake:
     """A rule's time on the path per median step, its share of the step, and the sentence's clause."""
 

@@ -7,9 +7,9 @@ import difflib
 import operator
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 from traceview.core.errors import UsageError
+from traceview.core.records import record
 
 OPERATORS: Mapping[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -21,7 +21,7 @@ OPERATORS: Mapping[str, Callable[[float, float], bool]] = {
 EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|==|>|<)\s*([-+0-9.eE]+)\s*$")
 
 
-@dataclass(frozen=True)
+@record
 class Threshold:
     """`metric op value`: crossed when the metric's value satisfies the comparison."""
 
@@ -33,7 +33,7 @@ class Threshold:
         return f"{self.metric}{self.op}{self.value:g}"
 
 
-@dataclass(frozen=True)
+@record
 class Crossing:
     """A threshold that fired, with the measured value that fired it."""
 

@@ -8,8 +8,8 @@ carries measured gamma against the alpha-beta prediction, or the one input the p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from traceview.core.records import record
 from traceview.verdict._rank_advice import stake_clause, straggler_stake_share
 from traceview.verdict._run_shape import run_shape, some_ranks
 from traceview.verdict.facts import Facts, duration_text
@@ -24,7 +24,7 @@ DIMENSION_SHARE_MIN = 0.10
 the pace."""
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     """The label of the first rule that holds, its sentence, and measured against predicted gamma.
 
@@ -45,7 +45,7 @@ class Verdict:
     `--fail-on`) reads this one decision; the figures stay in their own section and JSON keys."""
 
 
-@dataclass(frozen=True)
+@record
 class HeadlineRule:
     """A verdict rule: `label` when every fact in `needs` is known and `holds` is true."""
 

@@ -10,8 +10,8 @@ their own (`traceview.verdict.recommend` builds its rules from them).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from traceview.core.records import record
 from traceview.verdict.facts import Facts, duration_text
 
 WARMUP_SHARE_MIN = 0.5
@@ -33,7 +33,7 @@ TIME_BUDGET_RULES = (
 """The advice that reads the budget of the recorded windows."""
 
 
-@dataclass(frozen=True)
+@record
 class KindRule:
     """A run kind: `kind` when every fact in `needs` is known and `holds` is true."""
 

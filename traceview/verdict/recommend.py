@@ -9,8 +9,8 @@ run stay silent. The first recommendation (highest score) is the report's top re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
+from traceview.core.records import record
 from traceview.critical_path.analysis import SMALL_SHARE
 from traceview.critical_path.categories import COMM_TRANSFER
 from traceview.verdict._comm_advice import (
@@ -62,7 +62,7 @@ SLOW_RANK_UNWAITED_SCORE = 0.05
 does not pay for it now."""
 
 
-@dataclass(frozen=True)
+@record
 class Recommendation:
     """One fired rule: its id, the section it belongs to, the sentence, the cited facts and its score."""
 
@@ -76,7 +76,7 @@ class Recommendation:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     """A recommendation rule over facts: fires when every fact in `needs` is known and `holds` is true."""
 
@@ -334,7 +334,7 @@ def recommendations(facts: Facts, rules: tuple[Rule, ...] = RULES) -> tuple[Reco
     return tuple(sorted(fired, key=_rank_key))
 
 
-@dataclass(frozen=True)
+@record
 class Recommendations:
     """The facts every source knew about the run and the rules they fired, highest score first."""
 

@@ -45,7 +45,7 @@ from traceview.map.compact import compact_inputs, compacted
 from traceview.map.own_parts import OwnParts, extent, own_parts
 from traceview.model.stacking import by_rank, distinct_rank_rounds, row_offsets, stacked, stacked_rows
 from traceview.model.trace import RankTrace, Run
-from traceview.moe.splits import splits_of
+from traceview.moe.splits import batch_splits
 from traceview.steps.windows import WINDOW_SCHEMA, StepChoice, chosen_windows_of
 from traceview.timeline.step_view import rank_segments
 
@@ -167,10 +167,10 @@ def _summarized(
     events, host_launches = comm_events(events, kernels)  # communication wherever it runs, counted once
     own = own_parts(traces, steps, cpu, (events, kernels, launch_rows), chosen[0][2])
     launch_rows = pl.concat([launch_rows, host_launches], how="vertical_relaxed")
-    events_of, windows_of = by_rank(events, ranks), by_rank(windows, ranks)
+    events_of = by_rank(events, ranks)
     classed, names = classed_events(events)
     kernel_parts, class_parts = _kernel_parts(traces, classed, names, windows, (cpu, steps))
-    splits = _splits(own, traces, windows_of)
+    splits = _splits(own, cpu, windows, ranks)
     compact = [compacted(trace, rows) for trace, rows in zip(traces, _compact_rows(own, ranks), strict=True)]
     extents = [extent(trace) for trace in traces]
     path_host = pl.DataFrame([cpu.get_column(c) for c in PATH_HOST_COLUMNS])  # no query; the rest freed
@@ -228,11 +228,10 @@ def _critical_path(
     return steps, holders, nodes, set(unlinked.get_column("rank").to_list()), synced
 
 
-def _splits(own: OwnParts, traces: Sequence[RankTrace], windows_of: Sequence[pl.DataFrame]) -> list[Any]:
-    """Each trace's all-to-all calls with their split sizes (`traceview.moe.splits.splits_of`)."""
-    ranks = [trace.rank for trace in traces]
-    calls_of = by_rank(own.alltoall_calls, ranks) if own.alltoall_calls is not None else [None] * len(ranks)
-    return [splits_of(c, t.cpu, w) for c, t, w in zip(calls_of, traces, windows_of, strict=True)]
+def _splits(own: OwnParts, cpu: pl.DataFrame, windows: pl.DataFrame, ranks: Sequence[int]) -> list[Any]:
+    """Each rank's all-to-all calls with their split sizes (`traceview.moe.splits.batch_splits`), from the
+    batch's host rows and windows."""
+    return by_rank(batch_splits(own.alltoall_calls, cpu, windows), ranks)
 
 
 def _compact_rows(own: OwnParts, ranks: Sequence[int]) -> list[pl.DataFrame]:

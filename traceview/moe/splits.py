@@ -1,4 +1,5 @@
-"""One rank's all-to-all calls with their split sizes (the map's share of docs/metrics.md, "MoE balance").
+"""Each rank's all-to-all calls with their split sizes (the map's share of docs/metrics.md, "MoE balance"),
+for a batch of ranks at once.
 
 Per all-to-all call (its first on-device kernel): rank, step, group, start, duration, the split sizes it sent
 and received (`In split size` / `Out split size`: rows of dim 0 per member of the group, in the group's rank
@@ -39,30 +40,46 @@ def _tensor_bytes(index: int) -> pl.Expr:
     return dims.list.eval(pl.element().product()).list.first() * dtype_size_expr(kind)
 
 
-def _from_calls(rows: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
-    """`rows` with the splits of the rank's `c10d::alltoall_base_` ops, in order, where the rows have none and
-    the counts agree; their bytes from the op's tensors (output, input), which it names unambiguously."""
-    if rows.height == 0 or rows.get_column("in_split").is_not_null().any():
-        return rows.lazy()
-    named = pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()
-    ops = cpu.lazy().filter(named).sort("start_us").collect()
-    if ops.height != rows.height:
-        return rows.lazy()
-    taken = {
-        "in_split": "in_split",
-        "out_split": "out_split",
-        "input_dims": "_op_dims",
-        "input_types": "_op_types",
-    }
+_NAMED_OP = pl.col("name").str.contains(ALLTOALL_CALL) & pl.col("in_split").is_not_null()
+_ORDINAL = pl.int_range(pl.len()).over("rank").alias("_k")
+_OP_COLUMNS = {
+    "in_split": "_op_in",
+    "out_split": "_op_out",
+    "input_dims": "_op_dims",
+    "input_types": "_op_types",
+}
+
+
+def _from_calls(rows: pl.LazyFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
+    """`rows` (each rank's, sorted by start) with the splits of their rank's `c10d::alltoall_base_` ops, the
+    k-th op's to the k-th row, for the ranks whose rows have none and as many ops as rows; their bytes from
+    the op's tensors (output, input), which it names unambiguously. One query for a batch of ranks."""
+    ops = (
+        cpu.lazy()
+        .filter(_NAMED_OP)
+        .select("rank", "start_us", *_OP_COLUMNS)
+        .sort("rank", "start_us")
+        .select("rank", _ORDINAL, *(pl.col(column).alias(alias) for column, alias in _OP_COLUMNS.items()))
+    )
+    counted = rows.group_by("rank").agg(pl.len().alias("_rows"), pl.col("in_split").is_not_null().any())
+    op_counts = ops.group_by("rank").agg(pl.len().alias("_ops"))
+    agree = ~pl.col("in_split") & (pl.col("_rows") == pl.col("_ops"))  # no splits of its own, counts equal
+    taking = counted.join(op_counts, on="rank").filter(agree)
     return (
-        rows.lazy()
-        .sort("start_us")
-        .with_columns(ops.get_column(column).alias(name) for column, name in taken.items())
+        rows.with_columns(_ORDINAL)
+        .join(
+            ops.join(taking.select("rank"), on="rank", how="semi"),
+            on=["rank", "_k"],
+            how="left",
+            maintain_order="left",
+        )
         .with_columns(
+            pl.coalesce("in_split", "_op_in").alias("in_split"),
+            pl.coalesce("out_split", "_op_out").alias("out_split"),
             pl.coalesce(_tensor_bytes(1), pl.col("in_bytes")).alias("in_bytes"),
             pl.coalesce(_tensor_bytes(0), pl.col("out_bytes")).alias("out_bytes"),
         )
-        .drop("_op_dims", "_op_types")
+        .drop("_k", *_OP_COLUMNS.values())
     )
 
 
@@ -81,21 +98,18 @@ def has_alltoall(kernels: pl.DataFrame) -> bool:
     return bool((kernels.get_column("collective") == "AllToAll").any())
 
 
-def splits_of(calls: pl.DataFrame | None, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The rank's all-to-all calls in its step windows, with their splits (module docstring), from the
-    collected `alltoall_calls` (None: the rank has none, `has_alltoall`)."""
+def batch_splits(calls: pl.DataFrame | None, cpu: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The all-to-all calls of a batch of ranks in their step windows, with their splits (module docstring),
+    from the collected `alltoall_calls` (None: no rank has any, `has_alltoall`), the batch's host rows and
+    step windows (each with `rank`); one query."""
     if calls is None or calls.height == 0 or windows.height == 0:
         return _EMPTY_SPLITS.clear()
-    placed = (
-        _from_calls(calls, cpu)
-        .sort("start_us")
-        .join_asof(
-            windows.lazy().select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us"),
-            left_on="start_us",
-            right_on="window_start_us",
-            by="rank",
-            check_sortedness=False,
-        )
+    placed = _from_calls(calls.lazy().sort("rank", "start_us"), cpu).join_asof(
+        windows.lazy().select("rank", "step", "window_start_us", "window_end_us").sort("window_start_us"),
+        left_on="start_us",
+        right_on="window_start_us",
+        by="rank",
+        check_sortedness=False,
     )
     inside = pl.col("step").is_not_null() & (pl.col("start_us") < pl.col("window_end_us"))
     return placed.filter(inside).select([pl.col(c).cast(t) for c, t in SPLIT_SCHEMA.items()]).collect()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from tests.crossrank_factory import windows
 from traceview.model.stacking import by_rank
 from traceview.moe.splits import SPLIT_SCHEMA, batch_splits
 
@@ -75,17 +76,7 @@ def _ops() -> pl.DataFrame:
 
 
 def _windows() -> pl.DataFrame:
-    rows = [(rank, step, 50.0 * step, 50.0 * step + 50.0) for rank in (0, 1, 2) for step in (0, 1)]
-    return pl.DataFrame(
-        rows,
-        schema={
-            "rank": pl.Int64,
-            "step": pl.Int64,
-            "window_start_us": pl.Float64,
-            "window_end_us": pl.Float64,
-        },
-        orient="row",
-    )
+    return windows([0, 1, 2], [(0, 0.0, 50.0), (1, 50.0, 100.0)])
 
 
 def test_the_kth_op_gives_the_kth_call_its_splits_where_counts_agree() -> None:
@@ -103,10 +94,10 @@ def test_the_kth_op_gives_the_kth_call_its_splits_where_counts_agree() -> None:
 
 
 def test_each_rank_of_a_batch_gets_what_it_alone_gives() -> None:
-    calls, ops, windows = _calls(), _ops(), _windows()
-    together = by_rank(batch_splits(calls, ops, windows), [2, 0, 1])
+    calls, ops, steps = _calls(), _ops(), _windows()
+    together = by_rank(batch_splits(calls, ops, steps), [2, 0, 1])
     for rank, found in zip([2, 0, 1], together, strict=True):
-        alone = batch_splits(*(frame.filter(pl.col("rank") == rank) for frame in (calls, ops, windows)))
+        alone = batch_splits(*(frame.filter(pl.col("rank") == rank) for frame in (calls, ops, steps)))
         assert_frame_equal(found, alone)
 
 

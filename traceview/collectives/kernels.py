@@ -307,8 +307,10 @@ def comm_kernels(run: Run, events: pl.DataFrame, launch_rows: pl.DataFrame | Non
     anchors = comm_anchors(_with_event_columns(events), calls, launch_rows.lazy(), host_ranks).collect()
     if anchors.height == 0:
         return empty_comm_kernels()
-    has_copies = bool((anchors.get_column("kind") == "memcpy").any())
-    user_copies = (user_copy_launches(run) if has_copies else pl.DataFrame(schema=USER_COPY_SCHEMA)).lazy()
+    copies = anchors.filter(pl.col("kind") == "memcpy")  # the only rows whose launch `user_copies` judges
+    user_copies = (
+        user_copy_launches(run, copies) if copies.height else pl.DataFrame(schema=USER_COPY_SCHEMA)
+    ).lazy()
     linked = with_copy_engine(linked_calls(anchors.lazy(), calls), user_copies).collect()
     if linked.height == 0:
         return empty_comm_kernels()

@@ -6,6 +6,7 @@ launcher spawned included). Any other failure is the test's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,7 +29,8 @@ def _run(command: Sequence[str], limit_s: float) -> subprocess.CompletedProcess[
         try:
             out, err = process.communicate(timeout=limit_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # the spawned ranks hold the pipes open too
+            with contextlib.suppress(ProcessLookupError):  # it may end between the limit and the kill
+                os.killpg(process.pid, signal.SIGKILL)  # the spawned ranks hold the pipes open too
             out, err = process.communicate()
             return subprocess.CompletedProcess(list(command), -signal.SIGKILL, out, f"{err}\n{HUNG}")
     return subprocess.CompletedProcess(list(command), process.returncode, out, err)
